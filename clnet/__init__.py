@@ -1,0 +1,17 @@
+"""clnet: a small deep-learning framework whose every kernel is OpenCL, on any OpenCL device."""
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from . import activations, callbacks, datasets, initializers, layers, losses, optimizers
+from .cl.device import DeviceError, devices
+from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
+from .cl.tensor import Tensor
+from .model import NotCompiledError, Sequential, set_seed
+
+try:
+    __version__ = _version("clnet")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+source"
+
+__all__ = ["Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
+           "initializers", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
+           "DeviceError", "BuildError", "NotCompiledError"]

@@ -1,0 +1,10 @@
+"""Activation families: each file holds a family's classes, its .cl file its OpenCL functions."""
+from .base import Activation, get
+from .linear import Linear
+from .sigmoid import Sigmoid
+from .tanh import Tanh
+from .relu import ReLU, LReLU
+from .swish import Swish
+from .softmax import Softmax
+
+__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "Softmax"]

@@ -1,0 +1,74 @@
+// Helpers every clnet program starts with. TYPE, TYPE4 and LOCAL_SIZE come from the build options.
+#ifdef CLNET_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+// Four consecutive elements array[start..start+3]; those at or past `size` read as 0,
+// so a kernel can walk any length four at a time without reading out of bounds.
+inline TYPE4 ToVect4(__global const TYPE *array, int start, int size)
+{
+    if (start + 4 <= size)
+        return vload4(0, array + start);
+    TYPE4 v = (TYPE4)(0);
+    if (start < size)     v.s0 = array[start];
+    if (start + 1 < size) v.s1 = array[start + 1];
+    if (start + 2 < size) v.s2 = array[start + 2];
+    return v;
+}
+
+// The inverse of ToVect4: store the lanes that fall before `size`, drop the rest.
+inline void D4ToArray(__global TYPE *array, TYPE4 value, int start, int size)
+{
+    if (start + 4 <= size) {
+        vstore4(value, 0, array + start);
+        return;
+    }
+    if (start < size)     array[start] = value.s0;
+    if (start + 1 < size) array[start + 1] = value.s1;
+    if (start + 2 < size) array[start + 2] = value.s2;
+}
+
+// Smallest probability a loss takes the log of, as Keras clips (representable in float32).
+#define EPSILON ((TYPE)1e-7)
+
+// Sum (or, with use_max, maximum) of one value per work-item over the work-group, through
+// local memory; the work-group size must be a power of two no larger than LOCAL_SIZE.
+inline TYPE group_reduce(__local TYPE *scratch, TYPE value, const int use_max)
+{
+    const int lid = get_local_id(0);
+    scratch[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = get_local_size(0) / 2; stride > 0; stride >>= 1) {
+        if (lid < stride)
+            scratch[lid] = use_max ? fmax(scratch[lid], scratch[lid + stride]) : scratch[lid] + scratch[lid + stride];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const TYPE result = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);  // scratch is reused by the next reduction
+    return result;
+}
+
+// Elementwise activation chosen at build time (-D ACT=relu): ACT_FORWARD(x, a, b) and
+// ACT_DERIVATIVE(y, x, a, b) = d y / d x, given the output y and the input x.
+#ifdef ACT
+#define ACT_FORWARD CAT(ACT, _forward)
+#define ACT_DERIVATIVE CAT(ACT, _derivative)
+#endif
+
+// Wide vectors for the matrix kernels (-D VW=4|8|16): PoCL turns these into SIMD code.
+#ifdef VW
+#define VEC CAT(TYPE, VW)
+#define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
+#if VW == 4
+#define HSUM(v) dot((v), (TYPE4)(1))
+#elif VW == 8
+#define HSUM(v) (dot((v).lo, (TYPE4)(1)) + dot((v).hi, (TYPE4)(1)))
+#elif VW == 16
+#define HSUM(v) (dot((v).lo.lo, (TYPE4)(1)) + dot((v).lo.hi, (TYPE4)(1)) + \
+                 dot((v).hi.lo, (TYPE4)(1)) + dot((v).hi.hi, (TYPE4)(1)))
+#endif
+#endif

@@ -1,0 +1,179 @@
+"""The process-wide OpenCL state: the chosen device, its context and queue, the program cache,
+the launch counter and the optional profiler."""
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+
+from .device import DeviceError, DeviceInfo, choose
+
+FLOATX = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+_C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+class BuildError(RuntimeError):
+    """An OpenCL program did not compile; the message holds the compiler's log."""
+
+
+class Runtime:
+    """One device, its context and in-order queue, and everything built for it."""
+
+    def __init__(self, info: DeviceInfo):
+        self.info = info
+        self.device = info.cl_device
+        self.context = cl.Context([self.device])
+        self.profiling = False
+        self.queue = cl.CommandQueue(self.context)
+        self._profiling_queue = None
+        self._programs: dict[tuple, cl.Program] = {}
+        self.launches = 0       # kernel launches since the runtime started (a test counts per step)
+        self.events: list[tuple[str, cl.Event, float]] = []  # (kernel, event, flops) while profiling
+        # Sub-buffers must start on this boundary.
+        self.alignment = max(self.device.mem_base_addr_align // 8, 16)
+        self.local_size = min(256, self.device.max_work_group_size)
+
+    def set_profiling(self, enabled: bool) -> None:
+        if enabled and self._profiling_queue is None:
+            self._profiling_queue = cl.CommandQueue(
+                self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.queue.finish()
+        self.queue = self._profiling_queue if enabled else cl.CommandQueue(self.context)
+        self.profiling = enabled
+
+    def check_dtype(self, dtype) -> np.dtype:
+        dtype = np.dtype(dtype)
+        if dtype not in _C_TYPES:
+            raise TypeError(f"floatx must be float32 or float64, got {dtype}")
+        if dtype == np.float64 and not self.info.fp64:
+            raise DeviceError(f"float64 was asked for, but device {self.info.name!r} has no cl_khr_fp64 "
+                              "support; use floatx='float32' or choose another device (CLNET_DEVICE)")
+        return dtype
+
+    def program(self, sources: tuple[str, ...], dtype, defines: dict | None = None) -> cl.Program:
+        """Build (once per context, TYPE and options) the program made of these package .cl files.
+
+        `sources` are resource paths relative to the package, e.g. "layers/dense.cl"; the shared
+        helpers in cl/common.cl always come first.
+        """
+        dtype = self.check_dtype(dtype)
+        c_type = _C_TYPES[dtype]
+        options = {"TYPE": c_type, "TYPE4": f"{c_type}4", "LOCAL_SIZE": self.local_size, **(defines or {})}
+        if c_type == "double":
+            options["CLNET_FP64"] = 1
+        key = (sources, tuple(sorted(options.items())))
+        program = self._programs.get(key)
+        if program is None:
+            text = "\n".join(_read_source(name) for name in ("cl/common.cl", *sources))
+            flags = [f"-D{k}={v}" for k, v in sorted(options.items())]
+            try:
+                program = cl.Program(self.context, text).build(options=flags)
+            except cl.RuntimeError as error:
+                raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
+                                 f"{self.info.name!r} failed:\n{error}") from None
+            self._programs[key] = program
+        return program
+
+    @property
+    def builds(self) -> int:
+        return len(self._programs)
+
+    def kernel(self, program: cl.Program, name: str, dtype) -> "Kernel":
+        return Kernel(self, program, name, dtype)
+
+
+class Kernel:
+    """One kernel object with its arguments: each call sets only the arguments that changed,
+    because a layer launches the same kernel on the same buffers step after step."""
+
+    def __init__(self, rt: Runtime, program: cl.Program, name: str, dtype):
+        self.rt = rt
+        self.name = name
+        self.kernel = cl.Kernel(program, name)
+        self.scalar = np.dtype(dtype).type
+        self.args: list = [None] * self.kernel.num_args
+
+    def __call__(self, global_size, local_size, *args, flops: float = 0.0) -> None:
+        if len(args) != len(self.args):
+            raise TypeError(f"{self.name} takes {len(self.args)} arguments, got {len(args)}")
+        for i, arg in enumerate(args):
+            arg = getattr(arg, "buffer", arg)  # a Tensor passes its cl.Buffer
+            previous = self.args[i]
+            if isinstance(arg, (int, float)):
+                unchanged = type(previous) is type(arg) and previous == arg
+            else:
+                unchanged = previous is arg
+            if not unchanged:
+                self.args[i] = arg
+                self.kernel.set_arg(i, self._convert(arg))
+        rt = self.rt
+        event = cl.enqueue_nd_range_kernel(rt.queue, self.kernel, global_size, local_size)
+        rt.launches += 1
+        if rt.profiling:
+            rt.events.append((self.name, event, flops))
+
+    def _convert(self, arg):
+        if isinstance(arg, int):
+            return np.int32(arg)
+        if isinstance(arg, float):
+            return self.scalar(arg)
+        return arg
+
+
+_SOURCE_CACHE: dict[str, str] = {}
+
+
+def _read_source(name: str) -> str:
+    if name not in _SOURCE_CACHE:
+        package, _, filename = ("clnet/" + name).rpartition("/")
+        _SOURCE_CACHE[name] = resources.files(package.replace("/", ".")).joinpath(filename).read_text()
+    return _SOURCE_CACHE[name]
+
+
+_runtime: Runtime | None = None
+_floatx = FLOATX["float32"]
+
+
+def set_device(spec: str | int | None = None) -> DeviceInfo:
+    """Choose the device by index or name substring (None: CLNET_DEVICE, else the default).
+
+    Layers built on the previous device keep it; build models after choosing.
+    """
+    global _runtime
+    info = choose(spec)
+    _runtime = Runtime(info)
+    if not os.environ.get("CLNET_QUIET"):
+        print(f"clnet: using device {info.index}: {info.describe()}", file=sys.stderr)
+    return info
+
+
+def runtime() -> Runtime:
+    if _runtime is None:
+        set_device()
+    return _runtime
+
+
+def current_device_index() -> int | None:
+    return None if _runtime is None else _runtime.info.index
+
+
+def set_floatx(name: str) -> None:
+    """Default floating type for new models: 'float32' or 'float64'."""
+    global _floatx
+    _floatx = floatx_dtype(name)
+
+
+def floatx_dtype(name=None) -> np.dtype:
+    if name is None:
+        return _floatx
+    key = np.dtype(name).name if not isinstance(name, str) else name
+    if key not in FLOATX:
+        raise TypeError(f"floatx must be 'float32' or 'float64', got {name!r}")
+    return FLOATX[key]
+
+
+def floatx() -> str:
+    return _floatx.name

@@ -1,0 +1,57 @@
+"""Device buffers with a shape and a dtype."""
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from .runtime import Runtime, runtime
+
+
+class Tensor:
+    """A row-major array in device memory. It owns its cl.Buffer (or a sub-buffer of a parent)."""
+
+    def __init__(self, shape, dtype, rt: Runtime | None = None, buffer: cl.Buffer | None = None):
+        self.rt = rt or runtime()
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        # OpenCL refuses zero-sized buffers; a 1-element buffer stands in for an empty tensor.
+        self.buffer = buffer if buffer is not None else cl.Buffer(
+            self.rt.context, cl.mem_flags.READ_WRITE, max(self.nbytes, self.dtype.itemsize))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @classmethod
+    def from_numpy(cls, array, dtype=None, rt: Runtime | None = None) -> "Tensor":
+        array = np.ascontiguousarray(array, dtype=dtype)
+        tensor = cls(array.shape, array.dtype, rt)
+        tensor.write(array)
+        return tensor
+
+    @classmethod
+    def zeros(cls, shape, dtype, rt: Runtime | None = None) -> "Tensor":
+        tensor = cls(shape, dtype, rt)
+        tensor.fill(0)
+        return tensor
+
+    def write(self, array, blocking: bool = True) -> None:
+        array = np.ascontiguousarray(array, dtype=self.dtype)
+        if array.size != self.size:
+            raise ValueError(f"cannot write {array.shape} into a device tensor of shape {self.shape}")
+        if self.size:
+            cl.enqueue_copy(self.rt.queue, self.buffer, array, is_blocking=blocking)
+
+    def numpy(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.size:
+            cl.enqueue_copy(self.rt.queue, out, self.buffer, is_blocking=True)
+        return out
+
+    def fill(self, value) -> None:
+        if self.size:
+            cl.enqueue_fill_buffer(self.rt.queue, self.buffer, self.dtype.type(value), 0, self.nbytes)
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, dtype={self.dtype.name}, device={self.rt.info.name!r})"

@@ -1,0 +1,15 @@
+// Assembles a mini-batch on the device: the rows index[first..first+rows) of the resident
+// inputs and targets are copied into the batch buffers, four columns per work-item.
+__kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index,
+                         const int first, const int x_cols, const int y_cols,
+                         __global TYPE *x_batch,   // (rows, x_cols)
+                         __global TYPE *y_batch)   // (rows, y_cols)
+{
+    const int col = get_global_id(0) * 4;
+    const int row = get_global_id(1);
+    const long source = index[first + row];
+    if (col < x_cols)
+        D4ToArray(x_batch + row * x_cols, ToVect4(x + source * x_cols, col, x_cols), col, x_cols);
+    if (col < y_cols)
+        D4ToArray(y_batch + row * y_cols, ToVect4(y + source * y_cols, col, y_cols), col, y_cols);
+}

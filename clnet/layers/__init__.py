@@ -1,0 +1,8 @@
+"""Layers: one file each; a Dense layer's kernels live in dense.cl beside it."""
+from .base import Layer
+from .dense import Dense
+from .activation import Activation, Softmax
+from .flatten import Flatten
+from .input import Input
+
+__all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input"]

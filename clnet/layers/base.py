@@ -1,0 +1,110 @@
+"""The layer lifecycle: __init__ validates and stores config, build() declares parameters,
+allocate() makes the per-batch device buffers, forward()/backward() launch kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.parameters import ParameterStore
+from ..cl.tensor import Tensor
+
+
+class Layer:
+    registry: dict[str, type["Layer"]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        Layer.registry[cls.__name__] = cls
+
+    def __init__(self, name: str | None = None, input_shape=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {name!r}")
+        self.name = name
+        self.input_shape = None if input_shape is None else _shape("input_shape", input_shape)
+        self.output_shape = None
+        self.built = False
+        self.capacity = 0  # rows the per-batch buffers hold
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def build(self, input_shape: tuple, store: ParameterStore, rng: np.random.Generator) -> tuple:
+        """Check the input shape (without the batch axis), declare parameters, return the output shape."""
+        self.input_shape = tuple(input_shape)
+        self.rt, self.dtype = store.rt, store.dtype
+        self.output_shape = self.compute_output_shape(self.input_shape)
+        self.built = True
+        return self.output_shape
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return input_shape
+
+    def allocate(self, capacity: int) -> None:
+        """Make the device buffers for batches of up to `capacity` rows."""
+        self.capacity = capacity
+
+    def forward(self, x: Tensor, rows: int) -> Tensor:
+        raise NotImplementedError
+
+    def backward(self, grad: Tensor, rows: int, input_grad: bool) -> Tensor | None:
+        """Given dL/d(output), compute parameter gradients and, if asked, return dL/d(input)."""
+        raise NotImplementedError
+
+    # -- weights and config ----------------------------------------------------------------
+    @property
+    def parameters(self) -> list:
+        return []
+
+    def get_weights(self) -> list[np.ndarray]:
+        return []
+
+    def gradients(self) -> list[np.ndarray]:
+        """The last backward pass's parameter gradients, in get_weights() layout."""
+        return []
+
+    def set_weights(self, weights) -> None:
+        if list(weights):
+            raise ValueError(f"layer {self.name!r} has no weights, got {len(list(weights))} arrays")
+
+    def count_params(self) -> int:
+        return sum(w.size for w in self.get_weights()) if self.built else 0
+
+    def get_config(self) -> dict:
+        config = {"name": self.name}
+        if self.input_shape is not None and not self.built:
+            config["input_shape"] = list(self.input_shape)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Layer":
+        return cls(**config)
+
+    # The activation whose derivative a loss may fold into its own gradient (softmax + cross-entropy).
+    output_activation = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _shape(argument: str, value) -> tuple:
+    try:
+        shape = tuple(int(s) for s in (value if isinstance(value, (tuple, list)) else (value,)))
+    except (TypeError, ValueError):
+        raise TypeError(f"{argument} must be a tuple of positive integers, got {value!r}") from None
+    if not shape or any(s < 1 for s in shape):
+        raise ValueError(f"{argument} must be a tuple of positive integers, got {value!r}")
+    return shape
+
+
+def check_weights(layer: Layer, weights, expected: list[tuple]) -> list[np.ndarray]:
+    """Weights given to set_weights, checked against the Keras-layout shapes the layer expects."""
+    weights = list(weights)
+    if len(weights) != len(expected):
+        raise ValueError(f"layer {layer.name!r} expects {len(expected)} weight arrays with shapes "
+                         f"{expected}, got {len(weights)}")
+    arrays = []
+    for i, (w, shape) in enumerate(zip(weights, expected)):
+        w = np.asarray(w)
+        if w.shape != shape:
+            raise ValueError(f"layer {layer.name!r} weight {i} must have shape {shape}, got {w.shape}")
+        if not np.issubdtype(w.dtype, np.number) or not np.all(np.isfinite(w)):
+            raise ValueError(f"layer {layer.name!r} weight {i} must be finite numbers")
+        arrays.append(w)
+    return arrays

@@ -1,0 +1,154 @@
+"""Dense (fully connected) layer: the book's perceptron layer, with the activation fused."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import activations, initializers
+from ..cl.parameters import ParameterStore
+from ..cl.tensor import Tensor
+from .base import Layer, check_weights
+
+
+def matrix_tiles(rt) -> dict:
+    """Vector width and output block per work-item for the dense kernels on this device.
+
+    CPUs (PoCL) want wide explicit vectors and several outputs per work-item; GPUs want many
+    work-items with a small block each.
+    """
+    if rt.info.is_gpu:
+        return {"VW": 4, "RM": 2, "RN": 1}
+    return {"VW": 8, "RM": 4, "RN": 2}
+
+
+class Dense(Layer):
+    def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:
+            raise ValueError(f"Dense units must be a positive integer, got {units!r}")
+        self.units = int(units)
+        self.activation = activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self._initializer_names = (kernel_initializer, bias_initializer)
+        self.output_activation = self.activation
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 1:
+            raise ValueError(f"Dense {self.name!r} expects flat inputs of shape (features,), got "
+                             f"{input_shape}; put a Flatten() before it")
+        return (self.units,)
+
+    def build(self, input_shape, store: ParameterStore, rng):
+        shape = super().build(input_shape, store, rng)
+        self.n_in = self.input_shape[0]
+        self.tiles = matrix_tiles(self.rt)
+        vw = self.tiles["VW"]
+        self.units_p = -(-self.units // vw) * vw
+        kernel = np.zeros((self.n_in, self.units_p))
+        kernel[:, :self.units] = self.kernel_initializer((self.n_in, self.units), rng)
+        self.kernel = store.add(kernel)                                  # (n_in, units_p)
+        if self.use_bias:
+            bias = np.zeros(self.units_p)
+            bias[:self.units] = self.bias_initializer((self.units,), rng)
+            self.bias = store.add(bias)                                  # (units_p,)
+        act = self.activation
+        fused = act if act.elementwise else activations.Linear()
+        self._fused = fused
+        self.program = self.rt.program((fused.source, "layers/dense.cl"), self.dtype,
+                                       {"ACT": fused.function, **self.tiles})
+        if not act.elementwise:
+            self.act_program = act.program(self.rt, self.dtype)
+        return shape
+
+    @property
+    def parameters(self):
+        return [self.kernel, self.bias] if self.use_bias else [self.kernel]
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        rt, dt = self.rt, self.dtype
+        self.pre = Tensor((capacity, self.units), dt, rt)          # z = x W + b
+        self.outputs = Tensor((capacity, self.units), dt, rt)      # y = f(z)
+        self.delta = Tensor((capacity, self.units_p), dt, rt)      # dL/dz, zero-padded
+        self.input_grad = Tensor((capacity, self.n_in), dt, rt)    # dL/dx
+        if not self.use_bias:  # the kernels always read a bias and write its gradient
+            self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
+            self._bias_grad_sink = Tensor((self.units_p,), dt, rt)
+        if not self.activation.elementwise:
+            self.act_grad = Tensor((capacity, self.units), dt, rt)
+            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
+            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
+        kernel = lambda name: rt.kernel(self.program, name, dt)
+        self._forward = kernel("PerceptronFeedForward")
+        self._delta_bias = kernel("CalcDeltaBias")
+        self._delta_weights = kernel("CalcDeltaWeights")
+        self._hidden = kernel("CalcHiddenGradient")
+
+    def _row_group(self) -> int:
+        # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items.
+        return min(self.rt.local_size, 1 << max(self.units - 1, 0).bit_length())
+
+    def forward(self, x, rows):
+        self.x = x
+        vw, rm = self.tiles["VW"], self.tiles["RM"]
+        bias = self.bias.value if self.use_bias else self._zero_bias
+        a, b = self._fused.a, self._fused.b
+        self._forward((-(-self.units // vw), -(-rows // rm)), None,
+                      x, self.kernel.value, bias, self.pre, self.outputs,
+                      rows, self.n_in, self.units, self.units_p, a, b,
+                      flops=2.0 * rows * self.n_in * self.units)
+        if not self.activation.elementwise:
+            group = self._row_group()
+            self._softmax((rows * group,), (group,), self.pre, self.outputs, self.units)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
+        apply_derivative = not activation_done
+        if apply_derivative and not self.activation.elementwise:
+            group = self._row_group()
+            self._softmax_derivative((rows * group,), (group,), self.outputs, grad, self.act_grad, self.units)
+            grad, apply_derivative = self.act_grad, False
+        bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
+        a, b = self._fused.a, self._fused.b
+        self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, bias_grad,
+                         rows, self.units, self.units_p, a, b, int(apply_derivative))
+        vw, rm, rn = self.tiles["VW"], self.tiles["RM"], self.tiles["RN"]
+        flops = 2.0 * rows * self.n_in * self.units
+        self._delta_weights((self.units_p // vw, -(-self.n_in // rm)), None,
+                            self.x, self.delta, self.kernel.grad, rows, self.n_in, self.units_p, flops=flops)
+        if not input_grad:
+            return None
+        self._hidden((-(-self.n_in // rn), -(-rows // rm)), None,
+                     self.delta, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
+        return self.input_grad
+
+    def get_weights(self):
+        return self._keras_layout([p.value for p in self.parameters])
+
+    def gradients(self):
+        return self._keras_layout([p.grad for p in self.parameters])
+
+    def _keras_layout(self, tensors):
+        """(kernel, bias) tensors of the device layout as (n_in, units) and (units,) arrays."""
+        return [t.numpy()[..., :self.units] for t in tensors]
+
+    def set_weights(self, weights):
+        shapes = [(self.n_in, self.units)] + ([(self.units,)] if self.use_bias else [])
+        arrays = check_weights(self, weights, shapes)
+        kernel = np.zeros((self.n_in, self.units_p), self.dtype)
+        kernel[:, :self.units] = arrays[0]
+        self.kernel.value.write(kernel)
+        if self.use_bias:
+            bias = np.zeros(self.units_p, self.dtype)
+            bias[:self.units] = arrays[1]
+            self.bias.value.write(bias)
+
+    def get_config(self):
+        kernel_init, bias_init = self._initializer_names
+        name = lambda init: init if isinstance(init, str) else init.__name__
+        return {**super().get_config(), "units": self.units, "activation": self.activation.get_config(),
+                "use_bias": self.use_bias, "kernel_initializer": name(kernel_init),
+                "bias_initializer": name(bias_init)}

@@ -1,0 +1,75 @@
+"""What every loss family shares: names, target checks, and its program."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.runtime import Runtime
+
+
+class Loss:
+    """A loss computed by a CalcOutputGradient kernel in `source` with `mode`.
+
+    `folds`: the output activation whose derivative this loss can fold into its own gradient.
+    """
+
+    registry: dict[str, type["Loss"]] = {}
+    names: tuple[str, ...] = ()
+    source = ""
+    mode = 0
+    folds: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls.names:
+            Loss.registry[name] = cls
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+    def program(self, rt: Runtime, dtype):
+        return rt.program(("losses/metrics.cl", self.source), dtype)
+
+    def can_fold(self, activation) -> bool:
+        # The folded gradient assumes the plain function: Sigmoid(a=1, b=0), not a scaled one.
+        return (activation is not None and activation.name == self.folds
+                and activation.params == type(activation)().params)
+
+    def prepare_targets(self, y, output_shape: tuple, dtype, argument: str = "y") -> np.ndarray:
+        """y as a (samples, outputs) array of `dtype`, or a ValueError/TypeError saying why not."""
+        y = as_numeric(y, argument)
+        outputs = int(np.prod(output_shape))
+        if y.ndim == 1 and outputs == 1:
+            y = y[:, None]
+        if y.ndim < 2 or y.shape[1:] != tuple(output_shape):
+            raise ValueError(f"{argument} has shape {y.shape}, but the model's output is (samples, "
+                             f"{', '.join(map(str, output_shape))}) for loss {self.name!r}")
+        return y.reshape(len(y), outputs).astype(dtype)
+
+    def get_config(self) -> str:
+        return self.name
+
+
+def as_numeric(array, argument: str) -> np.ndarray:
+    """An ndarray of numbers, all finite, or a TypeError/ValueError naming the argument."""
+    try:
+        array = np.asarray(array)
+    except Exception as error:
+        raise TypeError(f"{argument} must be an array of numbers, got {type(array).__name__}: {error}") from None
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise TypeError(f"{argument} must hold integers or floats, got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.floating):
+        bad = ~np.isfinite(array)
+        if bad.any():
+            where = np.argwhere(bad)[0]
+            raise ValueError(f"{argument} contains {int(bad.sum())} NaN or infinite value(s), the first at "
+                             f"index {tuple(int(i) for i in where)}; expected finite numbers")
+    return array
+
+
+def get(identifier) -> Loss:
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in Loss.registry:
+        return Loss.registry[identifier.lower()]()
+    raise ValueError(f"unknown loss {identifier!r}; expected one of {sorted(Loss.registry)} or a Loss")
