@@ -186,7 +186,7 @@ class Sequential:
         steps = -(-len(x) // batch_size)
 
         history = History()
-        callbacks = CallbackList([history, *(callbacks or [])], self,
+        callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
                                  {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
         self.stop_training = False
         callbacks.on_train_begin({})
@@ -322,6 +322,19 @@ class Sequential:
             count = len(layer.get_weights())
             layer.set_weights(weights[:count])
             weights = weights[count:]
+
+    def save(self, path) -> None:
+        """Everything needed to resume training, in one HDF5 file (see docs/checkpoint-format.md)."""
+        from .saving import save_model
+        save_model(self, path)
+
+    def save_weights(self, path) -> None:
+        from .saving import save_weights
+        save_weights(self, path)
+
+    def load_weights(self, path) -> None:
+        from .saving import load_weights
+        load_weights(self, path)
 
     def count_params(self) -> int:
         return sum(layer.count_params() for layer in self.layers)

@@ -1,3 +1,4 @@
-// Tanh: y = tanh(x), dy/dx = 1 - y^2.
-inline TYPE tanh_forward(TYPE x, TYPE a, TYPE b) { return tanh(x); }
-inline TYPE tanh_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return 1 - y * y; }
+// Tanh: y = tanh(x), dy/dx = 1 - y^2. (The prefix is not "tanh": OpenCL compilers may define
+// tanh as a macro, which would rename our functions when pasted into a name.)
+inline TYPE hyperbolic_tangent_forward(TYPE x, TYPE a, TYPE b) { return tanh(x); }
+inline TYPE hyperbolic_tangent_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return 1 - y * y; }

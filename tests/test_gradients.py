@@ -1,0 +1,126 @@
+"""Gradient checks in float64: every layer x activation x loss, weights and inputs, against
+central differences of the loss the device computes."""
+import numpy as np
+import pytest
+
+import clnet
+from clnet.layers import Activation, Dense, Flatten, Input, Softmax
+
+ACTIVATIONS = {"linear": {"a": 1.3, "b": 0.2}, "sigmoid": {"a": 1.5, "b": 0.3}, "tanh": {}, "relu": {},
+               "lrelu": {"a": 0.2}, "swish": {"b": 1.2}, "softmax": {}}
+# The output activation each loss is normally used with (folded into the loss's gradient where it can).
+OUTPUT_FOR = {"mse": None, "mae": "linear", "categorical_crossentropy": "softmax", "binary_crossentropy": "sigmoid"}
+H = 1e-6
+TOLERANCE = 1e-6
+
+
+def targets(loss, rows, cols, rng):
+    if loss == "categorical_crossentropy":
+        return rng.integers(0, cols, rows)          # integer labels, one-hot on the device
+    if loss == "binary_crossentropy":
+        return rng.integers(0, 2, (rows, cols)).astype(float)
+    return rng.normal(size=(rows, cols))
+
+
+def relative_error(analytic, numeric):
+    scale = max(np.linalg.norm(analytic), np.linalg.norm(numeric), 1e-12)
+    return np.linalg.norm(analytic - numeric) / scale
+
+
+def check_model(model, x, y, rng):
+    model.compile(clnet.optimizers.SGD(), model.loss_name)
+    _, grads, input_grad = model.compute_gradients(x, y)
+    loss_at = lambda: model.evaluate(x, y, batch_size=len(x))
+    weights = model.get_weights()
+    numeric = []
+    for i, w in enumerate(weights):
+        g = np.zeros_like(w)
+        for index in np.ndindex(w.shape):
+            original = w[index]
+            w[index] = original + H
+            model.set_weights(weights)
+            plus = loss_at()
+            w[index] = original - H
+            model.set_weights(weights)
+            minus = loss_at()
+            w[index] = original
+            g[index] = (plus - minus) / (2 * H)
+        numeric.append(g)
+    model.set_weights(weights)
+    for i, (a, n) in enumerate(zip(grads, numeric)):
+        assert a.shape == n.shape
+        assert np.linalg.norm(n) > 1e-8, f"weight {i}: the check would be vacuous"
+        assert relative_error(a, n) < TOLERANCE, f"weight {i}: {relative_error(a, n):.2e}\n{a}\n{n}"
+    numeric_x = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        original = x[index]
+        x[index] = original + H
+        plus = loss_at()
+        x[index] = original - H
+        minus = loss_at()
+        x[index] = original
+        numeric_x[index] = (plus - minus) / (2 * H)
+    assert relative_error(input_grad, numeric_x) < TOLERANCE, f"input: {relative_error(input_grad, numeric_x):.2e}"
+
+
+def build(layers, loss, seed=3):
+    model = clnet.Sequential(layers, floatx="float64", seed=seed)
+    model.loss_name = loss
+    return model
+
+
+@pytest.mark.parametrize("loss", sorted(OUTPUT_FOR))
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_dense_and_activation_layers(fp64, loss, activation):
+    """Input -> Flatten -> Dense(act) -> Activation(act) -> Dense(output activation of the loss)."""
+    rng = np.random.default_rng(7)
+    params = ACTIVATIONS[activation]
+    output = OUTPUT_FOR[loss] or activation
+    model = build([Input((2, 3)), Flatten(), Dense(5, activations_with(activation, params)),
+                   Activation(activation, **params),
+                   Dense(3, activations_with(output, ACTIVATIONS[output]))], loss)
+    x = rng.normal(size=(4, 2, 3))
+    check_model(model, x, targets(loss, 4, 3, rng), rng)
+
+
+def activations_with(name, params):
+    return clnet.activations.get(name, **params)
+
+
+@pytest.mark.parametrize("loss,output", [("categorical_crossentropy", "sigmoid"),   # not folded
+                                         ("binary_crossentropy", "softmax"),        # not folded
+                                         ("mse", "softmax")])
+def test_unfolded_output_activations(fp64, loss, output):
+    rng = np.random.default_rng(11)
+    model = build([Dense(4, "tanh", input_shape=(3,)), Dense(3, output)], loss)
+    check_model(model, rng.normal(size=(5, 3)), targets(loss, 5, 3, rng), rng)
+
+
+@pytest.mark.parametrize("loss", ["categorical_crossentropy", "mse"])
+def test_softmax_layer_and_dense_without_bias(fp64, loss):
+    """A standalone Softmax layer (folded into cross-entropy, or differentiated for MSE)."""
+    rng = np.random.default_rng(5)
+    model = build([Input((3,)), Dense(6, "swish", use_bias=False), Dense(4), Softmax()], loss)
+    check_model(model, rng.normal(size=(3, 3)), targets(loss, 3, 4, rng), rng)
+
+
+def test_single_output_binary(fp64):
+    rng = np.random.default_rng(2)
+    model = build([Input((4,)), Dense(3, "relu"), Dense(1, "sigmoid")], "binary_crossentropy")
+    check_model(model, rng.normal(size=(6, 4)), rng.integers(0, 2, 6).astype(float), rng)
+
+
+def test_gradients_match_float32(rt):
+    """The float32 model's gradients agree with the float64 model's to float32 precision."""
+    rng = np.random.default_rng(9)
+    x, y = rng.normal(size=(16, 10)), rng.integers(0, 4, 16)
+    results = []
+    for floatx in ("float64", "float32"):
+        model = clnet.Sequential([Dense(17, "relu", input_shape=(10,)), Dense(4, "softmax")], floatx=floatx, seed=4)
+        model.compile("sgd", "categorical_crossentropy")
+        results.append(model.compute_gradients(x, y))
+    (loss64, g64, x64), (loss32, g32, x32) = results
+    assert abs(loss64 - loss32) < 1e-5 * abs(loss64)
+    for a, b in zip(g64, g32):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(x32, x64, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,205 @@
+"""Every kernel against its numpy reference in float32, at sizes that are not multiples of the
+vector width or the work-group size."""
+import numpy as np
+import pytest
+
+from clnet import activations, losses
+from clnet.cl.parameters import ParameterStore
+from clnet.cl.tensor import Tensor
+from clnet.data import Batches
+from clnet.layers import Activation, Dense
+from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
+
+SIZES = [1, 3, 5, 127, 129]
+F32 = np.float32
+PARAMS = {"linear": {"a": 1.5, "b": -0.25}, "sigmoid": {"a": 2.0, "b": 0.5}, "tanh": {}, "relu": {},
+          "lrelu": {"a": 0.1}, "swish": {"b": 1.5}}
+
+
+def close(got, want, rtol=2e-5, atol=2e-6):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_kernels(rt, rng, name, size):
+    act = activations.get(name, **PARAMS[name])
+    a, b = act.a, act.b
+    program = act.program(rt, F32)
+    x = rng.normal(0, 2, size).astype(F32)
+    dy = rng.normal(size=size).astype(F32)
+    # Guard lanes past `size`: the kernels must not write them.
+    out, dx = Tensor.from_numpy(np.full(size + 4, 7, F32)), Tensor.from_numpy(np.full(size + 4, 7, F32))
+    xt, dyt = Tensor.from_numpy(x), Tensor.from_numpy(dy)
+    rt.kernel(program, act.kernel_prefix + "Activation", F32)((-(-size // 4),), None, xt, out, size, a, b)
+    y = out.numpy()
+    forward, derivative = ACTIVATIONS[name]
+    x64 = x.astype(np.float64)
+    close(y[:size], forward(x64, a, b))
+    assert np.all(y[size:] == 7)
+    rt.kernel(program, act.kernel_prefix + "Derivative", F32)(
+        (-(-size // 4),), None, out, xt, dyt, dx, size, a, b)
+    close(dx.numpy()[:size], derivative(x64, a, b) * dy)
+    assert np.all(dx.numpy()[size:] == 7)
+
+
+@pytest.mark.parametrize("cols", SIZES + [300])
+def test_softmax_kernels(rt, rng, cols):
+    layer = Activation("softmax")
+    layer.build((cols,), ParameterStore(rt, F32), rng)
+    rows = 7
+    layer.allocate(rows)
+    z = rng.normal(0, 3, (rows, cols)).astype(F32)
+    z[0] += 1000.0  # overflows exp without the max subtraction
+    dy = rng.normal(size=(rows, cols)).astype(F32)
+    y = layer.forward(Tensor.from_numpy(z), rows).numpy()
+    want = softmax(z.astype(np.float64))
+    close(y, want)
+    close(y.sum(1), np.ones(rows))
+    dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
+    close(dx, softmax_backward(want, dy), atol=1e-5)
+
+
+def dense_layer(rt, rng, n_in, units, activation, dtype, rows, use_bias=True):
+    store = ParameterStore(rt, dtype)
+    layer = Dense(units, activation, use_bias=use_bias, name="d")
+    layer.build((n_in,), store, rng)
+    store.allocate()
+    layer.allocate(rows)
+    bias = rng.normal(size=units) if use_bias else None
+    layer.set_weights([rng.normal(0, 0.5, (n_in, units))] + ([bias] if use_bias else []))
+    return layer
+
+
+@pytest.mark.parametrize("rows,n_in,units", [(1, 1, 1), (3, 5, 3), (5, 3, 127), (129, 127, 5), (7, 129, 129)])
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS) + ["softmax"])
+def test_dense_kernels(rt, rng, rows, n_in, units, name):
+    act = activations.get(name, **PARAMS.get(name, {}))
+    layer = dense_layer(rt, rng, n_in, units, act, F32, rows)
+    w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+    x = rng.normal(size=(rows, n_in)).astype(F32)
+    dy = rng.normal(size=(rows, units)).astype(F32)
+    y = layer.forward(Tensor.from_numpy(x), rows).numpy()
+    z = x.astype(np.float64) @ w + bias
+    if name == "softmax":
+        y_ref = softmax(z)
+        dz = softmax_backward(y_ref, dy)
+    else:
+        forward, derivative = ACTIVATIONS[name]
+        y_ref, dz = forward(z, act.a, act.b), derivative(z, act.a, act.b) * dy
+    atol = 1e-5 * max(1, np.sqrt(n_in))
+    close(y, y_ref, rtol=1e-4, atol=atol)
+    dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
+    grad_w, grad_b = layer.gradients()
+    close(grad_w, x.T.astype(np.float64) @ dz, rtol=1e-4, atol=1e-5 * max(1, np.sqrt(rows)))
+    close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-5 * max(1, np.sqrt(rows)))
+    close(dx, dz @ w.T, rtol=1e-4, atol=1e-5 * max(1, np.sqrt(units)))
+
+
+def test_dense_without_bias(rt, rng):
+    layer = dense_layer(rt, rng, 6, 5, "tanh", F32, 4, use_bias=False)
+    (w,) = layer.get_weights()
+    x = rng.normal(size=(4, 6)).astype(F32)
+    y = layer.forward(Tensor.from_numpy(x), 4).numpy()
+    close(y, np.tanh(x @ w.astype(np.float64)))
+    assert len(layer.gradients()) == 1
+
+
+def test_dense_uses_only_the_rows_given(rt, rng):
+    """A partial last batch: rows past `rows` in the batch buffer are neither read nor written."""
+    layer = dense_layer(rt, rng, 9, 11, "relu", F32, 8)
+    x = rng.normal(size=(8, 9)).astype(F32)
+    full = layer.forward(Tensor.from_numpy(x), 8).numpy().copy()
+    x[3:] = np.nan
+    part = layer.forward(Tensor.from_numpy(x), 3).numpy()
+    close(part[:3], full[:3], rtol=0, atol=0)
+    dy = rng.normal(size=(8, 11)).astype(F32)
+    layer.backward(Tensor.from_numpy(dy), 3, True)
+    assert np.all(np.isfinite(layer.gradients()[0]))
+
+
+LOSSES = ["mse", "mae", "categorical_crossentropy", "binary_crossentropy"]
+
+
+@pytest.mark.parametrize("name,cols", [(name, cols) for name in LOSSES for cols in (1, 3, 10, 129)
+                                       if (name, cols) != ("categorical_crossentropy", 1)])
+def test_loss_kernels(rt, rng, name, cols):
+    loss = losses.get(name)
+    rows, first = 13, 5
+    if name == "categorical_crossentropy":
+        p = softmax(rng.normal(size=(rows, cols)))
+        t = np.eye(cols)[rng.integers(0, cols, rows)]
+    else:
+        p = rng.uniform(0.05, 0.95, (rows, cols))
+        t = rng.integers(0, 2, (rows, cols)).astype(float)
+    p, t = p.astype(F32), t.astype(F32)
+    grad = Tensor((rows, cols), F32)
+    sample_loss, sample_hit = Tensor.zeros((first + rows,), F32), Tensor.zeros((first + rows,), F32)
+    program = loss.program(rt, F32)
+    rt.kernel(program, "CalcOutputGradient", F32)(
+        (rows,), None, Tensor.from_numpy(t), Tensor.from_numpy(p), grad, sample_loss, sample_hit,
+        first, cols, loss.mode, 0, 1.0 / rows)
+    want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))
+    close(grad.numpy(), want_grad, rtol=1e-4, atol=1e-7)
+    close(sample_loss.numpy()[first:], want_loss, rtol=1e-4, atol=1e-6)
+    assert np.all(sample_loss.numpy()[:first] == 0)
+    close(sample_hit.numpy()[first:], accuracy(name, p, t))
+
+    totals = Tensor((2,), F32)
+    rt.kernel(program, "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss, sample_hit,
+                                             first + rows, totals)
+    close(totals.numpy(), [want_loss.sum(), accuracy(name, p, t).sum()], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name,activation", [("categorical_crossentropy", "softmax"),
+                                             ("binary_crossentropy", "sigmoid")])
+def test_folded_gradient_is_the_logit_gradient(rt, rng, name, activation):
+    """softmax + categorical CE and sigmoid + binary CE: the kernel's folded gradient equals the
+    chain rule through the activation."""
+    loss = losses.get(name)
+    assert loss.can_fold(activations.get(activation))
+    assert not loss.can_fold(activations.get("sigmoid", a=2.0))
+    rows, cols = 6, 4
+    z = rng.normal(size=(rows, cols))
+    if activation == "softmax":
+        p, t = softmax(z), np.eye(cols)[rng.integers(0, cols, rows)]
+    else:
+        p, t = 1 / (1 + np.exp(-z)), rng.integers(0, 2, (rows, cols)).astype(float)
+    grad = Tensor((rows, cols), F32)
+    stats = Tensor.zeros((rows,), F32), Tensor.zeros((rows,), F32)
+    rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
+        (rows,), None, Tensor.from_numpy(t, F32), Tensor.from_numpy(p, F32), grad, *stats,
+        0, cols, loss.mode, 1, 1.0 / rows)
+    dp = loss_and_grad(name, p, t)[1]
+    want = softmax_backward(p, dp) if activation == "softmax" else dp * p * (1 - p)
+    close(grad.numpy(), want, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("x_cols,y_cols", [(1, 1), (5, 3), (784, 10), (129, 127)])
+def test_gather_rows(rt, rng, x_cols, y_cols):
+    x = rng.normal(size=(37, x_cols)).astype(F32)
+    y = rng.normal(size=(37, y_cols)).astype(F32)
+    batches = Batches(rt, x, y, capacity=11)
+    assert batches.resident
+    order = rng.permutation(37)
+    batches.order(order)
+    xb, yb = batches.batch(22, 11)
+    np.testing.assert_array_equal(xb.numpy(), x[order[22:33]])
+    np.testing.assert_array_equal(yb.numpy(), y[order[22:33]])
+    xb, yb = batches.batch(33, 4)
+    np.testing.assert_array_equal(xb.numpy()[:4], x[order[33:]])
+    np.testing.assert_array_equal(yb.numpy()[:4], y[order[33:]])
+
+
+def test_host_batches_match_resident(rt, rng, monkeypatch):
+    """Data sets too large for the device are gathered on the host; the batches are the same."""
+    import clnet.data
+    x, y = rng.normal(size=(20, 7)).astype(F32), rng.normal(size=(20, 2)).astype(F32)
+    monkeypatch.setattr(clnet.data, "DEVICE_SHARE", 0.0)
+    batches = Batches(rt, x, y, capacity=6)
+    assert not batches.resident
+    order = rng.permutation(20)
+    batches.order(order)
+    xb, yb = batches.batch(12, 6)
+    np.testing.assert_array_equal(xb.numpy(), x[order[12:18]])
+    np.testing.assert_array_equal(yb.numpy(), y[order[12:18]])

@@ -1,0 +1,87 @@
+"""Device choice, program builds and their cache, device tensors, the command line."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet.cl import device as cl_device
+from clnet.cl.runtime import Runtime
+
+
+def test_devices_are_listed_with_their_capabilities():
+    found = clnet.devices()
+    assert found, "PoCL (pocl-binary-distribution) must provide at least one device"
+    for index, d in enumerate(found):
+        assert d.index == index
+        assert d.name and d.platform and d.compute_units >= 1 and d.global_mem > 0 and d.local_mem > 0
+        assert d.type in {"CPU", "GPU", "ACCELERATOR", "OTHER"}
+        assert isinstance(d.fp64, bool)
+
+
+def test_choice_by_index_name_and_environment(monkeypatch):
+    found = clnet.devices()
+    last = found[-1]
+    assert cl_device.choose(str(last.index)) == last
+    assert cl_device.choose(last.name.upper()[:8]).name.upper().startswith(last.name.upper()[:8])
+    monkeypatch.setenv("CLNET_DEVICE", str(last.index))
+    assert cl_device.choose() == last
+    with pytest.raises(clnet.DeviceError, match=rf"device index 99 does not exist; there are {len(found)} devices"):
+        cl_device.choose(99)
+    with pytest.raises(clnet.DeviceError, match="no device name or platform contains 'no-such-gpu'"):
+        cl_device.choose("no-such-gpu")
+
+
+def test_default_prefers_gpu_then_newest_pocl(monkeypatch):
+    found = clnet.devices()
+    monkeypatch.delenv("CLNET_DEVICE", raising=False)
+    chosen = cl_device.choose()
+    gpus = [d for d in found if d.is_gpu]
+    if gpus:
+        assert chosen == gpus[0]
+    else:
+        assert cl_device._pocl_version(chosen) == max(cl_device._pocl_version(d) for d in found)
+
+
+def test_one_build_per_options(rt):
+    sources = ("activations/relu.cl", "activations/elementwise.cl")
+    defines = {"ACT": "relu", "ACT_KERNEL": "ReLU"}
+    first = rt.program(sources, np.float32, defines)
+    builds = rt.builds
+    assert rt.program(sources, np.float32, dict(defines)) is first
+    assert rt.builds == builds
+    assert rt.program(sources, np.float64, defines) is not first
+    assert rt.builds == builds + 1
+
+
+def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):
+    from clnet.cl import runtime as runtime_module
+    monkeypatch.setitem(runtime_module._SOURCE_CACHE, "broken.cl", "__kernel void Broken() { undeclared_name = 1; }")
+    with pytest.raises(clnet.BuildError, match=r"(?s)building broken.cl with .*-DTYPE=float.*undeclared_name"):
+        rt.program(("broken.cl",), np.float32)
+
+
+def test_float64_on_a_device_without_fp64(rt, monkeypatch):
+    no_fp64 = Runtime(rt.info)
+    monkeypatch.setattr(no_fp64, "info", type(rt.info)(**{**rt.info.__dict__, "fp64": False}))
+    with pytest.raises(clnet.DeviceError, match=rf"float64 was asked for, but device '{rt.info.name}' has no cl_khr_fp64"):
+        no_fp64.check_dtype(np.float64)
+
+
+def test_tensor_round_trip(rt):
+    a = np.arange(7, dtype=np.float32).reshape(7, 1)
+    t = clnet.Tensor.from_numpy(a)
+    np.testing.assert_array_equal(t.numpy(), a)
+    t.fill(2.5)
+    np.testing.assert_array_equal(t.numpy(), np.full((7, 1), 2.5, np.float32))
+    with pytest.raises(ValueError, match=r"cannot write \(3,\) into a device tensor of shape \(7, 1\)"):
+        t.write(np.zeros(3))
+    assert clnet.Tensor((0, 4), np.float32).numpy().shape == (0, 4)
+
+
+def test_command_line_lists_devices():
+    out = subprocess.run([sys.executable, "-m", "clnet", "devices"], capture_output=True, text=True, check=True)
+    for d in clnet.devices():
+        assert d.name[:34] in out.stdout
+    assert "*" in out.stdout

@@ -1,0 +1,123 @@
+"""Real training runs: Fashion-MNIST, determinism, validation, the launch budget per step."""
+import numpy as np
+import pytest
+
+import clnet
+from clnet.callbacks import Callback
+from clnet.layers import Dense, Flatten, Input
+
+
+@pytest.fixture(scope="module")
+def fashion():
+    (x_train, y_train), (x_test, y_test) = clnet.datasets.fashion_mnist.load_data()
+    return (x_train[:6000] / 255.0, y_train[:6000]), (x_test[:2000] / 255.0, y_test[:2000])
+
+
+def mlp(seed=1, floatx=None):
+    return clnet.Sequential([Input((28, 28)), Flatten(), Dense(64, "relu"), Dense(10, "softmax")],
+                            seed=seed, floatx=floatx)
+
+
+def test_fashion_mnist_learns(fashion):
+    (x, y), (x_test, y_test) = fashion
+    model = mlp()
+    model.compile("adam", "categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=64, epochs=2, validation_split=0.1, verbose=0)
+    assert set(history.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert history.epoch == [0, 1]
+    assert history.history["loss"][1] < history.history["loss"][0]
+    loss, accuracy = model.evaluate(x_test, y_test, batch_size=500)
+    assert accuracy > 0.75, f"test accuracy {accuracy:.3f}: chance is 0.10"
+    assert 0 < loss < 0.8
+    probabilities = model.predict(x_test, batch_size=300)
+    assert probabilities.shape == (2000, 10)
+    np.testing.assert_allclose(probabilities.sum(1), 1, rtol=1e-5)
+    assert (probabilities.argmax(1) == y_test).mean() == pytest.approx(accuracy, abs=1e-6)
+
+
+def test_same_seed_same_run(fashion):
+    (x, y), _ = fashion
+    x, y = x[:1000], y[:1000]
+    runs = []
+    for _ in range(2):
+        model = mlp(seed=42)
+        model.compile(clnet.optimizers.Momentum(0.05), "categorical_crossentropy", ["accuracy"])
+        history = model.fit(x, y, batch_size=50, epochs=2, verbose=0)
+        runs.append((model.get_weights(), history.history))
+    (w1, h1), (w2, h2) = runs
+    for a, b in zip(w1, w2):
+        np.testing.assert_array_equal(a, b)
+    assert h1 == h2
+    other = mlp(seed=43)
+    other.build((28, 28))
+    assert not np.array_equal(other.get_weights()[0], w1[0])
+
+
+def test_validation_data_and_partial_batches():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(103, 4))
+    y = (x[:, 0] + x[:, 1] > 0).astype(float)
+    model = clnet.Sequential([Dense(8, "tanh", input_shape=(4,)), Dense(1, "sigmoid")], seed=0)
+    model.compile(clnet.optimizers.Adam(0.05), "binary_crossentropy", ["accuracy"])
+    history = model.fit(x, y, batch_size=10, epochs=15, validation_data=(x[:20], y[:20]), verbose=0)
+    assert history.history["accuracy"][-1] > 0.9
+    loss, accuracy = model.evaluate(x[:20], y[:20], batch_size=7)
+    assert loss == pytest.approx(history.history["val_loss"][-1], rel=1e-5)
+    assert accuracy == pytest.approx(history.history["val_accuracy"][-1])
+
+
+def test_regression_with_mse():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (256, 3))
+    y = np.stack([x @ [0.5, -1.0, 2.0] + 0.3, np.sin(x[:, 0])], axis=1)
+    model = clnet.Sequential([Dense(32, "swish", input_shape=(3,)), Dense(2)], seed=2, floatx="float64")
+    model.compile(clnet.optimizers.Adam(0.01), "mse")
+    history = model.fit(x, y, batch_size=32, epochs=40, verbose=0)
+    assert history.history["loss"][-1] < 0.01 * history.history["loss"][0]
+    assert model.evaluate(x, y) == pytest.approx(np.mean((model.predict(x) - y) ** 2), rel=1e-9)
+
+
+class Recorder(Callback):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def on_train_begin(self, logs=None): self.calls.append("train_begin")
+    def on_epoch_begin(self, epoch, logs=None): self.calls.append(f"epoch_begin {epoch}")
+    def on_batch_end(self, batch, logs=None): self.calls.append(f"batch {batch} {logs['size']}")
+    def on_epoch_end(self, epoch, logs=None):
+        self.calls.append(f"epoch_end {epoch} {sorted(logs)}")
+        if epoch == 3:
+            self.model.stop_training = True
+    def on_train_end(self, logs=None): self.calls.append("train_end")
+
+
+def test_callback_hooks_and_initial_epoch():
+    x, y = np.random.default_rng(0).normal(size=(25, 2)), np.arange(25) % 2
+    model = clnet.Sequential([Dense(2, "softmax", input_shape=(2,))], seed=0)
+    model.compile("sgd", "categorical_crossentropy", ["accuracy"])
+    recorder = Recorder()
+    history = model.fit(x, y, batch_size=10, epochs=9, initial_epoch=2, callbacks=[recorder], verbose=0)
+    assert history.epoch == [2, 3]
+    assert recorder.calls[:6] == ["train_begin", "epoch_begin 2", "batch 0 10", "batch 1 10", "batch 2 5",
+                                  "epoch_end 2 ['accuracy', 'loss']"]
+    assert recorder.calls[-1] == "train_end" and len(recorder.calls) == 1 + 2 * 5 + 1
+    assert model.epoch == 4
+
+
+@pytest.mark.parametrize("batch_size", [16, 128])
+def test_launches_per_training_step(batch_size):
+    """One launch per op per batch: gather, per Dense 1 forward + 3 backward (2 for the first
+    layer), the loss, and one update for all parameters; no more with a larger batch."""
+    x, y = np.random.default_rng(0).normal(size=(batch_size * 4, 20)), np.arange(batch_size * 4) % 10
+    model = clnet.Sequential([Input((20,)), Dense(32, "relu"), Dense(16, "tanh"), Dense(10, "softmax")], seed=0)
+    model.compile("adam", "categorical_crossentropy", ["accuracy"])
+    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0)  # builds the programs
+    rt = clnet.runtime()
+    before = rt.launches
+    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
+    per_epoch_reads = 1  # the epoch-end ReduceMetrics
+    dense_layers = 3
+    expected_per_step = 1 + dense_layers * 4 - 1 + 1 + 1 + 1  # + softmax forward
+    assert rt.launches - before == 4 * expected_per_step + per_epoch_reads
+    assert expected_per_step <= 4 * dense_layers + 3
