@@ -8,6 +8,7 @@ from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Dense
+from clnet.layers.dense import tile_candidates
 from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
@@ -60,9 +61,9 @@ def test_softmax_kernels(rt, rng, cols):
     close(dx, softmax_backward(want, dy), atol=1e-5)
 
 
-def dense_layer(rt, rng, n_in, units, activation, dtype, rows, use_bias=True):
+def dense_layer(rt, rng, n_in, units, activation, dtype, rows, use_bias=True, tiles=None):
     store = ParameterStore(rt, dtype)
-    layer = Dense(units, activation, use_bias=use_bias, name="d")
+    layer = Dense(units, activation, use_bias=use_bias, name="d", tiles=tiles)
     layer.build((n_in,), store, rng)
     store.allocate()
     layer.allocate(rows)
@@ -94,6 +95,25 @@ def test_dense_kernels(rt, rng, rows, n_in, units, name):
     close(grad_w, x.T.astype(np.float64) @ dz, rtol=1e-4, atol=1e-5 * max(1, np.sqrt(rows)))
     close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-5 * max(1, np.sqrt(rows)))
     close(dx, dz @ w.T, rtol=1e-4, atol=1e-5 * max(1, np.sqrt(units)))
+
+
+@pytest.mark.parametrize("rows,n_in,units", [(1, 3, 5), (13, 129, 17), (129, 5, 127)])
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
+    """Whatever the autotuner picks on whatever device, the products are right at awkward sizes."""
+    x = rng.normal(size=(rows, n_in)).astype(dtype)
+    dy = rng.normal(size=(rows, units)).astype(dtype)
+    for tiles in tile_candidates(rt, dtype):
+        layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
+        w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+        z = x @ w + bias
+        close(layer.forward(Tensor.from_numpy(x), rows).numpy(), np.where(z > 0, z, 0.3 * z), rtol=1e-4, atol=1e-4)
+        dz = np.where(z > 0, 1, 0.3) * dy
+        dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
+        grad_w, grad_b = layer.gradients()
+        close(grad_w, x.T @ dz, rtol=1e-4, atol=1e-4)
+        close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-4)
+        close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
 def test_dense_without_bias(rt, rng):

@@ -46,13 +46,36 @@ def test_default_prefers_gpu_then_newest_pocl(monkeypatch):
 
 def test_one_build_per_options(rt):
     sources = ("activations/relu.cl", "activations/elementwise.cl")
-    defines = {"ACT": "relu", "ACT_KERNEL": "ReLU"}
-    first = rt.program(sources, np.float32, defines)
+    defines = {"ACT": "relu", "ACT_KERNEL": "ReLU", "OPTION_SEEN_ONLY_HERE": 1}
     builds = rt.builds
-    assert rt.program(sources, np.float32, dict(defines)) is first
-    assert rt.builds == builds
-    assert rt.program(sources, np.float64, defines) is not first
+    first = rt.program(sources, np.float32, defines)
     assert rt.builds == builds + 1
+    assert rt.program(sources, np.float32, dict(defines)) is first
+    assert rt.builds == builds + 1
+    assert rt.program(sources, np.float64, defines) is not first
+    assert rt.builds == builds + 2
+
+
+def test_compiled_programs_are_cached_on_disk(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    sources = ("activations/swish.cl", "activations/elementwise.cl")
+    defines = {"ACT": "swish", "ACT_KERNEL": "Swish", "DISK_CACHE_TEST": 1}
+    compiled = []
+    store = Runtime._store_binary  # called only after a compilation from source
+    monkeypatch.setattr(Runtime, "_store_binary", lambda self, *a: (compiled.append(1), store(self, *a)))
+    Runtime(rt.info).program(sources, np.float32, defines)
+    (binary,) = (tmp_path / "programs").iterdir()
+    assert compiled == [1] and binary.stat().st_size > 0
+    again = Runtime(rt.info)  # as a new process would: load the binary, do not compile
+    program = again.program(sources, np.float32, defines)
+    assert compiled == [1]
+    x = clnet.Tensor.from_numpy(np.array([-1.0, 0.0, 2.0], np.float32), rt=again)
+    y = clnet.Tensor((3,), np.float32, again)
+    again.kernel(program, "SwishActivation", np.float32)((1,), None, x, y, 3, 0.0, 1.0)
+    np.testing.assert_allclose(y.numpy(), [-1 / (1 + np.e), 0, 2 / (1 + np.exp(-2))], rtol=1e-6)
+    binary.write_bytes(b"not a program")  # a corrupt cache entry is rebuilt, not fatal
+    Runtime(rt.info).program(sources, np.float32, defines)
+    assert compiled == [1, 1] and binary.read_bytes() != b"not a program"
 
 
 def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):

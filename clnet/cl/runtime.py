@@ -2,13 +2,16 @@
 the launch counter and the optional profiler."""
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
+from ..cache import cache_dir, write_atomically
 from .device import DeviceError, DeviceInfo, choose
 
 FLOATX = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -69,13 +72,38 @@ class Runtime:
         if program is None:
             text = "\n".join(_read_source(name) for name in ("cl/common.cl", *sources))
             flags = [f"-D{k}={v}" for k, v in sorted(options.items())]
-            try:
-                program = cl.Program(self.context, text).build(options=flags)
-            except cl.RuntimeError as error:
-                raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
-                                 f"{self.info.name!r} failed:\n{error}") from None
+            program = self._cached_binary(text, flags)
+            if program is None:
+                try:
+                    program = cl.Program(self.context, text).build(options=flags)
+                except cl.RuntimeError as error:
+                    raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
+                                     f"{self.info.name!r} failed:\n{error}") from None
+                self._store_binary(text, flags, program)
             self._programs[key] = program
         return program
+
+    # Compiled programs are kept in $CLNET_CACHE_DIR/programs, keyed by everything that shapes
+    # the binary, so a second process skips the compiler (seconds on PoCL for the dense kernels).
+    def _binary_path(self, text: str, flags: list[str]) -> Path:
+        from .. import __version__
+        info = self.info
+        identity = "\0".join([text, *flags, info.name, info.platform_version, info.driver, __version__])
+        return cache_dir() / "programs" / f"{hashlib.sha256(identity.encode()).hexdigest()}.bin"
+
+    def _cached_binary(self, text: str, flags: list[str]) -> cl.Program | None:
+        path = self._binary_path(text, flags)
+        try:
+            binary = path.read_bytes()
+            return cl.Program(self.context, [self.device], [binary]).build(options=flags)
+        except (OSError, cl.Error):  # missing, or unusable: build from source and replace it
+            return None
+
+    def _store_binary(self, text: str, flags: list[str], program: cl.Program) -> None:
+        try:
+            write_atomically(self._binary_path(text, flags), program.binaries[0])
+        except (OSError, cl.Error):
+            pass  # without a cache the next process compiles again; nothing is lost
 
     @property
     def builds(self) -> int:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache import cache_dir  # noqa: F401  (re-exported: the loader and its tests use _files.cache_dir)
+
 _CHUNK = 1 << 20
 
 # IDX magic number -> number of dimensions; only the uint8 kinds that MNIST-style sets use.
@@ -20,15 +22,6 @@ _IDX_NDIM = {0x00000801: 1, 0x00000803: 3}
 
 class DatasetError(Exception):
     """A dataset could not be found, downloaded or read."""
-
-
-def cache_dir() -> Path:
-    """Where downloads go: $CLNET_CACHE_DIR, else $XDG_CACHE_HOME/clnet, else ~/.cache/clnet."""
-    if os.environ.get("CLNET_CACHE_DIR"):
-        return Path(os.environ["CLNET_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "clnet"
-    return Path.home() / ".cache" / "clnet"
 
 
 def sha256_of(path) -> str:

@@ -1,29 +1,84 @@
 """Dense (fully connected) layer: the book's perceptron layer, with the activation fused."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
+from ..cl.tuning import tuned
 from .base import Layer, check_weights
 
 
-def matrix_tiles(rt) -> dict:
-    """Vector width and output block per work-item for the dense kernels on this device.
+def tile_candidates(rt, dtype) -> list[dict]:
+    """Vector widths and output blocks per work-item that the autotuner tries.
 
-    CPUs (PoCL) want wide explicit vectors and several outputs per work-item; GPUs want many
-    work-items with a small block each.
+    CPUs (PoCL) want wide explicit vectors (32 or 64 bytes) and several outputs per work-item;
+    GPUs want many work-items with a small block each. (double16 blocks crash PoCL 3.1.)
     """
-    if rt.info.is_gpu:
-        return {"VW": 4, "RM": 2, "RN": 1}
-    return {"VW": 8, "RM": 4, "RN": 2}
+    lanes_per_32_bytes = 32 // np.dtype(dtype).itemsize
+    widths, blocks = ((4,), (1, 2, 4)) if rt.info.is_gpu else ((lanes_per_32_bytes, 2 * lanes_per_32_bytes), (4, 8))
+    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "HG_RN": rn}
+            for vw in widths for rm in blocks for rn in (1, 2)]
+
+
+def matrix_tiles(rt, dtype) -> dict:
+    """The fastest candidate for each of the three products, measured once per device."""
+    candidates = tile_candidates(rt, dtype)
+    return tuned(rt, dtype, "dense", lambda: _tune(rt, dtype, candidates), candidates[0])
+
+
+def _tune(rt, dtype, candidates) -> dict:
+    # A mid-sized layer: large enough to fill the device, small enough to take milliseconds.
+    rows, n_in, units = (512, 1024, 1024) if rt.info.is_gpu else (256, 512, 512)
+    rng = np.random.default_rng(0)
+    x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
+    grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
+    best: dict[int, dict] = {}
+    for tiles in candidates:
+        store = ParameterStore(rt, dtype)
+        layer = Dense(units, "relu", tiles=tiles)
+        layer.build((n_in,), store, rng)
+        store.allocate()
+        layer.allocate(rows)
+        times = {
+            "FF": _seconds(rt, lambda: layer.forward(x, rows)),
+            "DW": _seconds(rt, lambda: layer.backward(grad, rows, False)),
+            "HG": _seconds(rt, lambda: layer.backward(grad, rows, True)),
+        }
+        times["HG"] -= times["DW"]
+        choice = best.setdefault(tiles["VW"], {"VW": tiles["VW"], "time": {}})
+        for kernel, seconds in times.items():
+            if seconds < choice["time"].get(kernel, float("inf")):
+                choice["time"][kernel] = seconds
+                choice[f"{kernel}_RM"] = tiles[f"{kernel}_RM"]
+                if kernel == "HG":
+                    choice["HG_RN"] = tiles["HG_RN"]
+    fastest = min(best.values(), key=lambda c: sum(c["time"].values()))
+    return {k: v for k, v in fastest.items() if k != "time"}
+
+
+def _seconds(rt, run, repeats=5) -> float:
+    run()
+    rt.queue.finish()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        rt.queue.finish()
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 class Dense(Layer):
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", name=None, input_shape=None):
+                 bias_initializer="zeros", name=None, input_shape=None, tiles=None):
+        """`tiles` fixes the kernels' vector width and blocks (see tile_candidates); by default
+        the autotuner's choice for the device is used."""
         super().__init__(name, input_shape)
+        self.fixed_tiles = tiles
         if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:
             raise ValueError(f"Dense units must be a positive integer, got {units!r}")
         self.units = int(units)
@@ -43,7 +98,7 @@ class Dense(Layer):
     def build(self, input_shape, store: ParameterStore, rng):
         shape = super().build(input_shape, store, rng)
         self.n_in = self.input_shape[0]
-        self.tiles = matrix_tiles(self.rt)
+        self.tiles = self.fixed_tiles or matrix_tiles(self.rt, self.dtype)
         vw = self.tiles["VW"]
         self.units_p = -(-self.units // vw) * vw
         kernel = np.zeros((self.n_in, self.units_p))
@@ -92,7 +147,7 @@ class Dense(Layer):
 
     def forward(self, x, rows):
         self.x = x
-        vw, rm = self.tiles["VW"], self.tiles["RM"]
+        vw, rm = self.tiles["VW"], self.tiles["FF_RM"]
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
         self._forward((-(-self.units // vw), -(-rows // rm)), None,
@@ -115,13 +170,13 @@ class Dense(Layer):
         a, b = self._fused.a, self._fused.b
         self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, bias_grad,
                          rows, self.units, self.units_p, a, b, int(apply_derivative))
-        vw, rm, rn = self.tiles["VW"], self.tiles["RM"], self.tiles["RN"]
+        tiles = self.tiles
         flops = 2.0 * rows * self.n_in * self.units
-        self._delta_weights((self.units_p // vw, -(-self.n_in // rm)), None,
+        self._delta_weights((self.units_p // tiles["VW"], -(-self.n_in // tiles["DW_RM"])), None,
                             self.x, self.delta, self.kernel.grad, rows, self.n_in, self.units_p, flops=flops)
         if not input_grad:
             return None
-        self._hidden((-(-self.n_in // rn), -(-rows // rm)), None,
+        self._hidden((-(-self.n_in // tiles["HG_RN"]), -(-rows // tiles["HG_RM"])), None,
                      self.delta, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
         return self.input_grad
 

@@ -1,0 +1,51 @@
+"""Tuned kernel parameters, measured once per (device, driver, dtype, clnet version) and kept
+on disk in $CLNET_CACHE_DIR/tuning.json (default ~/.cache/clnet), so later runs start fast.
+
+CLNET_TUNE=0 skips measuring and uses each kernel family's defaults (results already cached
+are still used)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from ..cache import cache_dir, write_atomically
+from .runtime import Runtime
+
+_memory: dict[str, dict] = {}
+
+
+def _key(rt: Runtime, dtype, family: str) -> str:
+    from .. import __version__
+    info = rt.info
+    return f"{family}|{info.name}|{info.platform_version.strip()}|{info.driver}|{np.dtype(dtype).name}|clnet {__version__}"
+
+
+def tuned(rt: Runtime, dtype, family: str, tune, default: dict) -> dict:
+    """The cached result of `tune()` for this device and dtype; measured and stored if missing."""
+    key = _key(rt, dtype, family)
+    if key in _memory:
+        return _memory[key]
+    path = cache_dir() / "tuning.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    if key in stored:
+        result = stored[key]
+    elif os.environ.get("CLNET_TUNE") == "0":
+        result = default
+    else:
+        if not os.environ.get("CLNET_QUIET"):
+            print(f"clnet: tuning {family} kernels for {rt.info.name} ({np.dtype(dtype).name}), once",
+                  file=sys.stderr)
+        result = tune()
+        stored[key] = result
+        try:
+            write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())
+        except OSError as error:  # a read-only cache costs a re-tune next time, not a failure
+            print(f"clnet: could not save tuning results to {path}: {error}", file=sys.stderr)
+    _memory[key] = result
+    return result

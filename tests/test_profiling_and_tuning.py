@@ -1,0 +1,67 @@
+"""clnet.profile() and the autotuner's on-disk cache."""
+import io
+import json
+
+import numpy as np
+
+import clnet
+from clnet.cl import tuning
+from clnet.layers import Dense, dense
+
+
+def test_profile_counts_every_kernel():
+    rng = np.random.default_rng(0)
+    model = clnet.Sequential([Dense(16, "relu", input_shape=(8,)), Dense(3, "softmax")], seed=0)
+    model.compile("sgd", "categorical_crossentropy", ["accuracy"])
+    x, y = rng.normal(size=(40, 8)), rng.integers(0, 3, 40)
+    model.fit(x, y, batch_size=10, epochs=1, verbose=0)
+    out = io.StringIO()
+    launches = clnet.runtime().launches
+    with clnet.profile(file=out) as p:
+        model.fit(x, y, batch_size=10, epochs=1, verbose=0)
+    assert sum(row[0] for row in p.rows.values()) == clnet.runtime().launches - launches
+    calls = {name: row[0] for name, row in p.rows.items()}
+    assert calls["PerceptronFeedForward"] == 8 and calls["CalcHiddenGradient"] == 4
+    assert calls["SGDUpdate"] == 4 and calls["ReduceMetrics"] == 1
+    assert p.rows["PerceptronFeedForward"][2] == 4 * (2 * 10 * 8 * 16 + 2 * 10 * 16 * 3)  # flops
+    assert all(row[1] > 0 for row in p.rows.values())
+    table = out.getvalue()
+    assert table.splitlines()[0].split() == ["kernel", "calls", "total", "ms", "share", "GFLOP/s"]
+    assert "CalcDeltaWeights" in table and table.splitlines()[-1].startswith("total")
+    assert not clnet.runtime().profiling
+
+
+def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "_memory", {})
+    rt = clnet.runtime()
+    candidates = dense.tile_candidates(rt, np.float32)
+    measured = []
+    monkeypatch.setattr(dense, "_tune", lambda rt, dtype, c: measured.append(1) or c[-1])
+    assert dense.matrix_tiles(rt, np.float32) == candidates[-1]
+    stored = json.loads((tmp_path / "tuning.json").read_text())
+    (key,) = stored
+    assert rt.info.name in key and "float32" in key and f"clnet {clnet.__version__}" in key
+    monkeypatch.setattr(tuning, "_memory", {})  # as a new process
+    assert dense.matrix_tiles(rt, np.float32) == candidates[-1]
+    assert measured == [1]
+
+
+def test_tuning_can_be_skipped(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CLNET_TUNE", "0")
+    monkeypatch.setattr(tuning, "_memory", {})
+    monkeypatch.setattr(dense, "_tune", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
+    rt = clnet.runtime()
+    assert dense.matrix_tiles(rt, np.float64) == dense.tile_candidates(rt, np.float64)[0]
+    assert not (tmp_path / "tuning.json").exists()
+
+
+def test_real_tuning_picks_a_candidate(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    rt = clnet.runtime()
+    candidates = dense.tile_candidates(rt, np.float32)
+    chosen = dense._tune(rt, np.float32, candidates)
+    assert chosen["VW"] in {c["VW"] for c in candidates}
+    for kernel in ("FF_RM", "DW_RM", "HG_RM", "HG_RN"):
+        assert chosen[kernel] in {c[kernel] for c in candidates}
