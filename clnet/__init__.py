@@ -6,6 +6,8 @@ from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
 from .model import NotCompiledError, Sequential, set_seed
+from .profiler import profile
+from .saving import load_model
 
 try:
     __version__ = _version("clnet")
@@ -14,4 +16,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = ["Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
-           "DeviceError", "BuildError", "NotCompiledError"]
+           "DeviceError", "BuildError", "NotCompiledError", "profile", "load_model"]

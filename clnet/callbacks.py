@@ -1,5 +1,13 @@
-"""Callbacks with Keras's hooks and names."""
+"""Callbacks with Keras's hooks, names and arguments."""
 from __future__ import annotations
+
+import csv
+import inspect
+import math
+import numbers
+import os
+import sys
+import warnings
 
 
 class Callback:
@@ -51,3 +59,221 @@ class CallbackList:
             for callback in self.callbacks:
                 getattr(callback, hook)(*args)
         return call
+
+
+def _monitor_op(callback: str, monitor: str, mode: str, min_delta: float = 0.0):
+    """(improved(current, best), the best value to start from) for `mode`; 'auto' maximises
+    accuracies and minimises everything else, as Keras does."""
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"{callback} mode must be 'auto', 'min' or 'max', got {mode!r}")
+    if mode == "auto":
+        mode = "max" if "acc" in monitor else "min"
+    min_delta = abs(min_delta)
+    if mode == "min":
+        return (lambda current, best: current < best - min_delta), math.inf
+    return (lambda current, best: current > best + min_delta), -math.inf
+
+
+def _monitored(callback: Callback, logs, monitor: str):
+    """logs[monitor], or None with a warning (not an error, as Keras) when it is missing."""
+    value = (logs or {}).get(monitor)
+    if value is None:
+        warnings.warn(f"{type(callback).__name__}: the monitored metric {monitor!r} is not in the logs "
+                      f"(available: {', '.join(logs or {}) or 'none'}); skipping it this epoch", RuntimeWarning,
+                      stacklevel=3)
+    return value
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model (or its weights) after every epoch, or only when `monitor` improved.
+    `filepath` may hold {epoch} (1-based, as Keras) and any log key: "ckpt-{epoch:02d}-{val_loss:.4f}.h5"."""
+
+    def __init__(self, filepath, monitor="val_loss", save_best_only=False, save_weights_only=False,
+                 mode="auto", verbose=0):
+        super().__init__()
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.verbose = verbose
+        self.improved, self.best = _monitor_op("ModelCheckpoint", monitor, mode)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        try:
+            path = self.filepath.format(epoch=epoch + 1, **logs)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"ModelCheckpoint cannot fill in filepath {self.filepath!r} with epoch and the "
+                             f"logs ({', '.join(logs)}): {type(error).__name__}: {error}") from None
+        if self.save_best_only:
+            current = _monitored(self, logs, self.monitor)
+            if current is None:
+                return
+            if not self.improved(current, self.best):
+                if self.verbose:
+                    print(f"Epoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
+                return
+            if self.verbose:
+                print(f"Epoch {epoch + 1}: {self.monitor} improved from {self.best:.5f} to {current:.5f}, "
+                      f"saving to {path}")
+            self.best = current
+        elif self.verbose:
+            print(f"Epoch {epoch + 1}: saving to {path}")
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        else:
+            self.model.save(path)
+
+
+class EarlyStopping(Callback):
+    """Stops training when `monitor` has not improved by more than `min_delta` for `patience` epochs
+    (or has not beaten `baseline`); optionally puts back the best epoch's weights."""
+
+    def __init__(self, monitor="val_loss", patience=0, min_delta=0, mode="auto", restore_best_weights=False,
+                 baseline=None):
+        super().__init__()
+        self.monitor = monitor
+        self.patience = patience
+        self.baseline = baseline
+        self.restore_best_weights = restore_best_weights
+        self.improved, self._start = _monitor_op("EarlyStopping", monitor, mode, min_delta)
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = self._start
+        self.best_epoch = 0
+        self.best_weights = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = _monitored(self, logs, self.monitor)
+        if current is None:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()  # something to restore even if nothing improves
+        self.wait += 1
+        if self.improved(current, self.best):
+            self.best, self.best_epoch = current, epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self.improved(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.restore_best_weights:
+                self.model.set_weights(self.best_weights)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` when `monitor` has not improved for `patience` epochs,
+    then waits `cooldown` epochs before counting again; never goes below `min_lr`."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, min_delta=1e-4, cooldown=0, min_lr=0,
+                 mode="auto"):
+        super().__init__()
+        if not 0 <= factor < 1:
+            raise ValueError(f"ReduceLROnPlateau factor must be in [0, 1), got {factor!r}")
+        self.monitor = monitor
+        self.factor = factor
+        self.patience = patience
+        self.cooldown = cooldown
+        self.min_lr = min_lr
+        self.improved, self._start = _monitor_op("ReduceLROnPlateau", monitor, mode, min_delta)
+
+    def on_train_begin(self, logs=None):
+        self.best = self._start
+        self.wait = 0
+        self.cooldown_counter = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        optimizer = self.model.optimizer
+        current = _monitored(self, logs, self.monitor)
+        if current is not None:
+            if self.cooldown_counter > 0:
+                self.cooldown_counter -= 1
+                self.wait = 0
+            if self.improved(current, self.best):
+                self.best, self.wait = current, 0
+            elif self.cooldown_counter == 0:
+                self.wait += 1
+                if self.wait >= self.patience and optimizer.learning_rate > self.min_lr:
+                    optimizer.learning_rate = max(optimizer.learning_rate * self.factor, self.min_lr)
+                    self.cooldown_counter, self.wait = self.cooldown, 0
+        if logs is not None:
+            logs["learning_rate"] = optimizer.learning_rate  # History and CSVLogger record it, as in Keras
+
+
+class LearningRateScheduler(Callback):
+    """Sets the learning rate at the start of each epoch to schedule(epoch) or schedule(epoch, lr);
+    `epoch` counts from 0 and from `initial_epoch` when resuming, so a schedule resumes exactly."""
+
+    def __init__(self, schedule):
+        super().__init__()
+        if not callable(schedule):
+            raise TypeError(f"LearningRateScheduler schedule must be callable, got {schedule!r}")
+        self.schedule = schedule
+        # Keras calls schedule(epoch, lr) and retries with schedule(epoch) on a TypeError, which also
+        # hides a TypeError raised inside the schedule; the signature tells without guessing.
+        try:
+            positional = [p for p in inspect.signature(schedule).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+            self._takes_lr = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in positional)
+        except (TypeError, ValueError):  # a builtin without a signature: give it the epoch only
+            self._takes_lr = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        optimizer = self.model.optimizer
+        lr = self.schedule(epoch, optimizer.learning_rate) if self._takes_lr else self.schedule(epoch)
+        if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr < 0:
+            raise ValueError(f"LearningRateScheduler schedule returned {lr!r} for epoch {epoch}; "
+                             "expected a finite non-negative number")
+        optimizer.learning_rate = float(lr)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = self.model.optimizer.learning_rate
+
+
+class CSVLogger(Callback):
+    """Writes one row per epoch: epoch, then every log key (sorted) as of the first epoch; NA where
+    a later epoch lacks one. `append=True` continues an existing file (for resumed runs)."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename = os.fspath(filename)
+        self.separator = separator
+        self.append = append
+        self.file = None
+
+    def on_train_begin(self, logs=None):
+        has_rows = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
+        self.file = open(self.filename, "a" if self.append else "w", newline="", encoding="utf-8")
+        self.writer = None  # made at the first epoch, when the keys are known
+        self._header = not has_rows
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.writer is None:
+            self.keys = sorted(logs)
+            self.writer = csv.DictWriter(self.file, ["epoch", *self.keys], delimiter=self.separator)
+            if self._header:
+                self.writer.writeheader()
+        self.writer.writerow({"epoch": epoch, **{key: logs.get(key, "NA") for key in self.keys}})
+        self.file.flush()  # a crash loses at most the current epoch's row
+
+    def on_train_end(self, logs=None):
+        self.file.close()
+        self.file = None
+
+
+class TerminateOnNaN(Callback):
+    """Stops training after an epoch whose loss is NaN or infinite. fit reads the loss once an
+    epoch (a per-batch check would cost a device read every step), so the check is per epoch."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            print(f"Epoch {epoch + 1}: invalid loss {loss}, terminating training", file=sys.stderr)
+            self.model.stop_training = True
