@@ -8,7 +8,7 @@ from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Dense
-from clnet.layers.dense import tile_candidates
+from clnet.layers.dense import usable_candidates
 from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
@@ -103,7 +103,7 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
     """Whatever the autotuner picks on whatever device, the products are right at awkward sizes."""
     x = rng.normal(size=(rows, n_in)).astype(dtype)
     dy = rng.normal(size=(rows, units)).astype(dtype)
-    for tiles in tile_candidates(rt, dtype):
+    for tiles in usable_candidates(rt, dtype):
         layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]
         z = x @ w + bias

@@ -35,7 +35,7 @@ def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tuning, "_memory", {})
     rt = clnet.runtime()
-    candidates = dense.tile_candidates(rt, np.float32)
+    candidates = dense.usable_candidates(rt, np.float32)
     measured = []
     monkeypatch.setattr(dense, "_tune", lambda rt, dtype, c: measured.append(1) or c[-1])
     assert dense.matrix_tiles(rt, np.float32) == candidates[-1]
@@ -60,7 +60,8 @@ def test_tuning_can_be_skipped(tmp_path, monkeypatch):
 def test_real_tuning_picks_a_candidate(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     rt = clnet.runtime()
-    candidates = dense.tile_candidates(rt, np.float32)
+    candidates = dense.usable_candidates(rt, np.float32)
+    assert candidates
     chosen = dense._tune(rt, np.float32, candidates)
     assert chosen["VW"] in {c["VW"] for c in candidates}
     for kernel in ("FF_RM", "DW_RM", "HG_RM", "HG_RN"):

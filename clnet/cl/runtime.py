@@ -79,6 +79,9 @@ class Runtime:
                 except cl.RuntimeError as error:
                     raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                                      f"{self.info.name!r} failed:\n{error}") from None
+                if not program.get_info(cl.program_info.NUM_KERNELS):
+                    raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
+                                     f"{self.info.name!r} reported success but produced no kernels")
                 self._store_binary(text, flags, program)
             self._programs[key] = program
         return program

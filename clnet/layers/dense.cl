@@ -1,4 +1,5 @@
-// Dense layer: z = x W + b, y = f(z), for a whole mini-batch per launch.
+// Dense layer: z = x W + b, y = f(z), for a whole mini-batch per launch. Products are written
+// "acc += a * b", which OpenCL compilers contract to FMA; mad() on double8 crashes LLVM 14 (PoCL 3.0).
 // Layout: x (rows, n_in); W (n_in, units_p) and b (units_p) with units_p = units rounded up to
 // VW and zero padding, so that every load of W, b or delta is a whole VW-wide vector.
 // Each work-item owns a block of outputs (FF_RM rows x VW columns for the forward product,
@@ -32,16 +33,16 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
                   w2 = VLOAD(0, w + 2 * units_p), w3 = VLOAD(0, w + 3 * units_p);
         for (int r = 0; r < FF_RM; r++) {
             const TYPE4 xv = vload4(0, x[r] + k);
-            acc[r] = mad((VEC)(xv.s0), w0, acc[r]);
-            acc[r] = mad((VEC)(xv.s1), w1, acc[r]);
-            acc[r] = mad((VEC)(xv.s2), w2, acc[r]);
-            acc[r] = mad((VEC)(xv.s3), w3, acc[r]);
+            acc[r] += (VEC)(xv.s0) * w0;
+            acc[r] += (VEC)(xv.s1) * w1;
+            acc[r] += (VEC)(xv.s2) * w2;
+            acc[r] += (VEC)(xv.s3) * w3;
         }
     }
     for (; k < n_in; k++, w += units_p) {
         const VEC wk = VLOAD(0, w);
         for (int r = 0; r < FF_RM; r++)
-            acc[r] = mad((VEC)(x[r][k]), wk, acc[r]);
+            acc[r] += (VEC)(x[r][k]) * wk;
     }
     const VEC bv = VLOAD(0, bias + col);
     const int width = min(VW, units - col);
@@ -89,8 +90,8 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_
                                __global TYPE *delta_weights,      // dL/dW (n_in, units_p)
                                const int rows, const int n_in, const int units_p)
 {
-    const int col = get_global_id(0) * VW;
-    const int i0 = get_global_id(1) * DW_RM;
+    const int col = get_global_id(1) * VW;
+    const int i0 = get_global_id(0) * DW_RM;
     if (col >= units_p || i0 >= n_in)
         return;
     VEC acc[DW_RM];
@@ -103,7 +104,7 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_
         const VEC d = VLOAD(0, delta + m * units_p + col);
         const __global TYPE *x = inputs + m * n_in;
         for (int r = 0; r < DW_RM; r++)
-            acc[r] = mad((VEC)(x[in[r]]), d, acc[r]);
+            acc[r] += (VEC)(x[in[r]]) * d;
     }
     for (int r = 0; r < DW_RM && i0 + r < n_in; r++)
         VSTORE(acc[r], 0, delta_weights + (i0 + r) * units_p + col);
@@ -137,7 +138,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta,     // (rows, units
         for (int r = 0; r < HG_RM; r++) {
             const VEC dv = VLOAD(0, d[r] + k);
             for (int j = 0; j < HG_RN; j++)
-                acc[r][j] = mad(dv, wv[j], acc[r][j]);
+                acc[r][j] += dv * wv[j];
         }
     }
     for (int r = 0; r < HG_RM && row + r < rows; r++)

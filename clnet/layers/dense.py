@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
+from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import tuned
 from .base import Layer, check_weights
@@ -15,19 +16,40 @@ from .base import Layer, check_weights
 def tile_candidates(rt, dtype) -> list[dict]:
     """Vector widths and output blocks per work-item that the autotuner tries.
 
-    CPUs (PoCL) want wide explicit vectors (32 or 64 bytes) and several outputs per work-item;
-    GPUs want many work-items with a small block each. (double16 blocks crash PoCL 3.1.)
+    CPUs (PoCL) want explicit vectors as wide as their SIMD registers, or half that, and several
+    outputs per work-item; GPUs want many work-items with a small block each. Wider vectors than
+    the compiler's target break it: PoCL 3.0 (no AVX-512 target) returns a program without
+    kernels for float16 and double8, and after such a build can crash the process; PoCL 3.1
+    crashes on double16. PoCL names its LLVM target in the device name.
     """
-    lanes_per_32_bytes = 32 // np.dtype(dtype).itemsize
-    widths, blocks = ((4,), (1, 2, 4)) if rt.info.is_gpu else ((lanes_per_32_bytes, 2 * lanes_per_32_bytes), (4, 8))
+    if rt.info.is_gpu:
+        widths, blocks = (4,), (1, 2, 4)
+    else:
+        register_bytes = 64 if "avx512" in rt.info.name.lower() else 32
+        lanes = register_bytes // np.dtype(dtype).itemsize
+        widths, blocks = (lanes // 2, lanes), (4, 8)
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "HG_RN": rn}
             for vw in widths for rm in blocks for rn in (1, 2)]
 
 
+def usable_candidates(rt, dtype) -> list[dict]:
+    """The candidates whose programs build on this device."""
+    usable = []
+    for tiles in tile_candidates(rt, dtype):
+        try:
+            rt.program(("activations/relu.cl", "layers/dense.cl"), dtype, {"ACT": "relu", **tiles})
+        except BuildError:
+            continue
+        usable.append(tiles)
+    if not usable:
+        raise BuildError(f"none of the dense kernel variants builds on {rt.info.name!r}")
+    return usable
+
+
 def matrix_tiles(rt, dtype) -> dict:
-    """The fastest candidate for each of the three products, measured once per device."""
-    candidates = tile_candidates(rt, dtype)
-    return tuned(rt, dtype, "dense", lambda: _tune(rt, dtype, candidates), candidates[0])
+    """The fastest usable candidate for each of the three products, measured once per device."""
+    return tuned(rt, dtype, "dense", lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+                 tile_candidates(rt, dtype)[0])
 
 
 def _tune(rt, dtype, candidates) -> dict:
@@ -172,7 +194,7 @@ class Dense(Layer):
                          rows, self.units, self.units_p, a, b, int(apply_derivative))
         tiles = self.tiles
         flops = 2.0 * rows * self.n_in * self.units
-        self._delta_weights((self.units_p // tiles["VW"], -(-self.n_in // tiles["DW_RM"])), None,
+        self._delta_weights((-(-self.n_in // tiles["DW_RM"]), self.units_p // tiles["VW"]), None,
                             self.x, self.delta, self.kernel.grad, rows, self.n_in, self.units_p, flops=flops)
         if not input_grad:
             return None

@@ -1,0 +1,1 @@
+"""Benchmarks: python -m benchmarks.mlp, python -m benchmarks.gemm, python -m benchmarks.run_all."""

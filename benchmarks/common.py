@@ -1,0 +1,45 @@
+"""What the benchmarks share: the data, the device string, versions, medians."""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+
+
+def fashion_mnist():
+    """float32 images scaled to [0, 1] (flattened) and int64 labels, as every framework gets them."""
+    from clnet.datasets import fashion_mnist
+    (x_train, y_train), (x_test, y_test) = fashion_mnist.load_data()
+    scale = lambda x: (x.reshape(len(x), -1) / 255.0).astype("float32")
+    return (scale(x_train), y_train.astype("int64")), (scale(x_test), y_test.astype("int64"))
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def versions(*modules: str) -> dict:
+    found = {"python": platform.python_version()}
+    for name in modules:
+        try:
+            found[name] = __import__(name).__version__
+        except Exception:  # not installed: the result says so
+            found[name] = None
+    return found
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def emit(result: dict) -> None:
+    """The one JSON line a benchmark prints last."""
+    print(json.dumps(result, sort_keys=True), file=sys.stdout, flush=True)

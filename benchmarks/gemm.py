@@ -1,0 +1,123 @@
+"""The dense layer's three products against numpy and torch.mm, in GFLOP/s.
+
+    python -m benchmarks.gemm [--sizes 128x784x256,1024,2048] [--device N] [--torch-device cuda]
+
+For a batch of `rows` inputs x (rows, n_in), weights W (n_in, units) and the gradient dZ of the
+outputs: forward x W (PerceptronFeedForward, bias and activation included), weight gradient x^T dZ
+(CalcDeltaWeights) and input gradient dZ W^T (CalcHiddenGradient). clnet's times come from OpenCL
+profiling events; numpy's and torch's from the wall clock around the same products.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from .common import cpu_name, emit, median, versions
+
+KERNELS = {"forward": "PerceptronFeedForward", "weight_grad": "CalcDeltaWeights", "input_grad": "CalcHiddenGradient"}
+
+
+def seconds(run, sync=lambda: None, budget=1.0, least=3) -> float:
+    run()
+    sync()
+    times = []
+    started = time.perf_counter()
+    while len(times) < least or time.perf_counter() - started < budget:
+        t = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - t)
+    return median(times)
+
+
+def clnet_rates(rows, n_in, units, repeats):
+    import clnet
+    from clnet.cl.parameters import ParameterStore
+    from clnet.layers import Dense
+
+    rt = clnet.runtime()
+    rng = np.random.default_rng(0)
+    store = ParameterStore(rt, np.float32)
+    layer = Dense(units, "relu")
+    layer.build((n_in,), store, rng)
+    store.allocate()
+    layer.allocate(rows)
+    x = clnet.Tensor.from_numpy(rng.random((rows, n_in), np.float32))
+    grad = clnet.Tensor.from_numpy(rng.random((rows, units), np.float32))
+    step = lambda: (layer.forward(x, rows), layer.backward(grad, rows, True))
+    step()
+    with clnet.profile(print_table=False) as profile:
+        for _ in range(repeats):
+            step()
+    flops = 2.0 * rows * n_in * units
+    return {key: flops * profile.rows[name][0] / profile.rows[name][1] / 1e9 for key, name in KERNELS.items()}, layer.tiles
+
+
+def numpy_rates(rows, n_in, units):
+    rng = np.random.default_rng(0)
+    x, w, dz = (rng.random(s, np.float32) for s in ((rows, n_in), (n_in, units), (rows, units)))
+    flops = 2.0 * rows * n_in * units
+    return {"forward": flops / seconds(lambda: x @ w) / 1e9,
+            "weight_grad": flops / seconds(lambda: x.T @ dz) / 1e9,
+            "input_grad": flops / seconds(lambda: dz @ w.T) / 1e9}
+
+
+def torch_rates(rows, n_in, units, device):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as fp32: the comparison clnet makes
+    x, w, dz = (torch.rand(s, device=device) for s in ((rows, n_in), (n_in, units), (rows, units)))
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    flops = 2.0 * rows * n_in * units
+    return {"forward": flops / seconds(lambda: torch.mm(x, w), sync) / 1e9,
+            "weight_grad": flops / seconds(lambda: torch.mm(x.t(), dz), sync) / 1e9,
+            "input_grad": flops / seconds(lambda: torch.mm(dz, w.t()), sync) / 1e9}
+
+
+def parse_sizes(text: str):
+    sizes = []
+    for item in text.split(","):
+        parts = [int(p) for p in item.split("x")]
+        sizes.append(tuple(parts) if len(parts) == 3 else (parts[0],) * 3)
+    return sizes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="128x784x256,1024,2048", help="rows x n_in x units, or one number for a cube")
+    parser.add_argument("--device", help="clnet device index or name")
+    parser.add_argument("--torch-device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args(argv)
+    import clnet
+    if args.device is not None:
+        clnet.set_device(args.device)
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    results = []
+    print(f"{'rows x n_in x units':<20}{'product':<13}{'clnet':>9}{'numpy':>9}{'torch':>9}{'clnet/numpy':>13}{'clnet/torch':>13}   GFLOP/s")
+    for rows, n_in, units in parse_sizes(args.sizes):
+        ours, tiles = clnet_rates(rows, n_in, units, args.repeats)
+        theirs = numpy_rates(rows, n_in, units)
+        torch_side = torch_rates(rows, n_in, units, args.torch_device) if have_torch else {}
+        for product in KERNELS:
+            row = {"size": [rows, n_in, units], "product": product, "clnet": round(ours[product], 1),
+                   "numpy": round(theirs[product], 1), "torch": round(torch_side[product], 1) if torch_side else None,
+                   "clnet_over_numpy": round(ours[product] / theirs[product], 3),
+                   "clnet_over_torch": round(ours[product] / torch_side[product], 3) if torch_side else None}
+            results.append(row)
+            print(f"{f'{rows}x{n_in}x{units}':<20}{product:<13}{row['clnet']:>9.1f}{row['numpy']:>9.1f}"
+                  f"{row['torch'] or float('nan'):>9.1f}{row['clnet_over_numpy']:>13.2f}"
+                  f"{row['clnet_over_torch'] or float('nan'):>13.2f}")
+    info = clnet.runtime().info
+    emit({"benchmark": "gemm", "device": f"{info.name} [{info.platform_version.strip()}]", "cpu": cpu_name(),
+          "torch_device": args.torch_device, "tiles": tiles, "results": results,
+          "versions": versions("clnet", "numpy", "torch")})
+
+
+if __name__ == "__main__":
+    main()
