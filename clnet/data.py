@@ -30,6 +30,7 @@ class Batches:
         if self.resident:
             self.x, self.y = Tensor.from_numpy(x, rt=rt), Tensor.from_numpy(y, rt=rt)
             self.index = Tensor((self.samples,), np.int32, rt)
+            self.x_batch.transposed = Tensor((x.shape[1], capacity), x.dtype, rt)
             program = rt.program(("data.cl",), self.dtype)
             self._gather = rt.kernel(program, "GatherRows", self.dtype)
         else:
@@ -49,7 +50,8 @@ class Batches:
         if self.resident:
             cols = max(self.x.shape[1], self.y.shape[1])
             self._gather((-(-cols // 4), rows), None, self.x, self.y, self.index, first,
-                         self.x.shape[1], self.y.shape[1], self.x_batch, self.y_batch)
+                         self.x.shape[1], self.y.shape[1], self.x_batch, self.x_batch.transposed,
+                         self.x_batch.shape[0], self.y_batch)
         else:
             rows_index = self.permutation[first:first + rows]
             for host, tensor in ((self.x_host, self.x_batch), (self.y_host, self.y_batch)):

@@ -103,7 +103,9 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
     """Whatever the autotuner picks on whatever device, the products are right at awkward sizes."""
     x = rng.normal(size=(rows, n_in)).astype(dtype)
     dy = rng.normal(size=(rows, units)).astype(dtype)
-    for tiles in usable_candidates(rt, dtype):
+    # The GPU's local-memory tiles run here too (small ones, for speed), so CI checks them.
+    tiled = [{"VW": 4, "TILE": 8, "WPT": 2, "TK": 4}, {"VW": 4, "TILE": 16, "WPT": 4, "TK": 8}]
+    for tiles in usable_candidates(rt, dtype) + tiled:
         layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]
         z = x @ w + bias
@@ -205,6 +207,7 @@ def test_gather_rows(rt, rng, x_cols, y_cols):
     batches.order(order)
     xb, yb = batches.batch(22, 11)
     np.testing.assert_array_equal(xb.numpy(), x[order[22:33]])
+    np.testing.assert_array_equal(xb.transposed.numpy(), x[order[22:33]].T)  # for the weight gradient
     np.testing.assert_array_equal(yb.numpy(), y[order[22:33]])
     xb, yb = batches.batch(33, 4)
     np.testing.assert_array_equal(xb.numpy()[:4], x[order[33:]])

@@ -15,6 +15,9 @@ class Tensor:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.size = int(np.prod(self.shape, dtype=np.int64))
+        # A (features, capacity) tensor with the same values transposed, when the producer of
+        # this batch tensor writes one (see Dense.backward).
+        self.transposed: Tensor | None = None
         # OpenCL refuses zero-sized buffers; a 1-element buffer stands in for an empty tensor.
         self.buffer = buffer if buffer is not None else cl.Buffer(
             self.rt.context, cl.mem_flags.READ_WRITE, max(self.nbytes, self.dtype.itemsize))

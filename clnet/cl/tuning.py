@@ -5,6 +5,7 @@ CLNET_TUNE=0 skips measuring and uses each kernel family's defaults (results alr
 are still used)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -12,20 +13,24 @@ import sys
 import numpy as np
 
 from ..cache import cache_dir, write_atomically
-from .runtime import Runtime
+from .runtime import Runtime, read_source
 
 _memory: dict[str, dict] = {}
 
 
-def _key(rt: Runtime, dtype, family: str) -> str:
+def _key(rt: Runtime, dtype, family: str, sources: tuple[str, ...]) -> str:
     from .. import __version__
     info = rt.info
-    return f"{family}|{info.name}|{info.platform_version.strip()}|{info.driver}|{np.dtype(dtype).name}|clnet {__version__}"
+    # The kernels' text is part of the key: a changed kernel is measured again.
+    digest = hashlib.sha256("".join(read_source(name) for name in sources).encode()).hexdigest()[:12]
+    return (f"{family}|{info.name}|{info.platform_version.strip()}|{info.driver}|{np.dtype(dtype).name}"
+            f"|clnet {__version__}|{digest}")
 
 
-def tuned(rt: Runtime, dtype, family: str, tune, default: dict) -> dict:
-    """The cached result of `tune()` for this device and dtype; measured and stored if missing."""
-    key = _key(rt, dtype, family)
+def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, default: dict) -> dict:
+    """The cached result of `tune()` for this device, dtype and kernel text; measured and stored
+    if missing."""
+    key = _key(rt, dtype, family, sources)
     if key in _memory:
         return _memory[key]
     path = cache_dir() / "tuning.json"

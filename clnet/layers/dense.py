@@ -22,14 +22,16 @@ def tile_candidates(rt, dtype) -> list[dict]:
     kernels for float16 and double8, and after such a build can crash the process; PoCL 3.1
     crashes on double16. PoCL names its LLVM target in the device name.
     """
+    tiled = []
     if rt.info.is_gpu:
         widths, blocks = (4,), (1, 2, 4)
+        tiled = [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk} for tile, wpt, tk in ((64, 4, 16), (128, 8, 8), (128, 8, 16))]
     else:
         register_bytes = 64 if "avx512" in rt.info.name.lower() else 32
         lanes = register_bytes // np.dtype(dtype).itemsize
         widths, blocks = (lanes // 2, lanes), (4, 8)
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "HG_RN": rn}
-            for vw in widths for rm in blocks for rn in (1, 2)]
+            for vw in widths for rm in blocks for rn in (1, 2)] + tiled
 
 
 def usable_candidates(rt, dtype) -> list[dict]:
@@ -48,7 +50,7 @@ def usable_candidates(rt, dtype) -> list[dict]:
 
 def matrix_tiles(rt, dtype) -> dict:
     """The fastest usable candidate for each of the three products, measured once per device."""
-    return tuned(rt, dtype, "dense", lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+    return tuned(rt, dtype, "dense", ("layers/dense.cl",), lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
                  tile_candidates(rt, dtype)[0])
 
 
@@ -58,7 +60,7 @@ def _tune(rt, dtype, candidates) -> dict:
     rng = np.random.default_rng(0)
     x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
     grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
-    best: dict[int, dict] = {}
+    best: dict[tuple, dict] = {}
     for tiles in candidates:
         store = ParameterStore(rt, dtype)
         layer = Dense(units, "relu", tiles=tiles)
@@ -71,15 +73,19 @@ def _tune(rt, dtype, candidates) -> dict:
             "HG": _seconds(rt, lambda: layer.backward(grad, rows, True)),
         }
         times["HG"] -= times["DW"]
-        choice = best.setdefault(tiles["VW"], {"VW": tiles["VW"], "time": {}})
+        # Blocked candidates differing only in a kernel's block size share a program layout, so
+        # each kernel takes its own fastest block; anything else is compared as a whole.
+        family = {k: v for k, v in tiles.items() if k not in BLOCK_KEYS["FF"] + BLOCK_KEYS["DW"] + BLOCK_KEYS["HG"]}
+        choice = best.setdefault(tuple(sorted(family.items())), {**family, "time": {}})
         for kernel, seconds in times.items():
             if seconds < choice["time"].get(kernel, float("inf")):
                 choice["time"][kernel] = seconds
-                choice[f"{kernel}_RM"] = tiles[f"{kernel}_RM"]
-                if kernel == "HG":
-                    choice["HG_RN"] = tiles["HG_RN"]
+                choice.update({key: tiles[key] for key in BLOCK_KEYS[kernel] if key in tiles})
     fastest = min(best.values(), key=lambda c: sum(c["time"].values()))
     return {k: v for k, v in fastest.items() if k != "time"}
+
+
+BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM", "HG_RN")}
 
 
 def _seconds(rt, run, repeats=5) -> float:
@@ -148,6 +154,10 @@ class Dense(Layer):
         rt, dt = self.rt, self.dtype
         self.pre = Tensor((capacity, self.units), dt, rt)          # z = x W + b
         self.outputs = Tensor((capacity, self.units), dt, rt)      # y = f(z)
+        # y^T, which the next layer's weight gradient reads along rows (softmax is applied after
+        # the product kernel, so a softmax layer's transposed output would be stale: none).
+        self.outputs_t = Tensor((self.units, capacity), dt, rt)
+        self.outputs.transposed = self.outputs_t if self.activation.elementwise else None
         self.delta = Tensor((capacity, self.units_p), dt, rt)      # dL/dz, zero-padded
         self.input_grad = Tensor((capacity, self.n_in), dt, rt)    # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
@@ -162,6 +172,28 @@ class Dense(Layer):
         self._delta_bias = kernel("CalcDeltaBias")
         self._delta_weights = kernel("CalcDeltaWeights")
         self._hidden = kernel("CalcHiddenGradient")
+        self._transpose = kernel("Transpose")
+        self._input_t = None  # x^T, made here only when the layer below does not provide it
+
+    def _geometry(self, block, width, columns, rows):
+        """(global, local) sizes for a product writing a (rows, columns) result: a TILE-square
+        work-group per block, or one work-item per `block` rows x `width` columns."""
+        tiles = self.tiles
+        if "TILE" in tiles:
+            side = tiles["TILE"] // tiles["WPT"]
+            blocks = lambda n: -(-n // tiles["TILE"]) * side
+            return (blocks(columns), blocks(rows)), (side, side)
+        return (-(-columns // width), -(-rows // tiles[block])), None
+
+    def _transposed_input(self, rows: int) -> Tensor:
+        """x^T (n_in, capacity): from the layer below if it wrote one, else transposed here."""
+        given = getattr(self.x, "transposed", None)
+        if given is not None:
+            return given
+        if self._input_t is None:
+            self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
+        self._transpose((self.n_in, rows), None, self.x, self._input_t, self.n_in, self.capacity)
+        return self._input_t
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items.
@@ -169,12 +201,11 @@ class Dense(Layer):
 
     def forward(self, x, rows):
         self.x = x
-        vw, rm = self.tiles["VW"], self.tiles["FF_RM"]
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
-        self._forward((-(-self.units // vw), -(-rows // rm)), None,
-                      x, self.kernel.value, bias, self.pre, self.outputs,
-                      rows, self.n_in, self.units, self.units_p, a, b,
+        self._forward(*self._geometry("FF_RM", self.tiles["VW"], self.units, rows),
+                      x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
+                      rows, self.n_in, self.units, self.units_p, self.capacity, a, b,
                       flops=2.0 * rows * self.n_in * self.units)
         if not self.activation.elementwise:
             group = self._row_group()
@@ -192,13 +223,13 @@ class Dense(Layer):
         a, b = self._fused.a, self._fused.b
         self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, bias_grad,
                          rows, self.units, self.units_p, a, b, int(apply_derivative))
-        tiles = self.tiles
         flops = 2.0 * rows * self.n_in * self.units
-        self._delta_weights((-(-self.n_in // tiles["DW_RM"]), self.units_p // tiles["VW"]), None,
-                            self.x, self.delta, self.kernel.grad, rows, self.n_in, self.units_p, flops=flops)
+        self._delta_weights(*self._geometry("DW_RM", self.tiles["VW"], self.units_p, self.n_in),
+                            self._transposed_input(rows), self.delta, self.kernel.grad, rows, self.n_in,
+                            self.units_p, self.capacity, flops=flops)
         if not input_grad:
             return None
-        self._hidden((-(-self.n_in // tiles["HG_RN"]), -(-rows // tiles["HG_RM"])), None,
+        self._hidden(*self._geometry("HG_RM", self.tiles.get("HG_RN"), self.n_in, rows),
                      self.delta, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
         return self.input_grad
 

@@ -14,7 +14,20 @@ class Flatten(Layer):
         return (int(np.prod(input_shape)),)
 
     def forward(self, x, rows):
-        return Tensor((x.shape[0], *self.output_shape), x.dtype, x.rt, x.buffer)
+        self._output = _view(getattr(self, "_output", None), x, self.output_shape)
+        return self._output
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        return Tensor((grad.shape[0], *self.input_shape), grad.dtype, grad.rt, grad.buffer) if input_grad else None
+        if not input_grad:
+            return None
+        self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
+        return self._input_grad
+
+
+def _view(previous: Tensor | None, tensor: Tensor, sample_shape) -> Tensor:
+    """`tensor`'s buffer seen with another sample shape; the same object while the buffer is the
+    same, so that kernels see an unchanged argument and skip setting it again."""
+    if previous is None or previous.buffer is not tensor.buffer or previous.shape[0] != tensor.shape[0]:
+        previous = Tensor((tensor.shape[0], *sample_shape), tensor.dtype, tensor.rt, tensor.buffer)
+    previous.transposed = tensor.transposed  # (features, capacity) whatever the sample shape
+    return previous
