@@ -2,7 +2,7 @@
 HDF5 file (the layout is in docs/checkpoint-format.md).
 
 Weights and optimizer moments are stored per parameter in Keras layout, never as the device's
-flat buffers: those depend on the device's alignment, the float type and the layer's padding,
+flat buffers: those depend on the device's alignment, the float type and the layer's padding and panels,
 so a checkpoint written on one device or floatx loads on any other.
 """
 from __future__ import annotations
@@ -110,24 +110,18 @@ def _moment_records(model: Sequential, layers: list) -> dict[str, np.ndarray]:
     for _, layer, weights in layers:
         for name, parameter, array in weights:
             # Moments are unpadded like the weights; that is only right if the weights are too.
-            if not np.array_equal(_keras_view(values, parameter, array.shape), array, equal_nan=True):
+            if not np.array_equal(parameter.to_keras(parameter.own(values)), array, equal_nan=True):
                 raise NotImplementedError(
-                    f"layer {layer.name!r} ({type(layer).__name__}) does not keep weight {name!r} as its "
-                    "Keras-layout array zero-padded at the end of each axis; its optimizer state cannot "
+                    f"layer {layer.name!r} ({type(layer).__name__}) returns weight {name!r} from get_weights() "
+                    "in another layout than its parameter's keras_index says; its optimizer state cannot "
                     "be saved portably")
     records = {}
     for slot, tensor in model.optimizer.moments.items():
         flat = tensor.numpy()
         for group, _, weights in layers:
             for name, parameter, array in weights:
-                records[f"{slot}/{group}/{name}"] = _keras_view(flat, parameter, array.shape)
+                records[f"{slot}/{group}/{name}"] = parameter.to_keras(parameter.own(flat))
     return records
-
-
-def _keras_view(flat: np.ndarray, parameter: Parameter, shape: tuple) -> np.ndarray:
-    """The Keras-layout `shape` part of `parameter` in a flat store array: a writable view."""
-    device = flat[parameter.offset:parameter.offset + parameter.size].reshape(parameter.shape)
-    return device[tuple(slice(0, n) for n in shape)]
 
 
 def _json(value) -> np.bytes_:
@@ -366,7 +360,7 @@ class _Checkpoint:
             for group, _, weights in layers:
                 for name, parameter, shape in weights:
                     saved = self.array(f"optimizer/{slot}/{group}/{name}", shape)
-                    _keras_view(flat, parameter, shape)[...] = saved
+                    parameter.from_keras(saved, parameter.own(flat))
             tensor.write(flat)
 
 

@@ -63,12 +63,4 @@ inline TYPE group_reduce(__local TYPE *scratch, TYPE value, const int use_max)
 #define VEC CAT(TYPE, VW)
 #define VLOAD CAT(vload, VW)
 #define VSTORE CAT(vstore, VW)
-#if VW == 4
-#define HSUM(v) dot((v), (TYPE4)(1))
-#elif VW == 8
-#define HSUM(v) (dot((v).lo, (TYPE4)(1)) + dot((v).hi, (TYPE4)(1)))
-#elif VW == 16
-#define HSUM(v) (dot((v).lo.lo, (TYPE4)(1)) + dot((v).lo.hi, (TYPE4)(1)) + \
-                 dot((v).hi.lo, (TYPE4)(1)) + dot((v).hi.hi, (TYPE4)(1)))
-#endif
 #endif

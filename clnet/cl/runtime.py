@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -72,18 +73,24 @@ class Runtime:
         if program is None:
             text = "\n".join(read_source(name) for name in ("cl/common.cl", *sources))
             flags = [f"-D{k}={v}" for k, v in sorted(options.items())]
-            program = self._cached_binary(text, flags)
-            if program is None:
-                try:
-                    program = cl.Program(self.context, text).build(options=flags)
-                except cl.RuntimeError as error:
-                    raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
-                                     f"{self.info.name!r} failed:\n{error}") from None
-                if not program.get_info(cl.program_info.NUM_KERNELS):
-                    raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
-                                     f"{self.info.name!r} reported success but produced no kernels")
-                self._store_binary(text, flags, program)
+            with warnings.catch_warnings():
+                # Clang's notes (e.g. that float16 without AVX-512 changes the ABI of helper
+                # functions) are not errors; a failed build raises with its log below.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                program = self._cached_binary(text, flags) or self._build(text, flags, sources)
             self._programs[key] = program
+        return program
+
+    def _build(self, text: str, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
+        try:
+            program = cl.Program(self.context, text).build(options=flags)
+        except cl.RuntimeError as error:
+            raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
+                             f"{self.info.name!r} failed:\n{error}") from None
+        if not program.get_info(cl.program_info.NUM_KERNELS):
+            raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
+                             f"{self.info.name!r} reported success but produced no kernels")
+        self._store_binary(text, flags, program)
         return program
 
     # Compiled programs are kept in $CLNET_CACHE_DIR/programs, keyed by everything that shapes

@@ -1,24 +1,32 @@
 // Dense layer: z = x W + b, y = f(z), for a whole mini-batch per launch. Products are written
 // "acc += a * b", which OpenCL compilers contract to FMA; mad() on double8 crashes LLVM 14 (PoCL 3.0).
-// Layout: x (rows, n_in); W (n_in, units_p) and b (units_p) with units_p = units rounded up to
-// VW and zero padding, so that every load of W, b or delta is a whole VW-wide vector.
-// Each work-item owns a block of outputs (FF_RM rows x VW columns for the forward product,
-// DW_RM x VW for the weight gradient, HG_RM x HG_RN for the hidden gradient; the sizes come from
-// the autotuner, clnet/cl/tuning.py): on a CPU that block lives in SIMD registers; rows past
-// the end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
+//
+// Layouts. units_p = units rounded up to VW, zero-padded. W (n_in, units_p) and delta = dL/dz
+// (rows, units_p) are kept in column panels of width P: element (i, c) of W lives at
+// (c / P) * n_in * P + i * P + c % P, so a work-item that walks down VW columns of W reads one
+// contiguous stream instead of jumping a whole row per step (a row of 2048 floats is 8 KiB: a
+// new page and the same cache set every step). The CPU form uses P = VW; the GPU form uses
+// P = units_p, which is plain row-major. The bias is a plain (units_p,) vector.
+// Each work-item of the CPU form owns a block of outputs (FF_RM, DW_RM or HG_RM rows x VW
+// columns; the sizes come from the autotuner, clnet/layers/dense.py): a block that lives in SIMD
+// registers. Rows past the end are clamped on load and skipped on store, so no size needs to be
+// a multiple of anything.
 
-// delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz), padded to units_p
-// with zeros (ToVect4 reads the padding of dL/dy as 0); and the bias gradient, the column
-// sums of delta. Four columns per work-item.
+// delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
+// width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
+// (rows_p / VW, units_p, VW), for the input gradient. And the bias gradient, the column sums of
+// delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0).
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
-                            __global TYPE *delta,             // dL/dz (rows, units_p)
+                            __global TYPE *delta,             // dL/dz in column panels
+                            __global TYPE *delta_rows,        // dL/dz in row panels (CPU form)
                             __global TYPE *delta_bias,        // dL/db (units_p)
-                            const int rows, const int units, const int units_p,
-                            const TYPE a, const TYPE b, const int apply_derivative)
+                            const int rows, const int units, const int units_p, const int panel,
+                            const int capacity, const TYPE a, const TYPE b, const int apply_derivative)
 {
     const int col = get_global_id(0) * 4;
+    __global TYPE *column_panel = delta + (col / panel) * capacity * panel + col % panel;
     TYPE4 sum = (TYPE4)(0);
     for (int m = 0; m < rows; m++) {
         TYPE4 g = ToVect4(output_gr + m * units, col, units);
@@ -28,7 +36,14 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
             g *= (TYPE4)(ACT_DERIVATIVE(y.s0, z.s0, a, b), ACT_DERIVATIVE(y.s1, z.s1, a, b),
                          ACT_DERIVATIVE(y.s2, z.s2, a, b), ACT_DERIVATIVE(y.s3, z.s3, a, b));
         }
-        vstore4(g, 0, delta + m * units_p + col);
+        vstore4(g, 0, column_panel + m * panel);
+#ifndef TILE
+        __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + col * VW + m % VW;
+        row_panel[0] = g.s0;
+        row_panel[VW] = g.s1;
+        row_panel[2 * VW] = g.s2;
+        row_panel[3 * VW] = g.s3;
+#endif
         sum += g;
     }
     vstore4(sum, 0, delta_bias + col);
@@ -45,39 +60,43 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 #ifndef TILE
 // The CPU form: register blocks of wide vectors, no local memory.
 
-// acc[r] += sum_k a[r][k] B[k][0..VW) for r < RM, where a[r] are contiguous rows of length K and
-// B's rows are ldb apart: the forward product (a = rows of x, B = W) and the weight gradient
-// (a = rows of x^T, B = delta) both have this form. Four steps of k at a time, so that each row
-// of a is read as one TYPE4. Defined once per block size, since RM sizes the arrays.
+// acc[r] += sum_k a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K rows of VW,
+// contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]: a_panel
+// = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels. All
+// three products have this form. Four steps of k at a time, so that each row of a is read as
+// one TYPE4 (VW is a multiple of 4, so those never straddle panels). Defined once per block
+// size, since RM sizes the arrays.
 #define DEFINE_ROW_BLOCK_PRODUCT(name, RM)                                                  \
-inline void name(const __global TYPE *a[RM], const __global TYPE *B, const int ldb,         \
+inline void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,     \
                  const int K, VEC acc[RM])                                                  \
 {                                                                                           \
     int k = 0;                                                                              \
-    for (; k + 4 <= K; k += 4, B += 4 * ldb) {                                              \
-        const VEC b0 = VLOAD(0, B), b1 = VLOAD(0, B + ldb),                                 \
-                  b2 = VLOAD(0, B + 2 * ldb), b3 = VLOAD(0, B + 3 * ldb);                   \
+    for (; k + 4 <= K; k += 4, B += 4 * VW) {                                               \
+        const int ak = (k / VW) * a_panel + k % VW;                                         \
+        const VEC b0 = VLOAD(0, B), b1 = VLOAD(1, B), b2 = VLOAD(2, B), b3 = VLOAD(3, B);   \
         for (int r = 0; r < RM; r++) {                                                      \
-            const TYPE4 av = vload4(0, a[r] + k);                                           \
+            const TYPE4 av = vload4(0, a[r] + ak);                                          \
             acc[r] += (VEC)(av.s0) * b0;                                                    \
             acc[r] += (VEC)(av.s1) * b1;                                                    \
             acc[r] += (VEC)(av.s2) * b2;                                                    \
             acc[r] += (VEC)(av.s3) * b3;                                                    \
         }                                                                                   \
     }                                                                                       \
-    for (; k < K; k++, B += ldb) {                                                          \
+    for (; k < K; k++, B += VW) {                                                           \
+        const int ak = (k / VW) * a_panel + k % VW;                                         \
         const VEC bk = VLOAD(0, B);                                                         \
         for (int r = 0; r < RM; r++)                                                        \
-            acc[r] += (VEC)(a[r][k]) * bk;                                                  \
+            acc[r] += (VEC)(a[r][ak]) * bk;                                                 \
     }                                                                                       \
 }
 DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM)
 DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM)
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM)
 
 // z = x W + b, y = f(z); y is also stored transposed, (units, ld), for the next layer's weight
 // gradient. FF_RM rows x VW columns per work-item.
 __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n_in)
-                                    __global const TYPE *weights,  // W (n_in, units_p)
+                                    __global const TYPE *weights,  // W, column panels
                                     __global const TYPE *bias,     // b (units_p)
                                     __global TYPE *pre,            // z (rows, units)
                                     __global TYPE *outputs,        // y = f(z) (rows, units)
@@ -95,7 +114,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
         acc[r] = (VEC)(0);
         x[r] = inputs + min(row + r, rows - 1) * n_in;
     }
-    forward_product(x, weights + col, units_p, n_in, acc);
+    forward_product(x, VW, weights + col * n_in, n_in, acc);
     const VEC bv = VLOAD(0, bias + col);
     const int width = min(VW, units - col);
     for (int r = 0; r < FF_RM && row + r < rows; r++) {
@@ -111,12 +130,13 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
     }
 }
 
-// dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, ld). DW_RM input rows x
-// VW columns per work-item.
+// dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, ld) and delta's column
+// panels (`capacity` rows each). DW_RM input rows x VW columns per work-item.
 __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, ld)
-                               __global const TYPE *delta,        // (rows, units_p)
-                               __global TYPE *delta_weights,      // dL/dW (n_in, units_p)
-                               const int rows, const int n_in, const int units_p, const int ld)
+                               __global const TYPE *delta,        // dL/dz, column panels
+                               __global TYPE *delta_weights,      // dL/dW, column panels
+                               const int rows, const int n_in, const int units_p, const int ld,
+                               const int capacity)
 {
     const int col = get_global_id(0) * VW;
     const int i0 = get_global_id(1) * DW_RM;
@@ -128,45 +148,37 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
         acc[r] = (VEC)(0);
         xt[r] = inputs_t + min(i0 + r, n_in - 1) * ld;
     }
-    weight_product(xt, delta + col, units_p, rows, acc);
+    weight_product(xt, VW, delta + col * capacity, rows, acc);
     for (int r = 0; r < DW_RM && i0 + r < n_in; r++)
-        VSTORE(acc[r], 0, delta_weights + (i0 + r) * units_p + col);
+        VSTORE(acc[r], 0, delta_weights + col * n_in + (i0 + r) * VW);
 }
 
-// dL/dx = delta W^T: (rows, units_p) x (units_p, n_in). Both operands are read along units,
-// VW at a time, and each of the HG_RM x HG_RN outputs is a vector dot product summed at the end.
-__kernel void CalcHiddenGradient(__global const TYPE *delta,     // (rows, units_p)
-                                 __global const TYPE *weights,   // W (n_in, units_p)
-                                 __global TYPE *input_gr,        // dL/dx (rows, n_in)
+// dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
+// panels) times a row panel of delta, VW batch rows wide. HG_RM inputs x VW batch rows per
+// work-item, scattered into dL/dx (rows, n_in) at the end.
+__kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
+                                 __global const TYPE *weights,    // W, column panels
+                                 __global TYPE *input_gr,         // dL/dx (rows, n_in)
                                  const int rows, const int n_in, const int units_p)
 {
-    const int i0 = get_global_id(0) * HG_RN;
-    const int row = get_global_id(1) * HG_RM;
-    if (i0 >= n_in || row >= rows)
+    const int row = get_global_id(0) * VW;
+    const int i0 = get_global_id(1) * HG_RM;
+    if (row >= rows || i0 >= n_in)
         return;
-    VEC acc[HG_RM][HG_RN];
-    const __global TYPE *d[HG_RM];
-    const __global TYPE *w[HG_RN];
-    for (int r = 0; r < HG_RM; r++) {
-        d[r] = delta + min(row + r, rows - 1) * units_p;
-        for (int j = 0; j < HG_RN; j++)
-            acc[r][j] = (VEC)(0);
+    VEC acc[HG_RM];
+    const __global TYPE *w[HG_RM];
+    for (int j = 0; j < HG_RM; j++) {
+        acc[j] = (VEC)(0);
+        w[j] = weights + min(i0 + j, n_in - 1) * VW;
     }
-    for (int j = 0; j < HG_RN; j++)
-        w[j] = weights + min(i0 + j, n_in - 1) * units_p;
-    for (int k = 0; k < units_p; k += VW) {
-        VEC wv[HG_RN];
-        for (int j = 0; j < HG_RN; j++)
-            wv[j] = VLOAD(0, w[j] + k);
-        for (int r = 0; r < HG_RM; r++) {
-            const VEC dv = VLOAD(0, d[r] + k);
-            for (int j = 0; j < HG_RN; j++)
-                acc[r][j] += dv * wv[j];
-        }
+    input_product(w, n_in * VW, delta_rows + row * units_p, units_p, acc);
+    const int height = min(VW, rows - row);
+    for (int j = 0; j < HG_RM && i0 + j < n_in; j++) {
+        TYPE g[VW];
+        VSTORE(acc[j], 0, g);
+        for (int r = 0; r < height; r++)
+            input_gr[(row + r) * n_in + i0 + j] = g[r];
     }
-    for (int r = 0; r < HG_RM && row + r < rows; r++)
-        for (int j = 0; j < HG_RN && i0 + j < n_in; j++)
-            input_gr[(row + r) * n_in + i0 + j] = HSUM(acc[r][j]);
 }
 
 #else
@@ -174,7 +186,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta,     // (rows, units
 // TILE x TILE block of the result, staging TK-deep slices of both operands in local memory; each
 // work-item accumulates WPT x WPT outputs, strided by TILE/WPT so that neighbouring work-items
 // read neighbouring local-memory words. Operands are addressed through strides, so one routine
-// serves x W, x^T delta and delta W^T.
+// serves x W, x^T delta and delta W^T; W and delta are row-major (a single panel, P = units_p).
 #define SIDE (TILE / WPT)
 
 // acc += A B for this work-group's block, A[m][k] = A[m * a_row + k * a_col] (M x K),
@@ -249,7 +261,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
                       __global TYPE *delta_weights, const int rows, const int n_in, const int units_p,
-                      const int ld)
+                      const int ld, const int capacity)  // one panel here: capacity is not needed
 {
     TILED_BEGIN
     tiled_product(inputs_t, ld, 1, delta, units_p, 1, n_in, units_p, rows, As, Bs, acc);

@@ -14,24 +14,34 @@ from .base import Layer, check_weights
 
 
 def tile_candidates(rt, dtype) -> list[dict]:
-    """Vector widths and output blocks per work-item that the autotuner tries.
+    """Vector widths, output blocks per work-item and work-group shapes that the autotuner tries.
 
-    CPUs (PoCL) want explicit vectors as wide as their SIMD registers, or half that, and several
+    CPUs (PoCL) want explicit vectors of one or two SIMD registers (or half of one) and several
     outputs per work-item; GPUs want many work-items with a small block each. Wider vectors than
-    the compiler's target break it: PoCL 3.0 (no AVX-512 target) returns a program without
-    kernels for float16 and double8, and after such a build can crash the process; PoCL 3.1
-    crashes on double16. PoCL names its LLVM target in the device name.
+    the compiler handles break it: PoCL 3.0 returns a program without kernels for vectors wider
+    than its target's registers (float16 and double8 without AVX-512) and after such a build can
+    crash the process; PoCL 3.1 crashes on double16. The CPU form's panels need VW >= 4. PoCL
+    names its LLVM target in the device name. WG is the work-group side on a CPU (0: PoCL's
+    choice), a launch setting rather than a kernel define.
     """
-    tiled = []
     if rt.info.is_gpu:
-        widths, blocks = (4,), (1, 2, 4)
-        tiled = [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk} for tile, wpt, tk in ((64, 4, 16), (128, 8, 8), (128, 8, 16))]
-    else:
-        register_bytes = 64 if "avx512" in rt.info.name.lower() else 32
-        lanes = register_bytes // np.dtype(dtype).itemsize
-        widths, blocks = (lanes // 2, lanes), (4, 8)
-    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "HG_RN": rn}
-            for vw in widths for rm in blocks for rn in (1, 2)] + tiled
+        blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
+        return blocked + [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk}
+                          for tile, wpt, tk in ((64, 4, 16), (128, 8, 8), (128, 8, 16))]
+    itemsize = np.dtype(dtype).itemsize
+    register_bytes = 64 if "avx512" in rt.info.name.lower() else 32
+    lanes = register_bytes // itemsize
+    registers = (1, 0.5) if "PoCL 3.0" in rt.info.platform_version else (1, 2, 0.5)  # the first: CLNET_TUNE=0
+    widths = [int(lanes * n) for n in registers if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
+    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": wg}
+            for vw in widths for rm in (8, 4) for wg in (4, 0)]
+
+
+LAUNCH_KEYS = ("WG",)
+
+
+def kernel_defines(tiles: dict) -> dict:
+    return {k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}
 
 
 def usable_candidates(rt, dtype) -> list[dict]:
@@ -39,7 +49,7 @@ def usable_candidates(rt, dtype) -> list[dict]:
     usable = []
     for tiles in tile_candidates(rt, dtype):
         try:
-            rt.program(("activations/relu.cl", "layers/dense.cl"), dtype, {"ACT": "relu", **tiles})
+            rt.program(("activations/relu.cl", "layers/dense.cl"), dtype, {"ACT": "relu", **kernel_defines(tiles)})
         except BuildError:
             continue
         usable.append(tiles)
@@ -85,7 +95,7 @@ def _tune(rt, dtype, candidates) -> dict:
     return {k: v for k, v in fastest.items() if k != "time"}
 
 
-BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM", "HG_RN")}
+BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
 
 
 def _seconds(rt, run, repeats=5) -> float:
@@ -129,18 +139,23 @@ class Dense(Layer):
         self.tiles = self.fixed_tiles or matrix_tiles(self.rt, self.dtype)
         vw = self.tiles["VW"]
         self.units_p = -(-self.units // vw) * vw
-        kernel = np.zeros((self.n_in, self.units_p))
-        kernel[:, :self.units] = self.kernel_initializer((self.n_in, self.units), rng)
-        self.kernel = store.add(kernel)                                  # (n_in, units_p)
+        # Column panels of width `panel` (see dense.cl); the GPU form's single panel is row-major.
+        self.panel = self.units_p if "TILE" in self.tiles else vw
+        panels = self.units_p // self.panel
+        kernel_index = (np.arange(self.n_in * self.units_p).reshape(panels, self.n_in, self.panel)
+                        .transpose(1, 0, 2).reshape(self.n_in, self.units_p)[:, :self.units])
+        kernel = np.zeros(self.n_in * self.units_p)
+        kernel[kernel_index] = self.kernel_initializer((self.n_in, self.units), rng)
+        self.kernel = store.add(kernel.reshape(panels, self.n_in, self.panel), kernel_index)
         if self.use_bias:
             bias = np.zeros(self.units_p)
             bias[:self.units] = self.bias_initializer((self.units,), rng)
-            self.bias = store.add(bias)                                  # (units_p,)
+            self.bias = store.add(bias, np.arange(self.units))           # (units_p,)
         act = self.activation
         fused = act if act.elementwise else activations.Linear()
         self._fused = fused
         self.program = self.rt.program((fused.source, "layers/dense.cl"), self.dtype,
-                                       {"ACT": fused.function, **self.tiles})
+                                       {"ACT": fused.function, **kernel_defines(self.tiles)})
         if not act.elementwise:
             self.act_program = act.program(self.rt, self.dtype)
         return shape
@@ -158,7 +173,13 @@ class Dense(Layer):
         # the product kernel, so a softmax layer's transposed output would be stale: none).
         self.outputs_t = Tensor((self.units, capacity), dt, rt)
         self.outputs.transposed = self.outputs_t if self.activation.elementwise else None
-        self.delta = Tensor((capacity, self.units_p), dt, rt)      # dL/dz, zero-padded
+        panels = self.units_p // self.panel
+        self.delta = Tensor((panels, capacity, self.panel), dt, rt)  # dL/dz, column panels
+        if "TILE" in self.tiles:  # the GPU form reads the row-major delta for every product
+            self.delta_rows = self.delta
+        else:
+            vw = self.tiles["VW"]
+            self.delta_rows = Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
         self.input_grad = Tensor((capacity, self.n_in), dt, rt)    # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
@@ -175,15 +196,19 @@ class Dense(Layer):
         self._transpose = kernel("Transpose")
         self._input_t = None  # x^T, made here only when the layer below does not provide it
 
-    def _geometry(self, block, width, columns, rows):
+    def _geometry(self, block, columns, rows):
         """(global, local) sizes for a product writing a (rows, columns) result: a TILE-square
-        work-group per block, or one work-item per `block` rows x `width` columns."""
+        work-group per block, or one work-item per `block` rows x VW columns."""
         tiles = self.tiles
         if "TILE" in tiles:
             side = tiles["TILE"] // tiles["WPT"]
             blocks = lambda n: -(-n // tiles["TILE"]) * side
             return (blocks(columns), blocks(rows)), (side, side)
-        return (-(-columns // width), -(-rows // tiles[block])), None
+        work = (-(-columns // tiles["VW"]), -(-rows // tiles[block]))
+        side = tiles["WG"]
+        if not side:
+            return work, None
+        return tuple(-(-n // side) * side for n in work), (side, side)
 
     def _transposed_input(self, rows: int) -> Tensor:
         """x^T (n_in, capacity): from the layer below if it wrote one, else transposed here."""
@@ -203,7 +228,7 @@ class Dense(Layer):
         self.x = x
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
-        self._forward(*self._geometry("FF_RM", self.tiles["VW"], self.units, rows),
+        self._forward(*self._geometry("FF_RM", self.units, rows),
                       x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
                       rows, self.n_in, self.units, self.units_p, self.capacity, a, b,
                       flops=2.0 * rows * self.n_in * self.units)
@@ -221,38 +246,33 @@ class Dense(Layer):
             grad, apply_derivative = self.act_grad, False
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
-        self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, bias_grad,
-                         rows, self.units, self.units_p, a, b, int(apply_derivative))
+        self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, self.delta_rows,
+                         bias_grad, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
+                         int(apply_derivative))
         flops = 2.0 * rows * self.n_in * self.units
-        self._delta_weights(*self._geometry("DW_RM", self.tiles["VW"], self.units_p, self.n_in),
+        self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in),
                             self._transposed_input(rows), self.delta, self.kernel.grad, rows, self.n_in,
-                            self.units_p, self.capacity, flops=flops)
+                            self.units_p, self.capacity, self.capacity, flops=flops)
         if not input_grad:
             return None
-        self._hidden(*self._geometry("HG_RM", self.tiles.get("HG_RN"), self.n_in, rows),
-                     self.delta, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
+        # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
+        columns, products = (self.n_in, rows) if "TILE" in self.tiles else (rows, self.n_in)
+        self._hidden(*self._geometry("HG_RM", columns, products),
+                     self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
         return self.input_grad
 
     def get_weights(self):
-        return self._keras_layout([p.value for p in self.parameters])
+        return [p.to_keras(p.value.numpy()) for p in self.parameters]
 
     def gradients(self):
-        return self._keras_layout([p.grad for p in self.parameters])
-
-    def _keras_layout(self, tensors):
-        """(kernel, bias) tensors of the device layout as (n_in, units) and (units,) arrays."""
-        return [t.numpy()[..., :self.units] for t in tensors]
+        return [p.to_keras(p.grad.numpy()) for p in self.parameters]
 
     def set_weights(self, weights):
         shapes = [(self.n_in, self.units)] + ([(self.units,)] if self.use_bias else [])
-        arrays = check_weights(self, weights, shapes)
-        kernel = np.zeros((self.n_in, self.units_p), self.dtype)
-        kernel[:, :self.units] = arrays[0]
-        self.kernel.value.write(kernel)
-        if self.use_bias:
-            bias = np.zeros(self.units_p, self.dtype)
-            bias[:self.units] = arrays[1]
-            self.bias.value.write(bias)
+        for parameter, array in zip(self.parameters, check_weights(self, weights, shapes)):
+            device = np.zeros(parameter.size, self.dtype)
+            parameter.from_keras(array, device)
+            parameter.value.write(device.reshape(parameter.shape))
 
     def get_config(self):
         kernel_init, bias_init = self._initializer_names
