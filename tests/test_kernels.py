@@ -97,14 +97,15 @@ def test_dense_kernels(rt, rng, rows, n_in, units, name):
     close(dx, dz @ w.T, rtol=1e-4, atol=1e-5 * max(1, np.sqrt(units)))
 
 
-@pytest.mark.parametrize("rows,n_in,units", [(1, 3, 5), (13, 129, 17), (129, 5, 127)])
+@pytest.mark.parametrize("rows,n_in,units", [(1, 3, 5), (13, 129, 17), (129, 5, 127), (64, 32, 48)])
 @pytest.mark.parametrize("dtype", [F32, np.float64])
 def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
     """Whatever the autotuner picks on whatever device, the products are right at awkward sizes."""
     x = rng.normal(size=(rows, n_in)).astype(dtype)
     dy = rng.normal(size=(rows, units)).astype(dtype)
-    # The GPU's local-memory tiles run here too (small ones, for speed), so CI checks them.
-    tiled = [{"VW": 4, "TILE": 8, "WPT": 2, "TK": 4}, {"VW": 4, "TILE": 16, "WPT": 4, "TK": 8}]
+    # The GPU's local-memory tiles run here too (small ones, for speed), so CI checks them; at
+    # 64x32x48 every slice is whole and aligned, so the TYPE4 staging paths run.
+    tiled = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
     for tiles in usable_candidates(rt, dtype) + tiled:
         layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]

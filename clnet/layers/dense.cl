@@ -184,13 +184,50 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 #else
 // The GPU form of the same three products: a work-group of (TILE/WPT)^2 work-items computes a
 // TILE x TILE block of the result, staging TK-deep slices of both operands in local memory; each
-// work-item accumulates WPT x WPT outputs, strided by TILE/WPT so that neighbouring work-items
-// read neighbouring local-memory words. Operands are addressed through strides, so one routine
-// serves x W, x^T delta and delta W^T; W and delta are row-major (a single panel, P = units_p).
+// work-item accumulates WPT x WPT outputs in runs of 4 (OWN below), so that it reads local memory
+// one TYPE4 at a time and neighbouring work-items read neighbouring TYPE4s. Operands are
+// addressed through strides, so one routine serves x W, x^T delta and delta W^T; W and delta are
+// row-major here (a single panel, P = units_p). WPT is a multiple of 4.
 #define SIDE (TILE / WPT)
+// The i-th of a work-item's WPT rows (columns) within the block, for local index t.
+#define OWN(t, i) (((i) / 4) * 4 * SIDE + (t) * 4 + (i) % 4)
+// Row length of a staged slice in local memory: padded so that the k-th rows start in different
+// banks (staging writes columns), kept a multiple of 4 for TYPE4 reads.
+#define LT (TILE + 4)
+
+// Stage P[m][k] = P[m * pm + k * pk] for m0 <= m < m0 + TILE, k0 <= k < k0 + TK into L[k][m]
+// (TK rows of LT). Whole slices of an operand that is contiguous along k or along m move as TYPE4s;
+// at the edges, elements are read one by one and those out of range read as 0.
+inline void stage(const __global TYPE *P, const int pm, const int pk, const int m0, const int k0,
+                  const int M, const int K, __local TYPE *L, const int lid)
+{
+    const int whole = m0 + TILE <= M && k0 + TK <= K;
+    if (whole && pk == 1 && pm % 4 == 0) {
+        for (int e = lid; e < TILE * TK / 4; e += SIDE * SIDE) {
+            const int m = e / (TK / 4), k = e % (TK / 4) * 4;
+            const TYPE4 v = vload4(0, P + (m0 + m) * pm + k0 + k);
+            L[k * LT + m] = v.s0;
+            L[(k + 1) * LT + m] = v.s1;
+            L[(k + 2) * LT + m] = v.s2;
+            L[(k + 3) * LT + m] = v.s3;
+        }
+    } else if (whole && pm == 1 && pk % 4 == 0) {
+        for (int e = lid; e < TILE * TK / 4; e += SIDE * SIDE) {
+            const int k = e / (TILE / 4), m = e % (TILE / 4) * 4;
+            vstore4(vload4(0, P + (k0 + k) * pk + m0 + m), 0, L + k * LT + m);
+        }
+    } else {
+        for (int e = lid; e < TILE * TK; e += SIDE * SIDE) {
+            // Neighbouring work-items read neighbouring addresses: along k where P is
+            // contiguous along k, else along m.
+            const int m = pk == 1 ? e / TK : e % TILE, k = pk == 1 ? e % TK : e / TILE;
+            L[k * LT + m] = m0 + m < M && k0 + k < K ? P[(m0 + m) * pm + (k0 + k) * pk] : 0;
+        }
+    }
+}
 
 // acc += A B for this work-group's block, A[m][k] = A[m * a_row + k * a_col] (M x K),
-// B[k][n] = B[k * b_row + n * b_col] (K x N); out-of-range elements read as 0.
+// B[k][n] = B[k * b_row + n * b_col] (K x N).
 inline void tiled_product(const __global TYPE *A, const int a_row, const int a_col,
                           const __global TYPE *B, const int b_row, const int b_col,
                           const int M, const int N, const int K,
@@ -200,24 +237,16 @@ inline void tiled_product(const __global TYPE *A, const int a_row, const int a_c
     const int lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
     for (int k0 = 0; k0 < K; k0 += TK) {
-        // Neighbouring work-items load neighbouring addresses: along k where A's rows (B's
-        // columns) are contiguous, else along m (n).
-        for (int e = lid; e < TILE * TK; e += SIDE * SIDE) {
-            const int mm = a_col == 1 ? e / TK : e % TILE, kk = a_col == 1 ? e % TK : e / TILE;
-            const int m = m0 + mm, k = k0 + kk;
-            As[kk * TILE + mm] = m < M && k < K ? A[m * a_row + k * a_col] : 0;
-            const int nn = b_col == 1 ? e % TILE : e / TK, kb = b_col == 1 ? e / TILE : e % TK;
-            const int n = n0 + nn, k2 = k0 + kb;
-            Bs[kb * TILE + nn] = n < N && k2 < K ? B[k2 * b_row + n * b_col] : 0;
-        }
+        stage(A, a_row, a_col, m0, k0, M, K, As, lid);
+        stage(B, b_col, b_row, n0, k0, N, K, Bs, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
             TYPE a[WPT], b[WPT];
             #pragma unroll
-            for (int i = 0; i < WPT; i++) {
-                a[i] = As[kk * TILE + ty + i * SIDE];
-                b[i] = Bs[kk * TILE + tx + i * SIDE];
+            for (int q = 0; q < WPT / 4; q++) {
+                vstore4(vload4(0, As + kk * LT + q * 4 * SIDE + ty * 4), q, a);
+                vstore4(vload4(0, Bs + kk * LT + q * 4 * SIDE + tx * 4), q, b);
             }
             #pragma unroll
             for (int i = 0; i < WPT; i++)
@@ -230,13 +259,13 @@ inline void tiled_product(const __global TYPE *A, const int a_row, const int a_c
 }
 
 #define TILED_BEGIN                                             \
-    __local TYPE As[TK * TILE], Bs[TK * TILE];                  \
+    __local TYPE As[TK * LT], Bs[TK * LT];                  \
     TYPE acc[WPT][WPT];                                         \
     for (int i = 0; i < WPT; i++)                               \
         for (int j = 0; j < WPT; j++)                           \
             acc[i][j] = 0;                                      \
-    const int m_first = get_group_id(1) * TILE + get_local_id(1); \
-    const int n_first = get_group_id(0) * TILE + get_local_id(0);
+    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE; \
+    const int tx = get_local_id(0), ty = get_local_id(1);
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
@@ -248,7 +277,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
     tiled_product(inputs, n_in, 1, weights, units_p, 1, rows, units, n_in, As, Bs, acc);
     for (int i = 0; i < WPT; i++)
         for (int j = 0; j < WPT; j++) {
-            const int m = m_first + i * SIDE, n = n_first + j * SIDE;
+            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
             if (m < rows && n < units) {
                 const TYPE z = acc[i][j] + bias[n], y = ACT_FORWARD(z, a, b);
                 pre[m * units + n] = z;
@@ -267,7 +296,7 @@ void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
     tiled_product(inputs_t, ld, 1, delta, units_p, 1, n_in, units_p, rows, As, Bs, acc);
     for (int i = 0; i < WPT; i++)
         for (int j = 0; j < WPT; j++) {
-            const int m = m_first + i * SIDE, n = n_first + j * SIDE;
+            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
             if (m < n_in && n < units_p)
                 delta_weights[m * units_p + n] = acc[i][j];
         }
@@ -281,7 +310,7 @@ void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights
     tiled_product(delta, units_p, 1, weights, 1, units_p, rows, n_in, units_p, As, Bs, acc);
     for (int i = 0; i < WPT; i++)
         for (int j = 0; j < WPT; j++) {
-            const int m = m_first + i * SIDE, n = n_first + j * SIDE;
+            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
             if (m < rows && n < n_in)
                 input_gr[m * n_in + n] = acc[i][j];
         }

@@ -27,7 +27,7 @@ def tile_candidates(rt, dtype) -> list[dict]:
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
         return blocked + [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk}
-                          for tile, wpt, tk in ((64, 4, 16), (128, 8, 8), (128, 8, 16))]
+                          for tile, wpt, tk in ((64, 4, 16), (64, 8, 16), (128, 8, 16), (128, 8, 32))]
     itemsize = np.dtype(dtype).itemsize
     register_bytes = 64 if "avx512" in rt.info.name.lower() else 32
     lanes = register_bytes // itemsize
@@ -65,34 +65,41 @@ def matrix_tiles(rt, dtype) -> dict:
 
 
 def _tune(rt, dtype, candidates) -> dict:
-    # A mid-sized layer: large enough to fill the device, small enough to take milliseconds.
-    rows, n_in, units = (512, 1024, 1024) if rt.info.is_gpu else (256, 512, 512)
-    rng = np.random.default_rng(0)
-    x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
-    grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
+    # Layers large enough to fill the device, small enough to take milliseconds. A GPU also
+    # measures a large layer, where bigger tiles win, and an MLP-sized one, where more
+    # work-groups win; each size counts relative to its fastest candidate.
+    sizes = [(128, 784, 256), (2048, 2048, 2048)] if rt.info.is_gpu else [(256, 512, 512)]
+    measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
+    for rows, n_in, units in sizes:
+        rng = np.random.default_rng(0)
+        x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
+        grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
+        for tiles, times in zip(candidates, measured):
+            store = ParameterStore(rt, dtype)
+            layer = Dense(units, "relu", tiles=tiles)
+            layer.build((n_in,), store, rng)
+            store.allocate()
+            layer.allocate(rows)
+            forward = _seconds(rt, lambda: layer.forward(x, rows))
+            weight_grad = _seconds(rt, lambda: layer.backward(grad, rows, False))
+            input_grad = _seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
+            times.update({(rows, "FF"): forward, (rows, "DW"): weight_grad, (rows, "HG"): input_grad})
+    fastest_total = {rows: min(sum(t for (r, _), t in times.items() if r == rows) for times in measured)
+                     for rows, _, _ in sizes}
     best: dict[tuple, dict] = {}
-    for tiles in candidates:
-        store = ParameterStore(rt, dtype)
-        layer = Dense(units, "relu", tiles=tiles)
-        layer.build((n_in,), store, rng)
-        store.allocate()
-        layer.allocate(rows)
-        times = {
-            "FF": _seconds(rt, lambda: layer.forward(x, rows)),
-            "DW": _seconds(rt, lambda: layer.backward(grad, rows, False)),
-            "HG": _seconds(rt, lambda: layer.backward(grad, rows, True)),
-        }
-        times["HG"] -= times["DW"]
+    for tiles, times in zip(candidates, measured):
+        score = {kernel: sum(times[rows, kernel] / fastest_total[rows] for rows, _, _ in sizes)
+                 for kernel in BLOCK_KEYS}
         # Blocked candidates differing only in a kernel's block size share a program layout, so
         # each kernel takes its own fastest block; anything else is compared as a whole.
         family = {k: v for k, v in tiles.items() if k not in BLOCK_KEYS["FF"] + BLOCK_KEYS["DW"] + BLOCK_KEYS["HG"]}
-        choice = best.setdefault(tuple(sorted(family.items())), {**family, "time": {}})
-        for kernel, seconds in times.items():
-            if seconds < choice["time"].get(kernel, float("inf")):
-                choice["time"][kernel] = seconds
+        choice = best.setdefault(tuple(sorted(family.items())), {**family, "score": {}})
+        for kernel, value in score.items():
+            if value < choice["score"].get(kernel, float("inf")):
+                choice["score"][kernel] = value
                 choice.update({key: tiles[key] for key in BLOCK_KEYS[kernel] if key in tiles})
-    fastest = min(best.values(), key=lambda c: sum(c["time"].values()))
-    return {k: v for k, v in fastest.items() if k != "time"}
+    fastest = min(best.values(), key=lambda c: sum(c["score"].values()))
+    return {k: v for k, v in fastest.items() if k != "score"}
 
 
 BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
