@@ -130,13 +130,12 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
     }
 }
 
-// dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, ld) and delta's column
-// panels (`capacity` rows each). DW_RM input rows x VW columns per work-item.
-__kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, ld)
+// dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
+// column panels (`capacity` rows each). DW_RM input rows x VW columns per work-item.
+__kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                                __global const TYPE *delta,        // dL/dz, column panels
                                __global TYPE *delta_weights,      // dL/dW, column panels
-                               const int rows, const int n_in, const int units_p, const int ld,
-                               const int capacity)
+                               const int rows, const int n_in, const int units_p, const int capacity)
 {
     const int col = get_global_id(0) * VW;
     const int i0 = get_global_id(1) * DW_RM;
@@ -146,7 +145,7 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
     const __global TYPE *xt[DW_RM];
     for (int r = 0; r < DW_RM; r++) {
         acc[r] = (VEC)(0);
-        xt[r] = inputs_t + min(i0 + r, n_in - 1) * ld;
+        xt[r] = inputs_t + min(i0 + r, n_in - 1) * capacity;
     }
     weight_product(xt, VW, delta + col * capacity, rows, acc);
     for (int r = 0; r < DW_RM && i0 + r < n_in; r++)
@@ -290,10 +289,10 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
                       __global TYPE *delta_weights, const int rows, const int n_in, const int units_p,
-                      const int ld, const int capacity)  // one panel here: capacity is not needed
+                      const int capacity)
 {
     TILED_BEGIN
-    tiled_product(inputs_t, ld, 1, delta, units_p, 1, n_in, units_p, rows, As, Bs, acc);
+    tiled_product(inputs_t, capacity, 1, delta, units_p, 1, n_in, units_p, rows, As, Bs, acc);
     for (int i = 0; i < WPT; i++)
         for (int j = 0; j < WPT; j++) {
             const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);

@@ -147,13 +147,14 @@ class Dense(Layer):
         vw = self.tiles["VW"]
         self.units_p = -(-self.units // vw) * vw
         # Column panels of width `panel` (see dense.cl); the GPU form's single panel is row-major.
-        self.panel = self.units_p if "TILE" in self.tiles else vw
-        panels = self.units_p // self.panel
-        kernel_index = (np.arange(self.n_in * self.units_p).reshape(panels, self.n_in, self.panel)
+        self.tiled = "TILE" in self.tiles
+        self.panel = self.units_p if self.tiled else vw
+        self.panels = self.units_p // self.panel
+        kernel_index = (np.arange(self.n_in * self.units_p).reshape(self.panels, self.n_in, self.panel)
                         .transpose(1, 0, 2).reshape(self.n_in, self.units_p)[:, :self.units])
         kernel = np.zeros(self.n_in * self.units_p)
         kernel[kernel_index] = self.kernel_initializer((self.n_in, self.units), rng)
-        self.kernel = store.add(kernel.reshape(panels, self.n_in, self.panel), kernel_index)
+        self.kernel = store.add(kernel.reshape(self.panels, self.n_in, self.panel), kernel_index)
         if self.use_bias:
             bias = np.zeros(self.units_p)
             bias[:self.units] = self.bias_initializer((self.units,), rng)
@@ -180,9 +181,8 @@ class Dense(Layer):
         # the product kernel, so a softmax layer's transposed output would be stale: none).
         self.outputs_t = Tensor((self.units, capacity), dt, rt)
         self.outputs.transposed = self.outputs_t if self.activation.elementwise else None
-        panels = self.units_p // self.panel
-        self.delta = Tensor((panels, capacity, self.panel), dt, rt)  # dL/dz, column panels
-        if "TILE" in self.tiles:  # the GPU form reads the row-major delta for every product
+        self.delta = Tensor((self.panels, capacity, self.panel), dt, rt)  # dL/dz, column panels
+        if self.tiled:  # the GPU form reads the row-major delta for every product
             self.delta_rows = self.delta
         else:
             vw = self.tiles["VW"]
@@ -207,7 +207,7 @@ class Dense(Layer):
         """(global, local) sizes for a product writing a (rows, columns) result: a TILE-square
         work-group per block, or one work-item per `block` rows x VW columns."""
         tiles = self.tiles
-        if "TILE" in tiles:
+        if self.tiled:
             side = tiles["TILE"] // tiles["WPT"]
             blocks = lambda n: -(-n // tiles["TILE"]) * side
             return (blocks(columns), blocks(rows)), (side, side)
@@ -259,11 +259,11 @@ class Dense(Layer):
         flops = 2.0 * rows * self.n_in * self.units
         self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in),
                             self._transposed_input(rows), self.delta, self.kernel.grad, rows, self.n_in,
-                            self.units_p, self.capacity, self.capacity, flops=flops)
+                            self.units_p, self.capacity, flops=flops)
         if not input_grad:
             return None
         # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
-        columns, products = (self.n_in, rows) if "TILE" in self.tiles else (rows, self.n_in)
+        columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
         self._hidden(*self._geometry("HG_RM", columns, products),
                      self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
         return self.input_grad
