@@ -110,7 +110,10 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
         layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]
         z = x @ w + bias
-        close(layer.forward(Tensor.from_numpy(x), rows).numpy(), np.where(z > 0, z, 0.3 * z), rtol=1e-4, atol=1e-4)
+        y = np.where(z > 0, z, 0.3 * z)
+        close(layer.forward(Tensor.from_numpy(x), rows).numpy(), y, rtol=1e-4, atol=1e-4)
+        close(layer.pre.numpy(), z, rtol=1e-4, atol=1e-4)
+        close(layer.outputs_t.numpy()[:, :rows], y.T, rtol=1e-4, atol=1e-4)  # for the next layer's dW
         dz = np.where(z > 0, 1, 0.3) * dy
         dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
         grad_w, grad_b = layer.gradients()

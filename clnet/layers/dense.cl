@@ -184,68 +184,102 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 // The GPU form of the same three products: a work-group of (TILE/WPT)^2 work-items computes a
 // TILE x TILE block of the result, staging TK-deep slices of both operands in local memory; each
 // work-item accumulates WPT x WPT outputs in runs of 4 (OWN below), so that it reads local memory
-// one TYPE4 at a time and neighbouring work-items read neighbouring TYPE4s. Operands are
-// addressed through strides, so one routine serves x W, x^T delta and delta W^T; W and delta are
-// row-major here (a single panel, P = units_p). WPT is a multiple of 4.
+// one TYPE4 at a time and neighbouring work-items read neighbouring TYPE4s. While a slice is
+// multiplied, the next one is already on its way from global memory into registers. W and delta
+// are row-major here (a single panel, P = units_p). WPT is a multiple of 4.
+// Aligned runs of 4 are read and written through TYPE4 pointers, and local memory is declared as
+// TYPE4: vload4/vstore4 only promise TYPE alignment, and NVIDIA's compiler splits them into four
+// scalar accesses (with them, 4096^3 ran at 29 TFLOP/s on an H100; with TYPE4 accesses, 41).
+// Buffers start aligned and such a run starts at a multiple of 4 of a row whose length is one.
 #define SIDE (TILE / WPT)
+#define ITEMS (SIDE * SIDE)
+// TYPE4s of one operand's slice that each work-item moves.
+#define LOADS (TILE * TK / 4 / ITEMS)
+#if TILE * TK % (4 * ITEMS) || WPT % 4
+#error "a slice must split into whole TYPE4s per work-item, and WPT be a multiple of 4"
+#endif
 // The i-th of a work-item's WPT rows (columns) within the block, for local index t.
 #define OWN(t, i) (((i) / 4) * 4 * SIDE + (t) * 4 + (i) % 4)
 // Row length of a staged slice in local memory: padded so that the k-th rows start in different
 // banks (staging writes columns), kept a multiple of 4 for TYPE4 reads.
 #define LT (TILE + 4)
 
-// Stage P[m][k] = P[m * pm + k * pk] for m0 <= m < m0 + TILE, k0 <= k < k0 + TK into L[k][m]
-// (TK rows of LT). Whole slices of an operand that is contiguous along k or along m move as TYPE4s;
-// at the edges, elements are read one by one and those out of range read as 0.
-inline void stage(const __global TYPE *P, const int pm, const int pk, const int m0, const int k0,
-                  const int M, const int K, __local TYPE *L, const int lid)
+// An operand P[m][k] (M x K) is contiguous along k (P[m * ld + k], ALONG_K) or along m
+// (P[k * ld + m], ALONG_M); the kernels pass these as constants, so each product compiles to
+// straight code. fetch() reads this work-item's share of the slice m0.. x k0.. into registers,
+// four elements contiguous in memory at a time (one TYPE4 load unless it crosses an edge, where
+// elements out of range read as 0); put() writes them to local memory as L[k][m].
+#define ALONG_K 1
+#define ALONG_M 0
+
+inline void fetch(const __global TYPE *P, const int ld, const int along_k, const int m0, const int k0,
+                  const int M, const int K, const int lid, TYPE4 r[LOADS])
 {
-    const int whole = m0 + TILE <= M && k0 + TK <= K;
-    if (whole && pk == 1 && pm % 4 == 0) {
-        for (int e = lid; e < TILE * TK / 4; e += SIDE * SIDE) {
-            const int m = e / (TK / 4), k = e % (TK / 4) * 4;
-            const TYPE4 v = vload4(0, P + (m0 + m) * pm + k0 + k);
-            L[k * LT + m] = v.s0;
-            L[(k + 1) * LT + m] = v.s1;
-            L[(k + 2) * LT + m] = v.s2;
-            L[(k + 3) * LT + m] = v.s3;
-        }
-    } else if (whole && pm == 1 && pk % 4 == 0) {
-        for (int e = lid; e < TILE * TK / 4; e += SIDE * SIDE) {
-            const int k = e / (TILE / 4), m = e % (TILE / 4) * 4;
-            vstore4(vload4(0, P + (k0 + k) * pk + m0 + m), 0, L + k * LT + m);
-        }
-    } else {
-        for (int e = lid; e < TILE * TK; e += SIDE * SIDE) {
-            // Neighbouring work-items read neighbouring addresses: along k where P is
-            // contiguous along k, else along m.
-            const int m = pk == 1 ? e / TK : e % TILE, k = pk == 1 ? e % TK : e / TILE;
-            L[k * LT + m] = m0 + m < M && k0 + k < K ? P[(m0 + m) * pm + (k0 + k) * pk] : 0;
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int e = lid + l * ITEMS;
+        // Neighbouring work-items read neighbouring TYPE4s.
+        const int m = m0 + (along_k ? e / (TK / 4) : e % (TILE / 4) * 4);
+        const int k = k0 + (along_k ? e % (TK / 4) * 4 : e / (TILE / 4));
+        const __global TYPE *p = along_k ? P + m * ld + k : P + k * ld + m;
+        // The run is p[0..3]: along k if along_k, else along m.
+        const int run = along_k ? K - k : M - m, other = along_k ? m < M : k < K;
+        if (other && run >= 4 && ld % 4 == 0) {
+            r[l] = *(const __global TYPE4 *)p;
+        } else {
+            r[l] = (TYPE4)(other && run > 0 ? p[0] : 0, other && run > 1 ? p[1] : 0,
+                           other && run > 2 ? p[2] : 0, other && run > 3 ? p[3] : 0);
         }
     }
 }
 
-// acc += A B for this work-group's block, A[m][k] = A[m * a_row + k * a_col] (M x K),
-// B[k][n] = B[k * b_row + n * b_col] (K x N).
-inline void tiled_product(const __global TYPE *A, const int a_row, const int a_col,
-                          const __global TYPE *B, const int b_row, const int b_col,
+inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int lid)
+{
+    __local TYPE *L = (__local TYPE *)L4;
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int e = lid + l * ITEMS;
+        if (along_k) {
+            const int m = e / (TK / 4), k = e % (TK / 4) * 4;
+            L[k * LT + m] = r[l].s0;
+            L[(k + 1) * LT + m] = r[l].s1;
+            L[(k + 2) * LT + m] = r[l].s2;
+            L[(k + 3) * LT + m] = r[l].s3;
+        } else {
+            L4[e / (TILE / 4) * (LT / 4) + e % (TILE / 4)] = r[l];
+        }
+    }
+}
+
+// acc += A B for this work-group's block of the M x N result; A is M x K, B is K x N, given as
+// the K x N operand's transpose B^T[n][k] (N x K), so that both are "rows times K".
+inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_along_k,
+                          const __global TYPE *B, const int b_ld, const int b_along_k,
                           const int M, const int N, const int K,
-                          __local TYPE *As, __local TYPE *Bs, TYPE acc[WPT][WPT])
+                          __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[WPT][WPT])
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
+    TYPE4 ra[LOADS], rb[LOADS];
+    fetch(A, a_ld, a_along_k, m0, 0, M, K, lid, ra);
+    fetch(B, b_ld, b_along_k, n0, 0, N, K, lid, rb);
     for (int k0 = 0; k0 < K; k0 += TK) {
-        stage(A, a_row, a_col, m0, k0, M, K, As, lid);
-        stage(B, b_col, b_row, n0, k0, N, K, Bs, lid);
+        put(ra, a_along_k, As, lid);
+        put(rb, b_along_k, Bs, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < K) {
+            fetch(A, a_ld, a_along_k, m0, k0 + TK, M, K, lid, ra);
+            fetch(B, b_ld, b_along_k, n0, k0 + TK, N, K, lid, rb);
+        }
         #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
             TYPE a[WPT], b[WPT];
             #pragma unroll
             for (int q = 0; q < WPT / 4; q++) {
-                vstore4(vload4(0, As + kk * LT + q * 4 * SIDE + ty * 4), q, a);
-                vstore4(vload4(0, Bs + kk * LT + q * 4 * SIDE + tx * 4), q, b);
+                const TYPE4 av = As[kk * (LT / 4) + q * SIDE + ty], bv = Bs[kk * (LT / 4) + q * SIDE + tx];
+                a[q * 4] = av.s0; a[q * 4 + 1] = av.s1; a[q * 4 + 2] = av.s2; a[q * 4 + 3] = av.s3;
+                b[q * 4] = bv.s0; b[q * 4 + 1] = bv.s1; b[q * 4 + 2] = bv.s2; b[q * 4 + 3] = bv.s3;
             }
             #pragma unroll
             for (int i = 0; i < WPT; i++)
@@ -257,14 +291,35 @@ inline void tiled_product(const __global TYPE *A, const int a_row, const int a_c
     }
 }
 
+// Row i of the block, columns in runs of 4 starting at OWN(tx, 4 q): element q * 4 + c of the run.
+#define RUN(acc, i, q) ((TYPE4)(acc[i][(q) * 4], acc[i][(q) * 4 + 1], acc[i][(q) * 4 + 2], acc[i][(q) * 4 + 3]))
+
+// Store the block into C (M x N, row-major, rows ldc apart), a TYPE4 at a time where it fits.
+inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT])
+{
+    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const int m = m_block + OWN(ty, i);
+        #pragma unroll
+        for (int q = 0; q < WPT / 4; q++) {
+            const int n = n_block + OWN(tx, q * 4);
+            if (m < M)
+                if (n + 4 <= N && ldc % 4 == 0)
+                    *(__global TYPE4 *)(C + m * ldc + n) = RUN(acc, i, q);
+                else
+                    D4ToArray(C + m * ldc, RUN(acc, i, q), n, N);
+        }
+    }
+}
+
 #define TILED_BEGIN                                             \
-    __local TYPE As[TK * LT], Bs[TK * LT];                  \
+    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];             \
     TYPE acc[WPT][WPT];                                         \
     for (int i = 0; i < WPT; i++)                               \
         for (int j = 0; j < WPT; j++)                           \
-            acc[i][j] = 0;                                      \
-    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE; \
-    const int tx = get_local_id(0), ty = get_local_id(1);
+            acc[i][j] = 0;
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
@@ -273,17 +328,49 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
                            const int units_p, const int ld, const TYPE a, const TYPE b)
 {
     TILED_BEGIN
-    tiled_product(inputs, n_in, 1, weights, units_p, 1, rows, units, n_in, As, Bs, acc);
-    for (int i = 0; i < WPT; i++)
-        for (int j = 0; j < WPT; j++) {
-            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
-            if (m < rows && n < units) {
-                const TYPE z = acc[i][j] + bias[n], y = ACT_FORWARD(z, a, b);
-                pre[m * units + n] = z;
-                outputs[m * units + n] = y;
-                outputs_t[n * ld + m] = y;
+    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, n_in, As, Bs, acc);
+    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    #pragma unroll
+    for (int q = 0; q < WPT / 4; q++) {
+        const int n = n_block + OWN(tx, q * 4);
+        const TYPE4 bv = ToVect4(bias, n, units_p);
+        #pragma unroll
+        for (int i = 0; i < WPT; i++) {
+            const TYPE4 z = RUN(acc, i, q) + bv;
+            const TYPE4 y = (TYPE4)(ACT_FORWARD(z.s0, a, b), ACT_FORWARD(z.s1, a, b),
+                                    ACT_FORWARD(z.s2, a, b), ACT_FORWARD(z.s3, a, b));
+            acc[i][q * 4] = y.s0;  // y replaces z in acc for the transposed store below
+            acc[i][q * 4 + 1] = y.s1;
+            acc[i][q * 4 + 2] = y.s2;
+            acc[i][q * 4 + 3] = y.s3;
+            const int m = m_block + OWN(ty, i);
+            if (m < rows) {
+                if (n + 4 <= units && units % 4 == 0) {
+                    *(__global TYPE4 *)(pre + m * units + n) = z;
+                    *(__global TYPE4 *)(outputs + m * units + n) = y;
+                } else {
+                    D4ToArray(pre + m * units, z, n, units);
+                    D4ToArray(outputs + m * units, y, n, units);
+                }
             }
         }
+    }
+    // y^T (units, ld): each work-item's rows come in runs of 4 too.
+    #pragma unroll
+    for (int j = 0; j < WPT; j++) {
+        const int n = n_block + OWN(tx, j);
+        #pragma unroll
+        for (int p = 0; p < WPT / 4; p++) {
+            const int m = m_block + OWN(ty, p * 4);
+            const TYPE4 y = (TYPE4)(acc[p * 4][j], acc[p * 4 + 1][j], acc[p * 4 + 2][j], acc[p * 4 + 3][j]);
+            if (n < units)
+                if (m + 4 <= rows && ld % 4 == 0)
+                    *(__global TYPE4 *)(outputs_t + n * ld + m) = y;
+                else
+                    D4ToArray(outputs_t + n * ld, y, m, rows);
+        }
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -292,13 +379,8 @@ void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
                       const int capacity)
 {
     TILED_BEGIN
-    tiled_product(inputs_t, capacity, 1, delta, units_p, 1, n_in, units_p, rows, As, Bs, acc);
-    for (int i = 0; i < WPT; i++)
-        for (int j = 0; j < WPT; j++) {
-            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
-            if (m < n_in && n < units_p)
-                delta_weights[m * units_p + n] = acc[i][j];
-        }
+    tiled_product(inputs_t, capacity, ALONG_K, delta, units_p, ALONG_M, n_in, units_p, rows, As, Bs, acc);
+    store_block(delta_weights, units_p, n_in, units_p, acc);
 }
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -306,12 +388,7 @@ void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights
                         __global TYPE *input_gr, const int rows, const int n_in, const int units_p)
 {
     TILED_BEGIN
-    tiled_product(delta, units_p, 1, weights, 1, units_p, rows, n_in, units_p, As, Bs, acc);
-    for (int i = 0; i < WPT; i++)
-        for (int j = 0; j < WPT; j++) {
-            const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, j);
-            if (m < rows && n < n_in)
-                input_gr[m * n_in + n] = acc[i][j];
-        }
+    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, units_p, As, Bs, acc);
+    store_block(input_gr, n_in, rows, n_in, acc);
 }
 #endif
