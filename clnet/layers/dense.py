@@ -1,6 +1,7 @@
 """Dense (fully connected) layer: the book's perceptron layer, with the activation fused."""
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -58,19 +59,36 @@ def usable_candidates(rt, dtype) -> list[dict]:
     return usable
 
 
-def matrix_tiles(rt, dtype) -> dict:
-    """The fastest usable candidate for each of the three products, measured once per device."""
-    return tuned(rt, dtype, "dense", ("layers/dense.cl",), lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
-                 tile_candidates(rt, dtype)[0])
+def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> dict:
+    """The autotuner's choice for a layer of this size on this device, measured once per device.
+
+    The tuner measures a few layer sizes and keeps the fastest candidate for each, all with one
+    weight layout (vector width, and panels or tiles); a layer takes the choice made at the size
+    nearest its own, in log scale (without `rows`, the batch, while its weights are laid out).
+    """
+    choices = tuned(rt, dtype, "dense", ("layers/dense.cl",), lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+                    [{"size": [1, 1, 1], "tiles": tile_candidates(rt, dtype)[0]}])
+    wanted = (rows, n_in, units)
+    distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
+    return min(choices, key=distance)["tiles"]
 
 
-def _tune(rt, dtype, candidates) -> dict:
-    # Layers large enough to fill the device, small enough to take milliseconds. A GPU also
-    # measures a large layer, where bigger tiles win, and an MLP-sized one, where more
-    # work-groups win; each size counts relative to its fastest candidate.
-    sizes = [(128, 784, 256), (2048, 2048, 2048)] if rt.info.is_gpu else [(256, 512, 512)]
+def layout(tiles: dict) -> tuple:
+    """What fixes the weights' layout on the device: the vector width and the form (see dense.cl)."""
+    return tiles["VW"], "TILE" in tiles
+
+
+def _tune(rt, dtype, candidates) -> list[dict]:
+    # Layers large enough to fill the device, small enough to take milliseconds. A GPU measures
+    # an MLP-sized layer, where more work-groups win, and larger ones, where bigger tiles do. A
+    # CPU also measures a layer whose weights (16 MiB) outgrow its caches: there the input
+    # gradient, which walks across W's column panels, wants more rows per work-item than at 512
+    # (2 cores, PoCL 3.1: 30 against 26 GFLOP/s).
+    sizes = ([(128, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048)] if rt.info.is_gpu
+             else [(256, 512, 512), (256, 2048, 2048)])
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
-    for rows, n_in, units in sizes:
+    for size in sizes:
+        rows, n_in, units = size
         rng = np.random.default_rng(0)
         x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
         grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
@@ -83,23 +101,33 @@ def _tune(rt, dtype, candidates) -> dict:
             forward = _seconds(rt, lambda: layer.forward(x, rows))
             weight_grad = _seconds(rt, lambda: layer.backward(grad, rows, False))
             input_grad = _seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
-            times.update({(rows, "FF"): forward, (rows, "DW"): weight_grad, (rows, "HG"): input_grad})
-    fastest_total = {rows: min(sum(t for (r, _), t in times.items() if r == rows) for times in measured)
-                     for rows, _, _ in sizes}
-    best: dict[tuple, dict] = {}
-    for tiles, times in zip(candidates, measured):
-        score = {kernel: sum(times[rows, kernel] / fastest_total[rows] for rows, _, _ in sizes)
-                 for kernel in BLOCK_KEYS}
-        # Blocked candidates differing only in a kernel's block size share a program layout, so
-        # each kernel takes its own fastest block; anything else is compared as a whole.
-        family = {k: v for k, v in tiles.items() if k not in BLOCK_KEYS["FF"] + BLOCK_KEYS["DW"] + BLOCK_KEYS["HG"]}
-        choice = best.setdefault(tuple(sorted(family.items())), {**family, "score": {}})
-        for kernel, value in score.items():
-            if value < choice["score"].get(kernel, float("inf")):
-                choice["score"][kernel] = value
-                choice.update({key: tiles[key] for key in BLOCK_KEYS[kernel] if key in tiles})
-    fastest = min(best.values(), key=lambda c: sum(c["score"].values()))
-    return {k: v for k, v in fastest.items() if k != "score"}
+            times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
+    # The fastest setting per (layout, size); then the layout that does best over all sizes,
+    # each size counted relative to its fastest setting of any layout.
+    layouts = {layout(tiles) for tiles in candidates}
+    fastest = {(form, size): _fastest_setting([(tiles, times) for tiles, times in zip(candidates, measured)
+                                                if layout(tiles) == form], size)
+               for form in layouts for size in sizes}
+    best = {size: min(fastest[form, size][1] for form in layouts) for size in sizes}
+    form = min(layouts, key=lambda form: sum(fastest[form, size][1] / best[size] for size in sizes))
+    return [{"size": list(size), "tiles": fastest[form, size][0]} for size in sizes]
+
+
+def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, float]:
+    """The fastest tiles at this size and their seconds for the three products. Blocked
+    candidates differing only in a kernel's block size share a program layout, so each kernel
+    takes its own fastest block; anything else is compared as a whole."""
+    block_keys = {key for keys in BLOCK_KEYS.values() for key in keys}
+    families: dict[tuple, dict] = {}
+    for tiles, times in measured:
+        family = tuple(sorted((k, v) for k, v in tiles.items() if k not in block_keys))
+        choice = families.setdefault(family, {"tiles": dict(tiles), "seconds": {}})
+        for kernel, keys in BLOCK_KEYS.items():
+            if times[size, kernel] < choice["seconds"].get(kernel, float("inf")):
+                choice["seconds"][kernel] = times[size, kernel]
+                choice["tiles"].update({key: tiles[key] for key in keys if key in tiles})
+    choice = min(families.values(), key=lambda c: sum(c["seconds"].values()))
+    return choice["tiles"], sum(choice["seconds"].values())
 
 
 BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
@@ -143,11 +171,12 @@ class Dense(Layer):
     def build(self, input_shape, store: ParameterStore, rng):
         shape = super().build(input_shape, store, rng)
         self.n_in = self.input_shape[0]
-        self.tiles = self.fixed_tiles or matrix_tiles(self.rt, self.dtype)
-        vw = self.tiles["VW"]
+        # The weights' layout is fixed here; the blocks or tiles, which may differ with the batch
+        # size, when the batch buffers are made (allocate).
+        self.layout = layout(self.fixed_tiles or matrix_tiles(self.rt, self.dtype, self.n_in, self.units))
+        vw, self.tiled = self.layout
         self.units_p = -(-self.units // vw) * vw
         # Column panels of width `panel` (see dense.cl); the GPU form's single panel is row-major.
-        self.tiled = "TILE" in self.tiles
         self.panel = self.units_p if self.tiled else vw
         self.panels = self.units_p // self.panel
         kernel_index = (np.arange(self.n_in * self.units_p).reshape(self.panels, self.n_in, self.panel)
@@ -160,10 +189,7 @@ class Dense(Layer):
             bias[:self.units] = self.bias_initializer((self.units,), rng)
             self.bias = store.add(bias, np.arange(self.units))           # (units_p,)
         act = self.activation
-        fused = act if act.elementwise else activations.Linear()
-        self._fused = fused
-        self.program = self.rt.program((fused.source, "layers/dense.cl"), self.dtype,
-                                       {"ACT": fused.function, **kernel_defines(self.tiles)})
+        self._fused = act if act.elementwise else activations.Linear()
         if not act.elementwise:
             self.act_program = act.program(self.rt, self.dtype)
         return shape
@@ -175,6 +201,10 @@ class Dense(Layer):
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
+        self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.n_in, self.units, capacity)
+        assert layout(self.tiles) == self.layout, "every tuned size shares the weights' layout"
+        program = rt.program((self._fused.source, "layers/dense.cl"), dt,
+                             {"ACT": self._fused.function, **kernel_defines(self.tiles)})
         self.pre = Tensor((capacity, self.units), dt, rt)          # z = x W + b
         self.outputs = Tensor((capacity, self.units), dt, rt)      # y = f(z)
         # y^T, which the next layer's weight gradient reads along rows (softmax is applied after
@@ -195,7 +225,7 @@ class Dense(Layer):
             self.act_grad = Tensor((capacity, self.units), dt, rt)
             self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
             self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
-        kernel = lambda name: rt.kernel(self.program, name, dt)
+        kernel = lambda name: rt.kernel(program, name, dt)
         self._forward = kernel("PerceptronFeedForward")
         self._delta_bias = kernel("CalcDeltaBias")
         self._delta_weights = kernel("CalcDeltaWeights")
