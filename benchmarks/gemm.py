@@ -108,14 +108,15 @@ def main(argv=None):
             row = {"size": [rows, n_in, units], "product": product, "clnet": round(ours[product], 1),
                    "numpy": round(theirs[product], 1), "torch": round(torch_side[product], 1) if torch_side else None,
                    "clnet_over_numpy": round(ours[product] / theirs[product], 3),
-                   "clnet_over_torch": round(ours[product] / torch_side[product], 3) if torch_side else None}
+                   "clnet_over_torch": round(ours[product] / torch_side[product], 3) if torch_side else None,
+                   "tiles": tiles}
             results.append(row)
             print(f"{f'{rows}x{n_in}x{units}':<20}{product:<13}{row['clnet']:>9.1f}{row['numpy']:>9.1f}"
                   f"{row['torch'] or float('nan'):>9.1f}{row['clnet_over_numpy']:>13.2f}"
                   f"{row['clnet_over_torch'] or float('nan'):>13.2f}")
     info = clnet.runtime().info
     emit({"benchmark": "gemm", "device": f"{info.name} [{info.platform_version.strip()}]", "cpu": cpu_name(),
-          "torch_device": args.torch_device, "tiles": tiles, "results": results,
+          "torch_device": args.torch_device, "results": results,
           "versions": versions("clnet", "numpy", "torch")})
 
 

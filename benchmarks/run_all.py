@@ -61,22 +61,29 @@ def main(argv=None):
         accuracy = median(r["test_accuracy"] for r in results[name])
         ratio = seconds / base if base else float("nan")
         summary[name] = {"seconds_per_epoch": seconds, "over_clnet": round(ratio, 3), "test_accuracy": accuracy,
-                         "device": results[name][0]["device"], "runs": [r["seconds_per_epoch"] for r in results[name]]}
+                         "device": results[name][0]["device"], "runs": [r["seconds_per_epoch"] for r in results[name]],
+                         "versions": results[name][0]["versions"]}
         lines.append(f"| {name} | {results[name][0]['device'][:60]} | {seconds:.3f} | {ratio:.2f} | {accuracy:.4f} |")
-    lines += ["", f"Dense products, GFLOP/s, on {gemm['device'][:60]} (tiles {gemm['tiles']})", "",
-              "| rows × in × units | product | clnet | numpy | torch | clnet/numpy | clnet/torch |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += ["", f"Dense products, GFLOP/s, on {gemm['device'][:60]}", "",
+              "| rows × in × units | product | clnet | numpy | torch | clnet/numpy | clnet/torch | clnet's tiles |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for row in gemm["results"]:
         size = "×".join(map(str, row["size"]))
         lines.append(f"| {size} | {row['product']} | {row['clnet']} | {row['numpy']} | {row['torch']} | "
-                     f"{row['clnet_over_numpy']:.2f} | {row['clnet_over_torch'] if row['clnet_over_torch'] is not None else '-'} |")
+                     f"{row['clnet_over_numpy']:.2f} | {row['clnet_over_torch'] if row['clnet_over_torch'] is not None else '-'} | "
+                     f"{' '.join(f'{k}={v}' for k, v in row['tiles'].items())} |")
     table = "\n".join(lines)
     print(table)
     if args.out:
         with open(args.out, "w") as f:
             f.write(table + "\n")
+    # Versions as the child processes that ran each framework saw them (a GPU run's torch is not
+    # necessarily the parent's).
+    found = {}
+    for versions in [s["versions"] for s in summary.values()] + [gemm["versions"]]:
+        found.update({k: v for k, v in versions.items() if v is not None})
     emit({"benchmark": "run_all", "mlp": summary, "gemm": gemm["results"], "gemm_device": gemm["device"],
-          "versions": results[names[0]][0]["versions"]})
+          "versions": found})
 
 
 if __name__ == "__main__":
