@@ -294,7 +294,17 @@ inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_al
 // Row i of the block, columns in runs of 4 starting at OWN(tx, 4 q): element q * 4 + c of the run.
 #define RUN(acc, i, q) ((TYPE4)(acc[i][(q) * 4], acc[i][(q) * 4 + 1], acc[i][(q) * 4 + 2], acc[i][(q) * 4 + 3]))
 
-// Store the block into C (M x N, row-major, rows ldc apart), a TYPE4 at a time where it fits.
+// row[start..start+3] = v, those at or past `size` dropped; one TYPE4 store where the run is
+// whole and `aligned` (the row and start are multiples of 4).
+inline void store4(__global TYPE *row, const TYPE4 v, const int start, const int size, const int aligned)
+{
+    if (aligned && start + 4 <= size)
+        *(__global TYPE4 *)(row + start) = v;
+    else
+        D4ToArray(row, v, start, size);
+}
+
+// Store the block into C (M x N, row-major, rows ldc apart).
 inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT])
 {
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
@@ -306,10 +316,7 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
         for (int q = 0; q < WPT / 4; q++) {
             const int n = n_block + OWN(tx, q * 4);
             if (m < M)
-                if (n + 4 <= N && ldc % 4 == 0)
-                    *(__global TYPE4 *)(C + m * ldc + n) = RUN(acc, i, q);
-                else
-                    D4ToArray(C + m * ldc, RUN(acc, i, q), n, N);
+                store4(C + m * ldc, RUN(acc, i, q), n, N, ldc % 4 == 0);
         }
     }
 }
@@ -346,13 +353,8 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
             acc[i][q * 4 + 3] = y.s3;
             const int m = m_block + OWN(ty, i);
             if (m < rows) {
-                if (n + 4 <= units && units % 4 == 0) {
-                    *(__global TYPE4 *)(pre + m * units + n) = z;
-                    *(__global TYPE4 *)(outputs + m * units + n) = y;
-                } else {
-                    D4ToArray(pre + m * units, z, n, units);
-                    D4ToArray(outputs + m * units, y, n, units);
-                }
+                store4(pre + m * units, z, n, units, units % 4 == 0);
+                store4(outputs + m * units, y, n, units, units % 4 == 0);
             }
         }
     }
@@ -365,10 +367,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
             const int m = m_block + OWN(ty, p * 4);
             const TYPE4 y = (TYPE4)(acc[p * 4][j], acc[p * 4 + 1][j], acc[p * 4 + 2][j], acc[p * 4 + 3][j]);
             if (n < units)
-                if (m + 4 <= rows && ld % 4 == 0)
-                    *(__global TYPE4 *)(outputs_t + n * ld + m) = y;
-                else
-                    D4ToArray(outputs_t + n * ld, y, m, rows);
+                store4(outputs_t + n * ld, y, m, rows, ld % 4 == 0);
         }
     }
 }
