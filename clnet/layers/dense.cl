@@ -291,9 +291,6 @@ inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_al
     }
 }
 
-// Row i of the block, columns in runs of 4 starting at OWN(tx, 4 q): element q * 4 + c of the run.
-#define RUN(acc, i, q) ((TYPE4)(acc[i][(q) * 4], acc[i][(q) * 4 + 1], acc[i][(q) * 4 + 2], acc[i][(q) * 4 + 3]))
-
 // row[start..start+3] = v, those at or past `size` dropped; one TYPE4 store where the run is
 // whole and `aligned` (the row and start are multiples of 4).
 inline void store4(__global TYPE *row, const TYPE4 v, const int start, const int size, const int aligned)
@@ -304,19 +301,28 @@ inline void store4(__global TYPE *row, const TYPE4 v, const int start, const int
         D4ToArray(row, v, start, size);
 }
 
-// Store the block into C (M x N, row-major, rows ldc apart).
-inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT])
+// Store the work-group's block of the M x N result into C (row-major, rows ldc apart), or with
+// `transposed` its transpose into C (N x M), in runs of 4 along C's rows either way.
+inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT],
+                        const int transposed)
 {
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
     const int tx = get_local_id(0), ty = get_local_id(1);
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
-        const int m = m_block + OWN(ty, i);
+    for (int i = 0; i < WPT; i++) {  // a row of the block, or a column when transposed
         #pragma unroll
         for (int q = 0; q < WPT / 4; q++) {
-            const int n = n_block + OWN(tx, q * 4);
-            if (m < M)
-                store4(C + m * ldc, RUN(acc, i, q), n, N, ldc % 4 == 0);
+            if (transposed) {
+                const int n = n_block + OWN(tx, i), m = m_block + OWN(ty, q * 4);
+                const TYPE4 run = (TYPE4)(acc[q * 4][i], acc[q * 4 + 1][i], acc[q * 4 + 2][i], acc[q * 4 + 3][i]);
+                if (n < N)
+                    store4(C + n * ldc, run, m, M, ldc % 4 == 0);
+            } else {
+                const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, q * 4);
+                const TYPE4 run = (TYPE4)(acc[i][q * 4], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]);
+                if (m < M)
+                    store4(C + m * ldc, run, n, N, ldc % 4 == 0);
+            }
         }
     }
 }
@@ -336,40 +342,23 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 {
     TILED_BEGIN
     tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, n_in, As, Bs, acc);
-    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
-    const int tx = get_local_id(0), ty = get_local_id(1);
-    #pragma unroll
-    for (int q = 0; q < WPT / 4; q++) {
-        const int n = n_block + OWN(tx, q * 4);
-        const TYPE4 bv = ToVect4(bias, n, units_p);
-        #pragma unroll
-        for (int i = 0; i < WPT; i++) {
-            const TYPE4 z = RUN(acc, i, q) + bv;
-            const TYPE4 y = (TYPE4)(ACT_FORWARD(z.s0, a, b), ACT_FORWARD(z.s1, a, b),
-                                    ACT_FORWARD(z.s2, a, b), ACT_FORWARD(z.s3, a, b));
-            acc[i][q * 4] = y.s0;  // y replaces z in acc for the transposed store below
-            acc[i][q * 4 + 1] = y.s1;
-            acc[i][q * 4 + 2] = y.s2;
-            acc[i][q * 4 + 3] = y.s3;
-            const int m = m_block + OWN(ty, i);
-            if (m < rows) {
-                store4(pre + m * units, z, n, units, units % 4 == 0);
-                store4(outputs + m * units, y, n, units, units % 4 == 0);
-            }
-        }
-    }
-    // y^T (units, ld): each work-item's rows come in runs of 4 too.
+    const int n_block = get_group_id(0) * TILE, tx = get_local_id(0);
     #pragma unroll
     for (int j = 0; j < WPT; j++) {
         const int n = n_block + OWN(tx, j);
+        const TYPE bias_n = n < units_p ? bias[n] : 0;
         #pragma unroll
-        for (int p = 0; p < WPT / 4; p++) {
-            const int m = m_block + OWN(ty, p * 4);
-            const TYPE4 y = (TYPE4)(acc[p * 4][j], acc[p * 4 + 1][j], acc[p * 4 + 2][j], acc[p * 4 + 3][j]);
-            if (n < units)
-                store4(outputs_t + n * ld, y, m, rows, ld % 4 == 0);
-        }
+        for (int i = 0; i < WPT; i++)
+            acc[i][j] += bias_n;
     }
+    store_block(pre, units, rows, units, acc, 0);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++)
+        #pragma unroll
+        for (int j = 0; j < WPT; j++)
+            acc[i][j] = ACT_FORWARD(acc[i][j], a, b);
+    store_block(outputs, units, rows, units, acc, 0);
+    store_block(outputs_t, ld, rows, units, acc, 1);
 }
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -379,7 +368,7 @@ void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
 {
     TILED_BEGIN
     tiled_product(inputs_t, capacity, ALONG_K, delta, units_p, ALONG_M, n_in, units_p, rows, As, Bs, acc);
-    store_block(delta_weights, units_p, n_in, units_p, acc);
+    store_block(delta_weights, units_p, n_in, units_p, acc, 0);
 }
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -388,6 +377,6 @@ void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights
 {
     TILED_BEGIN
     tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, units_p, As, Bs, acc);
-    store_block(input_gr, n_in, rows, n_in, acc);
+    store_block(input_gr, n_in, rows, n_in, acc, 0);
 }
 #endif
