@@ -30,6 +30,10 @@ class NotCompiledError(ValueError, RuntimeError):
     pass
 
 
+class NotBuiltError(ValueError, RuntimeError):
+    """The model does not know its input shape yet, so it has no weights."""
+
+
 class Sequential:
     def __init__(self, layers=None, name: str | None = None, floatx: str | None = None, seed: int | None = None):
         self.name = name or "sequential"
@@ -43,14 +47,27 @@ class Sequential:
         self.stop_training = False
         self.epoch = 0  # epochs completed, for checkpoints
         for layer in layers or []:
-            self.add(layer)
+            self._append(layer)
+        if self.input_shape is not None:  # Keras: a model that knows its input is built at once
+            self.build(self.input_shape)
 
     # -- construction ------------------------------------------------------------------------
     def add(self, layer: Layer) -> None:
+        """Append a layer. A model that knows its input shape is rebuilt with the new layer at once,
+        as Keras does; the layers it already had keep their weights."""
+        if self.built and self.compiled and self.optimizer.iterations:
+            raise RuntimeError(f"cannot add layers to model {self.name!r}: it has been trained, and its "
+                               "optimizer state belongs to the layers it had; build a new model instead")
+        self._append(layer)
+        if self.input_shape is not None:
+            kept = [l.get_weights() for l in self.layers[:-1]] if self.built else []
+            self.build(self.input_shape)
+            for l, weights in zip(self.layers, kept):
+                l.set_weights(weights)
+
+    def _append(self, layer: Layer) -> None:
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential.add expects a Layer, got {type(layer).__name__}")
-        if self.built:
-            raise RuntimeError("cannot add layers to a model that is already built")
         if layer.name is None:
             base = type(layer).__name__.lower()
             taken = {l.name for l in self.layers}
@@ -310,10 +327,18 @@ class Sequential:
         return x, np.ascontiguousarray(y)
 
     # -- weights, config, summary --------------------------------------------------------------
+    def _require_built(self, what: str) -> None:
+        if not self.built:
+            raise NotBuiltError(
+                f"model {self.name!r} is not built yet, so {what}() has nothing to work on: start it with "
+                "Input(shape) (or give its first layer input_shape=), or call build(input_shape) first")
+
     def get_weights(self) -> list[np.ndarray]:
+        self._require_built("get_weights")
         return [w for layer in self.layers for w in layer.get_weights()]
 
     def set_weights(self, weights) -> None:
+        self._require_built("set_weights")
         weights = list(weights)
         expected = sum(len(layer.get_weights()) for layer in self.layers)
         if len(weights) != expected:
@@ -337,6 +362,7 @@ class Sequential:
         load_weights(self, path)
 
     def count_params(self) -> int:
+        self._require_built("count_params")
         return sum(layer.count_params() for layer in self.layers)
 
     def get_config(self) -> dict:
@@ -357,10 +383,8 @@ class Sequential:
         return model
 
     def summary(self, file=None) -> None:
+        self._require_built("summary")
         file = file or sys.stdout
-        if not self.built:
-            print(f'Model "{self.name}" is not built yet: call build(input_shape) or fit first', file=file)
-            return
         device = self.rt.info
         print(f'Model "{self.name}"  ({self.dtype.name} on {device.name})', file=file)
         print(f"{'Layer (type)':<32}{'Output shape':<20}{'Params':>10}", file=file)

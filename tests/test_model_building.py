@@ -1,0 +1,71 @@
+"""Keras's building rules: a model that knows its input shape is built when constructed, and one
+that does not says how to build it instead of failing inside a layer."""
+import io
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet.layers import Dense, Flatten, Input
+
+SHAPES = [(13, 11), (11,), (11, 3), (3,)]
+
+
+def test_input_first_builds_on_construction():
+    model = clnet.Sequential([Input((13,)), Dense(11, "relu"), Dense(3)], seed=0)
+    assert model.built
+    assert [w.shape for w in model.get_weights()] == SHAPES
+    assert model.count_params() == 13 * 11 + 11 + 11 * 3 + 3
+    new = [np.full(shape, i + 0.5, np.float32) for i, shape in enumerate(SHAPES)]
+    model.set_weights(new)
+    for got, want in zip(model.get_weights(), new):
+        np.testing.assert_array_equal(got, want)
+    x = np.ones((2, 13), np.float32)
+    expected = np.maximum(x @ new[0] + new[1], 0) @ new[2] + new[3]
+    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-6)
+    text = io.StringIO()
+    model.summary(file=text)
+    assert "(None, 11)" in text.getvalue() and f"Total params: {model.count_params():,}" in text.getvalue()
+
+
+def test_input_shape_argument_builds_on_construction():
+    model = clnet.Sequential([Dense(11, input_shape=(13,)), Dense(3)], seed=0)
+    assert model.built and [w.shape for w in model.get_weights()] == SHAPES
+
+
+def test_add_rebuilds_and_keeps_the_weights_it_had():
+    model = clnet.Sequential(seed=0)
+    model.add(Input((2, 3)))
+    model.add(Flatten())
+    model.add(Dense(4, "tanh"))
+    assert model.built
+    before = [np.arange(24, dtype=np.float32).reshape(6, 4) / 10, np.ones(4, np.float32)]
+    model.set_weights(before)
+    model.add(Dense(2))
+    weights = model.get_weights()
+    assert [w.shape for w in weights] == [(6, 4), (4,), (4, 2), (2,)]
+    for got, want in zip(weights[:2], before):
+        np.testing.assert_array_equal(got, want)
+    model.compile("sgd", "mse")
+    model.fit(np.ones((4, 2, 3)), np.zeros((4, 2)), epochs=1, verbose=0)
+    with pytest.raises(RuntimeError, match="cannot add layers to model 'sequential': it has been trained"):
+        model.add(Dense(1))
+
+
+@pytest.mark.parametrize("call", ["get_weights", "set_weights", "count_params", "summary"])
+def test_unbuilt_model_says_how_to_build_it(call):
+    model = clnet.Sequential([Dense(3), Dense(2)])
+    assert not model.built
+    args = ([],) if call == "set_weights" else ()
+    with pytest.raises(clnet.NotBuiltError,
+                       match=rf"model 'sequential' is not built yet, so {call}\(\).*Input\(shape\).*build\(input_shape\)"):
+        getattr(model, call)(*args)
+    model.build((5,))
+    assert [w.shape for w in model.get_weights()] == [(5, 3), (3,), (3, 2), (2,)]
+
+
+def test_unbuilt_model_builds_from_its_first_data():
+    model = clnet.Sequential([Dense(3)], seed=0)
+    model.compile("sgd", "mse")
+    model.fit(np.ones((4, 7)), np.zeros((4, 3)), verbose=0)
+    assert model.built and model.layers[0].input_shape == (7,)
