@@ -309,14 +309,11 @@ class Sequential:
         if x.ndim < 2 or len(x) == 0:
             raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
         expected = self.input_shape
+        if expected is not None and tuple(x.shape[1:]) != tuple(expected):
+            raise ValueError(f"{name} has shape {x.shape}, but the model's first layer expects samples of "
+                             f"shape {tuple(expected)}")
         if not self.built:
-            if expected is not None and tuple(x.shape[1:]) != tuple(expected):
-                raise ValueError(f"{name} has shape {x.shape}, but the model's first layer expects samples of "
-                                 f"shape {tuple(expected)}")
             self.build(x.shape[1:])
-        elif tuple(x.shape[1:]) != tuple(self.layers[0].input_shape):
-            raise ValueError(f"{name} has shape {x.shape}, but the model expects (samples, "
-                             f"{', '.join(map(str, self.layers[0].input_shape))})")
         return np.ascontiguousarray(x.reshape(len(x), -1), dtype=self.dtype)
 
     def _prepare(self, x, y, names=("x", "y")):

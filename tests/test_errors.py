@@ -37,7 +37,7 @@ def test_wrong_shapes(model, x, message):
 
 def test_wrong_feature_count_after_build(model):
     model.fit(X, Y, verbose=0)
-    with pytest.raises(ValueError, match=r"x has shape \(10, 6\), but the model expects \(samples, 4\)"):
+    with pytest.raises(ValueError, match=r"x has shape \(10, 6\), but the model's first layer expects samples of shape \(4,\)"):
         model.predict(np.zeros((10, 6)))
 
 
