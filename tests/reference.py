@@ -1,5 +1,9 @@
 """numpy references for every kernel: the formulas the OpenCL code must reproduce."""
+import math
+
 import numpy as np
+
+erf = np.vectorize(math.erf, otypes=[float])
 
 ACTIVATIONS = {
     # name: (forward(x, a, b), derivative(x, a, b)) with the derivative in terms of x
@@ -11,6 +15,9 @@ ACTIVATIONS = {
     "lrelu": (lambda x, a, b: np.where(x > 0, x, a * x), lambda x, a, b: np.where(x > 0, 1, a).astype(x.dtype)),
     "swish": (lambda x, a, b: x / (1 + np.exp(-b * x)),
               lambda x, a, b: (s := 1 / (1 + np.exp(-b * x))) + b * x * s * (1 - s)),
+    "gelu": (lambda x, a, b: x * (1 + erf(x / np.sqrt(2))) / 2,
+             lambda x, a, b: (1 + erf(x / np.sqrt(2))) / 2 + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)),
+    "softplus": (lambda x, a, b: np.logaddexp(0, x), lambda x, a, b: 1 / (1 + np.exp(-x))),
 }
 
 

@@ -7,7 +7,7 @@ import clnet
 from clnet.layers import Activation, Dense, Flatten, Input, Softmax
 
 ACTIVATIONS = {"linear": {"a": 1.3, "b": 0.2}, "sigmoid": {"a": 1.5, "b": 0.3}, "tanh": {}, "relu": {},
-               "lrelu": {"a": 0.2}, "swish": {"b": 1.2}, "softmax": {}}
+               "lrelu": {"a": 0.2}, "swish": {"b": 1.2}, "gelu": {}, "softplus": {}, "softmax": {}}
 # The output activation each loss is normally used with (folded into the loss's gradient where it can).
 OUTPUT_FOR = {"mse": None, "mae": "linear", "categorical_crossentropy": "softmax", "binary_crossentropy": "sigmoid"}
 H = 1e-6

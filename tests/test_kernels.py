@@ -14,7 +14,7 @@ from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_bac
 SIZES = [1, 3, 5, 127, 129]
 F32 = np.float32
 PARAMS = {"linear": {"a": 1.5, "b": -0.25}, "sigmoid": {"a": 2.0, "b": 0.5}, "tanh": {}, "relu": {},
-          "lrelu": {"a": 0.1}, "swish": {"b": 1.5}}
+          "lrelu": {"a": 0.1}, "swish": {"b": 1.5}, "gelu": {}, "softplus": {}}
 
 
 def close(got, want, rtol=2e-5, atol=2e-6):

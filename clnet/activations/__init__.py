@@ -5,6 +5,8 @@ from .sigmoid import Sigmoid
 from .tanh import Tanh
 from .relu import ReLU, LReLU
 from .swish import Swish
+from .gelu import GELU
+from .softplus import Softplus
 from .softmax import Softmax
 
-__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "Softmax"]
+__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "GELU", "Softplus", "Softmax"]
