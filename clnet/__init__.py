@@ -5,7 +5,8 @@ from . import activations, callbacks, datasets, initializers, layers, losses, op
 from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
-from .model import NotBuiltError, NotCompiledError, Sequential, set_seed
+from .layers import Input
+from .model import Model, NotBuiltError, NotCompiledError, Sequential, set_seed
 from .profiler import profile
 from .saving import load_model
 
@@ -14,6 +15,6 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
+__all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
            "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model"]

@@ -1,6 +1,7 @@
 """Sequential: a stack of layers, compiled with a loss and an optimizer, trained on the device."""
 from __future__ import annotations
 
+import copy
 import sys
 import time
 
@@ -13,7 +14,9 @@ from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore
 from .cl.tensor import Tensor
 from .data import Batches
-from .layers import Layer
+from .layers import Input, Layer
+from .layers.base import Call, KerasTensor
+from .layers.merge import merge_program
 from .losses.base import as_numeric
 
 METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
@@ -34,9 +37,18 @@ class NotBuiltError(ValueError, RuntimeError):
     """The model does not know its input shape yet, so it has no weights."""
 
 
-class Sequential:
-    def __init__(self, layers=None, name: str | None = None, floatx: str | None = None, seed: int | None = None):
-        self.name = name or "sequential"
+class Model:
+    """A graph of layer calls from one or more `Input`s to one output, trained on the device.
+
+    `x = Input((8,)); h = Dense(8, "relu")(x); y = Dense(1)(Add()([x, h])); Model(x, y)`. Every
+    training step runs the calls in the order they were made (a topological order), then their
+    backward passes in reverse; a tensor read by several calls gets the sum of their gradients,
+    and a layer called twice shares its weights (its extra calls run as copies whose gradients are
+    added into the owner's). `Sequential` is this engine over a chain."""
+
+    def __init__(self, inputs=None, outputs=None, name: str | None = None, floatx: str | None = None,
+                 seed: int | None = None):
+        self.name = name or self.default_name
         self.dtype = cl_runtime.floatx_dtype(floatx)
         if seed is None:
             seed = _global_seed if _global_seed is not None else int(np.random.SeedSequence().entropy % 2**63)
@@ -46,60 +58,105 @@ class Sequential:
         self.compiled = False
         self.stop_training = False
         self.epoch = 0  # epochs completed, for checkpoints
-        for layer in layers or []:
-            self._append(layer)
-        if self.input_shape is not None:  # Keras: a model that knows its input is built at once
-            self.build(self.input_shape)
+        if type(self) is Model:
+            self._set_graph(inputs, outputs)
+            self.build()
 
-    # -- construction ------------------------------------------------------------------------
-    def add(self, layer: Layer) -> None:
-        """Append a layer. A model that knows its input shape is rebuilt with the new layer at once,
-        as Keras does; the layers it already had keep their weights."""
-        if self.built and self.compiled and self.optimizer.iterations:
-            raise RuntimeError(f"cannot add layers to model {self.name!r}: it has been trained, and its "
-                               "optimizer state belongs to the layers it had; build a new model instead")
-        self._append(layer)
-        if self.input_shape is not None:
-            kept = [l.get_weights() for l in self.layers[:-1]] if self.built else []
-            self.build(self.input_shape)
-            for l, weights in zip(self.layers, kept):
-                l.set_weights(weights)
+    default_name = "model"
 
-    def _append(self, layer: Layer) -> None:
-        if not isinstance(layer, Layer):
-            raise TypeError(f"Sequential.add expects a Layer, got {type(layer).__name__}")
-        if layer.name is None:
-            base = type(layer).__name__.lower()
-            taken = {l.name for l in self.layers}
-            layer.name = base if base not in taken else next(
-                f"{base}_{i}" for i in range(1, len(taken) + 2) if f"{base}_{i}" not in taken)
-        self.layers.append(layer)
+    # -- the graph -----------------------------------------------------------------------------
+    def _set_graph(self, inputs, outputs) -> None:
+        """Check the graph (every input reaches the output and the output needs only the inputs),
+        name its layers and keep its calls in topological order."""
+        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not inputs or not all(isinstance(i, Input) or (isinstance(i, KerasTensor) and isinstance(i.call.layer, Input))
+                                 for i in inputs):
+            raise TypeError(f"Model inputs must be Input(shape) objects (or their outputs), got {inputs!r}")
+        self._inputs = [i if isinstance(i, Input) else i.call.layer for i in inputs]
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        if len(outputs) != 1 or not isinstance(outputs[0], KerasTensor):
+            raise TypeError(f"Model outputs must be one layer call's output (clnet models have one output), "
+                            f"got {outputs!r}")
+        self._output = outputs[0]
+        calls, stack, seen = [], [self._output.call], set()
+        while stack:  # every call the output depends on
+            call = stack.pop()
+            if id(call) not in seen:
+                seen.add(id(call))
+                calls.append(call)
+                stack.extend(t.call for t in call.inputs)
+        calls.sort(key=lambda c: c.number)
+        reached = [c.layer for c in calls if isinstance(c.layer, Input)]
+        for layer in reached:
+            if not any(layer is i for i in self._inputs):
+                raise ValueError(f"the output {self._output.describe()} is not reachable from the model's "
+                                 f"inputs alone: it also depends on {layer.describe()}, which is not among them")
+        for layer in self._inputs:
+            if not any(layer is r for r in reached):
+                raise ValueError(f"model input {layer.describe()} reaches no output: the output "
+                                 f"{self._output.describe()} does not depend on it")
+        if len({id(i) for i in self._inputs}) != len(self._inputs):
+            raise ValueError("each Input may be given to Model only once")
+        self._calls = [c for c in calls if not isinstance(c.layer, Input)]
+        self.layers = []
+        for layer in [*self._inputs, *(c.layer for c in self._calls)]:
+            if not any(layer is l for l in self.layers):
+                _name(layer, self.layers)
+                self.layers.append(layer)
 
     @property
     def input_shape(self):
+        """The sample shape of the (first) input, or None while the model does not know it."""
         first = self.layers[0] if self.layers else None
         return None if first is None else first.input_shape
 
-    def build(self, input_shape) -> None:
-        """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
-        if not self.layers:
-            raise ValueError("the model has no layers; add some before building it")
+    def build(self, input_shape=None) -> None:
+        """Build every layer on the current device (a functional model is built when made)."""
         self.rt = cl_runtime.runtime()
         self.rt.check_dtype(self.dtype)
         self.store = ParameterStore(self.rt, self.dtype)
-        shape = tuple(input_shape)
-        for index, layer in enumerate(self.layers):
-            shape = layer.build(shape, self.store, np.random.default_rng([self.seed, index]))
+        index = {id(layer): i for i, layer in enumerate(self.layers)}
+        for layer in self._inputs:
+            layer.build(layer.input_shape, self.store, None)
+        owned: dict[int, list] = {}   # layer -> the parameters its first call declared
+        self._steps = []              # (layer or its copy, call), in call order
+        for call in self._calls:
+            layer = call.layer
+            shapes = [t.sample_shape for t in call.inputs]
+            shape = shapes if layer.multi_input else shapes[0]
+            if id(layer) not in owned:
+                recorder = _DeclaringStore(self.store)
+                layer.build(shape, recorder, np.random.default_rng([self.seed, index[id(layer)]]))
+                owned[id(layer)] = recorder.declared
+                runner = layer
+            else:  # another call of a built layer: a copy reading the same parameters
+                if shape != (layer.input_shapes if layer.multi_input else layer.input_shape):
+                    raise ValueError(f"{layer.describe()} is called on inputs of shape {shape} after being built "
+                                     f"for {layer.input_shape}; a shared layer needs one input shape")
+                runner = copy.copy(layer)
+                runner.build(shape, _SharingStore(self.store, owned[id(layer)]), np.random.default_rng(0))
+            self._steps.append((runner, call))
         self.store.allocate()
-        self.output_shape = shape
+        self.output_shape = self._output.sample_shape
+        consumers: dict[int, int] = {}
+        for call in self._calls:
+            for t in call.inputs:
+                consumers[id(t)] = consumers.get(id(t), 0) + 1
+        # Tensors read by several calls: their gradient is summed into a buffer of the engine's.
+        self._fan_out = [t for t in {id(t): t for c in self._calls for t in c.inputs}.values()
+                         if consumers[id(t)] > 1]
+        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
+        self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
+        self._input_widths = [int(np.prod(i.input_shape)) for i in self._inputs]
         self.capacity = 0
+        self._grad_plans = {}
         self.built = True
         self._check_ready()
 
     def _check_ready(self):
         if self.built and self.compiled:
             self.optimizer.bind(self.store)
-            self._fold = self.loss.can_fold(self.layers[-1].output_activation)
+            self._fold = self.loss.can_fold(self._output.call.layer.output_activation)
             self._loss_kernel = self.rt.kernel(self.loss.program(self.rt, self.dtype), "CalcOutputGradient", self.dtype)
             self._reduce = self.rt.kernel(self.loss.program(self.rt, self.dtype), "ReduceMetrics", self.dtype)
             self._totals = Tensor((2,), self.dtype, self.rt)
@@ -120,8 +177,13 @@ class Sequential:
     # -- device buffers ----------------------------------------------------------------------
     def _ensure_capacity(self, rows: int) -> None:
         if rows > self.capacity:
-            for layer in self.layers:
+            for layer in self._inputs:
                 layer.allocate(rows)
+            for runner, _ in self._steps:
+                runner.allocate(rows)
+            self._grad_sums = {id(t): Tensor((rows, *t.sample_shape), self.dtype, self.rt) for t in self._fan_out}
+            self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
+                                   if len(self._inputs) > 1 else [])
             self.capacity = rows
         if self.compiled and (self._output_grad is None or self._output_grad.shape[0] < self.capacity):
             self._output_grad = Tensor((self.capacity, *self.output_shape), self.dtype, self.rt)
@@ -132,18 +194,34 @@ class Sequential:
             self._sample_hit = Tensor((samples,), self.dtype, self.rt)
             self._stats_size = samples
 
-    def _needs_input_grad(self, want_input_grad: bool) -> list[bool]:
-        needs, seen_parameters = [], want_input_grad
-        for layer in self.layers:
-            needs.append(seen_parameters)
-            seen_parameters = seen_parameters or bool(layer.parameters)
-        return needs
+    def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
+        """Per call, which of its inputs need a gradient: those downstream of a parameter (or, when
+        `want_input_grad`, of a model input)."""
+        if want_input_grad not in self._grad_plans:
+            upstream = {id(i.output): want_input_grad for i in self._inputs}
+            plan = {}
+            for runner, call in self._steps:
+                plan[id(call)] = [upstream[id(t)] for t in call.inputs]
+                upstream[id(call.output)] = any(plan[id(call)]) or bool(runner.parameters)
+            self._grad_plans[want_input_grad] = plan
+        return self._grad_plans[want_input_grad]
 
     # -- one batch ---------------------------------------------------------------------------
     def _forward(self, x: Tensor, rows: int) -> Tensor:
-        for layer in self.layers:
-            x = layer.forward(x, rows)
-        return x
+        """The output for a batch `x`: (rows, all inputs' features side by side)."""
+        values = {}
+        if len(self._inputs) == 1:
+            values[id(self._inputs[0].output)] = x
+        else:  # one gathered batch holds every input's columns: give each input its own
+            offset, total = 0, sum(self._input_widths)
+            for layer, width, batch in zip(self._inputs, self._input_widths, self._input_batches):
+                self._split((width, rows), None, x, total, offset, batch, width, 0, width)
+                values[id(layer.output)] = batch
+                offset += width
+        for runner, call in self._steps:
+            xs = [values[id(t)] for t in call.inputs]
+            values[id(call.output)] = runner.forward(xs if runner.multi_input else xs[0], rows)
+        return values[id(self._output)]
 
     def _loss(self, output: Tensor, target: Tensor, rows: int, first: int) -> None:
         """Output gradient and per-sample loss/accuracy at [first, first + rows)."""
@@ -151,12 +229,34 @@ class Sequential:
         self._loss_kernel((rows,), None, target, output, self._output_grad, self._sample_loss, self._sample_hit,
                           first, cols, self.loss.mode, int(self._fold), 1.0 / rows)
 
-    def _backward(self, rows: int, input_grads: list[bool]) -> Tensor | None:
-        grad = self._output_grad
-        for i in range(len(self.layers) - 1, -1, -1):
-            folded = self._fold and i == len(self.layers) - 1
-            grad = self.layers[i].backward(grad, rows, input_grads[i], activation_done=folded)
-        return grad
+    def _backward(self, rows: int, plan: dict[int, list[bool]]) -> list[Tensor | None]:
+        """Parameter gradients for the last forward pass; returns dL/d(input) per model input
+        (None where `plan` did not ask for it)."""
+        grads = {id(self._output): self._output_grad}
+        for runner, call in reversed(self._steps):
+            grad = grads.pop(id(call.output), None)
+            if grad is None:  # nothing upstream of this call has parameters (or was asked for)
+                continue
+            wanted = plan[id(call)]
+            if runner.multi_input:
+                results = runner.backward(grad, rows, wanted)
+            else:
+                folded = self._fold and call.output is self._output
+                results = [runner.backward(grad, rows, wanted[0], activation_done=folded)]
+            for t, result, want in zip(call.inputs, results, wanted):
+                if want:
+                    self._add_gradient(grads, t, result, rows)
+        self.store.add_shared_gradients()
+        return [grads.get(id(i.output)) for i in self._inputs]
+
+    def _add_gradient(self, grads: dict, tensor: KerasTensor, grad: Tensor, rows: int) -> None:
+        if id(tensor) not in grads:
+            grads[id(tensor)] = grad
+            return
+        total = rows * int(np.prod(tensor.sample_shape))
+        into = self._grad_sums[id(tensor)]
+        self._sum((-(-total // 4),), None, grads[id(tensor)], grad, into, total)
+        grads[id(tensor)] = into
 
     def _totals_now(self, count: int) -> tuple[float, float]:
         """Sum of per-sample loss and accuracy over [0, count): the only read of a training loop."""
@@ -292,12 +392,13 @@ class Sequential:
         self._ensure_stats(rows)
         xb, yb = Batches(self.rt, x, y, rows).batch(0, rows)
         self._loss(self._forward(xb, rows), yb, rows, 0)
-        input_grad = self._backward(rows, self._needs_input_grad(True))
+        input_grads = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
         grads = []
         for layer in self.layers:
             grads.extend(layer.gradients())
-        return loss, grads, input_grad.numpy()[:rows].reshape(x.shape[0], *self.input_shape)
+        arrays = [g.numpy()[:rows].reshape(rows, *i.input_shape) for g, i in zip(input_grads, self._inputs)]
+        return loss, grads, arrays[0] if len(arrays) == 1 else arrays
 
     # -- input checks --------------------------------------------------------------------------
     def _require_compiled(self, what: str) -> None:
@@ -305,10 +406,26 @@ class Sequential:
             raise NotCompiledError(f"call compile(optimizer, loss) before {what}()")
 
     def _prepare_x(self, x, name: str = "x") -> np.ndarray:
+        """x as one (samples, features) array; a model of several inputs takes a list of arrays, one
+        per input, and gets their features side by side."""
+        if self.built and len(self._inputs) > 1:
+            names = [i.name for i in self._inputs]
+            if not isinstance(x, (list, tuple)) or len(x) != len(self._inputs):
+                raise ValueError(f"{name} must be a list of {len(self._inputs)} arrays, one per input {names}, "
+                                 f"got {type(x).__name__}" + (f" of {len(x)}" if isinstance(x, (list, tuple)) else ""))
+            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape)
+                     for i, (part, n, layer) in enumerate(zip(x, names, self._inputs))]
+            if len({len(p) for p in parts}) > 1:
+                raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
+            return np.concatenate(parts, axis=1)
+        if isinstance(x, (list, tuple)) and len(x) == 1 and not np.isscalar(x[0]):
+            x = x[0]  # Keras takes [x] for a model of one input
+        return self._prepare_one(x, name, self.input_shape)
+
+    def _prepare_one(self, x, name: str, expected) -> np.ndarray:
         x = as_numeric(x, name)
         if x.ndim < 2 or len(x) == 0:
             raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
-        expected = self.input_shape
         if expected is not None and tuple(x.shape[1:]) != tuple(expected):
             raise ValueError(f"{name} has shape {x.shape}, but the model's first layer expects samples of "
                              f"shape {tuple(expected)}")
@@ -363,34 +480,168 @@ class Sequential:
         return sum(layer.count_params() for layer in self.layers)
 
     def get_config(self) -> dict:
-        return {"name": self.name, "floatx": self.dtype.name, "seed": self.seed,
-                "input_shape": None if not self.built else list(self.layers[0].input_shape),
-                "layers": [{"class_name": type(l).__name__, "config": l.get_config()} for l in self.layers]}
+        """The layers and, per call in the order made, which layer ran on which tensors; a tensor is
+        [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0)."""
+        position = {id(l): i for i, l in enumerate(self.layers)}
+        refs = {id(i.output): [position[id(i)], 0] for i in self._inputs}
+        made: dict[int, int] = {}
+        calls = []
+        for call in self._calls:
+            k = made.get(id(call.layer), 0)
+            made[id(call.layer)] = k + 1
+            calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
+            refs[id(call.output)] = [position[id(call.layer)], k]
+        return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
+                "layers": [_layer_config(l) for l in self.layers], "calls": calls,
+                "inputs": [position[id(i)] for i in self._inputs], "output": refs[id(self._output)]}
 
     @classmethod
-    def from_config(cls, config: dict, floatx: str | None = None) -> "Sequential":
-        layers = []
-        for entry in config["layers"]:
-            if entry["class_name"] not in Layer.registry:
-                raise ValueError(f"unknown layer class {entry['class_name']!r}")
-            layers.append(Layer.registry[entry["class_name"]].from_config(entry["config"]))
-        model = cls(layers, name=config["name"], floatx=floatx or config["floatx"], seed=config["seed"])
-        if config.get("input_shape") is not None:
-            model.build(config["input_shape"])
-        return model
+    def from_config(cls, config: dict, floatx: str | None = None) -> "Model":
+        layers = [_layer_from_config(entry) for entry in config["layers"]]
+        tensors = {(i, 0): l.output for i, l in enumerate(layers) if isinstance(l, Input)}
+        made: dict[int, int] = {}
+        for call in config["calls"]:
+            index = call["layer"]
+            k = made.get(index, 0)
+            made[index] = k + 1
+            tensors[index, k] = layers[index]([tensors[tuple(ref)] for ref in call["inputs"]])
+        return cls([layers[i] for i in config["inputs"]], tensors[tuple(config["output"])], name=config["name"],
+                   floatx=floatx or config["floatx"], seed=config["seed"])
 
     def summary(self, file=None) -> None:
         self._require_built("summary")
         file = file or sys.stdout
         device = self.rt.info
+        graph = type(self) is not Sequential
+        width = 62 + 30 * graph
         print(f'Model "{self.name}"  ({self.dtype.name} on {device.name})', file=file)
-        print(f"{'Layer (type)':<32}{'Output shape':<20}{'Params':>10}", file=file)
-        print("=" * 62, file=file)
+        print(f"{'Layer (type)':<32}{'Output shape':<20}{'Params':>10}" + ("  Connected to" if graph else ""), file=file)
+        print("=" * width, file=file)
+        sources = {id(l): [] for l in self.layers}
+        for call in self._calls:
+            sources[id(call.layer)].extend(t.call.layer.name for t in call.inputs)
         for layer in self.layers:
-            print(f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{str((None, *layer.output_shape)):<20}"
-                  f"{layer.count_params():>10,}", file=file)
-        print("=" * 62, file=file)
+            line = (f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{str((None, *layer.output_shape)):<20}"
+                    f"{layer.count_params():>10,}")
+            print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
+        print("=" * width, file=file)
         print(f"Total params: {self.count_params():,}", file=file)
+
+
+class Sequential(Model):
+    """A plain stack of layers: the graph engine over a chain of calls."""
+    default_name = "sequential"
+
+    def __init__(self, layers=None, name: str | None = None, floatx: str | None = None, seed: int | None = None):
+        super().__init__(name=name, floatx=floatx, seed=seed)
+        for layer in layers or []:
+            self._append(layer)
+        if self.input_shape is not None:  # Keras: a model that knows its input is built at once
+            self.build(self.input_shape)
+
+    def add(self, layer: Layer) -> None:
+        """Append a layer. A model that knows its input shape is rebuilt with the new layer at once,
+        as Keras does; the layers it already had keep their weights."""
+        if self.built and self.compiled and self.optimizer.iterations:
+            raise RuntimeError(f"cannot add layers to model {self.name!r}: it has been trained, and its "
+                               "optimizer state belongs to the layers it had; build a new model instead")
+        self._append(layer)
+        if self.input_shape is not None:
+            kept = [l.get_weights() for l in self.layers[:-1]] if self.built else []
+            self.build(self.input_shape)
+            for l, weights in zip(self.layers, kept):
+                l.set_weights(weights)
+
+    def _append(self, layer: Layer) -> None:
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential.add expects a Layer, got {type(layer).__name__}")
+        if layer.multi_input:
+            raise TypeError(f"{layer.describe()} merges several inputs, which a Sequential stack cannot give "
+                            "it; use the functional API: Model(inputs, outputs)")
+        if isinstance(layer, Input) and self.layers:
+            raise ValueError(f"an Input can only be the first layer of a Sequential model; {self.name!r} "
+                             f"already starts with {self.layers[0].describe()}")
+        _name(layer, self.layers)
+        self.layers.append(layer)
+
+    def build(self, input_shape) -> None:
+        """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
+        if not self.layers:
+            raise ValueError("the model has no layers; add some before building it")
+        first = self.layers[0]
+        source = first if isinstance(first, Input) else Input(input_shape)
+        if tuple(input_shape) != source.input_shape:
+            raise ValueError(f"model {self.name!r} starts with {first.describe()} of shape {source.input_shape}, "
+                             f"cannot build it for samples of shape {tuple(input_shape)}")
+        tensor, calls = source.output, []
+        for layer in self.layers[1:] if source is first else self.layers:
+            calls.append(Call(layer, [tensor], layer.compute_output_shape(tensor.sample_shape)))
+            tensor = calls[-1].output
+        self._inputs, self._calls, self._output = [source], calls, tensor
+        super().build()
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "floatx": self.dtype.name, "seed": self.seed,
+                "input_shape": None if not self.built else list(self._inputs[0].input_shape),
+                "layers": [_layer_config(l) for l in self.layers]}
+
+    @classmethod
+    def from_config(cls, config: dict, floatx: str | None = None) -> "Sequential":
+        layers = [_layer_from_config(entry) for entry in config["layers"]]
+        model = cls(layers, name=config["name"], floatx=floatx or config["floatx"], seed=config["seed"])
+        if config.get("input_shape") is not None and not model.built:
+            model.build(config["input_shape"])
+        return model
+
+
+def model_from_config(config: dict, floatx: str | None = None) -> Model:
+    """A Sequential or functional model from its get_config()."""
+    return (Model if config.get("class_name") == "Model" else Sequential).from_config(config, floatx)
+
+
+def _layer_config(layer: Layer) -> dict:
+    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+
+
+def _layer_from_config(entry: dict) -> Layer:
+    if entry["class_name"] not in Layer.registry:
+        raise ValueError(f"unknown layer class {entry['class_name']!r}")
+    return Layer.registry[entry["class_name"]].from_config(entry["config"])
+
+
+def _name(layer: Layer, taken_by: list[Layer]) -> None:
+    """Give an unnamed layer its class's name, made unique within the model (dense, dense_1, ...)."""
+    if layer.name is None:
+        base = type(layer).__name__.lower()
+        taken = {l.name for l in taken_by}
+        layer.name = base if base not in taken else next(
+            f"{base}_{i}" for i in range(1, len(taken) + 2) if f"{base}_{i}" not in taken)
+
+
+class _DeclaringStore:
+    """The parameter store as a layer's first call builds against it, remembering what it declared."""
+
+    def __init__(self, store: ParameterStore):
+        self.store, self.declared = store, []
+
+    def add(self, *args, **kwargs):
+        parameter = self.store.add(*args, **kwargs)
+        self.declared.append(parameter)
+        return parameter
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+class _SharingStore(_DeclaringStore):
+    """For a later call of a built layer: each parameter its copy declares is the owner's, in order."""
+
+    def __init__(self, store: ParameterStore, owned: list):
+        super().__init__(store)
+        self._owned = iter(owned)
+
+    def add(self, *args, **kwargs):
+        return self.store.share(next(self._owned))
 
 
 def _check_int(argument: str, value, minimum: int) -> int:

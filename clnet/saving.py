@@ -20,7 +20,7 @@ import numpy as np
 from . import optimizers
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
-from .model import Sequential
+from .model import Model, model_from_config
 
 FORMAT_VERSION = 1
 # HDF5 1.8 structures: unlike the default (1.6-compatible) ones, their object headers, group
@@ -38,7 +38,7 @@ class CheckpointError(ValueError, OSError):
 
 
 # -- writing ------------------------------------------------------------------------------------
-def save_model(model: Sequential, path) -> None:
+def save_model(model: Model, path) -> None:
     """Everything `load_model` needs to resume training exactly."""
     if not model.compiled:
         raise ValueError(f"cannot save to {os.fspath(path)!r}: the model is not compiled, so there is no "
@@ -46,12 +46,12 @@ def save_model(model: Sequential, path) -> None:
     _save(model, path, training=True)
 
 
-def save_weights(model: Sequential, path) -> None:
+def save_weights(model: Model, path) -> None:
     """The weights only, in the same per-layer groups as a full checkpoint."""
     _save(model, path, training=False)
 
 
-def _save(model: Sequential, path, training: bool) -> None:
+def _save(model: Model, path, training: bool) -> None:
     path = Path(path)
     if not model.built:
         raise ValueError(f"cannot save to {str(path)!r}: the model is not built and has no weights yet; "
@@ -85,7 +85,7 @@ def _save(model: Sequential, path, training: bool) -> None:
     _write_atomically(path, write)
 
 
-def _layer_records(model: Sequential) -> list:
+def _layer_records(model: Model) -> list:
     """(group name, layer, [(weight name, parameter, Keras-layout array)]) for every layer."""
     records = []
     for index, layer in enumerate(model.layers):
@@ -104,7 +104,7 @@ def _weight_names(layer) -> list[str]:
     return [attributes.get(id(p), f"weight_{i}") for i, p in enumerate(layer.parameters)]
 
 
-def _moment_records(model: Sequential, layers: list) -> dict[str, np.ndarray]:
+def _moment_records(model: Model, layers: list) -> dict[str, np.ndarray]:
     """'<slot>/<layer group>/<weight>' -> that parameter's slice of the flat moment, in Keras layout."""
     values = model.store.values.numpy()
     for _, layer, weights in layers:
@@ -193,7 +193,7 @@ def _alive(pid: int) -> bool:
 
 
 # -- reading ------------------------------------------------------------------------------------
-def load_model(path, floatx: str | None = None) -> Sequential:
+def load_model(path, floatx: str | None = None) -> Model:
     """The model saved by `model.save(path)`, compiled, with its optimizer state and epoch, ready to
     `fit(..., initial_epoch=model.epoch)` or `predict`. `floatx` overrides the saved float type."""
     floatx_dtype(floatx)  # a bad argument is the caller's error, not the file's
@@ -213,7 +213,7 @@ def load_model(path, floatx: str | None = None) -> Sequential:
     return model
 
 
-def load_weights(model: Sequential, path) -> None:
+def load_weights(model: Model, path) -> None:
     """Set `model`'s weights from a file of save_weights or save; its layers must match the file's."""
     with _Checkpoint(path) as checkpoint:
         if not model.built:
@@ -292,10 +292,10 @@ class _Checkpoint:
             raise self.error(f"attribute {key!r} is not valid JSON: {error}") from error
 
     # -- model, weights, moments -------------------------------------------------------------
-    def build_model(self, floatx) -> Sequential:
+    def build_model(self, floatx) -> Model:
         config = self.json("model_config")
         try:
-            return Sequential.from_config(config, floatx=floatx)
+            return model_from_config(config, floatx=floatx)
         except (KeyError, TypeError, ValueError) as error:
             raise self.error(f"its model_config does not describe a model clnet can build: "
                              f"{type(error).__name__}: {error}") from error
@@ -316,7 +316,7 @@ class _Checkpoint:
                              f"{_sha256(array)}): the file is corrupt")
         return array
 
-    def layer_groups(self, model: Sequential) -> list[str]:
+    def layer_groups(self, model: Model) -> list[str]:
         """The file's layer groups in order, checked against the model's layers."""
         if "layers" not in self.file:
             raise self.error("it has no 'layers' group")
@@ -331,7 +331,7 @@ class _Checkpoint:
                                  f"{layer.name!r} is a {type(layer).__name__}")
         return groups
 
-    def set_weights(self, model: Sequential) -> list:
+    def set_weights(self, model: Model) -> list:
         """Read every weight and check its checksum and shape before setting any, so a file that
         does not fit the model changes nothing. Returns (group, layer, [(weight name, parameter, Keras shape)]) for set_moments."""
         groups = self.layer_groups(model)
@@ -351,7 +351,7 @@ class _Checkpoint:
                 raise self.error(f"layer group {group!r}: {error}") from error
         return layers
 
-    def set_moments(self, model: Sequential, layers: list) -> None:
+    def set_moments(self, model: Model, layers: list) -> None:
         """Scatter each slot's per-parameter arrays into this store's flat layout. Padding keeps the
         slot's initial value: what it holds in an uninterrupted run, where its gradient is always 0."""
         store, optimizer = model.store, model.optimizer

@@ -51,16 +51,20 @@ def check_model(model, x, y, rng):
         assert a.shape == n.shape
         assert np.linalg.norm(n) > 1e-8, f"weight {i}: the check would be vacuous"
         assert relative_error(a, n) < TOLERANCE, f"weight {i}: {relative_error(a, n):.2e}\n{a}\n{n}"
-    numeric_x = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        original = x[index]
-        x[index] = original + H
-        plus = loss_at()
-        x[index] = original - H
-        minus = loss_at()
-        x[index] = original
-        numeric_x[index] = (plus - minus) / (2 * H)
-    assert relative_error(input_grad, numeric_x) < TOLERANCE, f"input: {relative_error(input_grad, numeric_x):.2e}"
+    # A model of several inputs takes and returns a list: one array (and gradient) per input.
+    inputs, input_grads = (x, input_grad) if isinstance(x, list) else ([x], [input_grad])
+    for number, (part, analytic) in enumerate(zip(inputs, input_grads)):
+        numeric_x = np.zeros_like(part)
+        for index in np.ndindex(part.shape):
+            original = part[index]
+            part[index] = original + H
+            plus = loss_at()
+            part[index] = original - H
+            minus = loss_at()
+            part[index] = original
+            numeric_x[index] = (plus - minus) / (2 * H)
+        error = relative_error(analytic, numeric_x)
+        assert error < TOLERANCE, f"input {number}: {error:.2e}"
 
 
 def build(layers, loss, seed=3):

@@ -45,16 +45,34 @@ class ParameterStore:
         self.size = 0
         self.values: Tensor | None = None
         self.grads: Tensor | None = None
+        # A layer called more than once runs as one copy per call; the copies' parameters read the
+        # owner's values and write their gradients to a second buffer, added into the owner's.
+        self.shared: list[tuple[Parameter, Parameter]] = []  # (copy, owner)
+        self.shared_size = 0
+
+    def _aligned(self, size: int) -> int:
+        step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
+        return -(-size // step) * step
 
     def add(self, initial: np.ndarray, keras_index: np.ndarray | None = None) -> Parameter:
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
-        step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
-        offset = -(-self.size // step) * step
+        offset = self._aligned(self.size)
         parameter = Parameter(offset, np.asarray(initial, self.dtype), keras_index)
         self.parameters.append(parameter)
         self.size = offset + parameter.size
         return parameter
+
+    def share(self, owner: Parameter) -> Parameter:
+        """The same parameter for another call of its layer: owner's values, a gradient of its own."""
+        if self.values is not None:
+            raise RuntimeError("parameters cannot be added after the store was allocated")
+        offset = self._aligned(self.shared_size)
+        copy = Parameter(offset, np.broadcast_to(np.zeros((), self.dtype), owner.shape), owner.keras_index)
+        copy.initial = None
+        self.shared.append((copy, owner))
+        self.shared_size = offset + copy.size
+        return copy
 
     def allocate(self) -> None:
         self.size = -(-self.size // 4) * 4  # whole TYPE4 vectors for the update kernels
@@ -69,3 +87,33 @@ class ParameterStore:
             region = (p.offset * item, p.size * item)
             p.value = Tensor(p.shape, self.dtype, self.rt, self.values.buffer.get_sub_region(*region))
             p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
+        if self.shared:
+            self._allocate_shared()
+
+    def _allocate_shared(self) -> None:
+        item = self.dtype.itemsize
+        self.shared_grads = Tensor((self.shared_size,), self.dtype, self.rt)
+        rounds: list[list[tuple[Parameter, Parameter]]] = []
+        for copy, owner in self.shared:
+            copy.value = owner.value
+            copy.grad = Tensor(copy.shape, self.dtype, self.rt,
+                               self.shared_grads.buffer.get_sub_region(copy.offset * item, copy.size * item))
+            # A layer called n times has n - 1 copies: each round adds at most one copy per owner,
+            # so no two work-items of a launch add into the same gradient.
+            taken = next((r for r in rounds if all(o is not owner for _, o in r)), None)
+            if taken is None:
+                rounds.append(taken := [])
+            taken.append((copy, owner))
+        self._rounds = []
+        for pairs in rounds:
+            source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _ in pairs]).astype(np.int32)
+            target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o in pairs]).astype(np.int32)
+            self._rounds.append((Tensor.from_numpy(source, rt=self.rt), Tensor.from_numpy(target, rt=self.rt),
+                                 len(source)))
+        program = self.rt.program(("cl/parameters.cl",), self.dtype)
+        self._add_shared = self.rt.kernel(program, "AddSharedGradients", self.dtype)
+
+    def add_shared_gradients(self) -> None:
+        """Owner gradient += each copy's gradient: one launch per round (one for a layer called twice)."""
+        for source, target, count in getattr(self, "_rounds", ()):
+            self._add_shared((count,), None, self.grads, self.shared_grads, source, target)

@@ -4,5 +4,6 @@ from .dense import Dense
 from .activation import Activation, Softmax
 from .flatten import Flatten
 from .input import Input
+from .merge import Add, Concatenate, Multiply
 
-__all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input"]
+__all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate"]

@@ -8,8 +8,41 @@ from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
 
 
+class KerasTensor:
+    """A symbolic batch of samples: the output of a layer call, what `Model(inputs, outputs)` is
+    made of. `shape` has the batch axis (None) first, as in Keras."""
+
+    def __init__(self, sample_shape: tuple, call: "Call"):
+        self.sample_shape = tuple(sample_shape)
+        self.call = call
+
+    @property
+    def shape(self) -> tuple:
+        return (None, *self.sample_shape)
+
+    def describe(self) -> str:
+        return f"{self.shape} from {self.call.layer.describe()}"
+
+    def __repr__(self) -> str:
+        return f"<KerasTensor shape={self.shape}, produced by {self.call.layer.describe()}>"
+
+
+class Call:
+    """One application of a layer to symbolic inputs. Calls are numbered as they are made, and a
+    call's inputs always exist before it, so that numbering is a topological order of any graph."""
+    made = 0
+
+    def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shape: tuple):
+        self.layer, self.inputs = layer, list(inputs)
+        Call.made += 1
+        self.number = Call.made
+        self.output = KerasTensor(output_shape, self)
+
+
 class Layer:
     registry: dict[str, type["Layer"]] = {}
+    # Merge layers take a list of inputs: forward(xs, rows), backward(grad, rows, input_grads) -> list.
+    multi_input = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -23,6 +56,28 @@ class Layer:
         self.output_shape = None
         self.built = False
         self.capacity = 0  # rows the per-batch buffers hold
+
+    def describe(self) -> str:
+        return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
+
+    # -- the functional API -------------------------------------------------------------------
+    def __call__(self, inputs) -> KerasTensor:
+        """Apply the layer to symbolic tensors (Input layers or other calls' outputs). Calling one
+        layer twice shares its weights; shapes are checked here, when the graph is made."""
+        tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        tensors = [t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor)
+                   else t for t in tensors]
+        for t in tensors:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
+                                "Input(shape) or of another layer call")
+        if self.multi_input:
+            shape = self.compute_output_shape([t.sample_shape for t in tensors], tensors)
+        elif len(tensors) != 1:
+            raise ValueError(f"{self.describe()} takes one input, got {len(tensors)}")
+        else:
+            shape = self.compute_output_shape(tensors[0].sample_shape)
+        return Call(self, tensors, shape).output
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self, input_shape: tuple, store: ParameterStore, rng: np.random.Generator) -> tuple:

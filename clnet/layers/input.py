@@ -1,13 +1,22 @@
 from __future__ import annotations
 
-from .base import Layer, _shape
+from .base import Call, Layer, _shape
 
 
 class Input(Layer):
-    """Declares the shape of one sample (without the batch axis); computes nothing."""
+    """Declares the shape of one sample (without the batch axis); computes nothing.
+
+    The first layer of a Sequential list, or the start of a functional graph:
+    `x = Input((28, 28)); y = Dense(10)(Flatten()(x)); Model(x, y)`. `output` is the symbolic
+    tensor it stands for, so it can be passed wherever a layer's output can."""
 
     def __init__(self, shape, name=None):
         super().__init__(name, _shape("Input shape", shape))
+        self.output = Call(self, [], self.input_shape).output
+
+    @property
+    def shape(self) -> tuple:
+        return self.output.shape
 
     def forward(self, x, rows):
         return x

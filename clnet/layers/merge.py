@@ -1,0 +1,146 @@
+"""Merge layers: Add, Multiply and Concatenate take a list of inputs (the functional API)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.tensor import Tensor
+from .base import Layer
+
+
+def merge_program(rt, dtype):
+    return rt.program(("layers/merge.cl",), dtype)
+
+
+class _Merge(Layer):
+    multi_input = True
+
+    def compute_output_shape(self, input_shapes, tensors=None):
+        if len(input_shapes) < 2:
+            raise ValueError(f"{self.describe()} needs at least 2 inputs, got {len(input_shapes)}")
+        return self._merged_shape([tuple(s) for s in input_shapes], tensors)
+
+    def _merged_shape(self, shapes, tensors):
+        if any(s != shapes[0] for s in shapes):
+            inputs = [t.describe() for t in tensors] if tensors else [str((None, *s)) for s in shapes]
+            raise ValueError(f"{self.describe()} needs inputs of one shape, got {' and '.join(inputs)}")
+        return shapes[0]
+
+    def build(self, input_shapes, store, rng):
+        self.input_shapes = [tuple(s) for s in input_shapes]
+        self.input_shape = self.input_shapes[0]
+        self.rt, self.dtype = store.rt, store.dtype
+        self.output_shape = self.compute_output_shape(self.input_shapes)
+        self.width = int(np.prod(self.output_shape))
+        program = merge_program(self.rt, self.dtype)
+        self._sum = self.rt.kernel(program, "Sum", self.dtype)
+        self._product = self.rt.kernel(program, "Product", self.dtype)
+        self._copy = self.rt.kernel(program, "CopyBlock", self.dtype)
+        self.built = True
+        return self.output_shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+
+    def _elementwise(self, kernel, a, b, out, rows):
+        total = rows * self.width
+        kernel((-(-total // 4),), None, a, b, out, total)
+
+
+class Add(_Merge):
+    """The sum of its inputs (a residual connection): dL/d(input) is dL/d(output) for each."""
+
+    def forward(self, xs, rows):
+        self._elementwise(self._sum, xs[0], xs[1], self.outputs, rows)
+        for x in xs[2:]:
+            self._elementwise(self._sum, self.outputs, x, self.outputs, rows)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grads):
+        return [grad if wanted else None for wanted in input_grads]
+
+
+class Multiply(_Merge):
+    """The elementwise product of its inputs."""
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.input_grads = [Tensor((capacity, *self.output_shape), self.dtype, self.rt) for _ in self.input_shapes]
+
+    def forward(self, xs, rows):
+        self.xs = xs
+        self._elementwise(self._product, xs[0], xs[1], self.outputs, rows)
+        for x in xs[2:]:
+            self._elementwise(self._product, self.outputs, x, self.outputs, rows)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grads):
+        # d(x0 x1 ... xn)/dxi = the product of the others.
+        results = []
+        for i, (wanted, out) in enumerate(zip(input_grads, self.input_grads)):
+            if not wanted:
+                results.append(None)
+                continue
+            source = grad
+            for j, x in enumerate(self.xs):
+                if j != i:
+                    self._elementwise(self._product, source, x, out, rows)
+                    source = out
+            results.append(out)
+        return results
+
+
+class Concatenate(_Merge):
+    """Joins its inputs along `axis` (Keras's default: the last); the other axes must agree."""
+
+    def __init__(self, axis=-1, name=None):
+        super().__init__(name)
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis == 0:
+            raise ValueError(f"Concatenate axis must be a non-zero integer (0 is the batch axis), got {axis!r}")
+        self.axis = int(axis)
+
+    def _merged_shape(self, shapes, tensors):
+        rank = len(shapes[0])
+        axis = self.axis - 1 if self.axis > 0 else rank + self.axis  # within the sample shape
+        inputs = lambda: " and ".join(t.describe() for t in tensors) if tensors else str(shapes)
+        if not 0 <= axis < rank or any(len(s) != rank for s in shapes):
+            raise ValueError(f"{self.describe()} cannot join along axis {self.axis} inputs {inputs()}")
+        if any(s[:axis] + s[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:] for s in shapes):
+            raise ValueError(f"{self.describe()} needs inputs that agree on every axis but {self.axis}, "
+                             f"got {inputs()}")
+        self._sample_axis = axis
+        return (*shapes[0][:axis], sum(s[axis] for s in shapes), *shapes[0][axis + 1:])
+
+    def build(self, input_shapes, store, rng):
+        shape = super().build(input_shapes, store, rng)
+        axis = self._sample_axis
+        # Each sample is `outer` rows of `inner` elements; an input owns a block of those columns.
+        self.outer = int(np.prod(shape[:axis]))
+        self.inner = [int(np.prod(s[axis:])) for s in self.input_shapes]
+        self.offsets = np.cumsum([0, *self.inner[:-1]]).tolist()
+        return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.input_grads = [Tensor((capacity, *s), self.dtype, self.rt) for s in self.input_shapes]
+
+    def _blocks(self, rows):
+        total = sum(self.inner)
+        for inner, offset in zip(self.inner, self.offsets):
+            yield (inner, rows * self.outer), total, inner, offset
+
+    def forward(self, xs, rows):
+        for x, (size, total, inner, offset) in zip(xs, self._blocks(rows)):
+            self._copy(size, None, x, inner, 0, self.outputs, total, offset, inner)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grads):
+        results = []
+        for wanted, out, (size, total, inner, offset) in zip(input_grads, self.input_grads, self._blocks(rows)):
+            if wanted:
+                self._copy(size, None, grad, total, offset, out, inner, 0, inner)
+            results.append(out if wanted else None)
+        return results
+
+    def get_config(self):
+        return {**super().get_config(), "axis": self.axis}
