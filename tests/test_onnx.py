@@ -278,8 +278,10 @@ def test_import_float64_graph(rng):
 @pytest.mark.parametrize("node,constants,message", [
     (helper.make_node("Cos", ["x"], ["y"], name="my_cos"), {},
      r"ONNX node 'my_cos' uses the op 'Cos', which clnet.onnx.load does not support; supported ops: Add, "
-     r"Cast, Concat, Constant, Div, Flatten, Gather, Gemm, Identity, LeakyRelu, MatMul, Mul, PRelu, Relu, Reshape, "
-     r"Shape, Sigmoid, Slice, Softmax, Squeeze, Sub, Tanh, Unsqueeze"),
+     r"Cast, Concat, Constant, Div, Exp, Flatten, Gather, Gemm, Identity, LeakyRelu, MatMul, Mul, Neg, PRelu, Relu, "
+     r"Reshape, Shape, Sigmoid, Slice, Softmax, Squeeze, Sub, Tanh, Unsqueeze"),
+    (helper.make_node("Exp", ["x"], ["y"], name="e"), {},
+     r"ONNX node e \(Exp\): clnet reads Exp only as part of Swish, x / \(1 \+ Exp\(Neg\(b x\)\)\)"),
     (helper.make_node("Gather", ["x", "i"], ["y"], name="ga"), {"i": np.array([0, 1, 2], np.int64)},
      r"ONNX node ga \(Gather\): clnet reads Gather only in shape computations"),
     (helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="c"), {},

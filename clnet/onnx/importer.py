@@ -12,7 +12,7 @@ export, torch.onnx.export (TorchScript and dynamo exporters) and Keras's MLPs:
     PRelu with a scalar slope                                   -> LReLU (a float64 one exports so)
     Mul, Add, Sub, Div by a scalar constant                     -> Linear(a, b), or folded into
                                                                    the Sigmoid(a, b) before it
-    x * Sigmoid(x), x * Sigmoid(b * x)                          -> Swish(b)
+    x * Sigmoid(b x), x / (1 + Exp(Neg(b x))), b x = x or Mul   -> Swish(b)
     Identity, Cast to the graph's float type, Constant          -> nothing
 
 An activation straight after a Dense becomes that Dense's activation (as clnet exports it);
@@ -54,9 +54,9 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Chain(onnx, proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "Cast", "Concat", "Constant", "Div", "Flatten", "Gather", "Gemm", "Identity", "LeakyRelu",
-                 "MatMul", "Mul", "PRelu", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Squeeze", "Sub",
-                 "Tanh", "Unsqueeze")
+SUPPORTED_OPS = ("Add", "Cast", "Concat", "Constant", "Div", "Exp", "Flatten", "Gather", "Gemm", "Identity",
+                 "LeakyRelu", "MatMul", "Mul", "Neg", "PRelu", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax",
+                 "Squeeze", "Sub", "Tanh", "Unsqueeze")
 # Ops read only where they compute a shape from a tensor's Shape (as Keras and torch write a
 # Flatten for a dynamic batch): they are evaluated on integers, not turned into layers.
 SHAPE_OPS = ("Cast", "Concat", "Gather", "Shape", "Slice", "Squeeze", "Unsqueeze")
@@ -144,8 +144,9 @@ class _Chain:
                 self.used.add(id(node))
                 read = getattr(self, "_" + node.op_type.lower(), None)
                 if read is None:
-                    raise _misused(node, f"clnet reads {node.op_type} only in shape computations (Shape -> ... "
-                                         "-> a Reshape's shape)")
+                    raise _misused(node, f"clnet reads {node.op_type} only " + (
+                        "in shape computations (Shape -> ... -> a Reshape's shape)" if node.op_type in SHAPE_OPS
+                        else "as part of Swish, x / (1 + Exp(Neg(b x)))"))
                 new, x = read(node, x)
             else:
                 new, x = self._swish(users, x)
@@ -363,28 +364,52 @@ class _Chain:
     _mul = _add = _sub = _div = _affine
 
     def _swish(self, users, x):
-        """x * Sigmoid(x), or x * Sigmoid(b x): x feeds the Mul and the Sigmoid (or its scaling)."""
-        for mul in users:
-            if mul.op_type != "Mul" or len(users) != 2 or x not in mul.input:
-                continue
-            gate = mul.input[1] if mul.input[0] == x else mul.input[0]
-            sigmoid = self.producer.get(gate)
-            if sigmoid is None or sigmoid.op_type != "Sigmoid" or self._only_user(gate) is not mul:
-                continue
-            other = users[0] if users[1] is mul else users[1]
-            if other is sigmoid:
-                b = 1.0
-            elif other.op_type == "Mul" and other.output[0] == sigmoid.input[0] and self._only_user(other.output[0]):
-                steps, _ = self._affine(other, x)
-                b = steps[0][1]
-            else:
-                continue
-            self.used.update({id(mul), id(sigmoid), id(other)})
-            return [("act", "swish", {"b": b})], mul.output[0]
+        """Swish(b), which reads x twice: x * Sigmoid(b x), or x / (1 + Exp(Neg(b x))) as clnet
+        writes a float64 one; b x is x itself for b = 1, else Mul(x, b)."""
+        if len(users) == 2:
+            for final in users:
+                gate = self._gate(final, x)  # the nodes from b x to the final Mul or Div, last first
+                if gate is None:
+                    continue
+                other = users[0] if users[1] is final else users[1]
+                inner = gate[-1].input[0]
+                if inner == x and other is gate[-1]:
+                    b = 1.0
+                elif inner == other.output[0] and other.op_type == "Mul" and self._only_user(inner) is gate[-1]:
+                    b = self._affine(other, x)[0][0][1]
+                else:
+                    continue
+                self.used.update(id(n) for n in (final, *gate, other))
+                return [("act", "swish", {"b": b})], final.output[0]
         raise ValueError(f"{self.where}: tensor {x!r} is read by {len(users)} nodes {[_label(n) for n in users]}; "
                          "clnet.onnx.load reads chains of layers, where each tensor feeds one node "
                          "(x * sigmoid(b x), Swish, is the one exception)")
 
+    def _gate(self, final, x) -> list | None:
+        """For Mul(x, Sigmoid(.)) the [Sigmoid]; for Div(x, Add(1, Exp(Neg(.)))) the [Add, Exp, Neg]."""
+        if final.op_type == "Mul" and x in final.input:
+            chain = [("Sigmoid", final.input[1] if final.input[0] == x else final.input[0])]
+        elif final.op_type == "Div" and final.input[0] == x:
+            chain = [("Add", final.input[1])]
+        else:
+            return None
+        nodes, reader = [], final
+        while chain:
+            op, name = chain.pop()
+            node = self.producer.get(name)
+            if node is None or node.op_type != op or self._only_user(name) is not reader:
+                return None
+            nodes.append(node)
+            reader = node
+            if op == "Add":
+                one = [i for i in node.input if i in self.constants]
+                rest = [i for i in node.input if i not in self.constants]
+                if len(one) != 1 or len(rest) != 1 or self.constants[one[0]].size != 1 or self.constants[one[0]] != 1:
+                    return None
+                chain.append(("Exp", rest[0]))
+            elif op == "Exp":
+                chain.append(("Neg", node.input[0]))
+        return nodes
 
 def _fold(steps):
     """Steps as layers: scalar affines merge into the Linear or Sigmoid(a, b) before them, and
