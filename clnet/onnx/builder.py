@@ -49,7 +49,7 @@ class GraphBuilder:
         array = np.asarray(value)
         if np.issubdtype(array.dtype, np.floating):
             array = array.astype(self.dtype)
-        elif np.issubdtype(array.dtype, np.integer) or array.dtype == bool:
+        elif np.issubdtype(array.dtype, np.integer):
             array = array.astype(np.int64)
         else:
             raise TypeError(f"constant {name!r} must hold numbers, got dtype {array.dtype}")
