@@ -475,6 +475,14 @@ class Model:
         from .saving import load_weights
         load_weights(self, path)
 
+    def export(self, filepath, format: str = "onnx", **kwargs) -> None:
+        """Write the model for inference elsewhere, as Keras 3's export: format "onnx" (the only one)
+        takes clnet.onnx.export's `opset` and `batch`."""
+        if format != "onnx":
+            raise ValueError(f"unknown export format {format!r}; expected 'onnx'")
+        from .onnx import export
+        export(self, filepath, **kwargs)
+
     def count_params(self) -> int:
         self._require_built("count_params")
         return sum(layer.count_params() for layer in self.layers)

@@ -47,6 +47,11 @@ class Activation:
     def get_config(self) -> dict:
         return {"name": self.name, **self.params}
 
+    def to_onnx(self, graph, x: str) -> str:
+        """Add ONNX nodes applying this activation to the tensor named `x` (see
+        clnet/onnx/builder.py); return the result's name."""
+        raise NotImplementedError(f"activation {self.name!r} has no ONNX export (to_onnx)")
+
     def program(self, rt: Runtime, dtype):
         """The standalone <Prefix>Activation / <Prefix>Derivative kernels of this activation."""
         return rt.program((self.source, "activations/elementwise.cl"), dtype,

@@ -5,3 +5,10 @@ class Linear(Activation):
     """y = a x + b; the identity by default (activation=None)."""
     name, source, function, kernel_prefix = "linear", "activations/linear.cl", "linear", "Linear"
     defaults = {"a": 1.0, "b": 0.0}
+
+    def to_onnx(self, graph, x):
+        if self.a != 1:
+            x = graph.op("Mul", x, graph.constant("a", self.a))
+        if self.b != 0:
+            x = graph.op("Add", x, graph.constant("b", self.b))
+        return x

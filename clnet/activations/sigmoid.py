@@ -5,3 +5,11 @@ class Sigmoid(Activation):
     """y = a / (1 + exp(-x)) - b."""
     name, source, function, kernel_prefix = "sigmoid", "activations/sigmoid.cl", "sigmoid", "Sigmoid"
     defaults = {"a": 1.0, "b": 0.0}
+
+    def to_onnx(self, graph, x):
+        y = graph.op("Sigmoid", x)
+        if self.a != 1:
+            y = graph.op("Mul", y, graph.constant("a", self.a))
+        if self.b != 0:
+            y = graph.op("Sub", y, graph.constant("b", self.b))
+        return y

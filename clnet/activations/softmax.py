@@ -6,5 +6,9 @@ class Softmax(Activation):
     name, source = "softmax", "activations/softmax.cl"
     elementwise = False
 
+    def to_onnx(self, graph, x):
+        graph.require_opset(13, "Softmax normalising along the last axis alone")
+        return graph.op("Softmax", x, axis=-1)
+
     def program(self, rt, dtype):
         return rt.program((self.source,), dtype)

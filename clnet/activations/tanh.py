@@ -4,3 +4,6 @@ from .base import Activation
 class Tanh(Activation):
     """y = tanh(x)."""
     name, source, function, kernel_prefix = "tanh", "activations/tanh.cl", "hyperbolic_tangent", "Tanh"
+
+    def to_onnx(self, graph, x):
+        return graph.op("Tanh", x)

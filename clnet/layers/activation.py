@@ -65,6 +65,9 @@ class Activation(Layer):
                              self.outputs, grad, self.input_grad, self.cols)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        return [self.activation.to_onnx(graph, inputs[0])]
+
     def get_config(self):
         config = {**super().get_config(), **self.activation.get_config()}
         config["activation"] = config.pop("name")

@@ -131,6 +131,13 @@ class Layer:
     def from_config(cls, config: dict) -> "Layer":
         return cls(**config)
 
+    def to_onnx(self, graph, inputs: list[str]) -> list[str]:
+        """Add this layer's ONNX nodes to `graph` (a clnet.onnx.GraphBuilder), reading the tensors
+        named `inputs`; return the names of the tensors it writes. Every layer class defines it:
+        how is in clnet/onnx/builder.py."""
+        raise NotImplementedError(f"layer class {type(self).__name__} has no ONNX export: give it a to_onnx "
+                                  "method (see clnet/onnx/builder.py)")
+
     # The activation whose derivative a loss may fold into its own gradient (softmax + cross-entropy).
     output_activation = None
 

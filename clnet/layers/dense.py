@@ -298,6 +298,15 @@ class Dense(Layer):
                      self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        kernel, *bias = self.get_weights()                     # (n_in, units), (units,)
+        kernel = graph.constant("kernel", kernel)
+        if self.use_bias:
+            z = graph.op("Gemm", inputs[0], kernel, graph.constant("bias", bias[0]))
+        else:
+            z = graph.op("MatMul", inputs[0], kernel)
+        return [self.activation.to_onnx(graph, z)]
+
     def get_weights(self):
         return [p.to_keras(p.value.numpy()) for p in self.parameters]
 

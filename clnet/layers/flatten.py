@@ -23,6 +23,9 @@ class Flatten(Layer):
         self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
         return self._input_grad
 
+    def to_onnx(self, graph, inputs):
+        return [graph.op("Flatten", inputs[0], axis=1)]  # axis 0, the batch, stays
+
 
 def _view(previous: Tensor | None, tensor: Tensor, sample_shape) -> Tensor:
     """`tensor`'s buffer seen with another sample shape; the same object while the buffer is the

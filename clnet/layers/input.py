@@ -24,5 +24,8 @@ class Input(Layer):
     def backward(self, grad, rows, input_grad, activation_done=False):
         return grad if input_grad else None
 
+    def to_onnx(self, graph, inputs):
+        return inputs
+
     def get_config(self):
         return {"name": self.name, "shape": list(self.input_shape)}

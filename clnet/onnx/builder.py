@@ -1,0 +1,70 @@
+"""GraphBuilder: what a layer's `to_onnx` writes its part of an ONNX graph into.
+
+How a layer exports itself (every class in `clnet.layers.Layer.registry` must; tests/test_onnx.py
+walks the registry and fails for a class that does not):
+
+    def to_onnx(self, graph, inputs):          # inputs: names of the tensors the layer reads
+        kernel, bias = self.get_weights()      # Keras layout, read from the device
+        z = graph.op("Gemm", inputs[0], graph.constant("kernel", kernel), graph.constant("bias", bias))
+        return [self.activation.to_onnx(graph, z)]   # names of the tensors the layer writes
+
+`graph.op(op_type, *inputs, **attributes)` adds one node of the standard ONNX domain and returns
+its output's name; `graph.constant(name, array)` adds an initializer (float arrays are stored in
+the model's float type, integer ones as int64, e.g. a Reshape's shape) and returns its name;
+`graph.require_opset(version, why)` refuses an opset too old for what the layer emits.
+Attributes are Python values: int, float, str, lists of them, or a numpy array (a tensor).
+Names get the layer's name as a prefix, so they stay readable and unique. Activations export
+the same way, `activation.to_onnx(graph, x) -> name`, elementwise on one tensor.
+
+Layer files never import onnx: the builder keeps nodes as plain tuples, and
+`clnet.onnx.export` turns them into an `onnx.ModelProto`, checks every op exists in the
+chosen opset (naming the layer otherwise) and runs `onnx.checker` on the result. The batch is
+always axis 0 of every tensor and may be dynamic: a layer's nodes must not fix it (use
+Flatten(axis=1), or a Reshape whose shape starts with 0).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class GraphBuilder:
+    def __init__(self, dtype, opset: int):
+        self.dtype = np.dtype(dtype)       # the model's float type: float32 or float64
+        self.opset = opset
+        self.nodes: list[tuple] = []       # (op_type, inputs, output, attributes, layer)
+        self.initializers: dict[str, np.ndarray] = {}
+        self.layer = None                  # the layer exporting now: names and errors refer to it
+        self._taken: set[str] = set()
+
+    def _name(self, base: str) -> str:
+        prefix = f"{self.layer.name}/" if self.layer is not None else ""
+        name, i = prefix + base, 1
+        while name in self._taken:
+            name, i = f"{prefix}{base}_{i}", i + 1
+        self._taken.add(name)
+        return name
+
+    def constant(self, name: str, value) -> str:
+        """An initializer holding `value`: floats in the model's float type, integers as int64."""
+        array = np.asarray(value)
+        if np.issubdtype(array.dtype, np.floating):
+            array = array.astype(self.dtype)
+        elif np.issubdtype(array.dtype, np.integer):
+            array = array.astype(np.int64)
+        else:
+            raise TypeError(f"constant {name!r} must hold numbers, got dtype {array.dtype}")
+        name = self._name(name)
+        self.initializers[name] = np.ascontiguousarray(array)
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes) -> str:
+        """Add a node `op_type(inputs)` with `attributes`; returns the name of its one output."""
+        output = self._name(op_type)
+        self.nodes.append((op_type, tuple(inputs), output, attributes, self.layer))
+        return output
+
+    def require_opset(self, version: int, why: str) -> None:
+        if self.opset < version:
+            layer = self.layer
+            what = "the model" if layer is None else f"layer {layer.name!r} ({type(layer).__name__})"
+            raise ValueError(f"{what} needs ONNX opset >= {version} for {why}; got opset={self.opset}")

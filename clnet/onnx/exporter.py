@@ -1,0 +1,108 @@
+"""clnet.onnx.export: a built model as an ONNX file, each layer writing its own nodes (see builder.py)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .builder import GraphBuilder
+from .optional import require
+
+INPUT, OUTPUT = "input", "output"   # the graph's tensor names, the same for every model
+BATCH = "batch"                     # the name of the dynamic batch axis
+MIN_OPSET = 7                       # numpy-style broadcasting in Add/Mul/Sub, which the activations use
+
+
+def export(model, path, opset: int = 17, batch="dynamic") -> None:
+    """Write `model` to `path` as an ONNX model (see model_proto for what the file holds)."""
+    path = Path(os.fspath(path))
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"cannot write the ONNX file {str(path)!r}: directory {str(directory)!r} does "
+                                "not exist")
+    proto = model_proto(model, opset, batch)
+    path.write_bytes(proto.SerializeToString())
+
+
+def model_proto(model, opset: int = 17, batch="dynamic"):
+    """`model` as an onnx.ModelProto, checked by onnx.checker (full_check).
+
+    One input named "input", shape (batch, *model.input_shape), and one output named "output",
+    shape (batch, *model.output_shape), both in the model's float type (float32 or float64).
+    `batch="dynamic"` leaves the batch axis free (a symbolic dimension named "batch"); an integer
+    fixes it. The IR version is the lowest that carries `opset`, so older runtimes read the file.
+    """
+    onnx = require("clnet.onnx.export")
+    from onnx import helper, numpy_helper
+
+    if not hasattr(model, "layers") or not hasattr(model, "dtype"):
+        raise TypeError(f"clnet.onnx.export expects a clnet model, got {type(model).__name__}")
+    if not model.built:
+        raise ValueError(f"cannot export model {model.name!r}: it is not built and has no weights yet; call "
+                         "build(input_shape) or fit first")
+    newest = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) or not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"opset must be an integer from {MIN_OPSET} to {newest} (the newest the installed "
+                         f"onnx {onnx.__version__} knows), got {opset!r}")
+    opset = int(opset)
+    if batch == "dynamic":
+        batch_dim = BATCH
+    elif isinstance(batch, (int, np.integer)) and not isinstance(batch, bool) and batch >= 1:
+        batch_dim = int(batch)
+    else:
+        raise ValueError(f"batch must be 'dynamic' or a positive integer, got {batch!r}")
+
+    graph = GraphBuilder(model.dtype, opset)
+    names = [INPUT]
+    for layer in model.layers:
+        graph.layer = layer
+        names = layer.to_onnx(graph, names)
+        if not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str):
+            raise TypeError(f"layer {layer.name!r} ({type(layer).__name__}).to_onnx must return a list with "
+                            f"the name of its one output tensor, got {names!r}")
+    graph.layer = None
+    nodes = _nodes(onnx, graph, names[0])
+
+    elem_type = helper.np_dtype_to_tensor_dtype(model.dtype)
+    dtype = model.dtype.name
+    inputs = [helper.make_tensor_value_info(INPUT, elem_type, [batch_dim, *model.input_shape],
+                                            f"{dtype} samples, one per row along axis 0, as model.predict takes them")]
+    outputs = [helper.make_tensor_value_info(OUTPUT, elem_type, [batch_dim, *model.output_shape],
+                                             f"{dtype}, what model.predict returns for the same rows")]
+    initializers = [numpy_helper.from_array(array, name) for name, array in graph.initializers.items()]
+    body = helper.make_graph(nodes, model.name, inputs, outputs, initializers)
+    from .. import __version__
+    opsets = [helper.make_opsetid("", opset)]
+    proto = helper.make_model(body, opset_imports=opsets, producer_name="clnet", producer_version=__version__,
+                              doc_string=f"clnet model {model.name!r}: " +
+                              " -> ".join(f"{l.name} ({type(l).__name__})" for l in model.layers))
+    proto.ir_version = helper.find_min_ir_version_for(opsets)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto
+
+
+def _nodes(onnx, graph: GraphBuilder, last: str) -> list:
+    """The builder's nodes as NodeProtos, with the last tensor renamed to OUTPUT; each op must
+    exist in the chosen opset."""
+    from onnx import helper, numpy_helper
+
+    if last == INPUT or last in graph.initializers:  # nothing computed: the graph still needs a node
+        graph.nodes.append(("Identity", (last,), OUTPUT, {}, None))
+        last = OUTPUT
+    rename = lambda name: OUTPUT if name == last else name
+    nodes = []
+    for op_type, inputs, output, attributes, layer in graph.nodes:
+        try:
+            onnx.defs.get_schema(op_type, graph.opset)
+        except onnx.defs.SchemaError:
+            versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                        if s.name == op_type and s.domain == ""]
+            found = f"first appears in opset {min(versions)}" if versions else "is not a standard ONNX op"
+            raise ValueError(f"layer {layer.name!r} ({type(layer).__name__}) exports to the ONNX op {op_type}, "
+                             f"which {found}; got opset={graph.opset}") from None
+        attributes = {key: numpy_helper.from_array(np.asarray(value)) if isinstance(value, np.ndarray) else value
+                      for key, value in attributes.items()}
+        output = rename(output)
+        nodes.append(helper.make_node(op_type, [rename(i) for i in inputs], [output], name=output, **attributes))
+    return nodes

@@ -1,0 +1,386 @@
+"""ONNX export and import: every layer class exports, every file passes onnx.checker's full check,
+onnxruntime's outputs match model.predict (random inputs and Fashion-MNIST, batch 1 and 7 from one
+file), export -> load -> predict is identical, PyTorch-exported MLPs load, predict as torch did and
+fine-tune; every bad input is a clear error, and clnet works without onnx installed.
+
+"Within 1e-5 relative" is measured against the output's scale: |got - want| <= 1e-5 max|want|,
+so that an element near zero (which the products reach by cancellation, summed in another
+order than onnxruntime sums) does not demand more than float32 holds."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import clnet
+from clnet.activations import Activation as ActivationFunction, ReLU
+from clnet.layers import Activation, Dense, Flatten, Input, Layer, Softmax
+
+DATA = Path(__file__).parent / "data"
+RTOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+def assert_close(got, want, rtol):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+def run_onnx(path, x):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # the machine is shared
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return session.run(["output"], {"input": x})[0]
+
+
+def check_file(model, path, rng, dtype):
+    """The file passes the full check; onnxruntime matches predict at batch 1 and 7; loading it
+    back gives the same layers and the same predictions, bit for bit."""
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    x = rng.normal(size=(7, *model.input_shape)).astype(dtype)
+    want = model.predict(x)
+    for rows in (1, 7):
+        assert_close(run_onnx(path, x[:rows]), want[:rows], RTOL[dtype])
+    loaded = clnet.onnx.load(path)
+    assert loaded.dtype == dtype
+    assert structure(loaded) == structure(model)
+    np.testing.assert_array_equal(loaded.predict(x), want)
+
+
+def structure(model):
+    """Each layer's class and config but its name; Activation("softmax") is a Softmax layer, and
+    an identity Activation, which exports to nothing, is left out."""
+    layers = []
+    for layer in model.layers:
+        config = {k: v for k, v in layer.get_config().items() if k != "name"}
+        kind = type(layer).__name__
+        if kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
+            continue
+        if kind == "Activation" and config == {"activation": "softmax"}:
+            kind, config = "Softmax", {}
+        layers.append((kind, config))
+    return layers
+
+
+def built(layers, shape, dtype=np.float32, seed=3):
+    model = clnet.Sequential([Input(shape), *layers], floatx=np.dtype(dtype).name, seed=seed)
+    model.build(shape)
+    return model
+
+
+# -- every layer class and every activation ------------------------------------------------------
+# A layer class added later must bring its to_onnx and an entry here: (sample shape, layers after Input).
+LAYER_EXAMPLES = {
+    "Input": ((3, 5), lambda: []),
+    "Flatten": ((2, 3, 5), lambda: [Flatten()]),
+    "Dense": ((7,), lambda: [Dense(5, "tanh"), Dense(4, use_bias=False)]),
+    "Activation": ((3, 5), lambda: [Activation("lrelu", a=0.2)]),
+    "Softmax": ((3, 5), lambda: [Softmax()]),   # along the last axis of a rank-3 tensor
+}
+
+# Every activation, with its defaults and with other parameters.
+ACTIVATIONS = [("linear", {}), ("linear", {"a": 0.5, "b": -0.25}), ("sigmoid", {}), ("sigmoid", {"a": 2.0, "b": 0.5}),
+               ("tanh", {}), ("relu", {}), ("lrelu", {}), ("lrelu", {"a": 0.1}), ("swish", {}), ("swish", {"b": 1.5}),
+               ("softmax", {})]
+
+
+def test_every_layer_class_has_an_export_and_a_test():
+    missing = sorted(name for name, cls in Layer.registry.items() if cls.to_onnx is Layer.to_onnx)
+    assert not missing, f"layer classes without to_onnx: {missing}"
+    untested = sorted(set(Layer.registry) - set(LAYER_EXAMPLES))
+    assert not untested, f"layer classes without an example in LAYER_EXAMPLES: {untested}"
+
+
+def test_every_activation_has_an_export_and_a_test():
+    missing = sorted(name for name, cls in ActivationFunction.registry.items()
+                     if cls.to_onnx is ActivationFunction.to_onnx)
+    assert not missing, f"activations without to_onnx: {missing}"
+    assert set(ActivationFunction.registry) == {name for name, _ in ACTIVATIONS}
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_EXAMPLES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_exports(name, dtype, tmp_path, rng):
+    shape, layers = LAYER_EXAMPLES[name]
+    model = built(layers(), shape, dtype)
+    path = tmp_path / "model.onnx"
+    clnet.onnx.export(model, path)
+    check_file(model, path, rng, dtype)
+
+
+@pytest.mark.parametrize("activation,params", ACTIVATIONS, ids=[f"{n}{p or ''}" for n, p in ACTIVATIONS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_activation_exports(activation, params, dtype, tmp_path, rng):
+    """Each activation standalone on a rank-3 tensor and fused into a Dense."""
+    model = built([Activation(activation, **params), Flatten(), Dense(6, clnet.activations.get(activation, **params))],
+                  (3, 4), dtype)
+    path = tmp_path / "model.onnx"
+    model.export(path)
+    check_file(model, path, rng, dtype)
+
+
+# -- the README's MLP on Fashion-MNIST ----------------------------------------------------------
+def test_fashion_mnist_mlp(tmp_path):
+    """examples/fashion_mnist.py's model, trained briefly, on real test images."""
+    (x_train, y_train), (x_test, _) = clnet.datasets.fashion_mnist.load_data()
+    x_train, x_test = x_train[:6000] / 255.0, (x_test[:500] / 255.0).astype(np.float32)
+    model = clnet.Sequential([Input((28, 28)), Flatten(), Dense(256, "relu"), Dense(128, "relu"),
+                              Dense(10, "softmax")], seed=1)
+    model.compile(clnet.optimizers.Adam(1e-3), "categorical_crossentropy", metrics=["accuracy"])
+    model.fit(x_train, y_train[:6000], batch_size=128, epochs=1, verbose=0)
+    path = tmp_path / "fashion.onnx"
+    model.export(path)
+
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    dims = lambda value: [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+    (graph_input,), (graph_output,) = proto.graph.input, proto.graph.output
+    assert (graph_input.name, dims(graph_input)) == ("input", ["batch", 28, 28])
+    assert (graph_output.name, dims(graph_output)) == ("output", ["batch", 10])
+    assert graph_input.type.tensor_type.elem_type == TensorProto.FLOAT
+    assert [n.op_type for n in proto.graph.node] == ["Flatten", "Gemm", "Relu", "Gemm", "Relu", "Gemm", "Softmax"]
+    assert proto.opset_import[0].version == 17 and proto.ir_version == 8
+
+    want = model.predict(x_test)
+    assert_close(run_onnx(path, x_test), want, 1e-5)
+    for rows in (1, 7):
+        assert_close(run_onnx(path, x_test[:rows]), want[:rows], 1e-5)
+    assert (run_onnx(path, x_test).argmax(1) == want.argmax(1)).all()
+    np.testing.assert_array_equal(clnet.onnx.load(path).predict(x_test), want)
+
+
+def test_fixed_batch(tmp_path, rng):
+    model = built([Flatten(), Dense(3, "softmax")], (2, 2))
+    path = tmp_path / "model.onnx"
+    clnet.onnx.export(model, path, batch=7, opset=13)
+    proto = onnx.load(path)
+    assert [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim] == [7, 2, 2]
+    assert proto.opset_import[0].version == 13 and proto.ir_version == 7
+    x = rng.normal(size=(7, 2, 2)).astype(np.float32)
+    assert_close(run_onnx(path, x), model.predict(x), 1e-5)
+    with pytest.raises(Exception, match="Got: 1 Expected: 7"):
+        run_onnx(path, x[:1])
+
+
+# -- import -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,outputs,leak", [("torch_mlp.onnx", "torch_mlp.npz", 0.1),
+                                               ("torch_mlp_dynamo.onnx", "torch_mlp.npz", 0.1),
+                                               ("keras_mlp.onnx", "keras_mlp.npz", 0.2)])
+def test_import_trained_elsewhere(name, outputs, leak):
+    """tests/make_torch_onnx_fixture.py wrote these with torch.onnx.export (both exporters) and
+    Keras 3's model.export, and stored the framework's outputs: the loaded model predicts them
+    and fine-tunes."""
+    stored = np.load(DATA / outputs)
+    model = clnet.onnx.load(DATA / name)
+    assert [(type(l).__name__, getattr(l, "activation", None).__class__.__name__) for l in model.layers[1:]] == [
+        ("Flatten", "NoneType"), ("Dense", "ReLU"), ("Dense", "Swish"), ("Dense", "LReLU"), ("Dense", "Tanh"),
+        ("Dense", "Sigmoid"), ("Dense", "Softmax")]
+    assert model.layers[4].activation.a == leak and not model.layers[4].use_bias
+    assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
+
+    labels = np.arange(len(stored["x"])) % 3
+    model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    before = model.evaluate(stored["x"], labels)
+    history = model.fit(stored["x"], labels, batch_size=7, epochs=5, verbose=0, shuffle=False)
+    after = model.evaluate(stored["x"], labels)
+    assert after < before and history.history["loss"][-1] < history.history["loss"][0]
+
+
+def graph_model(nodes, initializers, input_shape, output_shape, opset=17, dtype=TensorProto.FLOAT):
+    graph = helper.make_graph(nodes, "handmade", [helper.make_tensor_value_info("x", dtype, ["n", *input_shape])],
+                              [helper.make_tensor_value_info("y", dtype, ["n", *output_shape])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    proto.ir_version = 8
+    return proto
+
+
+def test_import_patterns(tmp_path, rng):
+    """MatMul + Add, Gemm with alpha/beta and transB=0, scalar Mul/Sub/Div/Add folded into
+    Sigmoid(a, b) and Linear(a, b), Reshape through a Constant node, Swish(b) with b != 1: the
+    loaded model computes what onnxruntime computes."""
+    f = lambda *shape: rng.normal(size=shape).astype(np.float32)
+    c = lambda value: np.array(value, np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["shape"], value=numpy_helper.from_array(np.array([0, -1], np.int64))),
+        helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w1"], ["z1"]),
+        helper.make_node("Add", ["b1", "z1"], ["y1"]),
+        helper.make_node("Sigmoid", ["y1"], ["s1"]),
+        helper.make_node("Mul", ["two", "s1"], ["m1"]),
+        helper.make_node("Sub", ["m1", "half"], ["a1"]),                        # Sigmoid(2, 0.5)
+        helper.make_node("Gemm", ["a1", "w2", "b2"], ["z2"], alpha=0.5, beta=2.0),
+        helper.make_node("Div", ["z2", "four"], ["d2"]),
+        helper.make_node("Add", ["d2", "quarter"], ["a2"]),                     # Linear(0.25, 0.25)
+        helper.make_node("Relu", ["a2"], ["r"]),
+        helper.make_node("Mul", ["r", "b"], ["rb"]),
+        helper.make_node("Sigmoid", ["rb"], ["g"]),
+        helper.make_node("Mul", ["g", "r"], ["sw"]),                            # Swish(1.5)
+        helper.make_node("Identity", ["sw"], ["i"]),
+        helper.make_node("Softmax", ["i"], ["y"], axis=1),
+    ]
+    constants = {"w1": f(6, 5), "b1": f(5), "two": c(2.0), "half": c(0.5), "w2": f(5, 4), "b2": f(1, 4),
+                 "four": c(4.0), "quarter": c(0.25), "b": c([1.5])}
+    path = tmp_path / "handmade.onnx"
+    onnx.save(graph_model(nodes, constants, (2, 3), (4,)), path)
+    model = clnet.onnx.load(path)
+    layers = [(type(l).__name__, l.get_config().get("activation")) for l in model.layers[1:]]
+    assert layers == [("Flatten", None), ("Dense", {"name": "sigmoid", "a": 2.0, "b": 0.5}),
+                      ("Dense", {"name": "linear", "a": 0.25, "b": 0.25}), ("Activation", "relu"),
+                      ("Activation", "swish"), ("Softmax", None)]
+    assert model.layers[5].activation.b == 1.5
+    x = f(7, 2, 3)
+    assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
+
+
+def test_import_computed_flatten(tmp_path, rng):
+    """A Flatten whose target shape is computed from the input's Shape, by every op clnet
+    evaluates there (Keras writes Shape -> Gather -> Unsqueeze -> Concat)."""
+    i64 = lambda *values: np.array(values, np.int64)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "one"], ["s0"]),
+             helper.make_node("Squeeze", ["s0", "zero"], ["n"]),
+             helper.make_node("Unsqueeze", ["n", "zero"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus_one"], ["target"], axis=0),
+             helper.make_node("Cast", ["target"], ["target64"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "target64"], ["flat"]),
+             helper.make_node("Cast", ["flat"], ["flat32"], to=TensorProto.FLOAT),
+             helper.make_node("Gemm", ["flat32", "w"], ["y"], transB=1)]
+    constants = {"zero": i64(0), "one": i64(1), "minus_one": i64(-1), "w": rng.normal(size=(4, 6)).astype(np.float32)}
+    path = tmp_path / "computed.onnx"
+    onnx.save(graph_model(nodes, constants, (2, 3), (4,)), path)
+    model = clnet.onnx.load(path)
+    assert [type(l).__name__ for l in model.layers] == ["Input", "Flatten", "Dense"]
+    x = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
+
+
+def run_onnx_io(path, x):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+def test_import_float64_graph(rng):
+    w = rng.normal(size=(3, 2))
+    proto = graph_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"w": w}, (3,), (2,),
+                        dtype=TensorProto.DOUBLE)
+    model = clnet.onnx.load(proto)
+    assert model.dtype == np.float64 and not model.layers[1].use_bias
+    x = rng.normal(size=(5, 3))
+    np.testing.assert_allclose(model.predict(x), x @ w, rtol=1e-12)
+    assert clnet.onnx.load(proto, floatx="float32").dtype == np.float32
+
+
+@pytest.mark.parametrize("node,constants,message", [
+    (helper.make_node("Cos", ["x"], ["y"], name="my_cos"), {},
+     r"ONNX node 'my_cos' uses the op 'Cos', which clnet.onnx.load does not support; supported ops: Add, "
+     r"Cast, Concat, Constant, Div, Exp, Flatten, Gather, Gemm, Identity, LeakyRelu, MatMul, Mul, Neg, PRelu, Relu, "
+     r"Reshape, Shape, Sigmoid, Slice, Softmax, Squeeze, Sub, Tanh, Unsqueeze"),
+    (helper.make_node("Exp", ["x"], ["y"], name="e"), {},
+     r"ONNX node e \(Exp\): clnet reads Exp only as part of Swish, x / \(1 \+ Exp\(Neg\(b x\)\)\)"),
+    (helper.make_node("Gather", ["x", "i"], ["y"], name="ga"), {"i": np.array([0, 1, 2], np.int64)},
+     r"ONNX node ga \(Gather\): clnet reads Gather only in shape computations"),
+    (helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="c"), {},
+     r"ONNX node c \(Cast\): it casts to float64; clnet computes in the graph input's float type throughout"),
+    (helper.make_node("Softmax", ["x"], ["y"], axis=0, name="sm"), {},
+     r"ONNX node sm \(Softmax\): axis=0 on a tensor of rank 2; clnet's softmax normalises along the last axis"),
+    (helper.make_node("Gemm", ["x", "w"], ["y"], transA=1, name="g"), {"w": np.ones((3, 3), np.float32)},
+     r"ONNX node g \(Gemm\): clnet reads Gemm\(x, W, C\) with x the running tensor, not transposed"),
+    (helper.make_node("Mul", ["x", "w"], ["y"], name="m"), {"w": np.ones(3, np.float32)},
+     r"ONNX node m \(Mul\): its operand has shape \(3,\); clnet takes a scalar here"),
+    (helper.make_node("Reshape", ["x", "s"], ["y"], name="r"), {"s": np.array([-1, 3, 1], np.int64)},
+     r"ONNX node r \(Reshape\): it reshapes samples of shape \(3,\) to \[-1, 3, 1\]; clnet reads a Reshape only "
+     r"as a Flatten"),
+    (helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), {"w": np.ones((4, 3), np.float32)},
+     r"ONNX node mm \(MatMul\): it multiplies samples of shape \(3,\) by a weight of shape \(4, 3\)"),
+])
+def test_import_errors(node, constants, message):
+    with pytest.raises(ValueError, match=message):
+        clnet.onnx.load(graph_model([node], constants, (3,), (3,)))
+
+
+def test_import_error_for_a_fork():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
+             helper.make_node("Add", ["r", "t"], ["y"], name="add")]
+    with pytest.raises(ValueError, match=r"tensor 'x' is read by 2 nodes \['relu \(Relu\)', 'tanh \(Tanh\)'\]; "
+                                         "clnet.onnx.load reads chains of layers"):
+        clnet.onnx.load(graph_model(nodes, {}, (3,), (3,)))
+
+
+def test_load_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no ONNX file at '.*missing.onnx'"):
+        clnet.onnx.load(tmp_path / "missing.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"\xff not a protobuf \x00" * 10)
+    with pytest.raises(ValueError, match="junk.onnx' is not"):
+        clnet.onnx.load(tmp_path / "junk.onnx")
+
+
+# -- bad export input ---------------------------------------------------------------------------
+def test_export_errors(tmp_path):
+    path = tmp_path / "model.onnx"
+    unbuilt = clnet.Sequential([Input((3,)), Dense(2)], name="unbuilt")
+    with pytest.raises(ValueError, match="cannot export model 'unbuilt': it is not built"):
+        clnet.onnx.export(unbuilt, path)
+    model = built([Dense(4, "relu"), Dense(2, "softmax")], (3,))
+    with pytest.raises(ValueError, match=r"layer 'dense_1' \(Dense\) needs ONNX opset >= 13 for Softmax normalising "
+                                         "along the last axis alone; got opset=12"):
+        model.export(path, opset=12)
+    newest = onnx.defs.onnx_opset_version()
+    for opset in (6, newest + 1, "17", 17.0, True):
+        with pytest.raises(ValueError, match=f"opset must be an integer from 7 to {newest}"):
+            model.export(path, opset=opset)
+    for batch in (0, -1, "static", 2.0):
+        with pytest.raises(ValueError, match=f"batch must be 'dynamic' or a positive integer, got {batch!r}"):
+            clnet.onnx.export(model, path, batch=batch)
+    with pytest.raises(FileNotFoundError, match="directory '.*no-such-dir' does not exist"):
+        model.export(tmp_path / "no-such-dir" / "model.onnx")
+    with pytest.raises(ValueError, match="unknown export format 'tflite'; expected 'onnx'"):
+        model.export(path, format="tflite")
+    with pytest.raises(TypeError, match="expects a clnet model, got str"):
+        clnet.onnx.export("model", path)
+    assert not path.exists()
+
+
+def test_op_missing_from_opset(tmp_path):
+    """A layer whose op is newer than the opset asked for is named in the error."""
+    class Gelu(ReLU):
+        name = ""  # not registered
+
+        def to_onnx(self, graph, x):
+            return graph.op("Gelu", x)  # opset 20
+    model = built([Activation(Gelu())], (3,))
+    with pytest.raises(ValueError, match=r"layer 'activation' \(Activation\) exports to the ONNX op Gelu, which "
+                                         "first appears in opset 20; got opset=17"):
+        model.export(tmp_path / "model.onnx")
+
+
+# -- without onnx installed ---------------------------------------------------------------------
+def test_missing_onnx_names_the_extra(monkeypatch, tmp_path):
+    model = built([Dense(2)], (3,))
+    monkeypatch.setitem(sys.modules, "onnx", None)  # what an absent package looks like to import
+    for call in (lambda: clnet.onnx.export(model, tmp_path / "m.onnx"), lambda: model.export(tmp_path / "m.onnx"),
+                 lambda: clnet.onnx.load(tmp_path / "m.onnx")):
+        with pytest.raises(ImportError, match=r"needs the 'onnx' package, which is not installed; install "
+                                              r"clnet's onnx extra: pip install 'clnet\[onnx\]'"):
+            call()
+
+
+def test_clnet_imports_without_onnx(tmp_path):
+    code = ("import sys; sys.modules['onnx'] = sys.modules['onnxruntime'] = None\n"
+            "import clnet, numpy as np\n"
+            "from clnet.layers import Input, Dense\n"
+            "m = clnet.Sequential([Input((3,)), Dense(2)], seed=0)\n"
+            "print(m.predict(np.ones((1, 3))).shape)\n"
+            "try:\n    m.export('m.onnx')\nexcept ImportError as e:\n    print(e)\n")
+    env = {**os.environ, "CLNET_QUIET": "1", "PYTHONPATH": str(Path(clnet.__file__).parent.parent)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["(1, 2)", "clnet.onnx.export needs the 'onnx' package, which is not "
+                                          "installed; install clnet's onnx extra: pip install 'clnet[onnx]'  (or: "
+                                          "pip install onnx onnxruntime)"]
+    assert not (tmp_path / "m.onnx").exists()
