@@ -6,7 +6,7 @@
 // the gradient that gets clipped), then clipped by value or by norm, then the decoupled weight
 // decay w -= decay w (decay = weight_decay * learning rate), then the optimizer's own step.
 // Built with -D CLIP_NORM=1 (clipnorm or global_clipnorm) the kernel also reads the factor
-// CalcClipScale wrote for each parameter: `starts` holds the parameters' offsets and `total`.
+// CalcClipScale wrote for each parameter; `starts` holds the parameters' offsets, in order.
 #if CLIP_NORM
 #define UPDATE_ARGUMENTS const TYPE l1, const TYPE l2, const TYPE clip_value, const TYPE decay, \
     __global const TYPE *clip_scale, __global const int *starts, const int parameters

@@ -139,10 +139,10 @@ class Optimizer:
         for p in parameters:
             blocks += [(start, min(start + block, p.offset + p.size)) for start in range(p.offset, p.offset + p.size, block)]
             first_block.append(len(blocks))
-        starts = [p.offset for p in parameters] + [store.size]
+        starts = [p.offset for p in parameters]
         self._blocks = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
         self._first_block = Tensor.from_numpy(np.array(first_block, np.int32), rt=rt)     # (parameters + 1,)
-        self._starts = Tensor.from_numpy(np.array(starts, np.int32), rt=rt)               # (parameters + 1,)
+        self._starts = Tensor.from_numpy(np.array(starts, np.int32), rt=rt)               # (parameters,)
         self._partial = Tensor((max(len(blocks), 1),), dtype, rt)                          # (blocks,) sums of g^2
         self._clip_scale = Tensor((max(len(parameters), 1),), dtype, rt)                   # (parameters,)
         self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
