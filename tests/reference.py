@@ -55,40 +55,129 @@ def accuracy(name, p, t):
     return (p.argmax(1) == t.argmax(1)).astype(p.dtype)
 
 
+def schedule_reference(config, step):
+    """A learning-rate schedule's value at `step`: Keras 3's formulas (keras/src/optimizers/schedules/
+    learning_rate_schedule.py) for the {"class_name", "config"} dict get_config writes."""
+    name, c = config["class_name"], config["config"]
+    step = np.float64(step)
+    if name == "ExponentialDecay":
+        p = step / c["decay_steps"]
+        if c.get("staircase", False):
+            p = np.floor(p)
+        return c["initial_learning_rate"] * np.power(c["decay_rate"], p)
+    if name == "CosineDecay":
+        alpha, decay_steps = c.get("alpha", 0.0), c["decay_steps"]
+
+        def decay(step, start):
+            cosine = 0.5 * (1.0 + np.cos(np.pi * (step / decay_steps)))
+            return start * ((1 - alpha) * cosine + alpha)
+        if c.get("warmup_target") is None:
+            return decay(np.minimum(step, decay_steps), c["initial_learning_rate"])
+        warmup_steps = c.get("warmup_steps", 0)
+        step = np.minimum(step, decay_steps + warmup_steps)
+        if step < warmup_steps:
+            return (c["warmup_target"] - c["initial_learning_rate"]) * (step / warmup_steps) + c["initial_learning_rate"]
+        return decay(step - warmup_steps, c["warmup_target"])
+    if name == "PiecewiseConstantDecay":
+        b, v = c["boundaries"], c["values"]
+        result = (step <= b[0]) * v[0] + (step > b[-1]) * v[-1]
+        for low, high, value in zip(b[:-1], b[1:], v[1:-1]):
+            result += ((step > low) & (step <= high)) * value
+        return result
+    raise KeyError(name)
+
+
 class OptimizerReference:
-    """One update of each optimizer, in numpy, on flat float64 arrays."""
+    """Keras 3's optimizers in numpy float64 (keras/src/optimizers/*.py and base_optimizer.py's
+    apply()): one step on a list of flat parameters. The gradient gets clnet's l1/l2 terms (part
+    of the loss, so before clipping), then Keras's clipping (clipnorm per parameter,
+    global_clipnorm over all, clipvalue), then the decoupled weight decay w -= w * wd * lr, then
+    the update; the learning rate, a schedule's value at the iteration count before the step,
+    is the same for both. `clip_active` counts the steps whose clipping changed a gradient."""
 
-    def __init__(self, name, size, **hyper):
-        self.name, self.h, self.t = name, hyper, 0
-        init = {"adagrad": 0.1}.get(name, 0.0)
-        self.s1 = np.full(size, init)
-        self.s2 = np.zeros(size)
+    def __init__(self, name, sizes, **config):
+        self.name, self.h, self.iterations, self.clip_active = name, config, 0, 0
+        initial = config.get("initial_accumulator_value", 0.1) if name == "adagrad" else 0.0
+        self.s1 = [np.full(n, initial) for n in sizes]
+        self.s2 = [np.zeros(n) for n in sizes]
+        self.s3 = [np.zeros(n) for n in sizes]
 
-    def step(self, w, g):
+    def learning_rate(self):
+        lr = self.h["learning_rate"]
+        return schedule_reference(lr, self.iterations) if isinstance(lr, dict) else lr
+
+    def clip(self, grads):
         h = self.h
-        self.t += 1
-        g = g + h["l1"] * np.sign(w) + 2 * h["l2"] * w
-        lr = h["learning_rate"]
-        if self.name == "sgd":
-            return w - lr * g
-        if self.name == "momentum":
-            self.s1 = h["momentum"] * self.s1 - lr * g
-            return w + self.s1
+        if h.get("clipnorm"):
+            c, clipped = h["clipnorm"], []
+            for g in grads:
+                l2sum = np.sum(np.square(g))
+                norm = np.sqrt(l2sum) if l2sum > 0 else l2sum
+                clipped.append(g * c / np.maximum(norm, c))
+            active = any(np.sqrt(np.sum(g * g)) > c for g in grads)
+        elif h.get("global_clipnorm"):
+            c = h["global_clipnorm"]
+            norm = np.sqrt(np.sum([np.sum(np.square(g)) for g in grads]))
+            scale = c * np.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+            clipped, active = [g * scale for g in grads], norm > c
+        elif h.get("clipvalue"):
+            v = h["clipvalue"]
+            clipped, active = [np.clip(g, -v, v) for g in grads], any(np.any(np.abs(g) > v) for g in grads)
+        else:
+            return grads
+        self.clip_active += bool(active)
+        return clipped
+
+    def step(self, weights, grads):
+        h = self.h
+        grads = [g + h.get("l1", 0.0) * np.sign(w) + 2 * h.get("l2", 0.0) * w for w, g in zip(weights, grads)]
+        grads = self.clip(grads)
+        lr = self.learning_rate()
+        if h.get("weight_decay") is not None:
+            weights = [w - w * h["weight_decay"] * lr for w in weights]
+        new = [self.update(i, w, g, lr) for i, (w, g) in enumerate(zip(weights, grads))]
+        self.iterations += 1
+        return new
+
+    def update(self, i, w, g, lr):
+        h = self.h
+        if self.name in ("sgd", "momentum"):
+            momentum = h["momentum"]
+            if momentum == 0:
+                return w - g * lr
+            self.s1[i] = self.s1[i] * momentum - g * lr
+            return w + (self.s1[i] * momentum - g * lr if h["nesterov"] else self.s1[i])
         if self.name == "adagrad":
-            self.s1 = self.s1 + g * g
-            return w - lr * g / (np.sqrt(self.s1) + h["epsilon"])
+            self.s1[i] = self.s1[i] + np.square(g)
+            return w - (lr * g) / np.sqrt(self.s1[i] + h["epsilon"])
         if self.name == "rmsprop":
-            self.s1 = h["rho"] * self.s1 + (1 - h["rho"]) * g * g
-            return w - lr * g / (np.sqrt(self.s1) + h["epsilon"])
+            rho = h["rho"]
+            self.s1[i] = rho * self.s1[i] + (1 - rho) * np.square(g)
+            if h["centered"]:
+                self.s2[i] = rho * self.s2[i] + (1 - rho) * g
+                denominator = self.s1[i] - np.square(self.s2[i]) + h["epsilon"]
+            else:
+                denominator = self.s1[i] + h["epsilon"]
+            increment = (lr * g) / np.sqrt(denominator)
+            if h["momentum"] > 0:
+                self.s3[i] = h["momentum"] * self.s3[i] + increment
+                return w - self.s3[i]
+            return w - increment
         if self.name == "adadelta":
-            self.s1 = h["rho"] * self.s1 + (1 - h["rho"]) * g * g
-            dx = -np.sqrt(self.s2 + h["epsilon"]) / np.sqrt(self.s1 + h["epsilon"]) * g
-            self.s2 = h["rho"] * self.s2 + (1 - h["rho"]) * dx * dx
-            return w + lr * dx
-        if self.name == "adam":
-            self.s1 = h["beta_1"] * self.s1 + (1 - h["beta_1"]) * g
-            self.s2 = h["beta_2"] * self.s2 + (1 - h["beta_2"]) * g * g
-            m_hat = self.s1 / (1 - h["beta_1"] ** self.t)
-            v_hat = self.s2 / (1 - h["beta_2"] ** self.t)
-            return w - lr * m_hat / (np.sqrt(v_hat) + h["epsilon"])
+            rho, eps = h["rho"], h["epsilon"]
+            self.s1[i] = rho * self.s1[i] + (1 - rho) * np.square(g)
+            delta = -(np.sqrt(self.s2[i] + eps) * g) / np.sqrt(self.s1[i] + eps)
+            self.s2[i] = rho * self.s2[i] + (1 - rho) * np.square(delta)
+            return w + lr * delta
+        if self.name in ("adam", "adamw"):
+            t = self.iterations + 1
+            b1, b2 = h["beta_1"], h["beta_2"]
+            alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+            self.s1[i] = self.s1[i] + (g - self.s1[i]) * (1 - b1)
+            self.s2[i] = self.s2[i] + (np.square(g) - self.s2[i]) * (1 - b2)
+            v = self.s2[i]
+            if h["amsgrad"]:
+                self.s3[i] = np.maximum(self.s3[i], v)
+                v = self.s3[i]
+            return w - (self.s1[i] * alpha) / (np.sqrt(v) + h["epsilon"])
         raise KeyError(self.name)

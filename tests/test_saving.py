@@ -15,7 +15,7 @@ import pytest
 
 import clnet
 from clnet.layers import Dense, Flatten, Input
-from clnet.optimizers import SGD, AdaDelta, AdaGrad, Adam, Momentum, RMSProp
+from clnet.optimizers import SGD, AdaDelta, AdaGrad, Adam, AdamW, Momentum, RMSProp, schedules
 from clnet.saving import CheckpointError
 from conftest import two_devices_env
 
@@ -27,6 +27,14 @@ OPTIMIZERS = {
     "RMSProp": lambda: RMSProp(0.01, rho=0.8, l2=1e-4),
     "AdaDelta": lambda: AdaDelta(1.0, rho=0.9),
     "Adam": lambda: Adam(0.01, beta_1=0.8, beta_2=0.99, l1=1e-5, l2=1e-4),
+    # A third moment, clipping by norm (device passes) and a schedule read at `iterations`.
+    "AMSGrad": lambda: Adam(0.01, amsgrad=True, clipnorm=0.5, l2=1e-4),
+    "AdamW": lambda: AdamW(schedules.CosineDecay(0.001, 20, alpha=0.1, warmup_target=0.02, warmup_steps=5),
+                           weight_decay=0.05, global_clipnorm=1.0),
+    "SGDNesterov": lambda: SGD(schedules.PiecewiseConstantDecay([5, 20], [0.1, 0.05, 0.02]), momentum=0.9,
+                               nesterov=True, clipvalue=0.2),
+    "RMSPropCentered": lambda: RMSProp(schedules.ExponentialDecay(0.01, 6, 0.8, staircase=True), momentum=0.5,
+                                       centered=True, weight_decay=0.01),
 }
 N, M = 2, 2  # epochs before the checkpoint, epochs after
 
@@ -80,7 +88,8 @@ def test_file_layout_opens_with_plain_h5py(tmp_path):
             "loss": "categorical_crossentropy", "metrics": ["accuracy"],
             "optimizer": {"class_name": "Adam", "config": {
                 "name": "adam", "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.99, "epsilon": 1e-7,
-                "l1": 1e-5, "l2": 1e-4}}}
+                "amsgrad": False, "weight_decay": None, "clipnorm": None, "global_clipnorm": None,
+                "clipvalue": None, "l1": 1e-5, "l2": 1e-4}}}
         assert list(f["layers"]) == ["000_input", "001_flatten", "002_dense", "003_dense_1"]
         assert [f["layers"][g].attrs["type"].decode() for g in f["layers"]] == ["Input", "Flatten", "Dense", "Dense"]
         assert list(f["layers/002_dense"].attrs["weight_names"]) == [b"kernel", b"bias"]
@@ -119,6 +128,26 @@ def test_save_and_load_in_process_restores_everything(tmp_path):
     assert loaded.evaluate(x, y) == model.evaluate(x, y)
     with pytest.raises(TypeError, match="floatx must be 'float32' or 'float64', got 'float16'"):
         clnet.load_model(tmp_path / "m.h5", floatx="float16")
+
+
+@pytest.mark.parametrize("optimizer,slots", [("AMSGrad", {"first_moment", "second_moment", "max_second_moment"}),
+                                             ("RMSPropCentered", {"mean_square", "mean_grad", "momentum"}),
+                                             ("AdamW", {"first_moment", "second_moment"})])
+def test_new_optimizer_state_and_schedules_round_trip(tmp_path, optimizer, slots):
+    x, y = data()
+    model = mlp(optimizer)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    model.save(tmp_path / "m.h5")
+    with h5py.File(tmp_path / "m.h5", "r") as f:
+        assert set(f["optimizer"]) == slots
+        saved = json.loads(f.attrs["training_config"])["optimizer"]
+    assert saved == {"class_name": type(model.optimizer).__name__, "config": model.optimizer.get_config()}
+    loaded = clnet.load_model(tmp_path / "m.h5")
+    assert type(loaded.optimizer) is type(model.optimizer)
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
+    assert loaded.optimizer.iterations == 8 and loaded.optimizer.learning_rate == model.optimizer.learning_rate
+    for slot in slots:
+        np.testing.assert_array_equal(loaded.optimizer.moments[slot].numpy(), model.optimizer.moments[slot].numpy())
 
 
 def test_save_weights_and_load_weights(tmp_path):

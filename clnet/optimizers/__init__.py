@@ -1,10 +1,12 @@
-"""Optimizers: one file each, its update kernel in the .cl file beside it."""
+"""Optimizers: one file each, its update kernel in the .cl file beside it; schedules for the
+learning rate in clnet.optimizers.schedules."""
+from . import schedules
 from .base import Optimizer, get
-from .sgd import SGD
-from .momentum import Momentum
-from .adagrad import AdaGrad
-from .rmsprop import RMSProp
-from .adadelta import AdaDelta
-from .adam import Adam
+from .sgd import SGD, Momentum
+from .adagrad import AdaGrad, Adagrad
+from .rmsprop import RMSProp, RMSprop
+from .adadelta import AdaDelta, Adadelta
+from .adam import Adam, AdamW
 
-__all__ = ["Optimizer", "get", "SGD", "Momentum", "AdaGrad", "RMSProp", "AdaDelta", "Adam"]
+__all__ = ["Optimizer", "get", "schedules", "SGD", "Momentum", "AdaGrad", "Adagrad", "RMSProp", "RMSprop",
+           "AdaDelta", "Adadelta", "Adam", "AdamW"]

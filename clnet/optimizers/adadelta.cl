@@ -1,17 +1,17 @@
-// Zeiler (2012): the running mean of squared *updates* sets the step's unit.
-// Eg = rho Eg + (1 - rho) g^2; dx = -sqrt(Ex + eps) / sqrt(Eg + eps) g;
+// Keras's Adadelta (Zeiler 2012): the running mean of squared *updates* sets the step's unit.
+// Eg = rho Eg + (1 - rho) g^2; dx = -(sqrt(Ex + eps) g) / sqrt(Eg + eps);
 // Ex = rho Ex + (1 - rho) dx^2; w += lr dx (Zeiler's method is lr = 1).
 __kernel void AdaDeltaUpdate(__global TYPE *weights, __global const TYPE *grads,
                              __global TYPE *mean_square_grad, __global TYPE *mean_square_update,
-                             const int total, const TYPE lr, const TYPE rho, const TYPE eps,
-                             const TYPE l1, const TYPE l2)
+                             const int total, const TYPE lr, const TYPE rho, const TYPE eps, UPDATE_ARGUMENTS)
 {
     const int i = get_global_id(0) * 4;
-    const TYPE4 w = ToVect4(weights, i, total);
-    const TYPE4 g = regularized(ToVect4(grads, i, total), w, l1, l2);
+    const TYPE4 w0 = ToVect4(weights, i, total);
+    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value CLIP_PASS);
+    const TYPE4 w = w0 - w0 * decay;
     const TYPE4 Eg = rho * ToVect4(mean_square_grad, i, total) + (1 - rho) * g * g;
     const TYPE4 Ex = ToVect4(mean_square_update, i, total);
-    const TYPE4 dx = -sqrt(Ex + eps) / sqrt(Eg + eps) * g;
+    const TYPE4 dx = -(sqrt(Ex + eps) * g) / sqrt(Eg + eps);
     D4ToArray(mean_square_grad, Eg, i, total);
     D4ToArray(mean_square_update, rho * Ex + (1 - rho) * dx * dx, i, total);
     D4ToArray(weights, w + lr * dx, i, total);

@@ -1,12 +1,12 @@
-// G += g^2; w -= lr g / (sqrt(G) + eps)
+// Keras's Adagrad: G += g^2; w -= lr g / sqrt(G + eps), G starting at initial_accumulator_value.
 __kernel void AdaGradUpdate(__global TYPE *weights, __global const TYPE *grads, __global TYPE *accumulator,
-                            const int total, const TYPE lr, const TYPE eps,
-                            const TYPE l1, const TYPE l2)
+                            const int total, const TYPE lr, const TYPE eps, UPDATE_ARGUMENTS)
 {
     const int i = get_global_id(0) * 4;
-    const TYPE4 w = ToVect4(weights, i, total);
-    const TYPE4 g = regularized(ToVect4(grads, i, total), w, l1, l2);
+    const TYPE4 w0 = ToVect4(weights, i, total);
+    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value CLIP_PASS);
+    const TYPE4 w = w0 - w0 * decay;
     const TYPE4 G = ToVect4(accumulator, i, total) + g * g;
     D4ToArray(accumulator, G, i, total);
-    D4ToArray(weights, w - lr * g / (sqrt(G) + eps), i, total);
+    D4ToArray(weights, w - lr * g / sqrt(G + eps), i, total);
 }

@@ -1,11 +1,27 @@
-"""What every optimizer shares. A subclass names its kernel, its moment buffers ("slots") and
-its hyper-parameters in the order the kernel takes them; one launch updates every parameter."""
+"""What every optimizer shares. A subclass names its kernel, its own arguments with Keras's
+defaults, its moment buffers ("slots"), its build switches and its kernel's scalars; one launch
+updates every parameter.
+
+A step follows Keras 3's BaseOptimizer.apply(): the gradient (with l1/l2, which are terms of the
+loss) is clipped (clipnorm per parameter, global_clipnorm over all, or clipvalue), the decoupled
+weight decay w -= weight_decay * lr * w is applied, then the optimizer's own update; the learning
+rate (a schedule's value at `iterations`, counted from 0) is the same for both; then `iterations`
+goes up by one. All of it happens in the one update kernel; clipping by norm adds two launches
+before it (CalcGradientNorm, CalcClipScale in base.cl), which leave the factors on the device."""
 from __future__ import annotations
+
+import math
+import numbers
 
 import numpy as np
 
 from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
+from . import schedules
+from .schedules import LearningRateSchedule
+
+# Elements per work-item of CalcGradientNorm: a block holds local_size times this many.
+_NORM_ELEMENTS_PER_ITEM = 16
 
 
 class Optimizer:
@@ -13,8 +29,7 @@ class Optimizer:
     names: tuple[str, ...] = ()
     source = ""
     kernel_name = ""
-    slots: dict[str, float] = {}       # moment buffer -> initial value
-    defaults: dict[str, float] = {}    # hyper-parameters after learning_rate, in kernel order
+    defaults: dict[str, float | bool] = {}  # the optimizer's own arguments, Keras's defaults
     learning_rate_default = 0.001
 
     def __init_subclass__(cls, **kwargs):
@@ -22,46 +37,158 @@ class Optimizer:
         for name in cls.names:
             Optimizer.registry[name] = cls
 
-    def __init__(self, learning_rate=None, l1=0.0, l2=0.0, **hyper):
+    def __init__(self, learning_rate=None, *, weight_decay=None, clipnorm=None, clipvalue=None,
+                 global_clipnorm=None, l1=0.0, l2=0.0, **hyper):
+        kind = type(self).__name__
         unknown = set(hyper) - set(self.defaults)
         if unknown:
-            raise TypeError(f"{type(self).__name__} got unknown argument(s) {sorted(unknown)}; it takes "
-                            f"learning_rate, {', '.join(self.defaults)}{', ' if self.defaults else ''}l1, l2")
+            raise TypeError(f"{kind} got unknown argument(s) {sorted(unknown)}; it takes learning_rate, "
+                            f"{''.join(k + ', ' for k in self.defaults)}weight_decay, clipnorm, clipvalue, "
+                            "global_clipnorm, l1, l2")
+        self.hyper = {}
+        for key, default in self.defaults.items():
+            value = hyper.get(key, default)
+            if isinstance(default, bool):
+                if not isinstance(value, (bool, np.bool_)):
+                    raise TypeError(f"{kind} {key} must be True or False, got {value!r}")
+                self.hyper[key] = bool(value)
+            else:
+                self.hyper[key] = _number(kind, key, value)
+        self.l1, self.l2 = _number(kind, "l1", l1), _number(kind, "l2", l2)
+        self.weight_decay = None if weight_decay is None else _number(kind, "weight_decay", weight_decay)
+        clips = {"clipnorm": clipnorm, "clipvalue": clipvalue, "global_clipnorm": global_clipnorm}
+        given = {k: v for k, v in clips.items() if v is not None}
+        if len(given) > 1:  # as Keras
+            raise ValueError(f"{kind} takes only one of clipnorm, clipvalue and global_clipnorm, got "
+                             f"{', '.join(f'{k}={v!r}' for k, v in given.items())}")
+        # 0 means no clipping, as in Keras.
+        self.clipnorm, self.clipvalue, self.global_clipnorm = (
+            None if v is None else _number(kind, k, v) for k, v in clips.items())
+        self._learning_rate = None
         self.learning_rate = self.learning_rate_default if learning_rate is None else learning_rate
-        values = {"learning_rate": self.learning_rate, "l1": l1, "l2": l2, **self.defaults, **hyper}
-        for key, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not value >= 0:
-                raise ValueError(f"{type(self).__name__} {key} must be a non-negative number, got {value!r}")
-        self.learning_rate, self.l1, self.l2 = float(self.learning_rate), float(l1), float(l2)
-        self.hyper = {k: float(values[k]) for k in self.defaults}
-        self.iterations = 0
+        self.check()
+        self.slots = self.slot_initials()   # moment buffer -> initial value, in kernel order
+        self.iterations = 0                  # steps taken; a schedule is evaluated at this count
         self.store: ParameterStore | None = None
 
+    # -- what a subclass describes -------------------------------------------------------------
+    def check(self) -> None:
+        """Range checks beyond non-negative numbers, raising ValueError naming the argument."""
+
+    def slot_initials(self) -> dict[str, float]:
+        return {}
+
+    def defines(self) -> dict[str, int]:
+        """Build switches of the update kernel (which moment buffers and arguments it has)."""
+        return {}
+
+    def scalars(self, learning_rate: float) -> tuple:
+        """The update kernel's arguments after `total` and before l1, l2, clip value and decay."""
+        return (learning_rate, *(v for v in self.hyper.values() if not isinstance(v, bool)))
+
+    # -- the learning rate ---------------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The rate of the next step: a schedule's value at `iterations`, as Keras reads it."""
+        if isinstance(self._learning_rate, LearningRateSchedule):
+            return float(self._learning_rate(self.iterations))
+        return self._learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        if isinstance(value, dict):  # a schedule's config, as get_config writes it
+            value = schedules.deserialize(value)
+        if isinstance(value, LearningRateSchedule):
+            self._learning_rate = value
+            return
+        if isinstance(self._learning_rate, LearningRateSchedule):
+            raise TypeError(f"{type(self).__name__} was created with the learning-rate schedule "
+                            f"{self._learning_rate!r}, so its learning rate cannot be set to {value!r}; "
+                            "create the optimizer with a float learning_rate to set it")
+        self._learning_rate = _number(type(self).__name__, "learning_rate", value)
+
+    @property
+    def schedule(self) -> LearningRateSchedule | None:
+        return self._learning_rate if isinstance(self._learning_rate, LearningRateSchedule) else None
+
+    # -- the device ----------------------------------------------------------------------------
+    @property
+    def _clip_norm(self) -> float:
+        return self.clipnorm or self.global_clipnorm or 0.0
+
     def bind(self, store: ParameterStore) -> None:
-        """Allocate the moment buffers for every parameter in the store."""
+        """Allocate the moment buffers for every parameter in the store (and, when clipping by
+        norm, the tables and scratch of the two norm passes)."""
         self.store = store
         rt, dtype = store.rt, store.dtype
         self.moments = {name: Tensor((store.size,), dtype, rt) for name in self.slots}
         for name, initial in self.slots.items():
             self.moments[name].fill(initial)
-        self._kernel = rt.kernel(rt.program(("optimizers/base.cl", self.source), dtype), self.kernel_name, dtype)
+        clip = self._clip_norm > 0
+        program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
+        self._kernel = rt.kernel(program, self.kernel_name, dtype)
+        self._clip_arguments = ()
+        if clip:
+            self._bind_clip_norm(store, program)
 
-    def scalars(self) -> tuple:
-        """The kernel's arguments after `total` and the learning rate, before l1 and l2."""
-        return tuple(self.hyper.values())
+    def _bind_clip_norm(self, store: ParameterStore, program) -> None:
+        rt, dtype = store.rt, store.dtype
+        parameters = store.parameters
+        block = rt.local_size * _NORM_ELEMENTS_PER_ITEM
+        blocks, first_block = [], [0]
+        for p in parameters:
+            blocks += [(start, min(start + block, p.offset + p.size)) for start in range(p.offset, p.offset + p.size, block)]
+            first_block.append(len(blocks))
+        starts = [p.offset for p in parameters]
+        self._blocks = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
+        self._first_block = Tensor.from_numpy(np.array(first_block, np.int32), rt=rt)     # (parameters + 1,)
+        self._starts = Tensor.from_numpy(np.array(starts, np.int32), rt=rt)               # (parameters,)
+        self._partial = Tensor((max(len(blocks), 1),), dtype, rt)                          # (blocks,) sums of g^2
+        self._clip_scale = Tensor((max(len(parameters), 1),), dtype, rt)                   # (parameters,)
+        self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
+        self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
+        self._clip_arguments = (self._clip_scale, self._starts, len(parameters))
 
     def step(self) -> None:
-        self.iterations += 1
         store = self.store
-        self._kernel((store.size // 4,), None, store.values, store.grads, *self.moments.values(),
-                     store.size, self.learning_rate, *self.scalars(), self.l1, self.l2)
+        learning_rate = self.learning_rate  # at `iterations` before the increment, as Keras
+        if self._clip_arguments:
+            size = store.rt.local_size
+            self._norm_kernel((self._blocks.shape[0] * size,), (size,), store.values, store.grads, self._blocks,
+                              self.l1, self.l2, self._partial)
+            self._scale_kernel((size,), (size,), self._partial, self._first_block, len(store.parameters),
+                               self._clip_norm, int(self.global_clipnorm is not None), self._clip_scale)
+        decay = (self.weight_decay or 0.0) * learning_rate
+        self._kernel((store.size // 4,), None, store.values, store.grads, *self.moments.values(), store.size,
+                     *self.scalars(learning_rate), self.l1, self.l2, self.clipvalue or 0.0, decay,
+                     *self._clip_arguments)
+        self.iterations += 1
 
+    # -- config --------------------------------------------------------------------------------
     def get_config(self) -> dict:
-        return {"name": self.names[0], "learning_rate": self.learning_rate, **self.hyper,
-                "l1": self.l1, "l2": self.l2}
+        schedule = self.schedule
+        return {"name": self.names[0],
+                "learning_rate": self._learning_rate if schedule is None else schedules.serialize(schedule),
+                **self.hyper, "weight_decay": self.weight_decay, "clipnorm": self.clipnorm,
+                "global_clipnorm": self.global_clipnorm, "clipvalue": self.clipvalue, "l1": self.l1, "l2": self.l2}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Optimizer":
+        """The optimizer get_config describes (without its "name"); a schedule's dict is rebuilt."""
+        return cls(**config)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v:g}' for k, v in self.get_config().items() if k != 'name')})"
+        config = self.get_config()
+        config["learning_rate"] = self.schedule or config["learning_rate"]
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in config.items() if k != 'name')})"
+
+
+def _number(kind: str, argument: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{kind} {argument} must be a non-negative number, got {value!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{kind} {argument} must be a non-negative number, got {value!r}")
+    return float(value)
 
 
 def get(identifier) -> Optimizer:
@@ -69,7 +196,7 @@ def get(identifier) -> Optimizer:
         return identifier
     if isinstance(identifier, dict):
         config = dict(identifier)
-        return get(config.pop("name")).__class__(**config)
+        return get(config.pop("name")).__class__.from_config(config)
     if isinstance(identifier, str) and identifier.lower() in Optimizer.registry:
         return Optimizer.registry[identifier.lower()]()
     raise ValueError(f"unknown optimizer {identifier!r}; expected one of {sorted(Optimizer.registry)} "

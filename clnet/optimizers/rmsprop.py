@@ -4,5 +4,22 @@ from .base import Optimizer
 class RMSProp(Optimizer):
     names = ("rmsprop",)
     source, kernel_name = "optimizers/rmsprop.cl", "RMSPropUpdate"
-    slots = {"mean_square": 0.0}
-    defaults = {"rho": 0.9, "epsilon": 1e-7}
+    defaults = {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": False}
+
+    def slot_initials(self):
+        slots = {"mean_square": 0.0}
+        if self.hyper["centered"]:
+            slots["mean_grad"] = 0.0
+        if self.hyper["momentum"] > 0:
+            slots["momentum"] = 0.0
+        return slots
+
+    def defines(self):
+        return {"CENTERED": int(self.hyper["centered"]), "MOMENTUM": int(self.hyper["momentum"] > 0)}
+
+    def scalars(self, learning_rate):
+        h = self.hyper
+        return (learning_rate, h["rho"], h["epsilon"], *((h["momentum"],) if h["momentum"] > 0 else ()))
+
+
+RMSprop = RMSProp  # Keras's spelling

@@ -2,6 +2,29 @@ from .base import Optimizer
 
 
 class SGD(Optimizer):
+    """Keras's SGD: plain, or with momentum (and nesterov, which without momentum changes nothing)."""
     names = ("sgd",)
     source, kernel_name = "optimizers/sgd.cl", "SGDUpdate"
+    defaults = {"momentum": 0.0, "nesterov": False}
     learning_rate_default = 0.01
+
+    def check(self):
+        if self.hyper["momentum"] > 1:
+            raise ValueError(f"{type(self).__name__} momentum must be in [0, 1], got {self.hyper['momentum']!r}")
+
+    def slot_initials(self):
+        return {"velocity": 0.0} if self.hyper["momentum"] else {}
+
+    def defines(self):
+        return {"MOMENTUM": int(self.hyper["momentum"] != 0)}
+
+    def scalars(self, learning_rate):
+        if not self.hyper["momentum"]:
+            return (learning_rate,)
+        return (learning_rate, self.hyper["momentum"], int(self.hyper["nesterov"]))
+
+
+class Momentum(SGD):
+    """SGD with momentum 0.9 by default (clnet's name from the MQL5 book; Keras writes SGD(momentum=...))."""
+    names = ("momentum",)
+    defaults = {"momentum": 0.9, "nesterov": False}
