@@ -105,6 +105,20 @@ class Model:
                 self.layers.append(layer)
 
     @property
+    def inputs(self) -> list[KerasTensor]:
+        """The model's input tensors (one per Input, in order), as Keras's `model.inputs`."""
+        return [i.output for i in self._inputs]
+
+    @property
+    def outputs(self) -> list[KerasTensor]:
+        return [self._output]
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every layer call from the inputs to the output, in the order made (a topological order)."""
+        return list(self._calls)
+
+    @property
     def input_shape(self):
         """The sample shape of the (first) input, or None while the model does not know it."""
         first = self.layers[0] if self.layers else None

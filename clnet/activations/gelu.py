@@ -4,3 +4,9 @@ from .base import Activation
 class GELU(Activation):
     """y = x Φ(x), Φ the standard normal CDF: Keras's "gelu" with its default approximate=False."""
     name, source, function, kernel_prefix = "gelu", "activations/gelu.cl", "gelu", "GELU"
+
+    def to_onnx(self, graph, x):
+        # ONNX's Gelu op arrives in opset 20; the same formula from Erf works in every opset.
+        erf = graph.op("Erf", graph.op("Mul", x, graph.constant("rsqrt2", 0.5 ** 0.5)))
+        one_plus = graph.op("Add", graph.constant("one", 1.0), erf)
+        return graph.op("Mul", graph.op("Mul", x, graph.constant("half", 0.5)), one_plus)

@@ -46,7 +46,8 @@ class Layer:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        Layer.registry[cls.__name__] = cls
+        if not cls.__name__.startswith("_"):  # a shared base such as _Merge is no layer of its own
+            Layer.registry[cls.__name__] = cls
 
     def __init__(self, name: str | None = None, input_shape=None):
         if name is not None and not isinstance(name, str):

@@ -59,6 +59,9 @@ class Add(_Merge):
     def backward(self, grad, rows, input_grads):
         return [grad if wanted else None for wanted in input_grads]
 
+    def to_onnx(self, graph, inputs):
+        return [graph.op("Sum", *inputs)]
+
 
 class Multiply(_Merge):
     """The elementwise product of its inputs."""
@@ -88,6 +91,12 @@ class Multiply(_Merge):
                     source = out
             results.append(out)
         return results
+
+    def to_onnx(self, graph, inputs):
+        product = inputs[0]
+        for x in inputs[1:]:
+            product = graph.op("Mul", product, x)
+        return [product]
 
 
 class Concatenate(_Merge):
@@ -141,6 +150,9 @@ class Concatenate(_Merge):
                 self._copy(size, None, grad, total, offset, out, inner, 0, inner)
             results.append(out if wanted else None)
         return results
+
+    def to_onnx(self, graph, inputs):
+        return [graph.op("Concat", *inputs, axis=self._sample_axis + 1)]  # axis 0 is the batch
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis}

@@ -28,7 +28,8 @@ def export(model, path, opset: int = 17, batch="dynamic") -> None:
 def model_proto(model, opset: int = 17, batch="dynamic"):
     """`model` as an onnx.ModelProto, checked by onnx.checker (full_check).
 
-    One input named "input", shape (batch, *model.input_shape), and one output named "output",
+    One input named "input", shape (batch, *model.input_shape) (a model of several inputs has
+    "input_0", "input_1", ... in the order of model.inputs), and one output named "output",
     shape (batch, *model.output_shape), both in the model's float type (float32 or float64).
     `batch="dynamic"` leaves the batch axis free (a symbolic dimension named "batch"); an integer
     fixes it. The IR version is the lowest that carries `opset`, so older runtimes read the file.
@@ -54,20 +55,23 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
         raise ValueError(f"batch must be 'dynamic' or a positive integer, got {batch!r}")
 
     graph = GraphBuilder(model.dtype, opset)
-    names = [INPUT]
-    for layer in model.layers:
-        graph.layer = layer
-        names = layer.to_onnx(graph, names)
+    sources = input_names(model)
+    tensors = {id(t): name for t, name in zip(model.inputs, sources)}
+    for call in model.calls:  # in the order they were made: a topological order
+        graph.layer = call.layer
+        names = call.layer.to_onnx(graph, [tensors[id(t)] for t in call.inputs])
         if not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str):
-            raise TypeError(f"layer {layer.name!r} ({type(layer).__name__}).to_onnx must return a list with "
-                            f"the name of its one output tensor, got {names!r}")
+            raise TypeError(f"layer {call.layer.name!r} ({type(call.layer).__name__}).to_onnx must return a list "
+                            f"with the name of its one output tensor, got {names!r}")
+        tensors[id(call.output)] = names[0]
     graph.layer = None
-    nodes = _nodes(onnx, graph, names[0])
+    nodes = _nodes(onnx, graph, tensors[id(model.outputs[0])], sources)
 
     elem_type = helper.np_dtype_to_tensor_dtype(model.dtype)
     dtype = model.dtype.name
-    inputs = [helper.make_tensor_value_info(INPUT, elem_type, [batch_dim, *model.input_shape],
-                                            f"{dtype} samples, one per row along axis 0, as model.predict takes them")]
+    inputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
+                                            f"{dtype} samples, one per row along axis 0, as model.predict takes them")
+              for name, t in zip(sources, model.inputs)]
     outputs = [helper.make_tensor_value_info(OUTPUT, elem_type, [batch_dim, *model.output_shape],
                                              f"{dtype}, what model.predict returns for the same rows")]
     initializers = [numpy_helper.from_array(array, name) for name, array in graph.initializers.items()]
@@ -82,12 +86,19 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     return proto
 
 
-def _nodes(onnx, graph: GraphBuilder, last: str) -> list:
+def input_names(model) -> list[str]:
+    """The graph's input names: "input" for a model of one input, else "input_0", "input_1", ...
+    in the order of the model's inputs (as predict takes its list of arrays)."""
+    count = len(model.inputs)
+    return [INPUT] if count == 1 else [f"{INPUT}_{i}" for i in range(count)]
+
+
+def _nodes(onnx, graph: GraphBuilder, last: str, sources: list[str]) -> list:
     """The builder's nodes as NodeProtos, with the last tensor renamed to OUTPUT; each op must
     exist in the chosen opset."""
     from onnx import helper, numpy_helper
 
-    if last == INPUT or last in graph.initializers:  # nothing computed: the graph still needs a node
+    if last in sources or last in graph.initializers:  # nothing computed: the graph still needs a node
         graph.nodes.append(("Identity", (last,), OUTPUT, {}, None))
         last = OUTPUT
     rename = lambda name: OUTPUT if name == last else name

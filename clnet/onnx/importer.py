@@ -13,6 +13,8 @@ export, torch.onnx.export (TorchScript and dynamo exporters) and Keras's MLPs:
     Mul, Add, Sub, Div by a scalar constant                     -> Linear(a, b), or folded into
                                                                    the Sigmoid(a, b) before it
     x * Sigmoid(b x), x / (1 + Exp(Neg(b x))), b x = x or Mul   -> Swish(b)
+    Mul(Mul(x, 0.5), Add(1, Erf(Mul(x, 1/sqrt(2)))))           -> GELU
+    Softplus                                                    -> Softplus
     Identity, Cast to the graph's float type, Constant          -> nothing
 
 An activation straight after a Dense becomes that Dense's activation (as clnet exports it);
@@ -54,8 +56,8 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Chain(onnx, proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "Cast", "Concat", "Constant", "Div", "Exp", "Flatten", "Gather", "Gemm", "Identity",
-                 "LeakyRelu", "MatMul", "Mul", "Neg", "PRelu", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax",
+SUPPORTED_OPS = ("Add", "Cast", "Concat", "Constant", "Div", "Erf", "Exp", "Flatten", "Gather", "Gemm", "Identity",
+                 "LeakyRelu", "MatMul", "Mul", "Neg", "PRelu", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
                  "Squeeze", "Sub", "Tanh", "Unsqueeze")
 # Ops read only where they compute a shape from a tensor's Shape (as Keras and torch write a
 # Flatten for a dynamic batch): they are evaluated on integers, not turned into layers.
@@ -81,6 +83,10 @@ class _Chain:
         self.graph = graph
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.inputs = [i for i in graph.input if i.name not in self.constants]
+        if len(self.inputs) != 1 or len(graph.output) != 1:
+            raise ValueError(f"{where} has {len(self.inputs)} inputs and {len(graph.output)} outputs; "
+                             "clnet.onnx.load reads models with one of each")
         self.nodes = []
         for node in graph.node:
             if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
@@ -110,10 +116,7 @@ class _Chain:
 
     # -- the graph's interface -------------------------------------------------------------
     def _io(self):
-        inputs = [i for i in self.graph.input if i.name not in self.constants]
-        if len(inputs) != 1 or len(self.graph.output) != 1:
-            raise ValueError(f"{self.where} has {len(inputs)} inputs and {len(self.graph.output)} outputs; "
-                             "clnet.onnx.load reads models with one of each")
+        inputs = self.inputs
         tensor = inputs[0].type.tensor_type
         if tensor.elem_type not in DTYPES:
             raise ValueError(f"{self.where}: input {inputs[0].name!r} has element type "
@@ -149,7 +152,7 @@ class _Chain:
                         else "as part of Swish, x / (1 + Exp(Neg(b x)))"))
                 new, x = read(node, x)
             else:
-                new, x = self._swish(users, x)
+                new, x = self._gelu(users, x) or self._swish(users, x)
             steps.extend(new)
         unused = [n for n in self.nodes if id(n) not in self.used]
         if unused:
@@ -333,6 +336,9 @@ class _Chain:
     def _prelu(self, node, x):
         return [("act", "lrelu", {"a": self._scalar(node, node.input[1], "slope")})], node.output[0]
 
+    def _softplus(self, node, x):
+        return [("act", "softplus", {})], node.output[0]
+
     def _softmax(self, node, x):
         rank = len(self.shape) + 1
         axis = self._attribute(node, "axis", -1 if self.opset >= 13 else 1)
@@ -362,6 +368,25 @@ class _Chain:
         return [("affine", scale, shift)], node.output[0]
 
     _mul = _add = _sub = _div = _affine
+
+    def _gelu(self, users, x):
+        """GELU as clnet writes it, reading x twice: Mul(Mul(x, 0.5), Add(1, Erf(Mul(x, 1/sqrt(2)))));
+        None if `users` are not that."""
+        if len(users) != 2 or any(u.op_type != "Mul" for u in users):
+            return None
+        is_constant = lambda node, value: any(i in self.constants and self.constants[i].size == 1
+                                              and np.isclose(float(self.constants[i].reshape(())), value, rtol=1e-7)
+                                              for i in node.input)
+        for scaled, half in (users, users[::-1]):
+            erf = self._only_user(scaled.output[0])
+            add = erf and erf.op_type == "Erf" and self._only_user(erf.output[0])
+            final = add and add.op_type == "Add" and self._only_user(add.output[0])
+            if (final and final.op_type == "Mul" and set(final.input) == {half.output[0], add.output[0]}
+                    and self._only_user(half.output[0]) is final and is_constant(scaled, 0.5 ** 0.5)
+                    and is_constant(half, 0.5) and is_constant(add, 1.0)):
+                self.used.update(id(n) for n in (scaled, half, erf, add, final))
+                return [("act", "gelu", {})], final.output[0]
+        return None
 
     def _swish(self, users, x):
         """Swish(b), which reads x twice: x * Sigmoid(b x), or x / (1 + Exp(Neg(b x))) as clnet
