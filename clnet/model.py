@@ -119,12 +119,18 @@ class Sequential:
         needs, seen_parameters = [], want_input_grad
         for layer in self.layers:
             needs.append(seen_parameters)
-            seen_parameters = seen_parameters or bool(layer.parameters)
+            seen_parameters = seen_parameters or any(p.trainable for p in layer.parameters)
         return needs
 
     # -- one batch ---------------------------------------------------------------------------
-    def _forward(self, x: Tensor, rows: int) -> Tensor:
+    def _forward(self, x: Tensor, rows: int, training: bool = False) -> Tensor:
+        # The mode every layer sees: fit trains (Dropout drops, BatchNormalization normalises with
+        # and updates batch statistics); evaluate, predict and validation infer. `step`, the
+        # optimizer's update count (restored from a checkpoint), seeds per-step randomness, so a
+        # resumed run draws the masks an uninterrupted one does.
+        step = self.optimizer.iterations if training else 0
         for layer in self.layers:
+            layer.training, layer.step = training, step
             x = layer.forward(x, rows)
         return x
 
@@ -204,7 +210,7 @@ class Sequential:
                 rows = min(batch_size, len(x) - first)
                 callbacks.on_batch_begin(step, {"batch": step, "size": rows})
                 xb, yb = train.batch(first, rows)
-                self._loss(self._forward(xb, rows), yb, rows, first)
+                self._loss(self._forward(xb, rows, training=True), yb, rows, first)
                 self._backward(rows, input_grads)
                 self.optimizer.step()
                 callbacks.on_batch_end(step, {"batch": step, "size": rows})
@@ -267,14 +273,16 @@ class Sequential:
         return result
 
     def compute_gradients(self, x, y):
-        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x."""
+        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
+        training mode at the current step (the same Dropout masks each call; a non-trainable
+        weight's gradient is zeros)."""
         self._require_compiled("compute_gradients")
         x, y = self._prepare(x, y)
         rows = len(x)
         self._ensure_capacity(rows)
         self._ensure_stats(rows)
         xb, yb = Batches(self.rt, x, y, rows).batch(0, rows)
-        self._loss(self._forward(xb, rows), yb, rows, 0)
+        self._loss(self._forward(xb, rows, training=True), yb, rows, 0)
         input_grad = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
         grads = []
@@ -369,7 +377,12 @@ class Sequential:
             print(f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{str((None, *layer.output_shape)):<20}"
                   f"{layer.count_params():>10,}", file=file)
         print("=" * 62, file=file)
-        print(f"Total params: {self.count_params():,}", file=file)
+        total = self.count_params()
+        trainable = sum(w.size for layer in self.layers
+                        for p, w in zip(layer.parameters, layer.get_weights()) if p.trainable)
+        print(f"Total params: {total:,}", file=file)
+        print(f"Trainable params: {trainable:,}", file=file)
+        print(f"Non-trainable params: {total - trainable:,}", file=file)
 
 
 def _check_int(argument: str, value, minimum: int) -> int:

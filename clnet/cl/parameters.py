@@ -1,5 +1,8 @@
-"""All trainable parameters of a model in one flat device buffer (and their gradients in a
-second), so that an optimizer updates every parameter with a single kernel launch."""
+"""All parameters of a model in one flat device buffer (and the trainable ones' gradients in a
+second), so that an optimizer updates every trainable parameter with a single kernel launch.
+
+Non-trainable parameters (BatchNormalization's moving statistics) sit after the trainable ones:
+the optimizer's range, its moments and the gradients cover only `values[:size]`."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +18,15 @@ class Parameter:
     in the flattened device array: layers may pad or reorder on the device (Dense keeps column
     panels) while weights, gradients and optimizer moments go in and out in Keras layout."""
 
-    def __init__(self, offset: int, initial: np.ndarray, keras_index: np.ndarray | None):
-        self.offset = offset
+    def __init__(self, initial: np.ndarray, keras_index: np.ndarray | None, trainable: bool):
+        self.offset: int | None = None  # set when the store is allocated
+        self.trainable = trainable
         self.shape = initial.shape
         self.size = initial.size
         self.keras_index = np.arange(self.size).reshape(self.shape) if keras_index is None else keras_index
         self.initial: np.ndarray | None = initial
         self.value: Tensor | None = None
-        self.grad: Tensor | None = None
+        self.grad: Tensor | None = None  # None for a non-trainable parameter
 
     def own(self, flat: np.ndarray) -> np.ndarray:
         """This parameter's slice of a flat store-sized array (a view)."""
@@ -42,23 +46,28 @@ class ParameterStore:
         self.rt = rt
         self.dtype = np.dtype(dtype)
         self.parameters: list[Parameter] = []
-        self.size = 0
+        self.size = 0  # elements in the trainable range: values[:size], grads and optimizer moments
         self.values: Tensor | None = None
         self.grads: Tensor | None = None
 
-    def add(self, initial: np.ndarray, keras_index: np.ndarray | None = None) -> Parameter:
+    def add(self, initial: np.ndarray, keras_index: np.ndarray | None = None, trainable: bool = True) -> Parameter:
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
-        step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
-        offset = -(-self.size // step) * step
-        parameter = Parameter(offset, np.asarray(initial, self.dtype), keras_index)
+        parameter = Parameter(np.asarray(initial, self.dtype), keras_index, trainable)
         self.parameters.append(parameter)
-        self.size = offset + parameter.size
         return parameter
 
     def allocate(self) -> None:
-        self.size = -(-self.size // 4) * 4  # whole TYPE4 vectors for the update kernels
-        host = np.zeros(self.size, self.dtype)
+        step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
+        end = 0
+        for trainable in (True, False):
+            for p in self.parameters:
+                if p.trainable == trainable:
+                    p.offset = -(-end // step) * step
+                    end = p.offset + p.size
+            if trainable:
+                end = self.size = -(-end // 4) * 4  # whole TYPE4 vectors for the update kernels
+        host = np.zeros(max(end, self.size), self.dtype)
         for p in self.parameters:
             host[p.offset:p.offset + p.size] = p.initial.ravel()
             p.initial = None
@@ -68,4 +77,5 @@ class ParameterStore:
         for p in self.parameters:
             region = (p.offset * item, p.size * item)
             p.value = Tensor(p.shape, self.dtype, self.rt, self.values.buffer.get_sub_region(*region))
-            p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
+            if p.trainable:
+                p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
