@@ -30,7 +30,8 @@ class Dropout(Layer):
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         self.width = int(np.prod(shape))
-        self.kernel_seed = self.seed if self.seed is not None else int(rng.integers(2**31))
+        # The kernel takes a 32-bit int; the hash spreads it, so seeds beyond that wrap harmlessly.
+        self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
         # The mask's geometry (see dropout.cl): nothing without a noise shape; else the sample's
         # dims and the mask's strides, 0 along the axes it broadcasts over.
         geometry = np.zeros(1, np.int32)
