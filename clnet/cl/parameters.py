@@ -67,7 +67,7 @@ class ParameterStore:
                     end = p.offset + p.size
             if trainable:
                 end = self.size = -(-end // 4) * 4  # whole TYPE4 vectors for the update kernels
-        host = np.zeros(max(end, self.size), self.dtype)
+        host = np.zeros(end, self.dtype)
         for p in self.parameters:
             host[p.offset:p.offset + p.size] = p.initial.ravel()
             p.initial = None

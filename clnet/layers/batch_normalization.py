@@ -102,6 +102,8 @@ class BatchNormalization(Layer):
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """The training-mode gradient (fit is the only caller of backward)."""
+        if not input_grad and not (self.scale or self.center):
+            return None
         group = self.rt.local_size
         self._hidden((self.channels * group,), (group,), self.x, grad, self.input_grad, self._gamma_beta()[0],
                      self.batch_mean, self.batch_inv_std, self.gamma.grad if self.scale else self._sink,
