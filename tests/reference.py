@@ -205,3 +205,10 @@ def layer_alone(layer, sample_shape, rows, dtype, seed=0):
 def device(array, dtype):
     from clnet.cl.tensor import Tensor
     return Tensor.from_numpy(np.asarray(array, dtype))
+
+
+def built(model, sample_shape):
+    """`model`, built for samples of `sample_shape` unless its construction already built it."""
+    if not model.built:
+        model.build(sample_shape)
+    return model

@@ -5,7 +5,7 @@ import pytest
 
 import clnet
 from clnet.layers import Dense, Flatten, Input, LocallyConnected1D
-from reference import ACTIVATIONS, device, layer_alone, locally_connected_1d, locally_connected_1d_backward
+from reference import ACTIVATIONS, built, device, layer_alone, locally_connected_1d, locally_connected_1d_backward
 from test_gradients import build, check_model
 
 # (steps, input_dim, filters, kernel_size, strides, rows)
@@ -93,10 +93,10 @@ def test_launches_per_training_step(rt):
 def test_bad_arguments(rt):
     with pytest.raises(ValueError, match=r"LocallyConnected1D 'lc' kernel_size=5 is larger than the input's 4 steps "
                                          r"\(input_shape \(4, 2\)\)"):
-        clnet.Sequential([Input((4, 2)), LocallyConnected1D(1, 5, name="lc")]).build((4, 2))
+        built(clnet.Sequential([Input((4, 2)), LocallyConnected1D(1, 5, name="lc")]), (4, 2))
     with pytest.raises(ValueError, match=r"LocallyConnected1D 'lc' expects samples of shape \(steps, input_dim\), "
                                          r"got input_shape \(4,\)"):
-        clnet.Sequential([Input((4,)), LocallyConnected1D(1, 2, name="lc")]).build((4,))
+        built(clnet.Sequential([Input((4,)), LocallyConnected1D(1, 2, name="lc")]), (4,))
     for argument, value in [("filters", 0), ("kernel_size", -1), ("strides", 1.5)]:
         kwargs = {"filters": 1, "kernel_size": 2, argument: value}
         with pytest.raises(ValueError, match=rf"LocallyConnected1D {argument} must be a positive integer, got {value}"):
@@ -108,7 +108,7 @@ def test_bad_arguments(rt):
 def test_config_round_trip(rt):
     model = clnet.Sequential([Input((12, 3)), LocallyConnected1D(4, (3,), strides=2, activation="relu",
                                                                  use_bias=False)], seed=1)
-    model.build((12, 3))
+    built(model, (12, 3))
     again = clnet.Sequential.from_config(model.get_config())
     assert again.get_config() == model.get_config()
     for a, b in zip(again.get_weights(), model.get_weights()):

@@ -9,7 +9,7 @@ import pytest
 
 import clnet
 from clnet.layers import BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization
-from reference import (batch_norm_backward, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
+from reference import (batch_norm_backward, built, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
                        layer_norm_backward)
 from test_gradients import build, check_model
 from test_saving import datasets, run_python
@@ -102,7 +102,7 @@ def test_layer_norm_gradients(fp64, shape, axis):
     rng = np.random.default_rng(5)
     model = build([Input(shape), LayerNormalization(axis=axis), Flatten(), Dense(3, "sigmoid")],
                   "binary_crossentropy")
-    model.build(shape)
+    built(model, shape)
     features = (None, *shape)[axis]
     model.layers[1].set_weights([rng.normal(size=features), rng.normal(size=features)])
     x = rng.normal(size=(4, *shape))
@@ -160,7 +160,7 @@ def test_moving_statistics_follow_the_batches_and_serve_inference(rt):
 
 def test_summary_counts_trainable_and_non_trainable(rt):
     model = model_with_batch_norm()
-    model.build((2, 3))
+    built(model, (2, 3))
     out = io.StringIO()
     model.summary(file=out)
     text = out.getvalue()
@@ -231,10 +231,9 @@ def test_launches_per_training_step(rt):
 @pytest.mark.parametrize("cls", [BatchNormalization, LayerNormalization])
 def test_axis_out_of_range(rt, cls):
     for axis in (3, -4, 0):
-        model = clnet.Sequential([Input((4, 5)), cls(axis=axis, name="norm")])
         with pytest.raises(ValueError, match=rf"{cls.__name__} 'norm' axis={axis} is out of range for inputs of "
                                              r"shape \(None, 4, 5\); expected a feature axis in \[1, 2\] or \[-2, -1\]"):
-            model.build((4, 5))
+            built(clnet.Sequential([Input((4, 5)), cls(axis=axis, name="norm")]), (4, 5))
     with pytest.raises(TypeError, match=rf"{cls.__name__} axis must be an integer, got \[1, 2\]"):
         cls(axis=[1, 2])
     with pytest.raises(ValueError, match=rf"{cls.__name__} epsilon must be a positive number, got 0"):
@@ -249,7 +248,7 @@ def test_bad_momentum():
 def test_config_round_trip(rt):
     model = clnet.Sequential([Input((4, 5)), BatchNormalization(axis=1, momentum=0.9, center=False),
                               LayerNormalization(epsilon=1e-5, scale=False)])
-    model.build((4, 5))
+    built(model, (4, 5))
     config = json.loads(json.dumps(model.get_config()))
     again = clnet.Sequential.from_config(config)
     assert again.get_config() == model.get_config()
