@@ -1,7 +1,10 @@
 // BatchNormalization over the channels of axis `axis`: a sample is seen as (outer, channels,
 // inner), so a channel's values in a batch are the `count` = rows * outer * inner elements at
-// bn_index(j, c) for j < count. Training kernels give each channel one work-group of
-// LOCAL_SIZE items (a power of two) that stride over those elements and reduce in local memory.
+// bn_index(j, c) for j < count. A training kernel's work-group is (block, lanes), block * lanes
+// = LOCAL_SIZE, both powers of two: `block` neighbouring channels, each with `lanes` work-items
+// that stride over its elements and then reduce in local memory. With channels last, the
+// work-items of one lane read `block` neighbouring values: whole vectors or memory lines, where
+// one channel per work-group would read one value of each line it touches.
 
 inline int bn_index(const int j, const int c, const int channels, const int inner)
 {
@@ -9,6 +12,22 @@ inline int bn_index(const int j, const int c, const int channels, const int inne
         return j * channels + c;
     const int o = j / inner;
     return (o * channels + c) * inner + (j - o * inner);
+}
+
+// The sum of `value` over the lanes of this work-item's channel, for every lane.
+inline TYPE lanes_reduce(__local TYPE *scratch, const TYPE value)
+{
+    const int c = get_local_id(0), lane = get_local_id(1), block = get_local_size(0);
+    scratch[lane * block + c] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = get_local_size(1) / 2; stride > 0; stride >>= 1) {
+        if (lane < stride)
+            scratch[lane * block + c] += scratch[(lane + stride) * block + c];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const TYPE result = scratch[c];
+    barrier(CLK_LOCAL_MEM_FENCE);  // scratch is reused by the next reduction
+    return result;
 }
 
 // Training: normalise with the batch's mean and biased variance, as Keras, keep them for the
@@ -26,24 +45,27 @@ __kernel void FeedForwardBatchNorm(__global const TYPE *inputs,      // (rows, o
                                    const TYPE momentum, const TYPE epsilon)
 {
     __local TYPE scratch[LOCAL_SIZE];
-    const int c = get_group_id(0), lid = get_local_id(0), step = get_local_size(0);
+    const int c = get_global_id(0), lane = get_local_id(1), lanes = get_local_size(1);
+    const int rows = c < channels ? count : 0;  // a block's channels past the last only reduce
     TYPE sum = 0;
-    for (int j = lid; j < count; j += step)
+    for (int j = lane; j < rows; j += lanes)
         sum += inputs[bn_index(j, c, channels, inner)];
-    const TYPE mean = group_reduce(scratch, sum, 0) / count;
+    const TYPE mean = lanes_reduce(scratch, sum) / count;
     TYPE squares = 0;  // a second pass: sum (x - mean)^2 loses nothing to cancellation
-    for (int j = lid; j < count; j += step) {
+    for (int j = lane; j < rows; j += lanes) {
         const TYPE d = inputs[bn_index(j, c, channels, inner)] - mean;
         squares += d * d;
     }
-    const TYPE variance = group_reduce(scratch, squares, 0) / count;
+    const TYPE variance = lanes_reduce(scratch, squares) / count;
+    if (c >= channels)
+        return;
     const TYPE inv_std = 1 / sqrt(variance + epsilon);
     const TYPE g = gamma[c], b = beta[c];
-    for (int j = lid; j < count; j += step) {
+    for (int j = lane; j < rows; j += lanes) {
         const int i = bn_index(j, c, channels, inner);
         outputs[i] = (inputs[i] - mean) * inv_std * g + b;
     }
-    if (lid == 0) {
+    if (lane == 0) {
         batch_mean[c] = mean;
         batch_inv_std[c] = inv_std;
         moving_mean[c] = moving_mean[c] * momentum + mean * (1 - momentum);
@@ -83,24 +105,27 @@ __kernel void CalcHiddenGradientBatchNorm(__global const TYPE *inputs,         /
                                           const int want_input_gr)
 {
     __local TYPE scratch[LOCAL_SIZE];
-    const int c = get_group_id(0), lid = get_local_id(0), step = get_local_size(0);
-    const TYPE mean = batch_mean[c], inv_std = batch_inv_std[c];
+    const int c = get_global_id(0), lane = get_local_id(1), lanes = get_local_size(1);
+    const int rows = c < channels ? count : 0;
+    const TYPE mean = c < channels ? batch_mean[c] : 0, inv_std = c < channels ? batch_inv_std[c] : 0;
     TYPE dy_sum = 0, dy_xhat_sum = 0;
-    for (int j = lid; j < count; j += step) {
+    for (int j = lane; j < rows; j += lanes) {
         const int i = bn_index(j, c, channels, inner);
         dy_sum += output_gr[i];
         dy_xhat_sum += output_gr[i] * (inputs[i] - mean) * inv_std;
     }
-    const TYPE dbeta = group_reduce(scratch, dy_sum, 0);
-    const TYPE dgamma = group_reduce(scratch, dy_xhat_sum, 0);
-    if (lid == 0) {
+    const TYPE dbeta = lanes_reduce(scratch, dy_sum);
+    const TYPE dgamma = lanes_reduce(scratch, dy_xhat_sum);
+    if (c >= channels)
+        return;
+    if (lane == 0) {
         gamma_gr[c] = dgamma;
         beta_gr[c] = dbeta;
     }
     if (!want_input_gr)
         return;
     const TYPE scale = gamma[c] * inv_std / count;
-    for (int j = lid; j < count; j += step) {
+    for (int j = lane; j < rows; j += lanes) {
         const int i = bn_index(j, c, channels, inner);
         input_gr[i] = scale * (count * output_gr[i] - dbeta - (inputs[i] - mean) * inv_std * dgamma);
     }

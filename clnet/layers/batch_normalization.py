@@ -70,6 +70,11 @@ class BatchNormalization(Layer):
         self._forward_batch = kernel("FeedForwardBatchNorm")
         self._forward_moving = kernel("FeedForwardBatchNormInference")
         self._hidden = kernel("CalcHiddenGradientBatchNorm")
+        # Work-groups of (block channels, lanes) (see batch_normalization.cl): up to 16
+        # neighbouring channels when they are neighbours in memory (channels last).
+        local = self.rt.local_size
+        block = min(16, local, 1 << max(self.channels - 1, 0).bit_length()) if self.inner == 1 else 1
+        self._groups = ((-(-self.channels // block) * block, local // block), (block, local // block))
         return shape
 
     @property
@@ -88,8 +93,7 @@ class BatchNormalization(Layer):
         self.x = x
         gamma, beta = self._gamma_beta()
         if self.training:
-            group = self.rt.local_size
-            self._forward_batch((self.channels * group,), (group,), x, self.outputs, gamma, beta,
+            self._forward_batch(*self._groups, x, self.outputs, gamma, beta,
                                 self.moving_mean.value, self.moving_variance.value, self.batch_mean,
                                 self.batch_inv_std, rows * self.outer * self.inner, self.channels, self.inner,
                                 self.momentum, self.epsilon)
@@ -104,8 +108,7 @@ class BatchNormalization(Layer):
         """The training-mode gradient (fit is the only caller of backward)."""
         if not input_grad and not (self.scale or self.center):
             return None
-        group = self.rt.local_size
-        self._hidden((self.channels * group,), (group,), self.x, grad, self.input_grad, self._gamma_beta()[0],
+        self._hidden(*self._groups, self.x, grad, self.input_grad, self._gamma_beta()[0],
                      self.batch_mean, self.batch_inv_std, self.gamma.grad if self.scale else self._sink,
                      self.beta.grad if self.center else self._sink, rows * self.outer * self.inner,
                      self.channels, self.inner, int(input_grad))
