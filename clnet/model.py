@@ -216,13 +216,18 @@ class Model:
             plan = {}
             for runner, call in self._steps:
                 plan[id(call)] = [upstream[id(t)] for t in call.inputs]
-                upstream[id(call.output)] = any(plan[id(call)]) or bool(runner.parameters)
+                upstream[id(call.output)] = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
             self._grad_plans[want_input_grad] = plan
         return self._grad_plans[want_input_grad]
 
     # -- one batch ---------------------------------------------------------------------------
-    def _forward(self, x: Tensor, rows: int) -> Tensor:
+    def _forward(self, x: Tensor, rows: int, training: bool = False) -> Tensor:
         """The output for a batch `x`: (rows, all inputs' features side by side)."""
+        # The mode every layer sees: fit trains (Dropout drops, BatchNormalization normalises with
+        # and updates batch statistics); evaluate, predict and validation infer. `step`, the
+        # optimizer's update count (restored from a checkpoint), seeds per-step randomness, so a
+        # resumed run draws the masks an uninterrupted one does.
+        step = self.optimizer.iterations if training else 0
         values = {}
         if len(self._inputs) == 1:
             values[id(self._inputs[0].output)] = x
@@ -233,6 +238,7 @@ class Model:
                 values[id(layer.output)] = batch
                 offset += width
         for runner, call in self._steps:
+            runner.training, runner.step = training, step
             xs = [values[id(t)] for t in call.inputs]
             values[id(call.output)] = runner.forward(xs if runner.multi_input else xs[0], rows)
         return values[id(self._output)]
@@ -335,7 +341,7 @@ class Model:
                 rows = min(batch_size, len(x) - first)
                 callbacks.on_batch_begin(step, {"batch": step, "size": rows})
                 xb, yb = train.batch(first, rows)
-                self._loss(self._forward(xb, rows), yb, rows, first)
+                self._loss(self._forward(xb, rows, training=True), yb, rows, first)
                 self._backward(rows, input_grads)
                 self.optimizer.step()
                 callbacks.on_batch_end(step, {"batch": step, "size": rows})
@@ -398,14 +404,16 @@ class Model:
         return result
 
     def compute_gradients(self, x, y):
-        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x."""
+        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
+        training mode at the current step (the same Dropout masks each call; a non-trainable
+        weight's gradient is zeros)."""
         self._require_compiled("compute_gradients")
         x, y = self._prepare(x, y)
         rows = len(x)
         self._ensure_capacity(rows)
         self._ensure_stats(rows)
         xb, yb = Batches(self.rt, x, y, rows).batch(0, rows)
-        self._loss(self._forward(xb, rows), yb, rows, 0)
+        self._loss(self._forward(xb, rows, training=True), yb, rows, 0)
         input_grads = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
         grads = []
@@ -547,7 +555,12 @@ class Model:
                     f"{layer.count_params():>10,}")
             print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
         print("=" * width, file=file)
-        print(f"Total params: {self.count_params():,}", file=file)
+        total = self.count_params()
+        trainable = sum(w.size for layer in self.layers
+                        for p, w in zip(layer.parameters, layer.get_weights()) if p.trainable)
+        print(f"Total params: {total:,}", file=file)
+        print(f"Trainable params: {trainable:,}", file=file)
+        print(f"Non-trainable params: {total - trainable:,}", file=file)
 
 
 class Sequential(Model):

@@ -120,7 +120,8 @@ def _moment_records(model: Model, layers: list) -> dict[str, np.ndarray]:
         flat = tensor.numpy()
         for group, _, weights in layers:
             for name, parameter, array in weights:
-                records[f"{slot}/{group}/{name}"] = parameter.to_keras(parameter.own(flat))
+                if parameter.trainable:  # the optimizer keeps no moments for the others
+                    records[f"{slot}/{group}/{name}"] = parameter.to_keras(parameter.own(flat))
     return records
 
 
@@ -359,6 +360,8 @@ class _Checkpoint:
             flat = np.full(store.size, optimizer.slots[slot], store.dtype)
             for group, _, weights in layers:
                 for name, parameter, shape in weights:
+                    if not parameter.trainable:
+                        continue
                     saved = self.array(f"optimizer/{slot}/{group}/{name}", shape)
                     parameter.from_keras(saved, parameter.own(flat))
             tensor.write(flat)

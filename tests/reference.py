@@ -181,3 +181,130 @@ class OptimizerReference:
                 v = self.s3[i]
             return w - (self.s1[i] * alpha) / (np.sqrt(v) + h["epsilon"])
         raise KeyError(self.name)
+
+
+# -- Dropout, BatchNormalization, LayerNormalization, LocallyConnected1D ---------------------------
+def mix32(x):
+    """dropout.cl's integer hash (Wellons's lowbias32) on uint32 arrays."""
+    x = np.asarray(x, np.uint32).copy()
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint32(16)
+        x *= np.uint32(0x7FEB352D)
+        x ^= x >> np.uint32(15)
+        x *= np.uint32(0x846CA68B)
+        x ^= x >> np.uint32(16)
+    return x
+
+
+def dropout_keep(cells, seed, step, rate, dtype):
+    """True where dropout.cl keeps the element of mask cell `cells`."""
+    with np.errstate(over="ignore"):
+        h = mix32(mix32(mix32(seed) + np.uint32(step)) + np.asarray(cells, np.uint32))
+    return (h >> np.uint32(8)).astype(dtype) * dtype(1.0 / 16777216.0) < dtype(1 - rate)
+
+
+def dropout(x, keep, rate):
+    """Keras's inverted dropout: x / (1 - rate) where kept, else 0."""
+    return np.where(keep, x / x.dtype.type(1 - rate), 0).astype(x.dtype)
+
+
+def _moved(x, axis):
+    """x with the normalised axis last, and the function that puts an array of that shape back."""
+    return np.moveaxis(x, axis, -1), lambda y: np.moveaxis(y, -1, axis)
+
+
+def batch_norm_train(x, gamma, beta, moving_mean, moving_variance, axis, momentum, epsilon):
+    """Keras 3 BatchNormalization(training=True): batch mean and biased variance over every axis
+    but `axis`; the moving statistics move by `momentum`. Returns (y, new moving mean, variance)."""
+    xm, back = _moved(x, axis)
+    flat = xm.reshape(-1, xm.shape[-1])
+    mean, variance = flat.mean(0), ((flat - flat.mean(0)) ** 2).mean(0)
+    y = (xm - mean) / np.sqrt(variance + epsilon) * gamma + beta
+    return (back(y), moving_mean * momentum + mean * (1 - momentum),
+            moving_variance * momentum + variance * (1 - momentum))
+
+
+def batch_norm_infer(x, gamma, beta, moving_mean, moving_variance, axis, epsilon):
+    xm, back = _moved(x, axis)
+    return back((xm - moving_mean) / np.sqrt(moving_variance + epsilon) * gamma + beta)
+
+
+def batch_norm_backward(x, dy, gamma, axis, epsilon):
+    """(dL/dx, dgamma, dbeta) of batch_norm_train's y."""
+    xm, back = _moved(x, axis)
+    g = np.moveaxis(dy, axis, -1).reshape(-1, xm.shape[-1])
+    flat = xm.reshape(-1, xm.shape[-1])
+    count = len(flat)
+    inv = 1 / np.sqrt(((flat - flat.mean(0)) ** 2).mean(0) + epsilon)
+    xhat = (flat - flat.mean(0)) * inv
+    dgamma, dbeta = (g * xhat).sum(0), g.sum(0)
+    dx = gamma * inv / count * (count * g - dbeta - xhat * dgamma)
+    return back(dx.reshape(xm.shape)), dgamma, dbeta
+
+
+def layer_norm(x, gamma, beta, axis, epsilon):
+    """Keras 3 LayerNormalization over one axis: the sample's mean and biased variance."""
+    xm, back = _moved(x, axis)
+    mean = xm.mean(-1, keepdims=True)
+    variance = ((xm - mean) ** 2).mean(-1, keepdims=True)
+    return back((xm - mean) / np.sqrt(variance + epsilon) * gamma + beta)
+
+
+def layer_norm_backward(x, dy, gamma, axis, epsilon):
+    """(dL/dx, dgamma, dbeta) of layer_norm's y."""
+    xm, back = _moved(x, axis)
+    g = np.moveaxis(dy, axis, -1)
+    mean = xm.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(((xm - mean) ** 2).mean(-1, keepdims=True) + epsilon)
+    xhat = (xm - mean) * inv
+    gg = g * gamma
+    dx = inv * (gg - gg.mean(-1, keepdims=True) - xhat * (gg * xhat).mean(-1, keepdims=True))
+    features = xm.shape[-1]
+    return back(dx), (g * xhat).reshape(-1, features).sum(0), g.reshape(-1, features).sum(0)
+
+
+def locally_connected_1d(x, kernel, bias, strides):
+    """Keras 2 LocallyConnected1D (valid padding) before its activation: x (rows, steps, input_dim),
+    kernel (output_length, kernel_size * input_dim, filters), bias (output_length, filters)."""
+    positions, taps, _ = kernel.shape
+    size = taps // x.shape[2]
+    windows = np.stack([x[:, i * strides:i * strides + size].reshape(len(x), -1) for i in range(positions)], 1)
+    return np.einsum("rpt,ptf->rpf", windows, kernel) + bias
+
+
+def locally_connected_1d_backward(x, delta, kernel, strides):
+    """(dL/dx, dL/dkernel, dL/dbias) given delta = dL/dz, (rows, output_length, filters)."""
+    positions, taps, _ = kernel.shape
+    size = taps // x.shape[2]
+    dx = np.zeros_like(x)
+    dkernel = np.zeros_like(kernel)
+    for i in range(positions):
+        window = x[:, i * strides:i * strides + size].reshape(len(x), -1)
+        dkernel[i] = window.T @ delta[:, i]
+        dx[:, i * strides:i * strides + size] += (delta[:, i] @ kernel[i].T).reshape(len(x), size, -1)
+    return dx, dkernel, delta.sum(0)
+
+
+def layer_alone(layer, sample_shape, rows, dtype, seed=0):
+    """`layer` built on its own store, with batch buffers for `rows` (the kernels' tests drive
+    forward/backward directly, without a model)."""
+    import clnet
+    from clnet.cl.parameters import ParameterStore
+    store = ParameterStore(clnet.runtime(), dtype)
+    layer.name = layer.name or type(layer).__name__.lower()
+    layer.build(tuple(sample_shape), store, np.random.default_rng(seed))
+    store.allocate()
+    layer.allocate(rows)
+    return layer
+
+
+def device(array, dtype):
+    from clnet.cl.tensor import Tensor
+    return Tensor.from_numpy(np.asarray(array, dtype))
+
+
+def built(model, sample_shape):
+    """`model`, built for samples of `sample_shape` unless its construction already built it."""
+    if not model.built:
+        model.build(sample_shape)
+    return model

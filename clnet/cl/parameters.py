@@ -1,5 +1,8 @@
-"""All trainable parameters of a model in one flat device buffer (and their gradients in a
-second), so that an optimizer updates every parameter with a single kernel launch."""
+"""All parameters of a model in one flat device buffer (and the trainable ones' gradients in a
+second), so that an optimizer updates every trainable parameter with a single kernel launch.
+
+Non-trainable parameters (BatchNormalization's moving statistics) sit after the trainable ones:
+the optimizer's range, its moments and the gradients cover only `values[:size]`."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,14 +18,15 @@ class Parameter:
     in the flattened device array: layers may pad or reorder on the device (Dense keeps column
     panels) while weights, gradients and optimizer moments go in and out in Keras layout."""
 
-    def __init__(self, offset: int, initial: np.ndarray, keras_index: np.ndarray | None):
-        self.offset = offset
+    def __init__(self, initial: np.ndarray, keras_index: np.ndarray | None, trainable: bool):
+        self.offset: int | None = None  # set when the store is allocated
+        self.trainable = trainable
         self.shape = initial.shape
         self.size = initial.size
         self.keras_index = np.arange(self.size).reshape(self.shape) if keras_index is None else keras_index
         self.initial: np.ndarray | None = initial
         self.value: Tensor | None = None
-        self.grad: Tensor | None = None
+        self.grad: Tensor | None = None  # None for a non-trainable parameter
 
     def own(self, flat: np.ndarray) -> np.ndarray:
         """This parameter's slice of a flat store-sized array (a view)."""
@@ -42,41 +46,43 @@ class ParameterStore:
         self.rt = rt
         self.dtype = np.dtype(dtype)
         self.parameters: list[Parameter] = []
-        self.size = 0
+        self.size = 0  # elements in the trainable range: values[:size], grads and optimizer moments
         self.values: Tensor | None = None
         self.grads: Tensor | None = None
         # A layer called more than once runs as one copy per call; the copies' parameters read the
         # owner's values and write their gradients to a second buffer, added into the owner's.
         self.shared: list[tuple[Parameter, Parameter]] = []  # (copy, owner)
-        self.shared_size = 0
 
     def _aligned(self, size: int) -> int:
         step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
         return -(-size // step) * step
 
-    def add(self, initial: np.ndarray, keras_index: np.ndarray | None = None) -> Parameter:
+    def add(self, initial: np.ndarray, keras_index: np.ndarray | None = None, trainable: bool = True) -> Parameter:
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
-        offset = self._aligned(self.size)
-        parameter = Parameter(offset, np.asarray(initial, self.dtype), keras_index)
+        parameter = Parameter(np.asarray(initial, self.dtype), keras_index, trainable)
         self.parameters.append(parameter)
-        self.size = offset + parameter.size
         return parameter
 
     def share(self, owner: Parameter) -> Parameter:
         """The same parameter for another call of its layer: owner's values, a gradient of its own."""
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
-        offset = self._aligned(self.shared_size)
-        copy = Parameter(offset, np.broadcast_to(np.zeros((), self.dtype), owner.shape), owner.keras_index)
+        copy = Parameter(np.broadcast_to(np.zeros((), self.dtype), owner.shape), owner.keras_index, owner.trainable)
         copy.initial = None
         self.shared.append((copy, owner))
-        self.shared_size = offset + copy.size
         return copy
 
     def allocate(self) -> None:
-        self.size = -(-self.size // 4) * 4  # whole TYPE4 vectors for the update kernels
-        host = np.zeros(self.size, self.dtype)
+        end = 0
+        for trainable in (True, False):
+            for p in self.parameters:
+                if p.trainable == trainable:
+                    p.offset = self._aligned(end)
+                    end = p.offset + p.size
+            if trainable:
+                end = self.size = -(-end // 4) * 4  # whole TYPE4 vectors for the update kernels
+        host = np.zeros(end, self.dtype)
         for p in self.parameters:
             host[p.offset:p.offset + p.size] = p.initial.ravel()
             p.initial = None
@@ -86,26 +92,33 @@ class ParameterStore:
         for p in self.parameters:
             region = (p.offset * item, p.size * item)
             p.value = Tensor(p.shape, self.dtype, self.rt, self.values.buffer.get_sub_region(*region))
-            p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
+            if p.trainable:
+                p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
         if self.shared:
             self._allocate_shared()
 
     def _allocate_shared(self) -> None:
         item = self.dtype.itemsize
-        self.shared_grads = Tensor((self.shared_size,), self.dtype, self.rt)
+        end = 0
         rounds: list[list[tuple[Parameter, Parameter]]] = []
         for copy, owner in self.shared:
             copy.value = owner.value
-            copy.grad = Tensor(copy.shape, self.dtype, self.rt,
-                               self.shared_grads.buffer.get_sub_region(copy.offset * item, copy.size * item))
+            if not owner.trainable:
+                continue
+            copy.offset = self._aligned(end)
+            end = copy.offset + copy.size
             # A layer called n times has n - 1 copies: each round adds at most one copy per owner,
             # so no two work-items of a launch add into the same gradient.
             taken = next((r for r in rounds if all(o is not owner for _, o in r)), None)
             if taken is None:
                 rounds.append(taken := [])
             taken.append((copy, owner))
+        self.shared_grads = Tensor((max(end, 1),), self.dtype, self.rt)
         self._rounds = []
         for pairs in rounds:
+            for copy, _ in pairs:
+                copy.grad = Tensor(copy.shape, self.dtype, self.rt,
+                                   self.shared_grads.buffer.get_sub_region(copy.offset * item, copy.size * item))
             source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _ in pairs]).astype(np.int32)
             target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o in pairs]).astype(np.int32)
             self._rounds.append((Tensor.from_numpy(source, rt=self.rt), Tensor.from_numpy(target, rt=self.rt),

@@ -109,15 +109,22 @@ class Layer:
         return []
 
     def get_weights(self) -> list[np.ndarray]:
-        return []
+        return [p.to_keras(p.value.numpy()) for p in self.parameters]
 
     def gradients(self) -> list[np.ndarray]:
-        """The last backward pass's parameter gradients, in get_weights() layout."""
-        return []
+        """The last backward pass's parameter gradients, in get_weights() layout (zeros for a
+        non-trainable weight, which the loss does not depend on in training)."""
+        return [p.to_keras(p.grad.numpy()) if p.trainable else np.zeros(p.keras_index.shape, self.dtype)
+                for p in self.parameters]
 
     def set_weights(self, weights) -> None:
-        if list(weights):
-            raise ValueError(f"layer {self.name!r} has no weights, got {len(list(weights))} arrays")
+        weights = list(weights)
+        if not self.parameters and weights:
+            raise ValueError(f"layer {self.name!r} has no weights, got {len(weights)} arrays")
+        for p, array in zip(self.parameters, check_weights(self, weights, [p.keras_index.shape for p in self.parameters])):
+            device = np.zeros(p.size, self.dtype)  # padding stays 0
+            p.from_keras(array, device)
+            p.value.write(device.reshape(p.shape))
 
     def count_params(self) -> int:
         return sum(w.size for w in self.get_weights()) if self.built else 0
@@ -141,6 +148,10 @@ class Layer:
 
     # The activation whose derivative a loss may fold into its own gradient (softmax + cross-entropy).
     output_activation = None
+    # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
+    # and the optimizer's step count, which seeds per-step randomness (Dropout).
+    training = False
+    step = 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

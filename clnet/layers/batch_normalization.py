@@ -1,0 +1,121 @@
+"""BatchNormalization: normalises each channel with the batch's statistics in fit, and with the
+moving statistics it keeps (non-trainable weights, updated on the device) in evaluate and predict."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import initializers
+from ..cl.tensor import Tensor
+from .base import Layer
+
+
+def split_axis(layer: Layer, axis: int, shape: tuple) -> tuple[int, int, int]:
+    """A sample of `shape` seen as (outer, channels, inner) around `axis`, which counts the batch
+    axis as Keras does (-1: the last; 0, the batch axis, is not allowed)."""
+    rank = len(shape) + 1
+    if not -rank < axis < rank or axis % rank == 0:
+        raise ValueError(f"{type(layer).__name__} {layer.name!r} axis={axis} is out of range for inputs of shape "
+                         f"{(None, *shape)}; expected a feature axis in [1, {rank - 1}] or [{1 - rank}, -1]")
+    a = axis % rank - 1
+    return int(np.prod(shape[:a])), shape[a], int(np.prod(shape[a + 1:]))
+
+
+def check_axis(layer_type: str, axis) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{layer_type} axis must be an integer, got {axis!r}")
+    return int(axis)
+
+
+def check_positive(layer_type: str, argument: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not value > 0:
+        raise ValueError(f"{layer_type} {argument} must be a positive number, got {value!r}")
+    return float(value)
+
+
+class BatchNormalization(Layer):
+    def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones", moving_mean_initializer="zeros",
+                 moving_variance_initializer="ones", name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        self.axis = check_axis("BatchNormalization", axis)
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.floating)) or not 0 <= momentum <= 1:
+            raise ValueError(f"BatchNormalization momentum must be a number in [0, 1], got {momentum!r}")
+        self.momentum = float(momentum)
+        self.epsilon = check_positive("BatchNormalization", "epsilon", epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self._initializer_names = {"beta_initializer": beta_initializer, "gamma_initializer": gamma_initializer,
+                                   "moving_mean_initializer": moving_mean_initializer,
+                                   "moving_variance_initializer": moving_variance_initializer}
+        self.initializers = {k: initializers.get(v) for k, v in self._initializer_names.items()}
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        self.outer, self.channels, self.inner = split_axis(self, self.axis, shape)
+        c = (self.channels,)
+        init = lambda key: self.initializers[key + "_initializer"](c, rng)
+        # Keras's order: gamma, beta (when used), then the moving statistics, which the optimizer skips.
+        self.gamma = store.add(init("gamma")) if self.scale else None              # (channels,)
+        self.beta = store.add(init("beta")) if self.center else None               # (channels,)
+        self.moving_mean = store.add(init("moving_mean"), trainable=False)         # (channels,)
+        self.moving_variance = store.add(init("moving_variance"), trainable=False)  # (channels,)
+        # Without scale or center the kernels read gamma = 1 or beta = 0 and write their gradient
+        # to a sink.
+        self._ones = Tensor.from_numpy(np.ones(c), self.dtype, self.rt)
+        self._zeros = Tensor.zeros(c, self.dtype, self.rt)
+        self._sink = Tensor(c, self.dtype, self.rt)
+        self.batch_mean = Tensor(c, self.dtype, self.rt)      # (channels,) of the last training batch
+        self.batch_inv_std = Tensor(c, self.dtype, self.rt)   # (channels,) 1 / sqrt(variance + epsilon)
+        program = self.rt.program(("layers/batch_normalization.cl",), self.dtype)
+        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+        self._forward_batch = kernel("FeedForwardBatchNorm")
+        self._forward_moving = kernel("FeedForwardBatchNormInference")
+        self._hidden = kernel("CalcHiddenGradientBatchNorm")
+        # Work-groups of (block channels, lanes) (see batch_normalization.cl): up to 16
+        # neighbouring channels when they are neighbours in memory (channels last).
+        local = self.rt.local_size
+        block = min(16, local, 1 << max(self.channels - 1, 0).bit_length()) if self.inner == 1 else 1
+        self._groups = ((-(-self.channels // block) * block, local // block), (block, local // block))
+        return shape
+
+    @property
+    def parameters(self):
+        return [p for p in (self.gamma, self.beta, self.moving_mean, self.moving_variance) if p is not None]
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
+
+    def _gamma_beta(self):
+        return (self.gamma.value if self.scale else self._ones), (self.beta.value if self.center else self._zeros)
+
+    def forward(self, x, rows):
+        self.x = x
+        gamma, beta = self._gamma_beta()
+        if self.training:
+            self._forward_batch(*self._groups, x, self.outputs, gamma, beta,
+                                self.moving_mean.value, self.moving_variance.value, self.batch_mean,
+                                self.batch_inv_std, rows * self.outer * self.inner, self.channels, self.inner,
+                                self.momentum, self.epsilon)
+        else:
+            total = rows * self.outer * self.channels * self.inner
+            self._forward_moving((-(-total // 64) * 64,), None, x, self.outputs, gamma, beta,
+                                 self.moving_mean.value, self.moving_variance.value, total, self.channels,
+                                 self.inner, self.epsilon)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        """The training-mode gradient (fit is the only caller of backward)."""
+        if not input_grad and not (self.scale or self.center):
+            return None
+        self._hidden(*self._groups, self.x, grad, self.input_grad, self._gamma_beta()[0],
+                     self.batch_mean, self.batch_inv_std, self.gamma.grad if self.scale else self._sink,
+                     self.beta.grad if self.center else self._sink, rows * self.outer * self.inner,
+                     self.channels, self.inner, int(input_grad))
+        return self.input_grad if input_grad else None
+
+    def get_config(self):
+        name = lambda init: init if isinstance(init, str) else init.__name__
+        return {**super().get_config(), "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
+                "center": self.center, "scale": self.scale,
+                **{k: name(v) for k, v in self._initializer_names.items()}}

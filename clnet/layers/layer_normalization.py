@@ -1,0 +1,83 @@
+"""LayerNormalization: normalises each sample over the features of one axis, in fit and predict alike."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import initializers
+from ..cl.tensor import Tensor
+from .base import Layer
+from .batch_normalization import check_axis, check_positive, split_axis
+
+
+class LayerNormalization(Layer):
+    def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
+                 gamma_initializer="ones", name=None, input_shape=None):
+        """Keras 3's arguments and defaults for one axis (its deprecated rms_scaling is not kept:
+        Keras 3 points to RMSNormalization instead)."""
+        super().__init__(name, input_shape)
+        self.axis = check_axis("LayerNormalization", axis)
+        self.epsilon = check_positive("LayerNormalization", "epsilon", epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self._initializer_names = {"beta_initializer": beta_initializer, "gamma_initializer": gamma_initializer}
+        self.initializers = {k: initializers.get(v) for k, v in self._initializer_names.items()}
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        self.outer, self.features, self.inner = split_axis(self, self.axis, shape)
+        f = (self.features,)
+        # Keras's order: gamma, then beta.
+        self.gamma = store.add(self.initializers["gamma_initializer"](f, rng)) if self.scale else None  # (features,)
+        self.beta = store.add(self.initializers["beta_initializer"](f, rng)) if self.center else None   # (features,)
+        self._ones = Tensor.from_numpy(np.ones(f), self.dtype, self.rt)  # gamma without scale
+        self._zeros = Tensor.zeros(f, self.dtype, self.rt)               # beta without center
+        self._sink = Tensor(f, self.dtype, self.rt)                      # their unused gradients
+        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype)
+        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+        self._forward = kernel("FeedForwardLayerNorm")
+        self._hidden = kernel("CalcHiddenGradientLayerNorm")
+        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm")
+        # A power-of-two work-group no larger than LOCAL_SIZE: as wide as the features, for a group.
+        self._group = min(self.rt.local_size, 1 << max(self.features - 1, 0).bit_length())
+        return shape
+
+    @property
+    def parameters(self):
+        return [p for p in (self.gamma, self.beta) if p is not None]
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        groups = capacity * self.outer * self.inner
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
+        self.group_mean = Tensor((groups,), self.dtype, self.rt)     # (capacity * outer * inner,)
+        self.group_inv_std = Tensor((groups,), self.dtype, self.rt)  # (capacity * outer * inner,)
+
+    def forward(self, x, rows):
+        self.x = x
+        groups, size = rows * self.outer * self.inner, self._group
+        self._forward((groups * size,), (size,), x, self.outputs, self._gamma(),
+                      self.beta.value if self.center else self._zeros, self.group_mean, self.group_inv_std,
+                      self.features, self.inner, self.epsilon)
+        return self.outputs
+
+    def _gamma(self):
+        return self.gamma.value if self.scale else self._ones
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        groups = rows * self.outer * self.inner
+        if self.parameters:
+            size = self.rt.local_size
+            self._delta_weights((self.features * size,), (size,), self.x, grad, self.group_mean, self.group_inv_std,
+                                self.gamma.grad if self.scale else self._sink,
+                                self.beta.grad if self.center else self._sink, groups, self.features, self.inner)
+        if not input_grad:
+            return None
+        size = self._group
+        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, self._gamma(), self.group_mean,
+                     self.group_inv_std, self.features, self.inner)
+        return self.input_grad
+
+    def get_config(self):
+        name = lambda init: init if isinstance(init, str) else init.__name__
+        return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
+                "scale": self.scale, **{k: name(v) for k, v in self._initializer_names.items()}}

@@ -1,0 +1,119 @@
+"""LocallyConnected1D: Keras 2's locally connected layer, a 1-D convolution whose every output
+position has its own weights (the sparsely connected layer whose output i sees inputs i..i+R-1)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import activations, initializers
+from ..cl.tensor import Tensor
+from .base import Layer
+
+
+def _positive_int(argument: str, value) -> int:
+    if isinstance(value, (tuple, list)) and len(value) == 1:  # Keras accepts (3,) for 3
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"LocallyConnected1D {argument} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class LocallyConnected1D(Layer):
+    def __init__(self, filters, kernel_size, strides=1, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        self.filters = _positive_int("filters", filters)
+        self.kernel_size = _positive_int("kernel_size", kernel_size)
+        self.strides = _positive_int("strides", strides)
+        self.activation = activations.get(activation)
+        if not self.activation.elementwise:
+            raise ValueError(f"LocallyConnected1D activation must be elementwise (it is fused into the kernel), got "
+                             f"{self.activation.name!r}; add a Softmax() layer after it instead")
+        self.use_bias = bool(use_bias)
+        self._initializer_names = (kernel_initializer, bias_initializer)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.output_activation = self.activation
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 2:
+            raise ValueError(f"LocallyConnected1D {self.name!r} expects samples of shape (steps, input_dim), got "
+                             f"input_shape {tuple(input_shape)}")
+        if self.kernel_size > input_shape[0]:
+            raise ValueError(f"LocallyConnected1D {self.name!r} kernel_size={self.kernel_size} is larger than the "
+                             f"input's {input_shape[0]} steps (input_shape {tuple(input_shape)})")
+        return ((input_shape[0] - self.kernel_size) // self.strides + 1, self.filters)
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        self.steps, self.input_dim = self.input_shape
+        self.positions = shape[0]
+        self.taps = self.kernel_size * self.input_dim
+        self.outs = self.positions * self.filters
+        # Drawn as (taps, positions, filters), so that an initializer's fans (first and last
+        # axis) are one position's, as a Dense layer's (Keras 2 multiplies both by the output
+        # length, which makes the weights of a long input vanish). That is also the device
+        # layout, (taps, outs) (see locally_connected.cl); Keras's is (positions, taps, filters).
+        kernel = self.kernel_initializer((self.taps, self.positions, self.filters), rng)
+        keras_index = np.arange(kernel.size).reshape(kernel.shape).transpose(1, 0, 2)
+        self.kernel = store.add(kernel.reshape(self.taps, self.outs), keras_index)  # (taps, outs)
+        if self.use_bias:
+            self.bias = store.add(self.bias_initializer((self.positions, self.filters), rng).reshape(-1),
+                                  np.arange(self.outs).reshape(self.positions, self.filters))  # (outs,)
+        else:
+            self._zero_bias = Tensor.zeros((self.outs,), self.dtype, self.rt)  # the kernel always adds one
+            self._bias_grad_sink = Tensor((self.outs,), self.dtype, self.rt)
+        act = self.activation
+        program = self.rt.program((act.source, "layers/locally_connected.cl"), self.dtype, {"ACT": act.function})
+        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+        self._forward = kernel("FeedForwardLocallyConnected")
+        self._delta_bias = kernel("CalcDeltaBiasLocallyConnected")
+        self._delta_weights = kernel("CalcDeltaWeightsLocallyConnected")
+        self._hidden = kernel("CalcHiddenGradientLocallyConnected")
+        return shape
+
+    @property
+    def parameters(self):
+        return [self.kernel, self.bias] if self.use_bias else [self.kernel]
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        rt, dt = self.rt, self.dtype
+        self.pre = Tensor((capacity, self.positions, self.filters), dt, rt)      # z
+        self.outputs = Tensor((capacity, self.positions, self.filters), dt, rt)  # y = f(z)
+        self.delta = Tensor((capacity, self.positions, self.filters), dt, rt)    # dL/dz
+        self.input_grad = Tensor((capacity, self.steps, self.input_dim), dt, rt)
+
+    def _items(self, n: int) -> int:
+        return -(-n // 64) * 64
+
+    def forward(self, x, rows):
+        self.x = x
+        act = self.activation
+        self._forward((self._items(self.outs), rows), None, x, self.kernel.value,
+                      self.bias.value if self.use_bias else self._zero_bias, self.pre, self.outputs, self.outs,
+                      self.filters, self.steps, self.input_dim, self.kernel_size, self.strides, act.a, act.b,
+                      flops=2.0 * rows * self.outs * self.taps)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
+        act = self.activation
+        self._delta_bias((self._items(self.outs),), None, grad, self.outputs, self.pre, self.delta,
+                         self.bias.grad if self.use_bias else self._bias_grad_sink, rows, self.outs, act.a, act.b,
+                         int(not activation_done))
+        flops = 2.0 * rows * self.outs * self.taps
+        self._delta_weights((self._items(self.outs), self.taps), None, self.x, self.delta, self.kernel.grad, rows,
+                            self.outs, self.filters, self.steps, self.input_dim, self.strides, flops=flops)
+        if not input_grad:
+            return None
+        values = self.steps * self.input_dim
+        self._hidden((self._items(values), rows), None, self.delta, self.kernel.value, self.input_grad, self.outs,
+                     self.filters, self.steps, self.input_dim, self.kernel_size, self.strides, flops=flops)
+        return self.input_grad
+
+    def get_config(self):
+        kernel_init, bias_init = self._initializer_names
+        name = lambda init: init if isinstance(init, str) else init.__name__
+        return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
+                "strides": self.strides, "activation": self.activation.get_config(), "use_bias": self.use_bias,
+                "kernel_initializer": name(kernel_init), "bias_initializer": name(bias_init)}
