@@ -5,6 +5,7 @@ from . import activations, callbacks, datasets, initializers, layers, losses, op
 from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
+from .data import PyDataset
 from .model import NotCompiledError, Sequential, set_seed
 from .profiler import profile
 from .saving import load_model
@@ -16,4 +17,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = ["Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
-           "DeviceError", "BuildError", "NotCompiledError", "profile", "load_model"]
+           "DeviceError", "BuildError", "NotCompiledError", "profile", "load_model", "PyDataset"]

@@ -37,7 +37,7 @@ def parse_size(text: str) -> int:
     if not match:
         raise ValueError(f"CLNET_DEVICE_MEMORY must be a size in bytes such as 268435456, 256M or 2G; got {text!r}")
     number, unit = match.groups()
-    return int(float(number) * 1024 ** "KMGT".find(unit.upper()) if unit else float(number))
+    return int(float(number) * 1024 ** ("KMGT".find(unit.upper()) + 1 if unit else 0))
 
 
 def device_budget(rt: Runtime) -> int:
@@ -142,7 +142,7 @@ class Staging:
         else:  # a short last batch: its x rows and its y rows
             pieces = [(slot.x[:rows].reshape(-1), 0), (slot.y[:rows].reshape(-1), slot.y_offset * self.dtype.itemsize)]
         for host, offset in pieces:  # the queue is in order: the last copy's event covers both
-            slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, device_offset=offset,
+            slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
                                           is_blocking=False, wait_for=slot.read)
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
         slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, *slot.arguments)
