@@ -29,6 +29,7 @@ from .losses.base import as_numeric
 DEVICE_SHARE = 0.25  # default budget: this share of the device's memory may hold resident data sets
 CHECK_BYTES = 64 << 20  # x is checked for NaN/inf this many bytes at a time (a memmap stays on disk)
 SLOTS = 2  # staging slots: the host fills one while the device reads the other
+GATHER_THREAD = True  # gather streamed arrays' rows in a thread (benchmarks/streaming.py compares)
 
 
 def parse_size(text: str) -> int:
@@ -211,7 +212,7 @@ class Batches:
         thread gathers the next batch on the host (numpy releases the lock meanwhile) while this
         one launches the current batch's kernels."""
         spans = [(b * batch_size, min(batch_size, self.samples - b * batch_size)) for b in range(start, end)]
-        if self.resident:
+        if self.resident or not GATHER_THREAD:
             for first, rows in spans:
                 yield (rows, *self.batch(first, rows))
             return
