@@ -167,18 +167,26 @@ class Batches:
         budget = device_budget(rt) if budget is None else budget
         self.resident = sum(sizes) <= budget and max(sizes) <= rt.device.max_mem_alloc_size
         self.device_bytes = sum(sizes) if self.resident else 0
+        self.x_cols, self.y_cols = x.shape[1], y_cols
         if self.resident:
             self.x = Tensor.from_numpy(x, self.dtype, rt)
             self.y = Tensor.from_numpy(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
             self.index = Tensor((self.samples,), np.int32, rt)
-            self.x_batch = Tensor((capacity, x.shape[1]), self.dtype, rt)
-            self.x_batch.transposed = Tensor((x.shape[1], capacity), self.dtype, rt)
-            self.y_batch = Tensor((capacity, y_cols), self.dtype, rt)
             self._gather = rt.kernel(rt.program(("data.cl",), self.dtype), "GatherRows", self.dtype)
         else:
             self.x_host, self.y_host = x, y
-            self.staging = Staging(rt, x.shape[1], y_cols, capacity, self.dtype)
+        self.allocate(capacity)
         self.order(np.arange(self.samples))
+
+    def allocate(self, capacity: int) -> None:
+        """Batch buffers of `capacity` rows: the model's, whose first layer reads x^T with it."""
+        self.capacity = capacity
+        if self.resident:
+            self.x_batch = Tensor((capacity, self.x_cols), self.dtype, self.rt)
+            self.x_batch.transposed = Tensor((self.x_cols, capacity), self.dtype, self.rt)
+            self.y_batch = Tensor((capacity, self.y_cols), self.dtype, self.rt)
+        else:
+            self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype)
 
     def order(self, permutation: np.ndarray) -> None:
         self.permutation = np.asarray(permutation, np.int32)
@@ -250,10 +258,10 @@ class Batches:
 
 class ArrayFeed:
     """An array data set as fit/evaluate/predict iterate it: batches of `batch_size` in a
-    shuffled (seed) or sequential order, `steps` of them an epoch."""
+    shuffled (seed) or sequential order, `steps` of them an epoch. `reserve` as for Stream."""
 
-    def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None):
-        self.batches, self.batch_size, self.seed = batches, batch_size, seed
+    def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None, reserve):
+        self.batches, self.batch_size, self.seed, self.reserve = batches, batch_size, seed, reserve
         self.total = -(-batches.samples // batch_size)
         self.steps_per_epoch = steps
         self.exhausted = False
@@ -269,6 +277,9 @@ class ArrayFeed:
 
     def epoch(self, epoch: int) -> Iterator[tuple[int, Tensor, Tensor]]:
         pass_index, start, end = plan(epoch, self.total, self.steps_per_epoch)
+        capacity = self.reserve(min(self.batch_size, self.batches.samples))
+        if capacity != self.batches.capacity:  # another data set's batches grew the model's
+            self.batches.allocate(capacity)
         if self.seed is not None:
             self.batches.order(order(self.seed, pass_index, self.batches.samples))
         return self.batches.run(self.batch_size, start, end)
@@ -375,11 +386,9 @@ class Stream:
     def _send(self, batch, step: int) -> tuple[int, Tensor, Tensor]:
         x, y = self._prepare(batch, step)
         rows = len(x)
-        y_cols = 0 if y is None else y.shape[1]
-        if self.staging is None or rows > self.staging.capacity or (self.staging.x_cols, self.staging.y_cols) != (x.shape[1], y_cols):
-            if self.staging is not None:
-                self.rt.queue.finish()  # the old staging's batches are in use until then
-            self.staging = Staging(self.rt, x.shape[1], y_cols, self.reserve(rows), self.dtype)
+        capacity = self.reserve(rows)
+        if self.staging is None or self.staging.capacity != capacity:
+            self.staging = Staging(self.rt, x.shape[1], 0 if y is None else y.shape[1], capacity, self.dtype)
         slot = self.staging.acquire()
         slot.x[:rows] = x
         if y is not None:

@@ -351,7 +351,7 @@ class Sequential:
         if y is not None:
             self._ensure_stats(len(x))
         return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget), batch_size, steps,
-                         self.seed if shuffle else None)
+                         self.seed if shuffle else None, self._reserve)
 
     def _reserve(self, rows: int) -> int:
         """Buffers for batches of `rows`; the capacity every batch tensor must have (the first

@@ -293,3 +293,19 @@ def test_bad_budget(monkeypatch, text):
     with pytest.raises(ValueError, match=f"CLNET_DEVICE_MEMORY must be a size in bytes such as 268435456, 256M "
                                          f"or 2G; got '{text}'"):
         model().fit(X, Y, verbose=0)
+
+
+def test_batch_buffers_follow_the_model_capacity(resident):
+    """The first layer reads x^T with the model's capacity as its row length: data sets whose
+    batches are smaller than an earlier call's, or a validation PyDataset with larger batches than
+    training, must still give the weight gradients of a model that never saw a larger batch."""
+    fresh = model()
+    fresh.fit(X, Y, batch_size=8, epochs=2, validation_data=(X[:64], Y[:64]), verbose=0)
+    grown_first = model()
+    grown_first.evaluate(X, Y, batch_size=32)
+    grown_first.fit(X, Y, batch_size=8, epochs=2, validation_data=(X[:64], Y[:64]), verbose=0)
+    grown_between = model()
+    grown_between.fit(X, Y, batch_size=8, epochs=2, validation_data=Batched(X[:64], Y[:64], batch_size=32), verbose=0)
+    for other in (grown_first, grown_between):
+        for a, b in zip(fresh.get_weights(), other.get_weights()):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
