@@ -17,7 +17,6 @@ from .cl.tensor import Tensor
 from . import data
 from .data import ArrayFeed, Batches, Stream, checked, is_stream
 from .layers import Layer
-from .losses.base import as_numeric
 
 METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
 UNKNOWN_STEPS_REFRESH = 50  # progress-bar reads per epoch of unknown length: one every this many steps

@@ -1,7 +1,5 @@
 """Data that does not fit: arrays over the device-memory budget stream in batch by batch, and
 fit/evaluate/predict take generators and PyDatasets. Streaming never changes a result."""
-import warnings
-
 import numpy as np
 import pytest
 
@@ -210,6 +208,11 @@ def test_steps_per_epoch(resident):
     assert history.epoch == [0, 1] and m.optimizer.iterations == 13
     with pytest.warns(UserWarning, match="ran out of data"):
         assert model().fit(batches(X, Y), epochs=2, verbose=0).epoch == [0]
+    history = model().fit(X, Y, epochs=2, validation_data=batches(X[:32], Y[:32]), validation_steps=1, verbose=0)
+    assert len(history.history["val_loss"]) == 2
+    with pytest.raises(ValueError, match=r"validation_data \(a generator\) yielded no batches in epoch 2; a generator "
+                                         "is read once"):
+        model().fit(X, Y, epochs=2, validation_data=batches(X[:32], Y[:32]), verbose=0)
 
 
 def wrong_shape(xb, yb):
