@@ -1,7 +1,6 @@
 """Streaming against resident data: the README's Fashion-MNIST MLP (Flatten, 256 relu, 128 relu,
 10 softmax; Adam 1e-3, batch 128) trained with its data set on the device, then streamed from
-host memory (CLNET_DEVICE_MEMORY=0; its rows gathered in a thread, or inline between launches),
-from a memmap on disk, and from a PyDataset.
+host memory (CLNET_DEVICE_MEMORY=0), from a memmap on disk, and from a PyDataset.
 
     python -m benchmarks.streaming [--rounds 3] [--epochs 3] [--batch 128] [--device N] [--synthetic]
 
@@ -22,9 +21,8 @@ import numpy as np
 from .common import emit, fashion_mnist, median, versions
 
 
-def train(x, y, args, budget: str | None, shuffle: bool, thread: bool = True):
+def train(x, y, args, budget: str | None, shuffle: bool):
     import clnet
-    import clnet.data
     from clnet.callbacks import Callback
     from clnet.layers import Dense, Input
 
@@ -32,7 +30,6 @@ def train(x, y, args, budget: str | None, shuffle: bool, thread: bool = True):
         os.environ.pop("CLNET_DEVICE_MEMORY", None)
     else:
         os.environ["CLNET_DEVICE_MEMORY"] = budget
-    clnet.data.GATHER_THREAD = thread
     times = []
 
     class Timer(Callback):
@@ -86,7 +83,6 @@ def main(argv=None):
         mapped.flush()
         ways = {"resident, shuffled": lambda: train(x, y, args, None, shuffle=True),
                 "streamed array, shuffled": lambda: train(x, y, args, "0", shuffle=True),
-                "  gathered inline, shuffled": lambda: train(x, y, args, "0", shuffle=True, thread=False),
                 "streamed memmap, shuffled": lambda: train(mapped, y, args, "0", shuffle=True),
                 "resident, in order": lambda: train(x, y, args, None, shuffle=False),
                 "PyDataset, in order": lambda: train(Batched(), None, args, None, shuffle=False)}
@@ -107,7 +103,7 @@ def main(argv=None):
         same = all(np.array_equal(a, b) for (_, w), (_, r) in zip(rounds, reference) for a, b in zip(w, r))
         seconds = median([seconds for seconds, _ in rounds])
         print(f"{name:<28}{seconds:>10.3f}{ratio:>12.2f}x{'yes' if same else 'NO':>14}")
-        result[name.strip()] = {"seconds_per_epoch": round(seconds, 4), "vs_resident": round(ratio, 3),
+        result[name] = {"seconds_per_epoch": round(seconds, 4), "vs_resident": round(ratio, 3),
                                 "same_weights": same}
     emit({"benchmark": "streaming", "data": data, "batch": args.batch, "epochs": args.epochs, "device": device,
           "results": result, "versions": versions("clnet", "pyopencl")})

@@ -6,16 +6,16 @@ one streams: the host gathers (or a generator / PyDataset yields) each batch int
 staging slots, a second command queue copies it to the device while the previous batch computes,
 and the same GatherRows launch, reading the slot in order, fills the batch buffers. Events order
 the two queues; nothing waits for the device except the host before it refills a slot whose
-previous copy is still running. Both paths hand the layers the same buffers holding the same
-values, so results do not depend on which one ran.
+previous copy is still running. The host gathers between launches: a second thread doing it
+measured slower on our 2-core machine (1.20x resident against 1.03x), where it competes with
+the CPU device's threads. Resident or streamed, the layers get the same buffers holding the
+same values, so results do not depend on which path ran.
 """
 from __future__ import annotations
 
 import itertools
 import os
-import queue
 import re
-import threading
 import warnings
 from collections.abc import Iterator
 
@@ -29,7 +29,6 @@ from .losses.base import as_numeric
 DEVICE_SHARE = 0.25  # default budget: this share of the device's memory may hold resident data sets
 CHECK_BYTES = 64 << 20  # x is checked for NaN/inf this many bytes at a time (a memmap stays on disk)
 SLOTS = 2  # staging slots: the host fills one while the device reads the other
-GATHER_THREAD = True  # gather streamed arrays' rows in a thread (benchmarks/streaming.py compares)
 
 
 def parse_size(text: str) -> int:
@@ -107,7 +106,6 @@ class _Slot:
                           staging.x_batch.transposed, capacity, staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
-        self.free = threading.Semaphore(1)  # released when the last fill has been sent
 
 
 class Staging:
@@ -125,10 +123,9 @@ class Staging:
         self.turn = 0
 
     def acquire(self) -> _Slot:
-        """The next slot, once its previous batch was sent and its copy has left the host array."""
+        """The next slot, once its previous copy has left the host array."""
         slot = self.slots[self.turn]
         self.turn = (self.turn + 1) % SLOTS
-        slot.free.acquire()
         if slot.copied is not None:
             slot.copied.wait()
         return slot
@@ -149,7 +146,6 @@ class Staging:
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
         slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, *slot.arguments)
         slot.read = [cl.enqueue_marker(rt.queue)]
-        slot.free.release()
         return self.x_batch, self.y_batch
 
 
@@ -217,44 +213,10 @@ class Batches:
             np.take(self.y_host, index, axis=0, out=slot.y[:rows], mode="clip")
 
     def run(self, batch_size: int, start: int, end: int) -> Iterator[tuple[int, Tensor, Tensor]]:
-        """(rows, x_batch, y_batch) for batches start..end-1 of the order. When streaming, a
-        thread gathers the next batch on the host (numpy releases the lock meanwhile) while this
-        one launches the current batch's kernels."""
-        spans = [(b * batch_size, min(batch_size, self.samples - b * batch_size)) for b in range(start, end)]
-        if self.resident or not GATHER_THREAD:
-            for first, rows in spans:
-                yield (rows, *self.batch(first, rows))
-            return
-        ready: queue.Queue = queue.Queue()
-        stop = threading.Event()
-
-        def gather():
-            try:
-                for first, rows in spans:
-                    slot = self.staging.acquire()
-                    if stop.is_set():
-                        return
-                    self._fill(slot, first, rows)
-                    ready.put((slot, rows))
-            except BaseException as error:  # raised again where the batch was wanted
-                ready.put((error, 0))
-
-        worker = threading.Thread(target=gather, name="clnet-gather", daemon=True)
-        worker.start()
-        try:
-            for _ in spans:
-                slot, rows = ready.get()
-                if isinstance(slot, BaseException):
-                    raise slot
-                yield (rows, *self.staging.send(slot, rows))
-        finally:
-            stop.set()
-            for slot in self.staging.slots:  # wake the gatherer if it waits for a slot
-                slot.free.release()
-            worker.join()
-            for slot in self.staging.slots:  # one permit each again
-                slot.free = threading.Semaphore(1)
-            self.staging.turn = 0
+        """(rows, x_batch, y_batch) for batches start..end-1 of the order."""
+        for b in range(start, end):
+            rows = min(batch_size, self.samples - b * batch_size)
+            yield (rows, *self.batch(b * batch_size, rows))
 
 
 class ArrayFeed:
