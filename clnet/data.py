@@ -42,9 +42,9 @@ def parse_size(text: str) -> int:
 
 def device_budget(rt: Runtime) -> int:
     """Bytes the data sets of one fit/evaluate/predict may keep on the device:
-    $CLNET_DEVICE_MEMORY if set, else DEVICE_SHARE of the device's global memory."""
+    $CLNET_DEVICE_MEMORY if set (and not empty), else DEVICE_SHARE of the device's global memory."""
     text = os.environ.get("CLNET_DEVICE_MEMORY")
-    if text is not None:
+    if text:
         return parse_size(text)
     return int(DEVICE_SHARE * rt.device.global_mem_size)
 

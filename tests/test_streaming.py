@@ -290,7 +290,7 @@ def test_budget_sizes(text, size):
     assert clnet.data.parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["lots", "-1G", "12Q", ""])
+@pytest.mark.parametrize("text", ["lots", "-1G", "12Q", "1.5.2M"])
 def test_bad_budget(monkeypatch, text):
     monkeypatch.setenv("CLNET_DEVICE_MEMORY", text)
     with pytest.raises(ValueError, match=f"CLNET_DEVICE_MEMORY must be a size in bytes such as 268435456, 256M "
