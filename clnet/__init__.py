@@ -5,6 +5,7 @@ from . import activations, callbacks, datasets, initializers, layers, losses, on
 from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
+from .data import PyDataset
 from .layers import Input
 from .model import Model, NotBuiltError, NotCompiledError, Sequential, set_seed
 from .profiler import profile
@@ -17,4 +18,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
-           "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model"]
+           "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset"]

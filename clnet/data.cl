@@ -1,5 +1,6 @@
 // Assembles a mini-batch on the device: the rows index[first..first+rows) of the resident
-// inputs and targets are copied into the batch buffers, four columns per work-item.
+// inputs and targets (or, with index 0, 1, 2, ..., a streamed batch's staging slot) are copied
+// into the batch buffers, four columns per work-item.
 // x_batch is also written transposed, (x_cols, ld), for the first layer's weight gradient.
 __kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index,
                          const int first, const int x_cols, const int y_cols,

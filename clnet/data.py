@@ -1,44 +1,189 @@
 """Getting mini-batches onto the device without a host round-trip per step.
 
-When the data set fits comfortably in device memory it is copied there once; each epoch uploads
-only its order of samples, and each step gathers its rows with one kernel launch. Otherwise the
-host gathers each batch and queues a non-blocking copy.
+A data set that fits the device-memory budget is copied there once; each epoch uploads only its
+order of samples, and each step gathers its rows with one kernel launch (GatherRows). A larger
+one streams: the host gathers (or a generator / PyDataset yields) each batch into one of two
+staging slots, a second command queue copies it to the device while the previous batch computes,
+and the same GatherRows launch, reading the slot in order, fills the batch buffers. Events order
+the two queues; nothing waits for the device except the host before it refills a slot whose
+previous copy is still running. The host gathers between launches: a second thread doing it
+measured slower on our 2-core machine (1.20x resident against 1.03x), where it competes with
+the CPU device's threads. Resident or streamed, the layers get the same buffers holding the
+same values, so results do not depend on which path ran.
 """
 from __future__ import annotations
 
-from collections import deque
+import itertools
+import os
+import re
+import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import pyopencl as cl
 
 from .cl.runtime import Runtime
 from .cl.tensor import Tensor
+from .losses.base import as_numeric
 
-DEVICE_SHARE = 0.25  # at most this share of the device's memory holds a resident data set
+DEVICE_SHARE = 0.25  # default budget: this share of the device's memory may hold resident data sets
+CHECK_BYTES = 64 << 20  # x is checked for NaN/inf this many bytes at a time (a memmap stays on disk)
+SLOTS = 2  # staging slots: the host fills one while the device reads the other
+
+
+def parse_size(text: str) -> int:
+    """Bytes in '268435456', '256M', '1.5G', '64KiB' (K, M, G, T are powers of 1024)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not match:
+        raise ValueError(f"CLNET_DEVICE_MEMORY must be a size in bytes such as 268435456, 256M or 2G; got {text!r}")
+    number, unit = match.groups()
+    return int(float(number) * 1024 ** ("KMGT".find(unit.upper()) + 1 if unit else 0))
+
+
+def device_budget(rt: Runtime) -> int:
+    """Bytes the data sets of one fit/evaluate/predict may keep on the device:
+    $CLNET_DEVICE_MEMORY if set (and not empty), else DEVICE_SHARE of the device's global memory."""
+    text = os.environ.get("CLNET_DEVICE_MEMORY")
+    if text:
+        return parse_size(text)
+    return int(DEVICE_SHARE * rt.device.global_mem_size)
+
+
+def checked(x, name: str) -> np.ndarray:
+    """x as an array of finite numbers (as_numeric), checked a block of rows at a time so that
+    neither a memmap nor its NaN mask is read into memory whole. The message names the rows of
+    the block (x[65536:131072]) when x spans more than one."""
+    if not isinstance(x, np.ndarray):
+        return as_numeric(x, name)
+    as_numeric(x[:0], name)  # the dtype
+    rows = max(1, CHECK_BYTES // max(1, x[:1].nbytes))
+    for start in range(0, len(x), rows):
+        part = name if rows >= len(x) else f"{name}[{start}:{min(start + rows, len(x))}]"
+        as_numeric(x[start:start + rows], part)
+    return x
+
+
+def plan(epoch: int, batches: int, steps_per_epoch: int | None) -> tuple[int, int, int]:
+    """(pass, first batch, end batch) of an epoch, as Keras's EpochIterator runs them: with
+    steps_per_epoch below the batches in the data, consecutive epochs continue through one pass
+    of the data (one order), the last of them stopping at its end; then a new pass begins."""
+    per_pass = -(-batches // steps_per_epoch) if steps_per_epoch else 1
+    chunk = epoch % per_pass
+    start = chunk * steps_per_epoch if steps_per_epoch else 0
+    end = min(start + steps_per_epoch, batches) if steps_per_epoch else batches
+    return epoch // per_pass, start, end
+
+
+def order(seed: int | None, pass_index: int, n: int) -> np.ndarray:
+    """The pass's order of n samples (arrays) or batches (a PyDataset): shuffled by (seed, pass)
+    alone, so a resumed run shuffles as an uninterrupted one; in sequence without a seed."""
+    if seed is None:
+        return np.arange(n)
+    return np.random.default_rng([seed, 1, pass_index]).permutation(n)
+
+
+class _Slot:
+    """One staging slot: a host array (pinned where the driver pins ALLOC_HOST_PTR memory, so the
+    copy is a DMA the host does not wait for) and its device twin, x rows then y rows."""
+
+    def __init__(self, staging: "Staging", rt: Runtime):
+        capacity, x_cols, y_cols, dtype = staging.capacity, staging.x_cols, staging.y_cols, staging.dtype
+        step = rt.alignment // dtype.itemsize  # the y part is a sub-buffer: it must start aligned
+        y_offset = -(-capacity * x_cols // step) * step
+        size = y_offset + max(capacity * y_cols, 1)
+        pinned = cl.Buffer(rt.context, cl.mem_flags.ALLOC_HOST_PTR | cl.mem_flags.READ_WRITE, size * dtype.itemsize)
+        self.pinned = pinned
+        self.host, _ = cl.enqueue_map_buffer(rt.transfer_queue, pinned, cl.map_flags.WRITE, 0, (size,), dtype)
+        self.x = self.host[:capacity * x_cols].reshape(capacity, x_cols)                     # (capacity, x_cols)
+        self.y = self.host[y_offset:y_offset + capacity * y_cols].reshape(capacity, y_cols)  # (capacity, y_cols)
+        self.y_offset = y_offset
+        self.device = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE, size * dtype.itemsize)
+        x_part = self.device.get_sub_region(0, max(capacity * x_cols, 1) * dtype.itemsize)
+        y_part = self.device.get_sub_region(y_offset * dtype.itemsize, max(capacity * y_cols, 1) * dtype.itemsize)
+        # One kernel object per slot keeps its arguments set from step to step.
+        self.gather = rt.kernel(staging.program, "GatherRows", dtype)
+        self.arguments = (x_part, y_part, staging.identity, 0, x_cols, y_cols, staging.x_batch,
+                          staging.x_batch.transposed, capacity, staging.y_batch)
+        self.copied: cl.Event | None = None  # the last copy out of `host`
+        self.read: list[cl.Event] = []      # the last GatherRows out of `device`
+
+
+class Staging:
+    """Double-buffered upload of host batches into x_batch (and its transpose) and y_batch."""
+
+    def __init__(self, rt: Runtime, x_cols: int, y_cols: int, capacity: int, dtype):
+        self.rt, self.dtype = rt, np.dtype(dtype)
+        self.x_cols, self.y_cols, self.capacity = x_cols, y_cols, capacity
+        self.x_batch = Tensor((capacity, x_cols), self.dtype, rt)
+        self.x_batch.transposed = Tensor((x_cols, capacity), self.dtype, rt)  # for the first weight gradient
+        self.y_batch = Tensor((capacity, y_cols), self.dtype, rt)
+        self.identity = Tensor.from_numpy(np.arange(capacity, dtype=np.int32), rt=rt)  # row r of the slot
+        self.program = rt.program(("data.cl",), self.dtype)
+        self.slots = [_Slot(self, rt) for _ in range(SLOTS)]
+        self.turn = 0
+
+    def acquire(self) -> _Slot:
+        """The next slot, once its previous copy has left the host array."""
+        slot = self.slots[self.turn]
+        self.turn = (self.turn + 1) % SLOTS
+        if slot.copied is not None:
+            slot.copied.wait()
+        return slot
+
+    def send(self, slot: _Slot, rows: int) -> tuple[Tensor, Tensor]:
+        """Copy the slot's first `rows` rows on the transfer queue (after the device finished reading
+        the slot's last batch) and gather them into the batch buffers once the copy is done."""
+        rt = self.rt
+        if not self.y_cols:
+            pieces = [(slot.host[:rows * self.x_cols], 0)]
+        elif rows == self.capacity:  # the whole slot in one copy
+            pieces = [(slot.host, 0)]
+        else:  # a short last batch: its x rows and its y rows
+            pieces = [(slot.x[:rows].reshape(-1), 0), (slot.y[:rows].reshape(-1), slot.y_offset * self.dtype.itemsize)]
+        for host, offset in pieces:  # the queue is in order: the last copy's event covers both
+            slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
+                                          is_blocking=False, wait_for=slot.read)
+        cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
+        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, *slot.arguments)
+        slot.read = [cl.enqueue_marker(rt.queue)]
+        return self.x_batch, self.y_batch
 
 
 class Batches:
-    """Batches of `x` (samples, features) and `y` (samples, outputs), in an order set per epoch."""
+    """Batches of `x` (samples, features) and `y` (samples, outputs, or None), in an order set per
+    epoch: resident on the device when they fit `budget` bytes (default: device_budget), else
+    gathered on the host and streamed through a Staging. `x` and `y` are converted to `dtype`
+    (default x's) as they go to the device."""
 
-    def __init__(self, rt: Runtime, x: np.ndarray, y: np.ndarray, capacity: int):
-        self.rt, self.dtype = rt, x.dtype
+    def __init__(self, rt: Runtime, x: np.ndarray, y: np.ndarray | None, capacity: int, dtype=None,
+                 budget: int | None = None):
+        self.rt, self.dtype = rt, np.dtype(dtype or x.dtype)
         self.samples = len(x)
-        self.x_batch = Tensor((capacity, x.shape[1]), x.dtype, rt)
-        self.y_batch = Tensor((capacity, y.shape[1]), y.dtype, rt)
-        limit = min(DEVICE_SHARE * rt.device.global_mem_size, rt.device.max_mem_alloc_size)
-        self.resident = max(x.nbytes, y.nbytes) <= limit and x.nbytes + y.nbytes <= 2 * limit
+        y_cols = 0 if y is None else y.shape[1]
+        sizes = [len(x) * x.shape[1] * self.dtype.itemsize, len(x) * y_cols * self.dtype.itemsize]
+        budget = device_budget(rt) if budget is None else budget
+        self.resident = sum(sizes) <= budget and max(sizes) <= rt.device.max_mem_alloc_size
+        self.device_bytes = sum(sizes) if self.resident else 0
+        self.x_cols, self.y_cols = x.shape[1], y_cols
         if self.resident:
-            self.x, self.y = Tensor.from_numpy(x, rt=rt), Tensor.from_numpy(y, rt=rt)
+            self.x = Tensor.from_numpy(x, self.dtype, rt)
+            self.y = Tensor.from_numpy(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
             self.index = Tensor((self.samples,), np.int32, rt)
-            self.x_batch.transposed = Tensor((x.shape[1], capacity), x.dtype, rt)
-            program = rt.program(("data.cl",), self.dtype)
-            self._gather = rt.kernel(program, "GatherRows", self.dtype)
+            self._gather = rt.kernel(rt.program(("data.cl",), self.dtype), "GatherRows", self.dtype)
         else:
             self.x_host, self.y_host = x, y
-            # Each copy's event keeps its gathered array alive; dropping the oldest waits for it,
-            # which bounds how far the host runs ahead of the device.
-            self._pending = deque(maxlen=4)
+        self.allocate(capacity)
         self.order(np.arange(self.samples))
+
+    def allocate(self, capacity: int) -> None:
+        """Batch buffers of `capacity` rows: the model's, whose first layer reads x^T with it."""
+        self.capacity = capacity
+        if self.resident:
+            self.x_batch = Tensor((capacity, self.x_cols), self.dtype, self.rt)
+            self.x_batch.transposed = Tensor((self.x_cols, capacity), self.dtype, self.rt)
+            self.y_batch = Tensor((capacity, self.y_cols), self.dtype, self.rt)
+        else:
+            self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype)
 
     def order(self, permutation: np.ndarray) -> None:
         self.permutation = np.asarray(permutation, np.int32)
@@ -52,9 +197,193 @@ class Batches:
             self._gather((-(-cols // 4), rows), None, self.x, self.y, self.index, first,
                          self.x.shape[1], self.y.shape[1], self.x_batch, self.x_batch.transposed,
                          self.x_batch.shape[0], self.y_batch)
+            return self.x_batch, self.y_batch
+        slot = self.staging.acquire()
+        self._fill(slot, first, rows)
+        return self.staging.send(slot, rows)
+
+    def _fill(self, slot: _Slot, first: int, rows: int) -> None:
+        """Gather the rows order[first:first+rows] into the slot's host arrays, as `dtype`."""
+        index = self.permutation[first:first + rows]
+        if self.x_host.dtype == self.dtype:  # straight into the slot, without a temporary
+            np.take(self.x_host, index, axis=0, out=slot.x[:rows], mode="clip")
         else:
-            rows_index = self.permutation[first:first + rows]
-            for host, tensor in ((self.x_host, self.x_batch), (self.y_host, self.y_batch)):
-                self._pending.append(cl.enqueue_copy(
-                    self.rt.queue, tensor.buffer, np.ascontiguousarray(host[rows_index]), is_blocking=False))
-        return self.x_batch, self.y_batch
+            slot.x[:rows] = self.x_host[index]
+        if self.y_host is not None:
+            np.take(self.y_host, index, axis=0, out=slot.y[:rows], mode="clip")
+
+    def run(self, batch_size: int, start: int, end: int) -> Iterator[tuple[int, Tensor, Tensor]]:
+        """(rows, x_batch, y_batch) for batches start..end-1 of the order."""
+        for b in range(start, end):
+            rows = min(batch_size, self.samples - b * batch_size)
+            yield (rows, *self.batch(b * batch_size, rows))
+
+
+class ArrayFeed:
+    """An array data set as fit/evaluate/predict iterate it: batches of `batch_size` in a
+    shuffled (seed) or sequential order, `steps` of them an epoch. `reserve` as for Stream."""
+
+    def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None, reserve):
+        self.batches, self.batch_size, self.seed, self.reserve = batches, batch_size, seed, reserve
+        self.total = -(-batches.samples // batch_size)
+        self.steps_per_epoch = steps
+        self.exhausted = False
+
+    @property
+    def steps(self) -> int:
+        _, start, end = plan(0, self.total, self.steps_per_epoch)
+        return end - start
+
+    @property
+    def samples(self) -> int:
+        return min(self.batches.samples, self.steps * self.batch_size)
+
+    def epoch(self, epoch: int) -> Iterator[tuple[int, Tensor, Tensor]]:
+        pass_index, start, end = plan(epoch, self.total, self.steps_per_epoch)
+        capacity = self.reserve(min(self.batch_size, self.batches.samples))
+        if capacity != self.batches.capacity:  # another data set's batches grew the model's
+            self.batches.allocate(capacity)
+        if self.seed is not None:
+            self.batches.order(order(self.seed, pass_index, self.batches.samples))
+        return self.batches.run(self.batch_size, start, end)
+
+
+def is_stream(x) -> bool:
+    """A generator (any iterator) or a PyDataset-like object (__len__ and __getitem__, not an array)."""
+    if isinstance(x, (np.ndarray, list, tuple, str, bytes)) or hasattr(x, "__array__"):
+        return False
+    return isinstance(x, (Iterator, PyDataset)) or (hasattr(x, "__len__") and hasattr(x, "__getitem__"))
+
+
+class Stream:
+    """Batches yielded by a generator or served by a PyDataset, checked one at a time (`prepare`
+    raises for a bad one before anything is launched for it) and streamed through a Staging.
+
+    `prepare(x, y, step)` returns the batch's x as (rows, features) and y as (rows, outputs) or
+    None; `reserve(rows)` makes the model ready for batches of `rows` and returns its capacity.
+    """
+
+    def __init__(self, rt: Runtime, source, name: str, prepare, reserve, dtype, targets: bool,
+                 steps: int | None, seed: int | None):
+        self.rt, self.source, self.name, self.dtype = rt, source, name, np.dtype(dtype)
+        self.prepare, self.reserve, self.targets = prepare, reserve, targets
+        self.generator = isinstance(source, Iterator) and not isinstance(source, PyDataset)
+        self.kind = "generator" if self.generator else "PyDataset"
+        self.steps_per_epoch, self.seed = steps, seed
+        self.staging: Staging | None = None
+        self.exhausted = False  # a generator ran out
+        self.pending = None     # a generator's first batch, read ahead by peek()
+        if not self.generator:
+            try:
+                self.total = int(len(source))
+            except Exception as error:
+                raise TypeError(f"{name} (a PyDataset) must have a length, the number of batches: "
+                                f"len() raised {type(error).__name__}: {error}") from None
+            if self.total < 1:
+                raise ValueError(f"{name} (a PyDataset) has no batches: len() is {self.total}")
+
+    @property
+    def steps(self) -> int | None:
+        if self.generator:
+            return self.steps_per_epoch
+        _, start, end = plan(0, self.total, self.steps_per_epoch)
+        return end - start
+
+    samples = None  # not known before the batches are read
+
+    def peek(self) -> None:
+        """Read and check the first batch ahead, which builds an unbuilt model from its shape
+        before training starts (as Keras does); a generator's is kept for the first epoch."""
+        batch = self._read(lambda: next(self.source) if self.generator else self.source[0], 0, 0)
+        if batch is StopIteration:
+            raise ValueError(f"{self.name} (a generator) yielded no batches")
+        self._prepare(batch, 0)
+        if self.generator:
+            self.pending = batch
+
+    def epoch(self, epoch: int) -> Iterator[tuple[int, Tensor, Tensor]]:
+        if self.generator:
+            for step in range(self.steps_per_epoch) if self.steps_per_epoch else itertools.count():
+                batch, self.pending = self.pending, None
+                if batch is None:
+                    batch = self._read(lambda: next(self.source), step, epoch)
+                if batch is StopIteration:
+                    self.exhausted = True
+                    return
+                yield self._send(batch, step)
+            return
+        pass_index, start, end = plan(epoch, self.total, self.steps_per_epoch)
+        indices = order(self.seed, pass_index, self.total)[start:end]
+        self._call("on_epoch_begin")
+        for step, index in enumerate(indices):
+            yield self._send(self._read(lambda: self.source[int(index)], step, epoch), step)
+        self._call("on_epoch_end")
+
+    def _call(self, hook: str) -> None:
+        method = getattr(self.source, hook, None)
+        if callable(method):
+            method()
+
+    def _read(self, fetch, step: int, epoch: int):
+        try:
+            return fetch()
+        except StopIteration:
+            return StopIteration
+        except Exception as error:
+            raise RuntimeError(f"{self.name} (a {self.kind}) raised {type(error).__name__} at batch {step} "
+                               f"of epoch {epoch + 1}: {error}. Nothing was launched for that batch: the "
+                               f"weights are those after the last completed step") from error
+
+    def _prepare(self, batch, step: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The batch's (x, y) checked by the model's prepare, or an error naming the batch."""
+        if isinstance(batch, list):
+            batch = tuple(batch)
+        if not self.targets and not isinstance(batch, tuple):
+            batch = (batch,)
+        if not isinstance(batch, tuple) or len(batch) not in ((1, 2) if not self.targets else (2,)):
+            expected = "(x, y)" if self.targets else "x, (x,) or (x, y)"
+            got = f"a tuple of {len(batch)}" if isinstance(batch, tuple) else type(batch).__name__
+            raise ValueError(f"{self.name} (a {self.kind}) must give batches as {expected}; batch {step} is {got}")
+        return self.prepare(batch[0], batch[1] if self.targets else None, step)
+
+    def _send(self, batch, step: int) -> tuple[int, Tensor, Tensor]:
+        x, y = self._prepare(batch, step)
+        rows = len(x)
+        capacity = self.reserve(rows)
+        if self.staging is None or self.staging.capacity != capacity:
+            self.staging = Staging(self.rt, x.shape[1], 0 if y is None else y.shape[1], capacity, self.dtype)
+        slot = self.staging.acquire()
+        slot.x[:rows] = x
+        if y is not None:
+            slot.y[:rows] = y
+        return (rows, *self.staging.send(slot, rows))
+
+
+class PyDataset:
+    """A data set served in batches, as keras.utils.PyDataset: implement __len__ (the number of
+    batches) and __getitem__(index) returning a batch (x, y) (for predict, x alone or (x,)), and
+    optionally on_epoch_begin / on_epoch_end. fit shuffles the batch order each epoch when
+    shuffle=True. Any object with __len__ and __getitem__ is accepted as well.
+
+    workers, use_multiprocessing and max_queue_size are accepted so that Keras subclasses run
+    unchanged; clnet reads batches in the calling thread (Keras's workers=1) and ignores them."""
+
+    def __init__(self, workers: int = 1, use_multiprocessing: bool = False, max_queue_size: int = 10):
+        self.workers, self.use_multiprocessing, self.max_queue_size = workers, use_multiprocessing, max_queue_size
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must define __len__: the number of batches")
+
+    def __getitem__(self, index: int):
+        raise NotImplementedError(f"{type(self).__name__} must define __getitem__(index): batch `index`")
+
+    def on_epoch_begin(self) -> None:
+        pass
+
+    def on_epoch_end(self) -> None:
+        pass
+
+
+def ran_out(name: str) -> None:
+    warnings.warn(f"{name} ran out of data; interrupting training. Make sure that your generator can "
+                  "generate at least steps_per_epoch * epochs batches", stacklevel=3)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import copy
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import closing
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -13,13 +15,14 @@ from .callbacks import Callback, CallbackList, History
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore
 from .cl.tensor import Tensor
-from .data import Batches
+from . import data
+from .data import ArrayFeed, Batches, Stream, checked, is_stream
 from .layers import Input, Layer
 from .layers.base import Call, KerasTensor
 from .layers.merge import merge_program
-from .losses.base import as_numeric
 
 METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
+UNKNOWN_STEPS_REFRESH = 50  # progress-bar reads per epoch of unknown length: one every this many steps
 _global_seed: int | None = None
 
 
@@ -203,10 +206,16 @@ class Model:
             self._output_grad = Tensor((self.capacity, *self.output_shape), self.dtype, self.rt)
 
     def _ensure_stats(self, samples: int) -> None:
+        """Per-sample loss and accuracy for `samples`. A stream's epoch grows them as it goes, at
+        least doubling, with a device-side copy of what the epoch has written so far."""
         if samples > self._stats_size:
-            self._sample_loss = Tensor((samples,), self.dtype, self.rt)
-            self._sample_hit = Tensor((samples,), self.dtype, self.rt)
-            self._stats_size = samples
+            size = max(samples, 2 * self._stats_size)
+            grown = Tensor((size,), self.dtype, self.rt), Tensor((size,), self.dtype, self.rt)
+            if self._stats_size:
+                for old, new in zip((self._sample_loss, self._sample_hit), grown):
+                    cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=old.nbytes)
+            self._sample_loss, self._sample_hit = grown
+            self._stats_size = size
 
     def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
         """Per call, which of its inputs need a gradient: those downstream of a parameter (or, when
@@ -293,34 +302,46 @@ class Model:
         return logs
 
     # -- public training API -----------------------------------------------------------------
-    def fit(self, x, y, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0) -> History:
+    def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
+            validation_steps=None) -> History:
+        """x, y: arrays (a memmap too); or x alone, a generator or PyDataset giving (x, y) batches
+        (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
+        the data (a generator: until it is exhausted)."""
         self._require_compiled("fit")
         batch_size = _check_int("batch_size", batch_size, minimum=1)
         epochs = _check_int("epochs", epochs, minimum=0)
         initial_epoch = _check_int("initial_epoch", initial_epoch, minimum=0)
+        steps_per_epoch = _check_steps("steps_per_epoch", steps_per_epoch)
+        validation_steps = _check_steps("validation_steps", validation_steps)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
-        x, y = self._prepare(x, y)
-        if validation_data is not None:
-            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-                raise ValueError("validation_data must be a tuple (x_val, y_val)")
-            x_val, y_val = self._prepare(*validation_data, names=("validation_data x", "validation_data y"))
-        elif validation_split:
+        if validation_split and validation_data is None:
+            if is_stream(x):
+                raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
+                                 "validation_data instead")
+            x, y = self._prepare(x, y)
             split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
             if split < 1 or split == len(x):
                 raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
                                  f"samples out of {len(x)}")
-            x, x_val, y, y_val = x[:split], x[split:], y[:split], y[split:]
+            train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
+            val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
+                                   reserved=train.batches.device_bytes)
         else:
-            x_val = None
-        rows_max = min(batch_size, len(x))
-        self._ensure_capacity(rows_max)
-        self._ensure_stats(len(x) if x_val is None else max(len(x), len(x_val)))
-        train = Batches(self.rt, x, y, rows_max)
-        val = None if x_val is None else Batches(self.rt, x_val, y_val, min(batch_size, len(x_val)))
+            train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
+            val = None
+        if validation_data is not None:
+            if is_stream(validation_data):
+                val_x, val_y = validation_data, None
+            elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+                val_x, val_y = validation_data
+            else:
+                raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
+            reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
+            val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
         input_grads = self._needs_input_grad(False)
-        steps = -(-len(x) // batch_size)
+        steps = train.steps
 
         history = History()
         callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
@@ -328,31 +349,36 @@ class Model:
         self.stop_training = False
         callbacks.on_train_begin({})
         for epoch in range(initial_epoch, epochs):
+            if train.exhausted:  # a generator read to its end in an earlier epoch
+                data.ran_out("x")
+                break
             callbacks.on_epoch_begin(epoch, {})
-            if shuffle:
-                # The order depends only on (seed, epoch), so a resumed run shuffles as an uninterrupted one.
-                train.order(np.random.default_rng([self.seed, 1, epoch]).permutation(len(x)))
             started = time.perf_counter()
-            bar = tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
-                       disable=verbose != 1, leave=True, dynamic_ncols=True)
-            refresh = max(1, steps // 10)
-            for step in range(steps):
-                first = step * batch_size
-                rows = min(batch_size, len(x) - first)
-                callbacks.on_batch_begin(step, {"batch": step, "size": rows})
-                xb, yb = train.batch(first, rows)
-                self._loss(self._forward(xb, rows, training=True), yb, rows, first)
-                self._backward(rows, input_grads)
-                self.optimizer.step()
-                callbacks.on_batch_end(step, {"batch": step, "size": rows})
-                bar.update(1)
-                if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                    bar.set_postfix(self._logs(first + rows), refresh=False)
-            logs = self._logs(len(x))
-            if val is not None:
-                logs.update(self._evaluate_batches(val, batch_size, prefix="val_"))
-            bar.set_postfix(logs, refresh=False)
-            bar.close()
+            seen = 0
+            with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
+                      disable=verbose != 1, leave=True, dynamic_ncols=True) as bar:
+                refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
+                with closing(train.epoch(epoch)) as batches:
+                    for step, (rows, xb, yb) in enumerate(batches):
+                        callbacks.on_batch_begin(step, {"batch": step, "size": rows})
+                        self._ensure_stats(seen + rows)
+                        self._loss(self._forward(xb, rows, training=True), yb, rows, seen)
+                        self._backward(rows, input_grads)
+                        self.optimizer.step()
+                        seen += rows
+                        callbacks.on_batch_end(step, {"batch": step, "size": rows})
+                        bar.update(1)
+                        if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
+                            bar.set_postfix(self._logs(seen), refresh=False)
+                if not seen:
+                    if epoch == initial_epoch:
+                        raise ValueError("x (a generator) yielded no batches")
+                    data.ran_out("x")
+                    break
+                logs = self._logs(seen)
+                if val is not None:
+                    logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
+                bar.set_postfix(logs, refresh=False)
             self.epoch = epoch + 1
             if verbose == 2:
                 print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
@@ -364,44 +390,48 @@ class Model:
         self.history = history
         return history
 
-    def _evaluate_batches(self, batches: Batches, batch_size: int, prefix: str = "") -> dict:
-        rows_max = min(batch_size, batches.samples)
-        for first in range(0, batches.samples, batch_size):
-            rows = min(rows_max, batches.samples - first)
-            xb, yb = batches.batch(first, rows)
-            self._loss(self._forward(xb, rows), yb, rows, first)
-        return self._logs(batches.samples, prefix)
+    def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "") -> dict:
+        seen = 0
+        with closing(feed.epoch(epoch)) as batches:
+            for rows, xb, yb in batches:
+                self._ensure_stats(seen + rows)
+                self._loss(self._forward(xb, rows), yb, rows, seen)
+                seen += rows
+        if not seen:  # only a generator can give nothing
+            raise ValueError(f"{feed.name} (a generator) yielded no batches in epoch {epoch + 1}; a generator "
+                             "is read once: give a generator that does not end and steps, or a PyDataset")
+        return self._logs(seen, prefix)
 
-    def evaluate(self, x, y, batch_size=32, verbose=0):
-        """The mean loss (and accuracy, if compiled with it) over (x, y): loss or [loss, accuracy]."""
+    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None):
+        """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
+        generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy]."""
         self._require_compiled("evaluate")
         batch_size = _check_int("batch_size", batch_size, minimum=1)
-        x, y = self._prepare(x, y)
-        rows_max = min(batch_size, len(x))
-        self._ensure_capacity(rows_max)
-        self._ensure_stats(len(x))
-        logs = self._evaluate_batches(Batches(self.rt, x, y, rows_max), batch_size)
+        logs = self._evaluate_feed(self._feed(x, y, batch_size, _check_steps("steps", steps)))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
         values = list(logs.values())
         return values[0] if len(values) == 1 else values
 
-    def predict(self, x, batch_size=32, verbose=0) -> np.ndarray:
+    def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
+        """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
+        (x,) or (x, y)), in order."""
         batch_size = _check_int("batch_size", batch_size, minimum=1)
-        x = self._prepare_x(x)
-        rows_max = min(batch_size, len(x))
-        self._ensure_capacity(rows_max)
-        no_targets = np.zeros((len(x), 1), self.dtype)
-        batches = Batches(self.rt, x, no_targets, rows_max)
-        result = np.empty((len(x), *self.output_shape), self.dtype)
-        flat = result.reshape(len(x), -1)
-        for first in range(0, len(x), batch_size):
-            rows = min(rows_max, len(x) - first)
-            output = self._forward(batches.batch(first, rows)[0], rows)
-            # Reads queue behind the kernels without waiting; the last one waits for them all.
-            cl_runtime.cl.enqueue_copy(self.rt.queue, flat[first:first + rows], output.buffer,
-                                       is_blocking=first + rows == len(x))
-        return result
+        feed = self._feed(x, None, batch_size, _check_steps("steps", steps), targets=False)
+        result = None if feed.samples is None else np.empty((feed.samples, *self.output_shape), self.dtype)
+        parts, seen = [], 0
+        with closing(feed.epoch(0)) as batches:
+            for rows, xb, _ in batches:
+                output = self._forward(xb, rows)
+                part = np.empty((rows, *self.output_shape), self.dtype) if result is None else result[seen:seen + rows]
+                # Reads queue behind the kernels without waiting; finish() below waits for them all.
+                cl_runtime.cl.enqueue_copy(self.rt.queue, part.reshape(rows, -1), output.buffer, is_blocking=False)
+                parts.append(part)
+                seen += rows
+        if not seen:
+            raise ValueError("x (a generator) yielded no batches")
+        self.rt.queue.finish()
+        return result if result is not None else np.concatenate(parts)
 
     def compute_gradients(self, x, y):
         """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
@@ -412,7 +442,7 @@ class Model:
         rows = len(x)
         self._ensure_capacity(rows)
         self._ensure_stats(rows)
-        xb, yb = Batches(self.rt, x, y, rows).batch(0, rows)
+        xb, yb = Batches(self.rt, x, y, self.capacity, self.dtype).batch(0, rows)
         self._loss(self._forward(xb, rows, training=True), yb, rows, 0)
         input_grads = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
@@ -422,14 +452,60 @@ class Model:
         arrays = [g.numpy()[:rows].reshape(rows, *i.input_shape) for g, i in zip(input_grads, self._inputs)]
         return loss, grads, arrays[0] if len(arrays) == 1 else arrays
 
-    # -- input checks --------------------------------------------------------------------------
+    # -- input checks and feeds ------------------------------------------------------------------
+    def _feed(self, x, y, batch_size: int, steps: int | None, name: str = "", targets: bool = True,
+              shuffle: bool = False, reserved: int = 0):
+        """The batches of arrays (x, y), or of a generator / PyDataset x, as fit, evaluate and
+        predict iterate them; `name` prefixes the arguments in errors (validation_data), and
+        `reserved` bytes of the device budget are taken already (by the training data)."""
+        names = (f"{name} x".strip(), f"{name} y".strip())
+        if is_stream(x):
+            if y is not None:
+                kind = "generator" if isinstance(x, Iterator) else "PyDataset"
+                raise ValueError(f"{name or 'x'} is a {kind}, which gives the targets in its (x, y) batches: "
+                                 f"{names[1]} must not be passed, got {type(y).__name__}")
+
+            def prepare(xb, yb, step):
+                where = f" in batch {step}"
+                if not targets:
+                    return self._prepare_x(xb, names[0] + where), None
+                return self._prepare(xb, yb, (names[0] + where, names[1] + where))
+
+            stream = Stream(cl_runtime.runtime() if not self.built else self.rt, x, name or "x", prepare,
+                            self._reserve, self.dtype, targets, steps, self.seed if shuffle else None)
+            if not self.built:
+                stream.peek()
+            return stream
+        if not targets:
+            return self._array_feed(self._prepare_x(x, names[0]), None, batch_size, steps, shuffle, reserved)
+        if y is None:
+            raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
+                             "or pass x as a generator or PyDataset of (x, y) batches")
+        return self._array_feed(*self._prepare(x, y, names), batch_size, steps, shuffle, reserved)
+
+    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0) -> ArrayFeed:
+        """Batches of prepared arrays: x (samples, features), y (samples, outputs) or None."""
+        capacity = self._reserve(min(batch_size, len(x)))
+        budget = data.device_budget(self.rt) - reserved
+        if y is not None:
+            self._ensure_stats(len(x))
+        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget), batch_size, steps,
+                         self.seed if shuffle else None, self._reserve)
+
+    def _reserve(self, rows: int) -> int:
+        """Buffers for batches of `rows`; the capacity every batch tensor must have (the first
+        layer reads x^T with that leading dimension)."""
+        self._ensure_capacity(rows)
+        return self.capacity
+
     def _require_compiled(self, what: str) -> None:
         if not self.compiled:
             raise NotCompiledError(f"call compile(optimizer, loss) before {what}()")
 
     def _prepare_x(self, x, name: str = "x") -> np.ndarray:
-        """x as one (samples, features) array; a model of several inputs takes a list of arrays, one
-        per input, and gets their features side by side."""
+        """x checked and viewed as (samples, features), still in its own dtype: a memmap is not read.
+        A model of several inputs takes a list of arrays, one per input, and gets their features
+        side by side (a copy)."""
         if self.built and len(self._inputs) > 1:
             names = [i.name for i in self._inputs]
             if not isinstance(x, (list, tuple)) or len(x) != len(self._inputs):
@@ -445,7 +521,7 @@ class Model:
         return self._prepare_one(x, name, self.input_shape)
 
     def _prepare_one(self, x, name: str, expected) -> np.ndarray:
-        x = as_numeric(x, name)
+        x = checked(x, name)
         if x.ndim < 2 or len(x) == 0:
             raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
         if expected is not None and tuple(x.shape[1:]) != tuple(expected):
@@ -453,7 +529,7 @@ class Model:
                              f"shape {tuple(expected)}")
         if not self.built:
             self.build(x.shape[1:])
-        return np.ascontiguousarray(x.reshape(len(x), -1), dtype=self.dtype)
+        return x.reshape(len(x), -1)
 
     def _prepare(self, x, y, names=("x", "y")):
         x = self._prepare_x(x, names[0])
@@ -677,6 +753,10 @@ class _SharingStore(_DeclaringStore):
 
     def add(self, *args, **kwargs):
         return self.store.share(next(self._owned))
+
+
+def _check_steps(argument: str, value) -> int | None:
+    return None if value is None else _check_int(argument, value, minimum=1)
 
 
 def _check_int(argument: str, value, minimum: int) -> int:

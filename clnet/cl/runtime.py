@@ -1,4 +1,4 @@
-"""The process-wide OpenCL state: the chosen device, its context and queue, the program cache,
+"""The process-wide OpenCL state: the chosen device, its context and queues, the program cache,
 the launch counter and the optional profiler."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class BuildError(RuntimeError):
 
 
 class Runtime:
-    """One device, its context and in-order queue, and everything built for it."""
+    """One device, its context and in-order queues, and everything built for it."""
 
     def __init__(self, info: DeviceInfo):
         self.info = info
@@ -32,6 +32,9 @@ class Runtime:
         self.context = cl.Context([self.device])
         self.profiling = False
         self.queue = cl.CommandQueue(self.context)
+        # Streamed batches are copied to the device on a second queue, so that a copy runs while
+        # the previous batch computes on the first; events order the two (see data.py).
+        self.transfer_queue = cl.CommandQueue(self.context)
         self._profiling_queue = None
         self._programs: dict[tuple, cl.Program] = {}
         self.launches = 0       # kernel launches since the runtime started (a test counts per step)
