@@ -11,14 +11,16 @@
                  const int pad_top, const int pad_left
 
 // The patches of a mini-batch, row-major and transposed ((K, ld), for the weight gradient
-// x^T delta). One work-item per output position (dimension 0) and kernel tap (dimension 1); it
-// copies the tap's `channels` contiguous inputs.
+// x^T delta). One work-item per output position m < positions and kernel tap, m varying fastest;
+// it copies the tap's `channels` contiguous inputs.
 __kernel void FeedForwardConvPatches(__global const TYPE *inputs,  // x (rows, height, width, channels)
                                      __global TYPE *patches,       // (rows * out_h * out_w, K)
                                      __global TYPE *patches_t,     // (K, ld)
-                                     const int ld, GEOMETRY)
+                                     const int positions, const int ld, GEOMETRY)
 {
-    const int m = get_global_id(0), tap = get_global_id(1);
+    const int m = get_global_id(0) % positions, tap = get_global_id(0) / positions;
+    if (tap >= kh * kw)
+        return;
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int y = oy * sh - pad_top + tap / kw * dh, x = ox * sw - pad_left + tap % kw * dw;
     const int inside = y >= 0 && y < height && x >= 0 && x < width;
@@ -33,13 +35,15 @@ __kernel void FeedForwardConvPatches(__global const TYPE *inputs,  // x (rows, h
 }
 
 // dL/dx from dL/d(patches): each input element sums the patch entries it was copied into. One
-// work-item per input pixel (row, y, x), all its channels; no two work-items write the same
-// element, so no atomics.
+// work-item per input pixel p = (row, y, x) < pixels, all its channels; no two work-items write
+// the same element, so no atomics.
 __kernel void CalcHiddenGradientConv(__global const TYPE *patch_gr,  // dL/d(patches) (rows * out_h * out_w, K)
                                      __global TYPE *input_gr,        // dL/dx (rows, height, width, channels)
-                                     GEOMETRY)
+                                     const int pixels, GEOMETRY)
 {
     const int p = get_global_id(0);
+    if (p >= pixels)
+        return;
     const int x = p % width, y = p / width % height, row = p / (width * height);
     const int K = kh * kw * channels;
     __global TYPE *out = input_gr + (long)p * channels;

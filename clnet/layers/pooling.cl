@@ -7,17 +7,17 @@
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
                  const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
 
-// One work-item per output (dimension 0: channel, 1: output position). Max pooling also records
+// One work-item per output element e = (row, oy, ox, c), e < total. Max pooling also records
 // where in the sample's image (y * width + x) each maximum came from, for the backward pass.
 // The output is also stored transposed, for a Dense layer's weight gradient after a Flatten.
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
                               __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
                               __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
-                              const int ld, GEOMETRY, const int use_max)
+                              const int total, const int ld, GEOMETRY, const int use_max)
 {
-    const int c = get_global_id(0), m = get_global_id(1);
-    if (c >= channels)
+    const int e = get_global_id(0), c = e % channels, m = e / channels;
+    if (e >= total)
         return;
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int y0 = max(oy * sh - pad_top, 0), y1 = min(oy * sh - pad_top + ph, height);
@@ -34,24 +34,24 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
             }
             sum += v;
         }
-    const long o = (long)m * channels + c;
+    const int o = e;
     const TYPE y = use_max ? best : sum / ((y1 - y0) * (x1 - x0));
     outputs[o] = y;
-    outputs_t[((long)(m % (out_h * out_w)) * channels + c) * ld + row] = y;
+    outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
     if (use_max)
         argmax[o] = at;
 }
 
 // dL/dx: each input element gathers from the windows that contain it (overlapping windows
 // add up, without atomics): the whole gradient of a window whose maximum it was, or its share
-// of an average. One work-item per input element (dimension 0: channel, 1: pixel).
+// of an average. One work-item per input element e = (row, y, x, c), e < total.
 __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
                                      __global const int *argmax,      // from FeedForwardPool
                                      __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
-                                     GEOMETRY, const int use_max)
+                                     const int total, GEOMETRY, const int use_max)
 {
-    const int c = get_global_id(0), p = get_global_id(1);
-    if (c >= channels)
+    const int e = get_global_id(0), c = e % channels, p = e / channels;
+    if (e >= total)
         return;
     const int x = p % width, y = p / width % height, row = p / (width * height);
     // Windows oy with oy * sh - pad_top <= y < oy * sh - pad_top + ph.
@@ -62,7 +62,7 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
     TYPE g = 0;
     for (int oy = oy0; oy <= oy1; oy++)
         for (int ox = ox0; ox <= ox1; ox++) {
-            const long o = ((long)(row * out_h + oy) * out_w + ox) * channels + c;
+            const int o = ((row * out_h + oy) * out_w + ox) * channels + c;
             if (use_max) {
                 if (argmax[o] == here)
                     g += output_gr[o];
@@ -72,5 +72,5 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
                 g += output_gr[o] / (rows_in * cols_in);
             }
         }
-    input_gr[(long)p * channels + c] = g;
+    input_gr[e] = g;
 }
