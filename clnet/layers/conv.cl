@@ -11,17 +11,17 @@
                  const int pad_top, const int pad_left
 
 // The patches of a mini-batch, row-major and transposed ((K, ld), for the weight gradient
-// x^T delta). One work-item per output position m < positions and kernel tap, m varying fastest;
-// it copies the tap's `channels` contiguous inputs.
+// x^T delta). One work-item per output position (dimension 0: ox, 1: row * out_h + oy) and
+// kernel tap (dimension 2), copying the tap's `channels` contiguous inputs. The divisions
+// depend on dimensions 1 and 2 only, so a CPU compiler vectorizing across dimension 0 does them
+// once per group.
 __kernel void FeedForwardConvPatches(__global const TYPE *inputs,  // x (rows, height, width, channels)
                                      __global TYPE *patches,       // (rows * out_h * out_w, K)
                                      __global TYPE *patches_t,     // (K, ld)
-                                     const int positions, const int ld, GEOMETRY)
+                                     const int ld, GEOMETRY)
 {
-    const int m = get_global_id(0) % positions, tap = get_global_id(0) / positions;
-    if (tap >= kh * kw)
-        return;
-    const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
+    const int ox = get_global_id(0), line = get_global_id(1), tap = get_global_id(2);
+    const int oy = line % out_h, row = line / out_h, m = line * out_w + ox;
     const int y = oy * sh - pad_top + tap / kw * dh, x = ox * sw - pad_left + tap % kw * dw;
     const int inside = y >= 0 && y < height && x >= 0 && x < width;
     const __global TYPE *source = inputs + ((long)(row * height + y) * width + x) * channels;
@@ -35,16 +35,14 @@ __kernel void FeedForwardConvPatches(__global const TYPE *inputs,  // x (rows, h
 }
 
 // dL/dx from dL/d(patches): each input element sums the patch entries it was copied into. One
-// work-item per input pixel p = (row, y, x) < pixels, all its channels; no two work-items write
-// the same element, so no atomics.
+// work-item per input pixel (dimension 0: x, 1: row * height + y), all its channels; no two
+// work-items write the same element, so no atomics.
 __kernel void CalcHiddenGradientConv(__global const TYPE *patch_gr,  // dL/d(patches) (rows * out_h * out_w, K)
                                      __global TYPE *input_gr,        // dL/dx (rows, height, width, channels)
-                                     const int pixels, GEOMETRY)
+                                     GEOMETRY)
 {
-    const int p = get_global_id(0);
-    if (p >= pixels)
-        return;
-    const int x = p % width, y = p / width % height, row = p / (width * height);
+    const int x = get_global_id(0), line = get_global_id(1);
+    const int y = line % height, row = line / height, p = line * width + x;
     const int K = kh * kw * channels;
     __global TYPE *out = input_gr + (long)p * channels;
     for (int c = 0; c < channels; c++)

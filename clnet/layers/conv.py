@@ -9,7 +9,7 @@ from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import Layer, check_weights
 from .dense import Dense
-from .spatial import check_rank, elementwise, int_tuple, padding_mode, window
+from .spatial import check_rank, int_tuple, padding_mode, window
 
 
 class _Conv(Layer):
@@ -95,8 +95,8 @@ class _Conv(Layer):
         self._hidden = rt.kernel(self.program, "CalcHiddenGradientConv", dt)
 
     def forward(self, x, rows):
-        positions = rows * self.positions
-        self._patches(*elementwise(positions * self.taps), x, self.patches, self.patches.transposed, positions,
+        out_h, out_w = self.geometry[3:5]
+        self._patches((out_w, rows * out_h, self.taps), None, x, self.patches, self.patches.transposed,
                       self.capacity * self.positions, *self.geometry)
         self.product.forward(self.patches, rows * self.positions)
         return self.outputs
@@ -105,8 +105,8 @@ class _Conv(Layer):
         patch_grad = self.product.backward(grad, rows * self.positions, input_grad, activation_done)
         if not input_grad:
             return None
-        pixels = rows * self.geometry[0] * self.geometry[1]
-        self._hidden(*elementwise(pixels), patch_grad, self.input_grad, pixels, *self.geometry)
+        height, width = self.geometry[:2]
+        self._hidden((width, rows * height), None, patch_grad, self.input_grad, *self.geometry)
         return self.input_grad
 
     def get_weights(self):

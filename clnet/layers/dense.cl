@@ -15,9 +15,7 @@
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
 // (rows_p / VW, units_p, VW), for the input gradient. And the bias gradient, the column sums of
-// delta. A work-group per four columns (ToVect4 reads the padding of dL/dy as 0), its
-// work-items taking every get_local_size(0)-th row and adding their sums up in local memory:
-// one work-item per column would run a convolution's tens of thousands of rows on one core.
+// delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0).
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
@@ -27,10 +25,10 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             const int rows, const int units, const int units_p, const int panel,
                             const int capacity, const TYPE a, const TYPE b, const int apply_derivative)
 {
-    const int col = get_group_id(0) * 4, lid = get_local_id(0), items = get_local_size(0);
+    const int col = get_global_id(0) * 4;
     __global TYPE *column_panel = delta + (col / panel) * capacity * panel + col % panel;
     TYPE4 sum = (TYPE4)(0);
-    for (int m = lid; m < rows; m += items) {
+    for (int m = 0; m < rows; m++) {
         TYPE4 g = ToVect4(output_gr + m * units, col, units);
         if (apply_derivative) {
             const TYPE4 y = ToVect4(outputs + m * units, col, units);
@@ -48,16 +46,7 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 #endif
         sum += g;
     }
-    __local TYPE4 sums[LOCAL_SIZE];  // the work-group size is a power of two, at most LOCAL_SIZE
-    sums[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int stride = items / 2; stride > 0; stride >>= 1) {
-        if (lid < stride)
-            sums[lid] += sums[lid + stride];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
-        vstore4(sums[0], 0, delta_bias + col);
+    vstore4(sum, 0, delta_bias + col);
 }
 
 // The transposed input x^T (n_in, ld), which the weight gradient reads along rows, when the

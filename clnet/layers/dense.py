@@ -283,8 +283,7 @@ class Dense(Layer):
             grad, apply_derivative = self.act_grad, False
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
-        items = min(self.rt.local_size, 1 << max(rows - 1, 0).bit_length())  # work-items per 4 columns
-        self._delta_bias((self.units_p // 4 * items,), (items,), grad, self.outputs, self.pre, self.delta, self.delta_rows,
+        self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, self.delta_rows,
                          bias_grad, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
                          int(apply_derivative))
         flops = 2.0 * rows * self.n_in * self.units

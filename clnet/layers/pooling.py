@@ -6,7 +6,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .base import Layer
-from .spatial import check_rank, elementwise, int_tuple, padding_mode, window
+from .spatial import check_rank, int_tuple, padding_mode, window
 
 
 class _Pooling(Layer):
@@ -40,16 +40,16 @@ class _Pooling(Layer):
         self._hidden = rt.kernel(self.program, "CalcHiddenGradientPool", dt)
 
     def forward(self, x, rows):
-        total = rows * int(np.prod(self.output_shape))
-        self._forward(*elementwise(total), x, self.outputs, self.outputs.transposed, self.argmax, total,
-                      self.capacity, *self.geometry, int(self.use_max))
+        height, width, channels, out_h, out_w = self.geometry[:5]
+        self._forward((channels, rows * out_h * out_w), None, x, self.outputs, self.outputs.transposed,
+                      self.argmax, self.capacity, *self.geometry, int(self.use_max))
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
-        total = rows * int(np.prod(self.input_shape))
-        self._hidden(*elementwise(total), grad, self.argmax, self.input_grad, total, *self.geometry,
+        height, width, channels = self.geometry[:3]
+        self._hidden((channels, rows * height * width), None, grad, self.argmax, self.input_grad, *self.geometry,
                      int(self.use_max))
         return self.input_grad
 

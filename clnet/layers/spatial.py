@@ -51,12 +51,3 @@ def window(layer, axis: str, length: int, size: int, stride: int, dilation: int,
                          f"than the input, whose shape is {tuple(input_shape)} (padding='valid')")
     return (length - extent) // stride + 1, 0
 
-
-GROUP = 64
-
-
-def elementwise(total: int) -> tuple[tuple[int], tuple[int]]:
-    """(global, local) sizes for one work-item per element of `total`: whole work-groups of 64
-    (the kernels skip the excess), since left to choose for an odd total, an OpenCL driver may
-    pick work-groups of 1, whose overhead dominates on a CPU."""
-    return (-(-total // GROUP) * GROUP,), (GROUP,)
