@@ -1,12 +1,17 @@
 """Weight initializers with Keras's names and formulas. Each takes (shape, rng) with shape
-(fan_in, fan_out) and returns a float64 array; the layer casts it to its dtype."""
+(fan_in, fan_out), or a convolution kernel's (..., in, out), and returns a float64 array; the
+layer casts it to its dtype."""
 from __future__ import annotations
 
 import numpy as np
 
 
 def _fans(shape):
-    return shape[0], shape[-1]
+    # Keras's compute_fans: a convolution kernel's fans count its receptive field.
+    if len(shape) < 2:
+        return shape[0], shape[0]
+    receptive = int(np.prod(shape[:-2]))
+    return shape[-2] * receptive, shape[-1] * receptive
 
 
 def glorot_uniform(shape, rng):

@@ -308,3 +308,91 @@ def built(model, sample_shape):
     if not model.built:
         model.build(sample_shape)
     return model
+# -- convolution and pooling, channels_last, as Keras (TensorFlow's formulas) computes them --------
+def same_padding(length, size, stride, dilation=1):
+    """(before, after) padding of Keras's padding='same': ceil(length / stride) outputs, the
+    odd pixel after."""
+    extent = (size - 1) * dilation + 1
+    total = max((-(-length // stride) - 1) * stride + extent - length, 0)
+    return total // 2, total - total // 2
+
+
+def _padded(x, sizes, strides, dilations, padding, value=0.0):
+    pads = [same_padding(n, k, s, d) if padding == "same" else (0, 0)
+            for n, k, s, d in zip(x.shape[1:3], sizes, strides, dilations)]
+    return np.pad(x, ((0, 0), *pads, (0, 0)), constant_values=value), pads
+
+
+def conv2d(x, kernel, bias, strides=(1, 1), padding="valid", dilation=(1, 1)):
+    """y[n, oy, ox, f] = sum_{i, j, c} xpad[n, oy*sh + i*dh, ox*sw + j*dw, c] kernel[i, j, c, f] + bias[f]
+    with the kernel in Keras layout (kh, kw, in, out)."""
+    kh, kw, _, filters = kernel.shape
+    xp, _ = _padded(x, (kh, kw), strides, dilation, padding)
+    oh = (xp.shape[1] - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+    ow = (xp.shape[2] - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+    y = np.zeros((len(x), oh, ow, filters), np.result_type(x, kernel))
+    for i in range(kh):
+        for j in range(kw):
+            y += _taps(xp, i * dilation[0], j * dilation[1], oh, ow, strides) @ kernel[i, j]
+    return y + (0 if bias is None else bias)
+
+
+def _taps(xp, y0, x0, oh, ow, strides):
+    return xp[:, y0:y0 + (oh - 1) * strides[0] + 1:strides[0], x0:x0 + (ow - 1) * strides[1] + 1:strides[1], :]
+
+
+def conv2d_backward(x, kernel, dy, strides=(1, 1), padding="valid", dilation=(1, 1)):
+    """(dL/dx, dL/dkernel, dL/dbias) for dL/dy = dy."""
+    kh, kw, _, _ = kernel.shape
+    xp, pads = _padded(x, (kh, kw), strides, dilation, padding)
+    oh, ow = dy.shape[1:3]
+    dxp, dk = np.zeros_like(xp), np.zeros_like(kernel)
+    for i in range(kh):
+        for j in range(kw):
+            y0, x0 = i * dilation[0], j * dilation[1]
+            taps = _taps(xp, y0, x0, oh, ow, strides)
+            dk[i, j] = taps.reshape(-1, taps.shape[-1]).T @ dy.reshape(-1, dy.shape[-1])
+            _taps(dxp, y0, x0, oh, ow, strides)[...] += dy @ kernel[i, j].T
+    (top, _), (left, _) = pads
+    return dxp[:, top:top + x.shape[1], left:left + x.shape[2]], dk, dy.sum((0, 1, 2))
+
+
+def _windows(x, pool, strides, padding):
+    """(slices of the padded image, where padding is NaN) per output position."""
+    xp, pads = _padded(x, pool, strides, (1, 1), padding, value=np.nan)
+    oh = (xp.shape[1] - pool[0]) // strides[0] + 1
+    ow = (xp.shape[2] - pool[1]) // strides[1] + 1
+    return xp, pads, oh, ow
+
+
+def pool2d(x, pool, strides, padding, use_max):
+    """Max or mean over each window, padded cells ignored (TensorFlow's rule)."""
+    xp, _, oh, ow = _windows(x, pool, strides, padding)
+    y = np.empty((len(x), oh, ow, x.shape[-1]), x.dtype)
+    for oy in range(oh):
+        for ox in range(ow):
+            w = xp[:, oy * strides[0]:oy * strides[0] + pool[0], ox * strides[1]:ox * strides[1] + pool[1]]
+            y[:, oy, ox] = np.nanmax(w, (1, 2)) if use_max else np.nanmean(w, (1, 2))
+    return y
+
+
+def pool2d_backward(x, dy, pool, strides, padding, use_max):
+    """dL/dx: a window's gradient goes to its first maximum (in row-major order), or is shared
+    by its unpadded cells."""
+    xp, pads, oh, ow = _windows(x, pool, strides, padding)
+    dxp = np.zeros_like(xp)
+    for oy in range(oh):
+        for ox in range(ow):
+            ys, xs = slice(oy * strides[0], oy * strides[0] + pool[0]), slice(ox * strides[1], ox * strides[1] + pool[1])
+            w = xp[:, ys, xs]
+            if use_max:
+                flat = np.where(np.isnan(w), -np.inf, w).reshape(len(x), -1, x.shape[-1])
+                at = flat.argmax(1)  # (n, channels): the first maximum
+                hit = np.zeros_like(flat)
+                np.put_along_axis(hit, at[:, None], 1.0, 1)
+                dxp[:, ys, xs] += hit.reshape(w.shape) * dy[:, oy, ox][:, None, None]
+            else:
+                valid = ~np.isnan(w)
+                dxp[:, ys, xs] += valid * (dy[:, oy, ox] / valid.sum((1, 2)))[:, None, None]
+    (top, _), (left, _) = pads
+    return dxp[:, top:top + x.shape[1], left:left + x.shape[2]]

@@ -1,4 +1,4 @@
-"""Layers: one file each; a layer's kernels live in the .cl file of the same name beside it."""
+"""Layers: one file each (or per family), its kernels in a .cl file of the same name."""
 from .base import Layer
 from .dense import Dense
 from .activation import Activation, Softmax
@@ -9,6 +9,13 @@ from .dropout import Dropout
 from .batch_normalization import BatchNormalization
 from .layer_normalization import LayerNormalization
 from .locally_connected import LocallyConnected1D
+from .conv import Conv1D, Conv2D
+from .pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D, GlobalAveragePooling2D,
+                      GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
+from .reshape import Reshape
+from .zero_padding import ZeroPadding2D
 
 __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
-           "BatchNormalization", "LayerNormalization", "LocallyConnected1D"]
+           "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
+           "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
+           "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D"]

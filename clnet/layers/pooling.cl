@@ -1,0 +1,75 @@
+// Max and average pooling over windows of (ph, pw) every (sh, sw) pixels of a channels_last
+// mini-batch, each channel on its own. Windows are clipped to the image ('same' padding): padded
+// cells never win a maximum and are not counted in an average (Keras's TensorFlow and JAX
+// backends; its torch backend agrees where the padding is symmetric, and elsewhere pads by
+// repeating the edge, which an average counts). Global pooling is one window of the whole
+// image. 1-D pooling runs with height 1. The geometry is the same int arguments for both kernels:
+#define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
+                 const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
+
+// One work-item per output (dimension 0: channel, 1: output position): the index arithmetic
+// depends on the position only, so a CPU compiler that vectorizes across channels does it once
+// per position (one work-item per element, dividing its own index, ran 3x slower). Max pooling
+// also records where in the sample's image (y * width + x) each maximum came from, for the
+// backward pass.
+// The output is also stored transposed, for a Dense layer's weight gradient after a Flatten.
+__kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
+                              __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
+                              __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
+                              __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
+                              const int ld, GEOMETRY, const int use_max)
+{
+    const int c = get_global_id(0), m = get_global_id(1);
+    const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
+    const int y0 = max(oy * sh - pad_top, 0), y1 = min(oy * sh - pad_top + ph, height);
+    const int x0 = max(ox * sw - pad_left, 0), x1 = min(ox * sw - pad_left + pw, width);
+    const __global TYPE *image = inputs + (long)row * height * width * channels + c;
+    TYPE best = -INFINITY, sum = 0;
+    int at = y0 * width + x0;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            const TYPE v = image[(y * width + x) * channels];
+            if (v > best) {
+                best = v;
+                at = y * width + x;
+            }
+            sum += v;
+        }
+    const int o = m * channels + c;
+    const TYPE y = use_max ? best : sum / ((y1 - y0) * (x1 - x0));
+    outputs[o] = y;
+    outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
+    if (use_max)
+        argmax[o] = at;
+}
+
+// dL/dx: each input element gathers from the windows that contain it (overlapping windows
+// add up, without atomics): the whole gradient of a window whose maximum it was, or its share
+// of an average. One work-item per input element (dimension 0: channel, 1: pixel).
+__kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
+                                     __global const int *argmax,      // from FeedForwardPool
+                                     __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
+                                     GEOMETRY, const int use_max)
+{
+    const int c = get_global_id(0), p = get_global_id(1);
+    const int x = p % width, y = p / width % height, row = p / (width * height);
+    // Windows oy with oy * sh - pad_top <= y < oy * sh - pad_top + ph.
+    const int ylo = y + pad_top - ph + 1, xlo = x + pad_left - pw + 1;
+    const int oy0 = ylo <= 0 ? 0 : (ylo + sh - 1) / sh, oy1 = min((y + pad_top) / sh, out_h - 1);
+    const int ox0 = xlo <= 0 ? 0 : (xlo + sw - 1) / sw, ox1 = min((x + pad_left) / sw, out_w - 1);
+    const int here = y * width + x;
+    TYPE g = 0;
+    for (int oy = oy0; oy <= oy1; oy++)
+        for (int ox = ox0; ox <= ox1; ox++) {
+            const int o = ((row * out_h + oy) * out_w + ox) * channels + c;
+            if (use_max) {
+                if (argmax[o] == here)
+                    g += output_gr[o];
+            } else {
+                const int rows_in = min(oy * sh - pad_top + ph, height) - max(oy * sh - pad_top, 0);
+                const int cols_in = min(ox * sw - pad_left + pw, width) - max(ox * sw - pad_left, 0);
+                g += output_gr[o] / (rows_in * cols_in);
+            }
+        }
+    input_gr[p * channels + c] = g;
+}

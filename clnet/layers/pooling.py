@@ -1,0 +1,128 @@
+"""Max and average pooling (1-D, 2-D, global), channels_last, with Keras's arguments; the kernels
+are in pooling.cl: one launch forward, one backward."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.tensor import Tensor
+from .base import Layer
+from .spatial import check_rank, int_tuple, padding_mode, window
+
+
+class _Pooling(Layer):
+    """Runs the pooling kernels over a 2-D window geometry that subclasses compute in `_windows`."""
+    rank = 2
+    use_max = True
+
+    def _windows(self, height: int, width: int) -> tuple:
+        """((ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left)) for a (height, width) image."""
+        raise NotImplementedError
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        height, width, channels = check_rank(self, self.input_shape, self.rank)
+        (ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left) = self._windows(height, width)
+        self.geometry = (height, width, channels, out_h, out_w, ph, pw, sh, sw, pad_top, pad_left)
+        self.program = self.rt.program(("layers/pooling.cl",), self.dtype)
+        return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        rt, dt = self.rt, self.dtype
+        height, width, channels, out_h, out_w = self.geometry[:5]
+        self.outputs = Tensor((capacity, *self.output_shape), dt, rt)       # (capacity, out_h, out_w, channels)
+        features = int(np.prod(self.output_shape))
+        self.outputs.transposed = Tensor((features, capacity), dt, rt)      # for a Dense after a Flatten
+        # Where each maximum came from (y * width + x); average pooling never reads it.
+        self.argmax = Tensor((capacity * out_h * out_w * channels if self.use_max else 1,), np.int32, rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)     # dL/dx
+        self._forward = rt.kernel(self.program, "FeedForwardPool", dt)
+        self._hidden = rt.kernel(self.program, "CalcHiddenGradientPool", dt)
+
+    def forward(self, x, rows):
+        height, width, channels, out_h, out_w = self.geometry[:5]
+        self._forward((channels, rows * out_h * out_w), None, x, self.outputs, self.outputs.transposed,
+                      self.argmax, self.capacity, *self.geometry, int(self.use_max))
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        if not input_grad:
+            return None
+        height, width, channels = self.geometry[:3]
+        self._hidden((channels, rows * height * width), None, grad, self.argmax, self.input_grad, *self.geometry,
+                     int(self.use_max))
+        return self.input_grad
+
+
+class _Pool(_Pooling):
+    def __init__(self, pool_size=2, strides=None, padding="valid", name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        self.pool_size = int_tuple(self, "pool_size", pool_size, self.rank)
+        self.strides = self.pool_size if strides is None else int_tuple(self, "strides", strides, self.rank)
+        self.padding = padding_mode(self, padding)
+
+    def _windows(self, height, width):
+        two_d = lambda t: (1, *t) if self.rank == 1 else t
+        pool, strides = two_d(self.pool_size), two_d(self.strides)
+        axes = ("", "steps") if self.rank == 1 else ("height", "width")
+        return (pool, strides, *(window(self, axis, length, p, s, 1, self.padding, "pool_size", self.input_shape)
+                                 for axis, length, p, s in zip(axes, (height, width), pool, strides)))
+
+    def compute_output_shape(self, input_shape):
+        height, width, channels = check_rank(self, input_shape, self.rank)
+        *_, (out_h, _), (out_w, _) = self._windows(height, width)
+        return (out_w, channels) if self.rank == 1 else (out_h, out_w, channels)
+
+    def get_config(self):
+        return {**super().get_config(), "pool_size": list(self.pool_size), "strides": list(self.strides),
+                "padding": self.padding}
+
+
+class _GlobalPool(_Pooling):
+    def __init__(self, keepdims=False, name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        self.keepdims = bool(keepdims)
+
+    def _windows(self, height, width):
+        return (height, width), (height, width), (1, 0), (1, 0)
+
+    def compute_output_shape(self, input_shape):
+        channels = check_rank(self, input_shape, self.rank)[2]
+        return (1,) * self.rank + (channels,) if self.keepdims else (channels,)
+
+    def get_config(self):
+        return {**super().get_config(), "keepdims": self.keepdims}
+
+
+class MaxPooling2D(_Pool):
+    """Maximum over (pool_size) windows every `strides` (default: pool_size) of (height, width, channels)."""
+
+
+class AveragePooling2D(_Pool):
+    """Mean over (pool_size) windows; with padding='same' the padded cells are not counted."""
+    use_max = False
+
+
+class MaxPooling1D(_Pool):
+    """Maximum over pool_size steps every `strides` steps of (steps, channels)."""
+    rank = 1
+
+
+class AveragePooling1D(_Pool):
+    rank, use_max = 1, False
+
+
+class GlobalMaxPooling2D(_GlobalPool):
+    """(height, width, channels) -> (channels,), or (1, 1, channels) with keepdims."""
+
+
+class GlobalAveragePooling2D(_GlobalPool):
+    use_max = False
+
+
+class GlobalMaxPooling1D(_GlobalPool):
+    rank = 1
+
+
+class GlobalAveragePooling1D(_GlobalPool):
+    rank, use_max = 1, False

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Layer
+from .flatten import _view
+
+
+class Reshape(Layer):
+    """(batch, *input_shape) -> (batch, *target_shape); one axis may be -1 (inferred). Like
+    Flatten, a view of the input buffer: no kernel runs."""
+
+    def __init__(self, target_shape, name=None, input_shape=None):
+        super().__init__(name, input_shape)
+        items = target_shape if isinstance(target_shape, (tuple, list)) else (target_shape,)
+        if (not items or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) for s in items)
+                or any(s < 1 and s != -1 for s in items) or list(items).count(-1) > 1):
+            raise ValueError(f"Reshape {name!r}: target_shape must be a tuple of positive integers with at most "
+                             f"one -1, got {target_shape!r}")
+        self.target_shape = tuple(int(s) for s in items)
+
+    def compute_output_shape(self, input_shape):
+        total = int(np.prod(input_shape))
+        known = int(np.prod([s for s in self.target_shape if s != -1]))
+        if -1 in self.target_shape and total % known == 0:
+            return tuple(total // known if s == -1 else s for s in self.target_shape)
+        if total != known or -1 in self.target_shape:
+            raise ValueError(f"Reshape {self.name!r}: cannot reshape input_shape {tuple(input_shape)} ({total} "
+                             f"values) into target_shape {self.target_shape}")
+        return self.target_shape
+
+    def forward(self, x, rows):
+        self._output = _view(getattr(self, "_output", None), x, self.output_shape)
+        return self._output
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        if not input_grad:
+            return None
+        self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
+        return self._input_grad
+
+    def get_config(self):
+        return {**super().get_config(), "target_shape": list(self.target_shape)}

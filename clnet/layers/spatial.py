@@ -1,0 +1,53 @@
+"""What convolution and pooling layers share: their arguments (Keras's int-or-tuple forms), the
+input rank they accept, and the window geometry of 'valid' and 'same' padding.
+
+One-dimensional layers run as two-dimensional ones of height 1: (steps, channels) is laid out as
+(1, steps, channels), and a (kernel, in, out) kernel as (1, kernel, in, out), without a copy."""
+from __future__ import annotations
+
+import numpy as np
+
+SPATIAL = {1: "(steps, channels)", 2: "(height, width, channels)"}
+
+
+def int_tuple(layer, argument: str, value, rank: int) -> tuple[int, ...]:
+    """An int or `rank` ints, each >= 1, as a tuple (Keras's standardize_tuple)."""
+    items = value if isinstance(value, (tuple, list)) else (value,) * rank
+    if len(items) != rank or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: {argument} must be an integer or a tuple of "
+                         f"{rank} integers, got {value!r}")
+    if any(v < 1 for v in items):
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: {argument} must be >= 1, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def padding_mode(layer, value) -> str:
+    mode = value.lower() if isinstance(value, str) else value
+    if mode not in ("valid", "same"):
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: padding must be 'valid' or 'same', got {value!r}")
+    return mode
+
+
+def check_rank(layer, input_shape: tuple, rank: int) -> tuple[int, int, int]:
+    """(height, width, channels) of an input of `rank` spatial axes, or a ValueError."""
+    if len(input_shape) != rank + 1:
+        raise ValueError(f"{type(layer).__name__} {layer.name!r} expects inputs of shape {SPATIAL[rank]}, "
+                         f"got input_shape {tuple(input_shape)}")
+    return (1, *input_shape) if rank == 1 else tuple(input_shape)
+
+
+def window(layer, axis: str, length: int, size: int, stride: int, dilation: int, padding: str,
+           argument: str, input_shape) -> tuple[int, int]:
+    """(output length, padding before) along one axis, as Keras computes them: 'same' gives
+    ceil(length / stride) outputs and pads size_eff - 1 (stride 1) or what the last window
+    needs, pad_before = total // 2, the extra one after; 'valid' needs the window to fit."""
+    extent = (size - 1) * dilation + 1
+    if padding == "same":
+        outputs = -(-length // stride)
+        return outputs, max((outputs - 1) * stride + extent - length, 0) // 2
+    if extent > length:
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: {argument} {size}"
+                         f"{f' (dilated to {extent})' if dilation > 1 else ''} along the {axis} axis is larger "
+                         f"than the input, whose shape is {tuple(input_shape)} (padding='valid')")
+    return (length - extent) // stride + 1, 0
+

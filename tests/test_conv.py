@@ -1,0 +1,226 @@
+"""Conv1D and Conv2D: kernels against the numpy reference of Keras's formula (float32, awkward
+sizes), float64 gradient checks, checkpoints and configs, bad input, launches per step."""
+import numpy as np
+import pytest
+
+import clnet
+from clnet.cl.parameters import ParameterStore
+from clnet.cl.tensor import Tensor
+from clnet.layers import Conv1D, Conv2D, Dense, Flatten, Input, MaxPooling2D
+from reference import ACTIVATIONS, conv2d, conv2d_backward
+from test_gradients import build, check_model
+
+F32 = np.float32
+
+# (input shape, filters, kernel_size, strides, padding, dilation_rate)
+CASES = [
+    ((1, 1, 1), 3, 1, 1, "valid", 1),               # 1-pixel image
+    ((1, 1, 2), 3, 3, 1, "same", 1),                # 1-pixel image, kernel larger than it
+    ((7, 6, 3), 5, (2, 4), 2, "same", 1),           # even kernel, stride 2: Keras's uneven split
+    ((9, 9, 5), 7, 3, 1, "valid", 2),               # dilation, channels not a multiple of 4
+    ((6, 5, 6), 4, (4, 2), (2, 3), "same", 1),
+    ((8, 7, 2), 9, 3, 1, "same", (2, 1)),
+    ((5, 5, 1), 1, 5, 1, "valid", 1),               # a kernel the size of the image
+    ((13, 11, 4), 10, 3, 2, "valid", 1),
+]
+
+
+def device_pass(rt, layer, input_shape, x, dy, weights, dtype=F32):
+    """The layer's output, dL/dx and parameter gradients for one batch, from the device."""
+    store = ParameterStore(rt, dtype)
+    layer.name = "conv"
+    layer.build(input_shape, store, np.random.default_rng(0))
+    store.allocate()
+    layer.set_weights(weights)
+    rows = len(x)
+    layer.allocate(rows + 2)  # capacity beyond the batch: the kernels must use `rows`
+    y = layer.forward(Tensor.from_numpy(x.reshape(rows, -1), dtype), rows).numpy()[:rows]
+    dx = layer.backward(Tensor.from_numpy(np.pad(dy.reshape(rows, -1), ((0, 2), (0, 0))), dtype), rows, True)
+    return y, dx.numpy()[:rows], layer.gradients()
+
+
+@pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", CASES)
+@pytest.mark.parametrize("activation", ["linear", "relu"])
+def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, activation):
+    layer = Conv2D(filters, kernel, strides, padding, dilation, activation)
+    k2 = layer.kernel_size
+    rows = 3
+    x = rng.normal(size=(rows, *shape)).astype(F32)
+    weights = [rng.normal(size=(*k2, shape[2], filters)).astype(F32), rng.normal(size=filters).astype(F32)]
+    x64, w64 = x.astype(np.float64), [w.astype(np.float64) for w in weights]
+    z = conv2d(x64, w64[0], w64[1], layer.strides, padding, layer.dilation_rate)
+    forward, derivative = ACTIVATIONS[activation]
+    dy = rng.normal(size=z.shape).astype(F32)
+    y, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights)
+    np.testing.assert_allclose(y.reshape(z.shape), forward(z, 1.0, 0.0), rtol=2e-5, atol=2e-5)
+    dz = dy * derivative(z, 1.0, 0.0)
+    want_dx, want_dk, want_db = conv2d_backward(x64, w64[0], dz, layer.strides, padding, layer.dilation_rate)
+    np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(dk, want_dk, rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(db, want_db, rtol=2e-5, atol=5e-5)
+
+
+@pytest.mark.parametrize("steps,channels,filters,kernel,strides,padding,dilation",
+                         [(1, 1, 2, 1, 1, "valid", 1), (9, 3, 4, 3, 2, "same", 1), (10, 5, 3, 4, 2, "same", 1),
+                          (11, 2, 5, 3, 1, "valid", 3)])
+def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation):
+    """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel."""
+    layer = Conv1D(filters, kernel, strides, padding, dilation)
+    rows = 2
+    x = rng.normal(size=(rows, steps, channels)).astype(F32)
+    weights = [rng.normal(size=(kernel, channels, filters)).astype(F32), rng.normal(size=filters).astype(F32)]
+    x64, k64 = x[:, None].astype(np.float64), weights[0][None].astype(np.float64)
+    z = conv2d(x64, k64, weights[1], (1, strides), padding, (1, dilation))[:, 0]
+    assert layer.compute_output_shape((steps, channels)) == z.shape[1:]
+    dy = rng.normal(size=z.shape).astype(F32)
+    y, dx, (dk, db) = device_pass(rt, layer, (steps, channels), x, dy, weights)
+    np.testing.assert_allclose(y.reshape(z.shape), z, rtol=2e-5, atol=2e-5)
+    want_dx, want_dk, want_db = conv2d_backward(x64, k64, dy[:, None].astype(np.float64), (1, strides), padding,
+                                                (1, dilation))
+    np.testing.assert_allclose(dx.reshape(x.shape), want_dx[:, 0], rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(dk, want_dk[0], rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(db, want_db, rtol=2e-5, atol=5e-5)
+
+
+# -- float64 gradient checks -------------------------------------------------------------------
+@pytest.mark.parametrize("conv", [
+    lambda: Conv2D(3, 3, activation="tanh"),
+    lambda: Conv2D(2, (2, 3), strides=2, padding="same", activation="swish"),
+    lambda: Conv2D(3, 2, dilation_rate=2, padding="same", use_bias=False),
+])
+def test_conv2d_gradients(fp64, conv):
+    rng = np.random.default_rng(3)
+    model = build([Input((5, 4, 2)), conv(), Conv2D(2, 2, activation="sigmoid"), Flatten(), Dense(3, "softmax")],
+                  "categorical_crossentropy")
+    check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
+
+
+def test_conv1d_gradients(fp64):
+    rng = np.random.default_rng(4)
+    model = build([Input((7, 3)), Conv1D(4, 3, strides=2, padding="same", activation="tanh"), Conv1D(2, 2),
+                   Flatten(), Dense(2)], "mse")
+    check_model(model, rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 2)), rng)
+
+
+def test_conv_as_output_layer(fp64):
+    """A convolution's own softmax (over the filters at each position) differentiated for MSE."""
+    rng = np.random.default_rng(5)
+    model = build([Input((4, 3, 2)), Conv2D(3, 2, activation="softmax")], "mse")
+    check_model(model, rng.normal(size=(2, 4, 3, 2)), rng.normal(size=(2, 3, 2, 3)), rng)
+
+
+# -- layout, configs, checkpoints, launches ----------------------------------------------------
+def test_keras_layout_and_initializer_fans(rt):
+    model = clnet.Sequential([Input((6, 5, 3)), Conv2D(8, (3, 2))], seed=0)
+    model.build((6, 5, 3))
+    kernel, bias = model.get_weights()
+    assert kernel.shape == (3, 2, 3, 8) and bias.shape == (8,) and np.all(bias == 0)
+    # glorot_uniform with Keras's convolution fans: (3*2*3 + 3*2*8), limit sqrt(6 / 66)
+    limit = np.sqrt(6 / (18 + 48))
+    assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.9 * limit
+    assert model.layers[1].count_params() == 3 * 2 * 3 * 8 + 8
+
+
+def conv_model():
+    return clnet.Sequential([Input((9, 8, 2)), Conv2D(4, 3, padding="same", activation="relu"), MaxPooling2D(),
+                             Conv2D(5, (2, 3), strides=(1, 2), use_bias=False, kernel_initializer="he_normal"),
+                             Flatten(), Dense(3, "softmax")], seed=2)
+
+
+def test_save_load_predict_and_config(tmp_path, rng):
+    x, y = rng.normal(size=(40, 9, 8, 2)), rng.integers(0, 3, 40)
+    model = conv_model()
+    model.compile("adam", "categorical_crossentropy", ["accuracy"])
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    model.save(tmp_path / "conv.h5")
+    loaded = clnet.load_model(tmp_path / "conv.h5")
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    loaded.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))  # optimizer state came along
+    again = clnet.Sequential.from_config(model.get_config())
+    assert again.get_config() == model.get_config()
+    config = model.layers[1].get_config()
+    assert config == {"name": "conv2d", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same",
+                      "dilation_rate": [1, 1], "activation": {"name": "relu"}, "use_bias": True,
+                      "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
+    one_d = Conv1D(3, 2, name="c")
+    assert Conv1D.from_config(one_d.get_config()).get_config() == one_d.get_config()
+
+
+def test_set_weights_checks_keras_shapes(rt):
+    model = clnet.Sequential([Input((4, 4, 2)), Conv2D(3, 2, name="c")], seed=0)
+    model.build((4, 4, 2))
+    with pytest.raises(ValueError, match=r"'c' weight 0 must have shape \(2, 2, 2, 3\), got \(8, 3\)"):
+        model.set_weights([np.zeros((8, 3)), np.zeros(3)])
+
+
+def test_trains(rng):
+    """A small CNN learns a task that needs its spatial structure: where the bright square is."""
+    x = rng.normal(0, 0.3, size=(256, 8, 8, 1))
+    y = rng.integers(0, 4, 256)
+    for i, label in enumerate(y):
+        top, left = divmod(label, 2)
+        x[i, 4 * top:4 * top + 3, 4 * left:4 * left + 3] += 2
+    model = clnet.Sequential([Input((8, 8, 1)), Conv2D(4, 3, activation="relu"), MaxPooling2D(), Flatten(),
+                              Dense(4, "softmax")], seed=1)
+    model.compile(clnet.optimizers.Adam(1e-2), "categorical_crossentropy", ["accuracy"])
+    history = model.fit(x, y, batch_size=32, epochs=8, verbose=0)
+    assert history.history["accuracy"][-1] > 0.95
+
+
+@pytest.mark.parametrize("batch_size", [16, 64])
+def test_launches_per_training_step(batch_size):
+    """The example's CNN (without Dropout): gather; Conv2D 4 (patches, product; bias/delta,
+    weights: no input gradient for the first layer); MaxPooling2D 2; Conv2D 6 (+ input product
+    and patch sums); MaxPooling2D 2; Dense 4; Dense(softmax) 5; loss; update. Per layer with
+    kernels at most 4 on average plus the constant 3, whatever the batch."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(batch_size * 3, 12, 12, 1)), rng.integers(0, 10, batch_size * 3)
+    model = clnet.Sequential([Input((12, 12, 1)), Conv2D(4, 3, activation="relu"), MaxPooling2D(),
+                              Conv2D(6, 3, activation="relu"), MaxPooling2D(), Flatten(), Dense(8, "relu"),
+                              Dense(10, "softmax")], seed=0)
+    model.compile("adam", "categorical_crossentropy", ["accuracy"])
+    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0)  # builds the programs
+    rt = clnet.runtime()
+    before = rt.launches
+    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
+    per_step = 1 + 4 + 2 + 6 + 2 + 4 + 5 + 1 + 1
+    assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
+    assert per_step <= 4 * 6 + 3
+
+
+# -- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("make,input_shape,message", [
+    (lambda: Conv2D(2, 5, name="c"), (4, 6, 1),
+     r"Conv2D 'c': kernel_size 5 along the height axis is larger than the input, whose shape is \(4, 6, 1\)"),
+    (lambda: Conv2D(2, 3, dilation_rate=3, name="c"), (6, 6, 1),
+     r"Conv2D 'c': kernel_size 3 \(dilated to 7\) along the height axis is larger than the input"),
+    (lambda: Conv1D(2, 4, name="c"), (3, 2),
+     r"Conv1D 'c': kernel_size 4 along the steps axis is larger than the input, whose shape is \(3, 2\)"),
+    (lambda: Conv2D(2, 3, name="c"), (6, 6),
+     r"Conv2D 'c' expects inputs of shape \(height, width, channels\), got input_shape \(6, 6\)"),
+    (lambda: Conv1D(2, 3, name="c"), (6, 6, 1),
+     r"Conv1D 'c' expects inputs of shape \(steps, channels\), got input_shape \(6, 6, 1\)"),
+])
+def test_bad_input_shapes(rt, make, input_shape, message):
+    model = clnet.Sequential([make()])
+    with pytest.raises(ValueError, match=message):
+        model.build(input_shape)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"strides": 0}, r"Conv2D 'c': strides must be >= 1, got 0"),
+    ({"strides": (1, -2)}, r"Conv2D 'c': strides must be >= 1, got \(1, -2\)"),
+    ({"kernel_size": 0}, r"Conv2D 'c': kernel_size must be >= 1, got 0"),
+    ({"kernel_size": (3, 3, 3)}, r"Conv2D 'c': kernel_size must be an integer or a tuple of 2 integers"),
+    ({"dilation_rate": 0}, r"Conv2D 'c': dilation_rate must be >= 1, got 0"),
+    ({"filters": 0}, r"Conv2D 'c': filters must be a positive integer, got 0"),
+    ({"padding": "causal"}, r"Conv2D 'c': padding must be 'valid' or 'same', got 'causal'"),
+    ({"strides": 2, "dilation_rate": 2}, r"strides > 1 cannot be combined with dilation_rate > 1"),
+])
+def test_bad_arguments(kwargs, message):
+    arguments = {"filters": 2, "kernel_size": 3, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        Conv2D(name="c", **arguments)
