@@ -17,14 +17,14 @@ from .base import Layer, check_weights
 def tile_candidates(rt, dtype) -> list[dict]:
     """Vector widths, output blocks per work-item and work-group shapes that the autotuner tries.
 
-    CPUs (PoCL) want explicit vectors of one or two SIMD registers (or half of one) and several
-    outputs per work-item; GPUs want many work-items with a small block each. Wider vectors than
-    the compiler handles break it: PoCL 3.0 returns a program without kernels for vectors wider
-    than its target's registers (float16 and double8 without AVX-512) and after such a build can
-    crash the process; PoCL 3.1 crashes on double16. The CPU form's panels need VW >= 4. The
-    register size is the device's native vector width (PoCL 3.1 also names its LLVM target in
-    the device name; PoCL 3.0 and Intel's runtime do not). WG is the work-group side on a CPU
-    (0: the runtime's choice), a launch setting rather than a kernel define.
+    CPUs want explicit vectors of one or two SIMD registers and several outputs per work-item:
+    two registers by 6 rows (12 accumulators, the usual AVX2 micro-kernel) came first on a 2-core
+    AMD EPYC with PoCL 3.0 (94-155 GFLOP/s against 62-82 for one register by 8 rows) and Intel's
+    runtime alike. GPUs want many work-items with a small block each. PoCL 3.1 crashes on
+    double16 and the CPU form's panels need VW >= 4, hence the limits on the width. The register
+    size is the device's native vector width (PoCL 3.1 also names its LLVM target in the device
+    name; PoCL 3.0 and Intel's runtime do not). WG is the work-group side on a CPU (0: the
+    runtime's choice), a launch setting rather than a kernel define.
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
@@ -35,17 +35,9 @@ def tile_candidates(rt, dtype) -> list[dict]:
     native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
     register_bytes = 64 if "avx512" in rt.info.name.lower() or native * itemsize >= 64 else 32
     lanes = register_bytes // itemsize
-    if "intel" in rt.info.platform.lower():
-        # Intel's runtime: two registers, 6 rows (12 accumulators, the usual AVX2 micro-kernel)
-        # measured fastest on a 2-core AMD EPYC, about 110 GFLOP/s at 1024^3 against 50 for one
-        # register; leaving the work-group size to the runtime (WG=0) halved the input gradient.
-        registers, blocks, groups = (2, 1), (6, 4, 8), (4, 2)
-    else:
-        registers = (1, 0.5) if "PoCL 3.0" in rt.info.platform_version else (1, 2, 0.5)
-        blocks, groups = (8, 4), (4, 0)
-    widths = [int(lanes * n) for n in registers if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
+    widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": wg}  # the first: CLNET_TUNE=0
-            for vw in widths for rm in blocks for wg in groups]
+            for vw in widths for rm in (6, 8, 4) for wg in (4, 2)]
 
 
 LAUNCH_KEYS = ("WG",)
