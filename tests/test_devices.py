@@ -107,8 +107,12 @@ def _intel_installed():
 @pytest.mark.parametrize("intel", ["1", "0"])
 def test_intel_runtime_is_listed_only_when_installed_and_not_switched_off(intel, tmp_path):
     # A fresh process: the loader reads its entries once, at the first platform query.
-    env = {**os.environ, "CLNET_INTEL": intel, "CLNET_CACHE_DIR": str(tmp_path), "CLNET_DEVICE": "0"}
-    env.pop("OCL_ICD_VENDORS", None)
+    # OCL_ICD_VENDORS as a clnet parent process leaves it, with Intel's entry: the child decides
+    # afresh, and with CLNET_INTEL=0 does not list it.
+    library = icd._package_file("intel-opencl-rt", "libintelocl.so") or "libintelocl.so"
+    inherited = icd.write_vendor_dir({"clnet-intel-cpu.icd": str(library)}, tmp_path)
+    env = {**os.environ, "CLNET_INTEL": intel, "CLNET_CACHE_DIR": str(tmp_path), "CLNET_DEVICE": "0",
+           "OCL_ICD_VENDORS": str(inherited)}
     out = subprocess.run([sys.executable, "-m", "clnet", "devices"], capture_output=True, text=True, check=True,
                          env=env).stdout
     listed = "Intel(R) OpenCL" in out

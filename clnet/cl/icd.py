@@ -80,6 +80,9 @@ def register() -> list[str]:
     if _done:
         return notes
     _done = True
+    given = os.environ.get("OCL_ICD_VENDORS")
+    if given and Path(given).parent == cache_dir() / "opencl-vendors":
+        del os.environ["OCL_ICD_VENDORS"]  # inherited from a clnet parent process: start afresh
     intel = _package_file("intel-opencl-rt", "libintelocl.so")
     if intel is None:
         notes.append("Intel's CPU runtime: not installed (pip install 'clnet[intel]' on x86-64 Linux adds it)")
