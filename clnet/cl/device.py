@@ -8,7 +8,6 @@ by up to three times in speed, and neither "platform 0" nor a version string say
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass
 
