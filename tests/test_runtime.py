@@ -1,4 +1,4 @@
-"""Device choice, program builds and their cache, device tensors, the command line."""
+"""Program builds and their cache, device tensors, the command line (device choice: test_devices.py)."""
 import subprocess
 import sys
 
@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.cl import device as cl_device
 from clnet.cl.runtime import Runtime
 
 
@@ -18,30 +17,6 @@ def test_devices_are_listed_with_their_capabilities():
         assert d.name and d.platform and d.compute_units >= 1 and d.global_mem > 0 and d.local_mem > 0
         assert d.type in {"CPU", "GPU", "ACCELERATOR", "OTHER"}
         assert isinstance(d.fp64, bool)
-
-
-def test_choice_by_index_name_and_environment(monkeypatch):
-    found = clnet.devices()
-    last = found[-1]
-    assert cl_device.choose(str(last.index)) == last
-    assert cl_device.choose(last.name.upper()[:8]).name.upper().startswith(last.name.upper()[:8])
-    monkeypatch.setenv("CLNET_DEVICE", str(last.index))
-    assert cl_device.choose() == last
-    with pytest.raises(clnet.DeviceError, match=rf"device index 99 does not exist; there are {len(found)} devices"):
-        cl_device.choose(99)
-    with pytest.raises(clnet.DeviceError, match="no device name or platform contains 'no-such-gpu'"):
-        cl_device.choose("no-such-gpu")
-
-
-def test_default_prefers_gpu_then_newest_pocl(monkeypatch):
-    found = clnet.devices()
-    monkeypatch.delenv("CLNET_DEVICE", raising=False)
-    chosen = cl_device.choose()
-    gpus = [d for d in found if d.is_gpu]
-    if gpus:
-        assert chosen == gpus[0]
-    else:
-        assert cl_device._pocl_version(chosen) == max(cl_device._pocl_version(d) for d in found)
 
 
 def test_one_build_per_options(rt):

@@ -1,17 +1,19 @@
 """Device discovery and choice.
 
-The default device is the first GPU, else the newest PoCL CPU device: with both the pip and
-Debian PoCL installed, pyopencl lists two CPU platforms, and the newer PoCL runs our kernels
-about three times faster, so "platform 0" is not a choice we leave to the installation order.
+The default device is the first GPU, else the CPU runtime that runs our kernels fastest in a
+short measured probe (clnet/cl/probe.py, cached): pip's PoCL 3.0, Debian's PoCL and Intel's
+runtime (clnet[intel], registered by clnet/cl/icd.py) can all be installed at once, they differ
+by up to three times in speed, and neither "platform 0" nor a version string says which is fast.
 """
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass
 
 import pyopencl as cl
+
+from . import icd
 
 
 class DeviceError(RuntimeError):
@@ -38,8 +40,14 @@ class DeviceInfo:
     def is_gpu(self) -> bool:
         return self.type == "GPU"
 
+    @property
+    def runtime(self) -> str:
+        """The OpenCL implementation, short: PoCL says its name in its version string."""
+        version = self.platform_version.strip()
+        return version if "PoCL" in version else f"{self.platform.strip()} {version}"
+
     def describe(self) -> str:
-        return f"{self.name} [{self.platform_version.strip()}, driver {self.driver}]"
+        return f"{self.name} [{self.runtime}, driver {self.driver}]"
 
 
 def _type_name(device_type: int) -> str:
@@ -51,6 +59,7 @@ def _type_name(device_type: int) -> str:
 
 def devices() -> list[DeviceInfo]:
     """Every OpenCL device of every platform, numbered as CLNET_DEVICE counts them."""
+    icd.register()  # before pyopencl's first platform query, which fixes the list for the process
     found = []
     try:
         platforms = cl.get_platforms()
@@ -72,37 +81,53 @@ def devices() -> list[DeviceInfo]:
     return found
 
 
-def _pocl_version(info: DeviceInfo) -> tuple[int, ...]:
-    match = re.search(r"PoCL (\d+)\.(\d+)", info.platform_version)
-    return tuple(int(g) for g in match.groups()) if match else (0, 0)
+# Why the last choice was made, for `clnet devices`.
+reason = ""
 
 
 def choose(spec: str | int | None = None) -> DeviceInfo:
-    """Pick a device by index or case-insensitive name substring; None means CLNET_DEVICE or the default."""
+    """Pick a device by index or case-insensitive substring of its name or platform; None means
+    CLNET_DEVICE, else the default."""
+    global reason
     available = devices()
     if not available:
         raise DeviceError(
             "no OpenCL device found: install the embedded CPU device with "
             "'pip install pocl-binary-distribution' (or a vendor's OpenCL driver)")
+    origin = "asked for"
     if spec is None:
         spec = os.environ.get("CLNET_DEVICE") or None
+        origin = "CLNET_DEVICE"
     if spec is None:
-        gpus = [d for d in available if d.is_gpu]
-        if gpus:
-            return gpus[0]
-        return max(available, key=lambda d: (_pocl_version(d), -d.index))
+        chosen, reason = _default(available)
+        return chosen
     text = str(spec).strip()
     if text.isdigit():
         index = int(text)
         if index >= len(available):
             raise DeviceError(f"device index {index} does not exist; there are {len(available)} "
                               f"devices (0..{len(available) - 1}): {_listing(available)}")
+        reason = f"{origin}: {text}"
         return available[index]
-    matches = [d for d in available
-               if text.lower() in d.name.lower() or text.lower() in d.platform_version.lower()]
+    matches = [d for d in available if any(text.lower() in field.lower()
+                                           for field in (d.name, d.platform, d.platform_version))]
     if not matches:
         raise DeviceError(f"no device name or platform contains {text!r}; devices: {_listing(available)}")
+    reason = f"{origin}: {text!r}"
     return matches[0]
+
+
+def _default(available: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
+    gpus = [d for d in available if d.is_gpu]
+    if gpus:
+        return gpus[0], "the first GPU"
+    if len(available) == 1:
+        return available[0], "the only device"
+    from .probe import SIZE, fastest
+    chosen, seconds = fastest(available)
+    times = ", ".join(f"{d.index}: {seconds[d.index] * 1e3:.2f} ms" for d in available)
+    return chosen, (f"the fastest CPU runtime: one {'x'.join(map(str, SIZE))} dense training step takes "
+                    f"{times} (measured once, kept in devices.json of the cache dir)")
 
 
 def _listing(available: list[DeviceInfo]) -> str:
@@ -112,11 +137,15 @@ def _listing(available: list[DeviceInfo]) -> str:
 def print_table(file=sys.stdout) -> None:
     from .runtime import current_device_index
     chosen = current_device_index()
-    header = f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<30} {'CUs':>4} {'global':>9} {'local':>7} {'fp64':>4}"
+    header = f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<40} {'CUs':>4} {'global':>9} {'local':>7} {'fp64':>4}"
     print(header, file=file)
     for d in devices():
         mark = "*" if d.index == chosen else " "
-        print(f"{d.index:>2}{mark} {d.type:<5} {d.name[:34]:<34} {d.platform_version.strip()[:30]:<30} "
+        print(f"{d.index:>2}{mark} {d.type:<5} {d.name[:34]:<34} {d.runtime[:40]:<40} "
               f"{d.compute_units:>4} {d.global_mem / 2**30:>7.1f}Gi {d.local_mem // 1024:>5}Ki "
               f"{'yes' if d.fp64 else 'no':>4}", file=file)
     print("* = the device clnet uses now (set CLNET_DEVICE=<index|name> to choose)", file=file)
+    if chosen is not None:
+        print(f"chosen: {reason}", file=file)
+    for note in icd.notes:
+        print(note, file=file)

@@ -1,0 +1,108 @@
+"""OpenCL runtimes that pip installs but the ICD loader cannot find by itself.
+
+Intel's CPU runtime (`pip install 'clnet[intel]'`: intel-opencl-rt, intel-cmplr-lib-rt, tbb; Intel's
+EULA, so only on request) runs our kernels several times faster than the pip PoCL 3.0 wheel, on
+AMD CPUs too. Its wheel is made for conda: the ICD file it installs (<prefix>/etc/OpenCL/vendors/
+intel-cpu.icd) names a placeholder path, and nothing points the loader at that directory anyway.
+So before pyopencl first asks for platforms, clnet writes a vendor directory of its own into the
+cache dir — the corrected Intel entry next to copies of every entry the loader would have read
+(the system's /etc/OpenCL/vendors, or the user's OCL_ICD_VENDORS) — points OCL_ICD_VENDORS at it,
+and loads Intel's compiler and TBB libraries (RTLD_GLOBAL) wherever pip put them, so that
+libintelocl.so finds them. pyopencl's own PoCL entry lives next to its bundled loader, which reads
+it whatever OCL_ICD_VENDORS says. Which CPU runtime then runs is decided by a measured probe
+(clnet/cl/probe.py), not here. CLNET_INTEL=0 leaves the loader alone.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from importlib import metadata
+from pathlib import Path
+
+from ..cache import cache_dir, write_atomically
+
+# What the loader reads when OCL_ICD_VENDORS is not set (ocl-icd and Khronos's loader alike;
+# ocl-icd also honours OPENCL_VENDOR_PATH).
+DEFAULT_VENDORS = "/etc/OpenCL/vendors"
+# Libraries libintelocl.so needs (its RUNPATH is only its own directory), by package, in load order.
+INTEL_DEPENDENCIES = {"intel-cmplr-lib-rt": ("libintlc.so.5", "libirng.so", "libimf.so", "libsvml.so"),
+                      "tbb": ("libtbb.so.12",)}
+
+notes: list[str] = []  # what register() did or why not, for `clnet devices`
+_done = False
+
+
+def _package_file(package: str, name: str) -> Path | None:
+    """Where pip put the file `name` of an installed package, or None."""
+    try:
+        files = metadata.distribution(package).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == name:
+            path = Path(file.locate()).resolve()
+            if path.exists():
+                return path
+    return None
+
+
+def vendor_entries(vendors: str | None) -> dict[str, str]:
+    """The .icd entries (file name -> library it names) that the loader reads from `vendors`,
+    a directory or a single .icd file (as OCL_ICD_VENDORS may be)."""
+    path = Path(vendors or os.environ.get("OPENCL_VENDOR_PATH") or DEFAULT_VENDORS)
+    files = sorted(path.glob("*.icd")) if path.is_dir() else [path] if path.is_file() else []
+    entries = {}
+    for file in files:
+        try:
+            entries[file.name] = file.read_text().strip()
+        except OSError:
+            continue
+    return entries
+
+
+def write_vendor_dir(entries: dict[str, str], root: Path) -> Path:
+    """A directory holding these .icd entries, named by its contents so that processes sharing
+    the cache never rewrite one another's."""
+    digest = hashlib.sha256(repr(sorted(entries.items())).encode()).hexdigest()[:16]
+    directory = root / "opencl-vendors" / digest
+    for name, library in entries.items():
+        file = directory / name
+        if not file.exists() or file.read_text().strip() != library:
+            write_atomically(file, (library + "\n").encode())
+    return directory
+
+
+def register() -> list[str]:
+    """Make pip-installed runtimes visible to the loader (once per process; it only helps before
+    pyopencl's first platform query). Returns the notes."""
+    global _done
+    if _done:
+        return notes
+    _done = True
+    given = os.environ.get("OCL_ICD_VENDORS")
+    if given and Path(given).parent == cache_dir() / "opencl-vendors":
+        del os.environ["OCL_ICD_VENDORS"]  # inherited from a clnet parent process: start afresh
+    intel = _package_file("intel-opencl-rt", "libintelocl.so")
+    if intel is None:
+        notes.append("Intel's CPU runtime: not installed (pip install 'clnet[intel]' on x86-64 Linux adds it)")
+        return notes
+    if os.environ.get("CLNET_INTEL") == "0":
+        notes.append("Intel's CPU runtime: installed, not registered (CLNET_INTEL=0)")
+        return notes
+    try:
+        for package, names in INTEL_DEPENDENCIES.items():
+            for name in names:
+                path = _package_file(package, name)
+                if path is None:
+                    raise OSError(f"{name} from pip package {package!r} not found")
+                ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        entries = vendor_entries(os.environ.get("OCL_ICD_VENDORS"))
+        entries["clnet-intel-cpu.icd"] = str(intel)
+        directory = write_vendor_dir(entries, cache_dir())
+    except OSError as error:
+        notes.append(f"Intel's CPU runtime: installed but not usable: {error}")
+        return notes
+    os.environ["OCL_ICD_VENDORS"] = str(directory)
+    notes.append(f"Intel's CPU runtime: registered ({intel}; loader entries in {directory})")
+    return notes

@@ -1,0 +1,91 @@
+"""Which CPU runtime runs our kernels fastest, measured rather than guessed from version strings.
+
+With two or more OpenCL runtimes for the CPU (pip's PoCL 3.0, Debian's PoCL, Intel's runtime
+from `clnet[intel]`), the default device is the one that trains fastest: each runs one training
+step's products of the README's first layer (Dense 784 -> 256, relu, batch 128: forward, weight
+and input gradient, 4 launches) with its untuned default tiles, and the smallest time wins. The
+times are kept in $CLNET_CACHE_DIR/devices.json (default ~/.cache/clnet), keyed like tuning.json
+by device, driver, clnet version and kernel text, so the probe runs once per machine and its
+runtimes, about a second each plus the first compile.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..cache import cache_dir, write_atomically
+from .device import DeviceInfo
+
+SIZE = (128, 784, 256)  # (batch, inputs, units)
+SOURCES = ("cl/common.cl", "layers/dense.cl", "activations/relu.cl")
+
+
+def _key(info: DeviceInfo) -> str:
+    from .. import __version__
+    from .runtime import read_source
+    digest = hashlib.sha256("".join(read_source(name) for name in SOURCES).encode()).hexdigest()[:12]
+    return f"{info.name}|{info.platform_version.strip()}|{info.driver}|clnet {__version__}|{digest}"
+
+
+def step_seconds(info: DeviceInfo) -> float:
+    """Seconds for one forward and backward pass of the probe layer on this device (best of 5 runs
+    of 10 steps, after one that compiles)."""
+    from ..layers.dense import Dense, tile_candidates
+    from .parameters import ParameterStore
+    from .runtime import Runtime
+    from .tensor import Tensor
+
+    rt = Runtime(info)
+    rows, n_in, units = SIZE
+    rng = np.random.default_rng(0)
+    store = ParameterStore(rt, np.float32)
+    layer = Dense(units, "relu", tiles=tile_candidates(rt, np.float32)[0])
+    layer.build((n_in,), store, rng)
+    store.allocate()
+    layer.allocate(rows)
+    x = Tensor.from_numpy(rng.random((rows, n_in)), np.float32, rt)
+    grad = Tensor.from_numpy(rng.random((rows, units)), np.float32, rt)
+    best = float("inf")
+    for repeat in range(6):
+        started = time.perf_counter()
+        for _ in range(10):
+            layer.forward(x, rows)
+            layer.backward(grad, rows, True)
+        rt.queue.finish()
+        if repeat:  # the first run compiles
+            best = min(best, (time.perf_counter() - started) / 10)
+    return best
+
+
+def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]:
+    """The candidate with the shortest probe step, and every candidate's seconds (by index);
+    measured where the cache has no entry."""
+    path = cache_dir() / "devices.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    seconds, changed = {}, False
+    for info in candidates:
+        key = _key(info)
+        if key not in stored:
+            if not os.environ.get("CLNET_QUIET"):
+                print(f"clnet: measuring {info.describe()} to choose the CPU runtime, once", file=sys.stderr)
+            try:
+                stored[key] = step_seconds(info)
+            except Exception as error:  # a runtime that cannot run the probe is not chosen
+                print(f"clnet: {info.name} failed the probe: {error}", file=sys.stderr)
+                stored[key] = float("inf")
+            changed = True
+        seconds[info.index] = stored[key]
+    if changed:
+        try:
+            write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())
+        except OSError as error:  # unsaved: measured again next time
+            print(f"clnet: could not save the runtime probe to {path}: {error}", file=sys.stderr)
+    return min(candidates, key=lambda d: (seconds[d.index], d.index)), seconds

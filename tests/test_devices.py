@@ -1,0 +1,126 @@
+"""Device choice: by index or name, the measured default among CPU runtimes, and the loader
+entries clnet writes for Intel's pip-installed runtime."""
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+import clnet
+from clnet.cl import device as cl_device
+from clnet.cl import icd, probe
+from clnet.cl.device import DeviceInfo
+
+
+def fake(index, name, platform="Portable Computing Language", version="OpenCL 3.0 PoCL 3.0", kind="CPU"):
+    return DeviceInfo(index=index, name=name, vendor="v", platform=platform, platform_version=version,
+                      driver="1", type=kind, compute_units=2, global_mem=1 << 30, local_mem=1 << 16,
+                      max_work_group=4096, fp64=True, cl_device=None)
+
+
+def test_choice_by_index_name_platform_and_environment(monkeypatch):
+    found = clnet.devices()
+    last = found[-1]
+    assert cl_device.choose(str(last.index)) == last
+    assert cl_device.reason == "asked for: " + str(last.index)
+    assert cl_device.choose(last.platform.upper()) == next(d for d in found if d.platform == last.platform)
+    monkeypatch.setenv("CLNET_DEVICE", str(last.index))
+    assert cl_device.choose() == last
+    assert cl_device.reason == f"CLNET_DEVICE: {last.index}"
+    with pytest.raises(clnet.DeviceError, match=rf"device index 99 does not exist; there are {len(found)} devices"):
+        cl_device.choose(99)
+    with pytest.raises(clnet.DeviceError, match="no device name or platform contains 'no-such-gpu'"):
+        cl_device.choose("no-such-gpu")
+
+
+def test_default_is_the_first_gpu_else_the_fastest_cpu_runtime(monkeypatch, tmp_path):
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    pocl30, intel, pocl31 = (fake(0, "pthread-AMD EPYC"), fake(1, "AMD EPYC", "Intel(R) OpenCL", "OpenCL 3.1 LINUX"),
+                             fake(2, "pthread-haswell-AMD EPYC", version="OpenCL 3.0 PoCL 3.1"))
+    seconds = {pocl30.name: 9e-3, intel.name: 3e-3, pocl31.name: 4e-3}
+    measured = []
+
+    def measure(info):
+        measured.append(info.name)
+        return seconds[info.name]
+
+    monkeypatch.setattr(probe, "step_seconds", measure)
+    monkeypatch.setattr(cl_device, "devices", lambda: [pocl30, intel, pocl31])
+    monkeypatch.delenv("CLNET_DEVICE", raising=False)
+    assert cl_device.choose() == intel
+    assert measured == [pocl30.name, intel.name, pocl31.name]
+    assert "the fastest CPU runtime" in cl_device.reason and "1: 3.00 ms" in cl_device.reason
+    # Kept in the cache: a second process measures nothing, and a faster runtime measured later
+    # (here: its entry edited) wins.
+    stored = json.loads((tmp_path / "devices.json").read_text())
+    assert sorted(stored.values()) == [3e-3, 4e-3, 9e-3]
+    assert cl_device.choose() == intel and len(measured) == 3
+    stored[next(k for k in stored if k.startswith(pocl31.name))] = 1e-3
+    (tmp_path / "devices.json").write_text(json.dumps(stored))
+    assert cl_device.choose() == pocl31 and len(measured) == 3
+    # A runtime whose probe fails is never the default; a GPU is, without measuring.
+    monkeypatch.setattr(probe, "step_seconds", lambda info: 1 / 0)
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path / "other"))
+    assert cl_device.choose() == pocl30  # all inf: the first
+    gpu = fake(3, "NVIDIA H100", "NVIDIA CUDA", "OpenCL 3.0 CUDA", kind="GPU")
+    monkeypatch.setattr(cl_device, "devices", lambda: [pocl30, intel, gpu])
+    assert cl_device.choose() == gpu and cl_device.reason == "the first GPU"
+    monkeypatch.setattr(cl_device, "devices", lambda: [pocl30])
+    assert cl_device.choose() == pocl30 and cl_device.reason == "the only device"
+
+
+def test_probe_measures_a_real_training_step(rt):
+    seconds = probe.step_seconds(rt.info)
+    assert 0 < seconds < 1
+
+
+def test_vendor_entries_keep_the_loaders_own_and_add_intels(tmp_path):
+    system = tmp_path / "vendors"
+    system.mkdir()
+    (system / "pocl.icd").write_text("libpocl.so.2\n")
+    (system / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    (system / "readme.txt").write_text("not an entry")
+    entries = icd.vendor_entries(str(system))
+    assert entries == {"pocl.icd": "libpocl.so.2", "nvidia.icd": "libnvidia-opencl.so.1"}
+    assert icd.vendor_entries(str(system / "pocl.icd")) == {"pocl.icd": "libpocl.so.2"}  # a single file
+    assert icd.vendor_entries(str(tmp_path / "missing")) == {}
+    entries["clnet-intel-cpu.icd"] = "/prefix/lib/libintelocl.so"
+    written = icd.write_vendor_dir(entries, tmp_path / "cache")
+    assert {f.name: f.read_text() for f in written.iterdir()} == {
+        "pocl.icd": "libpocl.so.2\n", "nvidia.icd": "libnvidia-opencl.so.1\n",
+        "clnet-intel-cpu.icd": "/prefix/lib/libintelocl.so\n"}
+    assert icd.write_vendor_dir(dict(entries), tmp_path / "cache") == written  # same entries, same place
+    del entries["nvidia.icd"]
+    assert icd.write_vendor_dir(entries, tmp_path / "cache") != written
+
+
+def _intel_installed():
+    try:
+        metadata.distribution("intel-opencl-rt")
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("intel", ["1", "0"])
+def test_intel_runtime_is_listed_only_when_installed_and_not_switched_off(intel, tmp_path):
+    # A fresh process: the loader reads its entries once, at the first platform query.
+    # OCL_ICD_VENDORS as a clnet parent process leaves it, with Intel's entry: the child decides
+    # afresh, and with CLNET_INTEL=0 does not list it.
+    library = icd._package_file("intel-opencl-rt", "libintelocl.so") or "libintelocl.so"
+    inherited = icd.write_vendor_dir({"clnet-intel-cpu.icd": str(library)}, tmp_path)
+    env = {**os.environ, "CLNET_INTEL": intel, "CLNET_CACHE_DIR": str(tmp_path), "CLNET_DEVICE": "0",
+           "OCL_ICD_VENDORS": str(inherited)}
+    out = subprocess.run([sys.executable, "-m", "clnet", "devices"], capture_output=True, text=True, check=True,
+                         env=env).stdout
+    listed = "Intel(R) OpenCL" in out
+    if not _intel_installed():
+        assert not listed and "Intel's CPU runtime: not installed (pip install 'clnet[intel]'" in out
+    elif intel == "0":
+        assert not listed and "Intel's CPU runtime: installed, not registered (CLNET_INTEL=0)" in out
+    else:
+        assert listed and "Intel's CPU runtime: registered" in out
+    assert "PoCL" in out, "pip's PoCL stays visible next to Intel's runtime"
+    assert "chosen: CLNET_DEVICE: 0" in out
