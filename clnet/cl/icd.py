@@ -1,8 +1,8 @@
 """OpenCL runtimes that pip installs but the ICD loader cannot find by itself.
 
 Intel's CPU runtime (`pip install 'clnet[intel]'`: intel-opencl-rt, intel-cmplr-lib-rt, tbb; Intel's
-EULA, so only on request) runs our kernels several times faster than the pip PoCL 3.0 wheel, on
-AMD CPUs too. Its wheel is made for conda: the ICD file it installs (<prefix>/etc/OpenCL/vendors/
+EULA, so only on request) is the fastest CPU runtime we measured for our kernels, on AMD CPUs
+too (benchmarks/RESULTS.md). Its wheel is made for conda: the ICD file it installs (<prefix>/etc/OpenCL/vendors/
 intel-cpu.icd) names a placeholder path, and nothing points the loader at that directory anyway.
 So before pyopencl first asks for platforms, clnet writes a vendor directory of its own into the
 cache dir — the corrected Intel entry next to copies of every entry the loader would have read
