@@ -14,22 +14,24 @@ def _fans(shape):
     return shape[-2] * receptive, shape[-1] * receptive
 
 
-def glorot_uniform(shape, rng):
-    limit = np.sqrt(6.0 / sum(_fans(shape)))
+# The built-in initializers also take `fans`, for a layer whose kernel holds many independent
+# kernels (LocallyConnected1D: one per position) that each should be scaled as one.
+def glorot_uniform(shape, rng, fans=None):
+    limit = np.sqrt(6.0 / sum(fans or _fans(shape)))
     return rng.uniform(-limit, limit, shape)
 
 
-def glorot_normal(shape, rng):
-    return _truncated_normal(shape, rng, np.sqrt(2.0 / sum(_fans(shape))))
+def glorot_normal(shape, rng, fans=None):
+    return _truncated_normal(shape, rng, np.sqrt(2.0 / sum(fans or _fans(shape))))
 
 
-def he_uniform(shape, rng):
-    limit = np.sqrt(6.0 / _fans(shape)[0])
+def he_uniform(shape, rng, fans=None):
+    limit = np.sqrt(6.0 / (fans or _fans(shape))[0])
     return rng.uniform(-limit, limit, shape)
 
 
-def he_normal(shape, rng):
-    return _truncated_normal(shape, rng, np.sqrt(2.0 / _fans(shape)[0]))
+def he_normal(shape, rng, fans=None):
+    return _truncated_normal(shape, rng, np.sqrt(2.0 / (fans or _fans(shape))[0]))
 
 
 def zeros(shape, rng):
@@ -52,6 +54,15 @@ def _truncated_normal(shape, rng, stddev):
 
 
 INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, ones)}
+
+
+def draw(initializer, shape, rng, fans):
+    """`initializer`'s values for `shape`, scaled for `fans` where it scales by fans (a callable of
+    the user's is given the shape alone)."""
+    return initializer(shape, rng, fans=fans) if initializer in _SCALED_BY_FANS else initializer(shape, rng)
+
+
+_SCALED_BY_FANS = (glorot_uniform, glorot_normal, he_uniform, he_normal)
 
 
 def get(identifier):

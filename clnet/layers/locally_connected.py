@@ -49,11 +49,11 @@ class LocallyConnected1D(Layer):
         self.positions = shape[0]
         self.taps = self.kernel_size * self.input_dim
         self.outs = self.positions * self.filters
-        # Drawn as (taps, positions, filters), so that an initializer's fans (first and last
-        # axis) are one position's, as a Dense layer's (Keras 2 multiplies both by the output
-        # length, which makes the weights of a long input vanish). That is also the device
-        # layout, (taps, outs) (see locally_connected.cl); Keras's is (positions, taps, filters).
-        kernel = self.kernel_initializer((self.taps, self.positions, self.filters), rng)
+        # Scaled by one position's fans, (taps, filters), as a Dense layer's (Keras 2 multiplies
+        # both by the output length, which makes the weights of a long input vanish). Drawn as
+        # the device layout, (taps, outs) (see locally_connected.cl); Keras's is (positions, taps, filters).
+        kernel = initializers.draw(self.kernel_initializer, (self.taps, self.positions, self.filters), rng,
+                                   fans=(self.taps, self.filters))
         keras_index = np.arange(kernel.size).reshape(kernel.shape).transpose(1, 0, 2)
         self.kernel = store.add(kernel.reshape(self.taps, self.outs), keras_index)  # (taps, outs)
         if self.use_bias:

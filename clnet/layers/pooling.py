@@ -14,14 +14,15 @@ class _Pooling(Layer):
     rank = 2
     use_max = True
 
-    def _windows(self, height: int, width: int) -> tuple:
-        """((ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left)) for a (height, width) image."""
+    def _windows(self, height: int, width: int, input_shape: tuple) -> tuple:
+        """((ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left)) for a (height, width) image
+        (`input_shape`, the layer's, names it in errors)."""
         raise NotImplementedError
 
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         height, width, channels = check_rank(self, self.input_shape, self.rank)
-        (ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left) = self._windows(height, width)
+        (ph, pw), (sh, sw), (out_h, pad_top), (out_w, pad_left) = self._windows(height, width, self.input_shape)
         self.geometry = (height, width, channels, out_h, out_w, ph, pw, sh, sw, pad_top, pad_left)
         self.program = self.rt.program(("layers/pooling.cl",), self.dtype)
         return shape
@@ -61,16 +62,16 @@ class _Pool(_Pooling):
         self.strides = self.pool_size if strides is None else int_tuple(self, "strides", strides, self.rank)
         self.padding = padding_mode(self, padding)
 
-    def _windows(self, height, width):
+    def _windows(self, height, width, input_shape):
         two_d = lambda t: (1, *t) if self.rank == 1 else t
         pool, strides = two_d(self.pool_size), two_d(self.strides)
         axes = ("", "steps") if self.rank == 1 else ("height", "width")
-        return (pool, strides, *(window(self, axis, length, p, s, 1, self.padding, "pool_size", self.input_shape)
+        return (pool, strides, *(window(self, axis, length, p, s, 1, self.padding, "pool_size", input_shape)
                                  for axis, length, p, s in zip(axes, (height, width), pool, strides)))
 
     def compute_output_shape(self, input_shape):
         height, width, channels = check_rank(self, input_shape, self.rank)
-        *_, (out_h, _), (out_w, _) = self._windows(height, width)
+        *_, (out_h, _), (out_w, _) = self._windows(height, width, input_shape)
         return (out_w, channels) if self.rank == 1 else (out_h, out_w, channels)
 
     def get_config(self):
@@ -83,7 +84,7 @@ class _GlobalPool(_Pooling):
         super().__init__(name, input_shape)
         self.keepdims = bool(keepdims)
 
-    def _windows(self, height, width):
+    def _windows(self, height, width, input_shape):
         return (height, width), (height, width), (1, 0), (1, 0)
 
     def compute_output_shape(self, input_shape):
