@@ -63,26 +63,32 @@ def run_torch(data, args):
     torch.manual_seed(0)
     (x, y), (x_test, y_test) = data
     # PyTorch's own layout, channels first.
-    x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y)
+    device = torch.device(args.torch_device)
+    x, y = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous().to(device), torch.from_numpy(y).to(device)
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    if device.type == "cuda":  # fp32 as clnet computes it, not TF32
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
     loss_fn = nn.CrossEntropyLoss()
     times = []
     for _ in range(args.epochs):
         started = time.perf_counter()
-        order = torch.randperm(len(x))
+        order = torch.randperm(len(x), device=device)
         for first in range(0, len(x), args.batch):
             index = order[first:first + args.batch]
             optimizer.zero_grad()
             loss_fn(model(x[index]), y[index]).backward()
             optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     with torch.no_grad():
-        predicted = model(torch.from_numpy(x_test).permute(0, 3, 1, 2)).argmax(1).numpy()
-    return (times, float((predicted == y_test).mean()), f"{cpu_name()} ({torch.get_num_threads()} threads)",
-            versions("torch"))
+        predicted = model(torch.from_numpy(x_test).permute(0, 3, 1, 2).to(device)).argmax(1).cpu().numpy()
+    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+            else f"{cpu_name()} ({torch.get_num_threads()} threads)")
+    return times, float((predicted == y_test).mean()), f"{name}, eager", versions("torch")
 
 
 FRAMEWORKS = {"clnet": run_clnet, "torch": run_torch}
@@ -107,6 +113,8 @@ def compare(args):
                        "--batch", str(args.batch), "--samples", str(args.samples)]
             if args.device is not None and name == "clnet":
                 command += ["--device", args.device]
+            if name == "torch":
+                command += ["--torch-device", args.torch_device]
             out = subprocess.run(command, capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
@@ -136,6 +144,7 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--samples", type=int, default=60000)
     parser.add_argument("--device", help="clnet: device index or name")
+    parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
     args = parser.parse_args(argv)
     (one_run if args.framework else compare)(args)
 

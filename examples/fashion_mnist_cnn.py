@@ -43,7 +43,6 @@ def main():
                               Dense(128, "relu"), Dropout(0.3), Dense(10, "softmax")],
                              floatx=args.floatx, seed=args.seed)
     model.compile(clnet.optimizers.Adam(1e-3), "categorical_crossentropy", metrics=["accuracy"])
-    model.build((28, 28, 1))
     model.summary()
     history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
                         callbacks=[EpochTimer()], verbose=2)
