@@ -7,6 +7,7 @@ fine-tune; every bad input is a clear error, and clnet works without onnx instal
 so that an element near zero (which the products reach by cancellation, summed in another
 order than onnxruntime sums) does not demand more than float32 holds."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import clnet
 from clnet.activations import Activation as ActivationFunction, ReLU
-from clnet.layers import Activation, Add, Concatenate, Dense, Flatten, Input, Layer, Multiply, Softmax
+from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, BatchNormalization, Concatenate, Conv1D,
+                          Conv2D, Dense, Dropout, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D,
+                          GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Layer, LayerNormalization, LocallyConnected1D,
+                          MaxPooling1D, MaxPooling2D, Multiply, Reshape, Softmax, ZeroPadding2D)
+from clnet.onnx.importer import SUPPORTED_OPS
 
 DATA = Path(__file__).parent / "data"
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
@@ -30,10 +35,10 @@ def assert_close(got, want, rtol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
-# onnxruntime's CPU provider has no double kernels for Erf (GELU) and Softplus; float64 files that
-# use them are run by onnx's own reference evaluator, which implements every op of the standard,
+# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Conv and AveragePool;
+# float64 files that use them are run by onnx's own reference evaluator, which implements every op of the standard,
 # with its Erf (computed in float32 by onnx 1.23's evaluator) replaced by a double one.
-NO_DOUBLE_KERNEL = {"Erf", "Softplus"}
+NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Erf", "Softplus"}
 
 
 def run_onnx(path, x):
@@ -56,12 +61,21 @@ def run_onnx(path, x):
 
 def check_file(model, path, rng, dtype):
     """The file passes the full check; onnxruntime matches predict at batch 1 and 7; loading it
-    back gives the same layers and the same predictions, bit for bit."""
-    onnx.checker.check_model(onnx.load(path), full_check=True)
+    back gives the same layers and the same predictions, bit for bit, or, for a file with an op
+    the importer does not read (it reads chains of Flatten, Dense and activations), the
+    importer's error naming the first such op."""
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
     x = rng.normal(size=(7, *model.input_shape)).astype(dtype)
     want = model.predict(x)
     for rows in (1, 7):
         assert_close(run_onnx(path, x[:rows]), want[:rows], RTOL[dtype])
+    unread = [node.op_type for node in proto.graph.node if node.op_type not in SUPPORTED_OPS]
+    if unread:
+        with pytest.raises(ValueError, match=re.escape(f"uses the op {unread[0]!r}, which clnet.onnx.load does not "
+                                                       "support; supported ops: Add, Cast")):
+            clnet.onnx.load(path)
+        return
     loaded = clnet.onnx.load(path)
     assert loaded.dtype == dtype
     assert structure(loaded) == structure(model)
@@ -70,12 +84,12 @@ def check_file(model, path, rng, dtype):
 
 def structure(model):
     """Each layer's class and config but its name; Activation("softmax") is a Softmax layer, and
-    an identity Activation, which exports to nothing, is left out."""
+    an identity Activation and Dropout, which export to nothing, are left out."""
     layers = []
     for layer in model.layers:
         config = {k: v for k, v in layer.get_config().items() if k != "name"}
         kind = type(layer).__name__
-        if kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
+        if kind == "Dropout" or kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
             continue
         if kind == "Activation" and config == {"activation": "softmax"}:
             kind, config = "Softmax", {}
@@ -97,6 +111,34 @@ LAYER_EXAMPLES = {
     "Dense": ((7,), lambda: [Dense(5, "tanh"), Dense(4, use_bias=False)]),
     "Activation": ((3, 5), lambda: [Activation("lrelu", a=0.2)]),
     "Softmax": ((3, 5), lambda: [Softmax()]),   # along the last axis of a rank-3 tensor
+    "Dropout": ((3, 5), lambda: [Dropout(0.5, noise_shape=(None, 1, 5)), Flatten(), Dense(4, "tanh")]),
+    # Weights are drawn anew after build (see test_layer_exports): moving statistics, gamma and
+    # beta far from 0 and 1, so that the inference form is not the identity.
+    "BatchNormalization": ((4, 5, 3), lambda: [BatchNormalization(), BatchNormalization(axis=1, center=False),
+                                               BatchNormalization(axis=2, scale=False, epsilon=0.1)]),
+    "LayerNormalization": ((4, 5, 3), lambda: [LayerNormalization(), LayerNormalization(axis=1, center=False),
+                                               LayerNormalization(axis=2, scale=False, epsilon=0.1)]),
+    "LocallyConnected1D": ((11, 3), lambda: [LocallyConnected1D(5, 4, strides=2, activation="tanh"),
+                                             LocallyConnected1D(2, 2, use_bias=False)]),
+    # 7x9 with stride 2 and 'same' (Keras's split: the extra padding after), an even kernel with
+    # dilation, then 'valid' with softmax over the filters of every position.
+    "Conv2D": ((7, 9, 3), lambda: [Conv2D(5, (4, 3), strides=2, padding="same", activation="relu"),
+                                   Conv2D(4, 2, dilation_rate=(2, 3), padding="same", use_bias=False),
+                                   Conv2D(3, (3, 2), activation="softmax")]),
+    "Conv1D": ((11, 3), lambda: [Conv1D(5, 4, strides=2, padding="same", activation="swish"),
+                                 Conv1D(3, 3, dilation_rate=2, use_bias=False), Conv1D(2, 1, strides=2)]),
+    "MaxPooling2D": ((7, 9, 3), lambda: [MaxPooling2D((2, 3), strides=2, padding="same"), MaxPooling2D()]),
+    "AveragePooling2D": ((7, 9, 5), lambda: [AveragePooling2D((2, 4), strides=(2, 3), padding="same"),
+                                             AveragePooling2D(2, strides=1)]),
+    "MaxPooling1D": ((11, 3), lambda: [MaxPooling1D(2, padding="same"), MaxPooling1D(4, strides=1)]),
+    "AveragePooling1D": ((11, 5), lambda: [AveragePooling1D(4, strides=2, padding="same"),
+                                           AveragePooling1D(3, strides=1)]),
+    "GlobalMaxPooling2D": ((5, 7, 3), lambda: [GlobalMaxPooling2D()]),
+    "GlobalAveragePooling2D": ((5, 7, 3), lambda: [GlobalAveragePooling2D(keepdims=True)]),
+    "GlobalMaxPooling1D": ((9, 5), lambda: [GlobalMaxPooling1D(keepdims=True)]),
+    "GlobalAveragePooling1D": ((9, 5), lambda: [GlobalAveragePooling1D()]),
+    "Reshape": ((6, 5), lambda: [Reshape((3, -1)), Reshape((5, 2, 3)), GlobalAveragePooling2D()]),
+    "ZeroPadding2D": ((3, 5, 3), lambda: [ZeroPadding2D(((1, 2), (0, 3))), ZeroPadding2D(1), MaxPooling2D(3)]),
 }
 
 # Every activation, with its defaults and with other parameters.
@@ -157,6 +199,11 @@ def test_every_activation_has_an_export_and_a_test():
 def test_layer_exports(name, dtype, tmp_path, rng):
     shape, layers = LAYER_EXAMPLES[name]
     model = built(layers(), shape, dtype)
+    for layer in model.layers:  # weights away from their initial zeros and ones; variances positive
+        positive = isinstance(layer, (BatchNormalization, LayerNormalization))
+        draw = (lambda n: rng.uniform(0.5, 2.0, n)) if positive else (lambda n: rng.normal(0.0, 0.5, n))
+        if layer.get_weights():
+            layer.set_weights([draw(w.shape) for w in layer.get_weights()])
     path = tmp_path / "model.onnx"
     clnet.onnx.export(model, path)
     check_file(model, path, rng, dtype)
@@ -201,6 +248,30 @@ def test_fashion_mnist_mlp(tmp_path):
         assert_close(run_onnx(path, x_test[:rows]), want[:rows], 1e-5)
     assert (run_onnx(path, x_test).argmax(1) == want.argmax(1)).all()
     np.testing.assert_array_equal(clnet.onnx.load(path).predict(x_test), want)
+
+
+@pytest.mark.parametrize("opset", [7, 11, 18, 21])
+def test_spatial_layers_across_opsets(opset, tmp_path, rng):
+    """Pad takes its pads as an attribute before opset 11 and as an input from it; the Reduce ops
+    (global pooling, LayerNormalization) their axes as an attribute before 18 and as an input
+    from it: each form, checked and run by onnxruntime."""
+    model = built([ZeroPadding2D(1), Conv2D(4, 3, strides=2, padding="same", activation="relu"),  # (5, 6, 4)
+                   BatchNormalization(), AveragePooling2D(2, padding="same"), LayerNormalization(),  # (3, 3, 4)
+                   GlobalMaxPooling2D(keepdims=True), Reshape((4, 1)), LocallyConnected1D(2, 2),    # (3, 2)
+                   GlobalAveragePooling1D()], (7, 9, 3))
+    path = tmp_path / "model.onnx"
+    model.export(path, opset=opset)
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    assert proto.opset_import[0].version == opset
+    pad, = (n for n in proto.graph.node if n.op_type == "Pad")
+    assert len(pad.input) == (1 if opset < 11 else 2)
+    for node in (n for n in proto.graph.node if n.op_type.startswith("Reduce")):
+        assert len(node.input) == (1 if opset < 18 else 2)
+    x = rng.normal(size=(7, 7, 9, 3)).astype(np.float32)
+    want = model.predict(x)
+    for rows in (1, 7):
+        assert_close(run_onnx(path, x[:rows]), want[:rows], 1e-5)
 
 
 def test_fixed_batch(tmp_path, rng):

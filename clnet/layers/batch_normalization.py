@@ -114,6 +114,24 @@ class BatchNormalization(Layer):
                      self.channels, self.inner, int(input_grad))
         return self.input_grad if input_grad else None
 
+    def to_onnx(self, graph, inputs):
+        """Inference form: ONNX BatchNormalization with the moving statistics, which normalises
+        axis 1, so the layer's axis is moved there and back by Transposes (none for axis 1)."""
+        rank = len(self.input_shape) + 1
+        axis = self.axis % rank
+        perm = [0, axis, *(a for a in range(1, rank) if a != axis)]
+        weights = iter(self.get_weights())  # gamma (with scale), beta (with center), the moving statistics
+        gamma = next(weights) if self.scale else np.ones(self.channels)
+        beta = next(weights) if self.center else np.zeros(self.channels)
+        mean, variance = weights
+        # epsilon goes into the variance: the op's epsilon attribute is a float32, which would
+        # cost a float64 model its precision.
+        operands = {"gamma": gamma, "beta": beta, "moving_mean": mean, "moving_variance_plus_epsilon":
+                    variance.astype(np.float64) + self.epsilon}
+        x = inputs[0] if axis == 1 else graph.op("Transpose", inputs[0], perm=perm)
+        y = graph.op("BatchNormalization", x, *(graph.constant(k, v) for k, v in operands.items()), epsilon=0.0)
+        return [y if axis == 1 else graph.op("Transpose", y, perm=[int(i) for i in np.argsort(perm)])]
+
     def get_config(self):
         name = lambda init: init if isinstance(init, str) else init.__name__
         return {**super().get_config(), "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,

@@ -9,7 +9,7 @@ from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import Layer, check_weights
 from .dense import Dense
-from .spatial import check_rank, int_tuple, padding_mode, window
+from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
 class _Conv(Layer):
@@ -121,6 +121,17 @@ class _Conv(Layer):
             device = np.zeros(parameter.size, self.dtype)
             parameter.from_keras(array, device)
             parameter.value.write(device.reshape(parameter.shape))
+
+    def to_onnx(self, graph, inputs):
+        """ONNX Conv between Transposes (it is channels_first), Keras's 'same' split as explicit
+        pads, then the activation on the channels_last result."""
+        kernel, *bias = self.get_weights()  # (*kernel_size, in, filters), (filters,)
+        weight = kernel.transpose(self.rank + 1, self.rank, *range(self.rank))  # (filters, in, *kernel_size)
+        operands = [graph.constant("kernel", weight)] + [graph.constant("bias", b) for b in bias]
+        y = onnx_channels_first(graph, inputs[0], self.rank, "Conv", *operands, kernel_shape=list(self.kernel_size),
+                                strides=list(self.strides), dilations=list(self.dilation_rate),
+                                pads=onnx_pads(self, self.kernel_size, self.strides, self.dilation_rate))
+        return [self.activation.to_onnx(graph, y)]
 
     def get_config(self):
         name = lambda init: init if isinstance(init, str) else init.__name__

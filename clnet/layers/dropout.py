@@ -84,6 +84,9 @@ class Dropout(Layer):
         self._launch(self._backward, grad, self.input_grad, rows)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        return inputs  # an exported model infers, where Dropout passes its input through
+
     def get_config(self):
         return {**super().get_config(), "rate": self.rate,
                 "noise_shape": None if self.noise_shape is None else list(self.noise_shape), "seed": self.seed}

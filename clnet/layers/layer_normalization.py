@@ -77,6 +77,23 @@ class LayerNormalization(Layer):
                      self.group_inv_std, self.features, self.inner)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        """(x - mean) / sqrt(variance + epsilon) * gamma + beta along the layer's axis, from
+        ReduceMeans (any opset; ONNX's LayerNormalization normalises all axes from one on)."""
+        rank = len(self.input_shape) + 1
+        axis = self.axis % rank
+        shape = (self.features,) + (1,) * (rank - 1 - axis)  # broadcasts along the axis
+        centred = graph.op("Sub", inputs[0], graph.reduce("ReduceMean", inputs[0], [axis], True))
+        variance = graph.reduce("ReduceMean", graph.op("Mul", centred, centred), [axis], True)
+        std = graph.op("Sqrt", graph.op("Add", variance, graph.constant("epsilon", np.array(self.epsilon))))
+        y = graph.op("Div", centred, std)
+        weights = iter(self.get_weights())  # gamma (with scale), then beta (with center)
+        if self.scale:
+            y = graph.op("Mul", y, graph.constant("gamma", next(weights).reshape(shape)))
+        if self.center:
+            y = graph.op("Add", y, graph.constant("beta", next(weights).reshape(shape)))
+        return [y]
+
     def get_config(self):
         name = lambda init: init if isinstance(init, str) else init.__name__
         return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,

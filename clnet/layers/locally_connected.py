@@ -111,6 +111,20 @@ class LocallyConnected1D(Layer):
                      self.filters, self.steps, self.input_dim, self.kernel_size, self.strides, flops=flops)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        """Each position's window gathered by constant indices, then one MatMul per position
+        (batched over the positions) with its own (taps, filters) kernel, the bias, the activation."""
+        kernel, *bias = self.get_weights()  # (positions, taps, filters), (positions, filters)
+        steps = np.arange(self.positions)[:, None] * self.strides + np.arange(self.kernel_size)
+        windows = graph.op("Gather", inputs[0], graph.constant("windows", steps), axis=1)  # (batch, positions, k, in)
+        patches = graph.op("Reshape", windows, graph.constant("patch_shape", [0, self.positions, self.taps]))
+        by_position = graph.op("Transpose", patches, perm=[1, 0, 2])                 # (positions, batch, taps)
+        z = graph.op("MatMul", by_position, graph.constant("kernel", kernel))        # (positions, batch, filters)
+        z = graph.op("Transpose", z, perm=[1, 0, 2])                                 # (batch, positions, filters)
+        if self.use_bias:
+            z = graph.op("Add", z, graph.constant("bias", bias[0]))
+        return [self.activation.to_onnx(graph, z)]
+
     def get_config(self):
         kernel_init, bias_init = self._initializer_names
         name = lambda init: init if isinstance(init, str) else init.__name__

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .base import Layer
-from .spatial import check_rank, int_tuple, padding_mode, window
+from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
 class _Pooling(Layer):
@@ -74,6 +74,15 @@ class _Pool(_Pooling):
         *_, (out_h, _), (out_w, _) = self._windows(height, width, input_shape)
         return (out_w, channels) if self.rank == 1 else (out_h, out_w, channels)
 
+    def to_onnx(self, graph, inputs):
+        """MaxPool or AveragePool between Transposes; 'same' as explicit pads, which MaxPool never
+        picks and AveragePool does not count (count_include_pad=0), as the kernel."""
+        ones = [1] * self.rank
+        counting = {} if self.use_max else {"count_include_pad": 0}
+        return [onnx_channels_first(graph, inputs[0], self.rank, "MaxPool" if self.use_max else "AveragePool",
+                                    kernel_shape=list(self.pool_size), strides=list(self.strides),
+                                    pads=onnx_pads(self, self.pool_size, self.strides, ones), **counting)]
+
     def get_config(self):
         return {**super().get_config(), "pool_size": list(self.pool_size), "strides": list(self.strides),
                 "padding": self.padding}
@@ -90,6 +99,10 @@ class _GlobalPool(_Pooling):
     def compute_output_shape(self, input_shape):
         channels = check_rank(self, input_shape, self.rank)[2]
         return (1,) * self.rank + (channels,) if self.keepdims else (channels,)
+
+    def to_onnx(self, graph, inputs):
+        spatial = range(1, self.rank + 1)  # the axes after the batch, before the channels
+        return [graph.reduce("ReduceMax" if self.use_max else "ReduceMean", inputs[0], spatial, self.keepdims)]
 
     def get_config(self):
         return {**super().get_config(), "keepdims": self.keepdims}

@@ -39,5 +39,9 @@ class Reshape(Layer):
         self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
         return self._input_grad
 
+    def to_onnx(self, graph, inputs):
+        shape = graph.constant("shape", [0, *self.output_shape])  # 0 copies the (dynamic) batch
+        return [graph.op("Reshape", inputs[0], shape)]
+
     def get_config(self):
         return {**super().get_config(), "target_shape": list(self.target_shape)}

@@ -51,3 +51,25 @@ def window(layer, axis: str, length: int, size: int, stride: int, dilation: int,
                          f"than the input, whose shape is {tuple(input_shape)} (padding='valid')")
     return (length - extent) // stride + 1, 0
 
+
+
+def onnx_pads(layer, sizes, strides, dilations) -> list[int]:
+    """ONNX's explicit `pads` (all befores, then all afters) for the layer's padding along its
+    spatial axes: Keras's 'same' split, the extra cell after, which ONNX's auto_pad does not
+    promise for every case."""
+    lengths = layer.input_shape[:len(sizes)]
+    before, after = [], []
+    for length, size, stride, dilation in zip(lengths, sizes, strides, dilations):
+        outputs, pad = window(layer, "", length, size, stride, dilation, layer.padding, "", layer.input_shape)
+        total = max((outputs - 1) * stride + (size - 1) * dilation + 1 - length, 0) if layer.padding == "same" else 0
+        before.append(pad)
+        after.append(total - pad)
+    return before + after
+
+
+def onnx_channels_first(graph, x: str, rank: int, op_type: str, *inputs: str, **attributes) -> str:
+    """`op_type` (Conv, MaxPool, AveragePool), which reads (batch, channels, *spatial), on the
+    channels_last tensor `x`: Transpose in, the op, Transpose back."""
+    first = graph.op("Transpose", x, perm=[0, rank + 1, *range(1, rank + 1)])
+    y = graph.op(op_type, first, *inputs, **attributes)
+    return graph.op("Transpose", y, perm=[0, *range(2, rank + 2), 1])

@@ -58,5 +58,12 @@ class ZeroPadding2D(Layer):
         self._hidden((width * channels, rows * height), None, grad, self.input_grad, *self.geometry)
         return self.input_grad
 
+    def to_onnx(self, graph, inputs):
+        (top, bottom), (left, right) = self.padding
+        pads = [0, top, left, 0, 0, bottom, right, 0]  # (batch, height, width, channels): befores, afters
+        if graph.opset >= 11:  # opset 11 moved the pads from an attribute to an input
+            return [graph.op("Pad", inputs[0], graph.constant("pads", pads))]
+        return [graph.op("Pad", inputs[0], pads=pads)]
+
     def get_config(self):
         return {**super().get_config(), "padding": [list(p) for p in self.padding]}

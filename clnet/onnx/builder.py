@@ -11,7 +11,9 @@ walks the registry and fails for a class that does not):
 `graph.op(op_type, *inputs, **attributes)` adds one node of the standard ONNX domain and returns
 its output's name; `graph.constant(name, array)` adds an initializer (float arrays are stored in
 the model's float type, integer ones as int64, e.g. a Reshape's shape) and returns its name;
-`graph.require_opset(version, why)` refuses an opset too old for what the layer emits.
+`graph.require_opset(version, why)` refuses an opset too old for what the layer emits;
+`graph.reduce(op_type, x, axes, keepdims)` writes a ReduceMean/ReduceMax/... in the form the
+opset takes (axes an attribute before opset 18, an input from it).
 Attributes are Python values: int, float, str, lists of them, or a numpy array (a tensor).
 Names get the layer's name as a prefix, so they stay readable and unique. Activations export
 the same way, `activation.to_onnx(graph, x) -> name`, elementwise on one tensor.
@@ -62,6 +64,13 @@ class GraphBuilder:
         output = self._name(op_type)
         self.nodes.append((op_type, tuple(inputs), output, attributes, self.layer))
         return output
+
+    def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
+        """`op_type` (ReduceMean, ReduceMax, ...) of `x` over `axes`."""
+        axes = [int(a) for a in axes]
+        if self.opset >= 18:  # opset 18 moved the axes of the Reduce ops from an attribute to an input
+            return self.op(op_type, x, self.constant("axes", axes), keepdims=int(keepdims))
+        return self.op(op_type, x, axes=axes, keepdims=int(keepdims))
 
     def require_opset(self, version: int, why: str) -> None:
         if self.opset < version:

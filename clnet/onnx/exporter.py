@@ -75,13 +75,16 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     outputs = [helper.make_tensor_value_info(OUTPUT, elem_type, [batch_dim, *model.output_shape],
                                              f"{dtype}, what model.predict returns for the same rows")]
     initializers = [numpy_helper.from_array(array, name) for name, array in graph.initializers.items()]
+    opsets = [helper.make_opsetid("", opset)]
+    ir_version = helper.find_min_ir_version_for(opsets)
+    if ir_version < 4:  # before IR 4 (opset 9) every initializer must also be a graph input
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in initializers]
     body = helper.make_graph(nodes, model.name, inputs, outputs, initializers)
     from .. import __version__
-    opsets = [helper.make_opsetid("", opset)]
     proto = helper.make_model(body, opset_imports=opsets, producer_name="clnet", producer_version=__version__,
                               doc_string=f"clnet model {model.name!r}: " +
                               " -> ".join(f"{l.name} ({type(l).__name__})" for l in model.layers))
-    proto.ir_version = helper.find_min_ir_version_for(opsets)
+    proto.ir_version = ir_version
     onnx.checker.check_model(proto, full_check=True)
     return proto
 
