@@ -42,6 +42,12 @@ class Runtime:
         # Sub-buffers must start on this boundary.
         self.alignment = max(self.device.mem_base_addr_align // 8, 16)
         self.local_size = min(256, self.device.max_work_group_size)
+        # OpenCL lets float division and sqrt be off by 2.5 and 3 ulp (NVIDIA's are); where the device
+        # can round them correctly, ask for it, so float32 kernels compute what numpy and Keras do
+        # (Dropout's x / keep, Adam's sqrt) on every device, bit for bit where the formula is the same.
+        exact = cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+        self._exact_division = (["-cl-fp32-correctly-rounded-divide-sqrt"]
+                                if self.device.single_fp_config & exact else [])
 
     def set_profiling(self, enabled: bool) -> None:
         if enabled and self._profiling_queue is None:
@@ -75,7 +81,7 @@ class Runtime:
         program = self._programs.get(key)
         if program is None:
             text = "\n".join(read_source(name) for name in ("cl/common.cl", *sources))
-            flags = [f"-D{k}={v}" for k, v in sorted(options.items())]
+            flags = [f"-D{k}={v}" for k, v in sorted(options.items())] + self._exact_division
             with warnings.catch_warnings():
                 # Clang's notes (e.g. that float16 without AVX-512 changes the ABI of helper
                 # functions) are not errors; a failed build raises with its log below.
