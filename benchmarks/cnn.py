@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from .common import cpu_name, emit, fashion_mnist, median, versions
+from .common import clnet_epoch_timer, cpu_name, emit, fashion_mnist, median, versions
 
 LEARNING_RATE = 1e-3
 
@@ -31,7 +31,6 @@ def images(data, samples):
 
 def run_clnet(data, args):
     import clnet
-    from clnet.callbacks import Callback
     from clnet.layers import Conv2D, Dense, Flatten, Input, MaxPooling2D
 
     if args.device is not None:
@@ -39,19 +38,12 @@ def run_clnet(data, args):
     (x, y), (x_test, y_test) = data
     times = []
 
-    class Timer(Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            clnet.runtime().queue.finish()
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.perf_counter() - self.started)  # the epoch's last read waited for the device
 
     model = clnet.Sequential([Input((28, 28, 1)), Conv2D(32, 3, activation="relu"), MaxPooling2D(),
                               Conv2D(64, 3, activation="relu"), MaxPooling2D(), Flatten(), Dense(128, "relu"),
                               Dense(10, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(LEARNING_RATE), "categorical_crossentropy", ["accuracy"])
-    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[Timer()])
+    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[clnet_epoch_timer(times)])
     accuracy = model.evaluate(x_test, y_test, batch_size=500)[1]
     info = clnet.runtime().info
     return times, accuracy, f"{info.name} [{info.platform_version.strip()}]", versions("clnet", "pyopencl")

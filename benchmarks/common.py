@@ -5,6 +5,7 @@ import json
 import platform
 import statistics
 import sys
+import time
 
 
 def fashion_mnist():
@@ -43,3 +44,20 @@ def median(values) -> float:
 def emit(result: dict) -> None:
     """The one JSON line a benchmark prints last."""
     print(json.dumps(result, sort_keys=True), file=sys.stdout, flush=True)
+
+
+def clnet_epoch_timer(times: list):
+    """A clnet callback appending each epoch's seconds to `times`: the queue is drained when an
+    epoch begins, and its last progress read has waited for the device when it ends."""
+    import clnet
+    from clnet.callbacks import Callback
+
+    class EpochTimer(Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            clnet.runtime().queue.finish()
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            times.append(time.perf_counter() - self.started)
+
+    return EpochTimer()

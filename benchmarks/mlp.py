@@ -13,14 +13,13 @@ import time
 
 import numpy as np
 
-from .common import cpu_name, emit, fashion_mnist, median, versions
+from .common import clnet_epoch_timer, cpu_name, emit, fashion_mnist, median, versions
 
 LEARNING_RATE = 1e-3
 
 
 def run_clnet(data, args):
     import clnet
-    from clnet.callbacks import Callback
     from clnet.layers import Dense, Input
 
     if args.device is not None:
@@ -28,18 +27,10 @@ def run_clnet(data, args):
     (x, y), (x_test, y_test) = data
     times = []
 
-    class Timer(Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            clnet.runtime().queue.finish()
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            # The epoch's last progress read already waited for the device.
-            times.append(time.perf_counter() - self.started)
 
     model = clnet.Sequential([Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(LEARNING_RATE), "categorical_crossentropy", ["accuracy"])
-    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[Timer()])
+    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[clnet_epoch_timer(times)])
     accuracy = model.evaluate(x_test, y_test, batch_size=1000)[1]
     info = clnet.runtime().info
     return times, accuracy, f"{info.name} [{info.platform_version.strip()}]", versions("clnet", "pyopencl")

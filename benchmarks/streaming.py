@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
 import numpy as np
 
-from .common import emit, fashion_mnist, median, versions
+from .common import clnet_epoch_timer, emit, fashion_mnist, median, versions
 
 
 def train(x, y, args, budget: str | None, shuffle: bool):
     import clnet
-    from clnet.callbacks import Callback
     from clnet.layers import Dense, Input
 
     if budget is None:
@@ -32,20 +30,14 @@ def train(x, y, args, budget: str | None, shuffle: bool):
         os.environ["CLNET_DEVICE_MEMORY"] = budget
     times = []
 
-    class Timer(Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            clnet.runtime().queue.finish()
-            self.started = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.perf_counter() - self.started)  # the epoch's last read waited for the device
 
     model = clnet.Sequential([Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(1e-3), "categorical_crossentropy", ["accuracy"])
     if y is None:  # a PyDataset; shuffle=False so that it sees the arrays' sequential batches
-        model.fit(x, epochs=args.epochs, verbose=0, callbacks=[Timer()], shuffle=False)
+        model.fit(x, epochs=args.epochs, verbose=0, callbacks=[clnet_epoch_timer(times)], shuffle=False)
     else:
-        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[Timer()], shuffle=shuffle)
+        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[clnet_epoch_timer(times)],
+                  shuffle=shuffle)
     return median(times[1:] or times), model.get_weights()
 
 

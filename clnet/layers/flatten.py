@@ -6,12 +6,9 @@ from ..cl.tensor import Tensor
 from .base import Layer
 
 
-class Flatten(Layer):
-    """(batch, d1, d2, ...) -> (batch, d1*d2*...). Row-major storage makes this free: the output
-    is a view of the input buffer and no kernel runs."""
-
-    def compute_output_shape(self, input_shape):
-        return (int(np.prod(input_shape)),)
+class _View(Layer):
+    """A layer whose output is its input with another sample shape (compute_output_shape). Row-major
+    storage makes that free: the output is a view of the input buffer and no kernel runs."""
 
     def forward(self, x, rows):
         self._output = _view(getattr(self, "_output", None), x, self.output_shape)
@@ -22,6 +19,13 @@ class Flatten(Layer):
             return None
         self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
         return self._input_grad
+
+
+class Flatten(_View):
+    """(batch, d1, d2, ...) -> (batch, d1*d2*...)."""
+
+    def compute_output_shape(self, input_shape):
+        return (int(np.prod(input_shape)),)
 
     def to_onnx(self, graph, inputs):
         return [graph.op("Flatten", inputs[0], axis=1)]  # axis 0, the batch, stays

@@ -2,13 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Layer
-from .flatten import _view
+from .flatten import _View
 
 
-class Reshape(Layer):
-    """(batch, *input_shape) -> (batch, *target_shape); one axis may be -1 (inferred). Like
-    Flatten, a view of the input buffer: no kernel runs."""
+class Reshape(_View):
+    """(batch, *input_shape) -> (batch, *target_shape); one axis may be -1 (inferred)."""
 
     def __init__(self, target_shape, name=None, input_shape=None):
         super().__init__(name, input_shape)
@@ -28,16 +26,6 @@ class Reshape(Layer):
             raise ValueError(f"Reshape {self.name!r}: cannot reshape input_shape {tuple(input_shape)} ({total} "
                              f"values) into target_shape {self.target_shape}")
         return self.target_shape
-
-    def forward(self, x, rows):
-        self._output = _view(getattr(self, "_output", None), x, self.output_shape)
-        return self._output
-
-    def backward(self, grad, rows, input_grad, activation_done=False):
-        if not input_grad:
-            return None
-        self._input_grad = _view(getattr(self, "_input_grad", None), grad, self.input_shape)
-        return self._input_grad
 
     def to_onnx(self, graph, inputs):
         shape = graph.constant("shape", [0, *self.output_shape])  # 0 copies the (dynamic) batch
