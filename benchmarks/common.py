@@ -46,6 +46,21 @@ def emit(result: dict) -> None:
     print(json.dumps(result, sort_keys=True), file=sys.stdout, flush=True)
 
 
+def seconds(run, sync=lambda: None, budget=1.0, least=3) -> float:
+    """Median seconds of `run` (after one warm-up call), repeated for at least `least` calls and
+    `budget` seconds; `sync` waits for the device after each call."""
+    run()
+    sync()
+    times = []
+    started = time.perf_counter()
+    while len(times) < least or time.perf_counter() - started < budget:
+        t = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - t)
+    return median(times)
+
+
 def clnet_epoch_timer(times: list):
     """A clnet callback appending each epoch's seconds to `times`: the queue is drained when an
     epoch begins, and its last progress read has waited for the device when it ends."""

@@ -10,26 +10,12 @@ profiling events; numpy's and torch's from the wall clock around the same produc
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-from .common import cpu_name, emit, median, versions
+from .common import cpu_name, emit, seconds, versions
 
 KERNELS = {"forward": "PerceptronFeedForward", "weight_grad": "CalcDeltaWeights", "input_grad": "CalcHiddenGradient"}
-
-
-def seconds(run, sync=lambda: None, budget=1.0, least=3) -> float:
-    run()
-    sync()
-    times = []
-    started = time.perf_counter()
-    while len(times) < least or time.perf_counter() - started < budget:
-        t = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t)
-    return median(times)
 
 
 def clnet_rates(rows, n_in, units, repeats):

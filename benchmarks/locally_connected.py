@@ -17,26 +17,12 @@ counting 6R flops per output. Times are medians of wall-clock runs with the devi
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-from .common import cpu_name, emit, median, versions
+from .common import cpu_name, emit, seconds, versions
 
 R = 3
-
-
-def seconds(run, sync=lambda: None, budget=1.0, least=3) -> float:
-    run()
-    sync()
-    times = []
-    started = time.perf_counter()
-    while len(times) < least or time.perf_counter() - started < budget:
-        t = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t)
-    return median(times)
 
 
 def network(n: int, layers: int, seed=0):
