@@ -54,11 +54,23 @@ class CallbackList:
     def __getattr__(self, hook):
         if not hook.startswith("on_"):
             raise AttributeError(hook)
+        methods = self._overriding(hook)
 
         def call(*args):
-            for callback in self.callbacks:
-                getattr(callback, hook)(*args)
+            for method in methods:
+                method(*args)
+        setattr(self, hook, call)  # made once per hook: fit calls the batch hooks every step
         return call
+
+    def watch(self, *hooks) -> bool:
+        """Whether any callback does something in one of these hooks: fit builds the batch hooks'
+        logs only if so (on the H100 a step of a small MLP is ~200 us of Python)."""
+        return any(self._overriding(hook) for hook in hooks)
+
+    def _overriding(self, hook) -> list:
+        base = getattr(Callback, hook)
+        return [method for method in (getattr(callback, hook) for callback in self.callbacks)
+                if getattr(method, "__func__", None) is not base]
 
 
 def _monitor_op(callback: str, monitor: str, mode: str, min_delta: float = 0.0):

@@ -15,7 +15,11 @@
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
 // (rows_p / VW, units_p, VW), for the input gradient. And the bias gradient, the column sums of
-// delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0).
+// delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0), and the rows
+// shared among the work-group's second dimension, which sums its partial sums in local memory.
+// A CPU launches one item per four columns (lanes = 1: no barrier, no local memory touched). A
+// GPU wants the rows spread: with one item per four columns the 1024-row batch of a 256-unit
+// layer took 240 us on the H100, 75% of the MLP's step, as 64 threads walked 1024 rows each.
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
@@ -23,12 +27,14 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             __global TYPE *delta_rows,        // dL/dz in row panels (CPU form)
                             __global TYPE *delta_bias,        // dL/db (units_p)
                             const int rows, const int units, const int units_p, const int panel,
-                            const int capacity, const TYPE a, const TYPE b, const int apply_derivative)
+                            const int capacity, const TYPE a, const TYPE b, const int apply_derivative,
+                            __local TYPE4 *partial)           // (lanes, local columns / 4)
 {
     const int col = get_global_id(0) * 4;
+    const int lane = get_local_id(1), lanes = get_local_size(1);
     __global TYPE *column_panel = delta + (col / panel) * capacity * panel + col % panel;
     TYPE4 sum = (TYPE4)(0);
-    for (int m = 0; m < rows; m++) {
+    for (int m = lane; m < rows; m += lanes) {
         TYPE4 g = ToVect4(output_gr + m * units, col, units);
         if (apply_derivative) {
             const TYPE4 y = ToVect4(outputs + m * units, col, units);
@@ -46,7 +52,20 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 #endif
         sum += g;
     }
-    vstore4(sum, 0, delta_bias + col);
+    if (lanes == 1) {
+        vstore4(sum, 0, delta_bias + col);
+        return;
+    }
+    const int width = get_local_size(0), here = lane * width + get_local_id(0);
+    partial[here] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = lanes / 2; stride > 0; stride /= 2) {  // lanes is a power of two
+        if (lane < stride)
+            partial[here] += partial[here + stride * width];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0)
+        vstore4(partial[get_local_id(0)], 0, delta_bias + col);
 }
 
 // The transposed input x^T (n_in, ld), which the weight gradient reads along rows, when the

@@ -5,6 +5,7 @@ import math
 import time
 
 import numpy as np
+import pyopencl as cl
 
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
@@ -224,6 +225,8 @@ class Dense(Layer):
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
             self._bias_grad_sink = Tensor((self.units_p,), dt, rt)
+        self._bias_geometry, self._bias_partial = self._bias_launch(rt, dt)
+        self._geometries = {}  # (block, columns, rows) -> launch sizes, for these tiles
         if not self.activation.elementwise:
             self.act_grad = Tensor((capacity, self.units), dt, rt)
             self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
@@ -238,7 +241,14 @@ class Dense(Layer):
 
     def _geometry(self, block, columns, rows):
         """(global, local) sizes for a product writing a (rows, columns) result: a TILE-square
-        work-group per block, or one work-item per `block` rows x VW columns."""
+        work-group per block, or one work-item per `block` rows x VW columns. Remembered: on a
+        GPU the Python of a step is what a small layer's step costs."""
+        key = (block, columns, rows)
+        if key not in self._geometries:
+            self._geometries[key] = self._launch_sizes(block, columns, rows)
+        return self._geometries[key]
+
+    def _launch_sizes(self, block, columns, rows):
         tiles = self.tiles
         if self.tiled:
             side = tiles["TILE"] // tiles["WPT"]
@@ -249,6 +259,18 @@ class Dense(Layer):
         if not side:
             return work, None
         return tuple(-(-n // side) * side for n in work), (side, side)
+
+    def _bias_launch(self, rt, dtype):
+        """CalcDeltaBias's (global, local) sizes and local scratch: on a GPU, work-groups of four
+        float4 columns (64 coalesced bytes of a row) by as many lanes down the rows as fill the
+        group; on a CPU one work-item per four columns, as many as the cores need."""
+        columns = self.units_p // 4
+        scratch = cl.LocalMemory(4 * np.dtype(dtype).itemsize)
+        if not self.tiled:
+            return ((columns,), None), scratch
+        width = next(w for w in (4, 2, 1) if columns % w == 0)
+        lanes = 1 << ((rt.local_size // width).bit_length() - 1)  # the sum halves it: a power of two
+        return ((columns, lanes), (width, lanes)), cl.LocalMemory(rt.local_size * 4 * np.dtype(dtype).itemsize)
 
     def _transposed_input(self, rows: int) -> Tensor:
         """x^T (n_in, capacity): from the layer below if it wrote one, else transposed here."""
@@ -286,9 +308,9 @@ class Dense(Layer):
             grad, apply_derivative = self.act_grad, False
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
-        self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, self.delta_rows,
+        self._delta_bias(*self._bias_geometry, grad, self.outputs, self.pre, self.delta, self.delta_rows,
                          bias_grad, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
-                         int(apply_derivative))
+                         int(apply_derivative), self._bias_partial)
         flops = 2.0 * rows * self.n_in * self.units
         self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in),
                             self._transposed_input(rows), self.delta, self.kernel.grad, rows, self.n_in,
