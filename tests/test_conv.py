@@ -186,9 +186,15 @@ def test_launches_per_training_step(batch_size):
     rt = clnet.runtime()
     before = rt.launches
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
-    per_step = 1 + 4 + 2 + 6 + 2 + 4 + 5 + 1 + 1
+    # A GPU splits a weight gradient over many rows among work-groups and adds the slices in one
+    # more launch (Dense._splits); a CPU never does.
+    products = [layer for layer in model.layers if isinstance(layer, Dense)] + \
+               [layer.product for layer in model.layers if isinstance(layer, Conv2D)]
+    split_sums = sum(product._splits(batch_size * product.capacity // model.capacity)[0] > 1
+                     for product in products)
+    per_step = 1 + 4 + 2 + 6 + 2 + 4 + 5 + 1 + 1 + split_sums
     assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
-    assert per_step <= 4 * 6 + 3
+    assert per_step - split_sums <= 4 * 6 + 3
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -122,6 +122,28 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
         close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_split_weight_gradient(rt, rng, dtype):
+    """The GPU form splits the weight and bias gradients' sums over many rows among work-groups
+    (split-K) when the weights are few tiles; the slices add up to the whole sum, also for a
+    batch shorter than the buffers."""
+    tiles = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
+    layer = dense_layer(rt, rng, 3, 5, "relu", dtype, 1037, tiles=tiles)
+    w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+    for rows in (1037, 700):
+        assert layer._splits(rows)[0] > 1  # the path under test runs
+        x = rng.normal(size=(rows, 3)).astype(dtype)
+        dy = rng.normal(size=(rows, 5)).astype(dtype)
+        z = x @ w + bias
+        layer.forward(Tensor.from_numpy(x), rows)
+        layer.backward(Tensor.from_numpy(dy), rows, False)
+        dz = (z > 0) * dy
+        grad_w, grad_b = layer.gradients()
+        tolerance = 1e-4 if dtype == F32 else 1e-12
+        close(grad_w, x.T @ dz, rtol=tolerance, atol=tolerance)
+        close(grad_b, dz.sum(0), rtol=tolerance, atol=tolerance)
+
+
 def test_dense_without_bias(rt, rng):
     layer = dense_layer(rt, rng, 6, 5, "tanh", F32, 4, use_bias=False)
     (w,) = layer.get_weights()

@@ -16,7 +16,9 @@
 // width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
 // (rows_p / VW, units_p, VW), for the input gradient. And the bias gradient, the column sums of
 // delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0), and the rows
-// shared among the work-group's second dimension, which sums its partial sums in local memory.
+// shared among the work-group's second dimension, which sums its partial sums in local memory;
+// with split-K (see CalcDeltaWeights) work-group row z takes rows [z chunk, (z + 1) chunk) and
+// writes its sums to slice z of delta_bias (splits, units_p).
 // A CPU launches one item per four columns (lanes = 1: no barrier, no local memory touched). A
 // GPU wants the rows spread: with one item per four columns the 1024-row batch of a 256-unit
 // layer took 240 us on the H100, 75% of the MLP's step, as 64 threads walked 1024 rows each.
@@ -28,13 +30,15 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             __global TYPE *delta_bias,        // dL/db (units_p)
                             const int rows, const int units, const int units_p, const int panel,
                             const int capacity, const TYPE a, const TYPE b, const int apply_derivative,
-                            __local TYPE4 *partial)           // (lanes, local columns / 4)
+                            const int chunk, __local TYPE4 *partial)  // (lanes, local columns / 4)
 {
     const int col = get_global_id(0) * 4;
     const int lane = get_local_id(1), lanes = get_local_size(1);
+    const int end = min(rows, (int)get_group_id(1) * chunk + chunk);
     __global TYPE *column_panel = delta + (col / panel) * capacity * panel + col % panel;
+    delta_bias += get_group_id(1) * units_p;
     TYPE4 sum = (TYPE4)(0);
-    for (int m = lane; m < rows; m += lanes) {
+    for (int m = get_group_id(1) * chunk + lane; m < end; m += lanes) {
         TYPE4 g = ToVect4(output_gr + m * units, col, units);
         if (apply_derivative) {
             const TYPE4 y = ToVect4(outputs + m * units, col, units);
@@ -290,20 +294,21 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
     }
 }
 
-// acc += A B for this work-group's block of the M x N result; A is M x K, B is K x N, given as
-// the K x N operand's transpose B^T[n][k] (N x K), so that both are "rows times K".
+// acc += A B for this work-group's block of the M x N result, over k in [k_first, K); A is
+// M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both are
+// "rows times K". k_first is a multiple of TK.
 inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_along_k,
                           const __global TYPE *B, const int b_ld, const int b_along_k,
-                          const int M, const int N, const int K,
+                          const int M, const int N, const int k_first, const int K,
                           __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[WPT][WPT])
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
     TYPE4 ra[LOADS], rb[LOADS];
-    fetch(A, a_ld, a_along_k, m0, 0, M, K, lid, ra);
-    fetch(B, b_ld, b_along_k, n0, 0, N, K, lid, rb);
-    for (int k0 = 0; k0 < K; k0 += TK) {
+    fetch(A, a_ld, a_along_k, m0, k_first, M, K, lid, ra);
+    fetch(B, b_ld, b_along_k, n0, k_first, N, K, lid, rb);
+    for (int k0 = k_first; k0 < K; k0 += TK) {
         put(ra, a_along_k, As, lid);
         put(rb, b_along_k, Bs, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -380,7 +385,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
                            const int units_p, const int ld, const TYPE a, const TYPE b)
 {
     TILED_BEGIN
-    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, n_in, As, Bs, acc);
+    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, 0, n_in, As, Bs, acc);
     const int n_block = get_group_id(0) * TILE, tx = get_local_id(0);
     #pragma unroll
     for (int j = 0; j < WPT; j++) {
@@ -400,14 +405,39 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
     store_block(outputs_t, ld, rows, units, acc, 1);
 }
 
+// The weight gradient sums over the batch's rows; a (n_in, units) block too small to fill the
+// device is split along them (split-K): work-group layer z sums rows [z chunk, (z + 1) chunk)
+// into its own slice of delta_weights, and SumSplits adds the slices. A conv layer's patches
+// have ~86k rows and a 9 x 32 kernel: one work-group walked them all (73% of the CNN's step on
+// the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
                       __global TYPE *delta_weights, const int rows, const int n_in, const int units_p,
-                      const int capacity)
+                      const int capacity, const int chunk)
 {
     TILED_BEGIN
-    tiled_product(inputs_t, capacity, ALONG_K, delta, units_p, ALONG_M, n_in, units_p, rows, As, Bs, acc);
-    store_block(delta_weights, units_p, n_in, units_p, acc, 0);
+    const int first = get_group_id(2) * chunk, end = min(rows, first + chunk);
+    tiled_product(inputs_t, capacity, ALONG_K, delta, units_p, ALONG_M, n_in, units_p, first, end, As, Bs, acc);
+    store_block(delta_weights + get_group_id(2) * n_in * units_p, units_p, n_in, units_p, acc, 0);
+}
+
+// delta_weights = the sum of the split-K slices of the weight gradient (splits, n_in * units_p),
+// delta_bias = that of the bias gradient's (splits, units_p): one work-item per element.
+__kernel void SumSplits(__global const TYPE *weight_slices, __global const TYPE *bias_slices,
+                        __global TYPE *delta_weights, __global TYPE *delta_bias, const int splits,
+                        const int weights, const int units_p)
+{
+    const int e = get_global_id(0);
+    const int bias = e >= weights;
+    const __global TYPE *slices = bias ? bias_slices + e - weights : weight_slices + e;
+    const int stride = bias ? units_p : weights;
+    TYPE sum = 0;
+    for (int z = 0; z < splits; z++)
+        sum += slices[z * stride];
+    if (bias)
+        delta_bias[e - weights] = sum;
+    else
+        delta_weights[e] = sum;
 }
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -415,7 +445,7 @@ void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights
                         __global TYPE *input_gr, const int rows, const int n_in, const int units_p)
 {
     TILED_BEGIN
-    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, units_p, As, Bs, acc);
+    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, 0, units_p, As, Bs, acc);
     store_block(input_gr, n_in, rows, n_in, acc, 0);
 }
 #endif

@@ -42,6 +42,7 @@ def tile_candidates(rt, dtype) -> list[dict]:
 
 
 LAUNCH_KEYS = ("WG",)
+MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see Dense._splits)
 
 
 def kernel_defines(tiles: dict) -> dict:
@@ -225,8 +226,13 @@ class Dense(Layer):
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
             self._bias_grad_sink = Tensor((self.units_p,), dt, rt)
-        self._bias_geometry, self._bias_partial = self._bias_launch(rt, dt)
         self._geometries = {}  # (block, columns, rows) -> launch sizes, for these tiles
+        self._bias_partial = cl.LocalMemory(rt.local_size * 4 * np.dtype(dt).itemsize)
+        splits = self._splits(capacity)[0]
+        if splits > 1:  # split-K slices of the weight and bias gradients (GPU form)
+            self._weight_slices = Tensor((splits, self.n_in, self.units_p), dt, rt)
+            self._bias_slices = Tensor((splits, self.units_p), dt, rt)
+            self._sum_splits = rt.kernel(program, "SumSplits", dt)
         if not self.activation.elementwise:
             self.act_grad = Tensor((capacity, self.units), dt, rt)
             self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
@@ -239,20 +245,26 @@ class Dense(Layer):
         self._transpose = kernel("Transpose")
         self._input_t = None  # x^T, made here only when the layer below does not provide it
 
-    def _geometry(self, block, columns, rows):
-        """(global, local) sizes for a product writing a (rows, columns) result: a TILE-square
-        work-group per block, or one work-item per `block` rows x VW columns. Remembered: on a
-        GPU the Python of a step is what a small layer's step costs."""
-        key = (block, columns, rows)
+    def _geometry(self, block, columns, rows, splits=1):
+        """Launch settings, remembered (on a GPU the Python of a step is what a small layer's
+        step costs): for a product writing a (rows, columns) result, (global, local) sizes; for
+        block "bias", CalcDeltaBias's with `columns` splits; for "splits", (splits, chunk) at
+        `rows` rows."""
+        key = (block, columns, rows, splits)
         if key not in self._geometries:
-            self._geometries[key] = self._launch_sizes(block, columns, rows)
+            self._geometries[key] = (self._bias_launch(columns) if block == "bias" else self._splits(rows)
+                                     if block == "splits" else self._launch_sizes(block, columns, rows, splits))
         return self._geometries[key]
 
-    def _launch_sizes(self, block, columns, rows):
+    def _launch_sizes(self, block, columns, rows, splits):
+        """A TILE-square work-group per block of the result (times `splits` along the third
+        axis), or one work-item per `block` rows x VW columns."""
         tiles = self.tiles
         if self.tiled:
             side = tiles["TILE"] // tiles["WPT"]
             blocks = lambda n: -(-n // tiles["TILE"]) * side
+            if splits > 1:
+                return (blocks(columns), blocks(rows), splits), (side, side, 1)
             return (blocks(columns), blocks(rows)), (side, side)
         work = (-(-columns // tiles["VW"]), -(-rows // tiles[block]))
         side = tiles["WG"]
@@ -260,17 +272,31 @@ class Dense(Layer):
             return work, None
         return tuple(-(-n // side) * side for n in work), (side, side)
 
-    def _bias_launch(self, rt, dtype):
-        """CalcDeltaBias's (global, local) sizes and local scratch: on a GPU, work-groups of four
-        float4 columns (64 coalesced bytes of a row) by as many lanes down the rows as fill the
-        group; on a CPU one work-item per four columns, as many as the cores need."""
+    def _bias_launch(self, splits: int):
+        """CalcDeltaBias's (global, local) sizes: on a GPU, work-groups of four float4 columns
+        (64 coalesced bytes of a row) by as many lanes down the rows as fill the group, one
+        work-group row per split; on a CPU one work-item per four columns, as many as the cores
+        need."""
         columns = self.units_p // 4
-        scratch = cl.LocalMemory(4 * np.dtype(dtype).itemsize)
         if not self.tiled:
-            return ((columns,), None), scratch
+            return (columns,), None
         width = next(w for w in (4, 2, 1) if columns % w == 0)
-        lanes = 1 << ((rt.local_size // width).bit_length() - 1)  # the sum halves it: a power of two
-        return ((columns, lanes), (width, lanes)), cl.LocalMemory(rt.local_size * 4 * np.dtype(dtype).itemsize)
+        lanes = 1 << ((self.rt.local_size // width).bit_length() - 1)  # the sum halves it: a power of two
+        return (columns, lanes * splits), (width, lanes)
+
+    def _splits(self, rows: int) -> tuple[int, int]:
+        """(splits, rows per split) of the weight gradient's sum over the batch: the GPU form
+        splits it when its (n_in, units) result has too few tiles to fill the device twice, in
+        chunks of at least MIN_SPLIT_ROWS rows (a multiple of TK)."""
+        if not self.tiled:
+            return 1, rows
+        tile = self.tiles["TILE"]
+        blocks = -(-self.n_in // tile) * -(-self.units_p // tile)
+        splits = max(1, min(2 * self.rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
+        if splits == 1:
+            return 1, rows
+        chunk = -(-(-(-rows // splits)) // self.tiles["TK"]) * self.tiles["TK"]
+        return -(-rows // chunk), chunk
 
     def _transposed_input(self, rows: int) -> Tensor:
         """x^T (n_in, capacity): from the layer below if it wrote one, else transposed here."""
@@ -308,13 +334,24 @@ class Dense(Layer):
             grad, apply_derivative = self.act_grad, False
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
-        self._delta_bias(*self._bias_geometry, grad, self.outputs, self.pre, self.delta, self.delta_rows,
-                         bias_grad, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
-                         int(apply_derivative), self._bias_partial)
+        splits, chunk = self._geometry("splits", 0, rows)
+        weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
+                                (self.kernel.grad, bias_grad))
+        self._delta_bias(*self._geometry("bias", splits, 0), grad, self.outputs, self.pre, self.delta, self.delta_rows,
+                         bias_out, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
+                         int(apply_derivative), chunk, self._bias_partial)
         flops = 2.0 * rows * self.n_in * self.units
-        self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in),
-                            self._transposed_input(rows), self.delta, self.kernel.grad, rows, self.n_in,
-                            self.units_p, self.capacity, flops=flops)
+        if self.tiled:
+            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
+                                self._transposed_input(rows), self.delta, weight_out, rows, self.n_in,
+                                self.units_p, self.capacity, chunk, flops=flops)
+        else:
+            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(rows),
+                                self.delta, weight_out, rows, self.n_in, self.units_p, self.capacity, flops=flops)
+        if splits > 1:
+            weights = self.n_in * self.units_p
+            self._sum_splits((weights + self.units_p,), None, self._weight_slices, self._bias_slices,
+                             self.kernel.grad, bias_grad, splits, weights, self.units_p)
         if not input_grad:
             return None
         # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
