@@ -15,6 +15,7 @@ them its own way, and clnet.onnx.load must read all of them:
                          ReLU, so that the exporter cannot fold it into the Conv) and a residual Add,
                          MaxPool, a stride-2 Conv whose symmetric padding is not Keras's 'same'
                          split, Flatten of the (channels, height, width) maps, Linear, Softmax
+  torch_cnn_dynamo.onnx  the same CNN by the dynamo exporter (the Flatten as a Reshape)
   torch_ln_opset14.onnx  Linear, LayerNorm, GELU, Linear at opset 14, where LayerNorm is written as
                          ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add, and GELU as Erf
   torch_ln_opset17.onnx  the same at opset 17: the LayerNormalization op
@@ -94,9 +95,11 @@ def torch_cnn_fixture():
     x = torch.randn(7, 1, 12, 12)
     with torch.no_grad():
         y = model(x)
-    torch.onnx.export(model, (x,), DATA / "torch_cnn.onnx", dynamo=False, input_names=["input"],
-                      output_names=["output"], opset_version=17,
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    common = dict(input_names=["input"], output_names=["output"], opset_version=17)
+    torch.onnx.export(model, (x,), DATA / "torch_cnn.onnx", dynamo=False,
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **common)
+    torch.onnx.export(model, (x,), DATA / "torch_cnn_dynamo.onnx", dynamo=True, external_data=False,
+                      dynamic_shapes=({0: torch.export.Dim("batch")},), **common)
     np.savez(DATA / "torch_cnn.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
 
 
