@@ -16,10 +16,13 @@ them its own way, and clnet.onnx.load must read all of them:
                          MaxPool, a stride-2 Conv whose symmetric padding is not Keras's 'same'
                          split, Flatten of the (channels, height, width) maps, Linear, Softmax
   torch_cnn_dynamo.onnx  the same CNN by the dynamo exporter (the Flatten as a Reshape)
+  keras_cnn.onnx         Keras 3 (torch backend), channels_last: Transposes around each Conv and
+                         MaxPool, each Conv's bias as an Add after it, BatchNormalization folded to
+                         Sub, Mul, Add, GlobalAveragePooling2D as ReduceMean
   torch_ln_opset14.onnx  Linear, LayerNorm, GELU, Linear at opset 14, where LayerNorm is written as
                          ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add, and GELU as Erf
   torch_ln_opset17.onnx  the same at opset 17: the LayerNormalization op
-torch_mlp.npz, keras_mlp.npz, torch_cnn.npz and torch_ln.npz hold the inputs x and the framework's outputs y.
+torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz and torch_ln.npz hold the inputs x and the framework's outputs y.
 """
 import os
 import sys
@@ -103,6 +106,24 @@ def torch_cnn_fixture():
     np.savez(DATA / "torch_cnn.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
 
 
+def keras_cnn_fixture():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((10, 10, 2)), keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+        keras.layers.BatchNormalization(moving_mean_initializer="random_normal",
+                                        moving_variance_initializer=keras.initializers.RandomUniform(0.5, 2.0),
+                                        beta_initializer="random_normal"),
+        keras.layers.MaxPooling2D(), keras.layers.Conv2D(6, 3, strides=2, padding="same"),
+        keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3, "softmax")])
+    for layer in model.layers:  # biases away from their initial zeros
+        if isinstance(layer, keras.layers.Conv2D):
+            layer.bias.assign(np.random.default_rng(1).normal(size=layer.bias.shape))
+    x = np.random.default_rng(0).normal(size=(7, 10, 10, 2)).astype(np.float32)
+    y = model.predict(x, verbose=0)
+    model.export(DATA / "keras_cnn.onnx", format="onnx", verbose=False)
+    np.savez(DATA / "keras_cnn.npz", x=x, y=y, keras_version=np.array(keras.__version__))
+
+
 def torch_layer_norm_fixture():
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 3))
@@ -128,6 +149,7 @@ def main():
         keras_fixture()
     if "cnn" in chosen:
         torch_cnn_fixture()
+        keras_cnn_fixture()
     if "layer_norm" in chosen:
         torch_layer_norm_fixture()
     print("wrote", *sorted(p.name for p in DATA.glob("*_*.onnx")))

@@ -9,7 +9,6 @@ fine-tune; every bad input is a clear error, and clnet works without onnx instal
 so that an element near zero (which the products reach by cancellation, summed in another
 order than onnxruntime sums) does not demand more than float32 holds."""
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -638,6 +637,25 @@ def test_import_torch_cnn(name):
     before = model.evaluate(x, labels)
     history = model.fit(x, labels, batch_size=7, epochs=5, verbose=0, shuffle=False)
     assert model.evaluate(x, labels) < before and history.history["loss"][-1] < history.history["loss"][0]
+
+
+def test_import_keras_cnn():
+    """A Keras 3 CNN (channels_last, exported through torch.onnx): Transposes around each Conv and
+    MaxPool cancel, each Conv's bias Add becomes its bias, the folded BatchNormalization (Sub, Mul,
+    Add) a BatchNormalization; it predicts what Keras did, and fine-tunes."""
+    stored = np.load(DATA / "keras_cnn.npz")
+    model = clnet.onnx.load(DATA / "keras_cnn.onnx")
+    assert type(model) is clnet.Sequential and model.input_shape == (10, 10, 2)
+    assert [(type(l).__name__, getattr(l, "use_bias", None), getattr(getattr(l, "activation", None), "name", None))
+            for l in model.layers] == [
+        ("Input", None, None), ("Conv2D", True, "relu"), ("BatchNormalization", None, None),
+        ("MaxPooling2D", None, None), ("Conv2D", True, "linear"), ("GlobalAveragePooling2D", None, None),
+        ("Dense", True, "softmax")]
+    assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
+    labels = np.arange(len(stored["x"])) % 3
+    model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    history = model.fit(stored["x"], labels, batch_size=7, epochs=5, verbose=0, shuffle=False)
+    assert history.history["loss"][-1] < history.history["loss"][0]
 
 
 @pytest.mark.parametrize("name", ["torch_ln_opset14.onnx", "torch_ln_opset17.onnx"])

@@ -14,7 +14,13 @@ exporters) and Keras's:
     Conv (1-D, 2-D; strides, dilations, pads, auto_pad; group=1)   -> Conv1D/Conv2D, with a
                                                                       ZeroPadding2D before it for
                                                                       pads other than 'valid' and
-                                                                      Keras's 'same'
+                                                                      Keras's 'same' (zero pads
+                                                                      read as 'valid')
+    Add of a per-unit or per-filter constant after a Dense or
+    convolution without bias (Keras's Conv)                        -> that layer's bias
+    Sub(mean), Mul(scale), Add(shift) per channel (Keras's
+    BatchNormalization, folded by the exporter)                    -> BatchNormalization (moving
+                                                                      variance 1)
     MaxPool, AveragePool                                           -> Max/AveragePooling1D/2D
     GlobalAveragePool, GlobalMaxPool, ReduceMean/ReduceMax over
     the spatial axes                                               -> Global...Pooling1D/2D
@@ -172,6 +178,8 @@ class _Reader:
                 raise _unsupported(node)
             if node.op_type == "Constant":
                 self.constants[node.output[0]] = self._constant_node(node)
+            elif node.op_type in CONSTANT_OPS and all(name in self.constants for name in node.input if name):
+                self._fold(_Node(node.op_type, node.input, node.output, node))  # so that patterns see it
             else:
                 nodes.append(_Node(node.op_type, node.input, node.output, node))
         self.nodes = _Patterns(self, nodes).rewrite()
@@ -371,6 +379,9 @@ class _Reader:
             result = values[0].reshape([int(s) for s in values[1]])
         elif op == "Transpose":
             result = values[0].transpose(self._attribute(node, "perm", None))
+        elif op == "Shape":
+            result = np.array(values[0].shape, np.int64)[self._attribute(node, "start", 0):
+                                                         self._attribute(node, "end", None)]
         else:  # Slice: starts, ends, axes, steps as inputs (attributes before opset 10)
             starts, ends, axes, steps = ((list(values[1:]) + [None] * 4)[:4] if len(values) > 1 else
                                          [self._attribute(node, k, None) for k in ("starts", "ends", "axes", "steps")])
@@ -557,6 +568,9 @@ class _Reader:
             raise _misused(node, "both its operands are constants")
         x_first = computed[0]
         value = self.values[a if x_first else b]
+        constant = self.constants[b if x_first else a]
+        if constant.size > 1 and node.op in ("Add", "Sub") and x_first:
+            return self._bias(node, value, constant if node.op == "Add" else -constant)
         c = self._scalar(node, b if x_first else a, "operand")
         op = node.op
         if op == "Mul":
@@ -570,6 +584,40 @@ class _Reader:
         raise _misused(node, "clnet reads a Div of a computed tensor by a nonzero constant")
 
     _op_add = _op_mul = _op_sub = _op_div = _binary
+
+    def _bias(self, node, value: _Value, constant):
+        """x + constant, where x comes from a Dense or convolution without bias or activation and
+        the constant has one value per unit or filter (Keras writes a Conv's bias so): that
+        layer's bias."""
+        from ..layers.conv import _Conv
+        from ..layers.dense import Dense
+        owner, p = value.owner, value.axes()
+        if not (isinstance(owner, (Dense, _Conv)) and not owner.use_bias and owner.activation.name == "linear"
+                and owner.activation.params == {"a": 1.0, "b": 0.0} and p is not None):
+            raise _misused(node, f"its operand has shape {constant.shape}; clnet takes a scalar here (an activation's "
+                                 "parameter), or a bias straight after a Dense or convolution")
+        bias = self._along(node, constant, value.shape, p.index(len(p) - 1), "bias")
+        owner.use_bias = True
+        next(arrays for layer, arrays in self.weights if layer is owner).append(bias)
+        self._set(node, _Value(value.kt, value.index), owner)
+
+    def _op_channelaffine_pattern(self, node):
+        """(x - mean) * scale + shift with one value per channel (the last axis in clnet), as
+        Keras's BatchNormalization comes out of torch.onnx.export with its constants folded: a
+        BatchNormalization with moving variance 1 and epsilon float's smallest normal number,
+        which computes the same. (Its own variance and epsilon are not in the file, so in fit
+        batches are normalised with epsilon that small.)"""
+        from ..layers import BatchNormalization
+        value = self._value(node, node.inputs[0])
+        p = value.axes()
+        if p is None:
+            value, p = _Value(self._plain(value, None, node), _arange(value.shape)), tuple(range(len(value.shape)))
+        axis = p.index(len(p) - 1)
+        mean, scale, shift = (self._along(node, c, value.shape, axis, what)
+                              for c, what in zip(node.params, ("mean", "scale", "shift")))
+        layer = BatchNormalization(epsilon=self._epsilon(0.0))
+        kt = self._layer(node, layer, [value.kt], [scale, shift, mean, np.ones_like(mean)])
+        self._set(node, _Value(kt, value.index))
 
     def _op_sum(self, node):
         values = [self._value(node, name) for name in node.inputs]
@@ -617,7 +665,7 @@ class _Reader:
         kernel = kernel * self._attribute(node, "alpha", 1.0)
         bias = None
         if len(node.inputs) > 2 and node.inputs[2]:
-            bias = self._bias(node, self._constant(node, node.inputs[2], "bias"), kernel.shape[-1])
+            bias = self._units(node, self._constant(node, node.inputs[2], "bias"), kernel.shape[-1])
             bias = bias * self._attribute(node, "beta", 1.0)
         self._dense(node, node, kernel, bias)
 
@@ -637,7 +685,7 @@ class _Reader:
         if add is not None and add.op == "Add" and kernel.ndim == 2:
             other = add.inputs[1] if add.inputs[0] == product else add.inputs[0]
             if other in self.constants:
-                bias = self._bias(add, self.constants[other], kernel.shape[1])
+                bias = self._units(add, self.constants[other], kernel.shape[1])
                 for skipped in (*between, add):
                     skipped.skip = True
                 last = add
@@ -647,7 +695,7 @@ class _Reader:
         users = [n for n in self.nodes if name in n.inputs]
         return users[0] if len(users) == 1 and self.readers[name] == 1 else None
 
-    def _bias(self, node, value, units: int) -> np.ndarray:
+    def _units(self, node, value, units: int) -> np.ndarray:
         try:
             return np.broadcast_to(value, (1, units)).reshape(units)
         except ValueError:
@@ -865,8 +913,6 @@ class _Reader:
         if self._attribute(node, "training_mode", 0) or any(self.readers[o] for o in node.outputs[1:] if o):
             raise _misused(node, "training_mode=1; clnet reads BatchNormalization in its inference form")
         value = self._value(node, node.inputs[0])
-        if len(value.shape) < 1:
-            raise _misused(node, "its input has no channel axis")
         gamma, beta, mean, variance = (self._constant(node, name, what) for name, what in
                                        zip(node.inputs[1:5], ("scale", "bias", "mean", "variance")))
         value, axis = self._channel_axis(node, value, 0)
@@ -875,6 +921,9 @@ class _Reader:
         self._set(node, _Value(kt, value.index))
 
     def _op_layernormalization(self, node):
+        if any(self.readers[o] for o in node.outputs[1:] if o):
+            raise _misused(node, "its Mean or InvStdDev output is read; clnet's LayerNormalization returns the "
+                                 "normalised tensor only")
         value = self._value(node, node.inputs[0])
         rank = len(value.shape) + 1
         axis = self._attribute(node, "axis", -1) % rank
@@ -941,7 +990,7 @@ class _Patterns:
         replaced: dict[int, _Node] = {}
         taken: set[int] = set()
         for node in self.nodes:
-            for match in (self._layer_norm, self._gelu, self._swish):
+            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine):
                 found = match(node)
                 if found is not None and not {id(n) for n in found[1]} & taken:
                     pattern, parts = found
@@ -1021,13 +1070,13 @@ class _Patterns:
         in any association."""
         if final.op != "Mul":
             return None
-        factors, parts, stack = [], [final], list(final.inputs)
+        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
         while stack:
-            name = stack.pop()
-            inner = self._made(name, "Mul", parts[-1]) if name not in self.constants else None
+            name, reader = stack.pop()
+            inner = self._made(name, "Mul", reader) if name not in self.constants else None
             if inner is not None and len(parts) < 3:
                 parts.append(inner)
-                stack.extend(inner.inputs)
+                stack.extend((i, inner) for i in inner.inputs)
             else:
                 factors.append(name)
         if len(factors) != 3:
@@ -1053,6 +1102,19 @@ class _Patterns:
             if len(rest) == 2 and x in rest and any(f in halves for f in rest if f != x):
                 return _Node("GELU_pattern", [x], final.outputs, final.proto), [scale, erf, add, *parts]
         return None
+
+    def _channel_affine(self, sub: _Node):
+        """Sub(x, mean) -> Mul(scale) -> Add(shift), three non-scalar constants."""
+        if sub.op != "Sub" or sub.inputs[0] in self.constants or sub.inputs[1] not in self.constants:
+            return None
+        mul = self._only(sub.outputs[0], "Mul")
+        scale = mul and self._other(mul, sub.outputs[0])
+        add = scale in self.constants and self._only(mul.outputs[0], "Add")
+        shift = add and self._other(add, mul.outputs[0])
+        if shift not in self.constants or min(self.constants[n].size for n in (sub.inputs[1], scale, shift)) < 2:
+            return None
+        params = tuple(self.constants[n] for n in (sub.inputs[1], scale, shift))
+        return _Node("ChannelAffine_pattern", [sub.inputs[0]], add.outputs, add.proto, params), [sub, mul, add]
 
     def _layer_norm(self, first: _Node):
         """ReduceMean(x) -> Sub(x, mean) -> Pow(d, 2) or Mul(d, d) -> ReduceMean -> Add(eps) -> Sqrt
