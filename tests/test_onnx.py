@@ -62,9 +62,7 @@ def run_onnx(path, x):
 
 def check_file(model, path, rng, dtype):
     """The file passes the full check; onnxruntime matches predict at batch 1 and 7; loading it
-    back gives the same layers, the same weights and the same predictions, bit for bit.
-    LocallyConnected1D's export (a Gather of each position's window) is the one clnet does not
-    read back: the importer names the Gather."""
+    back gives the same layers, the same weights and the same predictions, bit for bit."""
     proto = onnx.load(path)
     onnx.checker.check_model(proto, full_check=True)
     x = rng.normal(size=(7, *model.input_shape)).astype(dtype)
@@ -72,10 +70,6 @@ def check_file(model, path, rng, dtype):
     for rows in (1, 7):
         assert_close(run_onnx(path, x[:rows]), want[:rows], RTOL[dtype])
     assert not [node.op_type for node in proto.graph.node if node.op_type not in SUPPORTED_OPS]
-    if any(isinstance(layer, LocallyConnected1D) for layer in model.layers):
-        with pytest.raises(ValueError, match=r"\(Gather\): clnet reads Gather only in shape computations"):
-            clnet.onnx.load(path)
-        return
     loaded = clnet.onnx.load(path)
     assert loaded.dtype == dtype
     assert type(loaded) is clnet.Sequential
@@ -352,12 +346,14 @@ def test_spatial_layers_across_opsets(opset, tmp_path, rng):
 @pytest.mark.parametrize("opset", [7, 11, 18, 21])
 def test_round_trip_across_opsets(opset, tmp_path, rng):
     """The forms of Pad and of the Reduce ops (LayerNormalization, global pooling) that each opset
-    takes load back to the same layers, weights and predictions."""
+    takes, and LocallyConnected1D's Gather and MatMul, load back to the same layers, weights and
+    predictions."""
     model = built([ZeroPadding2D(((0, 1), (2, 0))), Conv2D(4, 3, strides=2, padding="same", activation="tanh"),
                    BatchNormalization(), AveragePooling2D(3, strides=2, padding="same"), LayerNormalization(axis=2),
-                   GlobalMaxPooling2D(keepdims=True), Reshape((4, 1)), GlobalAveragePooling1D(), Dense(3)], (7, 9, 3))
+                   GlobalMaxPooling2D(keepdims=True), Reshape((4, 1)), LocallyConnected1D(2, 2, activation="relu"),
+                   GlobalAveragePooling1D(), Dense(3)], (7, 9, 3))
     for layer in model.layers:
-        if isinstance(layer, (BatchNormalization, LayerNormalization)):
+        if isinstance(layer, (BatchNormalization, LayerNormalization, LocallyConnected1D)):
             layer.set_weights([rng.uniform(0.5, 2.0, w.shape) for w in layer.get_weights()])
     path = tmp_path / "model.onnx"
     model.export(path, opset=opset)

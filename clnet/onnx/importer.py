@@ -29,6 +29,8 @@ exporters) and Keras's:
     ReduceMean, Sub, Pow(2) or Mul, ReduceMean, Add(eps), Sqrt,
     Div [, Mul(gamma)] [, Add(beta)] (PyTorch below opset 17)       -> LayerNormalization
     Pad (constant zeros on height and width)                       -> ZeroPadding2D
+    Gather(x, windows, axis=1), Reshape, Transpose(1, 0, 2),
+    MatMul(kernel), Transpose(1, 0, 2) [, Add(bias)] (clnet's)    -> LocallyConnected1D
     Add or Sum, Mul, Concat of computed tensors                     -> Add, Multiply, Concatenate
     Relu, Tanh, Sigmoid, LeakyRelu, PRelu (scalar slope),
     Softplus, Softmax, Gelu (exact)                                -> that activation
@@ -127,7 +129,8 @@ def _channels_first(shape) -> np.ndarray:
 
 class _Node:
     """A node of the graph as read: an ONNX node, or a pattern of several (Swish, GELU, a
-    decomposed LayerNormalization) standing for one op, `proto` then being its last node."""
+    decomposed LayerNormalization, ...: see _Patterns) standing for one op, `proto` then being its
+    last node."""
 
     def __init__(self, op: str, inputs, outputs, proto, params=None):
         self.op, self.inputs, self.outputs, self.proto, self.params = op, list(inputs), list(outputs), proto, params
@@ -486,11 +489,10 @@ class _Reader:
         """The node's output, `name`(params) of its input: the activation of the layer that
         computed the input where it has none yet (see _Value.owner), else an Activation layer."""
         from .. import activations
-        from ..layers import Activation, Softmax
+        from ..layers import Activation, LocallyConnected1D, Softmax
         from ..layers.conv import _Conv
         from ..layers.dense import Dense
         value = self._value(node, node.inputs[0])
-        last = None
         if name == "softmax":
             rank = len(value.shape) + 1
             axis = self._attribute(node, "axis", -1 if self.opset >= 13 else 1)
@@ -499,13 +501,13 @@ class _Reader:
                     self.opset < 13 and axis % rank != rank - 1):
                 raise _misused(node, f"axis={axis} on a tensor of rank {rank}; clnet's softmax normalises along the "
                                      "last axis")
-            last = True
         owner = value.owner
-        if (isinstance(owner, (Dense, _Conv)) and owner.activation.name == "linear"
+        fusable = (Dense, _Conv) if name == "softmax" else (Dense, _Conv, LocallyConnected1D)
+        if (isinstance(owner, fusable) and owner.activation.name == "linear"
                 and owner.activation.params == {"a": 1.0, "b": 0.0}):
             _set_activation(owner, activations.get(name, **params))
             return self._set(node, _Value(value.kt, value.index), owner)
-        layer = Softmax() if last else Activation(name, **params)
+        layer = Softmax() if name == "softmax" else Activation(name, **params)
         self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
     def _op_relu(self, node):
@@ -618,6 +620,23 @@ class _Reader:
         layer = BatchNormalization(epsilon=self._epsilon(0.0))
         kt = self._layer(node, layer, [value.kt], [scale, shift, mean, np.ones_like(mean)])
         self._set(node, _Value(kt, value.index))
+
+    def _op_locallyconnected_pattern(self, node):
+        """clnet's export of LocallyConnected1D (see _Patterns._locally_connected)."""
+        from ..layers import LocallyConnected1D
+        windows, kernel, bias = node.params  # (positions, kernel_size), (positions, taps, filters), bias or None
+        value = self._value(node, node.inputs[0])
+        positions, size = windows.shape
+        stride = int(windows[1, 0] - windows[0, 0]) if positions > 1 else 1
+        if len(value.shape) != 2 or stride < 1 or not np.array_equal(
+                windows, np.arange(positions)[:, None] * stride + np.arange(size)) or kernel.shape[:2] != (
+                positions, size * value.shape[1]):
+            raise _misused(node, "its Gather, Reshape, Transpose, MatMul pattern is not a LocallyConnected1D's "
+                                 "(windows of kernel_size steps every `strides` steps over (steps, channels))")
+        layer = LocallyConnected1D(kernel.shape[2], size, strides=stride, use_bias=bias is not None)
+        arrays = [kernel] + ([] if bias is None else [np.broadcast_to(bias, (positions, kernel.shape[2]))])
+        kt = self._layer(node, layer, [self._plain(value, None, node)], arrays)
+        self._set(node, _Value(kt, _arange(kt.sample_shape)), layer)
 
     def _op_sum(self, node):
         values = [self._value(node, name) for name in node.inputs]
@@ -973,8 +992,9 @@ def _set_activation(layer, activation) -> None:
 
 
 class _Patterns:
-    """Finds the patterns that stand for one op (Swish, GELU, a decomposed LayerNormalization)
-    and puts a _Node for each in place of its nodes, in the place of its last node."""
+    """Finds the patterns that stand for one op (Swish, GELU, a decomposed LayerNormalization, a
+    folded BatchNormalization, clnet's LocallyConnected1D) and puts a _Node for each in place of
+    its nodes, where the node the pattern was found from was."""
 
     def __init__(self, reader: _Reader, nodes: list[_Node]):
         self.reader, self.nodes = reader, nodes
@@ -990,7 +1010,7 @@ class _Patterns:
         replaced: dict[int, _Node] = {}
         taken: set[int] = set()
         for node in self.nodes:
-            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine):
+            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected):
                 found = match(node)
                 if found is not None and not {id(n) for n in found[1]} & taken:
                     pattern, parts = found
@@ -1102,6 +1122,28 @@ class _Patterns:
             if len(rest) == 2 and x in rest and any(f in halves for f in rest if f != x):
                 return _Node("GELU_pattern", [x], final.outputs, final.proto), [scale, erf, add, *parts]
         return None
+
+    def _locally_connected(self, gather: _Node):
+        """clnet's LocallyConnected1D: Gather(x, windows, axis=1) -> Reshape(0, positions, taps) ->
+        Transpose(1, 0, 2) -> MatMul(kernel) -> Transpose(1, 0, 2) [-> Add(bias)]."""
+        if gather.op != "Gather" or gather.inputs[0] in self.constants or gather.inputs[1] not in self.constants \
+                or self.reader._attribute(gather, "axis", 0) != 1 or self.constants[gather.inputs[1]].ndim != 2:
+            return None
+        reshape = self._only(gather.outputs[0], "Reshape")
+        first = reshape and self._only(reshape.outputs[0], "Transpose")
+        matmul = first and self._only(first.outputs[0], "MatMul")
+        second = matmul and self._only(matmul.outputs[0], "Transpose")
+        if not second or any(list(self.reader._attribute(t, "perm", [])) != [1, 0, 2] for t in (first, second)) \
+                or matmul.inputs[1] not in self.constants:
+            return None
+        parts, last, bias = [gather, reshape, first, matmul, second], second, None
+        add = self._only(second.outputs[0], "Add")
+        if add and self._other(add, second.outputs[0]) in self.constants:
+            bias = self.constants[self._other(add, second.outputs[0])]
+            parts.append(add)
+            last = add
+        params = (self.constants[gather.inputs[1]], self.constants[matmul.inputs[1]], bias)
+        return _Node("LocallyConnected_pattern", [gather.inputs[0]], last.outputs, last.proto, params), parts
 
     def _channel_affine(self, sub: _Node):
         """Sub(x, mean) -> Mul(scale) -> Add(shift), three non-scalar constants."""
