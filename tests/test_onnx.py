@@ -535,6 +535,18 @@ def test_import_fork_and_merge(rng):
     assert_close(model.predict(x), np.maximum(x, 0) + np.tanh(x), 1e-6)
 
 
+def test_import_dropout_identity_and_dead_branches(rng):
+    """Dropout (opset 13, its ratio an input) and Identity are nothing; a node whose output no
+    path to the graph's output reads makes no layer."""
+    w = rng.normal(size=(3, 2)).astype(np.float32)
+    nodes = [helper.make_node("Dropout", ["x", "ratio"], ["d"]), helper.make_node("Identity", ["d"], ["i"]),
+             helper.make_node("Tanh", ["i"], ["unused"]), helper.make_node("MatMul", ["i", "w"], ["y"])]
+    model = clnet.onnx.load(graph_model(nodes, {"ratio": np.array(0.5, np.float32), "w": w}, (3,), (2,)))
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Dense"]
+    x = rng.normal(size=(4, 3)).astype(np.float32)
+    assert_close(model.predict(x), x @ w, 1e-6)
+
+
 def test_import_channels_first_graph(tmp_path, rng):
     """A channels-first graph as PyTorch writes one, with what the torch fixture lacks: a Conv whose
     pads are neither 'valid' nor Keras's 'same' (a ZeroPadding2D before a 'valid' Conv2D), an
