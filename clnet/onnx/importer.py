@@ -64,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from .optional import require
+from .patterns import Node, Patterns
 
 
 def load(source, floatx: str | None = None, seed: int | None = None):
@@ -127,15 +128,6 @@ def _channels_first(shape) -> np.ndarray:
     return np.moveaxis(_arange(shape), -1, 0)
 
 
-class _Node:
-    """A node of the graph as read: an ONNX node, or a pattern of several (Swish, GELU, a
-    decomposed LayerNormalization, ...: see _Patterns) standing for one op, `proto` then being its
-    last node."""
-
-    def __init__(self, op: str, inputs, outputs, proto, params=None):
-        self.op, self.inputs, self.outputs, self.proto, self.params = op, list(inputs), list(outputs), proto, params
-
-
 class _Value:
     """A tensor of the graph computed by the clnet model: ONNX element [n, *i] is the element at
     flat position index[i] of sample n of the clnet tensor `kt`. `owner` is the layer whose
@@ -182,10 +174,10 @@ class _Reader:
             if node.op_type == "Constant":
                 self.constants[node.output[0]] = self._constant_node(node)
             elif node.op_type in CONSTANT_OPS and all(name in self.constants for name in node.input if name):
-                self._fold(_Node(node.op_type, node.input, node.output, node))  # so that patterns see it
+                self._fold(Node(node.op_type, node.input, node.output, node))  # so that patterns see it
             else:
-                nodes.append(_Node(node.op_type, node.input, node.output, node))
-        self.nodes = _Patterns(self, nodes).rewrite()
+                nodes.append(Node(node.op_type, node.input, node.output, node))
+        self.nodes = Patterns(self, nodes).rewrite()
         self.readers = defaultdict(int)  # how many nodes read each tensor (the graph output counts one)
         for node in self.nodes:
             for name in node.inputs:
@@ -210,6 +202,7 @@ class _Reader:
                 self.dtype = np.dtype(floatx or dtype)
         if not inputs:
             raise ValueError(f"{self.where} has no input; clnet models read at least one")
+        unread = dict(self.readers)  # a tensor's index is dropped once its last reader is read
         for node in self.nodes:
             if getattr(node, "skip", False):  # read with the node before it (a MatMul's bias)
                 continue
@@ -217,6 +210,10 @@ class _Reader:
                 self._fold(node)
             else:
                 self._read(node)
+            for name in node.inputs:
+                unread[name] -= 1
+                if not unread[name]:
+                    self.values.pop(name, None)
         output = self.graph.output[0]
         if output.name not in self.values:
             raise ValueError(f"{self.where}: the output {output.name!r} is a constant, not computed from the input")
@@ -273,7 +270,7 @@ class _Reader:
                     stack.append(node.outputs[0])
         return False
 
-    def _read(self, node: _Node):
+    def _read(self, node: Node):
         for name in node.inputs:
             if name and name not in self.constants and name not in self.values:
                 raise _misused(node, f"it reads {name!r}, which is neither a constant nor computed before it")
@@ -291,7 +288,7 @@ class _Reader:
         value = self.helper.get_attribute_value(attribute)
         return self.numpy_helper.to_array(value) if attribute.name == "value" else np.asarray(value)
 
-    def _attribute(self, node: _Node, name, default):
+    def _attribute(self, node: Node, name, default):
         for attribute in node.proto.attribute:
             if attribute.name == name:
                 value = self.helper.get_attribute_value(attribute)
@@ -356,7 +353,7 @@ class _Reader:
         layer = Flatten() if index.ndim == 1 else Reshape(index.shape)
         return self._layer(node_or_what, layer, [value.kt])
 
-    def _fold(self, node: _Node):
+    def _fold(self, node: Node):
         """Evaluate a node whose inputs are all known (a shape computation) into a constant."""
         values = [self.constants[i] if i else None for i in node.inputs]
         op = node.op
@@ -536,8 +533,8 @@ class _Reader:
             raise _misused(node, "approximate='tanh'; clnet's GELU is the exact x Phi(x)")
         self._activate(node, "gelu", {})
 
-    def _op_swish(self, node):  # a pattern (see _Patterns)
-        self._activate(node, "swish", node.params)
+    def _op_swish_pattern(self, node):
+        self._activate(node, "swish", {"b": _number(node.params["b"])})
 
     def _op_gelu_pattern(self, node):
         self._activate(node, "gelu", {})
@@ -549,7 +546,7 @@ class _Reader:
         from ..layers import Activation
         owner = value.owner
         act = getattr(owner, "activation", None)
-        if act is not None and act.name in ("linear", "sigmoid") and not getattr(owner, "multi_input", False):
+        if act is not None and act.name in ("linear", "sigmoid"):
             a, b = act.params.get("a", 1.0), act.params.get("b", 0.0)
             # linear: scale (a x + b) + shift;  sigmoid: scale (a s - b) + shift = (scale a) s - (scale b - shift)
             b = scale * b + shift if act.name == "linear" else scale * b - shift
@@ -622,7 +619,7 @@ class _Reader:
         self._set(node, _Value(kt, value.index))
 
     def _op_locallyconnected_pattern(self, node):
-        """clnet's export of LocallyConnected1D (see _Patterns._locally_connected)."""
+        """clnet's export of LocallyConnected1D (see Patterns._locally_connected in patterns.py)."""
         from ..layers import LocallyConnected1D
         windows, kernel, bias = node.params  # (positions, kernel_size), (positions, taps, filters), bias or None
         value = self._value(node, node.inputs[0])
@@ -710,7 +707,7 @@ class _Reader:
                 last = add
         self._dense(node, last, kernel, bias)
 
-    def _only_reader(self, name: str) -> _Node | None:
+    def _only_reader(self, name: str) -> Node | None:
         users = [n for n in self.nodes if name in n.inputs]
         return users[0] if len(users) == 1 and self.readers[name] == 1 else None
 
@@ -991,219 +988,8 @@ def _set_activation(layer, activation) -> None:
     layer.activation = layer.output_activation = activation
 
 
-class _Patterns:
-    """Finds the patterns that stand for one op (Swish, GELU, a decomposed LayerNormalization, a
-    folded BatchNormalization, clnet's LocallyConnected1D) and puts a _Node for each in place of
-    its nodes, where the node the pattern was found from was."""
-
-    def __init__(self, reader: _Reader, nodes: list[_Node]):
-        self.reader, self.nodes = reader, nodes
-        self.constants = reader.constants
-        self.producer = {name: node for node in nodes for name in node.outputs}
-        self.users = defaultdict(list)
-        for node in nodes:
-            for name in dict.fromkeys(node.inputs):  # Mul(d, d) is one reader of d
-                self.users[name].append(node)
-        self.output = reader.graph.output[0].name
-
-    def rewrite(self) -> list[_Node]:
-        replaced: dict[int, _Node] = {}
-        taken: set[int] = set()
-        for node in self.nodes:
-            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected):
-                found = match(node)
-                if found is not None and not {id(n) for n in found[1]} & taken:
-                    pattern, parts = found
-                    taken.update(id(n) for n in parts)
-                    replaced[id(node)] = pattern
-                    break
-        return [replaced.get(id(n), n) for n in self.nodes if id(n) in replaced or id(n) not in taken]
-
-    # -- helpers ------------------------------------------------------------------------------
-    def _only(self, name: str, op: str | tuple) -> _Node | None:
-        """The one node reading `name`, if it is `op` and `name` is not the graph's output."""
-        users = self.users.get(name, [])
-        ops = (op,) if isinstance(op, str) else op
-        return users[0] if len(users) == 1 and users[0].op in ops and name != self.output else None
-
-    def _made(self, name: str, op: str | tuple, reader: _Node) -> _Node | None:
-        """The node making `name`, if it is `op` and `reader` is its only reader."""
-        node = self.producer.get(name)
-        ops = (op,) if isinstance(op, str) else op
-        users = self.users.get(name, [])
-        return node if node is not None and node.op in ops and users == [reader] and name != self.output else None
-
-    def _is(self, name: str, value: float, rtol=1e-6) -> bool:
-        c = self.constants.get(name)
-        return c is not None and c.size == 1 and np.isclose(float(c.reshape(())), value, rtol=rtol, atol=0)
-
-    def _other(self, node: _Node, name: str) -> str | None:
-        """The other input of a two-input node that reads `name`."""
-        if len(node.inputs) != 2 or name not in node.inputs:
-            return None
-        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
-
-    def _scaled(self, name: str, reader: _Node) -> tuple[str, float] | None:
-        """(x, b) where `name` is x itself (b = 1, when its producer is not a Mul by a scalar)
-        or Mul(x, b) read by `reader` alone."""
-        node = self._made(name, "Mul", reader)
-        if node is not None:
-            constant = [i for i in node.inputs if i in self.constants and self.constants[i].size == 1]
-            rest = [i for i in node.inputs if i not in self.constants]
-            if len(constant) == 1 and len(rest) == 1:
-                return rest[0], _number(self.constants[constant[0]].reshape(()))
-        return None
-
-    # -- the patterns: (the pattern's _Node, the ONNX nodes it replaces) or None -------------
-    def _swish(self, final: _Node):
-        """x * Sigmoid(b x) or x / (1 + Exp(Neg(b x))), b x being x or Mul(x, b)."""
-        if final.op == "Mul" and len(final.inputs) == 2:
-            for x, gate in (final.inputs, final.inputs[::-1]):
-                sigmoid = self._made(gate, "Sigmoid", final)
-                if sigmoid is None:
-                    continue
-                inner = sigmoid.inputs[0]
-                if inner == x:
-                    return _Node("Swish", [x], final.outputs, final.proto, {"b": 1.0}), [sigmoid, final]
-                scaled = self._scaled(inner, sigmoid)
-                if scaled and scaled[0] == x:
-                    return (_Node("Swish", [x], final.outputs, final.proto, {"b": scaled[1]}),
-                            [self.producer[inner], sigmoid, final])
-        if final.op == "Div":
-            x, denominator = final.inputs
-            add = self._made(denominator, "Add", final)
-            exp_out = add and self._other(add, next((i for i in add.inputs if self._is(i, 1.0, 0)), ""))
-            exp = exp_out and self._made(exp_out, "Exp", add)
-            neg = exp and self._made(exp.inputs[0], "Neg", exp)
-            if neg:
-                inner = neg.inputs[0]
-                b = 1.0 if inner == x else None
-                parts = [neg, exp, add, final]
-                if b is None and (scaled := self._scaled(inner, neg)) and scaled[0] == x:
-                    b, parts = scaled[1], [self.producer[inner], *parts]
-                if b is not None:
-                    return _Node("Swish", [x], final.outputs, final.proto, {"b": b}), parts
-        return None
-
-    def _gelu(self, final: _Node):
-        """A product of x, 0.5 and Add(1, Erf(x / sqrt(2))) (Mul by 1/sqrt(2) or Div by sqrt(2)),
-        in any association."""
-        if final.op != "Mul":
-            return None
-        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
-        while stack:
-            name, reader = stack.pop()
-            inner = self._made(name, "Mul", reader) if name not in self.constants else None
-            if inner is not None and len(parts) < 3:
-                parts.append(inner)
-                stack.extend((i, inner) for i in inner.inputs)
-            else:
-                factors.append(name)
-        if len(factors) != 3:
-            return None
-        halves = [f for f in factors if self._is(f, 0.5)]
-        for one_plus in factors:
-            add = self.producer.get(one_plus)
-            if add is None or add.op != "Add" or self._only(one_plus, "Mul") is None:
-                continue
-            one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
-            erf = one and self.producer.get(self._other(add, one))
-            if erf is None or erf.op != "Erf" or self._only(erf.outputs[0], "Add") is not add:
-                continue
-            scale = self.producer.get(erf.inputs[0])
-            if scale is None or self._only(erf.inputs[0], "Erf") is not erf or scale.op not in ("Mul", "Div"):
-                continue
-            x = next((i for i in scale.inputs if i not in self.constants), None)
-            c = self._other(scale, x) if x else None
-            if c is None or not (self._is(c, 0.5 ** 0.5) if scale.op == "Mul" else self._is(c, 2 ** 0.5)) or (
-                    scale.op == "Div" and scale.inputs[0] != x):
-                continue
-            rest = [f for f in factors if f != one_plus]
-            if len(rest) == 2 and x in rest and any(f in halves for f in rest if f != x):
-                return _Node("GELU_pattern", [x], final.outputs, final.proto), [scale, erf, add, *parts]
-        return None
-
-    def _locally_connected(self, gather: _Node):
-        """clnet's LocallyConnected1D: Gather(x, windows, axis=1) -> Reshape(0, positions, taps) ->
-        Transpose(1, 0, 2) -> MatMul(kernel) -> Transpose(1, 0, 2) [-> Add(bias)]."""
-        if gather.op != "Gather" or gather.inputs[0] in self.constants or gather.inputs[1] not in self.constants \
-                or self.reader._attribute(gather, "axis", 0) != 1 or self.constants[gather.inputs[1]].ndim != 2:
-            return None
-        reshape = self._only(gather.outputs[0], "Reshape")
-        first = reshape and self._only(reshape.outputs[0], "Transpose")
-        matmul = first and self._only(first.outputs[0], "MatMul")
-        second = matmul and self._only(matmul.outputs[0], "Transpose")
-        if not second or any(list(self.reader._attribute(t, "perm", [])) != [1, 0, 2] for t in (first, second)) \
-                or matmul.inputs[1] not in self.constants:
-            return None
-        parts, last, bias = [gather, reshape, first, matmul, second], second, None
-        add = self._only(second.outputs[0], "Add")
-        if add and self._other(add, second.outputs[0]) in self.constants:
-            bias = self.constants[self._other(add, second.outputs[0])]
-            parts.append(add)
-            last = add
-        params = (self.constants[gather.inputs[1]], self.constants[matmul.inputs[1]], bias)
-        return _Node("LocallyConnected_pattern", [gather.inputs[0]], last.outputs, last.proto, params), parts
-
-    def _channel_affine(self, sub: _Node):
-        """Sub(x, mean) -> Mul(scale) -> Add(shift), three non-scalar constants."""
-        if sub.op != "Sub" or sub.inputs[0] in self.constants or sub.inputs[1] not in self.constants:
-            return None
-        mul = self._only(sub.outputs[0], "Mul")
-        scale = mul and self._other(mul, sub.outputs[0])
-        add = scale in self.constants and self._only(mul.outputs[0], "Add")
-        shift = add and self._other(add, mul.outputs[0])
-        if shift not in self.constants or min(self.constants[n].size for n in (sub.inputs[1], scale, shift)) < 2:
-            return None
-        params = tuple(self.constants[n] for n in (sub.inputs[1], scale, shift))
-        return _Node("ChannelAffine_pattern", [sub.inputs[0]], add.outputs, add.proto, params), [sub, mul, add]
-
-    def _layer_norm(self, first: _Node):
-        """ReduceMean(x) -> Sub(x, mean) -> Pow(d, 2) or Mul(d, d) -> ReduceMean -> Add(eps) -> Sqrt
-        -> Div(d, .) [-> Mul(gamma)] [-> Add(beta)], both ReduceMeans over the same one axis."""
-        if first.op != "ReduceMean" or first.inputs[0] in self.constants:
-            return None
-        reader = self.reader
-        x = first.inputs[0]
-        axes = reader._axes_input(first)
-        if axes is None or len(axes) != 1 or not reader._attribute(first, "keepdims", 1):
-            return None
-        sub = self._only(first.outputs[0], "Sub")
-        if sub is None or sub.inputs != [x, first.outputs[0]]:
-            return None
-        d = sub.outputs[0]
-        users = self.users.get(d, [])
-        square = next((u for u in users if u.op == "Pow" and u.inputs[0] == d and self._is(u.inputs[1], 2.0, 0)
-                       or u.op == "Mul" and u.inputs == [d, d]), None)
-        div = next((u for u in users if u.op == "Div" and u.inputs[0] == d), None)
-        if len(users) != 2 or square is None or div is None or d == self.output:
-            return None
-        mean = self._only(square.outputs[0], "ReduceMean")
-        add = mean and self._only(mean.outputs[0], "Add")
-        sqrt = add and self._only(add.outputs[0], "Sqrt")
-        if not sqrt or self._only(sqrt.outputs[0], "Div") is not div or reader._axes_input(mean) != axes or not \
-                reader._attribute(mean, "keepdims", 1):
-            return None
-        epsilon = self._other(add, mean.outputs[0])
-        if epsilon not in self.constants or self.constants[epsilon].size != 1:
-            return None
-        parts, last, gamma, beta = [first, sub, square, mean, add, sqrt, div], div, None, None
-        for op in ("Mul", "Add"):
-            following = self._only(last.outputs[0], op)
-            other = following and self._other(following, last.outputs[0])
-            if other in self.constants:
-                if op == "Mul":
-                    gamma = self.constants[other]
-                else:
-                    beta = self.constants[other]
-                parts.append(following)
-                last = following
-        params = (axes[0], self.constants[epsilon].reshape(())[()], gamma, beta)
-        return _Node("LayerNorm_pattern", [x], last.outputs, last.proto, params), parts
-
-
 def _label(node) -> str:
-    proto = node.proto if isinstance(node, _Node) else node
+    proto = node.proto if isinstance(node, Node) else node
     return f"{proto.name or '(unnamed)'} ({proto.op_type})"
 
 
