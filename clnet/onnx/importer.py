@@ -70,7 +70,9 @@ from .patterns import Node, Patterns
 def load(source, floatx: str | None = None, seed: int | None = None):
     """A built, trainable model computing what the ONNX model `source` (a path or an
     onnx.ModelProto) computes: a Sequential for a chain of layers, else a functional Model.
-    `floatx` defaults to the graph input's type (float32 or float64); compile it to fine-tune it."""
+    `floatx` defaults to the graph input's type (float32 or float64); compile it to fine-tune it.
+    An input that feeds a convolution or pool channels-first (PyTorch's (batch, channels, height,
+    width)) is taken channels_last, as clnet's layers are: pass x.transpose(0, 2, 3, 1)."""
     onnx = require("clnet.onnx.load")
     if isinstance(source, onnx.ModelProto):
         proto, where = source, "the ONNX model"
