@@ -124,12 +124,15 @@ class BatchNormalization(Layer):
         gamma = next(weights) if self.scale else np.ones(self.channels)
         beta = next(weights) if self.center else np.zeros(self.channels)
         mean, variance = weights
-        # epsilon goes into the variance: the op's epsilon attribute is a float32, which would
-        # cost a float64 model its precision.
-        operands = {"gamma": gamma, "beta": beta, "moving_mean": mean, "moving_variance_plus_epsilon":
-                    variance.astype(np.float64) + self.epsilon}
+        # The op's epsilon attribute is a float32: a float32 model's (what its kernel adds), but a
+        # float64 model's epsilon goes into the variance instead, which keeps its precision.
+        operands = {"gamma": gamma, "beta": beta, "moving_mean": mean}
+        if graph.dtype == np.float32:
+            operands["moving_variance"], epsilon = variance, self.epsilon
+        else:
+            operands["moving_variance_plus_epsilon"], epsilon = variance + self.epsilon, 0.0
         x = inputs[0] if axis == 1 else graph.op("Transpose", inputs[0], perm=perm)
-        y = graph.op("BatchNormalization", x, *(graph.constant(k, v) for k, v in operands.items()), epsilon=0.0)
+        y = graph.op("BatchNormalization", x, *(graph.constant(k, v) for k, v in operands.items()), epsilon=epsilon)
         return [y if axis == 1 else graph.op("Transpose", y, perm=[int(i) for i in np.argsort(perm)])]
 
     def get_config(self):

@@ -1,29 +1,62 @@
-"""clnet.onnx.load: an ONNX graph made of ops clnet has layers for, as a trainable Sequential.
+"""clnet.onnx.load: an ONNX graph made of ops clnet has layers for, as a trainable model.
 
-The graph must be a chain from its one input to its one output (each tensor read by one node;
-Swish's x * sigmoid(b x) is the one fork). The patterns recognised, which cover clnet's own
-export, torch.onnx.export (TorchScript and dynamo exporters) and Keras's MLPs:
+The graph is read node by node in its (topological) order. Each tensor the network computes
+becomes a clnet tensor plus an index (see _Value), so that Transposes, Reshapes and Flattens
+cost no layer until a layer needs its input in another order: the NCHW tensors of a PyTorch
+CNN stay channels_last in clnet, and the Flatten before its first Linear becomes a reordering
+of that Dense's kernel rows. Forks and merges (Add, Sum, Mul, Concat) make a functional
+`Model(inputs, output)`; a chain of one-input layers comes back as a `Sequential`.
 
-    Flatten(axis=1), or Reshape to (batch, features), the shape
-    constant or computed by Shape, Gather, Unsqueeze, Concat ...  -> Flatten
-    Gemm(x, W, C) with transA=0 (transB, alpha, beta any),
-    MatMul(x, W), optionally followed by Add(bias)              -> Dense
-    Relu, Tanh, Sigmoid, LeakyRelu(alpha), Softmax(last axis)   -> that activation
-    PRelu with a scalar slope                                   -> LReLU (a float64 one exports so)
-    Mul, Add, Sub, Div by a scalar constant                     -> Linear(a, b), or folded into
-                                                                   the Sigmoid(a, b) before it
-    x * Sigmoid(b x), x / (1 + Exp(Neg(b x))), b x = x or Mul   -> Swish(b)
-    Mul(Mul(x, 0.5), Add(1, Erf(Mul(x, 1/sqrt(2)))))           -> GELU
-    Softplus                                                    -> Softplus
-    Identity, Cast to the graph's float type, Constant          -> nothing
+What is read, which covers clnet's own export, torch.onnx.export (TorchScript and dynamo
+exporters) and Keras's:
 
-An activation straight after a Dense becomes that Dense's activation (as clnet exports it);
-others become Activation layers (Softmax layers for softmax). To read the op of a new layer,
-add it to SUPPORTED_OPS and a method `_<op in lower case>(node, x) -> (steps, next tensor)` to
-_Chain, and turn its step into the layer in `_Chain.model`.
+    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense
+    Conv (1-D, 2-D; strides, dilations, pads, auto_pad; group=1)   -> Conv1D/Conv2D, with a
+                                                                      ZeroPadding2D before it for
+                                                                      pads other than 'valid' and
+                                                                      Keras's 'same' (zero pads
+                                                                      read as 'valid')
+    Add of a per-unit or per-filter constant after a Dense or
+    convolution without bias (Keras's Conv)                        -> that layer's bias
+    Sub(mean), Mul(scale), Add(shift) per channel (Keras's
+    BatchNormalization, folded by the exporter)                    -> BatchNormalization (moving
+                                                                      variance 1)
+    MaxPool, AveragePool                                           -> Max/AveragePooling1D/2D
+    GlobalAveragePool, GlobalMaxPool, ReduceMean/ReduceMax over
+    the spatial axes                                               -> Global...Pooling1D/2D
+    BatchNormalization (inference form)                            -> BatchNormalization
+    LayerNormalization over one axis, or its decomposition:
+    ReduceMean, Sub, Pow(2) or Mul, ReduceMean, Add(eps), Sqrt,
+    Div [, Mul(gamma)] [, Add(beta)] (PyTorch below opset 17)       -> LayerNormalization
+    Pad (constant zeros on height and width)                       -> ZeroPadding2D
+    Gather(x, windows, axis=1), Reshape, Transpose(1, 0, 2),
+    MatMul(kernel), Transpose(1, 0, 2) [, Add(bias)] (clnet's)    -> LocallyConnected1D
+    Add or Sum, Mul, Concat of computed tensors                     -> Add, Multiply, Concatenate
+    Relu, Tanh, Sigmoid, LeakyRelu, PRelu (scalar slope),
+    Softplus, Softmax, Gelu (exact)                                -> that activation
+    Mul, Add, Sub, Div by a scalar constant                        -> Linear(a, b), or folded into
+                                                                      the Linear or Sigmoid(a, b)
+                                                                      before it
+    x * Sigmoid(b x), x / (1 + Exp(Neg(b x)))                      -> Swish(b)
+    0.5 x (1 + Erf(x / sqrt(2))), any association                  -> GELU
+    Transpose, Reshape, Flatten, Squeeze, Unsqueeze                -> nothing, or a Flatten or
+                                                                      Reshape where the order
+                                                                      allows
+    Identity, Dropout, Cast to the graph's float type              -> nothing
+    Shape, Gather, Slice, Concat, ... on constants and shapes      -> evaluated while loading
+
+An activation straight after a Dense or convolution becomes that layer's activation (as clnet
+exports it); others become Activation layers (Softmax layers for softmax). A graph input that
+feeds a Conv or a pool is channels-first (batch, channels, *spatial), as PyTorch writes it:
+clnet's layers are channels_last, so the loaded model takes that input as (batch, *spatial,
+channels), x.transpose(0, 2, 3, 1) for an image.
+
+To read the op of a new layer, add it to SUPPORTED_OPS and a method `_op_<op in lower case>(node)`
+to _Reader that makes the layer with `_layer` and stores the node's output with `_set`.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -31,12 +64,15 @@ from pathlib import Path
 import numpy as np
 
 from .optional import require
+from .patterns import Node, Patterns
 
 
 def load(source, floatx: str | None = None, seed: int | None = None):
-    """A built, trainable Sequential computing what the ONNX model `source` (a path or an
-    onnx.ModelProto) computes. `floatx` defaults to the graph input's type (float32 or float64);
-    compile it to fine-tune it."""
+    """A built, trainable model computing what the ONNX model `source` (a path or an
+    onnx.ModelProto) computes: a Sequential for a chain of layers, else a functional Model.
+    `floatx` defaults to the graph input's type (float32 or float64); compile it to fine-tune it.
+    An input that feeds a convolution or pool channels-first (PyTorch's (batch, channels, height,
+    width)) is taken channels_last, as clnet's layers are: pass x.transpose(0, 2, 3, 1)."""
     onnx = require("clnet.onnx.load")
     if isinstance(source, onnx.ModelProto):
         proto, where = source, "the ONNX model"
@@ -53,15 +89,28 @@ def load(source, floatx: str | None = None, seed: int | None = None):
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as error:
         raise ValueError(f"{where} is not a valid ONNX model: {error}") from None
-    return _Chain(onnx, proto, where).model(floatx, seed)
+    return _Reader(proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "Cast", "Concat", "Constant", "Div", "Erf", "Exp", "Flatten", "Gather", "Gemm", "Identity",
-                 "LeakyRelu", "MatMul", "Mul", "Neg", "PRelu", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
-                 "Squeeze", "Sub", "Tanh", "Unsqueeze")
-# Ops read only where they compute a shape from a tensor's Shape (as Keras and torch write a
-# Flatten for a dynamic batch): they are evaluated on integers, not turned into layers.
-SHAPE_OPS = ("Cast", "Concat", "Gather", "Shape", "Slice", "Squeeze", "Unsqueeze")
+SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "Conv", "Div", "Dropout",
+                 "Erf", "Exp", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Identity",
+                 "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow",
+                 "ReduceMax", "ReduceMean", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
+                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze")
+# Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
+# how Keras and torch write a Flatten for a dynamic batch).
+CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
+                "Sub", "Transpose", "Unsqueeze")
+# Ops read only as part of a pattern, and which.
+PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as part of Swish, x / (1 + Exp(Neg(b x)))",
+                 "Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
+                 "Pow": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
+                 "Sqrt": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)"}
+# Ops that read (batch, channels, *spatial): a graph input feeding one is channels-first.
+CHANNELS_FIRST_OPS = ("AveragePool", "Conv", "GlobalAveragePool", "GlobalMaxPool", "MaxPool")
+# Ops that keep each element where it is, through which an input's layout is looked for.
+ELEMENTWISE_OPS = ("BatchNormalization", "Cast", "Dropout", "Identity", "LeakyRelu", "Pad", "PRelu", "Relu", "Sigmoid",
+                   "Softplus", "Tanh")
 BATCH = 2**31 - 1  # the batch size a Shape reports while shapes are evaluated: a value no axis has
 DTYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, TensorProto.DOUBLE
 
@@ -72,109 +121,119 @@ def _number(value) -> float:
     return float(str(value))
 
 
-class _Chain:
-    """Walks the graph from its input to its output, node by node, turning patterns into steps:
-    ("flatten",), ("dense", kernel, bias or None), ("act", name, params), ("affine", scale, shift)."""
+def _arange(shape) -> np.ndarray:
+    return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
 
-    def __init__(self, onnx, proto, where: str):
+
+def _channels_first(shape) -> np.ndarray:
+    """The index of a channels_last clnet tensor of sample `shape` seen as channels-first."""
+    return np.moveaxis(_arange(shape), -1, 0)
+
+
+class _Value:
+    """A tensor of the graph computed by the clnet model: ONNX element [n, *i] is the element at
+    flat position index[i] of sample n of the clnet tensor `kt`. `owner` is the layer whose
+    activation an activation read from here can become: the layer that computed `kt`, while
+    nothing else reads the tensors between it and here."""
+
+    def __init__(self, kt, index: np.ndarray, owner=None):
+        self.kt, self.index, self.owner = kt, index, owner
+
+    @property
+    def shape(self) -> tuple:
+        return self.index.shape
+
+    def is_plain(self) -> bool:
+        """Whether the ONNX tensor is `kt` itself, element for element."""
+        return self.kt.sample_shape == self.shape and np.array_equal(self.index.ravel(), np.arange(self.index.size))
+
+    def axes(self) -> tuple | None:
+        """p with ONNX sample axis i = axis p[i] of kt, if the ONNX tensor is a transpose of kt."""
+        shape = self.kt.sample_shape
+        if len(shape) != len(self.shape):
+            return None
+        for p in itertools.permutations(range(len(shape))):
+            if all(shape[a] == n for a, n in zip(p, self.shape)) and np.array_equal(
+                    _arange(shape).transpose(p), self.index):
+                return p
+        return None
+
+
+class _Reader:
+    def __init__(self, proto, where: str):
         from onnx import helper, numpy_helper
         self.helper, self.numpy_helper, self.where = helper, numpy_helper, where
-        graph = proto.graph
-        self.graph = graph
+        self.graph = graph = proto.graph
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
         self.inputs = [i for i in graph.input if i.name not in self.constants]
-        if len(self.inputs) != 1 or len(graph.output) != 1:
-            raise ValueError(f"{where} has {len(self.inputs)} inputs and {len(graph.output)} outputs; "
-                             "clnet.onnx.load reads models with one of each")
-        self.nodes = []
+        if len(graph.output) != 1:
+            raise ValueError(f"{where} has {len(graph.output)} outputs; clnet models have one")
+        nodes = []
         for node in graph.node:
             if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
                 raise _unsupported(node)
             if node.op_type == "Constant":
                 self.constants[node.output[0]] = self._constant_node(node)
+            elif node.op_type in CONSTANT_OPS and all(name in self.constants for name in node.input if name):
+                self._fold(Node(node.op_type, node.input, node.output, node))  # so that patterns see it
             else:
-                self.nodes.append(node)
-        self.shape_values: set[str] = set()  # outputs of shape computations
-        chain = []
-        for node in self.nodes:  # in topological order, as ONNX requires
-            derived = [name for name in node.input if name in self.shape_values]
-            if node.op_type == "Shape" or (node.op_type in SHAPE_OPS and derived and all(
-                    not name or name in self.shape_values or name in self.constants for name in node.input)):
-                self.shape_values.update(node.output)
-            else:
-                chain.append(node)
-        self.producer = {name: node for node in self.nodes for name in node.output}
-        self.nodes = chain
-        self.consumers = defaultdict(list)
+                nodes.append(Node(node.op_type, node.input, node.output, node))
+        self.nodes = Patterns(self, nodes).rewrite()
+        self.readers = defaultdict(int)  # how many nodes read each tensor (the graph output counts one)
         for node in self.nodes:
-            for name in node.input:
-                if name:
-                    self.consumers[name].append(node)
-        self.used: set[int] = set()
-        self.shapes: dict[str, tuple] = {}  # a chain tensor's shape, with BATCH for the batch
+            for name in node.inputs:
+                self.readers[name] += 1
+        self.readers[graph.output[0].name] += 1
+        self.values: dict[str, _Value] = {}
+        self.weights: list[tuple] = []  # (layer, its weights in Keras layout), set once built
 
-    # -- the graph's interface -------------------------------------------------------------
-    def _io(self):
-        inputs = self.inputs
-        tensor = inputs[0].type.tensor_type
-        if tensor.elem_type not in DTYPES:
-            raise ValueError(f"{self.where}: input {inputs[0].name!r} has element type "
-                             f"{self.helper.tensor_dtype_to_np_dtype(tensor.elem_type)}; clnet takes float32 "
-                             "or float64")
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
-        if len(dims) < 2 or any(d is None or d < 1 for d in dims[1:]):
-            shown = ["?" if d is None else d for d in dims]
-            raise ValueError(f"{self.where}: input {inputs[0].name!r} has shape {shown}; clnet needs "
-                             "(batch, ...) with every axis but the batch fixed")
-        self.elem_type = tensor.elem_type
-        return inputs[0].name, tuple(dims[1:]), DTYPES[tensor.elem_type], self.graph.output[0]
-
+    # -- the model ----------------------------------------------------------------------------
     def model(self, floatx, seed):
-        from ..layers import Activation, Dense, Flatten, Input, Softmax
-        from ..model import Sequential
-        x, self.shape, dtype, output = self._io()
-        sample_shape = self.shape
-        steps = []
-        while x != output.name:
-            self.shapes[x] = (BATCH, *self.shape)
-            users = self.consumers.get(x, [])
-            if not users:
-                raise ValueError(f"{self.where}: tensor {x!r} is read by no node, so the output "
-                                 f"{output.name!r} cannot be reached along a chain from the input")
-            if len(users) == 1:
-                node = users[0]
-                self.used.add(id(node))
-                read = getattr(self, "_" + node.op_type.lower(), None)
-                if read is None:
-                    raise _misused(node, f"clnet reads {node.op_type} only " + (
-                        "in shape computations (Shape -> ... -> a Reshape's shape)" if node.op_type in SHAPE_OPS
-                        else "as part of Swish, x / (1 + Exp(Neg(b x)))"))
-                new, x = read(node, x)
+        from ..layers import Input
+        from ..model import Model, Sequential
+        inputs = []
+        for i, graph_input in enumerate(self.inputs):
+            shape, dtype = self._io(graph_input)
+            channels_last = len(shape) in (2, 3) and self._feeds_channels_first(graph_input.name)
+            layer = Input(shape[1:] + shape[:1] if channels_last else shape)
+            index = _channels_first(layer.input_shape) if channels_last else _arange(shape)
+            self.values[graph_input.name] = _Value(layer.output, index)
+            inputs.append(layer)
+            if i == 0:
+                self.dtype = np.dtype(floatx or dtype)
+        if not inputs:
+            raise ValueError(f"{self.where} has no input; clnet models read at least one")
+        unread = dict(self.readers)  # a tensor's index is dropped once its last reader is read
+        for node in self.nodes:
+            if getattr(node, "skip", False):  # read with the node before it (a MatMul's bias)
+                continue
+            if node.op in CONSTANT_OPS and all(name in self.constants for name in node.inputs if name):
+                self._fold(node)
             else:
-                new, x = self._gelu(users, x) or self._swish(users, x)
-            steps.extend(new)
-        unused = [n for n in self.nodes if id(n) not in self.used]
-        if unused:
-            raise ValueError(f"{self.where}: nodes {[_label(n) for n in unused]} are not on the chain from the "
-                             "input to the output; clnet.onnx.load reads chains of layers")
+                self._read(node)
+            for name in node.inputs:
+                unread[name] -= 1
+                if not unread[name]:
+                    self.values.pop(name, None)
+        output = self.graph.output[0]
+        if output.name not in self.values:
+            raise ValueError(f"{self.where}: the output {output.name!r} is a constant, not computed from the input")
+        kt = self._plain(self.values[output.name], None, "the graph's output")
 
-        layers, weights = [Input(sample_shape)], {}
-        for kind, *args in _fold(steps):
-            if kind == "flatten":
-                layers.append(Flatten())
-            elif kind == "dense":
-                kernel, bias, activation = args
-                layers.append(Dense(kernel.shape[1], activation, use_bias=bias is not None))
-                weights[len(layers) - 1] = [kernel] + ([] if bias is None else [bias])
-            elif args[0] == "softmax":
-                layers.append(Softmax())
-            else:
-                layers.append(Activation(args[0], **args[1]))
-        model = Sequential(layers, name=self.graph.name or None, floatx=floatx or dtype, seed=seed)
-        model.build(sample_shape)
-        for index, arrays in weights.items():
-            model.layers[index].set_weights(arrays)
+        chain, tensor = [], kt  # the layers from the output back to the input, if they form a chain
+        while chain is not None and not isinstance(tensor.call.layer, Input):
+            chain = chain + [tensor.call.layer] if len(tensor.call.inputs) == 1 else None
+            tensor = tensor.call.inputs[0]
+        name, dtype = self.graph.name or None, self.dtype.name
+        if chain is not None and len(inputs) == 1:
+            model = Sequential([inputs[0], *chain[::-1]], name=name, floatx=dtype, seed=seed)
+        else:
+            model = Model(inputs, kt, name=name, floatx=dtype, seed=seed)
+        used = {id(layer) for layer in model.layers}  # a branch that reaches no output is left out
+        for layer, arrays in self.weights:
+            if id(layer) in used:
+                layer.set_weights(arrays)
         declared = [d.dim_value if d.HasField("dim_value") else None
                     for d in output.type.tensor_type.shape.dim][1:]
         if declared and None not in declared and tuple(declared) != tuple(model.output_shape):
@@ -182,16 +241,60 @@ class _Chain:
                              f"{tuple(declared)}, but the layers read from the graph give {model.output_shape}")
         return model
 
+    def _io(self, graph_input) -> tuple[tuple, str]:
+        tensor = graph_input.type.tensor_type
+        if tensor.elem_type not in DTYPES:
+            raise ValueError(f"{self.where}: input {graph_input.name!r} has element type "
+                             f"{self.helper.tensor_dtype_to_np_dtype(tensor.elem_type)}; clnet takes float32 "
+                             "or float64")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        if len(dims) < 2 or any(d is None or d < 1 for d in dims[1:]):
+            shown = ["?" if d is None else d for d in dims]
+            raise ValueError(f"{self.where}: input {graph_input.name!r} has shape {shown}; clnet needs "
+                             "(batch, ...) with every axis but the batch fixed")
+        self.elem_type = tensor.elem_type
+        return tuple(dims[1:]), DTYPES[tensor.elem_type]
+
+    def _feeds_channels_first(self, name: str) -> bool:
+        """Whether the tensor `name` reaches a channels-first op through elementwise ops only."""
+        users = defaultdict(list)
+        for node in self.nodes:
+            for i, tensor in enumerate(node.inputs):
+                users[tensor].append((node, i))
+        stack, seen = [name], set()
+        while stack:
+            tensor = stack.pop()
+            for node, i in users[tensor]:
+                if node.op in CHANNELS_FIRST_OPS and i == 0:
+                    return True
+                if node.op in ELEMENTWISE_OPS and i == 0 and node.outputs[0] not in seen:
+                    seen.add(node.outputs[0])
+                    stack.append(node.outputs[0])
+        return False
+
+    def _read(self, node: Node):
+        for name in node.inputs:
+            if name and name not in self.constants and name not in self.values:
+                raise _misused(node, f"it reads {name!r}, which is neither a constant nor computed before it")
+        read = getattr(self, "_op_" + node.op.lower(), None)
+        if read is None:
+            if node.op in PATTERN_PARTS:
+                raise _misused(node, f"clnet reads {node.op} only {PATTERN_PARTS[node.op]}")
+            raise _misused(node, f"clnet reads {node.op} only in shape computations (Shape -> ... -> a Reshape's "
+                                 "shape), on constants")
+        read(node)
+
     # -- helpers ------------------------------------------------------------------------------
     def _constant_node(self, node):
         attribute = node.attribute[0]
         value = self.helper.get_attribute_value(attribute)
         return self.numpy_helper.to_array(value) if attribute.name == "value" else np.asarray(value)
 
-    def _attribute(self, node, name, default):
-        for attribute in node.attribute:
+    def _attribute(self, node: Node, name, default):
+        for attribute in node.proto.attribute:
             if attribute.name == name:
-                return self.helper.get_attribute_value(attribute)
+                value = self.helper.get_attribute_value(attribute)
+                return value.decode() if isinstance(value, bytes) else value
         return default
 
     def _constant(self, node, name: str, what: str) -> np.ndarray:
@@ -206,269 +309,690 @@ class _Chain:
                                  "activation's parameter)")
         return _number(value.reshape(()))
 
-    def _only_user(self, name: str):
-        users = self.consumers.get(name, [])
-        return users[0] if len(users) == 1 else None
+    def _value(self, node, name: str, what: str = "input") -> _Value:
+        if name not in self.values:
+            raise _misused(node, f"its {what} {name!r} is a constant; clnet reads it as a tensor computed from the "
+                                 "graph's input")
+        return self.values[name]
 
-    # -- one method per op: (steps, the tensor the chain goes on from) ---------------------
-    def _identity(self, node, x):
-        return [], node.output[0]
+    def _axes_input(self, node, default=None):
+        """Reduce/Squeeze/Unsqueeze axes: an attribute up to opset 12 or 17, an input from then on."""
+        if len(node.inputs) > 1 and node.inputs[1]:
+            return [int(a) for a in self._constant(node, node.inputs[1], "axes")]
+        value = self._attribute(node, "axes", default)
+        return None if value is None else [int(a) for a in value]
 
-    def _flatten(self, node, x):
+    def _set(self, node, value: _Value, owner=None):
+        """Store `value` as the node's output; `owner` is the layer an activation reading it may
+        become part of (kept only while this output has one reader)."""
+        name = node.outputs[0]
+        value.owner = owner if self.readers[name] == 1 else None
+        self.values[name] = value
+
+    def _layer(self, node, layer, kts, weights=None):
+        """Call `layer` on the clnet tensors `kts`; errors the layer raises name the node."""
+        try:
+            kt = layer(kts if layer.multi_input else kts[0])
+        except (TypeError, ValueError) as error:
+            raise _misused(node, str(error)) from None
+        if weights is not None:
+            self.weights.append((layer, weights))
+        return kt
+
+    def _plain(self, value: _Value, order, node_or_what) -> object:
+        """A clnet tensor holding the ONNX tensor with its sample axes in `order` (None: as they
+        are), row-major: `value.kt`, or a Flatten/Reshape of it where only the shape differs."""
+        from ..layers import Flatten, Reshape
+        index = value.index if order is None else value.index.transpose(order)
+        if not np.array_equal(index.ravel(), np.arange(index.size)):
+            what = node_or_what if isinstance(node_or_what, str) else f"ONNX node {_label(node_or_what)}"
+            wanted = "" if order is None else f" with its axes in the order {[0, *(a + 1 for a in order)]}"
+            raise ValueError(f"{self.where}: {what} needs its input{wanted} as clnet holds it transposed; clnet has "
+                             "no Transpose layer (its layers are channels_last, and a Transpose is read only "
+                             "where the layers around it undo it)")
+        if value.kt.sample_shape == index.shape:
+            return value.kt
+        layer = Flatten() if index.ndim == 1 else Reshape(index.shape)
+        return self._layer(node_or_what, layer, [value.kt])
+
+    def _fold(self, node: Node):
+        """Evaluate a node whose inputs are all known (a shape computation) into a constant."""
+        values = [self.constants[i] if i else None for i in node.inputs]
+        op = node.op
+        if op in ("Identity", "Cast"):
+            result = values[0] if op == "Identity" else values[0].astype(
+                self.helper.tensor_dtype_to_np_dtype(self._attribute(node, "to", 7)))
+        elif op in ("Add", "Sub", "Mul", "Div"):
+            f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+                 "Div": np.floor_divide if np.issubdtype(values[0].dtype, np.integer) else np.divide}[op]
+            result = f(values[0], values[1]).astype(values[0].dtype)
+        elif op == "Gather":
+            result = np.take(values[0], values[1], axis=self._attribute(node, "axis", 0))
+        elif op == "Unsqueeze":
+            result = values[0]
+            for axis in sorted(a % (values[0].ndim + len(self._axes_input(node))) for a in self._axes_input(node)):
+                result = np.expand_dims(result, axis)
+        elif op == "Squeeze":
+            given = self._axes_input(node)
+            result = np.squeeze(values[0], None if given is None else tuple(given))
+        elif op == "Concat":
+            result = np.concatenate(values, axis=self._attribute(node, "axis", 0))
+        elif op == "Reshape":
+            result = values[0].reshape([int(s) for s in values[1]])
+        elif op == "Transpose":
+            result = values[0].transpose(self._attribute(node, "perm", None))
+        elif op == "Shape":
+            result = np.array(values[0].shape, np.int64)[self._attribute(node, "start", 0):
+                                                         self._attribute(node, "end", None)]
+        else:  # Slice: starts, ends, axes, steps as inputs (attributes before opset 10)
+            starts, ends, axes, steps = ((list(values[1:]) + [None] * 4)[:4] if len(values) > 1 else
+                                         [self._attribute(node, k, None) for k in ("starts", "ends", "axes", "steps")])
+            index = [slice(None)] * values[0].ndim
+            for i, axis in enumerate(range(values[0].ndim) if axes is None else axes):
+                index[int(axis)] = slice(int(starts[i]), int(ends[i]), 1 if steps is None else int(steps[i]))
+            result = values[0][tuple(index)]
+        self.constants[node.outputs[0]] = np.asarray(result)
+
+    # -- views: no layer, another index ------------------------------------------------------
+    def _op_shape(self, node):
+        value = self._value(node, node.inputs[0])
+        shape = np.array([BATCH, *value.shape], np.int64)
+        self.constants[node.outputs[0]] = shape[self._attribute(node, "start", 0):self._attribute(node, "end", None)]
+
+    def _alias(self, node, value: _Value):
+        self._set(node, _Value(value.kt, value.index), value.owner)
+
+    def _op_identity(self, node):
+        self._alias(node, self._value(node, node.inputs[0]))
+
+    def _op_dropout(self, node):  # an imported model is run and fine-tuned without the graph's dropout
+        if len(node.outputs) > 1 and node.outputs[1] and self.readers[node.outputs[1]]:
+            raise _misused(node, "its mask output is read; clnet reads Dropout in its inference form, the identity")
+        self._alias(node, self._value(node, node.inputs[0]))
+
+    def _op_cast(self, node):
+        to = self._attribute(node, "to", 0)
+        if to != self.elem_type:
+            raise _misused(node, f"it casts to {self.helper.tensor_dtype_to_np_dtype(to)}; clnet computes in the "
+                                 "graph input's float type throughout")
+        self._alias(node, self._value(node, node.inputs[0]))
+
+    def _op_transpose(self, node):
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        perm = list(self._attribute(node, "perm", range(rank - 1, -1, -1)))
+        if perm[0] != 0:
+            raise _misused(node, f"perm={perm} moves the batch axis; clnet keeps it first")
+        self._set(node, _Value(value.kt, value.index.transpose([p - 1 for p in perm[1:]])), value.owner)
+
+    def _reshaped(self, node, value: _Value, shape: tuple):
+        """The node's output: `value` with samples of `shape`; a Flatten or Reshape layer where
+        the value is plain (so that a clnet model's layers come back as they were), else an index."""
+        from ..layers import Flatten, Reshape
+        shape = tuple(int(s) for s in shape)
+        if shape == value.shape:
+            return self._alias(node, value)
+        if value.is_plain():
+            layer = Flatten() if len(shape) == 1 else Reshape(shape)
+            return self._set(node, _Value(self._layer(node, layer, [value.kt]), _arange(shape)))
+        self._set(node, _Value(value.kt, value.index.reshape(shape)))
+
+    def _op_flatten(self, node):
+        value = self._value(node, node.inputs[0])
         axis = self._attribute(node, "axis", 1)
-        if axis % (len(self.shape) + 1) != 1:
+        if axis % (len(value.shape) + 1) != 1:
             raise _misused(node, f"axis={axis}; clnet's Flatten keeps the batch axis and flattens the others "
                                  "(axis=1)")
-        self.shape = (int(np.prod(self.shape)),)
-        return [("flatten",)], node.output[0]
+        self._reshaped(node, value, (value.index.size,))
 
-    def _reshape(self, node, x):
-        shape = node.input[1]
-        target = self._evaluate(node, shape) if shape in self.shape_values else self._constant(node, shape, "shape")
-        target = [int(s) for s in target]
-        features = int(np.prod(self.shape))
-        keeps_batch = target[:1] in ([-1], [BATCH]) or (target[:1] == [0] and not self._attribute(node, "allowzero", 0))
-        if len(target) != 2 or not keeps_batch or target[1] not in (features, -1) or target == [-1, -1]:
+    def _op_reshape(self, node):
+        value = self._value(node, node.inputs[0])
+        target = [int(s) for s in self._constant(node, node.inputs[1], "shape")]
+        full = [BATCH, *value.shape]
+        if not self._attribute(node, "allowzero", 0):
+            target = [full[i] if s == 0 and i < len(full) else s for i, s in enumerate(target)]
+        known = int(np.prod([s for s in target[1:] if s != -1]))
+        if target[:1] == [-1] and -1 not in target[1:] and known == value.index.size:
+            target[0] = BATCH
+        if target.count(-1) == 1 and target[0] == BATCH:
+            target[target.index(-1)] = value.index.size // max(known, 1)
+        if target[:1] != [BATCH] or int(np.prod(target[1:])) != value.index.size or min(target) < 1:
             shown = ["batch" if t == BATCH else t for t in target]
-            raise _misused(node, f"it reshapes samples of shape {self.shape} to {shown}; clnet reads a Reshape "
-                                 "only as a Flatten, to (batch, features)")
-        self.shape = (features,)
-        return [("flatten",)], node.output[0]
+            raise _misused(node, f"it reshapes samples of shape {value.shape} to {shown}; clnet reads a Reshape "
+                                 "that keeps the batch axis first and the number of values per sample")
+        self._reshaped(node, value, target[1:])
 
-    def _evaluate(self, reader, name: str) -> np.ndarray:
-        """The integer value of a shape computation's output `name` (see SHAPE_OPS)."""
-        if name in self.constants:
-            return np.asarray(self.constants[name])
-        node = self.producer[name]
-        op = node.op_type
-        if op == "Shape":
-            if node.input[0] not in self.shapes:
-                raise _misused(reader, f"its shape comes from the Shape of {node.input[0]!r}, which is not a "
-                                       "tensor between clnet layers")
-            return np.array(self.shapes[node.input[0]][self._attribute(node, "start", 0):
-                                                       self._attribute(node, "end", None)], np.int64)
-        values = [self._evaluate(reader, i) if i else None for i in node.input]
-        axes = lambda: values[1] if len(values) > 1 and values[1] is not None else self._attribute(node, "axes", None)
-        if op == "Gather":
-            return np.take(values[0], values[1], axis=self._attribute(node, "axis", 0))
-        if op == "Unsqueeze":
-            return np.expand_dims(values[0], tuple(int(a) for a in axes()))
-        if op == "Squeeze":
-            given = axes()
-            return np.squeeze(values[0], None if given is None else tuple(int(a) for a in given))
-        if op == "Concat":
-            return np.concatenate(values, axis=self._attribute(node, "axis", 0))
-        if op == "Cast":
-            return values[0].astype(self.helper.tensor_dtype_to_np_dtype(self._attribute(node, "to", 7)))
-        starts, ends, axes_, steps = (list(values[1:]) + [None] * 4)[:4]  # Slice
-        index = [slice(None)] * values[0].ndim
-        for i, axis in enumerate(range(values[0].ndim) if axes_ is None else axes_):
-            index[int(axis)] = slice(int(starts[i]), int(ends[i]), 1 if steps is None else int(steps[i]))
-        return values[0][tuple(index)]
+    def _op_squeeze(self, node):
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        axes = self._axes_input(node) or [a + 1 for a, n in enumerate(value.shape) if n == 1]
+        axes = {a % rank for a in axes}
+        if 0 in axes or any(value.shape[a - 1] != 1 for a in axes):
+            raise _misused(node, f"it squeezes axes {sorted(axes)} of {(None, *value.shape)}; clnet reads a Squeeze "
+                                 "of sample axes of length 1")
+        self._reshaped(node, value, [n for a, n in enumerate(value.shape) if a + 1 not in axes])
 
-    def _is_no_op(self, node) -> bool:
-        return node.op_type == "Identity" or (node.op_type == "Cast" and
-                                              self._attribute(node, "to", None) == self.elem_type)
+    def _op_unsqueeze(self, node):
+        value = self._value(node, node.inputs[0])
+        axes = self._axes_input(node)
+        rank = len(value.shape) + 1 + len(axes)
+        shape = [None] + list(value.shape)
+        for axis in sorted(a % rank for a in axes):
+            if axis == 0:
+                raise _misused(node, "it inserts an axis before the batch; clnet keeps the batch axis first")
+            shape.insert(axis, 1)
+        self._reshaped(node, value, shape[1:])
 
-    def _cast(self, node, x):
-        if not self._is_no_op(node):
-            to = self.helper.tensor_dtype_to_np_dtype(self._attribute(node, "to", 0))
-            raise _misused(node, f"it casts to {to}; clnet computes in the graph input's float type throughout")
-        return [], node.output[0]
+    # -- activations -------------------------------------------------------------------------
+    def _activate(self, node, name: str, params: dict):
+        """The node's output, `name`(params) of its input: the activation of the layer that
+        computed the input where it has none yet (see _Value.owner), else an Activation layer."""
+        from .. import activations
+        from ..layers import Activation, LocallyConnected1D, Softmax
+        from ..layers.conv import _Conv
+        from ..layers.dense import Dense
+        value = self._value(node, node.inputs[0])
+        if name == "softmax":
+            rank = len(value.shape) + 1
+            axis = self._attribute(node, "axis", -1 if self.opset >= 13 else 1)
+            axes = value.axes()
+            if axis % rank == 0 or axes is None or axes[axis % rank - 1] != len(axes) - 1 or (
+                    self.opset < 13 and axis % rank != rank - 1):
+                raise _misused(node, f"axis={axis} on a tensor of rank {rank}; clnet's softmax normalises along the "
+                                     "last axis")
+        owner = value.owner
+        fusable = (Dense, _Conv) if name == "softmax" else (Dense, _Conv, LocallyConnected1D)
+        if (isinstance(owner, fusable) and owner.activation.name == "linear"
+                and owner.activation.params == {"a": 1.0, "b": 0.0}):
+            _set_activation(owner, activations.get(name, **params))
+            return self._set(node, _Value(value.kt, value.index), owner)
+        layer = Softmax() if name == "softmax" else Activation(name, **params)
+        self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
-    def _gemm(self, node, x):
-        if node.input[0] != x or self._attribute(node, "transA", 0):
-            raise _misused(node, "clnet reads Gemm(x, W, C) with x the running tensor, not transposed")
-        kernel = self._constant(node, node.input[1], "weight")
+    def _op_relu(self, node):
+        self._activate(node, "relu", {})
+
+    def _op_tanh(self, node):
+        self._activate(node, "tanh", {})
+
+    def _op_sigmoid(self, node):
+        self._activate(node, "sigmoid", {})
+
+    def _op_softplus(self, node):
+        self._activate(node, "softplus", {})
+
+    def _op_softmax(self, node):
+        self._activate(node, "softmax", {})
+
+    def _op_leakyrelu(self, node):
+        self._activate(node, "lrelu", {"a": _number(np.float32(self._attribute(node, "alpha", 0.01)))})
+
+    def _op_prelu(self, node):
+        self._activate(node, "lrelu", {"a": self._scalar(node, node.inputs[1], "slope")})
+
+    def _op_gelu(self, node):
+        if self._attribute(node, "approximate", "none") != "none":
+            raise _misused(node, "approximate='tanh'; clnet's GELU is the exact x Phi(x)")
+        self._activate(node, "gelu", {})
+
+    def _op_swish_pattern(self, node):
+        self._activate(node, "swish", {"b": _number(node.params["b"])})
+
+    def _op_gelu_pattern(self, node):
+        self._activate(node, "gelu", {})
+
+    def _affine(self, node, value: _Value, scale: float, shift: float):
+        """scale x + shift: folded into the Linear or Sigmoid(a, b) that computed x, else a
+        Linear(a, b) Activation layer (nothing for the identity)."""
+        from .. import activations
+        from ..layers import Activation
+        owner = value.owner
+        act = getattr(owner, "activation", None)
+        if act is not None and act.name in ("linear", "sigmoid"):
+            a, b = act.params.get("a", 1.0), act.params.get("b", 0.0)
+            # linear: scale (a x + b) + shift;  sigmoid: scale (a s - b) + shift = (scale a) s - (scale b - shift)
+            b = scale * b + shift if act.name == "linear" else scale * b - shift
+            _set_activation(owner, activations.get(act.name, a=scale * a, b=b))
+            return self._set(node, _Value(value.kt, value.index), owner)
+        if scale == 1.0 and shift == 0.0:
+            return self._alias(node, value)
+        layer = Activation("linear", a=scale, b=shift)
+        self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
+
+    # -- arithmetic: merges of computed tensors, or scalars ----------------------------------
+    def _binary(self, node):
+        a, b = node.inputs[:2]
+        computed = [name in self.values for name in (a, b)]
+        if all(computed):
+            return self._merge(node, [self.values[a], self.values[b]])
+        if not any(computed):
+            raise _misused(node, "both its operands are constants")
+        x_first = computed[0]
+        value = self.values[a if x_first else b]
+        constant = self.constants[b if x_first else a]
+        if constant.size > 1 and node.op in ("Add", "Sub") and x_first:
+            return self._bias(node, value, constant if node.op == "Add" else -constant)
+        c = self._scalar(node, b if x_first else a, "operand")
+        op = node.op
+        if op == "Mul":
+            return self._affine(node, value, c, 0.0)
+        if op == "Add":
+            return self._affine(node, value, 1.0, c)
+        if op == "Sub":
+            return self._affine(node, value, *((1.0, -c) if x_first else (-1.0, c)))
+        if x_first and c != 0:
+            return self._affine(node, value, 1.0 / c, 0.0)
+        raise _misused(node, "clnet reads a Div of a computed tensor by a nonzero constant")
+
+    _op_add = _op_mul = _op_sub = _op_div = _binary
+
+    def _bias(self, node, value: _Value, constant):
+        """x + constant, where x comes from a Dense or convolution without bias or activation and
+        the constant has one value per unit or filter (Keras writes a Conv's bias so): that
+        layer's bias."""
+        from ..layers.conv import _Conv
+        from ..layers.dense import Dense
+        owner, p = value.owner, value.axes()
+        if not (isinstance(owner, (Dense, _Conv)) and not owner.use_bias and owner.activation.name == "linear"
+                and owner.activation.params == {"a": 1.0, "b": 0.0} and p is not None):
+            raise _misused(node, f"its operand has shape {constant.shape}; clnet takes a scalar here (an activation's "
+                                 "parameter), or a bias straight after a Dense or convolution")
+        bias = self._along(node, constant, value.shape, p.index(len(p) - 1), "bias")
+        owner.use_bias = True
+        next(arrays for layer, arrays in self.weights if layer is owner).append(bias)
+        self._set(node, _Value(value.kt, value.index), owner)
+
+    def _op_channelaffine_pattern(self, node):
+        """(x - mean) * scale + shift with one value per channel (the last axis in clnet), as
+        Keras's BatchNormalization comes out of torch.onnx.export with its constants folded: a
+        BatchNormalization with moving variance 1 and epsilon float's smallest normal number,
+        which computes the same. (Its own variance and epsilon are not in the file, so in fit
+        batches are normalised with epsilon that small.)"""
+        from ..layers import BatchNormalization
+        value = self._value(node, node.inputs[0])
+        p = value.axes()
+        if p is None:
+            value, p = _Value(self._plain(value, None, node), _arange(value.shape)), tuple(range(len(value.shape)))
+        axis = p.index(len(p) - 1)
+        mean, scale, shift = (self._along(node, c, value.shape, axis, what)
+                              for c, what in zip(node.params, ("mean", "scale", "shift")))
+        layer = BatchNormalization(epsilon=self._epsilon(0.0))
+        kt = self._layer(node, layer, [value.kt], [scale, shift, mean, np.ones_like(mean)])
+        self._set(node, _Value(kt, value.index))
+
+    def _op_locallyconnected_pattern(self, node):
+        """clnet's export of LocallyConnected1D (see Patterns._locally_connected in patterns.py)."""
+        from ..layers import LocallyConnected1D
+        windows, kernel, bias = node.params  # (positions, kernel_size), (positions, taps, filters), bias or None
+        value = self._value(node, node.inputs[0])
+        positions, size = windows.shape
+        stride = int(windows[1, 0] - windows[0, 0]) if positions > 1 else 1
+        if len(value.shape) != 2 or stride < 1 or not np.array_equal(
+                windows, np.arange(positions)[:, None] * stride + np.arange(size)) or kernel.shape[:2] != (
+                positions, size * value.shape[1]):
+            raise _misused(node, "its Gather, Reshape, Transpose, MatMul pattern is not a LocallyConnected1D's "
+                                 "(windows of kernel_size steps every `strides` steps over (steps, channels))")
+        layer = LocallyConnected1D(kernel.shape[2], size, strides=stride, use_bias=bias is not None)
+        arrays = [kernel] + ([] if bias is None else [np.broadcast_to(bias, (positions, kernel.shape[2]))])
+        kt = self._layer(node, layer, [self._plain(value, None, node)], arrays)
+        self._set(node, _Value(kt, _arange(kt.sample_shape)), layer)
+
+    def _op_sum(self, node):
+        values = [self._value(node, name) for name in node.inputs]
+        if len(values) == 1:
+            return self._alias(node, values[0])
+        self._merge(node, values)
+
+    def _merge(self, node, values: list[_Value]):
+        from ..layers import Add, Multiply
+        if node.op not in ("Add", "Sum", "Mul"):
+            raise _misused(node, f"clnet has no layer that takes the {node.op} of two computed tensors (its merges: "
+                                 "Add, Multiply, Concatenate)")
+        if any(v.shape != values[0].shape for v in values):
+            raise _misused(node, f"its operands have shapes {[v.shape for v in values]}; clnet merges tensors of one "
+                                 "shape (no broadcasting)")
+        same = all(v.kt.sample_shape == values[0].kt.sample_shape and np.array_equal(v.index, values[0].index)
+                   for v in values)
+        kts = [v.kt for v in values] if same else [self._plain(v, None, node) for v in values]
+        kt = self._layer(node, Multiply() if node.op == "Mul" else Add(), kts)
+        self._set(node, _Value(kt, values[0].index if same else _arange(values[0].shape)))
+
+    def _op_concat(self, node):
+        from ..layers import Concatenate
+        values = [self._value(node, name) for name in node.inputs]
+        rank = len(values[0].shape) + 1
+        axis = self._attribute(node, "axis", 1) % rank
+        if axis == 0:
+            raise _misused(node, "it joins along the batch axis; clnet's Concatenate joins sample axes")
+        p = values[0].axes()
+        if p is None or any(v.axes() != p for v in values):
+            values = [_Value(self._plain(v, None, node), _arange(v.shape)) for v in values]
+            p = tuple(range(rank - 1))
+        kt_axis = p[axis - 1]
+        layer = Concatenate(axis=-1 if kt_axis == len(p) - 1 else kt_axis + 1)
+        kt = self._layer(node, layer, [v.kt for v in values])
+        self._set(node, _Value(kt, _arange(kt.sample_shape).transpose(p)))
+
+    # -- Dense -------------------------------------------------------------------------------
+    def _op_gemm(self, node):
+        if node.inputs[0] not in self.values or self._attribute(node, "transA", 0):
+            raise _misused(node, "clnet reads Gemm(x, W, C) with x a computed tensor, not transposed")
+        kernel = self._constant(node, node.inputs[1], "weight")
         if self._attribute(node, "transB", 0):
             kernel = kernel.T
         kernel = kernel * self._attribute(node, "alpha", 1.0)
         bias = None
-        if len(node.input) > 2 and node.input[2]:
-            bias = self._bias(node, self._constant(node, node.input[2], "bias"), kernel.shape[1])
+        if len(node.inputs) > 2 and node.inputs[2]:
+            bias = self._units(node, self._constant(node, node.inputs[2], "bias"), kernel.shape[-1])
             bias = bias * self._attribute(node, "beta", 1.0)
-        return self._dense(node, kernel, bias), node.output[0]
+        self._dense(node, node, kernel, bias)
 
-    def _matmul(self, node, x):
-        if node.input[0] != x:
-            raise _misused(node, "clnet reads MatMul(x, W) with x the running tensor first")
-        kernel = self._constant(node, node.input[1], "weight")
-        out, bias = node.output[0], None
-        # A Linear layer exported as MatMul + Add, maybe with no-op Casts between (Keras).
-        between, product = [], out
-        while (user := self._only_user(product)) is not None and self._is_no_op(user):
+    def _op_matmul(self, node):
+        if node.inputs[0] not in self.values:
+            raise _misused(node, "clnet reads MatMul(x, W) with x a computed tensor first")
+        kernel = self._constant(node, node.inputs[1], "weight")
+        # A Linear layer exported as MatMul + Add, maybe with no-op Casts between (Keras): the
+        # Add is read here and skipped when reached.
+        last, product, between = node, node.outputs[0], []
+        while (user := self._only_reader(product)) is not None and user.op in ("Cast", "Identity") and (
+                user.op == "Identity" or self._attribute(user, "to", 0) == self.elem_type):
             between.append(user)
-            product = user.output[0]
-        add = self._only_user(product)
-        if add is not None and add.op_type == "Add":
-            other = add.input[1] if add.input[0] == product else add.input[0]
-            if other in self.constants and kernel.ndim == 2:
-                bias = self._bias(add, self.constants[other], kernel.shape[1])
-                self.used.update(id(n) for n in (*between, add))
-                out = add.output[0]
-        return self._dense(node, kernel, bias), out
+            product = user.outputs[0]
+        add = self._only_reader(product)
+        bias = None
+        if add is not None and add.op == "Add" and kernel.ndim == 2:
+            other = add.inputs[1] if add.inputs[0] == product else add.inputs[0]
+            if other in self.constants:
+                bias = self._units(add, self.constants[other], kernel.shape[1])
+                for skipped in (*between, add):
+                    skipped.skip = True
+                last = add
+        self._dense(node, last, kernel, bias)
 
-    def _bias(self, node, value, units: int) -> np.ndarray:
+    def _only_reader(self, name: str) -> Node | None:
+        users = [n for n in self.nodes if name in n.inputs]
+        return users[0] if len(users) == 1 and self.readers[name] == 1 else None
+
+    def _units(self, node, value, units: int) -> np.ndarray:
         try:
             return np.broadcast_to(value, (1, units)).reshape(units)
         except ValueError:
             raise _misused(node, f"its bias has shape {value.shape}, which does not broadcast to ({units},)") from None
 
-    def _dense(self, node, kernel, bias):
-        if kernel.ndim != 2 or len(self.shape) != 1 or kernel.shape[0] != self.shape[0]:
-            raise _misused(node, f"it multiplies samples of shape {self.shape} by a weight of shape {kernel.shape}; "
+    def _dense(self, node, last, kernel, bias):
+        """Dense(kernel, bias) of the node's input, written as `last`'s output. The input may be
+        held in another order (a Flatten of a channels-first tensor): the kernel's rows follow it."""
+        from ..layers import Dense, Flatten
+        value = self.values[node.inputs[0]]
+        if kernel.ndim != 2 or len(value.shape) != 1 or kernel.shape[0] != value.shape[0]:
+            raise _misused(node, f"it multiplies samples of shape {value.shape} by a weight of shape {kernel.shape}; "
                                  "clnet's Dense takes (batch, features) times (features, units)")
-        self.shape = (kernel.shape[1],)
-        return [("dense", kernel, bias)]
+        kt = value.kt if len(value.kt.sample_shape) == 1 else self._layer(node, Flatten(), [value.kt])
+        rows = np.empty_like(kernel)
+        rows[value.index] = kernel  # kt @ rows == the ONNX input @ kernel
+        layer = Dense(kernel.shape[1], use_bias=bias is not None)
+        kt = self._layer(node, layer, [kt], [rows] + ([] if bias is None else [bias]))
+        self._set(last, _Value(kt, _arange(kt.sample_shape)), layer)
 
-    def _relu(self, node, x):
-        return [("act", "relu", {})], node.output[0]
+    # -- convolution and pooling (channels-first in ONNX, channels_last in clnet) ----------------
+    def _spatial(self, node, what: str):
+        """The node's input as a channels_last clnet tensor, and its (length per spatial axis)."""
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) - 1
+        if rank not in (1, 2):
+            raise _misused(node, f"its input has shape {(None, *value.shape)}; clnet has 1-D and 2-D {what} "
+                                 "(batch, channels, length) or (batch, channels, height, width)")
+        return self._plain(value, (*range(1, rank + 1), 0), node), value.shape[1:]
 
-    def _tanh(self, node, x):
-        return [("act", "tanh", {})], node.output[0]
+    def _pads(self, node, lengths, sizes, strides, dilations) -> tuple[list, list]:
+        """(befores, afters) per spatial axis, from pads or auto_pad."""
+        rank = len(lengths)
+        auto = self._attribute(node, "auto_pad", "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            befores, afters = [], []
+            for length, size, stride, dilation in zip(lengths, sizes, strides, dilations):
+                total = max((-(-length // stride) - 1) * stride + (size - 1) * dilation + 1 - length, 0)
+                small = total // 2
+                befores.append(small if auto == "SAME_UPPER" else total - small)
+                afters.append(total - befores[-1])
+            return befores, afters
+        pads = [0] * 2 * rank if auto == "VALID" else list(self._attribute(node, "pads", [0] * 2 * rank))
+        if min(pads) < 0:
+            raise _misused(node, f"pads={pads}; clnet pads with zeros, not by cropping")
+        return pads[:rank], pads[rank:]
 
-    def _sigmoid(self, node, x):
-        return [("act", "sigmoid", {})], node.output[0]
-
-    def _leakyrelu(self, node, x):
-        return [("act", "lrelu", {"a": _number(np.float32(self._attribute(node, "alpha", 0.01)))})], node.output[0]
-
-    def _prelu(self, node, x):
-        return [("act", "lrelu", {"a": self._scalar(node, node.input[1], "slope")})], node.output[0]
-
-    def _softplus(self, node, x):
-        return [("act", "softplus", {})], node.output[0]
-
-    def _softmax(self, node, x):
-        rank = len(self.shape) + 1
-        axis = self._attribute(node, "axis", -1 if self.opset >= 13 else 1)
-        if axis % rank != rank - 1:
-            raise _misused(node, f"axis={axis} on a tensor of rank {rank}; clnet's softmax normalises along the "
-                                 "last axis")
-        return [("act", "softmax", {})], node.output[0]
-
-    def _affine(self, node, x):
-        """Mul, Add, Sub or Div of the running tensor and a scalar: ("affine", scale, shift)."""
-        a, b = node.input
-        if (a == x) == (b == x):
-            raise _misused(node, f"clnet reads {node.op_type} of the running tensor and a scalar constant")
-        x_first = a == x
-        c = self._scalar(node, b if x_first else a, "operand")
-        op = node.op_type
-        if op == "Mul":
-            scale, shift = c, 0.0
-        elif op == "Add":
-            scale, shift = 1.0, c
-        elif op == "Sub":
-            scale, shift = (1.0, -c) if x_first else (-1.0, c)
-        elif x_first and c != 0:
-            scale, shift = 1.0 / c, 0.0
-        else:
-            raise _misused(node, "clnet reads a Div of the running tensor by a nonzero constant")
-        return [("affine", scale, shift)], node.output[0]
-
-    _mul = _add = _sub = _div = _affine
-
-    def _gelu(self, users, x):
-        """GELU as clnet writes it, reading x twice: Mul(Mul(x, 0.5), Add(1, Erf(Mul(x, 1/sqrt(2)))));
-        None if `users` are not that."""
-        if len(users) != 2 or any(u.op_type != "Mul" for u in users):
-            return None
-        is_constant = lambda node, value: any(i in self.constants and self.constants[i].size == 1
-                                              and np.isclose(float(self.constants[i].reshape(())), value, rtol=1e-7)
-                                              for i in node.input)
-        for scaled, half in (users, users[::-1]):
-            erf = self._only_user(scaled.output[0])
-            add = erf and erf.op_type == "Erf" and self._only_user(erf.output[0])
-            final = add and add.op_type == "Add" and self._only_user(add.output[0])
-            if (final and final.op_type == "Mul" and set(final.input) == {half.output[0], add.output[0]}
-                    and self._only_user(half.output[0]) is final and is_constant(scaled, 0.5 ** 0.5)
-                    and is_constant(half, 0.5) and is_constant(add, 1.0)):
-                self.used.update(id(n) for n in (scaled, half, erf, add, final))
-                return [("act", "gelu", {})], final.output[0]
-        return None
-
-    def _swish(self, users, x):
-        """Swish(b), which reads x twice: x * Sigmoid(b x), or x / (1 + Exp(Neg(b x))) as clnet
-        writes a float64 one; b x is x itself for b = 1, else Mul(x, b)."""
-        if len(users) == 2:
-            for final in users:
-                gate = self._gate(final, x)  # the nodes from b x to the final Mul or Div, last first
-                if gate is None:
-                    continue
-                other = users[0] if users[1] is final else users[1]
-                inner = gate[-1].input[0]
-                if inner == x and other is gate[-1]:
-                    b = 1.0
-                elif inner == other.output[0] and other.op_type == "Mul" and self._only_user(inner) is gate[-1]:
-                    b = self._affine(other, x)[0][0][1]
-                else:
-                    continue
-                self.used.update(id(n) for n in (final, *gate, other))
-                return [("act", "swish", {"b": b})], final.output[0]
-        raise ValueError(f"{self.where}: tensor {x!r} is read by {len(users)} nodes {[_label(n) for n in users]}; "
-                         "clnet.onnx.load reads chains of layers, where each tensor feeds one node "
-                         "(x * sigmoid(b x), Swish, is the one exception)")
-
-    def _gate(self, final, x) -> list | None:
-        """For Mul(x, Sigmoid(.)) the [Sigmoid]; for Div(x, Add(1, Exp(Neg(.)))) the [Add, Exp, Neg]."""
-        if final.op_type == "Mul" and x in final.input:
-            chain = [("Sigmoid", final.input[1] if final.input[0] == x else final.input[0])]
-        elif final.op_type == "Div" and final.input[0] == x:
-            chain = [("Add", final.input[1])]
-        else:
-            return None
-        nodes, reader = [], final
-        while chain:
-            op, name = chain.pop()
-            node = self.producer.get(name)
-            if node is None or node.op_type != op or self._only_user(name) is not reader:
+    @staticmethod
+    def _padding(lengths, sizes, strides, dilations, befores, afters) -> str | None:
+        """'valid' or 'same' where the pads are those Keras uses for it, else None."""
+        if not any(befores) and not any(afters):
+            return "valid"
+        for length, size, stride, dilation, before, after in zip(lengths, sizes, strides, dilations, befores, afters):
+            total = max((-(-length // stride) - 1) * stride + (size - 1) * dilation + 1 - length, 0)
+            if (before, after) != (total // 2, total - total // 2):
                 return None
-            nodes.append(node)
-            reader = node
-            if op == "Add":
-                one = [i for i in node.input if i in self.constants]
-                rest = [i for i in node.input if i not in self.constants]
-                if len(one) != 1 or len(rest) != 1 or self.constants[one[0]].size != 1 or self.constants[one[0]] != 1:
-                    return None
-                chain.append(("Exp", rest[0]))
-            elif op == "Exp":
-                chain.append(("Neg", node.input[0]))
-        return nodes
+        return "same"
 
-def _fold(steps):
-    """Steps as layers: scalar affines merge into the Linear or Sigmoid(a, b) before them, and
-    an activation right after a Dense becomes its activation.
-    Yields ("flatten",), ("dense", kernel, bias, activation), ("act", name, params)."""
-    merged = []
-    for step in steps:
-        if step[0] != "affine":
-            merged.append(step)
-            continue
-        scale, shift = step[1], step[2]
-        previous = merged[-1] if merged else None
-        if previous and previous[0] == "act" and previous[1] in ("linear", "sigmoid"):
-            a, b = previous[2].get("a", 1.0), previous[2].get("b", 0.0)
-            # linear: scale (a x + b) + shift;  sigmoid: scale (a s - b) + shift = (scale a) s - (scale b - shift)
-            b = scale * b + shift if previous[1] == "linear" else scale * b - shift
-            merged[-1] = ("act", previous[1], {"a": scale * a, "b": b})
+    def _zero_padded(self, node, kt, befores, afters, what: str):
+        """kt with ZeroPadding2D before a 'valid' layer, for pads that are not Keras's 'same'."""
+        from ..layers import ZeroPadding2D
+        if len(befores) != 2:
+            raise _misused(node, f"pads={[*befores, *afters]}; clnet pads a 1-D {what} only as 'valid' or as "
+                                 "Keras's 'same'")
+        return self._layer(node, ZeroPadding2D(tuple(zip(befores, afters))), [kt])
+
+    def _op_conv(self, node):
+        from ..layers import Conv1D, Conv2D
+        if self._attribute(node, "group", 1) != 1:
+            raise _misused(node, f"group={self._attribute(node, 'group', 1)}; clnet's Conv1D/Conv2D compute "
+                                 "group=1 only (no grouped or depthwise convolution)")
+        weight = self._constant(node, node.inputs[1], "weight")  # (filters, in, *kernel_size)
+        kt, lengths = self._spatial(node, "convolutions")
+        rank = len(lengths)
+        sizes = list(self._attribute(node, "kernel_shape", weight.shape[2:]))
+        strides = list(self._attribute(node, "strides", [1] * rank))
+        dilations = list(self._attribute(node, "dilations", [1] * rank))
+        befores, afters = self._pads(node, lengths, sizes, strides, dilations)
+        padding = self._padding(lengths, sizes, strides, dilations, befores, afters)
+        if padding is None:
+            kt, padding = self._zero_padded(node, kt, befores, afters, "convolution"), "valid"
+        bias = [self._constant(node, node.inputs[2], "bias")] if len(node.inputs) > 2 and node.inputs[2] else []
+        layer = (Conv1D if rank == 1 else Conv2D)(weight.shape[0], sizes, strides=strides, padding=padding,
+                                                  dilation_rate=dilations, use_bias=bool(bias))
+        kernel = weight.transpose(*range(2, rank + 2), 1, 0)  # (*kernel_size, in, filters): Keras's layout
+        kt = self._layer(node, layer, [kt], [kernel, *bias])
+        self._set(node, _Value(kt, _channels_first(kt.sample_shape)), layer)
+
+    def _op_maxpool(self, node):
+        self._pool(node, True)
+
+    def _op_averagepool(self, node):
+        self._pool(node, False)
+
+    def _pool(self, node, use_max: bool):
+        from ..layers import AveragePooling1D, AveragePooling2D, MaxPooling1D, MaxPooling2D
+        if len(node.outputs) > 1 and node.outputs[1] and self.readers[node.outputs[1]]:
+            raise _misused(node, "its Indices output is read; clnet's MaxPooling returns the maxima only")
+        kt, lengths = self._spatial(node, "pools")
+        rank = len(lengths)
+        sizes = list(self._attribute(node, "kernel_shape", []))
+        strides = list(self._attribute(node, "strides", [1] * rank))
+        dilations = list(self._attribute(node, "dilations", [1] * rank))
+        if any(d != 1 for d in dilations):
+            raise _misused(node, f"dilations={dilations}; clnet's pooling layers have no dilation")
+        befores, afters = self._pads(node, lengths, sizes, strides, dilations)
+        if self._attribute(node, "ceil_mode", 0):
+            for length, size, stride, before, after in zip(lengths, sizes, strides, befores, afters):
+                if (length + before + after - size) % stride:
+                    raise _misused(node, "ceil_mode=1 makes a window that starts in the padding; clnet's pools "
+                                         "round the output length down (ceil_mode=0)")
+        padding = self._padding(lengths, sizes, strides, dilations, befores, afters)
+        counts_pads = not use_max and self._attribute(node, "count_include_pad", 0)
+        if padding == "same" and counts_pads or padding is None:
+            if use_max or not counts_pads:
+                raise _misused(node, f"pads={[*befores, *afters]}; clnet's {'max' if use_max else 'average'} pools "
+                                     "pad only as Keras's 'same' (the extra cell after)")
+            kt, padding = self._zero_padded(node, kt, befores, afters, "pool"), "valid"  # zeros that count
+        cls = {(True, 1): MaxPooling1D, (True, 2): MaxPooling2D, (False, 1): AveragePooling1D,
+               (False, 2): AveragePooling2D}[use_max, rank]
+        kt = self._layer(node, cls(sizes, strides=strides, padding=padding), [kt])
+        self._set(node, _Value(kt, _channels_first(kt.sample_shape)))
+
+    def _op_globalaveragepool(self, node):
+        self._global_pool(node, False)
+
+    def _op_globalmaxpool(self, node):
+        self._global_pool(node, True)
+
+    def _global_pool(self, node, use_max: bool):
+        from ..layers import (GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D,
+                              GlobalMaxPooling2D)
+        kt, lengths = self._spatial(node, "pools")
+        cls = {(True, 1): GlobalMaxPooling1D, (True, 2): GlobalMaxPooling2D, (False, 1): GlobalAveragePooling1D,
+               (False, 2): GlobalAveragePooling2D}[use_max, len(lengths)]
+        kt = self._layer(node, cls(keepdims=True), [kt])
+        self._set(node, _Value(kt, _channels_first(kt.sample_shape)))
+
+    def _op_reducemean(self, node):
+        self._reduce(node, False)
+
+    def _op_reducemax(self, node):
+        self._reduce(node, True)
+
+    def _reduce(self, node, use_max: bool):
+        """A ReduceMean/ReduceMax over every spatial axis (all sample axes but the channels)."""
+        from ..layers import (GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D,
+                              GlobalMaxPooling2D)
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        axes = self._axes_input(node) or list(range(rank))
+        axes = sorted({a % rank for a in axes})
+        keepdims = bool(self._attribute(node, "keepdims", 1))
+        p = value.axes()
+        if p is None:
+            p, value = tuple(range(rank - 1)), _Value(self._plain(value, None, node), _arange(value.shape))
+        if 0 in axes or rank not in (3, 4) or {p[a - 1] for a in axes} != set(range(rank - 2)):
+            raise _misused(node, f"it reduces axes {axes} of {(None, *value.shape)}; clnet reads {node.op} over "
+                                 "every axis but the batch and the channels (a global pooling), or as part of a "
+                                 "LayerNormalization")
+        cls = {(True, 3): GlobalMaxPooling1D, (True, 4): GlobalMaxPooling2D, (False, 3): GlobalAveragePooling1D,
+               (False, 4): GlobalAveragePooling2D}[use_max, rank]
+        kt = self._layer(node, cls(keepdims=keepdims), [value.kt])
+        index = _arange(kt.sample_shape).transpose(p) if keepdims else _arange(kt.sample_shape)
+        self._set(node, _Value(kt, index))
+
+    def _op_pad(self, node):
+        from ..layers import ZeroPadding2D
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        mode = self._attribute(node, "mode", "constant")
+        if self.opset >= 11:
+            pads = [int(p) for p in self._constant(node, node.inputs[1], "pads")]
+            fill = (self._constant(node, node.inputs[2], "constant_value").item()
+                    if len(node.inputs) > 2 and node.inputs[2] else 0.0)
+            axes = ([int(a) % rank for a in self._constant(node, node.inputs[3], "axes")]
+                    if len(node.inputs) > 3 and node.inputs[3] else list(range(rank)))
         else:
-            merged.append(("act", "linear", {"a": scale, "b": shift}))
-    folded = []
-    for step in merged:
-        if step[0] == "act" and step[1] == "linear" and step[2] == {"a": 1.0, "b": 0.0}:
-            continue  # the identity
-        if step[0] == "act" and folded and folded[-1][0] == "dense" and folded[-1][3] is None:
-            folded[-1] = (*folded[-1][:3], {"name": step[1], **step[2]})
-        elif step[0] == "dense":
-            folded.append((*step, None))
-        else:
-            folded.append(step)
-    return folded
+            pads, fill, axes = list(self._attribute(node, "pads", [])), self._attribute(node, "value", 0.0), \
+                list(range(rank))
+        sides = [(0, 0)] * rank
+        for i, axis in enumerate(axes):
+            sides[axis] = (pads[i], pads[i + len(axes)])
+        if mode != "constant" or fill != 0:
+            raise _misused(node, f"mode={mode!r}, value={fill}; clnet pads with zeros (ZeroPadding2D)")
+        p = value.axes()
+        if p is None:
+            p, value = tuple(range(rank - 1)), _Value(self._plain(value, None, node), _arange(value.shape))
+        by_axis = {p[i - 1]: sides[i] for i in range(1, rank)}
+        if sides[0] != (0, 0) or rank != 4 or min(pads) < 0 or by_axis[2] != (0, 0):
+            raise _misused(node, f"pads={pads} on {(None, *value.shape)}; clnet pads the height and width of "
+                                 "(batch, height, width, channels) images with zeros (ZeroPadding2D)")
+        if not any(pads):
+            return self._alias(node, value)
+        kt = self._layer(node, ZeroPadding2D((by_axis[0], by_axis[1])), [value.kt])
+        self._set(node, _Value(kt, _arange(kt.sample_shape).transpose(p)))
+
+    # -- normalisation -----------------------------------------------------------------------
+    def _channel_axis(self, node, value: _Value, axis: int) -> tuple[_Value, int]:
+        """`value` (made plain if it is not a transpose of its clnet tensor) and the Keras axis
+        (counting the batch; -1 for the last) of the clnet tensor that ONNX sample axis `axis` is."""
+        p = value.axes()
+        if p is None:
+            value, p = _Value(self._plain(value, None, node), _arange(value.shape)), tuple(range(len(value.shape)))
+        return value, -1 if p[axis] == len(p) - 1 else p[axis] + 1
+
+    def _epsilon(self, epsilon) -> float:
+        """A stored epsilon (a numpy scalar: attributes are float32) as clnet's. clnet's float64
+        export folds epsilon into the variance and writes 0, which clnet's layers (epsilon > 0)
+        take as the smallest normal number: adding it changes no variance."""
+        return _number(epsilon) if epsilon > 0 else float(np.finfo(self.dtype).tiny)
+
+    def _op_batchnormalization(self, node):
+        from ..layers import BatchNormalization
+        if self._attribute(node, "training_mode", 0) or any(self.readers[o] for o in node.outputs[1:] if o):
+            raise _misused(node, "training_mode=1; clnet reads BatchNormalization in its inference form")
+        value = self._value(node, node.inputs[0])
+        gamma, beta, mean, variance = (self._constant(node, name, what) for name, what in
+                                       zip(node.inputs[1:5], ("scale", "bias", "mean", "variance")))
+        value, axis = self._channel_axis(node, value, 0)
+        layer = BatchNormalization(axis=axis, epsilon=self._epsilon(np.float32(self._attribute(node, "epsilon", 1e-5))))
+        kt = self._layer(node, layer, [value.kt], [gamma, beta, mean, variance])
+        self._set(node, _Value(kt, value.index))
+
+    def _op_layernormalization(self, node):
+        if any(self.readers[o] for o in node.outputs[1:] if o):
+            raise _misused(node, "its Mean or InvStdDev output is read; clnet's LayerNormalization returns the "
+                                 "normalised tensor only")
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        axis = self._attribute(node, "axis", -1) % rank
+        if axis == 0 or axis != rank - 1 and any(n != 1 for n in value.shape[axis:]):
+            raise _misused(node, f"axis={self._attribute(node, 'axis', -1)} normalises axes {list(range(axis, rank))} "
+                                 f"of {(None, *value.shape)} together; clnet's LayerNormalization normalises one axis")
+        gamma = self._constant(node, node.inputs[1], "scale")
+        beta = self._constant(node, node.inputs[2], "bias") if len(node.inputs) > 2 and node.inputs[2] else None
+        self._layer_norm(node, value, axis, np.float32(self._attribute(node, "epsilon", 1e-5)), gamma, beta)
+
+    def _op_layernorm_pattern(self, node):
+        axis, epsilon, gamma, beta = node.params
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        if axis % rank == 0:
+            raise _misused(node, "it normalises over the batch axis; clnet's LayerNormalization normalises a "
+                                 "sample axis")
+        self._layer_norm(node, value, axis % rank, epsilon, gamma, beta)
+
+    def _layer_norm(self, node, value: _Value, axis: int, epsilon, gamma, beta):
+        from ..layers import LayerNormalization
+        vectors = [self._along(node, c, value.shape, axis - 1, what) for c, what in ((gamma, "scale"), (beta, "bias"))
+                   if c is not None]
+        value, keras_axis = self._channel_axis(node, value, axis - 1)
+        layer = LayerNormalization(axis=keras_axis, epsilon=self._epsilon(epsilon), center=beta is not None,
+                                   scale=gamma is not None)
+        kt = self._layer(node, layer, [value.kt], vectors)
+        self._set(node, _Value(kt, value.index))
+
+    def _along(self, node, constant, shape, axis: int, what: str) -> np.ndarray:
+        """A constant broadcast over samples of `shape` that varies along `axis` only, as a vector."""
+        try:
+            full = np.broadcast_to(constant, (1, *shape))[0]
+        except ValueError:
+            raise _misused(node, f"its {what} has shape {constant.shape}, which does not broadcast to samples of "
+                                 f"shape {shape}") from None
+        rows = np.moveaxis(full, axis, -1).reshape(-1, shape[axis])
+        if np.any(rows != rows[:1]):
+            raise _misused(node, f"its {what} of shape {constant.shape} varies along axes other than {axis + 1}; "
+                                 "clnet's LayerNormalization has one weight per feature of the normalised axis")
+        return rows[0].copy()
+
+
+def _set_activation(layer, activation) -> None:
+    """Give a layer made while reading (not built yet) another activation."""
+    layer.activation = layer.output_activation = activation
 
 
 def _label(node) -> str:
-    return f"{node.name or '(unnamed)'} ({node.op_type})"
+    proto = node.proto if isinstance(node, Node) else node
+    return f"{proto.name or '(unnamed)'} ({proto.op_type})"
 
 
 def _unsupported(node) -> ValueError:
@@ -478,4 +1002,5 @@ def _unsupported(node) -> ValueError:
 
 
 def _misused(node, why: str) -> ValueError:
-    return ValueError(f"ONNX node {_label(node)}: {why}")
+    """An error about `node` (or about what a string names)."""
+    return ValueError(f"{node if isinstance(node, str) else 'ONNX node ' + _label(node)}: {why}")

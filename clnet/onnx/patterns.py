@@ -1,0 +1,228 @@
+"""The patterns of several ONNX nodes that clnet.onnx.load reads as one op: Swish, GELU, a
+decomposed LayerNormalization, a BatchNormalization whose constants the exporter folded, clnet's
+LocallyConnected1D. Found before the graph is read, each becomes one Node in place of its nodes."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+
+class Node:
+    """A node of the graph as read: an ONNX node, or a pattern of several (Swish, GELU, a
+    decomposed LayerNormalization, ...: see Patterns) standing for one op, `proto` then being its
+    last node."""
+
+    def __init__(self, op: str, inputs, outputs, proto, params=None):
+        self.op, self.inputs, self.outputs, self.proto, self.params = op, list(inputs), list(outputs), proto, params
+
+
+class Patterns:
+    """Finds the patterns that stand for one op (Swish, GELU, a decomposed LayerNormalization, a
+    folded BatchNormalization, clnet's LocallyConnected1D) and puts a Node for each in place of
+    its nodes, where the node the pattern was found from was."""
+
+    def __init__(self, reader, nodes: list[Node]):
+        """`reader`: the importer's graph reader (its constants, _attribute and _axes_input)."""
+        self.reader, self.nodes = reader, nodes
+        self.constants = reader.constants
+        self.producer = {name: node for node in nodes for name in node.outputs}
+        self.users = defaultdict(list)
+        for node in nodes:
+            for name in dict.fromkeys(node.inputs):  # Mul(d, d) is one reader of d
+                self.users[name].append(node)
+        self.output = reader.graph.output[0].name
+
+    def rewrite(self) -> list[Node]:
+        replaced: dict[int, Node] = {}
+        taken: set[int] = set()
+        for node in self.nodes:
+            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected):
+                found = match(node)
+                if found is not None and not {id(n) for n in found[1]} & taken:
+                    pattern, parts = found
+                    taken.update(id(n) for n in parts)
+                    replaced[id(node)] = pattern
+                    break
+        return [replaced.get(id(n), n) for n in self.nodes if id(n) in replaced or id(n) not in taken]
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _only(self, name: str, op: str | tuple) -> Node | None:
+        """The one node reading `name`, if it is `op` and `name` is not the graph's output."""
+        users = self.users.get(name, [])
+        ops = (op,) if isinstance(op, str) else op
+        return users[0] if len(users) == 1 and users[0].op in ops and name != self.output else None
+
+    def _made(self, name: str, op: str | tuple, reader: Node) -> Node | None:
+        """The node making `name`, if it is `op` and `reader` is its only reader."""
+        node = self.producer.get(name)
+        ops = (op,) if isinstance(op, str) else op
+        users = self.users.get(name, [])
+        return node if node is not None and node.op in ops and users == [reader] and name != self.output else None
+
+    def _is(self, name: str, value: float, rtol=1e-6) -> bool:
+        c = self.constants.get(name)
+        return c is not None and c.size == 1 and np.isclose(float(c.reshape(())), value, rtol=rtol, atol=0)
+
+    def _other(self, node: Node, name: str) -> str | None:
+        """The other input of a two-input node that reads `name`."""
+        if len(node.inputs) != 2 or name not in node.inputs:
+            return None
+        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+    def _scaled(self, name: str, reader: Node) -> tuple[str, np.ndarray] | None:
+        """(x, b) where `name` is Mul(x, b), b a scalar constant, read by `reader` alone."""
+        node = self._made(name, "Mul", reader)
+        if node is not None:
+            constant = [i for i in node.inputs if i in self.constants and self.constants[i].size == 1]
+            rest = [i for i in node.inputs if i not in self.constants]
+            if len(constant) == 1 and len(rest) == 1:
+                return rest[0], self.constants[constant[0]].reshape(())[()]
+        return None
+
+    # -- the patterns: (the pattern's Node, the ONNX nodes it replaces) or None -------------
+    def _swish(self, final: Node):
+        """x * Sigmoid(b x) or x / (1 + Exp(Neg(b x))), b x being x or Mul(x, b)."""
+        if final.op == "Mul" and len(final.inputs) == 2:
+            for x, gate in (final.inputs, final.inputs[::-1]):
+                sigmoid = self._made(gate, "Sigmoid", final)
+                if sigmoid is None:
+                    continue
+                inner = sigmoid.inputs[0]
+                if inner == x:
+                    return Node("Swish_pattern", [x], final.outputs, final.proto, {"b": 1.0}), [sigmoid, final]
+                scaled = self._scaled(inner, sigmoid)
+                if scaled and scaled[0] == x:
+                    return (Node("Swish_pattern", [x], final.outputs, final.proto, {"b": scaled[1]}),
+                            [self.producer[inner], sigmoid, final])
+        if final.op == "Div":
+            x, denominator = final.inputs
+            add = self._made(denominator, "Add", final)
+            exp_out = add and self._other(add, next((i for i in add.inputs if self._is(i, 1.0, 0)), ""))
+            exp = exp_out and self._made(exp_out, "Exp", add)
+            neg = exp and self._made(exp.inputs[0], "Neg", exp)
+            if neg:
+                inner = neg.inputs[0]
+                b = 1.0 if inner == x else None
+                parts = [neg, exp, add, final]
+                if b is None and (scaled := self._scaled(inner, neg)) and scaled[0] == x:
+                    b, parts = scaled[1], [self.producer[inner], *parts]
+                if b is not None:
+                    return Node("Swish_pattern", [x], final.outputs, final.proto, {"b": b}), parts
+        return None
+
+    def _gelu(self, final: Node):
+        """A product of x, 0.5 and Add(1, Erf(x / sqrt(2))) (Mul by 1/sqrt(2) or Div by sqrt(2)),
+        in any association."""
+        if final.op != "Mul":
+            return None
+        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
+        while stack:
+            name, reader = stack.pop()
+            inner = self._made(name, "Mul", reader) if name not in self.constants else None
+            if inner is not None and len(parts) < 3:
+                parts.append(inner)
+                stack.extend((i, inner) for i in inner.inputs)
+            else:
+                factors.append(name)
+        if len(factors) != 3:
+            return None
+        halves = [f for f in factors if self._is(f, 0.5)]
+        for one_plus in factors:
+            add = self.producer.get(one_plus)
+            if add is None or add.op != "Add" or self._only(one_plus, "Mul") is None:
+                continue
+            one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
+            erf = one and self.producer.get(self._other(add, one))
+            if erf is None or erf.op != "Erf" or self._only(erf.outputs[0], "Add") is not add:
+                continue
+            scale = self.producer.get(erf.inputs[0])
+            if scale is None or self._only(erf.inputs[0], "Erf") is not erf or scale.op not in ("Mul", "Div"):
+                continue
+            x = next((i for i in scale.inputs if i not in self.constants), None)
+            c = self._other(scale, x) if x else None
+            if c is None or not (self._is(c, 0.5 ** 0.5) if scale.op == "Mul" else self._is(c, 2 ** 0.5)) or (
+                    scale.op == "Div" and scale.inputs[0] != x):
+                continue
+            rest = [f for f in factors if f != one_plus]
+            if len(rest) == 2 and x in rest and any(f in halves for f in rest if f != x):
+                return Node("GELU_pattern", [x], final.outputs, final.proto), [scale, erf, add, *parts]
+        return None
+
+    def _locally_connected(self, gather: Node):
+        """clnet's LocallyConnected1D: Gather(x, windows, axis=1) -> Reshape(0, positions, taps) ->
+        Transpose(1, 0, 2) -> MatMul(kernel) -> Transpose(1, 0, 2) [-> Add(bias)]."""
+        if gather.op != "Gather" or gather.inputs[0] in self.constants or gather.inputs[1] not in self.constants \
+                or self.reader._attribute(gather, "axis", 0) != 1 or self.constants[gather.inputs[1]].ndim != 2:
+            return None
+        reshape = self._only(gather.outputs[0], "Reshape")
+        first = reshape and self._only(reshape.outputs[0], "Transpose")
+        matmul = first and self._only(first.outputs[0], "MatMul")
+        second = matmul and self._only(matmul.outputs[0], "Transpose")
+        if not second or any(list(self.reader._attribute(t, "perm", [])) != [1, 0, 2] for t in (first, second)) \
+                or matmul.inputs[1] not in self.constants:
+            return None
+        parts, last, bias = [gather, reshape, first, matmul, second], second, None
+        add = self._only(second.outputs[0], "Add")
+        if add and self._other(add, second.outputs[0]) in self.constants:
+            bias = self.constants[self._other(add, second.outputs[0])]
+            parts.append(add)
+            last = add
+        params = (self.constants[gather.inputs[1]], self.constants[matmul.inputs[1]], bias)
+        return Node("LocallyConnected_pattern", [gather.inputs[0]], last.outputs, last.proto, params), parts
+
+    def _channel_affine(self, sub: Node):
+        """Sub(x, mean) -> Mul(scale) -> Add(shift), three non-scalar constants."""
+        if sub.op != "Sub" or sub.inputs[0] in self.constants or sub.inputs[1] not in self.constants:
+            return None
+        mul = self._only(sub.outputs[0], "Mul")
+        scale = mul and self._other(mul, sub.outputs[0])
+        add = scale in self.constants and self._only(mul.outputs[0], "Add")
+        shift = add and self._other(add, mul.outputs[0])
+        if shift not in self.constants or min(self.constants[n].size for n in (sub.inputs[1], scale, shift)) < 2:
+            return None
+        params = tuple(self.constants[n] for n in (sub.inputs[1], scale, shift))
+        return Node("ChannelAffine_pattern", [sub.inputs[0]], add.outputs, add.proto, params), [sub, mul, add]
+
+    def _layer_norm(self, first: Node):
+        """ReduceMean(x) -> Sub(x, mean) -> Pow(d, 2) or Mul(d, d) -> ReduceMean -> Add(eps) -> Sqrt
+        -> Div(d, .) [-> Mul(gamma)] [-> Add(beta)], both ReduceMeans over the same one axis."""
+        if first.op != "ReduceMean" or first.inputs[0] in self.constants:
+            return None
+        reader = self.reader
+        x = first.inputs[0]
+        axes = reader._axes_input(first)
+        if axes is None or len(axes) != 1 or not reader._attribute(first, "keepdims", 1):
+            return None
+        sub = self._only(first.outputs[0], "Sub")
+        if sub is None or sub.inputs != [x, first.outputs[0]]:
+            return None
+        d = sub.outputs[0]
+        users = self.users.get(d, [])
+        square = next((u for u in users if u.op == "Pow" and u.inputs[0] == d and self._is(u.inputs[1], 2.0, 0)
+                       or u.op == "Mul" and u.inputs == [d, d]), None)
+        div = next((u for u in users if u.op == "Div" and u.inputs[0] == d), None)
+        if len(users) != 2 or square is None or div is None or d == self.output:
+            return None
+        mean = self._only(square.outputs[0], "ReduceMean")
+        add = mean and self._only(mean.outputs[0], "Add")
+        sqrt = add and self._only(add.outputs[0], "Sqrt")
+        if not sqrt or self._only(sqrt.outputs[0], "Div") is not div or reader._axes_input(mean) != axes or not \
+                reader._attribute(mean, "keepdims", 1):
+            return None
+        epsilon = self._other(add, mean.outputs[0])
+        if epsilon not in self.constants or self.constants[epsilon].size != 1:
+            return None
+        parts, last, gamma, beta = [first, sub, square, mean, add, sqrt, div], div, None, None
+        for op in ("Mul", "Add"):
+            following = self._only(last.outputs[0], op)
+            other = following and self._other(following, last.outputs[0])
+            if other in self.constants:
+                if op == "Mul":
+                    gamma = self.constants[other]
+                else:
+                    beta = self.constants[other]
+                parts.append(following)
+                last = following
+        params = (axes[0], self.constants[epsilon].reshape(())[()], gamma, beta)
+        return Node("LayerNorm_pattern", [x], last.outputs, last.proto, params), parts
