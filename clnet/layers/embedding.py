@@ -49,7 +49,9 @@ class Embedding(Layer):
         self._forward = kernel("FeedForwardEmbedding")
         self._count = kernel("CountEmbeddingIds")
         self._delta_weights = kernel("CalcDeltaWeightsEmbedding")
-        self._counts = Tensor.zeros((self.input_dim,), np.int32, self.rt)  # (input_dim,), 0 between steps
+        # Per id: its occurrences in the batch and the first of them, reset by the kernel after use.
+        self._counts = Tensor.zeros((self.input_dim,), np.int32, self.rt)                    # (input_dim,)
+        self._first = Tensor.from_numpy(np.full(self.input_dim, 2**31 - 1, np.int32), rt=self.rt)  # (input_dim,)
         self._group = min(self.rt.local_size, self.output_dim)
         return shape
 
@@ -85,9 +87,9 @@ class Embedding(Layer):
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        self._count((rows * self.positions,), None, self.x, self._counts, self.input_dim)
+        self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim)
         self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, self._counts,
-                            self.embeddings.grad, self.input_dim, self.output_dim)
+                            self._first, self.embeddings.grad, self.input_dim, self.output_dim)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):
