@@ -25,8 +25,7 @@ class Embedding(Layer):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"Embedding {name!r}: {argument} must be a positive integer, got {value!r}")
         if mask_zero:
-            raise ValueError(f"Embedding {name!r}: mask_zero=True is not supported (clnet has no masks); "
-                             "got mask_zero={mask_zero!r}")
+            raise ValueError(f"Embedding {name!r}: mask_zero must be False (clnet has no masks), got {mask_zero!r}")
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
         self._initializer_name = embeddings_initializer
