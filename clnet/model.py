@@ -155,7 +155,9 @@ class Model:
             self._steps.append((runner, call))
         self.store.allocate()
         self.output_shape = self._output.sample_shape
-        self._output_width = int(np.prod(self.output_shape))
+        self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
+        # The loss kernel's work-group per sample: a power of two of at most LOCAL_SIZE items.
+        self._loss_group = min(self.rt.local_size, 1 << max(self._output_positions - 1, 0).bit_length())
         consumers: dict[int, int] = {}
         for call in self._calls:
             for t in call.inputs:
@@ -254,9 +256,12 @@ class Model:
         return values[id(self._output)]
 
     def _loss(self, output: Tensor, target: Tensor, rows: int, first: int) -> None:
-        """Output gradient and per-sample loss/accuracy at [first, first + rows)."""
-        self._loss_kernel((rows,), None, target, output, self._output_grad, self._sample_loss, self._sample_hit,
-                          first, self._output_width, self.loss.mode, int(self._fold), 1.0 / rows)
+        """Output gradient and per-sample loss/accuracy at [first, first + rows). As in Keras the
+        last axis is what a loss compares (the classes), averaged over the other axes (time)."""
+        positions, group = self._output_positions, self._loss_group
+        self._loss_kernel((rows * group,), (group,), target, output, self._output_grad, self._sample_loss,
+                          self._sample_hit, first, positions, self.output_shape[-1], self.loss.mode,
+                          int(self._fold), 1.0 / (rows * positions))
 
     def _backward(self, rows: int, plan: dict[int, list[bool]]) -> list[Tensor | None]:
         """Parameter gradients for the last forward pass; returns dL/d(input) per model input
@@ -518,7 +523,7 @@ class Model:
             if not isinstance(x, (list, tuple)) or len(x) != len(self._inputs):
                 raise ValueError(f"{name} must be a list of {len(self._inputs)} arrays, one per input {names}, "
                                  f"got {type(x).__name__}" + (f" of {len(x)}" if isinstance(x, (list, tuple)) else ""))
-            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape)
+            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape, layer)
                      for i, (part, n, layer) in enumerate(zip(x, names, self._inputs))]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
@@ -527,7 +532,7 @@ class Model:
             x = x[0]  # Keras takes [x] for a model of one input
         return self._prepare_one(x, name, self.input_shape)
 
-    def _prepare_one(self, x, name: str, expected) -> np.ndarray:
+    def _prepare_one(self, x, name: str, expected, source: Input | None = None) -> np.ndarray:
         x = checked(x, name)
         if x.ndim < 2 or len(x) == 0:
             raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
@@ -536,6 +541,9 @@ class Model:
                              f"shape {tuple(expected)}")
         if not self.built:
             self.build(x.shape[1:])
+        source = source or self._inputs[0]
+        for layer in {id(c.layer): c.layer for c in self._calls if any(t is source.output for t in c.inputs)}.values():
+            layer.check_input(x, name)  # e.g. Embedding's ids, before any launch
         return x.reshape(len(x), -1)
 
     def _prepare(self, x, y, names=("x", "y")):
