@@ -310,9 +310,10 @@ class Model:
             logs[prefix + "accuracy"] = hits / count
         return logs
 
-    def _train_logs(self, seen: int) -> dict:
-        """The epoch's training logs: over every replica's rows under a distribution."""
-        return self._logs(seen) if self.distribution is None else self.distribution.logs(self, seen)
+    def _train_logs(self, seen: int, running: bool = False) -> dict:
+        """The epoch's training logs, over every replica's rows under a distribution (`running`:
+        for the progress bar, which only the chief shows)."""
+        return self._logs(seen) if self.distribution is None else self.distribution.logs(self, seen, running)
 
     # -- public training API -----------------------------------------------------------------
     def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
@@ -387,7 +388,7 @@ class Model:
                         callbacks.on_batch_end(step, {"batch": step, "size": rows})
                         bar.update(1)
                         if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                            bar.set_postfix(self._train_logs(seen), refresh=False)
+                            bar.set_postfix(self._train_logs(seen, running=True), refresh=False)
                 if not seen:
                     if epoch == initial_epoch:
                         raise ValueError("x (a generator) yielded no batches")

@@ -72,7 +72,8 @@ def main(mode: str, out: str) -> None:
         model.compile(clnet.optimizers.Adam(0.01), "mse", metrics=[])
     if strategy.rank:  # fit starts every rank from rank 0's weights
         model.set_weights([w + 1 for w in model.get_weights()])
-    history = model.fit(x, y, batch_size=8, epochs=4, verbose=0, shuffle=shuffle,
+    # A progress bar on rank 0 only (Horovod's habit): its running loss must not wait for the others.
+    history = model.fit(x, y, batch_size=8, epochs=4, verbose=1 if strategy.chief else 0, shuffle=shuffle,
                         callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
     if strategy.chief:
         np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])

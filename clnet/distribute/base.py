@@ -34,6 +34,9 @@ class Distribution:
 
     def __init__(self):
         self.seen: list[int] = []  # rows each local replica has trained on this epoch
+        # Host seconds spent combining gradients (numpy's weighted sum, or the MPI all-reduce with
+        # any wait for a slower rank), after the device copies; benchmarks/data_parallel.py reads it.
+        self.reduce_seconds = 0.0
 
     @contextmanager
     def scope(self):
@@ -97,8 +100,9 @@ class Distribution:
         steps, and the one reduction of gradients over every replica."""
         raise NotImplementedError
 
-    def logs(self, model, seen: int) -> dict:
-        """The epoch's mean loss (and accuracy) over every replica's rows."""
+    def logs(self, model, seen: int, running: bool = False) -> dict:
+        """The epoch's mean loss (and accuracy) over every replica's rows; `running`: so far in the
+        epoch, for the chief's progress bar."""
         raise NotImplementedError
 
     # -- shared pieces -------------------------------------------------------------------------
@@ -176,7 +180,7 @@ class FlatState:
         if self.extra:
             events.append(cl.enqueue_copy(self.rt.queue, self.host[self.size:], self.store.values.buffer,
                                           device_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
-        return events
+        return self._profiled("ReduceRead", events)
 
     def write(self, reduced: np.ndarray) -> list[cl.Event]:
         """Start copying `reduced` (kept alive by the caller until the events complete) back."""
@@ -184,6 +188,12 @@ class FlatState:
         if self.extra:
             events.append(cl.enqueue_copy(self.rt.queue, self.store.values.buffer, reduced[self.size:],
                                           device_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
+        return self._profiled("ReduceWrite", events)
+
+    def _profiled(self, name: str, events: list[cl.Event]) -> list[cl.Event]:
+        """Under clnet.profile() the copies appear in the table beside the kernels."""
+        if self.rt.profiling:
+            self.rt.events.extend((name, event, 0.0) for event in events)
         return events
 
 

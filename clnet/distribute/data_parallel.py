@@ -9,6 +9,9 @@ runs its update. The replicas run their shards concurrently: every launch is asy
 host first waits in the reduction."""
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+
 import numpy as np
 
 from .. import optimizers
@@ -76,21 +79,11 @@ class DataParallel(Distribution):
     def devices(self) -> list[DeviceInfo]:
         return [rt.info for rt in self.runtimes]
 
+    @contextmanager
     def scope(self):
         """Models made inside are built on the first device; compile() inside uses this strategy."""
-        outer = super().scope()
-
-        class _Scope:
-            def __enter__(scope):
-                scope.runtime = on_runtime(self.runtimes[0])
-                scope.runtime.__enter__()
-                return outer.__enter__()
-
-            def __exit__(scope, *error):
-                outer.__exit__(*error)
-                return scope.runtime.__exit__(*error)
-
-        return _Scope()
+        with on_runtime(self.runtimes[0]), super().scope():
+            yield self
 
     # -- checks ----------------------------------------------------------------------------
     def attach(self, model) -> None:
@@ -126,12 +119,17 @@ class DataParallel(Distribution):
         batches = [train.batches] + [Batches(r.rt, x, y, r._reserve(largest), model.dtype, device_budget(r.rt))
                                      for r in self._others]
         self.states = [FlatState(m) for m in [model, *self._others]]
-        layouts = [s.index for s in self.states]
-        self.same_layout = all(np.array_equal(layouts[0], l) and s.host.size == self.states[0].host.size
-                               for l, s in zip(layouts, self.states))
+        self.same_layout = self._same_layout(self.states)
         self.reduced = [np.zeros_like(s.host) for s in self.states]  # what each replica gets back (padding 0)
         self.sharded = ShardedFeed(self, train, [model, *self._others], batches, first=0)
         return self.sharded
+
+    @staticmethod
+    def _same_layout(states: list[FlatState]) -> bool:
+        """Whether every replica's flat arrays hold the same elements at the same places (devices
+        tuned alike), so that the reduction sums them whole."""
+        first = states[0]
+        return all(np.array_equal(first.index, s.index) and s.host.size == first.host.size for s in states)
 
     def _replica(self, model, rt: Runtime):
         """A copy of `model`'s graph, built and compiled on `rt`'s device."""
@@ -167,6 +165,7 @@ class DataParallel(Distribution):
         for event in [e for s in self.states for e in s.read()]:  # one context each: waited for one by one
             event.wait()
         weights = self.weights(sharded.rows, sharded.counts)
+        started = time.perf_counter()
         if self.same_layout:
             total = self.reduced[0]
             np.multiply(self.states[0].host, weights[0], out=total)
@@ -179,13 +178,14 @@ class DataParallel(Distribution):
             for state, reduced in zip(self.states, self.reduced):
                 reduced[state.index] = total
                 state.write(reduced)
+        self.reduce_seconds += time.perf_counter() - started
         for replica in self._others:
             # A callback may have changed the model's learning rate; the replicas step with it.
             replica.optimizer._learning_rate = model.optimizer._learning_rate
             replica.optimizer.iterations = model.optimizer.iterations
             replica.optimizer.step()
 
-    def logs(self, model, seen: int) -> dict:
+    def logs(self, model, seen: int, running: bool = False) -> dict:
         loss = hits = 0.0
         for replica, count in zip([model, *self._others], [seen, *self.seen[1:]]):
             part = replica._totals_now(count)

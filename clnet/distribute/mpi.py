@@ -40,6 +40,9 @@ class MPIDataParallel(Distribution):
         except ImportError:
             raise ImportError("MPIDataParallel needs mpi4py: pip install 'clnet[mpi]' (with an MPI library, e.g. "
                               "Debian's: apt-get install openmpi-bin libopenmpi-dev)") from None
+        except (RuntimeError, OSError) as error:  # mpi4py's wheel found no MPI library to load
+            raise ImportError(f"MPIDataParallel: mpi4py is installed but could not load an MPI library ({error}); "
+                              "install one, e.g. Debian's: apt-get install openmpi-bin libopenmpi-dev") from None
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"MPIDataParallel timeout must be a positive number of seconds, got {timeout!r}")
         self.MPI = MPI
@@ -116,18 +119,22 @@ class MPIDataParallel(Distribution):
         share = sharded.counts[self.rank] / sharded.rows
         what = f"the gradient all-reduce of step {model.optimizer.iterations}"
         wait_for_events(state.read())
+        started = time.perf_counter()
         if self.same_layout:
             state.host *= share
-            state.write(self.allreduce(state.host, what))
+            self.allreduce(state.host, what)
         else:
             np.multiply(state.host[state.index], share, out=self.canonical)
             state.host[state.index] = self.allreduce(self.canonical, what)
-            state.write(state.host)
+        self.reduce_seconds += time.perf_counter() - started
+        state.write(state.host)
         # The write is non-blocking from state.host, which the next step's read overwrites only
         # after the queue (in order) has finished this write.
 
-    def logs(self, model, seen: int) -> dict:
+    def logs(self, model, seen: int, running: bool = False) -> dict:
         loss, hits = model._totals_now(seen)
+        if running:  # the progress bar shows rank 0's rows: ranks may be given different verbose
+            return model_logs(model, loss, hits, seen)
         totals = self.allreduce(np.array([loss, hits, seen], np.float64), "the all-reduce of the epoch's loss")
         return model_logs(model, totals[0], totals[1], int(totals[2]))
 
