@@ -1,5 +1,5 @@
-"""Data-parallel training of the Fashion-MNIST MLP (784-256-128-10, Adam, float32, global batch 128):
-samples per second on one device, on two devices of one process (clnet.distribute.DataParallel over
+"""Data-parallel training of the Fashion-MNIST MLP (784-256-128-10, Adam, float32, global batch 128
+by default): samples per second on one device, on two devices of one process (clnet.distribute.DataParallel over
 two PoCL pthread devices) and on two MPI ranks (MPIDataParallel, mpirun -np 2 on 127.0.0.1), against
 PyTorch's DistributedDataParallel (gloo) with one and two processes; the communication share of a
 step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
@@ -26,7 +26,6 @@ import numpy as np
 
 from .common import cpu_name, emit, fashion_mnist, median, versions
 
-BATCH = 128
 LEARNING_RATE = 1e-3
 # Two replicas on the 2-core machine: each device (or rank's device) one core, as each PyTorch DDP
 # process gets one thread, so that no configuration runs more threads than there are cores.
@@ -74,13 +73,13 @@ def run_clnet(kind: str, args) -> dict:
         return [model.rt] + [r.rt for r in replicas]
 
     times, profiled = [], []
-    model.fit(x, y, batch_size=BATCH, epochs=args.epochs, verbose=0, callbacks=[Timer(times)])
+    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[Timer(times)])
     # One more epoch with profiling events on every local device: kernels, and the gradient copies.
     for rt in runtimes():
         rt.events.clear()
         rt.set_profiling(True)
     reduce_before = strategy.reduce_seconds if strategy else 0.0
-    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[Timer(profiled)])
+    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[Timer(profiled)])
     wall = profiled[0]
     kernel_seconds, copy_seconds = [], []
     for rt in runtimes():
@@ -89,7 +88,7 @@ def run_clnet(kind: str, args) -> dict:
         kernel_seconds.append(sum(s for n, s in spans if not n.startswith("Reduce")))
         copy_seconds.append(sum(s for n, s in spans if n.startswith("Reduce")))
         rt.set_profiling(False)
-    steps = -(-len(x) // BATCH)
+    steps = -(-len(x) // args.batch)
     reduce_seconds = (strategy.reduce_seconds - reduce_before) if strategy else 0.0
     ranks = strategy.replicas if strategy else 1
     seconds = median(times[1:] or times)
@@ -122,12 +121,12 @@ def run_torch(kind: str, args) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
     times = []
-    share = BATCH // world
+    share = args.batch // world
     for epoch in range(args.epochs):
         started = time.perf_counter()
         order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
-        for first in range(0, len(x), BATCH):
-            index = order[first:first + BATCH][rank * share:(rank + 1) * share]
+        for first in range(0, len(x), args.batch):
+            index = order[first:first + args.batch][rank * share:(rank + 1) * share]
             optimizer.zero_grad()
             loss_fn(model(x[index]), y[index]).backward()
             optimizer.step()
@@ -136,7 +135,7 @@ def run_torch(kind: str, args) -> dict:
         dist.destroy_process_group()
     seconds = median(times[1:] or times)
     return {"framework": "torch", "config": kind, "replicas": world, "rank": rank, "seconds_per_epoch": seconds,
-            "samples_per_second": len(x) / seconds, "step_ms": seconds / -(-len(x) // BATCH) * 1e3,
+            "samples_per_second": len(x) / seconds, "step_ms": seconds / -(-len(x) // args.batch) * 1e3,
             "device": f"{cpu_name()} ({torch.get_num_threads()} threads per process)", "versions": versions("torch")}
 
 
@@ -156,19 +155,40 @@ def child(argv: list[str], env: dict, launcher: list[str] = (), processes: int =
     return next(json.loads(line) for out, _ in outputs for line in out.splitlines() if line.startswith("{"))
 
 
-def gpu_model(compute_ms: float, fixed_ms: float, gradient_bytes: int, bandwidth: float, n: int) -> float:
-    """Step milliseconds on n GPUs: the kernels' time divides by n, the host's per-step launch cost
-    does not, and a ring all-reduce moves 2 (n - 1) / n of the gradients at `bandwidth` bytes/s."""
-    allreduce_ms = 2 * (n - 1) / n * gradient_bytes / bandwidth * 1e3 if n > 1 else 0.0
-    return compute_ms / n + fixed_ms + allreduce_ms
+def allreduce_ms(gradient_bytes: int, bandwidth: float, n: int) -> float:
+    """A ring all-reduce sends and receives 2 (n - 1) / n of the gradients through each link."""
+    return 2 * (n - 1) / n * gradient_bytes / bandwidth * 1e3
+
+
+def cpu_model(compute_ms: float, fixed_ms: float, gradient_bytes: int, bandwidth: float, n: int) -> float:
+    """Step milliseconds on n devices from this machine's single-device step: the kernels' time
+    divides by n, the host's per-step work does not, and the gradients are all-reduced."""
+    return compute_ms / n + fixed_ms + allreduce_ms(gradient_bytes, bandwidth, n)
+
+
+def gpu_model(measured: dict, batch: int, bandwidth: float) -> dict[int, float]:
+    """Step milliseconds on n GPUs, one MPI rank each, for a global `batch`: a rank's measured
+    single-GPU step at batch / n (measured: {"step_ms": {batch: ms}}, benchmarks/results/), plus
+    the all-reduce. Only the n whose shard was measured."""
+    steps = {int(b): ms for b, ms in measured["step_ms"].items()}
+    return {n: steps[batch // n] + allreduce_ms(measured["gradient_bytes"], bandwidth, n)
+            for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if batch % n == 0 and batch // n in steps}
+
+
+def efficient_up_to(model: dict[int, float]) -> int:
+    """The largest n whose speed-up is at least n / 2 (parallel efficiency 50%)."""
+    return max(n for n, ms in model.items() if model[1] / ms / n >= 0.5)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128, help="the global batch, split across the replicas")
     parser.add_argument("--samples", type=int, default=60000)
     parser.add_argument("--bandwidth", type=float, default=25e9,
                         help="all-reduce bandwidth in bytes/s for the N-GPU model (default: PCIe 4.0 x16)")
+    parser.add_argument("--gpu-steps", help="JSON of one GPU's step time by batch (benchmarks/results/"
+                        "h100-mlp-step-by-batch.json) for the N-GPU model")
     parser.add_argument("--run", choices=["single", "dp", "mpi", "torch", "torch-ddp"],
                         help="run one configuration in this process (mpi: under mpirun) and print its JSON")
     args = parser.parse_args(argv)
@@ -177,7 +197,7 @@ def main(argv=None):
         if result["rank"] == 0:
             print(json.dumps(result), flush=True)
         return
-    common = ["--epochs", str(args.epochs), "--samples", str(args.samples)]
+    common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch)]
     pocl = {"CLNET_DEVICE": "pthread"}  # every clnet configuration on pip's PoCL, the README's default device
     mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
     runs = [child(["--run", "single", *common], pocl),
@@ -203,15 +223,28 @@ def main(argv=None):
     # The model's compute is the single device's kernel time per step from the profiled epoch; the
     # rest of that epoch's step is the host's (launches, the loss read), which N devices do not divide.
     compute, fixed = single["kernel_ms"], max(single["profiled_step_ms"] - single["kernel_ms"], 0.0)
-    model = {n: gpu_model(compute, fixed, single["gradient_bytes"], args.bandwidth, n) for n in (1, 2, 4, 8, 16, 32)}
+    model = {n: cpu_model(compute, fixed, single["gradient_bytes"], args.bandwidth, n) for n in (1, 2, 4, 8, 16, 32)}
     print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at {args.bandwidth / 1e9:g} GB/s; "
           f"compute {compute:.2f} ms/step divided by N, {fixed:.2f} ms/step of host work not:")
+    show(model)
+    result = {"benchmark": "data_parallel", "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
+              "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
+              "model_efficient_up_to": efficient_up_to(model)}
+    if args.gpu_steps:
+        with open(args.gpu_steps) as f:
+            measured = json.load(f)
+        result["gpu_model_step_ms"] = {}
+        for batch in (128, 1024, 8192):
+            model = gpu_model(measured, batch, args.bandwidth)
+            print(f"\n{measured['device']}, one rank per GPU, global batch {batch}: measured step at batch/N + all-reduce")
+            show(model)
+            result["gpu_model_step_ms"][batch] = model
+    emit(result)
+
+
+def show(model: dict[int, float]) -> None:
     print("  " + "  ".join(f"N={n}: {ms:.2f} ms ({model[1] / ms:.2f}x)" for n, ms in model.items()))
-    efficient = max(n for n, ms in model.items() if model[1] / ms / n >= 0.5)
-    print(f"  scaling stops paying (efficiency below 50%) beyond N={efficient}")
-    emit({"benchmark": "data_parallel", "batch": BATCH, "epochs": args.epochs, "samples": args.samples,
-          "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
-          "model_efficient_up_to": efficient})
+    print(f"  scaling stops paying (parallel efficiency below 50%) beyond N={efficient_up_to(model)}")
 
 
 if __name__ == "__main__":

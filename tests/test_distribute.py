@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import Dense, Dropout, Input
+from clnet.layers import BatchNormalization, Dense, Dropout, Input
 
 sys.path.insert(0, str(Path(__file__).parent))
 from distributed_worker import data, make  # noqa: E402
@@ -68,6 +68,13 @@ def test_split_shares_rows_by_weight():
     assert strategy.split(5) == [4, 1]
     even = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
     assert even.split(7) == [4, 3]
+
+
+def test_measured_split_follows_the_device_probe():
+    """"measured": shares in proportion to each device's probe speed; one device twice runs alike."""
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split="measured")
+    assert strategy.shares() == pytest.approx([0.5, 0.5], abs=1e-12)
+    assert strategy.split(9) == [5, 4]
 
 
 def two_replicas_on_one_device(fp64=True) -> list:
@@ -138,6 +145,29 @@ def test_replicas_with_different_parameter_layouts_meet_in_keras_layout(monkeypa
     assert not strategy.same_layout
     assert_weights(single_device(4, shuffle=True).get_weights(),
                    {f"arr_{i}": w for i, w in enumerate(model.get_weights())})
+
+
+def test_batch_normalization_moving_mean_is_the_whole_batch_mean():
+    """Each replica normalises with its shard's statistics; the moving statistics travel in the
+    reduction as the rows-weighted average: after one step the moving mean is one device's exactly
+    (the mean of the shards' means), and the replicas hold the same moving statistics."""
+    x, y = data()
+
+    def bn_model():
+        return clnet.Sequential([Input((5,)), Dense(6), BatchNormalization(momentum=0.5), Dense(3)],
+                                floatx="float64", seed=4)
+    single = bn_model()
+    single.compile(clnet.optimizers.SGD(0.1), "mse")
+    single.fit(x[:10], y[:10], batch_size=10, epochs=1, verbose=0)
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[7, 3])
+    with strategy.scope():
+        model = bn_model()
+        model.compile(clnet.optimizers.SGD(0.1), "mse")
+    model.fit(x[:10], y[:10], batch_size=10, epochs=1, verbose=0)
+    moving_mean = 4  # Dense: kernel, bias; BatchNormalization: gamma, beta, moving_mean, moving_variance
+    np.testing.assert_allclose(model.get_weights()[moving_mean], single.get_weights()[moving_mean], rtol=0, atol=1e-14)
+    for a, b in zip(model.get_weights(), strategy.replica_models[0].get_weights()):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_dropout_and_the_last_partial_batch_keep_replicas_identical():

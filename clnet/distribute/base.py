@@ -179,7 +179,7 @@ class FlatState:
         events = [cl.enqueue_copy(self.rt.queue, self.host[:self.size], self.store.grads.buffer, is_blocking=False)]
         if self.extra:
             events.append(cl.enqueue_copy(self.rt.queue, self.host[self.size:], self.store.values.buffer,
-                                          device_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
+                                          src_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
         return self._profiled("ReduceRead", events)
 
     def write(self, reduced: np.ndarray) -> list[cl.Event]:
@@ -187,7 +187,7 @@ class FlatState:
         events = [cl.enqueue_copy(self.rt.queue, self.store.grads.buffer, reduced[:self.size], is_blocking=False)]
         if self.extra:
             events.append(cl.enqueue_copy(self.rt.queue, self.store.values.buffer, reduced[self.size:],
-                                          device_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
+                                          dst_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
         return self._profiled("ReduceWrite", events)
 
     def _profiled(self, name: str, events: list[cl.Event]) -> list[cl.Event]:

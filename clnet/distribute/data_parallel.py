@@ -169,8 +169,8 @@ class DataParallel(Distribution):
         if self.same_layout:
             total = self.reduced[0]
             np.multiply(self.states[0].host, weights[0], out=total)
-            for state, w in zip(self.states[1:], weights[1:]):
-                total += w * state.host
+            for state, w in zip(self.states[1:], weights[1:]):  # in place: `host` is refilled next step
+                total += np.multiply(state.host, w, out=state.host)
             for state in self.states:
                 state.write(total)
         else:  # Keras layout in between: each replica's elements gathered, summed, scattered back
