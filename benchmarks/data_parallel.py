@@ -224,8 +224,9 @@ def main(argv=None):
     # rest of that epoch's step is the host's (launches, the loss read), which N devices do not divide.
     compute, fixed = single["kernel_ms"], max(single["profiled_step_ms"] - single["kernel_ms"], 0.0)
     model = {n: cpu_model(compute, fixed, single["gradient_bytes"], args.bandwidth, n) for n in (1, 2, 4, 8, 16, 32)}
-    print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at {args.bandwidth / 1e9:g} GB/s; "
-          f"compute {compute:.2f} ms/step divided by N, {fixed:.2f} ms/step of host work not:")
+    print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at "
+          f"{args.bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
+          f"{fixed:.2f} ms/step of host work not:")
     show(model)
     result = {"benchmark": "data_parallel", "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
               "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
@@ -236,7 +237,8 @@ def main(argv=None):
         result["gpu_model_step_ms"] = {}
         for batch in (128, 1024, 8192):
             model = gpu_model(measured, batch, args.bandwidth)
-            print(f"\n{measured['device']}, one rank per GPU, global batch {batch}: measured step at batch/N + all-reduce")
+            print(f"\n{measured['device']}, one rank per GPU, global batch {batch}: "
+                  "measured step at batch/N + all-reduce")
             show(model)
             result["gpu_model_step_ms"][batch] = model
     emit(result)

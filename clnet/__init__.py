@@ -16,6 +16,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["Model", "Input", "Sequential", "layers", "distribute", "activations", "losses", "optimizers", "callbacks", "datasets",
+__all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
-           "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset"]
+           "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset",
+           "distribute"]

@@ -102,7 +102,8 @@ def test_batches_smaller_than_the_replicas_are_refused():
         model.compile("adam", "mse")
     with pytest.raises(ValueError, match=r"batch_size=1 is smaller than the 2 replicas of DataParallel"):
         model.fit(x, y, batch_size=1, verbose=0)
-    with pytest.raises(ValueError, match=r"the last batch of 33 samples in batches of 8 has 1 rows, fewer than the 2 replicas"):
+    with pytest.raises(ValueError, match=r"the last batch of 33 samples in batches of 8 has 1 rows, fewer than the "
+                                         r"2 replicas"):
         model.fit(x[:33], y[:33], batch_size=8, verbose=0)
     model.fit(x[:34], y[:34], batch_size=8, verbose=0)  # a last batch of 2: one row each
 
@@ -236,8 +237,8 @@ def test_mpi_two_ranks_equal_single_device_training(shuffle, tmp_path):
 def test_mpi_a_stuck_rank_makes_the_others_fail_not_hang(tmp_path):
     run = mpirun("stuck", str(tmp_path), timeout=300, TIMEOUT="5")
     assert run.returncode != 0
-    assert "CollectiveTimeout: rank 0 of 2: the gradient all-reduce of step 2 did not complete within 5 s" in run.stderr, \
-        run.stderr[-3000:]
+    expected = "CollectiveTimeout: rank 0 of 2: the gradient all-reduce of step 2 did not complete within 5 s"
+    assert expected in run.stderr, run.stderr[-3000:]
 
 
 def test_mpi_a_dead_rank_ends_the_job_with_an_error(tmp_path):
