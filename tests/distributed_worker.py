@@ -33,6 +33,7 @@ def data_parallel(mode: str, out: str) -> None:
     """DataParallel over devices 0 and 1 (two PoCL devices, see test_distribute.py): the weights of
     both replicas, the logs, and the kernel launches of an epoch against a single device's."""
     x, y = data()
+    clnet.set_device(0)  # the single-device run on the first of the two (CLNET_DEVICE may name another)
     single = make()
     single.compile(clnet.optimizers.Adam(0.01), "mse")
     launches = single.rt.launches
