@@ -159,6 +159,7 @@ class Batches:
                  budget: int | None = None):
         self.rt, self.dtype = rt, np.dtype(dtype or x.dtype)
         self.samples = len(x)
+        self.arrays = (x, y)  # the host arrays, which a distributed fit's other replicas read too
         y_cols = 0 if y is None else y.shape[1]
         sizes = [len(x) * x.shape[1] * self.dtype.itemsize, len(x) * y_cols * self.dtype.itemsize]
         budget = device_budget(rt) if budget is None else budget

@@ -61,6 +61,7 @@ class Model:
         self.compiled = False
         self.stop_training = False
         self.epoch = 0  # epochs completed, for checkpoints
+        self.distribution = None  # a clnet.distribute strategy, set by compile
         if type(self) is Model:
             self._set_graph(inputs, outputs)
             self.build()
@@ -183,7 +184,12 @@ class Model:
             self._stats_size = 0
             self._output_grad = None
 
-    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None) -> None:
+    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None) -> None:
+        """`distribution`: a clnet.distribute strategy (default: the one whose scope() is open)."""
+        from .distribute import Distribution, current
+        if distribution is not None and not isinstance(distribution, Distribution):
+            raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
+                            f"or None, got {distribution!r}")
         self.optimizer = optimizers.get(optimizer)
         self.loss = losses.get(loss)
         metrics = list(metrics or [])
@@ -193,6 +199,9 @@ class Model:
         self.metrics = sorted({METRICS[m] for m in metrics})
         self.compiled = True
         self._check_ready()
+        self.distribution = distribution or current()
+        if self.distribution is not None:
+            self.distribution.attach(self)
 
     # -- device buffers ----------------------------------------------------------------------
     def _ensure_capacity(self, rows: int) -> None:
@@ -306,6 +315,11 @@ class Model:
             logs[prefix + "accuracy"] = hits / count
         return logs
 
+    def _train_logs(self, seen: int, running: bool = False) -> dict:
+        """The epoch's training logs, over every replica's rows under a distribution (`running`:
+        for the progress bar, which only the chief shows)."""
+        return self._logs(seen) if self.distribution is None else self.distribution.logs(self, seen, running)
+
     # -- public training API -----------------------------------------------------------------
     def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
@@ -345,6 +359,9 @@ class Model:
                 raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
             reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
             val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
+        if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
+            train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
+        chief = self.distribution is None or self.distribution.chief  # shows the progress
         input_grads = self._needs_input_grad(False)
         steps = train.steps
 
@@ -362,7 +379,7 @@ class Model:
             started = time.perf_counter()
             seen = 0
             with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
-                      disable=verbose != 1, leave=True, dynamic_ncols=True) as bar:
+                      disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
                 refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
                 with closing(train.epoch(epoch)) as batches:
                     for step, (rows, xb, yb) in enumerate(batches):
@@ -371,6 +388,8 @@ class Model:
                         self._ensure_stats(seen + rows)
                         self._loss(self._forward(xb, rows, training=True), yb, rows, seen)
                         self._backward(rows, input_grads)
+                        if self.distribution is not None:  # the other replicas' steps, the gradient reduction
+                            self.distribution.synchronize(self)
                         self.optimizer.step()
                         # Hand the step to the device now: NVIDIA's driver holds enqueued kernels
                         # until a flush, so without one the device idled while Python queued
@@ -381,18 +400,18 @@ class Model:
                             callbacks.on_batch_end(step, {"batch": step, "size": rows})
                         bar.update(1)
                         if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                            bar.set_postfix(self._logs(seen), refresh=False)
+                            bar.set_postfix(self._train_logs(seen, running=True), refresh=False)
                 if not seen:
                     if epoch == initial_epoch:
                         raise ValueError("x (a generator) yielded no batches")
                     data.ran_out("x")
                     break
-                logs = self._logs(seen)
+                logs = self._train_logs(seen)
                 if val is not None:
                     logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
                 bar.set_postfix(logs, refresh=False)
             self.epoch = epoch + 1
-            if verbose == 2:
+            if verbose == 2 and chief:
                 print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
                       " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
             callbacks.on_epoch_end(epoch, logs)

@@ -1,0 +1,253 @@
+"""Data-parallel training of the Fashion-MNIST MLP (784-256-128-10, Adam, float32, global batch 128
+by default): samples per second on one device, on two devices of one process (clnet.distribute.DataParallel over
+two PoCL pthread devices) and on two MPI ranks (MPIDataParallel, mpirun -np 2 on 127.0.0.1), against
+PyTorch's DistributedDataParallel (gloo) with one and two processes; the communication share of a
+step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
+of the step time on N GPUs from the measured compute and a stated all-reduce bandwidth.
+
+    python -m benchmarks.data_parallel [--epochs 3] [--samples 60000] [--bandwidth 25e9]
+    python -m benchmarks.data_parallel --run single     # one configuration's JSON (SYNTHETIC=1: random data)
+
+Prints one table and one JSON line. Each configuration runs in its own process(es): OpenCL's device
+list is fixed per process, and MPI's ranks are processes.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .common import cpu_name, emit, fashion_mnist, median, versions
+
+LEARNING_RATE = 1e-3
+# Two replicas on the 2-core machine: each device (or rank's device) one core, as each PyTorch DDP
+# process gets one thread, so that no configuration runs more threads than there are cores.
+ONE_CORE = {"POCL_MAX_PTHREAD_COUNT": "1"}
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
+           "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+
+
+def data(samples: int):
+    if os.environ.get("SYNTHETIC"):  # random images of Fashion-MNIST's shape, for a machine without it
+        rng = np.random.default_rng(0)
+        return rng.random((samples, 784), np.float32), rng.integers(0, 10, samples)
+    (x, y), _ = fashion_mnist()
+    return x[:samples], y[:samples]
+
+
+# -- one configuration, in its own process ------------------------------------------------------
+def run_clnet(kind: str, args) -> dict:
+    import clnet
+    from clnet.layers import Dense, Input
+
+    x, y = data(args.samples)
+    strategy = {"single": lambda: None, "dp": lambda: clnet.distribute.DataParallel(devices=[0, 1]),
+                "mpi": lambda: clnet.distribute.MPIDataParallel()}[kind]()
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = clnet.Sequential([Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")],
+                                 seed=0, floatx="float32")
+        model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
+
+    class Timer(clnet.callbacks.Callback):
+        def __init__(self, times):
+            super().__init__()
+            self.times = times
+
+        def on_epoch_begin(self, epoch, logs=None):
+            for rt in runtimes():
+                rt.queue.finish()
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):  # the epoch's loss read waited for every replica
+            self.times.append(time.perf_counter() - self.started)
+
+    def runtimes():
+        replicas = strategy.replica_models if isinstance(strategy, clnet.distribute.DataParallel) else []
+        return [model.rt] + [r.rt for r in replicas]
+
+    times, profiled = [], []
+    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, callbacks=[Timer(times)])
+    # One more epoch with profiling events on every local device: kernels, and the gradient copies.
+    for rt in runtimes():
+        rt.events.clear()
+        rt.set_profiling(True)
+    reduce_before = strategy.reduce_seconds if strategy else 0.0
+    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[Timer(profiled)])
+    wall = profiled[0]
+    kernel_seconds, copy_seconds = [], []
+    for rt in runtimes():
+        rt.queue.finish()
+        spans = [(name, (e.profile.end - e.profile.start) * 1e-9) for name, e, _ in rt.events]
+        kernel_seconds.append(sum(s for n, s in spans if not n.startswith("Reduce")))
+        copy_seconds.append(sum(s for n, s in spans if n.startswith("Reduce")))
+        rt.set_profiling(False)
+    steps = -(-len(x) // args.batch)
+    reduce_seconds = (strategy.reduce_seconds - reduce_before) if strategy else 0.0
+    ranks = strategy.replicas if strategy else 1
+    seconds = median(times[1:] or times)
+    info = model.rt.info
+    return {"framework": "clnet", "config": kind, "replicas": ranks, "rank": getattr(strategy, "rank", 0),
+            "seconds_per_epoch": seconds, "samples_per_second": len(x) / seconds, "step_ms": seconds / steps * 1e3,
+            # per step, from events: the busiest device's kernels, its gradient copies, and the host reduction
+            "kernel_ms": max(kernel_seconds) / steps * 1e3, "copy_ms": max(copy_seconds) / steps * 1e3,
+            "reduce_ms": reduce_seconds / steps * 1e3, "profiled_step_ms": wall / steps * 1e3,
+            "gradient_bytes": model.store.size * model.dtype.itemsize,
+            "device": f"{info.name} [{info.platform_version.strip()}]", "versions": versions("clnet", "pyopencl")}
+
+
+def run_torch(kind: str, args) -> dict:
+    """PyTorch CPU, the same MLP, one process or DistributedDataParallel over gloo (each rank its
+    half of every batch, gradients all-reduced in buckets overlapping the backward pass)."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    if world > 1:
+        dist.init_process_group("gloo")
+    x, y = (torch.from_numpy(a) for a in data(args.samples))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    times = []
+    share = args.batch // world
+    for epoch in range(args.epochs):
+        started = time.perf_counter()
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
+        for first in range(0, len(x), args.batch):
+            index = order[first:first + args.batch][rank * share:(rank + 1) * share]
+            optimizer.zero_grad()
+            loss_fn(model(x[index]), y[index]).backward()
+            optimizer.step()
+        times.append(time.perf_counter() - started)
+    if world > 1:
+        dist.destroy_process_group()
+    seconds = median(times[1:] or times)
+    return {"framework": "torch", "config": kind, "replicas": world, "rank": rank, "seconds_per_epoch": seconds,
+            "samples_per_second": len(x) / seconds, "step_ms": seconds / -(-len(x) // args.batch) * 1e3,
+            "device": f"{cpu_name()} ({torch.get_num_threads()} threads per process)", "versions": versions("torch")}
+
+
+# -- the driver ------------------------------------------------------------------------------------
+def child(argv: list[str], env: dict, launcher: list[str] = (), processes: int = 1) -> dict:
+    """Rank 0's result of a configuration run by `launcher` (mpirun), or as `processes` processes
+    told their RANK and WORLD_SIZE (PyTorch's env:// rendezvous)."""
+    command = [*launcher, sys.executable, "-m", "benchmarks.data_parallel", *argv]
+    base = {**os.environ, "CLNET_QUIET": "1", **env}
+    runs = [subprocess.Popen(command, env={**base, "RANK": str(rank), "WORLD_SIZE": str(processes)} if processes > 1
+                             else base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank in range(processes)]
+    outputs = [run.communicate() for run in runs]
+    for run, (out, err) in zip(runs, outputs):
+        if run.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{out}\n{err}")
+    return next(json.loads(line) for out, _ in outputs for line in out.splitlines() if line.startswith("{"))
+
+
+def allreduce_ms(gradient_bytes: int, bandwidth: float, n: int) -> float:
+    """A ring all-reduce sends and receives 2 (n - 1) / n of the gradients through each link."""
+    return 2 * (n - 1) / n * gradient_bytes / bandwidth * 1e3
+
+
+def cpu_model(compute_ms: float, fixed_ms: float, gradient_bytes: int, bandwidth: float, n: int) -> float:
+    """Step milliseconds on n devices from this machine's single-device step: the kernels' time
+    divides by n, the host's per-step work does not, and the gradients are all-reduced."""
+    return compute_ms / n + fixed_ms + allreduce_ms(gradient_bytes, bandwidth, n)
+
+
+def gpu_model(measured: dict, batch: int, bandwidth: float) -> dict[int, float]:
+    """Step milliseconds on n GPUs, one MPI rank each, for a global `batch`: a rank's measured
+    single-GPU step at batch / n (measured: {"step_ms": {batch: ms}}, benchmarks/results/), plus
+    the all-reduce. Only the n whose shard was measured."""
+    steps = {int(b): ms for b, ms in measured["step_ms"].items()}
+    return {n: steps[batch // n] + allreduce_ms(measured["gradient_bytes"], bandwidth, n)
+            for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if batch % n == 0 and batch // n in steps}
+
+
+def efficient_up_to(model: dict[int, float]) -> int:
+    """The largest n whose speed-up is at least n / 2 (parallel efficiency 50%)."""
+    return max(n for n, ms in model.items() if model[1] / ms / n >= 0.5)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128, help="the global batch, split across the replicas")
+    parser.add_argument("--samples", type=int, default=60000)
+    parser.add_argument("--bandwidth", type=float, default=25e9,
+                        help="all-reduce bandwidth in bytes/s for the N-GPU model (default: PCIe 4.0 x16)")
+    parser.add_argument("--gpu-steps", help="JSON of one GPU's step time by batch (benchmarks/results/"
+                        "h100-mlp-step-by-batch.json) for the N-GPU model")
+    parser.add_argument("--run", choices=["single", "dp", "mpi", "torch", "torch-ddp"],
+                        help="run one configuration in this process (mpi: under mpirun) and print its JSON")
+    args = parser.parse_args(argv)
+    if args.run:  # a child: one configuration
+        result = run_torch(args.run, args) if args.run.startswith("torch") else run_clnet(args.run, args)
+        if result["rank"] == 0:
+            print(json.dumps(result), flush=True)
+        return
+    common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch)]
+    pocl = {"CLNET_DEVICE": "pthread"}  # every clnet configuration on pip's PoCL, the README's default device
+    mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
+    runs = [child(["--run", "single", *common], pocl),
+            child(["--run", "dp", *common], {"POCL_DEVICES": "pthread pthread", **ONE_CORE}),
+            child(["--run", "mpi", *common], {**pocl, **MPI_ENV, **ONE_CORE}, mpirun),
+            child(["--run", "torch", *common], {}),
+            child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
+                  processes=2)]
+    results = runs
+    base = {r["framework"]: r["samples_per_second"] for r in results if r["replicas"] == 1}
+    print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
+    labels = {"single": "clnet, 1 device", "dp": "clnet DataParallel, 2 PoCL devices",
+              "mpi": "clnet MPIDataParallel, 2 ranks", "torch": "PyTorch, 1 process",
+              "torch-ddp": "PyTorch DDP (gloo), 2 processes"}
+    for r in results:
+        comm = ""
+        if r["framework"] == "clnet" and r["replicas"] > 1:
+            r["communication_share"] = (r["copy_ms"] + r["reduce_ms"]) / r["profiled_step_ms"]
+            comm = f"{r['communication_share']:.1%}"
+        print(f"{labels[r['config']]:<44}{r['samples_per_second']:>11.0f}"
+              f"{r['samples_per_second'] / base[r['framework']]:>9.2f}{r['step_ms']:>9.2f}{comm:>13}")
+    single = results[0]
+    # The model's compute is the single device's kernel time per step from the profiled epoch; the
+    # rest of that epoch's step is the host's (launches, the loss read), which N devices do not divide.
+    compute, fixed = single["kernel_ms"], max(single["profiled_step_ms"] - single["kernel_ms"], 0.0)
+    model = {n: cpu_model(compute, fixed, single["gradient_bytes"], args.bandwidth, n) for n in (1, 2, 4, 8, 16, 32)}
+    print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at "
+          f"{args.bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
+          f"{fixed:.2f} ms/step of host work not:")
+    show(model)
+    result = {"benchmark": "data_parallel", "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
+              "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
+              "model_efficient_up_to": efficient_up_to(model)}
+    if args.gpu_steps:
+        with open(args.gpu_steps) as f:
+            measured = json.load(f)
+        result["gpu_model_step_ms"] = {}
+        for batch in (128, 1024, 8192):
+            model = gpu_model(measured, batch, args.bandwidth)
+            print(f"\n{measured['device']}, one rank per GPU, global batch {batch}: "
+                  "measured step at batch/N + all-reduce")
+            show(model)
+            result["gpu_model_step_ms"][batch] = model
+    emit(result)
+
+
+def show(model: dict[int, float]) -> None:
+    print("  " + "  ".join(f"N={n}: {ms:.2f} ms ({model[1] / ms:.2f}x)" for n, ms in model.items()))
+    print(f"  scaling stops paying (parallel efficiency below 50%) beyond N={efficient_up_to(model)}")
+
+
+if __name__ == "__main__":
+    main()

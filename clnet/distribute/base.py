@@ -1,0 +1,224 @@
+"""What both data-parallel strategies share: the split of a batch into shards, the feed that gathers
+each local replica's shard on its own device, the training step of the replicas other than the
+model itself, and the flat host arrays the one gradient reduction per step works on.
+
+A step, for a batch of `rows` rows split into shards rows_0 + rows_1 + ... = rows:
+each replica runs forward, loss and backward on its shard with the loss's own 1/rows_i scaling, so
+its gradient is the mean over its shard; the reduction sums rows_i/rows · g_i, the mean over the
+whole batch (the loss is a mean over samples); every replica then applies that same gradient with
+its own copy of the optimizer, whose state therefore stays identical. Non-trainable parameters
+(BatchNormalization's moving statistics, moved in the forward pass by each replica from its shard's
+statistics) travel in the same reduction and become the same rows_i/rows-weighted average."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pyopencl as cl
+
+from ..cl import runtime as cl_runtime
+from ..data import ArrayFeed, order, plan
+
+_current: "Distribution | None" = None
+
+
+def current() -> "Distribution | None":
+    """The strategy whose scope() is open, if any: compile() uses it when given no distribution."""
+    return _current
+
+
+class Distribution:
+    """A strategy: `replicas` in all (devices, or ranks), of which this process runs `local`."""
+
+    chief = True  # this process writes checkpoints, shows the progress bar and runs writing callbacks
+
+    def __init__(self):
+        self.seen: list[int] = []  # rows each local replica has trained on this epoch
+        # Host seconds spent combining gradients (numpy's weighted sum, or the MPI all-reduce with
+        # any wait for a slower rank), after the device copies; benchmarks/data_parallel.py reads it.
+        self.reduce_seconds = 0.0
+
+    @contextmanager
+    def scope(self):
+        """Models made and compiled inside use this strategy (as Keras's distribution scope)."""
+        global _current
+        previous, _current = _current, self
+        try:
+            yield self
+        finally:
+            _current = previous
+
+    # -- what a strategy supplies ----------------------------------------------------------------
+    replicas = 1
+
+    def attach(self, model) -> None:
+        """Called by compile(): check that the model can be trained this way."""
+
+    def shares(self) -> list[float]:
+        """Each replica's share of a batch (summing to 1)."""
+        return [1.0 / self.replicas] * self.replicas
+
+    # -- the batch split -----------------------------------------------------------------------
+    def split(self, rows: int) -> list[int]:
+        """Rows of each replica for a batch of `rows`: rows · share rounded by the largest
+        remainders (an even split gives the first replicas the odd rows), then at least one each."""
+        exact = rows * np.asarray(self.shares(), float)
+        counts = np.floor(exact).astype(int)
+        counts[np.argsort(-(exact - counts), kind="stable")[:rows - counts.sum()]] += 1
+        for empty in np.flatnonzero(counts == 0) if rows >= self.replicas else ():
+            counts[np.argmax(counts)] -= 1  # the largest has two or more while a replica has none
+            counts[empty] += 1
+        return counts.tolist()
+
+    def check_batches(self, feed: ArrayFeed) -> None:
+        """Every batch of an epoch (the last one too) needs a row per replica."""
+        name = type(self).__name__
+        smallest = min(feed.batch_size, feed.batches.samples - (feed.total - 1) * feed.batch_size)
+        if feed.batch_size < self.replicas:
+            raise ValueError(f"batch_size={feed.batch_size} is smaller than the {self.replicas} replicas of {name}: "
+                             f"each replica needs at least one row of every batch; use batch_size >= {self.replicas}")
+        if smallest < self.replicas:
+            raise ValueError(f"the last batch of {feed.batches.samples} samples in batches of {feed.batch_size} has "
+                             f"{smallest} rows, fewer than the {self.replicas} replicas of {name}, and each replica "
+                             f"needs at least one; drop the last {smallest} samples or choose another batch_size")
+
+    # -- the hooks fit() calls -----------------------------------------------------------------
+    def prepare(self, model, train, callbacks: list) -> tuple["ShardedFeed", list]:
+        """The training feed split across the replicas, and the callbacks this process runs."""
+        if not isinstance(train, ArrayFeed):
+            raise TypeError(f"{type(self).__name__} trains on arrays (a memmap too), which each replica reads its "
+                            f"rows of; got x as a {type(train).__name__.lower()} (a generator or PyDataset): "
+                            "pass the arrays, or train without a distribution")
+        self.check_batches(train)
+        return self.feed(model, train), callbacks
+
+    def feed(self, model, train: ArrayFeed) -> "ShardedFeed":
+        raise NotImplementedError
+
+    def synchronize(self, model) -> None:
+        """Between the model's backward pass and its optimizer step: the other local replicas'
+        steps, and the one reduction of gradients over every replica."""
+        raise NotImplementedError
+
+    def logs(self, model, seen: int, running: bool = False) -> dict:
+        """The epoch's mean loss (and accuracy) over every replica's rows; `running`: so far in the
+        epoch, for the chief's progress bar."""
+        raise NotImplementedError
+
+    # -- shared pieces -------------------------------------------------------------------------
+    def weights(self, rows: int, counts: list[int]) -> np.ndarray:
+        return np.asarray(counts, float) / rows
+
+
+class ShardedFeed:
+    """An ArrayFeed seen by several replicas: every local replica gathers, on its own device, its
+    shard of each batch (rows [first, first + rows_i) of the epoch's order, which every replica
+    computes alike from the seed). Yields the model's own shard as (rows, x, y), as ArrayFeed
+    does, and keeps the other local replicas' shards in `pending` for synchronize()."""
+
+    def __init__(self, strategy: Distribution, train: ArrayFeed, replicas: list, batches: list, first: int):
+        self.strategy, self.train = strategy, train
+        self.replicas, self.batches = replicas, batches  # local models and their Batches, the model first
+        self.first = first  # the global index of the first local replica
+        self.batch_size, self.total, self.samples = train.batch_size, train.total, train.batches.samples
+        self.exhausted = False
+        self.pending: list[tuple] = []
+        self.counts: list[int] = []  # every replica's rows in the current batch
+        self.rows = 0
+
+    @property
+    def steps(self) -> int:
+        return self.train.steps
+
+    def epoch(self, epoch: int):
+        pass_index, start, end = plan(epoch, self.total, self.train.steps_per_epoch)
+        largest = max(self.strategy.split(self.batch_size))
+        for model, batches in zip(self.replicas, self.batches):
+            capacity = model._reserve(largest)
+            if capacity != batches.capacity:
+                batches.allocate(capacity)
+            if self.train.seed is not None:
+                batches.order(order(self.train.seed, pass_index, self.samples))
+        self.strategy.seen = [0] * len(self.replicas)
+        return self._run(start, end)
+
+    def _run(self, start: int, end: int):
+        for b in range(start, end):
+            self.rows = min(self.batch_size, self.samples - b * self.batch_size)
+            self.counts = self.strategy.split(self.rows)
+            offsets = np.concatenate([[0], np.cumsum(self.counts)]) + b * self.batch_size
+            shards = []
+            for i, batches in enumerate(self.batches):
+                rows = self.counts[self.first + i]
+                shards.append((rows, *batches.batch(int(offsets[self.first + i]), rows)))
+            self.pending = shards[1:]
+            self.strategy.seen[0] += shards[0][0]
+            yield shards[0]
+
+
+class FlatState:
+    """One replica's reduction arrays on the host: the trainable gradients (the store's grads) and
+    the non-trainable values after them (values[size:]), read and written with one wait."""
+
+    def __init__(self, model):
+        store = model.store
+        self.model, self.rt, self.store = model, model.rt, store
+        self.size = store.size
+        self.extra = store.values.size - store.size
+        self.host = np.empty(self.size + self.extra, store.dtype)  # (trainable gradients + non-trainable values,)
+        # Where each element of the parameters in Keras layout sits in `host`, trainable ones first:
+        # replicas on devices that lay parameters out differently (Dense's panels) meet there.
+        trainable = [p for p in store.parameters if p.trainable]
+        fixed = [p for p in store.parameters if not p.trainable]
+        self.index = np.concatenate([p.offset + p.keras_index.ravel() for p in trainable + fixed]
+                                    or [np.zeros(0, int)]).astype(np.int64)
+        self.trainable = sum(p.keras_index.size for p in trainable)
+
+    def read(self) -> list[cl.Event]:
+        """Start copying this replica's gradients and non-trainable values into `host`."""
+        events = [cl.enqueue_copy(self.rt.queue, self.host[:self.size], self.store.grads.buffer, is_blocking=False)]
+        if self.extra:
+            events.append(cl.enqueue_copy(self.rt.queue, self.host[self.size:], self.store.values.buffer,
+                                          src_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
+        return self._profiled("ReduceRead", events)
+
+    def write(self, reduced: np.ndarray) -> list[cl.Event]:
+        """Start copying `reduced` (kept alive by the caller until the events complete) back."""
+        events = [cl.enqueue_copy(self.rt.queue, self.store.grads.buffer, reduced[:self.size], is_blocking=False)]
+        if self.extra:
+            events.append(cl.enqueue_copy(self.rt.queue, self.store.values.buffer, reduced[self.size:],
+                                          dst_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
+        return self._profiled("ReduceWrite", events)
+
+    def _profiled(self, name: str, events: list[cl.Event]) -> list[cl.Event]:
+        """Under clnet.profile() the copies appear in the table beside the kernels."""
+        if self.rt.profiling:
+            self.rt.events.extend((name, event, 0.0) for event in events)
+        return events
+
+
+def run_shard(model, seen: int, shard: tuple) -> None:
+    """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)."""
+    rows, x, y = shard
+    model._ensure_stats(seen + rows)
+    model._loss(model._forward(x, rows, training=True), y, rows, seen)
+    model._backward(rows, model._needs_input_grad(False))
+
+
+def model_logs(model, loss: float, hits: float, count: int) -> dict:
+    """fit's logs from the per-sample loss and hits summed over `count` samples."""
+    logs = {"loss": loss / count}
+    if "accuracy" in model.metrics:
+        logs["accuracy"] = hits / count
+    return logs
+
+
+@contextmanager
+def on_runtime(rt):
+    """Make `rt` the process's current runtime for the block, so that a model built inside
+    (its layers take the current runtime) lives on rt's device."""
+    previous, cl_runtime._runtime = cl_runtime._runtime, rt
+    try:
+        yield
+    finally:
+        cl_runtime._runtime = previous

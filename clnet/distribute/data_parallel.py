@@ -1,0 +1,199 @@
+"""DataParallel: one process, a replica of the model on each of several OpenCL devices.
+
+Each device has its own Runtime (context, queues, compiled programs): OpenCL buffers of one
+context can be used by another device only through the runtime's own migration, which for CPU
+devices (PoCL) and GPUs of different vendors goes through host memory anyway, so the reduction
+goes there explicitly, once per step: every replica's gradients are read with non-blocking copies,
+waited for together, summed with the shard weights in numpy, and written back, then each replica
+runs its update. The replicas run their shards concurrently: every launch is asynchronous and the
+host first waits in the reduction."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from .. import optimizers
+from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
+from ..cl.runtime import Runtime
+from ..data import ArrayFeed, Batches, device_budget
+from .base import Distribution, FlatState, ShardedFeed, model_logs, on_runtime, run_shard
+
+SPLITS = ("even", "measured")
+
+
+class DataParallel(Distribution):
+    """Data parallelism over `devices` (indices or name substrings as CLNET_DEVICE takes them;
+    None: every device), as keras.distribution.DataParallel: the model made in `scope()` lives on
+    the first device, a replica of it on each other one.
+
+    `split`: "even", "measured" (each device's share of a batch in proportion to its speed in the
+    device probe of clnet/cl/probe.py, measured once and cached), or a list of positive weights."""
+
+    def __init__(self, devices=None, split="even"):
+        super().__init__()
+        if devices is None:
+            infos = all_devices()
+        elif isinstance(devices, (list, tuple)) and devices:
+            infos = [d if isinstance(d, DeviceInfo) else choose(d) for d in devices]
+        else:
+            raise TypeError(f"DataParallel devices must be a non-empty list of device indices or names, or None "
+                            f"for every device, got {devices!r}")
+        indices = [info.index for info in infos]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"DataParallel devices {list(devices)} name device(s) "
+                             f"{sorted({i for i in indices if indices.count(i) > 1})} more than once; each device "
+                             "holds one replica")
+        self.replicas = len(infos)
+        self.runtimes = [Runtime(info) for info in infos]
+        self._shares = self._check_split(split, infos)
+        self.split_name = split if isinstance(split, str) else "weights"
+        self._model = None  # the model the replicas were made for
+        self._others: list = []  # replicas on runtimes[1:]
+
+    @staticmethod
+    def _check_split(split, infos: list[DeviceInfo]) -> list[float]:
+        if isinstance(split, str):
+            if split not in SPLITS:
+                raise ValueError(f"DataParallel split must be one of {SPLITS} or a list of weights, got {split!r}")
+            if split == "even":
+                weights = [1.0] * len(infos)
+            else:
+                from ..cl.probe import fastest
+                seconds = fastest(infos)[1]
+                weights = [1.0 / seconds[info.index] for info in infos]
+        else:
+            weights = list(split) if isinstance(split, (list, tuple)) else None
+            if (weights is None or len(weights) != len(infos)
+                    or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights)):
+                raise ValueError(f"DataParallel split must be 'even', 'measured' or a list of {len(infos)} positive "
+                                 f"numbers (one per device), got {split!r}")
+        total = float(sum(weights))
+        return [w / total for w in weights]
+
+    def shares(self) -> list[float]:
+        return self._shares
+
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        return [rt.info for rt in self.runtimes]
+
+    @contextmanager
+    def scope(self):
+        """Models made inside are built on the first device; compile() inside uses this strategy."""
+        with on_runtime(self.runtimes[0]), super().scope():
+            yield self
+
+    # -- checks ----------------------------------------------------------------------------
+    def attach(self, model) -> None:
+        if model.dtype == np.float64:
+            lacking = [info for info in self.devices if not info.fp64]
+            if lacking:
+                having = [info for info in self.devices if info.fp64]
+                raise DeviceError(
+                    f"DataParallel: the model computes in float64, but device(s) "
+                    f"{', '.join(f'{i.index}: {i.name!r}' for i in lacking)} have no cl_khr_fp64 (float64) support"
+                    + (f" while {', '.join(f'{i.index}: {i.name!r}' for i in having)} do" if having else "")
+                    + "; every replica computes in the model's float type: use floatx='float32', or leave those "
+                      "devices out")
+        if model.built:
+            self._check_device(model)
+
+    def _check_device(self, model) -> None:
+        first = self.runtimes[0].info
+        if model.rt.info.index != first.index:
+            raise ValueError(f"model {model.name!r} is built on device {model.rt.info.index}: {model.rt.info.name!r}, "
+                             f"but DataParallel's first device, where the model itself trains, is {first.index}: "
+                             f"{first.name!r}; make the model inside strategy.scope() (or list its device first)")
+
+    # -- fit's hooks ------------------------------------------------------------------------
+    def feed(self, model, train: ArrayFeed) -> ShardedFeed:
+        self._check_device(model)
+        if self._model is not model:
+            self._others = [self._replica(model, rt) for rt in self.runtimes[1:]]
+            self._model = model
+        self._copy_state(model)
+        x, y = train.batches.arrays
+        largest = max(self.split(train.batch_size))
+        batches = [train.batches] + [Batches(r.rt, x, y, r._reserve(largest), model.dtype, device_budget(r.rt))
+                                     for r in self._others]
+        self.states = [FlatState(m) for m in [model, *self._others]]
+        self.same_layout = self._same_layout(self.states)
+        self.reduced = [np.zeros_like(s.host) for s in self.states]  # what each replica gets back (padding 0)
+        self.sharded = ShardedFeed(self, train, [model, *self._others], batches, first=0)
+        return self.sharded
+
+    @staticmethod
+    def _same_layout(states: list[FlatState]) -> bool:
+        """Whether every replica's flat arrays hold the same elements at the same places (devices
+        tuned alike), so that the reduction sums them whole."""
+        first = states[0]
+        return all(np.array_equal(first.index, s.index) and s.host.size == first.host.size for s in states)
+
+    def _replica(self, model, rt: Runtime):
+        """A copy of `model`'s graph, built and compiled on `rt`'s device."""
+        from ..model import model_from_config
+        with on_runtime(rt):
+            replica = model_from_config(model.get_config(), floatx=model.dtype.name)
+            if not replica.built:
+                replica.build(model.input_shape)
+            replica.compile(optimizers.get(model.optimizer.get_config()), model.loss, model.metrics)
+        return replica
+
+    def _copy_state(self, model) -> None:
+        """The replicas start each fit from the model's weights and optimizer state (Keras layout
+        in between, so replicas whose devices lay out parameters differently are fine)."""
+        weights = model.get_weights()
+        primary = FlatState(model)
+        moments = {name: tensor.numpy()[primary.index[:primary.trainable]]
+                   for name, tensor in model.optimizer.moments.items()}
+        for replica in self._others:
+            replica.set_weights(weights)
+            state = FlatState(replica)
+            for name, tensor in replica.optimizer.moments.items():
+                flat = tensor.numpy()
+                flat[state.index[:state.trainable]] = moments[name]
+                tensor.write(flat)
+            replica.optimizer.iterations = model.optimizer.iterations
+
+    def synchronize(self, model) -> None:
+        sharded = self.sharded
+        for i, (replica, shard) in enumerate(zip(self._others, sharded.pending), start=1):
+            run_shard(replica, self.seen[i], shard)
+            self.seen[i] += shard[0]
+        for event in [e for s in self.states for e in s.read()]:  # one context each: waited for one by one
+            event.wait()
+        weights = self.weights(sharded.rows, sharded.counts)
+        started = time.perf_counter()
+        if self.same_layout:
+            total = self.reduced[0]
+            np.multiply(self.states[0].host, weights[0], out=total)
+            for state, w in zip(self.states[1:], weights[1:]):  # in place: `host` is refilled next step
+                total += np.multiply(state.host, w, out=state.host)
+            for state in self.states:
+                state.write(total)
+        else:  # Keras layout in between: each replica's elements gathered, summed, scattered back
+            total = sum(w * s.host[s.index] for s, w in zip(self.states, weights))
+            for state, reduced in zip(self.states, self.reduced):
+                reduced[state.index] = total
+                state.write(reduced)
+        self.reduce_seconds += time.perf_counter() - started
+        for replica in self._others:
+            # A callback may have changed the model's learning rate; the replicas step with it.
+            replica.optimizer._learning_rate = model.optimizer._learning_rate
+            replica.optimizer.iterations = model.optimizer.iterations
+            replica.optimizer.step()
+
+    def logs(self, model, seen: int, running: bool = False) -> dict:
+        loss = hits = 0.0
+        for replica, count in zip([model, *self._others], [seen, *self.seen[1:]]):
+            part = replica._totals_now(count)
+            loss, hits = loss + part[0], hits + part[1]
+        return model_logs(model, loss, hits, seen + sum(self.seen[1:]))
+
+    @property
+    def replica_models(self) -> list:
+        """The models on the devices after the first (made by the first fit)."""
+        return list(self._others)
+

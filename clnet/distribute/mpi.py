@@ -1,0 +1,154 @@
+"""MPIDataParallel: one replica per process of an MPI job, `mpirun -np N python train.py`.
+
+Every rank runs the same script on the same arrays; each gathers only its shard of every batch
+(the epoch's order comes from the seed, the same on every rank), and the flat gradient array is
+all-reduced once per step through mpi4py's buffer interface, in place. Every collective is a
+non-blocking one waited for with a deadline: a rank that died or stopped makes the others raise
+CollectiveTimeout instead of waiting forever, and an uncaught error on any rank aborts the whole
+job (MPI_Abort, as `python -m mpi4py` does), so that no rank is left waiting at the next one."""
+from __future__ import annotations
+
+import sys
+import time
+import zlib
+
+import numpy as np
+from pyopencl import wait_for_events
+
+from ..callbacks import CSVLogger, ModelCheckpoint
+from ..data import ArrayFeed
+from .base import Distribution, FlatState, ShardedFeed, model_logs
+
+
+class CollectiveTimeout(RuntimeError):
+    """A collective operation did not complete in time: another rank died or is stuck."""
+
+
+class MPIDataParallel(Distribution):
+    """Data parallelism over the ranks of `comm` (default MPI.COMM_WORLD), one replica each on the
+    rank's device (CLNET_DEVICE, else the default). `timeout`: seconds any collective may take.
+
+    Rank 0 is the chief: it shows the progress bar and runs ModelCheckpoint and CSVLogger; every
+    rank runs the other callbacks on the same logs (the loss over all ranks' rows, the validation
+    data evaluated whole on each rank), so that EarlyStopping, ReduceLROnPlateau and
+    LearningRateScheduler decide alike everywhere and the ranks stay in step."""
+
+    def __init__(self, comm=None, timeout: float = 120.0):
+        super().__init__()
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise ImportError("MPIDataParallel needs mpi4py: pip install 'clnet[mpi]' (with an MPI library, e.g. "
+                              "Debian's: apt-get install openmpi-bin libopenmpi-dev)") from None
+        except (RuntimeError, OSError) as error:  # mpi4py's wheel found no MPI library to load
+            raise ImportError(f"MPIDataParallel: mpi4py is installed but could not load an MPI library ({error}); "
+                              "install one, e.g. Debian's: apt-get install openmpi-bin libopenmpi-dev") from None
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"MPIDataParallel timeout must be a positive number of seconds, got {timeout!r}")
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.replicas = self.comm.Get_rank(), self.comm.Get_size()
+        self.chief = self.rank == 0
+        self.timeout = float(timeout)
+        if self.replicas > 1:
+            _abort_on_uncaught_error(self.comm)
+
+    # -- collectives with a deadline ----------------------------------------------------------
+    def _wait(self, request, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise CollectiveTimeout(
+                    f"rank {self.rank} of {self.replicas}: {what} did not complete within {self.timeout:g} s; "
+                    "another rank has died or stopped (see its output). MPIDataParallel(timeout=...) sets the limit")
+            time.sleep(0.0001)
+
+    def allreduce(self, array: np.ndarray, what: str) -> np.ndarray:
+        """Sum `array` over the ranks, in place."""
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM), what)
+        return array
+
+    def broadcast(self, array: np.ndarray, what: str) -> np.ndarray:
+        """Rank 0's `array` on every rank, in place."""
+        self._wait(self.comm.Ibcast(array, root=0), what)
+        return array
+
+    # -- fit's hooks ------------------------------------------------------------------------
+    def prepare(self, model, train, callbacks: list):
+        feed, callbacks = super().prepare(model, train, callbacks)
+        if not self.chief:
+            callbacks = [c for c in callbacks if not isinstance(c, (ModelCheckpoint, CSVLogger))]
+        return feed, callbacks
+
+    def feed(self, model, train: ArrayFeed) -> ShardedFeed:
+        self.state = FlatState(model)
+        # Ranks on devices that lay parameters out differently meet in Keras layout; the seed
+        # orders every epoch's rows (and Dropout's masks), so it must be the same everywhere.
+        mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size], np.int64)
+        ranks = np.tile(mine, (self.replicas, 1))
+        self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds and parameter layouts")
+        if (ranks[:, 0] != mine[0]).any():
+            seeds = ", ".join(f"rank {r}: {seed}" for r, seed in enumerate(ranks[:, 0]))
+            raise ValueError(f"MPIDataParallel: the ranks' models have different seeds ({seeds}); every rank "
+                             "must shuffle alike: make the model with the same seed=... on every rank, or call "
+                             "clnet.set_seed(n) before making it")
+        self.same_layout = bool((ranks[:, 1:] == mine[1:]).all())
+        self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
+        self._start_alike(model)
+        self.sharded = ShardedFeed(self, train, [model], [train.batches], first=self.rank)
+        return self.sharded
+
+    def _start_alike(self, model) -> None:
+        """Rank 0's weights, optimizer state and step count on every rank (a model seeded alike
+        everywhere already has them; one initialised from entropy, or resumed by one rank, not)."""
+        state = self.state
+        values = model.store.values.numpy()
+        keras = self.broadcast(values[state.index].copy(), "broadcasting rank 0's weights")
+        values[state.index] = keras
+        model.store.values.write(values)
+        for name, tensor in model.optimizer.moments.items():
+            flat = tensor.numpy()
+            flat[state.index[:state.trainable]] = self.broadcast(flat[state.index[:state.trainable]].copy(),
+                                                                 f"broadcasting rank 0's optimizer {name}")
+            tensor.write(flat)
+        count = self.broadcast(np.array([model.optimizer.iterations], np.int64), "broadcasting the step count")
+        model.optimizer.iterations = int(count[0])
+
+    def synchronize(self, model) -> None:
+        state, sharded = self.state, self.sharded
+        share = sharded.counts[self.rank] / sharded.rows
+        what = f"the gradient all-reduce of step {model.optimizer.iterations}"
+        wait_for_events(state.read())
+        started = time.perf_counter()
+        if self.same_layout:
+            state.host *= share
+            self.allreduce(state.host, what)
+        else:
+            np.multiply(state.host[state.index], share, out=self.canonical)
+            state.host[state.index] = self.allreduce(self.canonical, what)
+        self.reduce_seconds += time.perf_counter() - started
+        state.write(state.host)
+        # The write is non-blocking from state.host, which the next step's read overwrites only
+        # after the queue (in order) has finished this write.
+
+    def logs(self, model, seen: int, running: bool = False) -> dict:
+        loss, hits = model._totals_now(seen)
+        if running:  # the progress bar shows rank 0's rows: ranks may be given different verbose
+            return model_logs(model, loss, hits, seen)
+        totals = self.allreduce(np.array([loss, hits, seen], np.float64), "the all-reduce of the epoch's loss")
+        return model_logs(model, totals[0], totals[1], int(totals[2]))
+
+
+def _abort_on_uncaught_error(comm) -> None:
+    """Print an uncaught error, then end every rank (once per process)."""
+    previous = sys.excepthook
+    if getattr(previous, "clnet_aborts", False):
+        return
+
+    def hook(kind, error, traceback):
+        previous(kind, error, traceback)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    hook.clnet_aborts = True
+    sys.excepthook = hook

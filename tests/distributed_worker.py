@@ -1,0 +1,91 @@
+"""One rank of the MPI tests in test_distribute.py, run as `mpirun -np 2 python distributed_worker.py MODE OUT`.
+
+train:   20 float64 steps of the test model under MPIDataParallel, shuffled or not; rank 0 writes the
+         weights, the logs and a checkpoint (through ModelCheckpoint, on rank 0 only), then every rank
+         resumes from that checkpoint for 5 more steps and rank 0 writes the weights again.
+dp, dp-shuffled, dp-uneven: the same 20 steps under DataParallel in one process (no MPI).
+stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
+dies:    rank 1 exits before the third step; the job must end with an error.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("CLNET_QUIET", "1")
+
+import clnet  # noqa: E402
+from clnet.layers import Dense, Input  # noqa: E402
+
+
+def data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(40, 5)), rng.normal(size=(40, 3))
+
+
+def make(seed=3):
+    return clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dense(3)], floatx="float64", seed=seed)
+
+
+def data_parallel(mode: str, out: str) -> None:
+    """DataParallel over devices 0 and 1 (two PoCL devices, see test_distribute.py): the weights of
+    both replicas, the logs, and the kernel launches of an epoch against a single device's."""
+    x, y = data()
+    clnet.set_device(0)  # the single-device run on the first of the two (CLNET_DEVICE may name another)
+    single = make()
+    single.compile(clnet.optimizers.Adam(0.01), "mse")
+    launches = single.rt.launches
+    single.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    single_launches = single.rt.launches - launches
+    strategy = clnet.distribute.DataParallel(devices=[0, 1], split=[3, 2] if mode == "dp-uneven" else "even")
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    launches = model.rt.launches
+    history = model.fit(x, y, batch_size=8, epochs=4, verbose=0, shuffle=mode != "dp")
+    replica = strategy.replica_models[0]
+    np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"],
+             devices=[str(strategy.devices[0].name), str(strategy.devices[1].name)],
+             launches=[model.rt.launches - launches, replica.rt.launches, single_launches])
+    np.savez(os.path.join(out, "replica.npz"), *replica.get_weights())
+
+
+def main(mode: str, out: str) -> None:
+    if mode.startswith("dp"):
+        return data_parallel(mode, out)
+    x, y = data()
+    strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")))
+    if mode in ("stuck", "dies"):
+        class Stop(clnet.callbacks.Callback):
+            def on_batch_begin(self, batch, logs=None):
+                if batch == 2 and strategy.rank == 1:
+                    time.sleep(3600) if mode == "stuck" else os._exit(3)
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=strategy)
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[Stop()])
+        return
+    shuffle = mode == "train-shuffled"
+    checkpoint = os.path.join(out, "checkpoint.h5")
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse", metrics=[])
+    if strategy.rank:  # fit starts every rank from rank 0's weights
+        model.set_weights([w + 1 for w in model.get_weights()])
+    # A progress bar on rank 0 only (Horovod's habit): its running loss must not wait for the others.
+    history = model.fit(x, y, batch_size=8, epochs=4, verbose=1 if strategy.chief else 0, shuffle=shuffle,
+                        callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
+    if strategy.chief:
+        np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])
+    strategy.comm.Barrier()
+    with strategy.scope():  # every rank resumes from the checkpoint rank 0 wrote
+        resumed = clnet.load_model(checkpoint)
+    resumed.fit(x, y, batch_size=8, epochs=5, initial_epoch=resumed.epoch, verbose=0, shuffle=shuffle)
+    if strategy.chief:
+        np.savez(os.path.join(out, "resumed.npz"), *resumed.get_weights())
+    print(f"rank {strategy.rank} done", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,247 @@
+"""Data-parallel training (clnet.distribute): DataParallel over two OpenCL devices of one process and
+MPIDataParallel over two MPI ranks give, in float64, the weights of single-device training on the
+whole batch (1e-10 after 20 steps, shuffled and not); the replicas stay identical; checkpoints
+resume with another number of replicas; bad input is a clear error.
+
+Devices are fixed when a process first asks OpenCL for them, so the two-device runs happen in
+child processes (tests/distributed_worker.py) with PoCL asked for two pthread devices."""
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet.layers import BatchNormalization, Dense, Dropout, Input
+
+sys.path.insert(0, str(Path(__file__).parent))
+from distributed_worker import data, make  # noqa: E402
+
+WORKER = str(Path(__file__).parent / "distributed_worker.py")
+STEPS_ARGS = dict(batch_size=8, verbose=0)  # 40 samples: 5 steps an epoch
+
+
+def single_device(epochs: int, shuffle: bool) -> clnet.Model:
+    x, y = data()
+    model = make()
+    model.compile(clnet.optimizers.Adam(0.01), "mse")
+    model.fit(x, y, epochs=epochs, shuffle=shuffle, **STEPS_ARGS)
+    return model
+
+
+def assert_weights(expected: list, npz, tolerance=1e-10) -> None:
+    got = [npz[f"arr_{i}"] for i in range(len(expected))]
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=0, atol=tolerance)
+
+
+def pocl_two_devices() -> dict:
+    return {**os.environ, "CLNET_QUIET": "1", "POCL_DEVICES": "pthread pthread"}
+
+
+@pytest.mark.parametrize("mode", ["dp", "dp-shuffled", "dp-uneven"])
+def test_data_parallel_equals_single_device_training(mode, tmp_path):
+    subprocess.run([sys.executable, WORKER, mode, str(tmp_path)], env=pocl_two_devices(), check=True, timeout=600)
+    result = np.load(tmp_path / "weights.npz")
+    assert all("pthread" in name for name in result["devices"]), result["devices"]
+    reference = single_device(4, shuffle=mode != "dp")  # 20 steps
+    assert_weights(reference.get_weights(), result)
+    np.testing.assert_allclose(result["loss"], reference.history.history["loss"], rtol=1e-12)
+    # The replica on the second device holds exactly the same weights (the same update of the same values).
+    replica = np.load(tmp_path / "replica.npz")
+    for i in range(len(reference.get_weights())):
+        np.testing.assert_array_equal(replica[f"arr_{i}"], result[f"arr_{i}"])
+    # No kernel beyond a single device's: the reduction is copies, each replica launches its own step.
+    data_parallel, on_replica, single_epoch = result["launches"]
+    assert data_parallel == 4 * single_epoch
+    assert on_replica == data_parallel
+
+
+def test_split_shares_rows_by_weight():
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[3, 1])
+    assert strategy.split(8) == [6, 2]
+    assert strategy.split(2) == [1, 1]   # every replica gets a row
+    assert strategy.split(5) == [4, 1]
+    even = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    assert even.split(7) == [4, 3]
+
+
+def test_measured_split_follows_the_device_probe():
+    """"measured": shares in proportion to each device's probe speed; one device twice runs alike."""
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split="measured")
+    assert strategy.shares() == pytest.approx([0.5, 0.5], abs=1e-12)
+    assert strategy.split(9) == [5, 4]
+
+
+def two_replicas_on_one_device(fp64=True) -> list:
+    """Two DataParallel devices that are the one this process has, each with its own context: enough
+    for the checks that need two replicas but not two devices."""
+    info = clnet.runtime().info
+    return [info, dataclasses.replace(info, index=info.index + 100, fp64=fp64)]
+
+
+def test_float64_model_on_a_device_without_float64_is_refused():
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(fp64=False))
+    with strategy.scope():
+        model = make()
+        with pytest.raises(clnet.DeviceError, match=r"float64.*\+100|cl_khr_fp64.*floatx='float32'"):
+            model.compile("adam", "mse")
+    model32 = clnet.Sequential([Input((5,)), Dense(3)], seed=1)  # float32 runs on both
+    model32.compile("adam", "mse", distribution=strategy)
+
+
+def test_batches_smaller_than_the_replicas_are_refused():
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    with strategy.scope():
+        model = make()
+        model.compile("adam", "mse")
+    with pytest.raises(ValueError, match=r"batch_size=1 is smaller than the 2 replicas of DataParallel"):
+        model.fit(x, y, batch_size=1, verbose=0)
+    with pytest.raises(ValueError, match=r"the last batch of 33 samples in batches of 8 has 1 rows, fewer than the "
+                                         r"2 replicas"):
+        model.fit(x[:33], y[:33], batch_size=8, verbose=0)
+    model.fit(x[:34], y[:34], batch_size=8, verbose=0)  # a last batch of 2: one row each
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="DataParallel devices must be a non-empty list"):
+        clnet.distribute.DataParallel(devices=0)
+    with pytest.raises(ValueError, match=r"name device\(s\) \[0\] more than once"):
+        clnet.distribute.DataParallel(devices=[0, 0])
+    with pytest.raises(ValueError, match=r"split must be 'even', 'measured' or a list of 2 positive numbers"):
+        clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[1, 0])
+    with pytest.raises(ValueError, match="split must be one of"):
+        clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split="fast")
+    model = make()
+    with pytest.raises(TypeError, match="distribution must be a clnet.distribute strategy"):
+        model.compile("adam", "mse", distribution="mirrored")
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    model.compile("adam", "mse", distribution=strategy)  # made outside the scope, on the same device: fine
+    with pytest.raises(TypeError, match="trains on arrays"):
+        model.fit(((x, y) for x, y in [data()]), verbose=0)
+
+
+def test_model_on_another_device_than_the_first_is_refused():
+    info = clnet.runtime().info
+    strategy = clnet.distribute.DataParallel(devices=[dataclasses.replace(info, index=info.index + 100), info])
+    with pytest.raises(ValueError, match=r"built on device .* but DataParallel's first device"):
+        make().compile("adam", "mse", distribution=strategy)
+
+
+def test_replicas_with_different_parameter_layouts_meet_in_keras_layout(monkeypatch):
+    """Devices tuned differently may pad Dense's panels differently; the reduction then gathers each
+    replica's elements in Keras layout. Forced here on two replicas of one device."""
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    monkeypatch.setattr(strategy, "_same_layout", lambda states: False)
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    model.fit(x, y, epochs=4, **STEPS_ARGS)
+    assert not strategy.same_layout
+    assert_weights(single_device(4, shuffle=True).get_weights(),
+                   {f"arr_{i}": w for i, w in enumerate(model.get_weights())})
+
+
+def test_batch_normalization_moving_mean_is_the_whole_batch_mean():
+    """Each replica normalises with its shard's statistics; the moving statistics travel in the
+    reduction as the rows-weighted average: after one step the moving mean is one device's exactly
+    (the mean of the shards' means), and the replicas hold the same moving statistics."""
+    x, y = data()
+
+    def bn_model():
+        return clnet.Sequential([Input((5,)), Dense(6), BatchNormalization(momentum=0.5), Dense(3)],
+                                floatx="float64", seed=4)
+    single = bn_model()
+    single.compile(clnet.optimizers.SGD(0.1), "mse")
+    single.fit(x[:10], y[:10], batch_size=10, epochs=1, verbose=0)
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[7, 3])
+    with strategy.scope():
+        model = bn_model()
+        model.compile(clnet.optimizers.SGD(0.1), "mse")
+    model.fit(x[:10], y[:10], batch_size=10, epochs=1, verbose=0)
+    moving_mean = 4  # Dense: kernel, bias; BatchNormalization: gamma, beta, moving_mean, moving_variance
+    np.testing.assert_allclose(model.get_weights()[moving_mean], single.get_weights()[moving_mean], rtol=0, atol=1e-14)
+    for a, b in zip(model.get_weights(), strategy.replica_models[0].get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_dropout_and_the_last_partial_batch_keep_replicas_identical():
+    """Two replicas on one device: Dropout draws each replica's masks for its own rows (so results
+    differ from one device's, as documented), and the replicas stay identical."""
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    with strategy.scope():
+        model = clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dropout(0.5), Dense(3)], floatx="float64", seed=2)
+        model.compile(clnet.optimizers.SGD(0.1), "mse")
+    model.fit(x[:38], y[:38], batch_size=8, epochs=2, verbose=0)
+    for a, b in zip(model.get_weights(), strategy.replica_models[0].get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_data_parallel_checkpoint_resumes_on_one_device(tmp_path):
+    """A checkpoint written under DataParallel holds one model: loaded without a distribution (or with
+    another number of replicas) it continues exactly as uninterrupted single-device training."""
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    model.fit(x, y, epochs=2, **STEPS_ARGS)
+    model.save(tmp_path / "dp.h5")
+    resumed = clnet.load_model(tmp_path / "dp.h5")
+    assert resumed.distribution is None
+    resumed.fit(x, y, epochs=4, initial_epoch=resumed.epoch, **STEPS_ARGS)
+    assert_weights(single_device(4, shuffle=True).get_weights(),
+                   {f"arr_{i}": w for i, w in enumerate(resumed.get_weights())})
+
+
+def test_mpi_data_parallel_without_mpi4py_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'clnet\[mpi\]'"):
+        clnet.distribute.MPIDataParallel()
+
+
+def mpirun(*args, timeout=600, **env) -> subprocess.CompletedProcess:
+    launcher = shutil.which("mpirun")
+    assert launcher, "mpirun not found: apt-get install openmpi-bin libopenmpi-dev (CI installs them, see .ci/run)"
+    env = {**os.environ, "CLNET_QUIET": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", **env}
+    return subprocess.run([launcher, "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2", sys.executable, WORKER,
+                           *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_mpi_two_ranks_equal_single_device_training(shuffle, tmp_path):
+    run = mpirun("train-shuffled" if shuffle else "train", str(tmp_path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "rank 0 done" in run.stdout and "rank 1 done" in run.stdout
+    reference = single_device(4, shuffle)
+    result = np.load(tmp_path / "weights.npz")
+    assert_weights(reference.get_weights(), result)
+    np.testing.assert_allclose(result["loss"], reference.history.history["loss"], rtol=1e-12)
+    # Every rank resumed from rank 0's checkpoint and took 5 more steps, as one device does.
+    reference.fit(*data(), epochs=5, initial_epoch=4, shuffle=shuffle, **STEPS_ARGS)
+    assert_weights(reference.get_weights(), np.load(tmp_path / "resumed.npz"))
+    # The checkpoint of 2 ranks, loaded by one process, continues the same way.
+    one = clnet.load_model(tmp_path / "checkpoint.h5")
+    one.fit(*data(), epochs=5, initial_epoch=one.epoch, shuffle=shuffle, **STEPS_ARGS)
+    assert_weights(reference.get_weights(), {f"arr_{i}": w for i, w in enumerate(one.get_weights())})
+
+
+def test_mpi_a_stuck_rank_makes_the_others_fail_not_hang(tmp_path):
+    run = mpirun("stuck", str(tmp_path), timeout=300, TIMEOUT="5")
+    assert run.returncode != 0
+    expected = "CollectiveTimeout: rank 0 of 2: the gradient all-reduce of step 2 did not complete within 5 s"
+    assert expected in run.stderr, run.stderr[-3000:]
+
+
+def test_mpi_a_dead_rank_ends_the_job_with_an_error(tmp_path):
+    run = mpirun("dies", str(tmp_path), timeout=300, TIMEOUT="30")
+    assert run.returncode != 0
+    assert "exited with non-zero status" in run.stderr and "Exit code:    3" in run.stderr, run.stderr[-3000:]
