@@ -13,6 +13,10 @@
 #define RACT_FORWARD CAT(RACT, _forward)
 #define RACT_DERIVATIVE CAT(RACT, _derivative)
 
+// The products over all time steps keep a block of VW columns (a VEC, one or two SIMD registers)
+// by RM rows of the result per work-item, so that each load feeds several multiply-adds. Columns
+// need not be a multiple of VW: the last block reads and writes only its `width` columns.
+
 // The input row (batch row, time step) that processing row r reads.
 inline int InputRow(const int r, const int steps, const int reverse)
 {
@@ -22,23 +26,65 @@ inline int InputRow(const int r, const int steps, const int reverse)
     return r - s + steps - 1 - s;
 }
 
+inline VEC LoadBlock(__global const TYPE *p, const int width)
+{
+    if (width >= VW)
+        return VLOAD(0, p);
+    TYPE lanes[VW];
+    for (int l = 0; l < VW; l++)
+        lanes[l] = l < width ? p[l] : (TYPE)0;
+    return VLOAD(0, lanes);
+}
+
+inline void StoreBlock(VEC v, __global TYPE *p, const int width)
+{
+    if (width >= VW) {
+        VSTORE(v, 0, p);
+        return;
+    }
+    TYPE lanes[VW];
+    VSTORE(v, 0, lanes);
+    for (int l = 0; l < width; l++)
+        p[l] = lanes[l];
+}
+
+inline TYPE SumLanes(VEC v)
+{
+    TYPE sum = 0;
+    TYPE lanes[VW];
+    VSTORE(v, 0, lanes);
+    for (int l = 0; l < VW; l++)
+        sum += lanes[l];
+    return sum;
+}
+
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
-// steps then only add h_{t-1} U. One work-item per (column, processing row).
+// steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows.
 __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, steps, n_in)
                                         __global const TYPE *weights, // W, (n_in, cols)
                                         __global const TYPE *bias,    // (cols,), read when use_bias
                                         __global TYPE *pre,           // (rows, steps, cols)
-                                        const int cols, const int n_in, const int steps,
+                                        const int total, const int cols, const int n_in, const int steps,
                                         const int reverse, const int use_bias)
 {
-    const int c = get_global_id(0), r = get_global_id(1);
-    if (c >= cols)
+    const int c = get_global_id(0) * VW, r0 = get_global_id(1) * RM;
+    if (c >= cols || r0 >= total)
         return;
-    __global const TYPE *x = inputs + InputRow(r, steps, reverse) * n_in;
-    TYPE z = use_bias ? bias[c] : 0;
-    for (int d = 0; d < n_in; d++)
-        z += x[d] * weights[d * cols + c];
-    pre[r * cols + c] = z;
+    const int width = cols - c;
+    const VEC b = use_bias ? LoadBlock(bias + c, width) : (VEC)(0);
+    VEC acc[RM];
+    __global const TYPE *x[RM];
+    for (int i = 0; i < RM; i++) {
+        acc[i] = b;
+        x[i] = inputs + InputRow(min(r0 + i, total - 1), steps, reverse) * n_in;
+    }
+    for (int d = 0; d < n_in; d++) {
+        const VEC w = LoadBlock(weights + d * cols + c, width);
+        for (int i = 0; i < RM; i++)
+            acc[i] += x[i][d] * w;
+    }
+    for (int i = 0; i < RM && r0 + i < total; i++)
+        StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 
 // sum over k of h_{t-1}[k] U[k, c]: a gate's recurrent input for one (row, unit); 0 at the first
@@ -67,75 +113,79 @@ inline TYPE StepOutputGradient(__global const TYPE *output_gr,  // (rows, steps,
     if (s < steps - 1) {
         __global const TYPE *d = delta_rec + (row * steps + s + 1) * cols;
         __global const TYPE *w = recurrent + j * cols;
-        for (int c = 0; c < cols; c++)
-            dh += d[c] * w[c];
+        VEC acc = (VEC)(0);
+        for (int c = 0; c < cols; c += VW)
+            acc += LoadBlock(d + c, cols - c) * LoadBlock(w + c, cols - c);
+        dh += SumLanes(acc);
     }
     return dh;
 }
 
-// dL/dW = sum over (row, step) of x^T delta, and (d == n_in) the input bias's gradient, sum of
-// delta. One work-item per (column, kernel row).
-__kernel void CalcDeltaWeightsRecurrent(__global const TYPE *inputs,  // (rows, steps, n_in)
+// The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
+// reversed: go_backwards) for dL/dW, or the previous step's h (mode 2; the first step's is the
+// zero state) for dL/dU. The work-items past the last block of RM rows of a (get_global_id(1) ==
+// blocks) write the bias gradient, sum of delta, into bias_gr[bias_offset + c] when with_bias.
+__kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
                                         __global const TYPE *delta,   // (rows, steps, cols)
-                                        __global TYPE *kernel_gr,     // (n_in, cols)
-                                        __global TYPE *bias_gr,       // (cols,), written when use_bias
-                                        const int total, const int cols, const int n_in, const int steps,
-                                        const int reverse, const int use_bias)
+                                        __global TYPE *weights_gr,    // (n, cols)
+                                        __global TYPE *bias_gr,       // written when with_bias
+                                        const int rows, const int steps, const int cols, const int n,
+                                        const int mode, const int with_bias, const int bias_offset)
 {
-    const int c = get_global_id(0), d = get_global_id(1);
-    if (c >= cols || (d == n_in && !use_bias))
+    const int c = get_global_id(0) * VW, k0 = get_global_id(1) * RM;
+    if (c >= cols)
         return;
-    TYPE sum = 0;
-    if (d == n_in) {
-        for (int r = 0; r < total; r++)
-            sum += delta[r * cols + c];
-        bias_gr[c] = sum;
+    const int width = cols - c, first = mode == 2 ? 1 : 0;
+    if (k0 >= n) {
+        if (!with_bias)
+            return;
+        VEC sum = (VEC)(0);
+        for (int r = 0; r < rows * steps; r++)
+            sum += LoadBlock(delta + r * cols + c, width);
+        StoreBlock(sum, bias_gr + bias_offset + c, width);
         return;
     }
-    for (int r = 0; r < total; r++)
-        sum += inputs[InputRow(r, steps, reverse) * n_in + d] * delta[r * cols + c];
-    kernel_gr[d * cols + c] = sum;
-}
-
-// dL/dU = sum over (row, step > 0) of h_{s-1}^T delta_rec, and (k == units, with_bias: GRU's
-// recurrent bias) sum of delta_rec into bias_gr[bias_offset + c]. One work-item per (column, row of U).
-__kernel void CalcDeltaRecurrentWeights(__global const TYPE *states,     // h, (rows, steps, units)
-                                        __global const TYPE *delta_rec,  // (rows, steps, cols)
-                                        __global TYPE *recurrent_gr,     // (units, cols)
-                                        __global TYPE *bias_gr,          // written when with_bias
-                                        const int total, const int cols, const int units, const int steps,
-                                        const int with_bias, const int bias_offset)
-{
-    const int c = get_global_id(0), k = get_global_id(1);
-    if (c >= cols || (k == units && !with_bias))
-        return;
-    TYPE sum = 0;
-    if (k == units) {
-        for (int r = 0; r < total; r++)
-            sum += delta_rec[r * cols + c];
-        bias_gr[bias_offset + c] = sum;
-        return;
+    VEC acc[RM];
+    int k[RM];
+    for (int i = 0; i < RM; i++) {
+        acc[i] = (VEC)(0);
+        k[i] = min(k0 + i, n - 1);
     }
-    for (int r = 0; r < total; r++)
-        if (r % steps)  // h_{s-1} of the first step is the zero state
-            sum += states[(r - 1) * units + k] * delta_rec[r * cols + c];
-    recurrent_gr[k * cols + c] = sum;
+    for (int row = 0; row < rows; row++)
+        for (int s = first; s < steps; s++) {
+            const int r = row * steps + s;
+            __global const TYPE *x = a + (mode == 2 ? r - 1 : InputRow(r, steps, mode)) * n;
+            const VEC d = LoadBlock(delta + r * cols + c, width);
+            for (int i = 0; i < RM; i++)
+                acc[i] += x[k[i]] * d;
+        }
+    for (int i = 0; i < RM && k0 + i < n; i++)
+        StoreBlock(acc[i], weights_gr + (k0 + i) * cols + c, width);
 }
 
-// dL/dx = delta W^T, written to the input time step each processing row read. One work-item per
-// (input feature, processing row).
+// dL/dx = delta W^T, written to the input time step each processing row read: RM input features
+// of one processing row per work-item, each a dot product of rows along the columns.
 __kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // (rows, steps, cols)
                                                __global const TYPE *weights, // W, (n_in, cols)
                                                __global TYPE *input_gr,      // (rows, steps, n_in)
                                                const int cols, const int n_in, const int steps, const int reverse)
 {
-    const int d = get_global_id(0), r = get_global_id(1);
-    if (d >= n_in)
+    const int d0 = get_global_id(0) * RM, r = get_global_id(1);
+    if (d0 >= n_in)
         return;
     __global const TYPE *g = delta + r * cols;
-    __global const TYPE *w = weights + d * cols;
-    TYPE sum = 0;
-    for (int c = 0; c < cols; c++)
-        sum += g[c] * w[c];
-    input_gr[InputRow(r, steps, reverse) * n_in + d] = sum;
+    __global const TYPE *w[RM];
+    VEC acc[RM];
+    for (int i = 0; i < RM; i++) {
+        acc[i] = (VEC)(0);
+        w[i] = weights + min(d0 + i, n_in - 1) * cols;
+    }
+    for (int c = 0; c < cols; c += VW) {
+        const VEC v = LoadBlock(g + c, cols - c);
+        for (int i = 0; i < RM; i++)
+            acc[i] += v * LoadBlock(w[i] + c, cols - c);
+    }
+    __global TYPE *out = input_gr + InputRow(r, steps, reverse) * n_in;
+    for (int i = 0; i < RM && d0 + i < n_in; i++)
+        out[d0 + i] = SumLanes(acc[i]);
 }

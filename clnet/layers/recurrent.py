@@ -23,6 +23,15 @@ from ..cl.tensor import Tensor
 from .base import Layer, check_weights
 
 
+# The products over all steps compute blocks of VW columns (a float8: one AVX2 register; a double8:
+# two) by RM rows per work-item (see recurrent.cl).
+VW, RM = 8, 4
+
+
+def _blocks(n: int, size: int) -> int:
+    return -(-n // size)
+
+
 def _positive_int(layer: str, argument: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{layer} {argument} must be a positive integer, got {value!r}")
@@ -113,11 +122,13 @@ class _Recurrent(Layer):
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
-                                                        "RACT": self.recurrent_activation.function})
+                                                        "RACT": self.recurrent_activation.function,
+                                                        "VW": VW, "RM": RM})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._input_product = kernel("FeedForwardRecurrentInput")
+        # One kernel, two objects: each keeps its own arguments (see Kernel), set once.
         self._delta_weights = kernel("CalcDeltaWeightsRecurrent")
-        self._delta_recurrent = kernel("CalcDeltaRecurrentWeights")
+        self._delta_recurrent = kernel("CalcDeltaWeightsRecurrent")
         self._hidden = kernel("CalcHiddenGradientRecurrentInput")
         self._step_ff, self._step_bp = (kernel(name) for name in self.step_names)
         return shape
@@ -152,9 +163,9 @@ class _Recurrent(Layer):
     def forward(self, x, rows):
         self.x = x
         steps, cols = self.steps, self.cols
-        self._input_product((cols, rows * steps), None, x, self.kernel.value, self._bias_value(), self.pre, cols,
-                            self.n_in, steps, int(self.go_backwards), int(self.use_bias),
-                            flops=2.0 * rows * steps * self.n_in * cols)
+        self._input_product((_blocks(cols, VW), _blocks(rows * steps, RM)), None, x, self.kernel.value,
+                            self._bias_value(), self.pre, rows * steps, cols, self.n_in, steps, int(self.go_backwards),
+                            int(self.use_bias), flops=2.0 * rows * steps * self.n_in * cols)
         flops = 2.0 * rows * self.units * cols
         for s in range(steps):
             self._step_forward(s, rows, flops)
@@ -166,16 +177,16 @@ class _Recurrent(Layer):
         for s in reversed(range(steps)):
             self._step_backward(grad, s, rows, flops)
         bias_grad = self.bias.grad if self.use_bias else self._no_bias
-        self._delta_weights((cols, self.n_in + 1), None, self.x, self.delta, self.kernel.grad, bias_grad, total, cols,
-                            self.n_in, steps, int(self.go_backwards), int(self.use_bias),
-                            flops=2.0 * total * self.n_in * cols)
-        self._delta_recurrent((cols, self.units + 1), None, self.states, self._delta_rec, self.recurrent.grad,
-                              bias_grad, total, cols, self.units, steps, int(self._recurrent_bias and self.use_bias),
-                              cols, flops=2.0 * total * self.units * cols)
+        self._delta_weights((_blocks(cols, VW), _blocks(self.n_in, RM) + 1), None, self.x, self.delta,
+                            self.kernel.grad, bias_grad, rows, steps, cols, self.n_in, int(self.go_backwards),
+                            int(self.use_bias), 0, flops=2.0 * total * self.n_in * cols)
+        self._delta_recurrent((_blocks(cols, VW), _blocks(self.units, RM) + 1), None, self.states, self._delta_rec,
+                              self.recurrent.grad, bias_grad, rows, steps, cols, self.units, 2,
+                              int(self._recurrent_bias and self.use_bias), cols, flops=2.0 * total * self.units * cols)
         if not input_grad:
             return None
-        self._hidden((self.n_in, total), None, self.delta, self.kernel.value, self.input_grad, cols, self.n_in, steps,
-                     int(self.go_backwards), flops=2.0 * total * self.n_in * cols)
+        self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
+                     self.n_in, steps, int(self.go_backwards), flops=2.0 * total * self.n_in * cols)
         return self.input_grad
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
