@@ -30,7 +30,7 @@ class GRU(_Recurrent):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         self.candidates = Tensor((capacity, self.steps, self.units), dt, rt)    # h_{t-1} U_h + b_h
-        self.delta_rec = Tensor((capacity, self.steps, self.cols), dt, rt)      # dL/d(h_{t-1} U + b_h)
+        self.delta_rec = self._panels(capacity)                                # dL/d(h_{t-1} U + b_h)
         self.carry = Tensor((capacity, self.units), dt, rt)                     # dL/dh_t z_t
 
     @property
@@ -38,15 +38,14 @@ class GRU(_Recurrent):
         return self.delta_rec
 
     def _step_forward(self, s, rows, flops):
-        last = self.last if self.last is not None else self.states  # written only at the last step
-        self._step_ff((self.units, rows), None, self.pre, self.recurrent.value, self._bias_value(), self.states,
-                      self.candidates, last, s, self.steps, self.units,
-                      int(s == self.steps - 1 and self.last is not None), int(self.use_bias), *self._act(), flops=flops)
+        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self._bias_value(), self.states,
+                      self.candidates, self._last, rows, s, self.steps, self.units, self._writes_last(s),
+                      int(self.use_bias), *self._act(), flops=flops)
 
     def _step_backward(self, grad, s, rows, flops):
-        self._step_bp((self.units, rows), None, grad, self.pre, self.states, self.candidates, self.recurrent.value,
-                      self.delta, self.delta_rec, self.carry, s, self.steps, self.units, int(self.return_sequences),
-                      *self._act(), flops=flops)
+        self._step_bp(self._step_size(rows), None, grad, self.pre, self.states, self.candidates,
+                      self.recurrent.value, self.delta, self.delta_rec, self.step_delta, self.carry, rows, s,
+                      self.steps, self.units, int(self.return_sequences), self.capacity, *self._act(), flops=flops)
 
     def _onnx_node(self):
         # ONNX's GRU has Keras's gate order; linear_before_reset=1 is reset_after=True.

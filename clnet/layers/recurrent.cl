@@ -26,6 +26,15 @@ inline int InputRow(const int r, const int steps, const int reverse)
     return r - s + steps - 1 - s;
 }
 
+// dL/dz is kept in column panels VW wide, (ceil(cols / VW), capacity * steps, VW), so that the
+// weight gradients, which sum over all (row, step) pairs a block of VW columns at a time, walk
+// contiguous memory: down a row-major (rows * steps, cols) matrix every row is another page. The
+// panels' padding lanes are zeros, never written. `stride` = capacity * steps.
+inline int PanelIndex(const int r, const int c, const int stride)
+{
+    return ((c / VW) * stride + r) * VW + c % VW;
+}
+
 inline VEC LoadBlock(__global const TYPE *p, const int width)
 {
     if (width >= VW)
@@ -87,38 +96,75 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, 
         StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 
-// sum over k of h_{t-1}[k] U[k, c]: a gate's recurrent input for one (row, unit); 0 at the first
-// step, whose state is zeros. `h_prev` is the row's state before step s.
-inline TYPE RecurrentProduct(__global const TYPE *h_prev, __global const TYPE *recurrent, const int c,
-                             const int cols, const int units)
+// The step kernels: a work-item per (unit j, RB batch rows from row0 = get_global_id(1) * RB), so
+// that each element of U it reads serves RB rows.
+
+// acc[i] = sum over k of h_{s-1}[row0 + i, k] U[k, c], a gate's recurrent input for the
+// work-item's rows; 0 at the first step, whose state is zeros.
+inline void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
+                              __global const TYPE *recurrent,  // U, (units, cols)
+                              const int row0, const int rows, const int s, const int steps, const int units,
+                              const int c, const int cols, TYPE *acc)
 {
-    TYPE z = 0;
-    if (h_prev)
-        for (int k = 0; k < units; k++)
-            z += h_prev[k] * recurrent[k * cols + c];
-    return z;
+    __global const TYPE *h[RB];
+    for (int i = 0; i < RB; i++) {
+        acc[i] = 0;
+        h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
+    }
+    if (!s)
+        return;
+    for (int k = 0; k < units; k++) {
+        const TYPE w = recurrent[k * cols + c];
+        for (int i = 0; i < RB; i++)
+            acc[i] += h[i][k] * w;
+    }
 }
 
-// dL/dh_s for (row, unit j): the output gradient (every step's with return_sequences, else the
-// last step's) plus, except at the last step, step s + 1's recurrent deltas through U:
-// sum over c of delta_rec[s + 1, c] U[j, c].
-inline TYPE StepOutputGradient(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
-                               __global const TYPE *delta_rec,  // (rows, steps, cols)
-                               __global const TYPE *recurrent,  // (units, cols)
-                               const int row, const int s, const int j, const int steps, const int units,
-                               const int cols, const int sequences)
+// dh[i] = dL/dh_s for (row0 + i, unit j): the output gradient (every step's with return_sequences,
+// else the last step's) plus, except at the last step, step s + 1's recurrent deltas through U:
+// sum over c of delta_rec[s + 1, c] U[j, c]. Those are read from `step_delta`, where each step
+// also writes its recurrent deltas row-major (half s % 2; see StoreStepDelta), so that the
+// product reads contiguous rows rather than a lane of every panel.
+inline void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
+                                __global const TYPE *step_delta,  // (2, capacity, cols)
+                                __global const TYPE *recurrent,   // (units, cols)
+                                const int row0, const int rows, const int s, const int j, const int steps,
+                                const int units, const int cols, const int sequences, const int capacity,
+                                TYPE *dh)
 {
-    TYPE dh = sequences ? output_gr[(row * steps + s) * units + j]
-                        : (s == steps - 1 ? output_gr[row * units + j] : (TYPE)0);
-    if (s < steps - 1) {
-        __global const TYPE *d = delta_rec + (row * steps + s + 1) * cols;
-        __global const TYPE *w = recurrent + j * cols;
-        VEC acc = (VEC)(0);
-        for (int c = 0; c < cols; c += VW)
-            acc += LoadBlock(d + c, cols - c) * LoadBlock(w + c, cols - c);
-        dh += SumLanes(acc);
+    __global const TYPE *d[RB];
+    VEC acc[RB];
+    for (int i = 0; i < RB; i++) {
+        const int row = min(row0 + i, rows - 1);
+        dh[i] = sequences ? output_gr[(row * steps + s) * units + j]
+                          : (s == steps - 1 ? output_gr[row * units + j] : (TYPE)0);
+        d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
+        acc[i] = (VEC)(0);
     }
-    return dh;
+    if (s == steps - 1)
+        return;
+    __global const TYPE *w = recurrent + j * cols;
+    for (int c = 0; c < cols; c += VW) {
+        const VEC u = LoadBlock(w + c, cols - c);
+        for (int i = 0; i < RB; i++)
+            acc[i] += LoadBlock(d[i] + c, cols - c) * u;
+    }
+    for (int i = 0; i < RB; i++)
+        dh[i] += SumLanes(acc[i]);
+}
+
+// Step s's delta for (row, column c): into the panels that the weight gradients read.
+inline void StoreDelta(__global TYPE *panels, const TYPE value, const int row, const int s, const int c,
+                       const int steps, const int capacity)
+{
+    panels[PanelIndex(row * steps + s, c, capacity * steps)] = value;
+}
+
+// ... and a recurrent delta also row-major into step_delta's half s % 2, for step s - 1.
+inline void StoreStepDelta(__global TYPE *step_delta, const TYPE value, const int row, const int s, const int c,
+                           const int cols, const int capacity)
+{
+    step_delta[((s & 1) * capacity + row) * cols + c] = value;
 }
 
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
@@ -126,22 +172,24 @@ inline TYPE StepOutputGradient(__global const TYPE *output_gr,  // (rows, steps,
 // zero state) for dL/dU. The work-items past the last block of RM rows of a (get_global_id(1) ==
 // blocks) write the bias gradient, sum of delta, into bias_gr[bias_offset + c] when with_bias.
 __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
-                                        __global const TYPE *delta,   // (rows, steps, cols)
+                                        __global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
                                         __global TYPE *weights_gr,    // (n, cols)
                                         __global TYPE *bias_gr,       // written when with_bias
                                         const int rows, const int steps, const int cols, const int n,
-                                        const int mode, const int with_bias, const int bias_offset)
+                                        const int mode, const int with_bias, const int bias_offset,
+                                        const int stride)
 {
     const int c = get_global_id(0) * VW, k0 = get_global_id(1) * RM;
     if (c >= cols)
         return;
     const int width = cols - c, first = mode == 2 ? 1 : 0;
+    __global const TYPE *panel = delta + c * stride;
     if (k0 >= n) {
         if (!with_bias)
             return;
         VEC sum = (VEC)(0);
         for (int r = 0; r < rows * steps; r++)
-            sum += LoadBlock(delta + r * cols + c, width);
+            sum += VLOAD(r, panel);
         StoreBlock(sum, bias_gr + bias_offset + c, width);
         return;
     }
@@ -155,7 +203,7 @@ __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows
         for (int s = first; s < steps; s++) {
             const int r = row * steps + s;
             __global const TYPE *x = a + (mode == 2 ? r - 1 : InputRow(r, steps, mode)) * n;
-            const VEC d = LoadBlock(delta + r * cols + c, width);
+            const VEC d = VLOAD(r, panel);
             for (int i = 0; i < RM; i++)
                 acc[i] += x[k[i]] * d;
         }
@@ -165,15 +213,16 @@ __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows
 
 // dL/dx = delta W^T, written to the input time step each processing row read: RM input features
 // of one processing row per work-item, each a dot product of rows along the columns.
-__kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // (rows, steps, cols)
+__kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
                                                __global const TYPE *weights, // W, (n_in, cols)
                                                __global TYPE *input_gr,      // (rows, steps, n_in)
-                                               const int cols, const int n_in, const int steps, const int reverse)
+                                               const int cols, const int n_in, const int steps, const int reverse,
+                                               const int stride)
 {
     const int d0 = get_global_id(0) * RM, r = get_global_id(1);
     if (d0 >= n_in)
         return;
-    __global const TYPE *g = delta + r * cols;
+    __global const TYPE *g = delta + r * VW;
     __global const TYPE *w[RM];
     VEC acc[RM];
     for (int i = 0; i < RM; i++) {
@@ -181,7 +230,7 @@ __kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // 
         w[i] = weights + min(d0 + i, n_in - 1) * cols;
     }
     for (int c = 0; c < cols; c += VW) {
-        const VEC v = LoadBlock(g + c, cols - c);
+        const VEC v = VLOAD(0, g + c * stride);
         for (int i = 0; i < RM; i++)
             acc[i] += v * LoadBlock(w[i] + c, cols - c);
     }

@@ -24,8 +24,8 @@ from .base import Layer, check_weights
 
 
 # The products over all steps compute blocks of VW columns (a float8: one AVX2 register; a double8:
-# two) by RM rows per work-item (see recurrent.cl).
-VW, RM = 8, 4
+# two) by RM rows per work-item; a step kernel's work-item handles RB batch rows (see recurrent.cl).
+VW, RM, RB = 8, 4, 4
 
 
 def _blocks(n: int, size: int) -> int:
@@ -123,7 +123,7 @@ class _Recurrent(Layer):
                                        "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
-                                                        "VW": VW, "RM": RM})
+                                                        "VW": VW, "RM": RM, "RB": RB})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._input_product = kernel("FeedForwardRecurrentInput")
         # One kernel, two objects: each keeps its own arguments (see Kernel), set once.
@@ -149,8 +149,14 @@ class _Recurrent(Layer):
         self.pre = Tensor((capacity, steps, self.cols), dt, rt)
         self.states = Tensor((capacity, steps, self.units), dt, rt)  # h of each step, processing order
         self.last = None if self.return_sequences else Tensor((capacity, self.units), dt, rt)  # h of the last step
-        self.delta = Tensor((capacity, steps, self.cols), dt, rt)    # dL/dz
+        self.delta = self._panels(capacity)                           # dL/dz
+        self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
+
+    def _panels(self, capacity) -> Tensor:
+        """A (rows, steps, cols) matrix in column panels VW wide, (ceil(cols / VW), capacity * steps,
+        VW) (see recurrent.cl); the padding lanes stay zero."""
+        return Tensor.zeros((_blocks(self.cols, VW), capacity * self.steps, VW), self.dtype, self.rt)
 
     # -- the time loop -------------------------------------------------------------------------
     def _act(self) -> tuple:
@@ -179,14 +185,16 @@ class _Recurrent(Layer):
         bias_grad = self.bias.grad if self.use_bias else self._no_bias
         self._delta_weights((_blocks(cols, VW), _blocks(self.n_in, RM) + 1), None, self.x, self.delta,
                             self.kernel.grad, bias_grad, rows, steps, cols, self.n_in, int(self.go_backwards),
-                            int(self.use_bias), 0, flops=2.0 * total * self.n_in * cols)
+                            int(self.use_bias), 0, self.capacity * steps, flops=2.0 * total * self.n_in * cols)
         self._delta_recurrent((_blocks(cols, VW), _blocks(self.units, RM) + 1), None, self.states, self._delta_rec,
                               self.recurrent.grad, bias_grad, rows, steps, cols, self.units, 2,
-                              int(self._recurrent_bias and self.use_bias), cols, flops=2.0 * total * self.units * cols)
+                              int(self._recurrent_bias and self.use_bias), cols, self.capacity * steps,
+                              flops=2.0 * total * self.units * cols)
         if not input_grad:
             return None
         self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
-                     self.n_in, steps, int(self.go_backwards), flops=2.0 * total * self.n_in * cols)
+                     self.n_in, steps, int(self.go_backwards), self.capacity * steps,
+                     flops=2.0 * total * self.n_in * cols)
         return self.input_grad
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
@@ -195,6 +203,18 @@ class _Recurrent(Layer):
         return self.delta
 
     _recurrent_bias = False   # GRU: a second bias row added to h U
+
+    def _step_size(self, rows: int) -> tuple:
+        return self.units, _blocks(rows, RB)  # a work-item per (unit, RB batch rows)
+
+    @property
+    def _last(self) -> Tensor:
+        # Without return_sequences the last step also writes h to `last`, the output; with them,
+        # a stand-in the kernels never write.
+        return self.last if self.last is not None else self.states
+
+    def _writes_last(self, s: int) -> int:
+        return int(s == self.steps - 1 and self.last is not None)
 
     def _step_forward(self, s: int, rows: int, flops: float) -> None:
         raise NotImplementedError
