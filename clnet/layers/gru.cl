@@ -22,7 +22,10 @@ __kernel void FeedForwardGRU(__global TYPE *pre,              // z, (rows, steps
     TYPE u[3][RB];
     for (int g = 0; g < 3; g++)
         RecurrentProducts(states, recurrent, row0, rows, s, steps, units, g * units + j, cols, u[g]);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j;
         __global TYPE *z = pre + (row * steps + s) * cols + j;
         for (int g = 0; g < 3; g++)
@@ -61,7 +64,10 @@ __kernel void CalcHiddenGradientGRU(__global const TYPE *output_gr,   // (rows, 
     const int cols = 3 * units;
     TYPE dh[RB];
     StepOutputGradients(output_gr, step_delta, recurrent, row0, rows, s, j, steps, units, cols, sequences, capacity, dh);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j, p = (row * steps + s) * cols + j;
         const TYPE dhs = dh[i] + (s < steps - 1 ? carry[row * units + j] : (TYPE)0);
         const TYPE zz = pre[p], zr = pre[p + units], zh = pre[p + 2 * units];

@@ -20,7 +20,10 @@ __kernel void FeedForwardLSTM(__global TYPE *pre,              // z, (rows, step
     TYPE u[4][RB];
     for (int g = 0; g < 4; g++)
         RecurrentProducts(states, recurrent, row0, rows, s, steps, units, g * units + j, cols, u[g]);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j;
         __global TYPE *z = pre + (row * steps + s) * cols + j;
         for (int g = 0; g < 4; g++)
@@ -55,7 +58,10 @@ __kernel void CalcHiddenGradientLSTM(__global const TYPE *output_gr,  // (rows, 
     const int cols = 4 * units;
     TYPE dh[RB];
     StepOutputGradients(output_gr, step_delta, recurrent, row0, rows, s, j, steps, units, cols, sequences, capacity, dh);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j;
         __global const TYPE *z = pre + (row * steps + s) * cols + j;
         const TYPE zi = z[0], zf = z[units], zc = z[2 * units], zo = z[3 * units];

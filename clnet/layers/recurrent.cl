@@ -17,8 +17,13 @@
 // by RM rows of the result per work-item, so that each load feeds several multiply-adds. Columns
 // need not be a multiple of VW: the last block reads and writes only its `width` columns.
 
+// Written for PoCL 3.0 (LLVM 14), pip's default, as dense.cl is: it defines `inline` away and calls
+// vload8 as a library function, so the helpers are forced inline (their accumulator arrays then
+// stay in registers) and whole aligned vectors are read through VEC pointers.
+#define HELPER __attribute__((always_inline))
+
 // The input row (batch row, time step) that processing row r reads.
-inline int InputRow(const int r, const int steps, const int reverse)
+HELPER int InputRow(const int r, const int steps, const int reverse)
 {
     if (!reverse)
         return r;
@@ -30,22 +35,22 @@ inline int InputRow(const int r, const int steps, const int reverse)
 // weight gradients, which sum over all (row, step) pairs a block of VW columns at a time, walk
 // contiguous memory: down a row-major (rows * steps, cols) matrix every row is another page. The
 // panels' padding lanes are zeros, never written. `stride` = capacity * steps.
-inline int PanelIndex(const int r, const int c, const int stride)
+HELPER int PanelIndex(const int r, const int c, const int stride)
 {
     return ((c / VW) * stride + r) * VW + c % VW;
 }
 
-inline VEC LoadBlock(__global const TYPE *p, const int width)
+HELPER VEC LoadBlock(__global const TYPE *p, const int width)
 {
     if (width >= VW)
-        return VLOAD(0, p);
+        return ((ulong)p & (sizeof(VEC) - 1)) ? VLOAD(0, p) : *(const __global VEC *)p;
     TYPE lanes[VW];
     for (int l = 0; l < VW; l++)
         lanes[l] = l < width ? p[l] : (TYPE)0;
     return VLOAD(0, lanes);
 }
 
-inline void StoreBlock(VEC v, __global TYPE *p, const int width)
+HELPER void StoreBlock(VEC v, __global TYPE *p, const int width)
 {
     if (width >= VW) {
         VSTORE(v, 0, p);
@@ -57,14 +62,10 @@ inline void StoreBlock(VEC v, __global TYPE *p, const int width)
         p[l] = lanes[l];
 }
 
-inline TYPE SumLanes(VEC v)
+HELPER TYPE SumLanes(VEC v)  // VW = 8
 {
-    TYPE sum = 0;
-    TYPE lanes[VW];
-    VSTORE(v, 0, lanes);
-    for (int l = 0; l < VW; l++)
-        sum += lanes[l];
-    return sum;
+    const TYPE4 t = v.lo + v.hi;
+    return (t.s0 + t.s1) + (t.s2 + t.s3);
 }
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
@@ -83,12 +84,14 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, 
     const VEC b = use_bias ? LoadBlock(bias + c, width) : (VEC)(0);
     VEC acc[RM];
     __global const TYPE *x[RM];
+    #pragma unroll
     for (int i = 0; i < RM; i++) {
         acc[i] = b;
         x[i] = inputs + InputRow(min(r0 + i, total - 1), steps, reverse) * n_in;
     }
     for (int d = 0; d < n_in; d++) {
         const VEC w = LoadBlock(weights + d * cols + c, width);
+        #pragma unroll
         for (int i = 0; i < RM; i++)
             acc[i] += x[i][d] * w;
     }
@@ -101,12 +104,13 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, 
 
 // acc[i] = sum over k of h_{s-1}[row0 + i, k] U[k, c], a gate's recurrent input for the
 // work-item's rows; 0 at the first step, whose state is zeros.
-inline void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
+HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
                               __global const TYPE *recurrent,  // U, (units, cols)
                               const int row0, const int rows, const int s, const int steps, const int units,
                               const int c, const int cols, TYPE *acc)
 {
     __global const TYPE *h[RB];
+    #pragma unroll
     for (int i = 0; i < RB; i++) {
         acc[i] = 0;
         h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
@@ -115,6 +119,7 @@ inline void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
         return;
     for (int k = 0; k < units; k++) {
         const TYPE w = recurrent[k * cols + c];
+        #pragma unroll
         for (int i = 0; i < RB; i++)
             acc[i] += h[i][k] * w;
     }
@@ -125,7 +130,7 @@ inline void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
 // sum over c of delta_rec[s + 1, c] U[j, c]. Those are read from `step_delta`, where each step
 // also writes its recurrent deltas row-major (half s % 2; see StoreStepDelta), so that the
 // product reads contiguous rows rather than a lane of every panel.
-inline void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
+HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
                                 __global const TYPE *step_delta,  // (2, capacity, cols)
                                 __global const TYPE *recurrent,   // (units, cols)
                                 const int row0, const int rows, const int s, const int j, const int steps,
@@ -134,6 +139,7 @@ inline void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 {
     __global const TYPE *d[RB];
     VEC acc[RB];
+    #pragma unroll
     for (int i = 0; i < RB; i++) {
         const int row = min(row0 + i, rows - 1);
         dh[i] = sequences ? output_gr[(row * steps + s) * units + j]
@@ -146,22 +152,24 @@ inline void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
     __global const TYPE *w = recurrent + j * cols;
     for (int c = 0; c < cols; c += VW) {
         const VEC u = LoadBlock(w + c, cols - c);
+        #pragma unroll
         for (int i = 0; i < RB; i++)
             acc[i] += LoadBlock(d[i] + c, cols - c) * u;
     }
+    #pragma unroll
     for (int i = 0; i < RB; i++)
         dh[i] += SumLanes(acc[i]);
 }
 
 // Step s's delta for (row, column c): into the panels that the weight gradients read.
-inline void StoreDelta(__global TYPE *panels, const TYPE value, const int row, const int s, const int c,
+HELPER void StoreDelta(__global TYPE *panels, const TYPE value, const int row, const int s, const int c,
                        const int steps, const int capacity)
 {
     panels[PanelIndex(row * steps + s, c, capacity * steps)] = value;
 }
 
 // ... and a recurrent delta also row-major into step_delta's half s % 2, for step s - 1.
-inline void StoreStepDelta(__global TYPE *step_delta, const TYPE value, const int row, const int s, const int c,
+HELPER void StoreStepDelta(__global TYPE *step_delta, const TYPE value, const int row, const int s, const int c,
                            const int cols, const int capacity)
 {
     step_delta[((s & 1) * capacity + row) * cols + c] = value;
@@ -189,12 +197,13 @@ __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows
             return;
         VEC sum = (VEC)(0);
         for (int r = 0; r < rows * steps; r++)
-            sum += VLOAD(r, panel);
+            sum += ((const __global VEC *)panel)[r];
         StoreBlock(sum, bias_gr + bias_offset + c, width);
         return;
     }
     VEC acc[RM];
     int k[RM];
+    #pragma unroll
     for (int i = 0; i < RM; i++) {
         acc[i] = (VEC)(0);
         k[i] = min(k0 + i, n - 1);
@@ -203,7 +212,8 @@ __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows
         for (int s = first; s < steps; s++) {
             const int r = row * steps + s;
             __global const TYPE *x = a + (mode == 2 ? r - 1 : InputRow(r, steps, mode)) * n;
-            const VEC d = VLOAD(r, panel);
+            const VEC d = ((const __global VEC *)panel)[r];
+            #pragma unroll
             for (int i = 0; i < RM; i++)
                 acc[i] += x[k[i]] * d;
         }
@@ -225,12 +235,14 @@ __kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // 
     __global const TYPE *g = delta + r * VW;
     __global const TYPE *w[RM];
     VEC acc[RM];
+    #pragma unroll
     for (int i = 0; i < RM; i++) {
         acc[i] = (VEC)(0);
         w[i] = weights + min(d0 + i, n_in - 1) * cols;
     }
     for (int c = 0; c < cols; c += VW) {
-        const VEC v = VLOAD(0, g + c * stride);
+        const VEC v = *(const __global VEC *)(g + c * stride);
+        #pragma unroll
         for (int i = 0; i < RM; i++)
             acc[i] += v * LoadBlock(w[i] + c, cols - c);
     }

@@ -14,7 +14,10 @@ __kernel void FeedForwardSimpleRNN(__global TYPE *pre,              // z, (rows,
         return;
     TYPE u[RB];
     RecurrentProducts(states, recurrent, row0, rows, s, steps, units, j, units, u);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j;
         const TYPE z = pre[k] + u[i];
         const TYPE h = ACT_FORWARD(z, a, b);
@@ -40,7 +43,10 @@ __kernel void CalcHiddenGradientSimpleRNN(__global const TYPE *output_gr,  // (r
         return;
     TYPE dh[RB];
     StepOutputGradients(output_gr, step_delta, recurrent, row0, rows, s, j, steps, units, units, sequences, capacity, dh);
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    #pragma unroll
+    for (int i = 0; i < RB; i++) {
+        if (row0 + i >= rows)
+            break;
         const int row = row0 + i, k = (row * steps + s) * units + j;
         const TYPE dz = dh[i] * ACT_DERIVATIVE(states[k], pre[k], a, b);
         StoreDelta(delta, dz, row, s, j, steps, capacity);
