@@ -3,8 +3,8 @@ backpropagation through time, config and ONNX export.
 
 A training step of a sequence layer of T steps is 2T + 3 launches (2T + 4 with its input's
 gradient): FeedForwardRecurrentInput computes x W + b for all batch rows and time steps in one
-product; then one launch per step adds h_{t-1} U and applies the gates (a work-item per (unit,
-batch row) computes every gate of its unit); backward, one launch per step (from the last)
+product; then one launch per step adds h_{t-1} U and applies the gates (a work-item per (unit, 4
+batch rows) computes every gate of its unit); backward, one launch per step (from the last)
 computes the step's deltas, taking dL/dh_t through U from the step after it; then three products
 over all (row, step) pairs give the kernel's, the recurrent kernel's and the input's gradients.
 
