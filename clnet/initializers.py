@@ -47,6 +47,16 @@ def ones(shape, rng):
     return np.ones(shape)
 
 
+def orthogonal(shape, rng):
+    # Keras's Orthogonal (gain 1): the Q of a normal matrix's QR, signs fixed by R's diagonal,
+    # transposed when there are fewer rows than columns, so the rows (a recurrent kernel's
+    # (units, gates * units)) are orthonormal.
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    q, r = np.linalg.qr(rng.standard_normal((max(rows, cols), min(rows, cols))))
+    q *= np.sign(np.diag(r))
+    return (q.T if rows < cols else q).reshape(shape)
+
+
 def _truncated_normal(shape, rng, stddev):
     # Keras draws from a normal truncated at two standard deviations, rescaled so that the
     # result has the requested standard deviation (0.8796 is the truncated normal's stddev).
@@ -58,7 +68,7 @@ def _truncated_normal(shape, rng, stddev):
     return sample * stddev / 0.87962566103423978
 
 
-INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, uniform, zeros, ones)}
+INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, uniform, orthogonal, zeros, ones)}
 
 
 def draw(initializer, shape, rng, fans):

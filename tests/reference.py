@@ -396,3 +396,56 @@ def pool2d_backward(x, dy, pool, strides, padding, use_max):
                 dxp[:, ys, xs] += valid * (dy[:, oy, ox] / valid.sum((1, 2)))[:, None, None]
     (top, _), (left, _) = pads
     return dxp[:, top:top + x.shape[1], left:left + x.shape[2]]
+
+
+# -- recurrent layers, as Keras 3 computes them (keras/src/layers/rnn/{simple_rnn,lstm,gru}.py) ----
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=False, go_backwards=False,
+              activation=np.tanh, recurrent_activation=_sigmoid):
+    """Keras's SimpleRNN/LSTM/GRU (reset_after=True) forward pass over x (batch, steps, features).
+    With go_backwards the reversed sequence is fed, and the outputs stay in processing order."""
+    x = x[:, ::-1] if go_backwards else x
+    units = recurrent_kernel.shape[0]
+    h = np.zeros((len(x), units))
+    c = np.zeros_like(h)
+    input_bias = 0 if bias is None else (bias[0] if kind == "GRU" else bias)
+    recurrent_bias = 0 if bias is None or kind != "GRU" else bias[1]
+    outputs = []
+    for t in range(x.shape[1]):
+        xw = x[:, t] @ kernel + input_bias
+        if kind == "SimpleRNN":
+            h = activation(xw + h @ recurrent_kernel)
+        elif kind == "LSTM":
+            z = xw + h @ recurrent_kernel
+            i, f, g, o = np.split(z, 4, axis=1)
+            c = recurrent_activation(f) * c + recurrent_activation(i) * activation(g)
+            h = recurrent_activation(o) * activation(c)
+        else:
+            u = h @ recurrent_kernel + recurrent_bias
+            xz, xr, xh = np.split(xw, 3, axis=1)
+            uz, ur, uh = np.split(u, 3, axis=1)
+            z, r = recurrent_activation(xz + uz), recurrent_activation(xr + ur)
+            h = z * h + (1 - z) * activation(xh + r * uh)
+        outputs.append(h)
+    return np.stack(outputs, axis=1) if return_sequences else h
+
+
+def numeric_gradients(f, arrays, dy, step=1e-6):
+    """d sum(f(*arrays) * dy) / d each array, by central differences in float64."""
+    arrays = [np.array(a, np.float64) for a in arrays]
+    grads = []
+    for a in arrays:
+        g = np.zeros_like(a)
+        for index in np.ndindex(a.shape):
+            original = a[index]
+            a[index] = original + step
+            plus = np.sum(f(*arrays) * dy)
+            a[index] = original - step
+            minus = np.sum(f(*arrays) * dy)
+            a[index] = original
+            g[index] = (plus - minus) / (2 * step)
+        grads.append(g)
+    return grads

@@ -27,9 +27,11 @@ def relative_error(analytic, numeric):
     return np.linalg.norm(analytic - numeric) / scale
 
 
-def check_model(model, x, y, rng, training=False):
+def check_model(model, x, y, rng, training=False, unused=()):
     """`training`: differentiate the training-mode loss (Dropout's mask of this step, batch
-    statistics), which compute_gradients returns, instead of evaluate's."""
+    statistics), which compute_gradients returns, instead of evaluate's. `unused`: indices of
+    weights the loss does not depend on (a recurrent kernel over one time step), whose gradient
+    must be exactly zero."""
     model.compile(clnet.optimizers.SGD(), model.loss_name)
     _, grads, input_grad = model.compute_gradients(x, y)
     loss_at = (lambda: model.compute_gradients(x, y)[0]) if training else (lambda: model.evaluate(x, y, batch_size=len(x)))
@@ -38,8 +40,8 @@ def check_model(model, x, y, rng, training=False):
     numeric = []
     for i, w in enumerate(weights):
         g = np.zeros_like(w)
-        if not trainable[i]:  # the loss does not depend on it; its gradient is reported as zeros
-            assert not grads[i].any(), f"weight {i} is not trainable but has a gradient"
+        if not trainable[i] or i in unused:  # the loss does not depend on it; its gradient is reported as zeros
+            assert not grads[i].any(), f"weight {i} is not trainable or unused but has a gradient"
             numeric.append(None)
             continue
         for index in np.ndindex(w.shape):

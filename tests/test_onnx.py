@@ -26,7 +26,7 @@ from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, B
                           Embedding, PositionEmbedding,
                           Conv2D, Dense, Dropout, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D,
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Layer, LayerNormalization, LocallyConnected1D,
-                          MaxPooling1D, MaxPooling2D, Multiply, Reshape, Softmax, ZeroPadding2D)
+                          MaxPooling1D, MaxPooling2D, Multiply, Reshape, Softmax, ZeroPadding2D, SimpleRNN, LSTM, GRU)
 from clnet.onnx.importer import SUPPORTED_OPS
 
 DATA = Path(__file__).parent / "data"
@@ -38,10 +38,10 @@ def assert_close(got, want, rtol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
-# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Conv and AveragePool;
+# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Conv, AveragePool, RNN, LSTM and GRU;
 # float64 files that use them are run by onnx's own reference evaluator, which implements every op of the standard,
 # with its Erf (computed in float32 by onnx 1.23's evaluator) replaced by a double one.
-NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Erf", "Softplus"}
+NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Erf", "Softplus", "RNN", "LSTM", "GRU"}
 
 
 def run_onnx(path, x):
@@ -178,6 +178,14 @@ LAYER_EXAMPLES = {
     "Embedding": ((5,), lambda: [Embedding(11, 4), Dense(5, "tanh"), Dense(3, use_bias=False)]),
     # Slice of the table's first 3 of 6 rows, expanded to the input's shape.
     "PositionEmbedding": ((3, 4), lambda: [PositionEmbedding(6), Dense(2, "softmax")]),
+    # ONNX's RNN, LSTM (gates reordered) and GRU (linear_before_reset) ops; go_backwards as a reversing Slice.
+    # Default activations: float64 files run on onnx's reference evaluator, whose LSTM and GRU ignore the
+    # activations attribute (test_recurrent_activation_exports checks the others with onnxruntime).
+    "SimpleRNN": ((6, 7), lambda: [SimpleRNN(5, return_sequences=True, go_backwards=True),
+                                   SimpleRNN(3, use_bias=False)]),
+    "LSTM": ((6, 7), lambda: [LSTM(5, return_sequences=True), LSTM(3, go_backwards=True, use_bias=False),
+                              Dense(2)]),
+    "GRU": ((6, 7), lambda: [GRU(5, return_sequences=True, go_backwards=True), GRU(3, use_bias=False)]),
 }
 
 # Every activation, with its defaults and with other parameters.
@@ -258,6 +266,24 @@ def test_layer_exports(name, dtype, tmp_path, rng):
     path = tmp_path / "model.onnx"
     clnet.onnx.export(model, path)
     check_file(model, path, rng, dtype)
+
+
+@pytest.mark.parametrize("layer", [lambda: SimpleRNN(4, activation="relu", return_sequences=True),
+                                   lambda: SimpleRNN(4, activation=clnet.activations.get("linear", a=0.5, b=0.1)),
+                                   lambda: LSTM(4, activation="softplus", recurrent_activation="tanh"),
+                                   lambda: GRU(4, activation=clnet.activations.get("lrelu", a=0.2),
+                                               recurrent_activation="relu", return_sequences=True)],
+                         ids=["SimpleRNN-relu", "SimpleRNN-linear", "LSTM-softplus-tanh", "GRU-lrelu-relu"])
+def test_recurrent_activation_exports(layer, tmp_path, rng):
+    """The activations ONNX's recurrent ops take by name (with alpha, beta), in float32 on onnxruntime;
+    one they do not take is refused, naming the layer."""
+    model = built([layer()], (5, 3))
+    model.layers[1].set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.layers[1].get_weights()])
+    model.export(tmp_path / "model.onnx")
+    check_file(model, tmp_path / "model.onnx", rng, np.float32)
+    with pytest.raises(ValueError, match=r"LSTM 'lstm' cannot be exported to ONNX with activation Swish\(b=1\): "
+                                         "ONNX's recurrent ops take tanh"):
+        built([LSTM(2, activation="swish", name="lstm")], (3, 2)).export(tmp_path / "swish.onnx")
 
 
 @pytest.mark.parametrize("activation,params", ACTIVATIONS, ids=[f"{n}{p or ''}" for n, p in ACTIVATIONS])

@@ -1,0 +1,143 @@
+"""LSTM(128) over sequences of 64 steps of 32 features, then Dense(10) with softmax cross-entropy,
+Adam 1e-3, batch 64: the training step's time in clnet and in PyTorch (torch.nn.LSTM), taking
+turns in fresh processes.
+
+    python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda]
+    python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
+
+Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
+and reports the median seconds per training step over the epochs after the first, which pays for
+compiling programs and tuning. Prints a table with each framework's milliseconds per step and its
+ratio to clnet's, then one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from .common import clnet_epoch_timer, cpu_name, emit, median, versions
+
+LEARNING_RATE = 1e-3
+STEPS, FEATURES, UNITS, CLASSES = 64, 32, 128, 10
+
+
+def data(args):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    samples = args.batch * args.steps
+    return (rng.normal(size=(samples, STEPS, FEATURES)).astype("float32"),
+            rng.integers(0, CLASSES, samples).astype("int64"))
+
+
+def run_clnet(args):
+    import clnet
+    from clnet.layers import LSTM, Dense, Input
+
+    if args.device is not None:
+        clnet.set_device(args.device)
+    x, y = data(args)
+    model = clnet.Sequential([Input((STEPS, FEATURES)), LSTM(UNITS), Dense(CLASSES, "softmax")], seed=0)
+    model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy")
+    times = []
+    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, shuffle=False,
+              callbacks=[clnet_epoch_timer(times)])
+    info = clnet.runtime().info
+    return times, f"{info.name} [{info.platform_version.strip()}]", versions("clnet", "pyopencl")
+
+
+def run_torch(args):
+    import torch
+
+    torch.manual_seed(0)
+    device = torch.device(args.torch_device)
+    x, y = (torch.from_numpy(a).to(device) for a in data(args))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(FEATURES, UNITS, batch_first=True)
+            self.head = torch.nn.Linear(UNITS, CLASSES)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0][:, -1])
+
+    model = Net().to(device)
+    if device.type == "cuda":  # fp32 as clnet computes it, not TF32
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    times = []
+    for _ in range(args.epochs):
+        started = time.perf_counter()
+        for first in range(0, len(x), args.batch):
+            optimizer.zero_grad()
+            loss_fn(model(x[first:first + args.batch]), y[first:first + args.batch]).backward()
+            optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    name = (f"{torch.cuda.get_device_name(device)}, cuDNN" if device.type == "cuda"
+            else f"{cpu_name()} ({torch.get_num_threads()} threads)")
+    return times, f"{name}, eager", versions("torch")
+
+
+FRAMEWORKS = {"clnet": run_clnet, "torch": run_torch}
+
+
+def one_run(args):
+    times, device, found_versions = FRAMEWORKS[args.framework](args)
+    step = median(times[1:] or times) / args.steps
+    emit({"benchmark": "lstm", "framework": args.framework, "batch": args.batch, "epochs": args.epochs,
+          "steps_per_epoch": args.steps, "seconds_per_step": round(step, 5),
+          "first_epoch_seconds": round(times[0], 3), "device": device, "versions": found_versions})
+
+
+def compare(args):
+    results = {name: [] for name in FRAMEWORKS}
+    for _ in range(args.rounds):
+        for name in FRAMEWORKS:
+            command = [sys.executable, "-m", "benchmarks.lstm", "--framework", name, "--epochs", str(args.epochs),
+                       "--batch", str(args.batch), "--steps", str(args.steps)]
+            if args.device is not None and name == "clnet":
+                command += ["--device", args.device]
+            if name == "torch":
+                command += ["--torch-device", args.torch_device]
+            out = subprocess.run(command, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    base = median(r["seconds_per_step"] for r in results["clnet"])
+    lines = [f"LSTM({UNITS}) over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
+             f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
+             "| framework | device | ms/step | × clnet's time |", "| --- | --- | ---: | ---: |"]
+    summary = {}
+    for name, runs in results.items():
+        seconds = median(r["seconds_per_step"] for r in runs)
+        summary[name] = {"seconds_per_step": seconds, "over_clnet": round(seconds / base, 3),
+                         "device": runs[0]["device"], "runs": [r["seconds_per_step"] for r in runs],
+                         "versions": runs[0]["versions"]}
+        lines.append(f"| {name} | {runs[0]['device'][:60]} | {1000 * seconds:.1f} | {seconds / base:.2f} |")
+    print("\n".join(lines))
+    emit({"benchmark": "lstm", "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
+          "rounds": args.rounds, "clnet_over_torch": round(base / summary["torch"]["seconds_per_step"], 3),
+          "results": summary})
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--framework", choices=sorted(FRAMEWORKS), help="one run of one framework")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=16, help="training steps (batches) per epoch")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--device", help="clnet: device index or name")
+    parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
+    args = parser.parse_args(argv)
+    (one_run if args.framework else compare)(args)
+
+
+if __name__ == "__main__":
+    main()

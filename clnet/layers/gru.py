@@ -1,0 +1,58 @@
+"""GRU: Keras's gated recurrent unit with reset_after=True (its default), gates z, r, h in that
+order in its weights, and two bias rows: the input's and the recurrent kernel's."""
+from __future__ import annotations
+
+from ..cl.tensor import Tensor
+from .recurrent import _Recurrent, _elementwise
+
+
+class GRU(_Recurrent):
+    gates = 3
+    source = "layers/gru.cl"
+    step_names = ("FeedForwardGRU", "CalcHiddenGradientGRU")
+    _recurrent_bias = True
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 return_sequences=False, return_state=False, go_backwards=False, reset_after=True, name=None,
+                 input_shape=None):
+        super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
+                         return_sequences, return_state, go_backwards, name, input_shape)
+        self.recurrent_activation = _elementwise("GRU", "recurrent_activation", recurrent_activation)
+        if reset_after is not True:
+            raise ValueError(f"GRU reset_after={reset_after!r} is not supported: clnet implements Keras's default, "
+                             "reset_after=True (the reset gate applied after the recurrent product)")
+
+    def _bias_shape(self):
+        return (2, self.cols)
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        rt, dt = self.rt, self.dtype
+        self.candidates = Tensor((capacity, self.steps, self.units), dt, rt)    # h_{t-1} U_h + b_h
+        self.delta_rec = self._panels(capacity)                                # dL/d(h_{t-1} U + b_h)
+        self.carry = Tensor((capacity, self.units), dt, rt)                     # dL/dh_t z_t
+
+    @property
+    def _delta_rec(self):
+        return self.delta_rec
+
+    def _step_forward(self, s, rows, flops):
+        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self._bias_value(), self.states,
+                      self.candidates, self._last, rows, s, self.steps, self.units, self._writes_last(s),
+                      int(self.use_bias), *self._act(), flops=flops)
+
+    def _step_backward(self, grad, s, rows, flops):
+        self._step_bp(self._step_size(rows), None, grad, self.pre, self.states, self.candidates,
+                      self.recurrent.value, self.delta, self.delta_rec, self.step_delta, self.carry, rows, s,
+                      self.steps, self.units, int(self.return_sequences), self.capacity, *self._act(), flops=flops)
+
+    def _onnx_node(self):
+        # ONNX's GRU has Keras's gate order; linear_before_reset=1 is reset_after=True.
+        act, ract = self.activation, self.recurrent_activation
+        return "GRU", [0, 1, 2], lambda bias: [bias[0], bias[1]], {"activations": [ract, act],
+                                                                   "linear_before_reset": 1}
+
+    def get_config(self):
+        return {**super().get_config(), "recurrent_activation": self.recurrent_activation.get_config(),
+                "reset_after": True}

@@ -1,0 +1,53 @@
+"""LSTM: Keras's long short-term memory layer, gates i, f, c, o in that order in its weights."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.tensor import Tensor
+from .recurrent import _Recurrent, _elementwise
+
+
+class LSTM(_Recurrent):
+    gates = 4
+    source = "layers/lstm.cl"
+    step_names = ("FeedForwardLSTM", "CalcHiddenGradientLSTM")
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 unit_forget_bias=True, return_sequences=False, return_state=False, go_backwards=False, name=None,
+                 input_shape=None):
+        super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
+                         return_sequences, return_state, go_backwards, name, input_shape)
+        self.recurrent_activation = _elementwise("LSTM", "recurrent_activation", recurrent_activation)
+        self.unit_forget_bias = bool(unit_forget_bias)
+
+    def _initial_bias(self, rng):
+        if not self.unit_forget_bias:
+            return super()._initial_bias(rng)
+        # Keras: the forget gate's bias starts at 1, the others from bias_initializer.
+        units = self.units
+        return np.concatenate([self.bias_initializer((units,), rng), np.ones(units),
+                               self.bias_initializer((2 * units,), rng)])
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.cells = Tensor((capacity, self.steps, self.units), self.dtype, self.rt)  # c of each step
+        self.carry = Tensor((capacity, self.units), self.dtype, self.rt)              # dL/dc_t f_t
+
+    def _step_forward(self, s, rows, flops):
+        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self.states, self.cells,
+                      self._last, rows, s, self.steps, self.units, self._writes_last(s), *self._act(), flops=flops)
+
+    def _step_backward(self, grad, s, rows, flops):
+        self._step_bp(self._step_size(rows), None, grad, self.pre, self.cells, self.recurrent.value, self.delta,
+                      self.step_delta, self.carry, rows, s, self.steps, self.units, int(self.return_sequences),
+                      self.capacity, *self._act(), flops=flops)
+
+    def _onnx_node(self):
+        # ONNX's LSTM gates are i, o, f, c; its activations (f, g, h) are ours (recurrent, act, act).
+        act, ract = self.activation, self.recurrent_activation
+        return "LSTM", [0, 3, 1, 2], lambda bias: [bias, 0 * bias], {"activations": [ract, act, act]}
+
+    def get_config(self):
+        return {**super().get_config(), "recurrent_activation": self.recurrent_activation.get_config(),
+                "unit_forget_bias": self.unit_forget_bias}

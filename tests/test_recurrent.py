@@ -1,0 +1,206 @@
+"""SimpleRNN, LSTM, GRU: forward and backpropagation through time against numpy (Keras's
+formulas, tests/reference.py) in float32 at awkward sizes; Keras 3's own outputs for its weights
+(fixtures/keras_recurrent.npz); float64 gradient checks through time; training a stacked LSTM;
+launches per step; initializers; config, save/load; bad arguments."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet.layers import GRU, LSTM, Dense, Flatten, Input, Layer, SimpleRNN
+from reference import ACTIVATIONS, built, device, layer_alone, numeric_gradients, recurrent
+from test_gradients import build, check_model
+
+KINDS = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}
+FIXTURE = np.load(Path(__file__).parent / "fixtures" / "keras_recurrent.npz")
+# (return_sequences, go_backwards)
+DIRECTIONS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0):
+    """The layer's output, input gradient and weight gradients in float32 against the numpy
+    forward pass and central differences of it in float64."""
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    weights = [0.5 * rng.normal(size=w.shape) for w in layer.get_weights()]
+    layer.set_weights(weights)
+    for got, want in zip(layer.get_weights(), weights):
+        np.testing.assert_array_equal(got, want.astype(f32))
+    weights = layer.get_weights()  # as float32 holds them
+    x = rng.normal(size=(rows, steps, layer.n_in)).astype(f32)
+    act = lambda name: (lambda z, f=ACTIVATIONS[name][0]: f(z, 1.0, 0.0))
+
+    def forward(x, *w):
+        return recurrent(kind, x, *w, return_sequences=layer.return_sequences, go_backwards=layer.go_backwards,
+                         activation=act(activation), recurrent_activation=act(recurrent_activation))
+
+    want = forward(x.astype(np.float64), *weights)
+    y = layer.forward(device(x, f32), rows).numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    dy = rng.normal(size=want.shape)
+    dx = layer.backward(device(dy, f32), rows, True).numpy()
+    want_dx, *want_dw = numeric_gradients(forward, [x, *weights], dy)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=2e-5)
+    for got, expected in zip(layer.gradients(), want_dw):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("units", [1, 3, 5])
+@pytest.mark.parametrize("sequences,backwards", DIRECTIONS)
+def test_kernels_match_numpy(rt, kind, units, sequences, backwards):
+    """Batch 3, 7 input features, 4 steps."""
+    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards), (4, 7), 3, np.float32)
+    compare_with_numpy(layer, kind, 4, 3)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_other_activations_match_numpy(rt, kind, use_bias):
+    layer = layer_alone(KINDS[kind](3, activation="relu", recurrent_activation="tanh", use_bias=use_bias,
+                                    return_sequences=True), (5, 7), 3, np.float32)
+    compare_with_numpy(layer, kind, 5, 3, activation="relu", recurrent_activation="tanh", seed=1)
+
+
+def test_simple_rnn_activation_matches_numpy(rt):
+    layer = layer_alone(SimpleRNN(5, activation="sigmoid", use_bias=False), (3, 7), 1, np.float32)
+    compare_with_numpy(layer, "SimpleRNN", 3, 1, activation="sigmoid", seed=2)
+
+
+@pytest.mark.parametrize("case", sorted(json.loads(str(FIXTURE["cases"]))))
+def test_keras_weights_give_keras_outputs(rt, case):
+    """Keras's get_weights arrays load as they are (set_weights) and predict gives Keras's outputs;
+    clnet's weights have the shapes Keras's initializers drew; the numpy reference is Keras's."""
+    kind, kwargs, shape = json.loads(str(FIXTURE["cases"]))[case]
+    model = clnet.Sequential([Input(tuple(shape)), KINDS[kind](**kwargs)], seed=0)
+    count = sum(1 for k in FIXTURE.files if k.startswith(f"{case}/w"))
+    weights = [FIXTURE[f"{case}/w{i}"] for i in range(count)]
+    assert [w.shape for w in model.get_weights()] == [FIXTURE[f"{case}/init{i}"].shape for i in range(count)]
+    model.set_weights(weights)
+    x, want = FIXTURE[f"{case}/x"], FIXTURE[f"{case}/y"]
+    np.testing.assert_allclose(model.predict(x), want, rtol=1e-5, atol=1e-6)
+    activation = {"relu": lambda z: np.maximum(z, 0)}.get(kwargs.get("activation"), np.tanh)
+    numpy = recurrent(kind, x.astype(np.float64), *weights, return_sequences=kwargs.get("return_sequences", False),
+                      go_backwards=kwargs.get("go_backwards", False), activation=activation)
+    np.testing.assert_allclose(numpy, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("steps", [1, 2, 7])
+@pytest.mark.parametrize("sequences,backwards", DIRECTIONS)
+def test_gradients_through_time(fp64, kind, steps, sequences, backwards):
+    """Weights and inputs, float64 central differences, relative error < 1e-6 (check_model)."""
+    rng = np.random.default_rng(steps)
+    layers = [Input((steps, 3)), KINDS[kind](3, return_sequences=sequences, go_backwards=backwards)]
+    model = build(layers + ([Flatten()] if sequences else []) + [Dense(2, "softmax")], "categorical_crossentropy")
+    model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
+    # Over one step the recurrent kernel meets only the zero initial state.
+    check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, unused=(1,) if steps == 1 else ())
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_gradients_stacked_without_bias(fp64, kind):
+    """Two layers, the first without bias: the second's input gradient flows back through time."""
+    rng = np.random.default_rng(9)
+    model = build([Input((4, 2)), KINDS[kind](3, use_bias=False, return_sequences=True, go_backwards=True),
+                   KINDS[kind](2, activation="relu")], "mse")
+    model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
+    check_model(model, rng.normal(size=(3, 4, 2)), rng.normal(size=(3, 2)), rng)
+
+
+def test_stacked_lstm_trains(rt):
+    """LSTM -> LSTM -> Dense learns whether a sequence's sum is positive: the loss falls."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(256, 8, 2)).astype(np.float32)
+    y = (x[:, :, 0].sum(1) > 0).astype(np.int64)
+    model = clnet.Sequential([Input((8, 2)), LSTM(8, return_sequences=True), LSTM(6), Dense(2, "softmax")], seed=1)
+    model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy", ["accuracy"])
+    history = model.fit(x, y, batch_size=32, epochs=15, verbose=0).history
+    assert history["loss"][-1] < 0.25 * history["loss"][0], history["loss"]
+    assert history["accuracy"][-1] > 0.9, history["accuracy"]
+
+
+@pytest.mark.parametrize("kind,gates", [("SimpleRNN", 1), ("LSTM", 4), ("GRU", 3)])
+def test_launches_per_training_step(rt, kind, gates):
+    """Forward: the input product and one launch per step; backward: one per step and the kernel,
+    recurrent kernel and input gradient products: 2 steps + 4, whatever the batch."""
+    steps = 6
+    for rows in (1, 5):
+        layer = layer_alone(KINDS[kind](3, return_sequences=True), (steps, 2), rows, np.float32)
+        x, dy = device(np.ones((rows, steps, 2)), np.float32), device(np.ones((rows, steps, 3)), np.float32)
+        launches = rt.launches
+        layer.forward(x, rows)
+        assert rt.launches - launches == steps + 1
+        layer.backward(dy, rows, True)
+        assert rt.launches - launches == 2 * steps + 4
+        layer.backward(dy, rows, False)
+        assert rt.launches - launches == 2 * steps + 4 + steps + 2  # no input gradient: one launch less
+
+
+def test_initial_weights(rt):
+    """Keras's initializers: glorot_uniform over the whole (features, gates * units) kernel,
+    orthogonal rows of the recurrent kernel, LSTM's forget bias 1 (unit_forget_bias)."""
+    lstm = layer_alone(LSTM(4), (3, 6), 1, np.float64)
+    kernel, recurrent_kernel, bias = lstm.get_weights()
+    assert np.abs(kernel).max() <= np.sqrt(6 / (6 + 16))
+    np.testing.assert_allclose(recurrent_kernel @ recurrent_kernel.T, np.eye(4), atol=1e-12)
+    np.testing.assert_array_equal(bias, np.repeat([0.0, 1.0, 0.0, 0.0], 4))
+    assert not layer_alone(LSTM(4, unit_forget_bias=False), (3, 6), 1, np.float64).get_weights()[2].any()
+    square = layer_alone(SimpleRNN(5), (3, 2), 1, np.float64).get_weights()[1]
+    np.testing.assert_allclose(square.T @ square, np.eye(5), atol=1e-12)
+    assert layer_alone(GRU(2), (3, 2), 1, np.float64).get_weights()[2].shape == (2, 6)
+
+
+def test_config_round_trip_and_save(rt, tmp_path):
+    rng = np.random.default_rng(4)
+    model = clnet.Sequential([Input((5, 3)), GRU(4, return_sequences=True, go_backwards=True, name="g"),
+                              LSTM(3, activation="relu", recurrent_activation="tanh", unit_forget_bias=False,
+                                   return_sequences=True, recurrent_initializer="glorot_uniform"),
+                              SimpleRNN(2, use_bias=False, activation=clnet.activations.get("lrelu", a=0.2))], seed=1)
+    again = clnet.Sequential.from_config(model.get_config())
+    assert again.get_config() == model.get_config()
+    for a, b in zip(again.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert model.get_config()["layers"][1]["config"] == {
+        "name": "g", "units": 4, "activation": {"name": "tanh"}, "recurrent_activation": {"name": "sigmoid", "a": 1.0,
+                                                                                         "b": 0.0},
+        "use_bias": True, "kernel_initializer": "glorot_uniform", "recurrent_initializer": "orthogonal",
+        "bias_initializer": "zeros", "return_sequences": True, "go_backwards": True, "reset_after": True}
+    model.compile("adam", "mse")
+    x, y = rng.normal(size=(6, 5, 3)), rng.normal(size=(6, 2))
+    model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+    model.save(tmp_path / "rnn.h5")
+    loaded = clnet.load_model(tmp_path / "rnn.h5")
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+
+
+def test_bad_arguments(rt):
+    with pytest.raises(ValueError, match=r"LSTM 'seq' expects samples of shape \(timesteps, features\), got "
+                                         r"input_shape \(7,\)"):
+        built(clnet.Sequential([Input((7,)), LSTM(2, name="seq")]), (7,))
+    with pytest.raises(ValueError, match=r"GRU 'g' expects samples of shape \(timesteps, features\), got "
+                                         r"input_shape \(2, 3, 4\)"):
+        GRU(2, name="g")(Input((2, 3, 4)))
+    for kind in KINDS:
+        for units in (0, -3, 2.5, True):
+            with pytest.raises(ValueError, match=rf"{kind} units must be a positive integer, got {units!r}"):
+                KINDS[kind](units)
+        with pytest.raises(ValueError, match=rf"{kind} return_state=True is not supported"):
+            KINDS[kind](2, return_state=True)
+        with pytest.raises(ValueError, match=rf"{kind} activation must be an elementwise activation .* got 'softmax'"):
+            KINDS[kind](2, activation="softmax")
+    with pytest.raises(ValueError, match="LSTM recurrent_activation must be an elementwise activation"):
+        LSTM(2, recurrent_activation="softmax")
+    with pytest.raises(ValueError, match="GRU reset_after=False is not supported"):
+        GRU(2, reset_after=False)
+    with pytest.raises(ValueError, match="unknown activation 'nope'"):
+        SimpleRNN(2, activation="nope")
+    model = clnet.Sequential([Input((3, 2)), LSTM(2, name="l")])
+    with pytest.raises(ValueError, match=r"layer 'l' weight 2 must have shape \(8,\), got \(2, 4\)"):
+        model.set_weights([np.zeros((2, 8)), np.zeros((2, 8)), np.zeros((2, 4))])
+    with pytest.raises(ValueError, match=r"x has shape \(4, 3, 5\), but the model's first layer expects samples "
+                                         r"of shape \(3, 2\)"):
+        model.predict(np.zeros((4, 3, 5)))
+
