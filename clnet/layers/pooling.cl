@@ -73,3 +73,32 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
         }
     input_gr[p * channels + c] = g;
 }
+
+// dL/dx when windows do not overlap (strides >= pool_size, global pooling included): each
+// output owns the cell of input pixels from its window's start to the next window's (to the
+// image's edge for the last), writes its gradient into it (at the maximum, or its share to each
+// pixel of an average's window) and zeros elsewhere, so every input element is written once and
+// none has to search the windows around it. One work-item per output (dimension 0: channel, 1:
+// output position), as FeedForwardPool.
+__kernel void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
+                                          __global const int *argmax,      // from FeedForwardPool
+                                          __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
+                                          GEOMETRY, const int use_max)
+{
+    const int c = get_global_id(0), m = get_global_id(1);
+    const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
+    const int top = oy * sh - pad_top, left = ox * sw - pad_left;
+    const int y0 = max(top, 0), y1 = min(top + ph, height), x0 = max(left, 0), x1 = min(left + pw, width);
+    const int cy0 = oy ? y0 : 0, cy1 = oy == out_h - 1 ? height : min(top + sh, height);
+    const int cx0 = ox ? x0 : 0, cx1 = ox == out_w - 1 ? width : min(left + sw, width);
+    const int o = m * channels + c;
+    const TYPE g = output_gr[o], share = g / ((y1 - y0) * (x1 - x0));
+    const int at = use_max ? argmax[o] : -1;
+    __global TYPE *image = input_gr + (long)row * height * width * channels + c;
+    for (int y = cy0; y < cy1; y++)
+        for (int x = cx0; x < cx1; x++) {
+            const int here = y * width + x;
+            const int inside = y >= y0 && y < y1 && x >= x0 && x < x1;
+            image[here * channels] = use_max ? (here == at ? g : 0) : (inside ? share : 0);
+        }
+}
