@@ -62,7 +62,8 @@ def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilat
 
 @pytest.mark.parametrize("steps,channels,filters,kernel,strides,padding,dilation",
                          [(1, 1, 2, 1, 1, "valid", 1), (9, 3, 4, 3, 2, "same", 1), (10, 5, 3, 4, 2, "same", 1),
-                          (11, 2, 5, 3, 1, "valid", 3)])
+                          (11, 2, 5, 3, 1, "valid", 3), (1, 3, 2, 3, 1, "causal", 1), (9, 3, 5, 3, 1, "causal", 2),
+                          (10, 5, 3, 4, 3, "causal", 1), (7, 1, 17, 2, 2, "causal", 1)])
 def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation):
     """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel."""
     layer = Conv1D(filters, kernel, strides, padding, dilation)
@@ -100,6 +101,25 @@ def test_conv1d_gradients(fp64):
     model = build([Input((7, 3)), Conv1D(4, 3, strides=2, padding="same", activation="tanh"), Conv1D(2, 2),
                    Flatten(), Dense(2)], "mse")
     check_model(model, rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 2)), rng)
+
+
+def test_conv1d_causal_gradients(fp64):
+    rng = np.random.default_rng(6)
+    model = build([Input((7, 3)), Conv1D(4, 3, padding="causal", dilation_rate=2, activation="tanh"),
+                   Conv1D(2, 2, strides=2, padding="causal"), Flatten(), Dense(2)], "mse")
+    check_model(model, rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 2)), rng)
+
+
+def test_conv1d_causal_sees_only_the_past(rt, rng):
+    """Output t depends on inputs up to t only: changing the last step changes only the last output."""
+    model = clnet.Sequential([Input((6, 2)), Conv1D(3, 3, padding="causal", dilation_rate=2)], seed=0)
+    x = rng.normal(size=(1, 6, 2))
+    changed = x.copy()
+    changed[0, -1] += 1
+    y, y2 = model.predict(x), model.predict(changed)
+    assert y.shape == (1, 6, 3)
+    np.testing.assert_array_equal(y[0, :-1], y2[0, :-1])
+    assert np.all(y[0, -1] != y2[0, -1])
 
 
 def test_conv_as_output_layer(fp64):
@@ -222,9 +242,15 @@ def test_bad_input_shapes(rt, make, input_shape, message):
     ({"dilation_rate": 0}, r"Conv2D 'c': dilation_rate must be >= 1, got 0"),
     ({"filters": 0}, r"Conv2D 'c': filters must be a positive integer, got 0"),
     ({"padding": "causal"}, r"Conv2D 'c': padding must be 'valid' or 'same', got 'causal'"),
+    ({"padding": "full"}, r"Conv2D 'c': padding must be 'valid' or 'same', got 'full'"),
     ({"strides": 2, "dilation_rate": 2}, r"strides > 1 cannot be combined with dilation_rate > 1"),
 ])
 def test_bad_arguments(kwargs, message):
     arguments = {"filters": 2, "kernel_size": 3, **kwargs}
     with pytest.raises(ValueError, match=message):
         Conv2D(name="c", **arguments)
+
+
+def test_conv1d_padding_names_causal():
+    with pytest.raises(ValueError, match=r"Conv1D 'c': padding must be 'valid', 'same' or 'causal', got 'full'"):
+        Conv1D(2, 3, padding="full", name="c")

@@ -34,7 +34,7 @@ class _Conv(Layer):
         if max(self.strides) > 1 and max(self.dilation_rate) > 1:  # as Keras
             raise ValueError(f"{kind} {name!r}: strides > 1 cannot be combined with dilation_rate > 1, got "
                              f"strides={self.strides} and dilation_rate={self.dilation_rate}")
-        self.padding = padding_mode(self, padding)
+        self.padding = padding_mode(self, padding, causal=self.rank == 1)
         self.activation = activations.get(activation)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
@@ -229,5 +229,7 @@ class Conv2D(_Conv):
 
 
 class Conv1D(_Conv):
-    """1-D convolution over (steps, channels) inputs; kernel (kernel_size, in, filters)."""
+    """1-D convolution over (steps, channels) inputs; kernel (kernel_size, in, filters). padding
+    may also be 'causal' (output t sees inputs up to t: (kernel_size - 1) * dilation_rate zeros
+    before the sequence, none after)."""
     rank = 1
