@@ -318,7 +318,8 @@ def same_padding(length, size, stride, dilation=1):
 
 
 def _padded(x, sizes, strides, dilations, padding, value=0.0):
-    pads = [same_padding(n, k, s, d) if padding == "same" else (0, 0)
+    # Keras's Conv1D 'causal': (k - 1) * d zeros before, then 'valid'.
+    pads = [same_padding(n, k, s, d) if padding == "same" else ((k - 1) * d, 0) if padding == "causal" else (0, 0)
             for n, k, s, d in zip(x.shape[1:3], sizes, strides, dilations)]
     return np.pad(x, ((0, 0), *pads, (0, 0)), constant_values=value), pads
 

@@ -62,7 +62,8 @@ def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilat
 
 @pytest.mark.parametrize("steps,channels,filters,kernel,strides,padding,dilation",
                          [(1, 1, 2, 1, 1, "valid", 1), (9, 3, 4, 3, 2, "same", 1), (10, 5, 3, 4, 2, "same", 1),
-                          (11, 2, 5, 3, 1, "valid", 3)])
+                          (11, 2, 5, 3, 1, "valid", 3), (1, 3, 2, 3, 1, "causal", 1), (9, 3, 5, 3, 1, "causal", 2),
+                          (10, 5, 3, 4, 3, "causal", 1), (7, 1, 17, 2, 2, "causal", 1)])
 def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation):
     """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel."""
     layer = Conv1D(filters, kernel, strides, padding, dilation)
@@ -100,6 +101,25 @@ def test_conv1d_gradients(fp64):
     model = build([Input((7, 3)), Conv1D(4, 3, strides=2, padding="same", activation="tanh"), Conv1D(2, 2),
                    Flatten(), Dense(2)], "mse")
     check_model(model, rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 2)), rng)
+
+
+def test_conv1d_causal_gradients(fp64):
+    rng = np.random.default_rng(6)
+    model = build([Input((7, 3)), Conv1D(4, 3, padding="causal", dilation_rate=2, activation="tanh"),
+                   Conv1D(2, 2, strides=2, padding="causal"), Flatten(), Dense(2)], "mse")
+    check_model(model, rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 2)), rng)
+
+
+def test_conv1d_causal_sees_only_the_past(rt, rng):
+    """Output t depends on inputs up to t only: changing the last step changes only the last output."""
+    model = clnet.Sequential([Input((6, 2)), Conv1D(3, 3, padding="causal", dilation_rate=2)], seed=0)
+    x = rng.normal(size=(1, 6, 2))
+    changed = x.copy()
+    changed[0, -1] += 1
+    y, y2 = model.predict(x), model.predict(changed)
+    assert y.shape == (1, 6, 3)
+    np.testing.assert_array_equal(y[0, :-1], y2[0, :-1])
+    assert np.all(y[0, -1] != y2[0, -1])
 
 
 def test_conv_as_output_layer(fp64):
@@ -172,10 +192,11 @@ def test_trains(rng):
 
 @pytest.mark.parametrize("batch_size", [16, 64])
 def test_launches_per_training_step(batch_size):
-    """The example's CNN (without Dropout): gather; Conv2D 4 (patches, product; bias/delta,
-    weights: no input gradient for the first layer); MaxPooling2D 2; Conv2D 6 (+ input product
-    and patch sums); MaxPooling2D 2; Dense 4; Dense(softmax) 5; loss; update. Per layer with
-    kernels at most 4 on average plus the constant 3, whatever the batch."""
+    """The example's CNN (without Dropout): gather; Conv2D 3 (forward; weight block sums and their
+    sum: no input gradient for the first layer); MaxPooling2D 2; Conv2D 4 (+ input gradient);
+    MaxPooling2D 2; Dense 4; Dense(softmax) 5; loss; update. A convolution takes at most 4, and the
+    layers with kernels at most 4 on average plus the constant 3, whatever the batch. (The GPU
+    form writes patches and runs the Dense products: 4 and 6.)"""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(batch_size * 3, 12, 12, 1)), rng.integers(0, 10, batch_size * 3)
     model = clnet.Sequential([Input((12, 12, 1)), Conv2D(4, 3, activation="relu"), MaxPooling2D(),
@@ -186,15 +207,19 @@ def test_launches_per_training_step(batch_size):
     rt = clnet.runtime()
     before = rt.launches
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
+    implicit = model.layers[1].implicit
+    first, hidden = (3, 4) if implicit else (4, 6)
     # A GPU splits a weight gradient over many rows among work-groups and adds the slices in one
     # more launch (Dense._splits); a CPU never does.
     products = [layer for layer in model.layers if isinstance(layer, Dense)] + \
-               [layer.product for layer in model.layers if isinstance(layer, Conv2D)]
+               ([] if implicit else [layer.product for layer in model.layers if isinstance(layer, Conv2D)])
     split_sums = sum(product._splits(batch_size * product.capacity // model.capacity)[0] > 1
                      for product in products)
-    per_step = 1 + 4 + 2 + 6 + 2 + 4 + 5 + 1 + 1 + split_sums
+    per_step = 1 + first + 2 + hidden + 2 + 4 + 5 + 1 + 1 + split_sums
     assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
     assert per_step - split_sums <= 4 * 6 + 3
+    if implicit:
+        assert hidden <= 4
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -224,9 +249,15 @@ def test_bad_input_shapes(rt, make, input_shape, message):
     ({"dilation_rate": 0}, r"Conv2D 'c': dilation_rate must be >= 1, got 0"),
     ({"filters": 0}, r"Conv2D 'c': filters must be a positive integer, got 0"),
     ({"padding": "causal"}, r"Conv2D 'c': padding must be 'valid' or 'same', got 'causal'"),
+    ({"padding": "full"}, r"Conv2D 'c': padding must be 'valid' or 'same', got 'full'"),
     ({"strides": 2, "dilation_rate": 2}, r"strides > 1 cannot be combined with dilation_rate > 1"),
 ])
 def test_bad_arguments(kwargs, message):
     arguments = {"filters": 2, "kernel_size": 3, **kwargs}
     with pytest.raises(ValueError, match=message):
         Conv2D(name="c", **arguments)
+
+
+def test_conv1d_padding_names_causal():
+    with pytest.raises(ValueError, match=r"Conv1D 'c': padding must be 'valid', 'same' or 'causal', got 'full'"):
+        Conv1D(2, 3, padding="full", name="c")

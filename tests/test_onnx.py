@@ -160,8 +160,10 @@ LAYER_EXAMPLES = {
     "Conv2D": ((7, 9, 3), lambda: [Conv2D(5, (4, 3), strides=2, padding="same", activation="relu"),
                                    Conv2D(4, 2, dilation_rate=(2, 3), padding="same", use_bias=False),
                                    Conv2D(3, (3, 2), activation="softmax")]),
-    "Conv1D": ((11, 3), lambda: [Conv1D(5, 4, strides=2, padding="same", activation="swish"),
-                                 Conv1D(3, 3, dilation_rate=2, use_bias=False), Conv1D(2, 1, strides=2)]),
+    "Conv1D": ((11, 3), lambda: [Conv1D(5, 4, strides=2, padding="same", activation="swish"),          # 6 steps
+                                 Conv1D(4, 3, padding="causal", dilation_rate=2, activation="tanh"),  # 6
+                                 Conv1D(3, 3, dilation_rate=2, use_bias=False),                       # 2
+                                 Conv1D(4, 2, strides=2, padding="causal"), Conv1D(2, 1, strides=2)]),
     "MaxPooling2D": ((7, 9, 3), lambda: [MaxPooling2D((2, 3), strides=2, padding="same"), MaxPooling2D()]),
     "AveragePooling2D": ((7, 9, 5), lambda: [AveragePooling2D((2, 4), strides=(2, 3), padding="same"),
                                              AveragePooling2D(2, strides=1)]),

@@ -7,11 +7,10 @@
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
                  const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
 
-// One work-item per output (dimension 0: channel, 1: output position): the index arithmetic
-// depends on the position only, so a CPU compiler that vectorizes across channels does it once
-// per position (one work-item per element, dividing its own index, ran 3x slower). Max pooling
-// also records where in the sample's image (y * width + x) each maximum came from, for the
-// backward pass.
+// One work-item per output position, all its channels (one work-item per channel and position
+// ran 3-8x slower on PoCL: it pays for every work-item, and the index arithmetic with it). Max
+// pooling also records where in the sample's image (y * width + x) each maximum came from, for
+// the backward pass.
 // The output is also stored transposed, for a Dense layer's weight gradient after a Flatten.
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
@@ -19,28 +18,31 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
                               __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
                               const int ld, GEOMETRY, const int use_max)
 {
-    const int c = get_global_id(0), m = get_global_id(1);
+    const int m = get_global_id(0);
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int y0 = max(oy * sh - pad_top, 0), y1 = min(oy * sh - pad_top + ph, height);
     const int x0 = max(ox * sw - pad_left, 0), x1 = min(ox * sw - pad_left + pw, width);
-    const __global TYPE *image = inputs + (long)row * height * width * channels + c;
-    TYPE best = -INFINITY, sum = 0;
-    int at = y0 * width + x0;
-    for (int y = y0; y < y1; y++)
-        for (int x = x0; x < x1; x++) {
-            const TYPE v = image[(y * width + x) * channels];
-            if (v > best) {
-                best = v;
-                at = y * width + x;
+    const __global TYPE *image = inputs + (long)row * height * width * channels;
+    const TYPE count = (y1 - y0) * (x1 - x0);
+    for (int c = 0; c < channels; c++) {
+        TYPE best = -INFINITY, sum = 0;
+        int at = y0 * width + x0;
+        for (int y = y0; y < y1; y++)
+            for (int x = x0; x < x1; x++) {
+                const TYPE v = image[(y * width + x) * channels + c];
+                if (v > best) {
+                    best = v;
+                    at = y * width + x;
+                }
+                sum += v;
             }
-            sum += v;
-        }
-    const int o = m * channels + c;
-    const TYPE y = use_max ? best : sum / ((y1 - y0) * (x1 - x0));
-    outputs[o] = y;
-    outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
-    if (use_max)
-        argmax[o] = at;
+        const int o = m * channels + c;
+        const TYPE y = use_max ? best : sum / count;
+        outputs[o] = y;
+        outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
+        if (use_max)
+            argmax[o] = at;
+    }
 }
 
 // dL/dx: each input element gathers from the windows that contain it (overlapping windows
@@ -72,4 +74,39 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
             }
         }
     input_gr[p * channels + c] = g;
+}
+
+// dL/dx when windows do not overlap (strides >= pool_size, global pooling included): each
+// output owns the cell of input pixels from its window's start to the next window's (to the
+// image's edge for the last), writes its gradient into it (at the maximum, or its share to each
+// pixel of an average's window) and zeros elsewhere, so every input element is written once and
+// none has to search the windows around it. One work-item per output (dimension 0: channel, 1:
+// output position), as FeedForwardPool.
+__kernel void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
+                                          __global const int *argmax,      // from FeedForwardPool
+                                          __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
+                                          GEOMETRY, const int use_max)
+{
+    const int m = get_global_id(0);
+    const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
+    const int top = oy * sh - pad_top, left = ox * sw - pad_left;
+    const int y0 = max(top, 0), y1 = min(top + ph, height), x0 = max(left, 0), x1 = min(left + pw, width);
+    const int cy0 = oy ? y0 : 0, cy1 = oy == out_h - 1 ? height : min(top + sh, height);
+    const int cx0 = ox ? x0 : 0, cx1 = ox == out_w - 1 ? width : min(left + sw, width);
+    const TYPE count = (y1 - y0) * (x1 - x0);
+    const __global TYPE *g = output_gr + (long)m * channels;
+    const __global int *at = argmax + (long)m * channels;
+    __global TYPE *image = input_gr + (long)row * height * width * channels;
+    for (int y = cy0; y < cy1; y++)
+        for (int x = cx0; x < cx1; x++) {
+            const int here = y * width + x;
+            const int inside = y >= y0 && y < y1 && x >= x0 && x < x1;
+            __global TYPE *out = image + (long)here * channels;
+            if (use_max)
+                for (int c = 0; c < channels; c++)
+                    out[c] = at[c] == here ? g[c] : 0;
+            else
+                for (int c = 0; c < channels; c++)
+                    out[c] = inside ? g[c] / count : 0;
+        }
 }

@@ -38,20 +38,26 @@ class _Pooling(Layer):
         self.argmax = Tensor((capacity * out_h * out_w * channels if self.use_max else 1,), np.int32, rt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)     # dL/dx
         self._forward = rt.kernel(self.program, "FeedForwardPool", dt)
-        self._hidden = rt.kernel(self.program, "CalcHiddenGradientPool", dt)
+        # Windows that do not overlap (the usual strides = pool_size, and global pooling) let each
+        # output write its own cell of the input gradient (pip's PoCL 3.0, 128 x 26 x 26 x 32: 1.1 ms,
+        # against 9.6 ms with each input element gathering from the windows around it).
+        (ph, pw), (sh, sw) = self.geometry[5:7], self.geometry[7:9]
+        self.cells = sh >= ph and sw >= pw
+        self._hidden = rt.kernel(self.program, "CalcHiddenGradientPoolCells" if self.cells else "CalcHiddenGradientPool",
+                                 dt)
 
     def forward(self, x, rows):
         height, width, channels, out_h, out_w = self.geometry[:5]
-        self._forward((channels, rows * out_h * out_w), None, x, self.outputs, self.outputs.transposed,
+        self._forward((rows * out_h * out_w,), None, x, self.outputs, self.outputs.transposed,
                       self.argmax, self.capacity, *self.geometry, int(self.use_max))
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
-        height, width, channels = self.geometry[:3]
-        self._hidden((channels, rows * height * width), None, grad, self.argmax, self.input_grad, *self.geometry,
-                     int(self.use_max))
+        height, width, channels, out_h, out_w = self.geometry[:5]
+        work = (rows * out_h * out_w,) if self.cells else (channels, rows * height * width)
+        self._hidden(work, None, grad, self.argmax, self.input_grad, *self.geometry, int(self.use_max))
         return self.input_grad
 
 

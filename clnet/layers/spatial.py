@@ -21,10 +21,13 @@ def int_tuple(layer, argument: str, value, rank: int) -> tuple[int, ...]:
     return tuple(int(v) for v in items)
 
 
-def padding_mode(layer, value) -> str:
+def padding_mode(layer, value, causal: bool = False) -> str:
+    """'valid' or 'same' (any case), and 'causal' where the layer takes it (Conv1D, as Keras)."""
     mode = value.lower() if isinstance(value, str) else value
-    if mode not in ("valid", "same"):
-        raise ValueError(f"{type(layer).__name__} {layer.name!r}: padding must be 'valid' or 'same', got {value!r}")
+    modes = ("valid", "same", "causal") if causal else ("valid", "same")
+    if mode not in modes:
+        expected = "'valid', 'same' or 'causal'" if causal else "'valid' or 'same'"
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: padding must be {expected}, got {value!r}")
     return mode
 
 
@@ -40,8 +43,12 @@ def window(layer, axis: str, length: int, size: int, stride: int, dilation: int,
            argument: str, input_shape) -> tuple[int, int]:
     """(output length, padding before) along one axis, as Keras computes them: 'same' gives
     ceil(length / stride) outputs and pads size_eff - 1 (stride 1) or what the last window
-    needs, pad_before = total // 2, the extra one after; 'valid' needs the window to fit."""
+    needs, pad_before = total // 2, the extra one after; 'causal' pads size_eff - 1 before and
+    nothing after (Keras pads, then convolves 'valid': output t sees inputs up to t), which also
+    gives ceil(length / stride) outputs; 'valid' needs the window to fit."""
     extent = (size - 1) * dilation + 1
+    if padding == "causal":
+        return -(-length // stride), extent - 1
     if padding == "same":
         outputs = -(-length // stride)
         return outputs, max((outputs - 1) * stride + extent - length, 0) // 2
@@ -56,12 +63,12 @@ def window(layer, axis: str, length: int, size: int, stride: int, dilation: int,
 def onnx_pads(layer, sizes, strides, dilations) -> list[int]:
     """ONNX's explicit `pads` (all befores, then all afters) for the layer's padding along its
     spatial axes: Keras's 'same' split, the extra cell after, which ONNX's auto_pad does not
-    promise for every case."""
+    promise for every case; 'causal' all before."""
     lengths = layer.input_shape[:len(sizes)]
     before, after = [], []
     for length, size, stride, dilation in zip(lengths, sizes, strides, dilations):
         outputs, pad = window(layer, "", length, size, stride, dilation, layer.padding, "", layer.input_shape)
-        total = max((outputs - 1) * stride + (size - 1) * dilation + 1 - length, 0) if layer.padding == "same" else 0
+        total = max((outputs - 1) * stride + (size - 1) * dilation + 1 - length, 0) if layer.padding == "same" else pad
         before.append(pad)
         after.append(total - pad)
     return before + after

@@ -15,7 +15,10 @@ exporters) and Keras's:
                                                                       ZeroPadding2D before it for
                                                                       pads other than 'valid' and
                                                                       Keras's 'same' (zero pads
-                                                                      read as 'valid')
+                                                                      read as 'valid'); a 1-D one
+                                                                      padded only before, by
+                                                                      (kernel - 1) * dilation:
+                                                                      'causal'
     Add of a per-unit or per-filter constant after a Dense or
     convolution without bias (Keras's Conv)                        -> that layer's bias
     Sub(mean), Mul(scale), Add(shift) per channel (Keras's
@@ -776,8 +779,8 @@ class _Reader:
         """kt with ZeroPadding2D before a 'valid' layer, for pads that are not Keras's 'same'."""
         from ..layers import ZeroPadding2D
         if len(befores) != 2:
-            raise _misused(node, f"pads={[*befores, *afters]}; clnet pads a 1-D {what} only as 'valid' or as "
-                                 "Keras's 'same'")
+            raise _misused(node, f"pads={[*befores, *afters]}; clnet pads a 1-D {what} only as 'valid', as "
+                                 "Keras's 'same' or (a convolution) as Keras's 'causal'")
         return self._layer(node, ZeroPadding2D(tuple(zip(befores, afters))), [kt])
 
     def _op_conv(self, node):
@@ -793,6 +796,8 @@ class _Reader:
         dilations = list(self._attribute(node, "dilations", [1] * rank))
         befores, afters = self._pads(node, lengths, sizes, strides, dilations)
         padding = self._padding(lengths, sizes, strides, dilations, befores, afters)
+        if padding is None and rank == 1 and (befores[0], afters[0]) == ((sizes[0] - 1) * dilations[0], 0):
+            padding = "causal"  # Keras's Conv1D: (kernel - 1) * dilation zeros before, none after
         if padding is None:
             kt, padding = self._zero_padded(node, kt, befores, afters, "convolution"), "valid"
         bias = [self._constant(node, node.inputs[2], "bias")] if len(node.inputs) > 2 and node.inputs[2] else []
