@@ -27,9 +27,11 @@ def relative_error(analytic, numeric):
     return np.linalg.norm(analytic - numeric) / scale
 
 
-def check_model(model, x, y, rng, training=False):
+def check_model(model, x, y, rng, training=False, constant=()):
     """`training`: differentiate the training-mode loss (Dropout's mask of this step, batch
-    statistics), which compute_gradients returns, instead of evaluate's."""
+    statistics), which compute_gradients returns, instead of evaluate's. `constant`: indices of
+    weights the loss does not depend on by construction (attention over one key, whose softmax
+    is 1, ignores the query and key weights), whose gradients must be zero."""
     model.compile(clnet.optimizers.SGD(), model.loss_name)
     _, grads, input_grad = model.compute_gradients(x, y)
     loss_at = (lambda: model.compute_gradients(x, y)[0]) if training else (lambda: model.evaluate(x, y, batch_size=len(x)))
@@ -58,6 +60,9 @@ def check_model(model, x, y, rng, training=False):
         if n is None:
             continue
         assert a.shape == n.shape
+        if i in constant:
+            assert np.abs(a).max() < 1e-12 and np.abs(n).max() < 1e-8, f"weight {i} should not matter"
+            continue
         assert np.linalg.norm(n) > 1e-8, f"weight {i}: the check would be vacuous"
         assert relative_error(a, n) < TOLERANCE, f"weight {i}: {relative_error(a, n):.2e}\n{a}\n{n}"
     # A model of several inputs takes and returns a list: one array (and gradient) per input.
