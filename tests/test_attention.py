@@ -70,18 +70,25 @@ def test_forward_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, ro
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
 
 
-def test_a_row_masked_entirely_is_uniform_as_in_keras(rt):
-    """Keras replaces masked scores by -1e9, so a row with nothing to attend to averages all values."""
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_row_masked_entirely_is_uniform_as_in_keras(rt, causal):
+    """Keras replaces masked scores by -1e9, so a row with nothing to attend to averages all
+    values, those of future positions too under the causal mask."""
     rng = np.random.default_rng(2)
-    model = attention_model(2, 3, 4, 4, MultiHeadAttention(2, 3), masked=True)
+    model = attention_model(2, 3, 4, 4, MultiHeadAttention(2, 3), masked=True, causal=causal)
     weights = randomized(model, rng)
     xq, xv = rng.normal(size=(2, 2, 4)), rng.normal(size=(2, 3, 4))
     mask = np.ones((2, 2, 3))
     mask[1, 0] = 0
     want, probabilities = multi_head_attention(xq.astype(np.float32), xv.astype(np.float32), xv.astype(np.float32),
-                                               weights, 2, mask=mask)
+                                               weights, 2, mask=mask, causal=causal)
     np.testing.assert_allclose(probabilities[1, :, 0], 1 / 3, rtol=1e-6)
     np.testing.assert_allclose(model.predict([xq, xv, mask]), want, rtol=2e-5, atol=2e-5)
+    model.loss_name = "mse"
+    x64 = clnet.Model.from_config(model.get_config(), floatx="float64")
+    x64.set_weights(model.get_weights())
+    x64.loss_name = "mse"
+    check_model(x64, [xq, xv, mask], rng.normal(size=(2, 2, 4)), rng, constant=KEY_BIAS)
 
 
 def test_masked_positions_change_nothing(rt):

@@ -132,7 +132,8 @@ class MultiHeadAttention(Layer):
         self.scale = 1.0 / math.sqrt(self.key_dim)
         # The dropout hash's 32-bit seed, as the Dropout layer draws it.
         self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
-        program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype)
+        program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
+                                  {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardAttention")
         self._hidden = kernel("CalcHiddenGradientAttention")
@@ -201,8 +202,8 @@ class MultiHeadAttention(Layer):
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
         self._forward((self.tq, self.num_heads, rows), None, projected["query"], projected["key"], projected["value"],
                       self._mask, self.probabilities, self.context, self.context.transposed, self._noise,
-                      self.tq, self.tk, self.num_heads, self.key_dim, self.value_dim, self.capacity * self.tq,
-                      self.scale, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
+                      self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
+                      int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                       *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq)
         return self.outputs
@@ -210,14 +211,14 @@ class MultiHeadAttention(Layer):
     def backward(self, grad, rows, input_grads):
         context_grad = self.output_dense.backward(grad, rows * self.tq, True)
         masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
-        sizes = (self.tq, self.tk, self.num_heads, self.key_dim, self.value_dim)
+        sizes = (self.tq, self.tk, self.num_heads)
         q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
         self._hidden((self.tq, self.num_heads, rows), None, context_grad, k, v, masked[0], self.probabilities,
                      self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
                      *self._dropout_arguments())
         self._hidden_key_value((self.tk, self.num_heads, rows), None, context_grad, q, self.probabilities,
                                self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
-                               *self._dropout_arguments())
+                               *masked[1:], *self._dropout_arguments())
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]
