@@ -253,10 +253,13 @@ class Model:
         return values[id(self._output)]
 
     def _loss(self, output: Tensor, target: Tensor, rows: int, first: int) -> None:
-        """Output gradient and per-sample loss/accuracy at [first, first + rows)."""
-        cols = int(np.prod(self.output_shape))
-        self._loss_kernel((rows,), None, target, output, self._output_grad, self._sample_loss, self._sample_hit,
-                          first, cols, self.loss.mode, int(self._fold), 1.0 / rows)
+        """Output gradient and per-sample loss/accuracy at [first, first + rows). As in Keras the
+        last axis is what a loss compares (the classes), averaged over the other axes (time)."""
+        positions, cols = int(np.prod(self.output_shape[:-1])), self.output_shape[-1]
+        group = min(self.rt.local_size, 1 << max(positions - 1, 0).bit_length())  # a work-group per sample
+        self._loss_kernel((rows * group,), (group,), target, output, self._output_grad, self._sample_loss,
+                          self._sample_hit, first, positions, cols, self.loss.mode, int(self._fold),
+                          1.0 / (rows * positions))
 
     def _backward(self, rows: int, plan: dict[int, list[bool]]) -> list[Tensor | None]:
         """Parameter gradients for the last forward pass; returns dL/d(input) per model input

@@ -147,34 +147,45 @@ def test_dense_uses_only_the_rows_given(rt, rng):
 LOSSES = ["mse", "mae", "categorical_crossentropy", "binary_crossentropy"]
 
 
-@pytest.mark.parametrize("name,cols", [(name, cols) for name in LOSSES for cols in (1, 3, 10, 129)
-                                       if (name, cols) != ("categorical_crossentropy", 1)])
-def test_loss_kernels(rt, rng, name, cols):
+def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold):
+    """CalcOutputGradient as the model launches it: a work-group per sample over its positions."""
+    group = min(rt.local_size, 1 << max(positions - 1, 0).bit_length())
+    rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
+        (rows * group,), (group,), Tensor.from_numpy(target, F32), Tensor.from_numpy(p, F32), grad,
+        sample_loss, sample_hit, first, positions, cols, loss.mode, fold, 1.0 / (rows * positions))
+
+
+@pytest.mark.parametrize("name,cols,positions", [(name, cols, positions) for name in LOSSES for cols in (1, 3, 10, 129)
+                                                 for positions in (1, 7)
+                                                 if (name, cols) != ("categorical_crossentropy", 1)])
+def test_loss_kernels(rt, rng, name, cols, positions):
+    """Every position's last axis is one sample of the loss, as in Keras; a sample's loss and
+    accuracy are the means over its positions."""
     loss = losses.get(name)
     rows, first = 13, 5
+    tokens = rows * positions
     if name == "categorical_crossentropy":
-        p = softmax(rng.normal(size=(rows, cols)))
-        t = np.eye(cols)[rng.integers(0, cols, rows)]
+        p = softmax(rng.normal(size=(tokens, cols)))
+        t = np.eye(cols)[rng.integers(0, cols, tokens)]
     else:
-        p = rng.uniform(0.05, 0.95, (rows, cols))
-        t = rng.integers(0, 2, (rows, cols)).astype(float)
+        p = rng.uniform(0.05, 0.95, (tokens, cols))
+        t = rng.integers(0, 2, (tokens, cols)).astype(float)
     p, t = p.astype(F32), t.astype(F32)
-    grad = Tensor((rows, cols), F32)
+    grad = Tensor((tokens, cols), F32)
     sample_loss, sample_hit = Tensor.zeros((first + rows,), F32), Tensor.zeros((first + rows,), F32)
-    program = loss.program(rt, F32)
-    rt.kernel(program, "CalcOutputGradient", F32)(
-        (rows,), None, Tensor.from_numpy(t), Tensor.from_numpy(p), grad, sample_loss, sample_hit,
-        first, cols, loss.mode, 0, 1.0 / rows)
-    want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))
+    launch_loss(rt, loss, t, p, grad, sample_loss, sample_hit, first, rows, positions, cols, 0)
+    want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))  # per token
+    want_loss = want_loss.reshape(rows, positions).mean(1)
+    want_hit = accuracy(name, p, t).reshape(rows, positions).mean(1)
     close(grad.numpy(), want_grad, rtol=1e-4, atol=1e-7)
     close(sample_loss.numpy()[first:], want_loss, rtol=1e-4, atol=1e-6)
     assert np.all(sample_loss.numpy()[:first] == 0)
-    close(sample_hit.numpy()[first:], accuracy(name, p, t))
+    close(sample_hit.numpy()[first:], want_hit)
 
     totals = Tensor((2,), F32)
-    rt.kernel(program, "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss, sample_hit,
-                                             first + rows, totals)
-    close(totals.numpy(), [want_loss.sum(), accuracy(name, p, t).sum()], rtol=1e-5)
+    rt.kernel(loss.program(rt, F32), "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss,
+                                                           sample_hit, first + rows, totals)
+    close(totals.numpy(), [want_loss.sum(), want_hit.sum()], rtol=1e-5)
 
 
 @pytest.mark.parametrize("name,activation", [("categorical_crossentropy", "softmax"),
@@ -193,9 +204,7 @@ def test_folded_gradient_is_the_logit_gradient(rt, rng, name, activation):
         p, t = 1 / (1 + np.exp(-z)), rng.integers(0, 2, (rows, cols)).astype(float)
     grad = Tensor((rows, cols), F32)
     stats = Tensor.zeros((rows,), F32), Tensor.zeros((rows,), F32)
-    rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
-        (rows,), None, Tensor.from_numpy(t, F32), Tensor.from_numpy(p, F32), grad, *stats,
-        0, cols, loss.mode, 1, 1.0 / rows)
+    launch_loss(rt, loss, t, p, grad, *stats, 0, rows, 1, cols, 1)
     dp = loss_and_grad(name, p, t)[1]
     want = softmax_backward(p, dp) if activation == "softmax" else dp * p * (1 - p)
     close(grad.numpy(), want, rtol=1e-4, atol=1e-7)

@@ -166,14 +166,14 @@ class Dense(Layer):
         self.output_activation = self.activation
 
     def compute_output_shape(self, input_shape):
-        if len(input_shape) != 1:
-            raise ValueError(f"Dense {self.name!r} expects flat inputs of shape (features,), got "
-                             f"{input_shape}; put a Flatten() before it")
-        return (self.units,)
+        # As Keras: on (..., features) the kernel applies to the last axis, the same at every position.
+        return (*input_shape[:-1], self.units)
 
     def build(self, input_shape, store: ParameterStore, rng):
         shape = super().build(input_shape, store, rng)
-        self.n_in = self.input_shape[0]
+        self.n_in = self.input_shape[-1]
+        # Positions per sample: on (time, features) inputs the product runs over batch * time rows.
+        self.positions = int(np.prod(self.input_shape[:-1]))
         # The weights' layout is fixed here; the blocks or tiles, which may differ with the batch
         # size, when the batch buffers are made (allocate).
         self.layout = layout(self.fixed_tiles or matrix_tiles(self.rt, self.dtype, self.n_in, self.units))
@@ -204,12 +204,15 @@ class Dense(Layer):
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
+        self.batch_capacity = capacity
+        capacity = self.capacity = capacity * self.positions  # product rows: samples x positions
         self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.n_in, self.units, capacity)
         assert layout(self.tiles) == self.layout, "every tuned size shares the weights' layout"
         program = rt.program((self._fused.source, "layers/dense.cl"), dt,
                              {"ACT": self._fused.function, **kernel_defines(self.tiles)})
         self.pre = Tensor((capacity, self.units), dt, rt)          # z = x W + b
-        self.outputs = Tensor((capacity, self.units), dt, rt)      # y = f(z)
+        # y = f(z), (batch capacity, *positions, units): the same rows, seen with the sample shape.
+        self.outputs = Tensor((self.batch_capacity, *self.output_shape), dt, rt)
         # y^T, which the next layer's weight gradient reads along rows (softmax is applied after
         # the product kernel, so a softmax layer's transposed output would be stale: none).
         self.outputs_t = Tensor((self.units, capacity), dt, rt)
@@ -220,7 +223,7 @@ class Dense(Layer):
         else:
             vw = self.tiles["VW"]
             self.delta_rows = Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
-        self.input_grad = Tensor((capacity, self.n_in), dt, rt)    # dL/dx
+        self.input_grad = Tensor((self.batch_capacity, *self.input_shape), dt, rt)  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
             self._bias_grad_sink = Tensor((self.units_p,), dt, rt)
@@ -251,9 +254,10 @@ class Dense(Layer):
         return tuple(-(-n // side) * side for n in work), (side, side)
 
     def _transposed_input(self, rows: int) -> Tensor:
-        """x^T (n_in, capacity): from the layer below if it wrote one, else transposed here."""
+        """x^T (n_in, capacity): from the layer below if it wrote one of that shape (a Dense on the
+        same positions did; a Flatten passes on a transpose of another shape), else transposed here."""
         given = getattr(self.x, "transposed", None)
-        if given is not None:
+        if given is not None and given.shape == (self.n_in, self.capacity):
             return given
         if self._input_t is None:
             self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
@@ -266,6 +270,7 @@ class Dense(Layer):
 
     def forward(self, x, rows):
         self.x = x
+        rows *= self.positions
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
         self._forward(*self._geometry("FF_RM", self.units, rows),
@@ -279,6 +284,7 @@ class Dense(Layer):
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
+        rows *= self.positions
         apply_derivative = not activation_done
         if apply_derivative and not self.activation.elementwise:
             group = self._row_group()
@@ -304,10 +310,12 @@ class Dense(Layer):
     def to_onnx(self, graph, inputs):
         kernel, *bias = self.get_weights()                     # (n_in, units), (units,)
         kernel = graph.constant("kernel", kernel)
-        if self.use_bias:
+        if self.use_bias and self.positions == 1 and len(self.input_shape) == 1:
             z = graph.op("Gemm", inputs[0], kernel, graph.constant("bias", bias[0]))
-        else:
+        else:  # Gemm is 2-D only; MatMul broadcasts over the leading axes
             z = graph.op("MatMul", inputs[0], kernel)
+            if self.use_bias:
+                z = graph.op("Add", z, graph.constant("bias", bias[0]))
         return [self.activation.to_onnx(graph, z)]
 
     def get_weights(self):

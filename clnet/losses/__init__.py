@@ -2,7 +2,7 @@
 loss and accuracy, which stay on the device until a progress update reads their sum."""
 from .base import Loss, get
 from .regression import MeanSquaredError, MeanAbsoluteError
-from .crossentropy import CategoricalCrossentropy, BinaryCrossentropy
+from .crossentropy import CategoricalCrossentropy, SparseCategoricalCrossentropy, BinaryCrossentropy
 
 __all__ = ["Loss", "get", "MeanSquaredError", "MeanAbsoluteError", "CategoricalCrossentropy",
-           "BinaryCrossentropy"]
+           "SparseCategoricalCrossentropy", "BinaryCrossentropy"]

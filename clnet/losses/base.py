@@ -68,8 +68,11 @@ def as_numeric(array, argument: str) -> np.ndarray:
 
 
 def get(identifier) -> Loss:
+    """A loss from a name, a Loss, or a get_config() dict such as {"name": ..., "from_logits": True}."""
     if isinstance(identifier, Loss):
         return identifier
+    if isinstance(identifier, dict) and identifier.get("name") in Loss.registry:
+        return Loss.registry[identifier["name"]](**{k: v for k, v in identifier.items() if k != "name"})
     if isinstance(identifier, str) and identifier.lower() in Loss.registry:
         return Loss.registry[identifier.lower()]()
     raise ValueError(f"unknown loss {identifier!r}; expected one of {sorted(Loss.registry)} or a Loss")

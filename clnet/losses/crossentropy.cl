@@ -1,44 +1,94 @@
-// Cross-entropy losses, one work-item per sample (row). Writes dL/dp for the mean loss over the
-// batch (scale = 1 / rows), and the sample's loss and accuracy at sample_loss[first + row].
+// Cross-entropy losses. One work-group per sample, whose items take its positions (the tokens of a
+// (time, classes) output; one for a (classes,) output) in turn: each position's last axis is one
+// distribution, as in Keras. Writes dL/dp for the mean loss over every position of the batch
+// (scale = 1 / (rows * positions)), and the sample's mean loss and accuracy over its positions at
+// sample_loss[first + row] (equal-length samples: their mean is the mean over all tokens).
 // With fold_activation the gradient is taken with respect to the logits instead: softmax then
 // categorical cross-entropy gives p * sum(t) - t, sigmoid then binary cross-entropy gives p - t,
-// which is both cheaper and exact where p saturates.
+// which is both cheaper and exact where p saturates. With FROM_LOGITS the outputs are logits z
+// (a final Dense without activation): the loss takes log softmax(z) itself, the maximum
+// subtracted before exp so that no logit overflows, and the gradient is softmax(z) * sum(t) - t.
+// SPARSE targets are class ids, one per position (exact in float32 below 2^24 classes).
 
 #define CATEGORICAL 0
 #define BINARY 1
+#define SPARSE 2
 
-__kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, cols)
-                                 __global const TYPE *outputs,    // p (rows, cols)
-                                 __global TYPE *gradients,        // dL/dp or dL/dlogits (rows, cols)
-                                 __global TYPE *sample_loss, __global TYPE *sample_hit,
-                                 const int first, const int cols, const int loss_function,
-                                 const int fold_activation, const TYPE scale)
+// Cross-entropy of one position's distribution; writes its gradient g, returns the loss.
+TYPE categorical_position(const __global TYPE *t, const int label, const __global TYPE *p,
+                          __global TYPE *g, const int cols, const int fold_activation, const TYPE scale)
 {
-    const int row = get_global_id(0);
-    const __global TYPE *t = target + row * cols;
-    const __global TYPE *p = outputs + row * cols;
-    __global TYPE *g = gradients + row * cols;
-    TYPE loss = 0;
-    if (loss_function == CATEGORICAL) {
-        TYPE t_sum = 0;
+    // t[j], or 1 at the label for sparse targets (t == 0).
+#define TARGET(j) (t ? t[j] : (TYPE)((j) == label))
+    TYPE t_sum = 1, loss = 0;
+    if (t) {
+        t_sum = 0;
         for (int j = 0; j < cols; j++)
             t_sum += t[j];
-        for (int j = 0; j < cols; j++) {
-            const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
-            loss -= t[j] * log(pj);
-            g[j] = scale * (fold_activation ? p[j] * t_sum - t[j]
-                                            : (p[j] == pj ? -t[j] / pj : 0));
-        }
-        sample_hit[first + row] = argmax_hit(p, t, cols);
-    } else {
-        for (int j = 0; j < cols; j++) {
-            const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
-            loss -= t[j] * log(pj) + (1 - t[j]) * log(1 - pj);
-            g[j] = scale / cols * (fold_activation ? p[j] - t[j]
-                                                   : (p[j] == pj ? (pj - t[j]) / (pj * (1 - pj)) : 0));
-        }
-        loss /= cols;
-        sample_hit[first + row] = binary_hit(p, t, cols);
     }
-    sample_loss[first + row] = loss;
+#if FROM_LOGITS
+    TYPE m = -INFINITY, s = 0;
+    for (int j = 0; j < cols; j++)
+        m = fmax(m, p[j]);
+    for (int j = 0; j < cols; j++)
+        s += exp(p[j] - m);
+    const TYPE log_s = log(s);
+    for (int j = 0; j < cols; j++) {
+        const TYPE tj = TARGET(j);
+        loss -= tj * (p[j] - m - log_s);
+        g[j] = scale * (exp(p[j] - m - log_s) * t_sum - tj);
+    }
+#else
+    for (int j = 0; j < cols; j++) {
+        const TYPE tj = TARGET(j);
+        const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
+        loss -= tj * log(pj);
+        g[j] = scale * (fold_activation ? p[j] * t_sum - tj : (p[j] == pj ? -tj / pj : 0));
+    }
+#endif
+#undef TARGET
+    return loss;
+}
+
+__kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, positions, cols), SPARSE: ids (rows, positions)
+                                 __global const TYPE *outputs,    // p (rows, positions, cols), FROM_LOGITS: z
+                                 __global TYPE *gradients,        // dL/dp or dL/dlogits (rows, positions, cols)
+                                 __global TYPE *sample_loss, __global TYPE *sample_hit,
+                                 const int first, const int positions, const int cols,
+                                 const int loss_function, const int fold_activation, const TYPE scale)
+{
+    __local TYPE scratch[LOCAL_SIZE];
+    const int row = get_group_id(0), lid = get_local_id(0);
+    TYPE loss = 0, hits = 0;
+    for (int position = lid; position < positions; position += get_local_size(0)) {
+        const int token = row * positions + position;
+        const __global TYPE *p = outputs + token * cols;
+        __global TYPE *g = gradients + token * cols;
+        if (loss_function == SPARSE) {
+            const int label = (int)target[token];
+            loss += categorical_position(0, label, p, g, cols, fold_activation, scale);
+            hits += argmax(p, cols) == label;
+        } else if (loss_function == CATEGORICAL) {
+            const __global TYPE *t = target + token * cols;
+            loss += categorical_position(t, 0, p, g, cols, fold_activation, scale);
+            hits += argmax_hit(p, t, cols);
+        } else {
+            const __global TYPE *t = target + token * cols;
+            TYPE position_loss = 0;
+            for (int j = 0; j < cols; j++) {
+                const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
+                position_loss -= t[j] * log(pj) + (1 - t[j]) * log(1 - pj);
+                g[j] = scale / cols * (fold_activation ? p[j] - t[j]
+                                                       : (p[j] == pj ? (pj - t[j]) / (pj * (1 - pj)) : 0));
+            }
+            loss += position_loss / cols;
+            hits += binary_hit(p, t, cols);
+        }
+    }
+    loss = group_reduce(scratch, loss, 0);
+    hits = group_reduce(scratch, hits, 0);
+    if (lid == 0) {
+        sample_loss[first + row] = loss / positions;
+        sample_hit[first + row] = hits / positions;
+    }
 }

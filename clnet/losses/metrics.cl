@@ -1,15 +1,19 @@
 // What every loss program shares: accuracy of one sample, and the reduction of the per-sample
 // loss and accuracy that the host reads once per progress update.
 
+// The column of the largest value (the first, on ties).
+inline int argmax(__global const TYPE *v, const int cols)
+{
+    int best = 0;
+    for (int j = 1; j < cols; j++)
+        best = v[j] > v[best] ? j : best;
+    return best;
+}
+
 // 1 if the largest prediction and the largest target are in the same column.
 inline TYPE argmax_hit(__global const TYPE *p, __global const TYPE *t, const int cols)
 {
-    int bp = 0, bt = 0;
-    for (int j = 1; j < cols; j++) {
-        bp = p[j] > p[bp] ? j : bp;
-        bt = t[j] > t[bt] ? j : bt;
-    }
-    return bp == bt;
+    return argmax(p, cols) == argmax(t, cols);
 }
 
 // The share of columns where prediction and target fall on the same side of 0.5.
