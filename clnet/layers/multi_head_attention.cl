@@ -19,6 +19,18 @@ inline bool attention_kept(__global const TYPE *mask, const int use_mask, const 
     return !use_mask || mask[((long)b * tq + i) * tk + j] > (TYPE)0.5;
 }
 
+// result = sum_d a[d] b[d] over DIM (a build constant) elements of a private row `a` and a global
+// row `b`, in eight running sums: independent sums let the compiler turn the unrolled loop into
+// SIMD multiply-adds (one running sum would fix the order of the additions and keep it scalar).
+#define DOT(result, a, b, DIM)                                             \
+    do {                                                                   \
+        TYPE part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                          \
+        for (int d_ = 0; d_ < (DIM); d_++)                                 \
+            part_[d_ % 8] += (a)[d_] * (b)[d_];                            \
+        result = ((part_[0] + part_[1]) + (part_[2] + part_[3])) +         \
+                 ((part_[4] + part_[5]) + (part_[6] + part_[7]));          \
+    } while (0)
+
 // The rows a work-item walks: with the causal mask, key positions past the query's are masked
 // (probability 0, gradient 0) and skipped.
 inline int attention_keys(const int causal, const int i, const int tk)
@@ -58,9 +70,8 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
     TYPE m = -INFINITY;
     for (int j = 0; j < keys; j++) {
         const __global TYPE *k = key + (((long)b * tk + j) * heads + h) * KEY_DIM;
-        TYPE s = 0;
-        for (int d = 0; d < KEY_DIM; d++)
-            s += q[d] * k[d];
+        TYPE s;
+        DOT(s, q, k, KEY_DIM);
         s = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? s : MASKED_SCORE;
         p[j] = s;
         m = fmax(m, s);
@@ -129,9 +140,8 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
     TYPE weighted = 0;  // sum_j p_j dL/dp_j
     for (int j = 0; j < keys; j++) {
         const __global TYPE *v = value + (((long)b * tk + j) * heads + h) * VALUE_DIM;
-        TYPE g = 0;
-        for (int d = 0; d < VALUE_DIM; d++)
-            g += dc[d] * v[d];
+        TYPE g;
+        DOT(g, dc, v, VALUE_DIM);
         if (dropout)
             g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
         ds[j] = g;
