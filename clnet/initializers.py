@@ -34,6 +34,11 @@ def he_normal(shape, rng, fans=None):
     return _truncated_normal(shape, rng, np.sqrt(2.0 / (fans or _fans(shape))[0]))
 
 
+def uniform(shape, rng):
+    # Keras's "uniform": RandomUniform(minval=-0.05, maxval=0.05), Embedding's default.
+    return rng.uniform(-0.05, 0.05, shape)
+
+
 def zeros(shape, rng):
     return np.zeros(shape)
 
@@ -53,7 +58,7 @@ def _truncated_normal(shape, rng, stddev):
     return sample * stddev / 0.87962566103423978
 
 
-INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, ones)}
+INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, uniform, zeros, ones)}
 
 
 def draw(initializer, shape, rng, fans):

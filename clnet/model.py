@@ -514,7 +514,7 @@ class Model:
             if not isinstance(x, (list, tuple)) or len(x) != len(self._inputs):
                 raise ValueError(f"{name} must be a list of {len(self._inputs)} arrays, one per input {names}, "
                                  f"got {type(x).__name__}" + (f" of {len(x)}" if isinstance(x, (list, tuple)) else ""))
-            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape)
+            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape, layer)
                      for i, (part, n, layer) in enumerate(zip(x, names, self._inputs))]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
@@ -523,7 +523,7 @@ class Model:
             x = x[0]  # Keras takes [x] for a model of one input
         return self._prepare_one(x, name, self.input_shape)
 
-    def _prepare_one(self, x, name: str, expected) -> np.ndarray:
+    def _prepare_one(self, x, name: str, expected, source: Input | None = None) -> np.ndarray:
         x = checked(x, name)
         if x.ndim < 2 or len(x) == 0:
             raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
@@ -532,6 +532,9 @@ class Model:
                              f"shape {tuple(expected)}")
         if not self.built:
             self.build(x.shape[1:])
+        source = source or self._inputs[0]
+        for layer in {id(c.layer): c.layer for c in self._calls if any(t is source.output for t in c.inputs)}.values():
+            layer.check_input(x, name)  # e.g. Embedding's ids, before any launch
         return x.reshape(len(x), -1)
 
     def _prepare(self, x, y, names=("x", "y")):

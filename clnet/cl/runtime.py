@@ -17,6 +17,9 @@ from .device import DeviceError, DeviceInfo, choose
 
 FLOATX = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# Integers (token and class ids) carried in the float type are exact below this; kernels read
+# them as int, hence 2^31 - 1 for double.
+EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 
 class BuildError(RuntimeError):

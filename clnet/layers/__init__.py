@@ -14,10 +14,12 @@ from .pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D
                       GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
 from .reshape import Reshape
 from .zero_padding import ZeroPadding2D
+from .embedding import Embedding
+from .position_embedding import PositionEmbedding
 from .multi_head_attention import MultiHeadAttention
 
 __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
-           "MultiHeadAttention"]
+           "Embedding", "PositionEmbedding", "MultiHeadAttention"]

@@ -92,6 +92,11 @@ class Layer:
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
 
+    def check_input(self, x: np.ndarray, argument: str) -> None:
+        """Check the values of `x`, a model input this layer reads directly, before anything is
+        launched for it (Embedding: ids in range); raise a ValueError naming `argument`. Most
+        layers take any finite number, which the model has checked already."""
+
     def allocate(self, capacity: int) -> None:
         """Make the device buffers for batches of up to `capacity` rows."""
         self.capacity = capacity

@@ -1,9 +1,7 @@
 import numpy as np
 
+from ..cl.runtime import EXACT_INTEGERS
 from .base import Loss, as_numeric
-
-# Class ids travel in the model's float type, exact up to its mantissa (float32: 2^24).
-EXACT_INTEGERS = {np.dtype(np.float32): 2**24, np.dtype(np.float64): 2**31 - 1}
 
 
 class CategoricalCrossentropy(Loss):
