@@ -70,7 +70,7 @@ class LayerNormalization(Layer):
     def backward(self, grad, rows, input_grad, activation_done=False):
         groups = rows * self.outer * self.inner
         if self.parameters:
-            size = self.rt.local_size
+            size = self.rt.local_size if self.rt.info.is_gpu else 1  # a work-group per feature (see _group)
             self._delta_weights((self.features * size,), (size,), self.x, grad, self.group_mean, self.group_inv_std,
                                 self.gamma.grad if self.scale else self._sink,
                                 self.beta.grad if self.center else self._sink, groups, self.features, self.inner)
