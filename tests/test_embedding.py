@@ -177,7 +177,7 @@ def test_bad_arguments():
         clnet.Sequential([Input((2,)), Embedding(2**24 + 1, 1, name="e")])
     with pytest.raises(ValueError, match="Embedding None: output_dim must be a positive integer, got 0"):
         Embedding(3, 0)
-    with pytest.raises(ValueError, match="mask_zero=True is not supported"):
+    with pytest.raises(ValueError, match="Embedding None: mask_zero must be False \\(clnet has no masks\\), got True"):
         Embedding(3, 2, mask_zero=True)
     with pytest.raises(ValueError, match="PositionEmbedding None: sequence_length must be a positive integer"):
         PositionEmbedding(0)

@@ -25,8 +25,7 @@ class Embedding(Layer):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"Embedding {name!r}: {argument} must be a positive integer, got {value!r}")
         if mask_zero:
-            raise ValueError(f"Embedding {name!r}: mask_zero=True is not supported (clnet has no masks); "
-                             "got mask_zero={mask_zero!r}")
+            raise ValueError(f"Embedding {name!r}: mask_zero must be False (clnet has no masks), got {mask_zero!r}")
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
         self._initializer_name = embeddings_initializer
@@ -49,7 +48,9 @@ class Embedding(Layer):
         self._forward = kernel("FeedForwardEmbedding")
         self._count = kernel("CountEmbeddingIds")
         self._delta_weights = kernel("CalcDeltaWeightsEmbedding")
-        self._counts = Tensor.zeros((self.input_dim,), np.int32, self.rt)  # (input_dim,), 0 between steps
+        # Per id: its occurrences in the batch and the first of them, reset by the kernel after use.
+        self._counts = Tensor.zeros((self.input_dim,), np.int32, self.rt)                    # (input_dim,)
+        self._first = Tensor.from_numpy(np.full(self.input_dim, 2**31 - 1, np.int32), rt=self.rt)  # (input_dim,)
         self._group = min(self.rt.local_size, self.output_dim)
         return shape
 
@@ -85,9 +86,9 @@ class Embedding(Layer):
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        self._count((rows * self.positions,), None, self.x, self._counts, self.input_dim)
+        self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim)
         self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, self._counts,
-                            self.embeddings.grad, self.input_dim, self.output_dim)
+                            self._first, self.embeddings.grad, self.input_dim, self.output_dim)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):
