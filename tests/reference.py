@@ -450,3 +450,27 @@ def numeric_gradients(f, arrays, dy, step=1e-6):
             g[index] = (plus - minus) / (2 * step)
         grads.append(g)
     return grads
+
+
+# -- MultiHeadAttention, as Keras 3 computes it (its explicit-scores path) -----------------------
+def multi_head_attention(query, value, key, weights, num_heads, mask=None, causal=False, keep=None, rate=0.0):
+    """Keras's MultiHeadAttention: projections by einsum, the query scaled by 1/sqrt(key_dim),
+    masked scores replaced by -1e9, softmax over the keys, dropout (`keep`: a boolean array of
+    the probabilities' shape (batch, heads, Tq, Tk), kept where True) and the output projection.
+    `weights` in get_weights() order. Returns (output, probabilities)."""
+    wq, bq, wk, bk, wv, bv, wo, bo = weights
+    q = np.einsum("btd,dhk->bthk", query, wq) + bq
+    k = np.einsum("btd,dhk->bthk", key, wk) + bk
+    v = np.einsum("btd,dhk->bthk", value, wv) + bv
+    q = q * q.dtype.type(1.0 / math.sqrt(wq.shape[-1]))
+    scores = np.einsum("bshk,bthk->bhts", k, q)                       # (batch, heads, Tq, Tk)
+    kept = np.ones(scores.shape, bool)
+    if causal:
+        tq, tk = scores.shape[-2:]
+        kept &= np.arange(tk)[None, :] <= np.arange(tq)[:, None]
+    if mask is not None:
+        kept &= np.asarray(mask)[:, None] > 0.5
+    probabilities = softmax(np.where(kept, scores, scores.dtype.type(-1e9)))
+    dropped = probabilities if keep is None else dropout(probabilities, keep, rate)
+    context = np.einsum("bhts,bshk->bthk", dropped, v)
+    return np.einsum("bthk,hko->bto", context, wo) + bo, probabilities

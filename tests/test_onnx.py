@@ -26,7 +26,8 @@ from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, B
                           Embedding, PositionEmbedding,
                           Conv2D, Dense, Dropout, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D,
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Layer, LayerNormalization, LocallyConnected1D,
-                          MaxPooling1D, MaxPooling2D, Multiply, Reshape, Softmax, ZeroPadding2D, SimpleRNN, LSTM, GRU)
+                          MaxPooling1D, MaxPooling2D, MultiHeadAttention, Multiply, Reshape, Softmax, ZeroPadding2D,
+                          SimpleRNN, LSTM, GRU)
 from clnet.onnx.importer import SUPPORTED_OPS
 
 DATA = Path(__file__).parent / "data"
@@ -199,7 +200,7 @@ ACTIVATIONS = [("linear", {}), ("linear", {"a": 0.5, "b": -0.25}), ("sigmoid", {
 def test_every_layer_class_has_an_export_and_a_test():
     missing = sorted(name for name, cls in Layer.registry.items() if cls.to_onnx is Layer.to_onnx)
     assert not missing, f"layer classes without to_onnx: {missing}"
-    untested = sorted(set(Layer.registry) - set(LAYER_EXAMPLES) - set(GRAPH_EXAMPLES))
+    untested = sorted(set(Layer.registry) - set(LAYER_EXAMPLES) - set(GRAPH_EXAMPLES) - set(ATTENTION_EXAMPLES))
     assert not untested, f"layer classes without an example in LAYER_EXAMPLES or GRAPH_EXAMPLES: {untested}"
 
 
@@ -246,6 +247,45 @@ def test_graph_exports(name, dtype, tmp_path, rng):
         for got, want_weight in zip(layer.get_weights(), shared.get_weights(), strict=True):
             np.testing.assert_array_equal(got, want_weight)
     np.testing.assert_array_equal(loaded.predict(xs), want)
+
+
+# Attention takes several inputs too: self-attention with the causal mask (an additive
+# initializer) in a residual block, and cross-attention with an explicit mask input (Where).
+def self_attention(dtype):
+    x = Input((5, 4), name="x")
+    h = Add()([x, MultiHeadAttention(3, 2, value_dim=3, name="mha")(x, x, use_causal_mask=True)])
+    return clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx=np.dtype(dtype).name, seed=2), (7, 5, 4)
+
+
+def masked_cross_attention(dtype):
+    q, v, mask = Input((3, 4), name="q"), Input((6, 5), name="v"), Input((3, 6), name="mask")
+    out = MultiHeadAttention(2, 5, output_shape=2, name="mha")(q, v, attention_mask=mask)
+    return clnet.Model([q, v, mask], out, floatx=np.dtype(dtype).name, seed=2), (7, 3, 4), (7, 6, 5)
+
+
+ATTENTION_EXAMPLES = {"MultiHeadAttention": (self_attention, masked_cross_attention)}
+
+
+@pytest.mark.parametrize("example", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_exports(example, dtype, tmp_path, rng):
+    model, *shapes = ATTENTION_EXAMPLES["MultiHeadAttention"][example](dtype)
+    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
+    xs = [rng.normal(size=shape).astype(dtype) for shape in shapes]
+    if len(model.inputs) == 3:
+        xs.append((rng.random((7, 3, 6)) < 0.6).astype(dtype))
+        xs[2][:, :, 0] = 1
+    path = tmp_path / "attention.onnx"
+    model.export(path)
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    assert {"MatMul", "Softmax", "Transpose", "Reshape"} <= {n.op_type for n in proto.graph.node}
+    want = model.predict(xs if len(xs) > 1 else xs[0])
+    names = [i.name for i in proto.graph.input if i.name not in {init.name for init in proto.graph.initializer}]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for rows in (1, 7):
+        got = session.run(["output"], {name: x[:rows] for name, x in zip(names, xs)})[0]
+        assert_close(got, want[:rows], RTOL[dtype])
 
 
 def test_every_activation_has_an_export_and_a_test():

@@ -97,7 +97,7 @@ def test_gradients_through_time(fp64, kind, steps, sequences, backwards):
     model = build(layers + ([Flatten()] if sequences else []) + [Dense(2, "softmax")], "categorical_crossentropy")
     model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
     # Over one step the recurrent kernel meets only the zero initial state.
-    check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, unused=(1,) if steps == 1 else ())
+    check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, constant=(1,) if steps == 1 else ())
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -1,0 +1,210 @@
+// Scaled dot-product attention of MultiHeadAttention, between its projections (Dense products).
+// The projections are row-major (batch * time, heads * dim): element d of head h at time t of
+// sample b is at ((b * T + t) * heads + h) * dim + d; dim is KEY_DIM or VALUE_DIM (build defines). Probabilities are (batch, heads, Tq, Tk).
+// One work-item per row of attention (sample, head, query position): the rows are short (Tk
+// keys), and a row's softmax, its dropout and its weighted sum of values need nothing from the
+// others. Built together with dropout.cl, whose hash decides the kept probabilities.
+
+// Keras's masked softmax replaces a masked score by -1e9 (not -inf, so a row masked entirely
+// is uniform, as Keras's): exp(-1e9 - max) is exactly 0 beside any unmasked score.
+#define MASKED_SCORE ((TYPE)-1e9)
+
+// True where query position i may attend to key position j: the causal mask keeps j <= i, an
+// explicit mask (batch, Tq, Tk) keeps entries > 0.5 (Keras's rule for a non-boolean mask).
+inline bool attention_kept(__global const TYPE *mask, const int use_mask, const int causal,
+                           const int b, const int i, const int j, const int tq, const int tk)
+{
+    if (causal && j > i)
+        return false;
+    return !use_mask || mask[((long)b * tq + i) * tk + j] > (TYPE)0.5;
+}
+
+// result = sum_d a[d] b[d] over DIM (a build constant) elements of a private row `a` and a global
+// row `b`, in eight running sums: independent sums let the compiler turn the unrolled loop into
+// SIMD multiply-adds (one running sum would fix the order of the additions and keep it scalar).
+#define DOT(result, a, b, DIM)                                             \
+    do {                                                                   \
+        TYPE part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                          \
+        for (int d_ = 0; d_ < (DIM); d_++)                                 \
+            part_[d_ % 8] += (a)[d_] * (b)[d_];                            \
+        result = ((part_[0] + part_[1]) + (part_[2] + part_[3])) +         \
+                 ((part_[4] + part_[5]) + (part_[6] + part_[7]));          \
+    } while (0)
+
+// The rows a work-item walks: with the causal mask, key positions past the query's are masked
+// (probability 0, gradient 0) and skipped.
+inline int attention_keys(const int causal, const int i, const int tk)
+{
+    return causal ? min(i + 1, tk) : tk;
+}
+
+// probabilities = softmax(where(mask, (q / sqrt(key_dim)) . k, -1e9)) over the keys, the same
+// max-subtracted formula as SoftMaxActivation; context = dropout(probabilities) . v, written as
+// (batch * Tq, heads * value_dim) and transposed, (heads * value_dim, ld), for the output
+// projection's weight gradient. Dropout (`dropout` = 1, in fit only) keeps a probability where
+// dropout.cl's hash of (seed, step, its index in `probabilities`) says so, scaled by 1 / keep.
+// KEY_DIM and VALUE_DIM are build-time constants, so that a query row and the context row being
+// summed stay in registers.
+__kernel void FeedForwardAttention(__global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
+                                   __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
+                                   __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
+                                   __global const TYPE *mask,        // (batch, Tq, Tk) if use_mask
+                                   __global TYPE *probabilities,     // (batch, heads, Tq, Tk)
+                                   __global TYPE *context,           // (batch * Tq, heads * VALUE_DIM)
+                                   __global TYPE *context_t,         // (heads * VALUE_DIM, ld)
+                                   __global const int *noise,        // dropout.cl's geometry: unused (rank 0)
+                                   const int tq, const int tk, const int heads, const int ld, const TYPE scale,
+                                   const int use_mask, const int causal, const int dropout,
+                                   const int seed, const int step, const TYPE keep)
+{
+    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    if (i >= tq)
+        return;
+    const long row = (((long)b * heads + h) * tq + i) * tk;
+    __global TYPE *p = probabilities + row;
+    TYPE q[KEY_DIM];
+    for (int d = 0; d < KEY_DIM; d++)  // Keras scales the query, then takes the product
+        q[d] = query[(((long)b * tq + i) * heads + h) * KEY_DIM + d] * scale;
+    int keys = attention_keys(causal, i, tk);
+
+    TYPE m = -INFINITY;
+    for (int j = 0; j < keys; j++) {
+        const __global TYPE *k = key + (((long)b * tk + j) * heads + h) * KEY_DIM;
+        TYPE s;
+        DOT(s, q, k, KEY_DIM);
+        s = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? s : MASKED_SCORE;
+        p[j] = s;
+        m = fmax(m, s);
+    }
+    if (m == MASKED_SCORE) {  // nothing to attend to: Keras's softmax of -1e9 everywhere, future keys too
+        for (int j = keys; j < tk; j++)
+            p[j] = MASKED_SCORE;
+        keys = tk;
+    }
+    TYPE sum = 0;
+    for (int j = 0; j < keys; j++) {
+        const TYPE e = exp(p[j] - m);
+        p[j] = e;
+        sum += e;
+    }
+    TYPE c[VALUE_DIM];
+    for (int d = 0; d < VALUE_DIM; d++)
+        c[d] = 0;
+    for (int j = 0; j < keys; j++) {
+        const TYPE probability = p[j] / sum;
+        p[j] = probability;
+        TYPE w = probability;
+        if (dropout)
+            w = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? w / keep : 0;
+        const __global TYPE *v = value + (((long)b * tk + j) * heads + h) * VALUE_DIM;
+        for (int d = 0; d < VALUE_DIM; d++)
+            c[d] += w * v[d];
+    }
+    for (int j = keys; j < tk; j++)
+        p[j] = 0;
+    const long out = (((long)b * tq + i) * heads + h) * VALUE_DIM;
+    const long column = (long)b * tq + i;
+    for (int d = 0; d < VALUE_DIM; d++) {
+        context[out + d] = c[d];
+        context_t[(long)(h * VALUE_DIM + d) * ld + column] = c[d];
+    }
+}
+
+// Per row (sample, head, query position): dL/d(dropped probability) = dL/dcontext . v, through
+// the dropout to dL/dp, through the softmax to dL/ds = p (dL/dp - sum_j p_j dL/dp_j), 0 where
+// masked (the score was replaced there); then dL/dquery = scale * sum_j dL/ds_j k_j.
+// score_grad keeps dL/ds for CalcHiddenGradientAttentionKeyValue.
+__kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
+                                          __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
+                                          __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
+                                          __global const TYPE *mask,
+                                          __global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                                          __global TYPE *score_gr,          // (batch, heads, Tq, Tk)
+                                          __global TYPE *query_gr,          // (batch * Tq, heads * KEY_DIM)
+                                          __global const int *noise,
+                                          const int tq, const int tk, const int heads, const TYPE scale,
+                                          const int use_mask, const int causal, const int dropout,
+                                          const int seed, const int step, const TYPE keep)
+{
+    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    if (i >= tq)
+        return;
+    TYPE dc[VALUE_DIM];
+    for (int d = 0; d < VALUE_DIM; d++)
+        dc[d] = context_gr[(((long)b * tq + i) * heads + h) * VALUE_DIM + d];
+    const long row = (((long)b * heads + h) * tq + i) * tk;
+    const __global TYPE *p = probabilities + row;
+    __global TYPE *ds = score_gr + row;
+    const int keys = attention_keys(causal, i, tk);
+
+    TYPE weighted = 0;  // sum_j p_j dL/dp_j
+    for (int j = 0; j < keys; j++) {
+        const __global TYPE *v = value + (((long)b * tk + j) * heads + h) * VALUE_DIM;
+        TYPE g;
+        DOT(g, dc, v, VALUE_DIM);
+        if (dropout)
+            g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
+        ds[j] = g;
+        weighted += p[j] * g;
+    }
+    TYPE dq[KEY_DIM];
+    for (int d = 0; d < KEY_DIM; d++)
+        dq[d] = 0;
+    for (int j = 0; j < keys; j++) {
+        const TYPE g = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? p[j] * (ds[j] - weighted) : 0;
+        ds[j] = g;
+        const __global TYPE *k = key + (((long)b * tk + j) * heads + h) * KEY_DIM;
+        for (int d = 0; d < KEY_DIM; d++)
+            dq[d] += g * k[d];
+    }
+    for (int j = keys; j < tk; j++)
+        ds[j] = 0;
+    __global TYPE *out = query_gr + (((long)b * tq + i) * heads + h) * KEY_DIM;
+    for (int d = 0; d < KEY_DIM; d++)
+        out[d] = scale * dq[d];
+}
+
+// Per column (sample, head, key position j): dL/dvalue_j = sum_i dropped p_ij dL/dcontext_i and
+// dL/dkey_j = sum_i dL/ds_ij (scale * query_i); under the causal mask alone only rows i >= j reach j.
+__kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
+                                                  __global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
+                                                  __global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                                                  __global const TYPE *score_gr,    // (batch, heads, Tq, Tk)
+                                                  __global TYPE *key_gr,            // (batch * Tk, heads * KEY_DIM)
+                                                  __global TYPE *value_gr,          // (batch * Tk, heads * VALUE_DIM)
+                                                  __global const int *noise,
+                                                  const int tq, const int tk, const int heads, const TYPE scale,
+                                                  const int use_mask, const int causal, const int dropout,
+                                                  const int seed, const int step, const TYPE keep)
+{
+    const int j = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    if (j >= tk)
+        return;
+    const long column = ((long)b * heads + h) * tq * tk + j;  // + i * tk: row i's entry for key j
+    TYPE dv[VALUE_DIM], dk[KEY_DIM];
+    for (int d = 0; d < VALUE_DIM; d++)
+        dv[d] = 0;
+    for (int d = 0; d < KEY_DIM; d++)
+        dk[d] = 0;
+    // A row masked entirely attends to future keys too (see FeedForwardAttention): with an
+    // explicit mask every row is read.
+    for (int i = causal && !use_mask ? j : 0; i < tq; i++) {
+        const long at = column + (long)i * tk;
+        TYPE w = probabilities[at];
+        if (dropout)
+            w = dropout_keep((int)at, 1, noise, 0, seed, step, keep) ? w / keep : 0;
+        const __global TYPE *dc = context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM;
+        for (int d = 0; d < VALUE_DIM; d++)
+            dv[d] += w * dc[d];
+        const TYPE g = score_gr[at];
+        const __global TYPE *q = query + (((long)b * tq + i) * heads + h) * KEY_DIM;
+        for (int d = 0; d < KEY_DIM; d++)
+            dk[d] += g * q[d];
+    }
+    __global TYPE *out_v = value_gr + (((long)b * tk + j) * heads + h) * VALUE_DIM;
+    for (int d = 0; d < VALUE_DIM; d++)
+        out_v[d] = dv[d];
+    __global TYPE *out_k = key_gr + (((long)b * tk + j) * heads + h) * KEY_DIM;
+    for (int d = 0; d < KEY_DIM; d++)
+        out_k[d] = scale * dk[d];
+}

@@ -1,0 +1,282 @@
+"""MultiHeadAttention: forward against a numpy transcription of Keras (float32, awkward sizes,
+masks, dropout), float64 central-difference gradients (self- and cross-attention, causal and
+explicit masks, sequence lengths 1, 2 and 7, a residual graph), masked positions changing
+nothing, launches per step, Keras's weight layout (a fixture written by real Keras), config,
+save/load and bad arguments."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet.layers import Add, Dense, Flatten, Input, LayerNormalization, MultiHeadAttention
+from reference import dropout_keep, multi_head_attention
+from test_gradients import check_model
+
+FIXTURE = Path(__file__).parent / "fixtures" / "keras_attention.npz"
+
+
+def attention_model(tq, tk, query_dim, value_dim, mha, floatx="float32", masked=False, causal=False,
+                    self_attention=False, seed=1):
+    """Input(s) -> mha -> output: self-attention reads one input; cross-attention a query and a
+    value input (and a mask input when `masked`)."""
+    query = Input((tq, query_dim), name="query")
+    if self_attention:
+        return clnet.Model(query, mha(query, query, use_causal_mask=causal), floatx=floatx, seed=seed)
+    value = Input((tk, value_dim), name="value")
+    inputs = [query, value]
+    mask = None
+    if masked:
+        mask = Input((tq, tk), name="mask")
+        inputs.append(mask)
+    return clnet.Model(inputs, mha(query, value, attention_mask=mask, use_causal_mask=causal), floatx=floatx,
+                       seed=seed)
+
+
+# The key's bias adds one number to a row's scores, which the softmax ignores (Keras keeps it);
+# over one key the softmax is 1: the query and key weights do not matter either.
+KEY_BIAS, ONE_KEY = (3,), (0, 1, 2, 3)
+
+
+def random_mask(rng, rows, tq, tk):
+    mask = rng.random((rows, tq, tk)) < 0.6
+    mask[:, :, 0] = True  # every row attends somewhere (a row masked entirely is tested apart)
+    mask[0, :, :2] = True  # and some to two keys, so that the query and key weights matter
+    return mask.astype(float)
+
+
+def randomized(model, rng, scale=0.5):
+    weights = [rng.normal(0, scale, w.shape) for w in model.get_weights()]
+    model.set_weights(weights)
+    return [w.astype(model.dtype) for w in weights]
+
+
+@pytest.mark.parametrize("heads,key_dim,value_dim,tq,tk,rows", [(1, 5, None, 3, 5, 1), (3, 5, 2, 4, 7, 5),
+                                                                (3, 1, 4, 7, 1, 3), (2, 8, 8, 9, 9, 2)])
+@pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
+def test_forward_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
+    rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
+    masked, causal = masking in ("mask", "both"), masking in ("causal", "both")
+    mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim, output_shape=None if tq % 2 else 3)
+    model = attention_model(tq, tk, 6, 5, mha, masked=masked, causal=causal)
+    weights = randomized(model, rng)
+    xq, xv = rng.normal(size=(rows, tq, 6)), rng.normal(size=(rows, tk, 5))
+    xs = [xq, xv] + ([random_mask(rng, rows, tq, tk)] if masked else [])
+    f32 = lambda a: np.asarray(a, np.float32)
+    want, _ = multi_head_attention(f32(xq), f32(xv), f32(xv), weights, heads, mask=xs[2] if masked else None,
+                                   causal=causal)
+    got = model.predict(xs)
+    assert got.shape == (rows, tq, 3 if tq % 2 == 0 else 6)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_row_masked_entirely_is_uniform_as_in_keras(rt, causal):
+    """Keras replaces masked scores by -1e9, so a row with nothing to attend to averages all
+    values, those of future positions too under the causal mask."""
+    rng = np.random.default_rng(2)
+    model = attention_model(2, 3, 4, 4, MultiHeadAttention(2, 3), masked=True, causal=causal)
+    weights = randomized(model, rng)
+    xq, xv = rng.normal(size=(2, 2, 4)), rng.normal(size=(2, 3, 4))
+    mask = np.ones((2, 2, 3))
+    mask[1, 0] = 0
+    want, probabilities = multi_head_attention(xq.astype(np.float32), xv.astype(np.float32), xv.astype(np.float32),
+                                               weights, 2, mask=mask, causal=causal)
+    np.testing.assert_allclose(probabilities[1, :, 0], 1 / 3, rtol=1e-6)
+    np.testing.assert_allclose(model.predict([xq, xv, mask]), want, rtol=2e-5, atol=2e-5)
+    model.loss_name = "mse"
+    x64 = clnet.Model.from_config(model.get_config(), floatx="float64")
+    x64.set_weights(model.get_weights())
+    x64.loss_name = "mse"
+    check_model(x64, [xq, xv, mask], rng.normal(size=(2, 2, 4)), rng, constant=KEY_BIAS)
+
+
+def test_masked_positions_change_nothing(rt):
+    """Values and keys at a masked position, and future positions under the causal mask, do not
+    reach the output: changing them leaves it identical, bit for bit."""
+    rng = np.random.default_rng(4)
+    model = attention_model(3, 5, 4, 6, MultiHeadAttention(3, 5, value_dim=2), masked=True)
+    randomized(model, rng)
+    xq, xv, mask = rng.normal(size=(4, 3, 4)), rng.normal(size=(4, 5, 6)), np.ones((4, 3, 5))
+    mask[:, :, 3] = 0                       # key position 3 masked for every query
+    before = model.predict([xq, xv, mask])
+    xv[:, 3] = rng.normal(size=(4, 6)) * 100
+    np.testing.assert_array_equal(model.predict([xq, xv, mask]), before)
+
+    causal = attention_model(6, 6, 4, 4, MultiHeadAttention(2, 3), causal=True, self_attention=True)
+    randomized(causal, rng)
+    x = rng.normal(size=(3, 6, 4))
+    before = causal.predict(x)
+    x[:, 4:] = rng.normal(size=(3, 2, 4)) * 100  # the last two positions
+    after = causal.predict(x)
+    np.testing.assert_array_equal(after[:, :4], before[:, :4])
+    assert not np.allclose(after[:, 4:], before[:, 4:])
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+@pytest.mark.parametrize("causal", [False, True])
+def test_self_attention_gradients(fp64, length, causal):
+    rng = np.random.default_rng(length + 10 * causal)
+    model = attention_model(length, length, 4, 4, MultiHeadAttention(2, 3, value_dim=2), floatx="float64",
+                            causal=causal, self_attention=True)
+    randomized(model, rng)
+    model.loss_name = "mse"
+    check_model(model, rng.normal(size=(3, length, 4)), rng.normal(size=(3, length, 4)), rng,
+                constant=ONE_KEY if length == 1 else KEY_BIAS)
+
+
+@pytest.mark.parametrize("tq,tk", [(1, 2), (2, 7), (7, 1)])
+@pytest.mark.parametrize("masking", ["none", "causal", "mask"])
+def test_cross_attention_gradients(fp64, tq, tk, masking):
+    rng = np.random.default_rng(tq * 10 + tk)
+    model = attention_model(tq, tk, 3, 4, MultiHeadAttention(3, 2, value_dim=3, output_shape=2), floatx="float64",
+                            masked=masking == "mask", causal=masking == "causal")
+    randomized(model, rng)
+    model.loss_name = "mse"
+    xs = [rng.normal(size=(2, tq, 3)), rng.normal(size=(2, tk, 4))]
+    if masking == "mask":
+        xs.append(random_mask(rng, 2, tq, tk))
+    one_key = tk == 1 or (tq == 1 and masking == "causal")  # the first query sees the first key alone
+    check_model(model, xs, rng.normal(size=(2, tq, 2)), rng, constant=ONE_KEY if one_key else KEY_BIAS)
+
+
+def test_key_apart_from_value_and_no_bias_gradients(fp64):
+    rng = np.random.default_rng(3)
+    query, value, key = Input((3, 2), name="q"), Input((4, 3), name="v"), Input((4, 5), name="k")
+    mha = MultiHeadAttention(2, 3, use_bias=False)
+    model = clnet.Model([query, value, key], mha(query, value, key=key), floatx="float64", seed=2)
+    assert [w.shape for w in model.get_weights()] == [(2, 2, 3), (5, 2, 3), (3, 2, 3), (2, 3, 2)]
+    randomized(model, rng)
+    model.loss_name = "mse"
+    check_model(model, [rng.normal(size=(2, 3, 2)), rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 5))],
+                rng.normal(size=(2, 3, 2)), rng)
+
+
+def residual_block(length, floatx="float64", dropout=0.0, seed=3):
+    """x + mha(LayerNorm(x), causal) -> Flatten -> Dense(3, softmax): the GPT block's shape."""
+    x = Input((length, 4), name="x")
+    h = LayerNormalization(name="norm")(x)
+    h = Add(name="residual")([x, MultiHeadAttention(2, 3, dropout=dropout, seed=5, name="mha")(h, h, use_causal_mask=True)])
+    return clnet.Model(x, Dense(3, "softmax", name="head")(Flatten()(h)), floatx=floatx, seed=seed)
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+def test_residual_graph_gradients(fp64, length):
+    rng = np.random.default_rng(length)
+    model = residual_block(length)
+    randomized(model, rng)
+    model.loss_name = "categorical_crossentropy"
+    # The norm's gamma and beta come first: the attention's query and key weights are 2..5.
+    check_model(model, rng.normal(size=(3, length, 4)), rng.integers(0, 3, 3), rng,
+                constant=tuple(i + 2 for i in (ONE_KEY if length == 1 else KEY_BIAS)))
+
+
+def test_dropout_gradients_with_the_steps_mask(fp64):
+    rng = np.random.default_rng(8)
+    model = residual_block(5, dropout=0.4)
+    randomized(model, rng)
+    model.loss_name = "categorical_crossentropy"
+    check_model(model, rng.normal(size=(3, 5, 4)), rng.integers(0, 3, 3), rng, training=True,
+                constant=tuple(i + 2 for i in KEY_BIAS))
+
+
+def test_dropout_in_fit_only_and_reproducible(rt):
+    """In training the probabilities are dropped by dropout.cl's hash of (seed, step, index),
+    as the Dropout layer's; predict does not drop."""
+    rng = np.random.default_rng(6)
+    mha = MultiHeadAttention(3, 2, dropout=0.3, seed=11)
+    model = attention_model(4, 5, 3, 2, mha)
+    weights = randomized(model, rng)
+    xq, xv = rng.normal(size=(2, 4, 3)).astype(np.float32), rng.normal(size=(2, 5, 2)).astype(np.float32)
+    y = rng.normal(size=(2, 4, 3))
+    model.compile("sgd", "mse")
+    for step in (0, 3):
+        model.optimizer.iterations = step  # the step seeds the masks, as after `step` updates
+        loss = model.compute_gradients([xq, xv], y)[0]
+        keep = dropout_keep(np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5), 11, step, 0.3, np.float32)
+        want, _ = multi_head_attention(xq, xv, xv, weights, 3, keep=keep, rate=0.3)
+        np.testing.assert_allclose(loss, np.mean((want - y) ** 2), rtol=1e-5)
+    inferred, _ = multi_head_attention(xq, xv, xv, weights, 3)
+    np.testing.assert_allclose(model.predict([xq, xv]), inferred, rtol=2e-5, atol=2e-5)
+
+
+def test_launches_per_training_step(rt):
+    """Per step, for x -> LayerNorm -> x + mha(h, h, causal) -> Flatten -> Dense: the gather; the
+    norm (1); the query, key and value products (3), the attention (1), the output product (1);
+    the Add (1); the head's product and softmax (2); the loss (1); the head's bias, weight and
+    input gradients and the transpose of its input (4); the output product's three (3, its input
+    x^T written by the attention); the attention's two (2); one transpose of h shared by the three
+    projections (1); their bias, weight and input gradients (9); two Sums of those (2); the
+    norm's gamma and beta gradients (1: x, an Input, needs no gradient); the update (1)."""
+    rng = np.random.default_rng(0)
+    model = residual_block(6, floatx="float32")
+    model.compile("adam", "categorical_crossentropy")
+    x, y = rng.normal(size=(64, 6, 4)), rng.integers(0, 3, 64)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    before = rt.launches
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    per_step = 1 + 1 + 3 + 1 + 1 + 1 + 2 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
+    assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
+
+
+def test_weights_in_keras_layout_reproduce_keras(rt):
+    """tests/fixtures/make_keras_attention.py ran real Keras 3: its weights set here give its outputs."""
+    data = np.load(FIXTURE)
+    for case in sorted({k.split("/")[0] for k in data.files}):
+        get = lambda name: data[f"{case}/{name}"]
+        heads, key_dim, value_dim, causal = (int(v) for v in get("config"))
+        xq, xv = get("query"), get("value")
+        masked = f"{case}/mask" in data.files
+        mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim)
+        model = attention_model(xq.shape[1], xv.shape[1], xq.shape[2], xv.shape[2], mha, masked=masked,
+                                causal=bool(causal))
+        weights = [get(f"w{i}") for i in range(8)]
+        assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
+        model.set_weights(weights)
+        xs = [xq, xv] + ([get("mask").astype(np.float32)] if masked else [])
+        np.testing.assert_allclose(model.predict(xs), get("output"), rtol=1e-5, atol=1e-5)
+
+
+def test_config_round_trip_save_and_load(tmp_path, rng):
+    model = residual_block(4, floatx="float32", dropout=0.2)
+    model.compile(clnet.optimizers.Adam(0.01), "categorical_crossentropy")
+    config = model.get_config()
+    rebuilt = clnet.Model.from_config(config)
+    assert rebuilt.get_config() == config
+    mha = next(l for l in model.layers if isinstance(l, MultiHeadAttention))
+    assert mha.get_config()["wiring"] == {"query": 0, "value": 0, "key": 0, "mask": None, "causal": True}
+    x, y = rng.normal(size=(24, 4, 4)), rng.integers(0, 3, 24)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    model.save(tmp_path / "attention.h5")
+    loaded = clnet.load_model(tmp_path / "attention.h5")
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    model.fit(x, y, batch_size=8, epochs=2, initial_epoch=1, verbose=0)
+    loaded.fit(x, y, batch_size=8, epochs=2, initial_epoch=1, verbose=0)
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_heads must be a positive integer, got 0"):
+        MultiHeadAttention(0, 4)
+    with pytest.raises(ValueError, match="dropout must be a number in \\[0, 1\\), got 1.5"):
+        MultiHeadAttention(2, 4, dropout=1.5)
+    with pytest.raises(ValueError, match="output_shape must be one integer"):
+        MultiHeadAttention(2, 4, output_shape=(3, 4))
+    q, v = Input((3, 4)), Input((5, 4))
+    with pytest.raises(TypeError, match="needs a query and a value"):
+        MultiHeadAttention(2, 4)(q)
+    with pytest.raises(TypeError, match="called with value = ndarray"):
+        MultiHeadAttention(2, 4)(q, np.zeros((5, 4)))
+    with pytest.raises(ValueError, match=r"expects a query of shape \(None, time, features\), got \(None, 12\)"):
+        MultiHeadAttention(2, 4)(Flatten()(q), v)
+    with pytest.raises(ValueError, match=r"needs key and value of one length, got key \(None, 3, 4\)"):
+        MultiHeadAttention(2, 4)(q, v, key=q)
+    with pytest.raises(ValueError, match=r"attention_mask of shape \(None, 3, 5\) .* got \(None, 5, 3\)"):
+        MultiHeadAttention(2, 4)(q, v, attention_mask=Input((5, 3)))
+    mha = MultiHeadAttention(2, 4)
+    mha(q, v)
+    with pytest.raises(ValueError, match="must be called the same way each time"):
+        mha(q, v, use_causal_mask=True)
