@@ -404,6 +404,27 @@ def test_fashion_mnist_cnn(tmp_path):
     np.testing.assert_array_equal(loaded.predict(x_test), want)
 
 
+def test_tiny_gpt(tmp_path):
+    """examples/tiny_gpt.py's model (two blocks, smaller), trained a few steps on the real
+    fortunes text, on held-out windows of it: onnxruntime against predict."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import tiny_gpt
+    ids, vocabulary = tiny_gpt.encode(tiny_gpt.load_text())
+    train, held_out = tiny_gpt.split(ids)
+    model = tiny_gpt.build_model(len(vocabulary), context=16, d_model=16, heads=2, blocks=2, seed=1)
+    model.compile(clnet.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
+    x, y = tiny_gpt.training_windows(train, 256, 16, seed=1)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    path = tmp_path / "tiny_gpt.onnx"
+    model.export(path)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    windows = tiny_gpt.validation_windows(held_out, 16, 50)[0].astype(np.float32)
+    want = model.predict(windows)
+    for rows in (1, 50):
+        assert_close(run_onnx(path, windows[:rows]), want[:rows], 1e-5)
+    assert (run_onnx(path, windows).argmax(-1) == want.argmax(-1)).mean() > 0.99
+
+
 @pytest.mark.parametrize("opset", [7, 11, 18, 21])
 def test_spatial_layers_across_opsets(opset, tmp_path, rng):
     """Pad takes its pads as an attribute before opset 11 and as an input from it; the Reduce ops
