@@ -42,9 +42,9 @@ def tile_candidates(rt, dtype) -> list[dict]:
 
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
-# or NB blocks stacked down the rows, KB deep at a time. K-blocking took PoCL 3.0 and 3.1 from
-# 0.6 to 0.85-0.95 of numpy at 2048^3 (2 Zen 3 cores) but cost PoCL 3.0 a tenth at 1024^3, and
-# made no difference to Intel's runtime at either: the tuner chooses.
+# or NB blocks stacked down the rows, KB deep at a time. At 2048^3 on 2 Zen 3 cores K-blocking
+# took PoCL 3.1 from 50-95 to 125-160 GFLOP/s and PoCL 3.0 from 95-130 to 135-160; at 1024^3 it
+# cost PoCL 3.0 about a tenth, and Intel's runtime ran the same either way: the tuner chooses.
 UNBLOCKED = {"NB": 1, "KB": 0}
 K_BLOCKED = {"NB": 8, "KB": 256}
 LAUNCH_KEYS = ("WG",)
