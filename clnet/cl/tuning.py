@@ -18,21 +18,21 @@ from .runtime import Runtime, read_source
 _memory: dict[str, dict] = {}
 
 
-def _key(rt: Runtime, dtype, family: str, sources: tuple[str, ...], candidates) -> str:
+def _key(rt: Runtime, dtype, family: str, sources: tuple[str, ...], settings) -> str:
     from .. import __version__
     info = rt.info
-    # The kernels' text and the candidates are part of the key: a changed kernel, or a changed
-    # list to choose from, is measured again.
-    text = "".join(read_source(name) for name in sources) + json.dumps(candidates, sort_keys=True)
+    # The kernels' text and the tuner's settings are part of the key: a changed kernel, or a
+    # changed list to choose from or of sizes to measure, is measured again.
+    text = "".join(read_source(name) for name in sources) + json.dumps(settings, sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return (f"{family}|{info.name}|{info.platform_version.strip()}|{info.driver}|{np.dtype(dtype).name}"
             f"|clnet {__version__}|{digest}")
 
 
-def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, default, candidates=()):
-    """The cached result of `tune()` for this device, dtype, kernel text and list of candidates
-    (what the tuner chooses among); measured and stored if missing."""
-    key = _key(rt, dtype, family, sources, candidates)
+def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, default, settings=()):
+    """The cached result of `tune()` for this device, dtype, kernel text and tuner settings (what
+    it chooses among and measures, as JSON); measured and stored if missing."""
+    key = _key(rt, dtype, family, sources, settings)
     if key in _memory:
         return _memory[key]
     path = cache_dir() / "tuning.json"

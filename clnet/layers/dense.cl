@@ -7,10 +7,10 @@
 // contiguous stream instead of jumping a whole row per step (a row of 2048 floats is 8 KiB: a
 // new page and the same cache set every step). The CPU form uses P = VW; the GPU form uses
 // P = units_p, which is plain row-major. The bias is a plain (units_p,) vector.
-// Each work-item of the CPU form owns a block of outputs (FF_RM, DW_RM or HG_RM rows x VW
-// columns; the sizes come from the autotuner, clnet/layers/dense.py): a block that lives in SIMD
-// registers. Rows past the end are clamped on load and skipped on store, so no size needs to be
-// a multiple of anything.
+// Each work-item of the CPU form owns NB blocks of outputs stacked down the rows, each block
+// FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
+// clnet/layers/dense.py): a block lives in SIMD registers while it is multiplied. Rows past the
+// end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
@@ -83,25 +83,36 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 #ifndef TILE
 // The CPU form: register blocks of wide vectors, no local memory.
 
-// acc[r] += sum_k a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K rows of VW,
-// contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]: a_panel
-// = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels. All
-// three products have this form. Four steps of k at a time (VW is a multiple of 4, so those
-// never straddle panels). Defined once per block size, since RM sizes the arrays.
+// acc[r] += sum_{k0 <= k < k1} a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K
+// rows of VW, contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]:
+// a_panel = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels.
+// All three products have this form. Four steps of k at a time (VW and k0 are multiples of 4,
+// so those never straddle panels). Defined once per block size, since RM sizes the arrays.
 // Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
 // calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
 // in memory, a load and a store around every FMA (25 GFLOP/s at 1024^3 on 2 Zen 3 cores). Forced
 // inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
 // elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
 // unrolled loops over the block's rows (constant trip counts) let the block live in registers.
+// name##_blocks multiplies the NB blocks of rows m0.. (row m of a at a + m * a_stride) K-block
+// by K-block: each KB-deep slice of the panel (KB rows of at most 64 bytes: <= 16 KiB) serves
+// all NB blocks from L1 before the next slice is read, the blocks' sums waiting in acc. Without
+// it (NB = 1, KB = 0: the whole depth at once) a work-item streams its whole panel, 128 KiB at
+// K = 2048, and the panels of a work-group outgrow L2: PoCL fell to 50-100 GFLOP/s at 2048^3 on
+// 2 Zen 3 cores, against 140-160 blocked (NB = 8, KB = 256). At 1024^3 PoCL 3.0 ran faster
+// unblocked, so the tuner chooses.
+#if KB % 4
+#error "a K-block must be a multiple of 4 deep"
+#endif
 #define ROW_OF_B(i) (((const __global VEC *)B)[i])
 #define DEFINE_ROW_BLOCK_PRODUCT(name, RM)                                                  \
 __attribute__((always_inline))                                                              \
 void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,            \
-          const int K, VEC acc[RM])                                                         \
+          const int k0, const int k1, VEC acc[RM])                                          \
 {                                                                                           \
-    int k = 0;                                                                              \
-    for (; k + 4 <= K; k += 4, B += 4 * VW) {                                               \
+    int k = k0;                                                                             \
+    B += k0 * VW;                                                                           \
+    for (; k + 4 <= k1; k += 4, B += 4 * VW) {                                              \
         const int ak = (k / VW) * a_panel + k % VW;                                         \
         const VEC b0 = ROW_OF_B(0), b1 = ROW_OF_B(1), b2 = ROW_OF_B(2), b3 = ROW_OF_B(3);   \
         _Pragma("unroll")                                                                   \
@@ -113,12 +124,35 @@ void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,
             acc[r] += (VEC)(ar[3]) * b3;                                                    \
         }                                                                                   \
     }                                                                                       \
-    for (; k < K; k++, B += VW) {                                                           \
+    for (; k < k1; k++, B += VW) {                                                          \
         const int ak = (k / VW) * a_panel + k % VW;                                         \
         const VEC bk = ROW_OF_B(0);                                                         \
         _Pragma("unroll")                                                                   \
         for (int r = 0; r < RM; r++)                                                        \
             acc[r] += (VEC)(a[r][ak]) * bk;                                                 \
+    }                                                                                       \
+}                                                                                           \
+__attribute__((always_inline))                                                              \
+void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel,           \
+                   const int M, const int m0, const __global TYPE *B, const int K,          \
+                   VEC acc[NB][RM])                                                         \
+{                                                                                           \
+    const int depth = KB ? KB : K;                                                          \
+    for (int k0 = 0; k0 < K; k0 += depth) {                                                 \
+        const int k1 = min(k0 + depth, K);                                                  \
+        for (int q = 0; q < NB && m0 + q * RM < M; q++) {                                   \
+            const __global TYPE *rows[RM];                                                  \
+            VEC c[RM];                                                                      \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++) {                                                  \
+                rows[r] = a + min(m0 + q * RM + r, M - 1) * a_stride;                       \
+                c[r] = acc[q][r];                                                           \
+            }                                                                               \
+            name(rows, a_panel, B, k0, k1, c);                                              \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++)                                                    \
+                acc[q][r] = c[r];                                                           \
+        }                                                                                   \
     }                                                                                       \
 }
 DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM)
@@ -126,7 +160,7 @@ DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM)
 DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM)
 
 // z = x W + b, y = f(z); y is also stored transposed, (units, ld), for the next layer's weight
-// gradient. FF_RM rows x VW columns per work-item.
+// gradient. NB blocks of FF_RM rows x VW columns per work-item.
 __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n_in)
                                     __global const TYPE *weights,  // W, column panels
                                     __global const TYPE *bias,     // b (units_p)
@@ -137,90 +171,103 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
                                     const int ld, const TYPE a, const TYPE b)
 {
     const int col = get_global_id(0) * VW;
-    const int row = get_global_id(1) * FF_RM;
+    const int row = get_global_id(1) * FF_RM * NB;
     if (col >= units || row >= rows)
         return;
-    VEC acc[FF_RM];
-    const __global TYPE *x[FF_RM];
-    #pragma unroll
-    for (int r = 0; r < FF_RM; r++) {
-        acc[r] = (VEC)(0);
-        x[r] = inputs + min(row + r, rows - 1) * n_in;
-    }
-    forward_product(x, VW, weights + col * n_in, n_in, acc);
+    VEC acc[NB][FF_RM];
+    for (int q = 0; q < NB; q++)
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++)
+            acc[q][r] = (VEC)(0);
+    forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
     const VEC bv = VLOAD(0, bias + col);
-    const int width = min(VW, units - col);
-    #pragma unroll
-    for (int r = 0; r < FF_RM; r++) {
-        if (row + r >= rows)
-            break;
-        TYPE z[VW];
-        VSTORE(acc[r] + bv, 0, z);
-        const int o = (row + r) * units + col;
-        for (int j = 0; j < width; j++) {
-            const TYPE y = ACT_FORWARD(z[j], a, b);
-            pre[o + j] = z[j];
-            outputs[o + j] = y;
-            outputs_t[(col + j) * ld + row + r] = y;
+    const int width = min(VW, units - col), height = min(FF_RM * NB, rows - row);
+    TYPE y[FF_RM * NB][VW];  // this block of y, kept to be written down y^T's rows below
+    for (int q = 0; q < NB; q++) {
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++) {
+            const int m = q * FF_RM + r;
+            if (m >= height)
+                break;
+            TYPE z[VW];
+            VSTORE(acc[q][r] + bv, 0, z);
+            #pragma unroll
+            for (int j = 0; j < VW; j++)
+                y[m][j] = ACT_FORWARD(z[j], a, b);
+            const int o = (row + m) * units + col;
+            if (width == VW) {
+                VSTORE(acc[q][r] + bv, 0, pre + o);
+                VSTORE(VLOAD(0, y[m]), 0, outputs + o);
+            } else {
+                for (int j = 0; j < width; j++) {
+                    pre[o + j] = z[j];
+                    outputs[o + j] = y[m][j];
+                }
+            }
         }
     }
+    // y^T in runs of FF_RM * NB consecutive elements per row. Stored element by element as y was
+    // computed (a different row of y^T, a different cache line, every store), the epilogue held
+    // the forward at 130-145 GFLOP/s at 2048^3 on Intel's runtime against 155-160 now (the
+    // weight gradient, the same product without this epilogue: 165-170).
+    for (int j = 0; j < width; j++)
+        for (int m = 0; m < height; m++)
+            outputs_t[(col + j) * ld + row + m] = y[m][j];
 }
 
 // dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
-// column panels (`capacity` rows each). DW_RM input rows x VW columns per work-item.
+// column panels (`capacity` rows each). NB blocks of DW_RM input rows x VW columns per work-item.
 __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                                __global const TYPE *delta,        // dL/dz, column panels
                                __global TYPE *delta_weights,      // dL/dW, column panels
                                const int rows, const int n_in, const int units_p, const int capacity)
 {
     const int col = get_global_id(0) * VW;
-    const int i0 = get_global_id(1) * DW_RM;
+    const int i0 = get_global_id(1) * DW_RM * NB;
     if (col >= units_p || i0 >= n_in)
         return;
-    VEC acc[DW_RM];
-    const __global TYPE *xt[DW_RM];
-    #pragma unroll
-    for (int r = 0; r < DW_RM; r++) {
-        acc[r] = (VEC)(0);
-        xt[r] = inputs_t + min(i0 + r, n_in - 1) * capacity;
-    }
-    weight_product(xt, VW, delta + col * capacity, rows, acc);
-    #pragma unroll
-    for (int r = 0; r < DW_RM; r++)
-        if (i0 + r < n_in)
-            VSTORE(acc[r], 0, delta_weights + col * n_in + (i0 + r) * VW);
+    VEC acc[NB][DW_RM];
+    for (int q = 0; q < NB; q++)
+        #pragma unroll
+        for (int r = 0; r < DW_RM; r++)
+            acc[q][r] = (VEC)(0);
+    weight_product_blocks(inputs_t, capacity, VW, n_in, i0, delta + col * capacity, rows, acc);
+    for (int q = 0; q < NB; q++)
+        #pragma unroll
+        for (int r = 0; r < DW_RM; r++)
+            if (i0 + q * DW_RM + r < n_in)
+                VSTORE(acc[q][r], 0, delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW);
 }
 
 // dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
-// panels) times a row panel of delta, VW batch rows wide. HG_RM inputs x VW batch rows per
-// work-item, scattered into dL/dx (rows, n_in) at the end.
+// panels) times a row panel of delta, VW batch rows wide. NB blocks of HG_RM inputs x VW batch
+// rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * NB inputs per
+// batch row rather than element by element down its columns (140 -> 145-150 GFLOP/s at 2048^3,
+// Intel's runtime).
 __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
                                  __global const TYPE *weights,    // W, column panels
                                  __global TYPE *input_gr,         // dL/dx (rows, n_in)
                                  const int rows, const int n_in, const int units_p)
 {
     const int row = get_global_id(0) * VW;
-    const int i0 = get_global_id(1) * HG_RM;
+    const int i0 = get_global_id(1) * HG_RM * NB;
     if (row >= rows || i0 >= n_in)
         return;
-    VEC acc[HG_RM];
-    const __global TYPE *w[HG_RM];
-    #pragma unroll
-    for (int j = 0; j < HG_RM; j++) {
-        acc[j] = (VEC)(0);
-        w[j] = weights + min(i0 + j, n_in - 1) * VW;
-    }
-    input_product(w, n_in * VW, delta_rows + row * units_p, units_p, acc);
-    const int height = min(VW, rows - row);
-    #pragma unroll
-    for (int j = 0; j < HG_RM; j++) {
-        if (i0 + j >= n_in)
-            break;
-        TYPE g[VW];
-        VSTORE(acc[j], 0, g);
-        for (int r = 0; r < height; r++)
-            input_gr[(row + r) * n_in + i0 + j] = g[r];
-    }
+    VEC acc[NB][HG_RM];
+    for (int q = 0; q < NB; q++)
+        #pragma unroll
+        for (int j = 0; j < HG_RM; j++)
+            acc[q][j] = (VEC)(0);
+    input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
+    const int height = min(VW, rows - row), count = min(HG_RM * NB, n_in - i0);
+    TYPE g[HG_RM * NB][VW];  // this block of dL/dx^T, written down dL/dx's rows below
+    for (int q = 0; q < NB; q++)
+        #pragma unroll
+        for (int j = 0; j < HG_RM; j++)
+            VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
+    for (int r = 0; r < height; r++)
+        for (int i = 0; i < count; i++)
+            input_gr[(row + r) * n_in + i0 + i] = g[i][r];
 }
 
 #else

@@ -24,8 +24,9 @@ def tile_candidates(rt, dtype) -> list[dict]:
     runtime alike. GPUs want many work-items with a small block each. PoCL 3.1 crashes on
     double16 and the CPU form's panels need VW >= 4, hence the limits on the width. The register
     size is the device's native vector width (PoCL 3.1 also names its LLVM target in the device
-    name; PoCL 3.0 and Intel's runtime do not). WG is the work-group side on a CPU (0: the
-    runtime's choice), a launch setting rather than a kernel define.
+    name; PoCL 3.0 and Intel's runtime do not). NB and KB: a CPU work-item's register blocks
+    and K-block depth (below). WG is the work-group side on a CPU (0: the runtime's choice), a
+    launch setting rather than a kernel define.
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
@@ -37,16 +38,24 @@ def tile_candidates(rt, dtype) -> list[dict]:
     register_bytes = 64 if "avx512" in rt.info.name.lower() or native * itemsize >= 64 else 32
     lanes = register_bytes // itemsize
     widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
-    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": wg}  # the first: CLNET_TUNE=0
-            for vw in widths for rm in (6, 8, 4) for wg in (4, 2)]
+    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **blocking, "WG": wg}  # the first: CLNET_TUNE=0
+            for vw in widths for blocking in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
 
 
+# How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
+# or NB blocks stacked down the rows, KB deep at a time. At 2048^3 on 2 Zen 3 cores K-blocking
+# took PoCL 3.1 from 50-95 to 125-160 GFLOP/s and PoCL 3.0 from 95-130 to 135-160; at 1024^3 it
+# cost PoCL 3.0 about a tenth, and Intel's runtime ran the same either way: the tuner chooses.
+UNBLOCKED = {"NB": 1, "KB": 0}
+K_BLOCKED = {"NB": 8, "KB": 256}
 LAUNCH_KEYS = ("WG",)
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see Dense._splits)
 
 
 def kernel_defines(tiles: dict) -> dict:
-    return {k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}
+    """The program's defines for these tiles; CPU tiles without NB and KB are unblocked."""
+    defaults = {} if "TILE" in tiles else UNBLOCKED
+    return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
 def usable_candidates(rt, dtype) -> list[dict]:
@@ -71,8 +80,11 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> d
     nearest its own, in log scale (without `rows`, the batch, while its weights are laid out).
     """
     candidates = tile_candidates(rt, dtype)
-    choices = tuned(rt, dtype, "dense", ("layers/dense.cl",), lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
-                    [{"size": [1, 1, 1], "tiles": candidates[0]}], candidates)
+    # Keyed by everything the choice depends on: the kernels' text (common.cl included), the
+    # candidates and the sizes measured.
+    choices = tuned(rt, dtype, "dense", ("cl/common.cl", "layers/dense.cl"),
+                    lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+                    [{"size": [1, 1, 1], "tiles": candidates[0]}], {"candidates": candidates, "sizes": _sizes(rt)})
     wanted = (rows, n_in, units)
     distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
     return min(choices, key=distance)["tiles"]
@@ -83,14 +95,20 @@ def layout(tiles: dict) -> tuple:
     return tiles["VW"], "TILE" in tiles
 
 
+def _sizes(rt) -> list[tuple[int, int, int]]:
+    """The layer sizes (rows, n_in, units) the tuner measures. Layers large enough to fill the
+    device, small enough to take milliseconds. A GPU measures an MLP-sized layer, where more
+    work-groups win, and larger ones, where bigger tiles do. A CPU measures a small layer, a
+    cube, and a layer whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins
+    (PoCL on 2 Zen 3 cores, 512 x 2048 x 2048: 96 -> 133 GFLOP/s forward; at 256 rows it made no
+    difference, at 1024^3 PoCL 3.0 ran faster without)."""
+    if rt.info.is_gpu:
+        return [(128, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048)]
+    return [(256, 512, 512), (1024, 1024, 1024), (512, 2048, 2048)]
+
+
 def _tune(rt, dtype, candidates) -> list[dict]:
-    # Layers large enough to fill the device, small enough to take milliseconds. A GPU measures
-    # an MLP-sized layer, where more work-groups win, and larger ones, where bigger tiles do. A
-    # CPU also measures a layer whose weights (16 MiB) outgrow its caches: there the input
-    # gradient, which walks across W's column panels, wants more rows per work-item than at 512
-    # (2 cores, PoCL 3.1: 30 against 26 GFLOP/s).
-    sizes = ([(128, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048)] if rt.info.is_gpu
-             else [(256, 512, 512), (256, 2048, 2048)])
+    sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
     for size in sizes:
         rows, n_in, units = size
@@ -269,7 +287,7 @@ class Dense(Layer):
             if splits > 1:
                 return (blocks(columns), blocks(rows), splits), (side, side, 1)
             return (blocks(columns), blocks(rows)), (side, side)
-        work = (-(-columns // tiles["VW"]), -(-rows // tiles[block]))
+        work = (-(-columns // tiles["VW"]), -(-rows // (tiles[block] * kernel_defines(tiles)["NB"])))
         side = tiles["WG"]
         if not side:
             return work, None
