@@ -335,7 +335,9 @@ CROSS_DEVICE_LOAD = """
 
 
 def test_load_on_another_device(tmp_path):
-    env = two_devices_env()
+    # Untuned kernels (CLNET_TUNE=0): what is tested is the checkpoint crossing devices, and a
+    # cold tuning of the second device's products takes minutes on two cores.
+    env = {**two_devices_env(), "CLNET_TUNE": "0"}
     names = run_python("import clnet; print('|'.join(d.name for d in clnet.devices()))", env=env).strip()
     assert len(names.split("|")) >= 2, f"two OpenCL devices were asked for, the child saw {names!r}"
     x, y = data()
