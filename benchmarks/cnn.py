@@ -13,12 +13,9 @@ a whole epoch of 60000).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 
-from .common import clnet_epoch_timer, cpu_name, emit, fashion_mnist, median, versions
+from .common import alternate_runs, clnet_epoch_timer, cpu_name, emit, fashion_mnist, median, versions
 
 LEARNING_RATE = 1e-3
 
@@ -98,19 +95,7 @@ def one_run(args):
 
 
 def compare(args):
-    results = {name: [] for name in FRAMEWORKS}
-    for _ in range(args.rounds):
-        for name in FRAMEWORKS:
-            command = [sys.executable, "-m", "benchmarks.cnn", "--framework", name, "--epochs", str(args.epochs),
-                       "--batch", str(args.batch), "--samples", str(args.samples)]
-            if args.device is not None and name == "clnet":
-                command += ["--device", args.device]
-            if name == "torch":
-                command += ["--torch-device", args.torch_device]
-            out = subprocess.run(command, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
-            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    results = alternate_runs("benchmarks.cnn", FRAMEWORKS, args, ["--epochs", str(args.epochs), "--batch", str(args.batch), "--samples", str(args.samples)])
     base = median(r["seconds_per_epoch"] for r in results["clnet"])
     lines = [f"CNN 32c3-p2-64c3-p2-128-10, Adam 1e-3, batch {args.batch}, {args.epochs} epochs of "
              f"{args.samples} samples per run, {args.rounds} rounds (medians; seconds scaled to 60000 samples)", "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -76,3 +77,21 @@ def clnet_epoch_timer(times: list):
             times.append(time.perf_counter() - self.started)
 
     return EpochTimer()
+
+
+def alternate_runs(module: str, frameworks, args, options: list[str]) -> dict[str, list[dict]]:
+    """Each framework's JSON line from `python -m <module> --framework NAME <options>`, in fresh
+    processes taking turns for args.rounds rounds; clnet gets args.device, torch args.torch_device."""
+    results = {name: [] for name in frameworks}
+    for _ in range(args.rounds):
+        for name in frameworks:
+            command = [sys.executable, "-m", module, "--framework", name, *options]
+            if args.device is not None and name == "clnet":
+                command += ["--device", args.device]
+            if name == "torch":
+                command += ["--torch-device", args.torch_device]
+            out = subprocess.run(command, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return results

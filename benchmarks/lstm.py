@@ -13,12 +13,9 @@ ratio to clnet's, then one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 
-from .common import clnet_epoch_timer, cpu_name, emit, median, versions
+from .common import alternate_runs, clnet_epoch_timer, cpu_name, emit, median, versions
 
 LEARNING_RATE = 1e-3
 STEPS, FEATURES, UNITS, CLASSES = 64, 32, 128, 10
@@ -96,19 +93,7 @@ def one_run(args):
 
 
 def compare(args):
-    results = {name: [] for name in FRAMEWORKS}
-    for _ in range(args.rounds):
-        for name in FRAMEWORKS:
-            command = [sys.executable, "-m", "benchmarks.lstm", "--framework", name, "--epochs", str(args.epochs),
-                       "--batch", str(args.batch), "--steps", str(args.steps)]
-            if args.device is not None and name == "clnet":
-                command += ["--device", args.device]
-            if name == "torch":
-                command += ["--torch-device", args.torch_device]
-            out = subprocess.run(command, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
-            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)])
     base = median(r["seconds_per_step"] for r in results["clnet"])
     lines = [f"LSTM({UNITS}) over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
              f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
