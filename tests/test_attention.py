@@ -203,7 +203,7 @@ def test_dropout_in_fit_only_and_reproducible(rt):
 def test_launches_per_training_step(rt):
     """Per step, for x -> LayerNorm -> x + mha(h, h, causal) -> Flatten -> Dense: the gather; the
     norm (1); the query, key and value products (3), the attention (1), the output product (1);
-    the Add (1); the head's product and softmax (2); the loss (1); the head's bias, weight and
+    the Add (1); the head's product (1; the loss takes its softmax); the loss (1); the head's bias, weight and
     input gradients and the transpose of its input (4); the output product's three (3, its input
     x^T written by the attention); the attention's two (2); one transpose of h shared by the three
     projections (1); their bias, weight and input gradients (9); two Sums of those (2); the
@@ -215,7 +215,7 @@ def test_launches_per_training_step(rt):
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
     before = rt.launches
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    per_step = 1 + 1 + 3 + 1 + 1 + 1 + 2 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
+    per_step = 1 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
 
 

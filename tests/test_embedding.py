@@ -194,9 +194,9 @@ def test_launches_per_training_step(rt, rng):
     model.fit(ids, y, batch_size=16, epochs=1, verbose=0)
     before = rt.launches
     model.fit(ids, y, batch_size=16, epochs=1, verbose=0)
-    # GatherRows; forward: Embedding 1, PositionEmbedding 1, Add 1, Dense 2 (product, softmax); the
-    # loss 1; backward: Dense 4 (delta and bias, weights, the transpose of the Add's output, input
+    # GatherRows; forward: Embedding 1, PositionEmbedding 1, Add 1, Dense 1 (the product; the loss
+    # takes its softmax); the loss 1; backward: Dense 4 (delta and bias, weights, the transpose of the Add's output, input
     # gradient), PositionEmbedding 1, Sum 1 (the token embeddings feed two calls), Embedding 2
     # (count the ids, sum the rows); Adam 1.
     per_step = (rt.launches - before - 1) / 4  # + the epoch-end ReduceMetrics
-    assert per_step == 1 + (1 + 1 + 1 + 2) + 1 + (4 + 1 + 1 + 2) + 1
+    assert per_step == 1 + (1 + 1 + 1 + 1) + 1 + (4 + 1 + 1 + 2) + 1

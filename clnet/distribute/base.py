@@ -201,7 +201,7 @@ def run_shard(model, seen: int, shard: tuple) -> None:
     """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)."""
     rows, x, y = shard
     model._ensure_stats(seen + rows)
-    model._loss(model._forward(x, rows, training=True), y, rows, seen)
+    model._forward_loss(x, y, rows, seen, training=True)
     model._backward(rows, model._needs_input_grad(False))
 
 

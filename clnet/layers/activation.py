@@ -51,6 +51,11 @@ class Activation(Layer):
             self._forward((rows * self.width // self.cols * group,), (group,), x, self.outputs, self.cols)
         return self.outputs
 
+    def forward_logits(self, x, rows):
+        """The input, for a loss that takes the softmax itself (see Model._forward_loss)."""
+        self.x = x
+        return x
+
     def backward(self, grad, rows, input_grad, activation_done=False):
         if activation_done:
             return grad

@@ -152,6 +152,8 @@ class Layer:
                                   "method (see clnet/onnx/builder.py)")
 
     # The activation whose derivative a loss may fold into its own gradient (softmax + cross-entropy).
+    # A layer ending in softmax may also define forward_logits(x, rows): its forward pass without
+    # the softmax, returning the softmax's input, which a cross-entropy loss then takes itself.
     output_activation = None
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).

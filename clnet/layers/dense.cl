@@ -12,33 +12,25 @@
 // clnet/layers/dense.py): a block lives in SIMD registers while it is multiplied. Rows past the
 // end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
+#ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
-// width `panel`, `capacity` rows per panel; the CPU form also writes it in row panels,
-// (rows_p / VW, units_p, VW), for the input gradient. And the bias gradient, the column sums of
-// delta. Four columns per work-item (ToVect4 reads the padding of dL/dy as 0), and the rows
-// shared among the work-group's second dimension, which sums its partial sums in local memory;
-// with split-K (see CalcDeltaWeights) work-group row z takes rows [z chunk, (z + 1) chunk) and
-// writes its sums to slice z of delta_bias (splits, units_p).
-// A CPU launches one item per four columns (lanes = 1: no barrier, no local memory touched). A
-// GPU wants the rows spread: with one item per four columns the 1024-row batch of a 256-unit
-// layer took 240 us on the H100, 75% of the MLP's step, as 64 threads walked 1024 rows each.
+// width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
+// gradient; and the bias gradient, the column sums of delta. One work-item per four columns
+// (ToVect4 reads the padding of dL/dy as 0), as many as the cores need. (The GPU form does all
+// this inside its weight gradient, see CalcDeltaWeights there.)
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
                             __global TYPE *delta,             // dL/dz in column panels
-                            __global TYPE *delta_rows,        // dL/dz in row panels (CPU form)
+                            __global TYPE *delta_rows,        // dL/dz in row panels
                             __global TYPE *delta_bias,        // dL/db (units_p)
-                            const int rows, const int units, const int units_p, const int panel,
-                            const int capacity, const TYPE a, const TYPE b, const int apply_derivative,
-                            const int chunk, __local TYPE4 *partial)  // (lanes, local columns / 4)
+                            const int rows, const int units, const int units_p, const int capacity,
+                            const TYPE a, const TYPE b, const int apply_derivative)
 {
     const int col = get_global_id(0) * 4;
-    const int lane = get_local_id(1), lanes = get_local_size(1);
-    const int end = min(rows, (int)get_group_id(1) * chunk + chunk);
-    __global TYPE *column_panel = delta + (col / panel) * capacity * panel + col % panel;
-    delta_bias += get_group_id(1) * units_p;
+    __global TYPE *column_panel = delta + (col / VW) * capacity * VW + col % VW;
     TYPE4 sum = (TYPE4)(0);
-    for (int m = get_group_id(1) * chunk + lane; m < end; m += lanes) {
+    for (int m = 0; m < rows; m++) {
         TYPE4 g = ToVect4(output_gr + m * units, col, units);
         if (apply_derivative) {
             const TYPE4 y = ToVect4(outputs + m * units, col, units);
@@ -46,31 +38,17 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
             g *= (TYPE4)(ACT_DERIVATIVE(y.s0, z.s0, a, b), ACT_DERIVATIVE(y.s1, z.s1, a, b),
                          ACT_DERIVATIVE(y.s2, z.s2, a, b), ACT_DERIVATIVE(y.s3, z.s3, a, b));
         }
-        vstore4(g, 0, column_panel + m * panel);
-#ifndef TILE
+        vstore4(g, 0, column_panel + m * VW);
         __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + col * VW + m % VW;
         row_panel[0] = g.s0;
         row_panel[VW] = g.s1;
         row_panel[2 * VW] = g.s2;
         row_panel[3 * VW] = g.s3;
-#endif
         sum += g;
     }
-    if (lanes == 1) {
-        vstore4(sum, 0, delta_bias + col);
-        return;
-    }
-    const int width = get_local_size(0), here = lane * width + get_local_id(0);
-    partial[here] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int stride = lanes / 2; stride > 0; stride /= 2) {  // lanes is a power of two
-        if (lane < stride)
-            partial[here] += partial[here + stride * width];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lane == 0)
-        vstore4(partial[get_local_id(0)], 0, delta_bias + col);
+    vstore4(sum, 0, delta_bias + col);
 }
+#endif
 
 // The transposed input x^T (n_in, ld), which the weight gradient reads along rows, when the
 // layer below did not provide it (Dense layers and the batch gather write theirs as they go).
@@ -341,27 +319,70 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
     }
 }
 
+// The weight gradient's B operand, delta = dL/dz, is made from dL/dy as it is fetched (times
+// f'(z), unless a loss already gave dL/dz); the work-groups of the first block row also write it
+// out row-major, (capacity, units_p), for the input gradient, and each work-item sums what it
+// fetched down the rows, for the bias gradient (its runs of 4 columns are the same in every
+// slice). This is what a separate CalcDeltaBias launch did before the products: on the H100,
+// whose MLP step at batch 32 is bound by ~9 us of host time per launch, one launch per layer
+// fewer.
+typedef struct {
+    const __global TYPE *outputs, *pre;  // y, z (rows, units)
+    __global TYPE *delta;                // dL/dz (capacity, units_p); 0: not written by this group
+    int units, units_p, apply_derivative;
+    TYPE a, b;
+    TYPE4 sums[LOADS];                   // this work-item's column sums of delta so far
+} DeltaSource;
+
+inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const int n0, const int k0,
+                        const int K, const int lid, TYPE4 r[LOADS])
+{
+    fetch(output_gr, d->units, ALONG_M, n0, k0, d->units, K, lid, r);
+    TYPE4 y[LOADS], z[LOADS];
+    if (d->apply_derivative) {
+        fetch(d->outputs, d->units, ALONG_M, n0, k0, d->units, K, lid, y);
+        fetch(d->pre, d->units, ALONG_M, n0, k0, d->units, K, lid, z);
+    }
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        if (d->apply_derivative)
+            r[l] *= (TYPE4)(ACT_DERIVATIVE(y[l].s0, z[l].s0, d->a, d->b), ACT_DERIVATIVE(y[l].s1, z[l].s1, d->a, d->b),
+                            ACT_DERIVATIVE(y[l].s2, z[l].s2, d->a, d->b), ACT_DERIVATIVE(y[l].s3, z[l].s3, d->a, d->b));
+        d->sums[l] += r[l];
+        const int e = lid + l * ITEMS, n = n0 + e % (TILE / 4) * 4, k = k0 + e / (TILE / 4);
+        if (d->delta && k < K && n < d->units_p)  // units_p is a multiple of 4: whole, aligned runs
+            *(__global TYPE4 *)(d->delta + k * d->units_p + n) = r[l];
+    }
+}
+
 // acc += A B for this work-group's block of the M x N result, over k in [k_first, K); A is
 // M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both are
-// "rows times K". k_first is a multiple of TK.
+// "rows times K". k_first is a multiple of TK. With `delta_source`, B is dL/dy, fetched as
+// fetch_delta() makes it (B and b_ld, b_along_k are then not used).
 inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_along_k,
                           const __global TYPE *B, const int b_ld, const int b_along_k,
                           const int M, const int N, const int k_first, const int K,
-                          __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[WPT][WPT])
+                          __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[WPT][WPT], DeltaSource *delta_source)
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
     TYPE4 ra[LOADS], rb[LOADS];
     fetch(A, a_ld, a_along_k, m0, k_first, M, K, lid, ra);
-    fetch(B, b_ld, b_along_k, n0, k_first, N, K, lid, rb);
+    if (delta_source)
+        fetch_delta(B, delta_source, n0, k_first, K, lid, rb);
+    else
+        fetch(B, b_ld, b_along_k, n0, k_first, N, K, lid, rb);
     for (int k0 = k_first; k0 < K; k0 += TK) {
         put(ra, a_along_k, As, lid);
         put(rb, b_along_k, Bs, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < K) {
             fetch(A, a_ld, a_along_k, m0, k0 + TK, M, K, lid, ra);
-            fetch(B, b_ld, b_along_k, n0, k0 + TK, N, K, lid, rb);
+            if (delta_source)
+                fetch_delta(B, delta_source, n0, k0 + TK, K, lid, rb);
+            else
+                fetch(B, b_ld, b_along_k, n0, k0 + TK, N, K, lid, rb);
         }
         #pragma unroll
         for (int kk = 0; kk < TK; kk++) {
@@ -432,7 +453,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
                            const int units_p, const int ld, const TYPE a, const TYPE b)
 {
     TILED_BEGIN
-    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, 0, n_in, As, Bs, acc);
+    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, 0, n_in, As, Bs, acc, 0);
     const int n_block = get_group_id(0) * TILE, tx = get_local_id(0);
     #pragma unroll
     for (int j = 0; j < WPT; j++) {
@@ -452,20 +473,49 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
     store_block(outputs_t, ld, rows, units, acc, 1);
 }
 
-// The weight gradient sums over the batch's rows; a (n_in, units) block too small to fill the
-// device is split along them (split-K): work-group layer z sums rows [z chunk, (z + 1) chunk)
-// into its own slice of delta_weights, and SumSplits adds the slices. A conv layer's patches
-// have ~86k rows and a 9 x 32 kernel: one work-group walked them all (73% of the CNN's step on
-// the H100).
+// The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
+// dL/dy (see fetch_delta). The sums run over the batch's rows; a (n_in, units) block too small to
+// fill the device is split along them (split-K): work-group layer z sums rows [z chunk,
+// (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
+// slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them
+// all (73% of the CNN's step on the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
-void CalcDeltaWeights(__global const TYPE *inputs_t, __global const TYPE *delta,
-                      __global TYPE *delta_weights, const int rows, const int n_in, const int units_p,
-                      const int capacity, const int chunk)
+void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
+                      __global const TYPE *output_gr,    // dL/dy (rows, units)
+                      __global const TYPE *outputs,      // y (rows, units)
+                      __global const TYPE *pre,          // z (rows, units)
+                      __global TYPE *delta,              // dL/dz (capacity, units_p)
+                      __global TYPE *delta_weights,      // dL/dW (splits, n_in, units_p)
+                      __global TYPE *delta_bias,         // dL/db (splits, units_p)
+                      const int rows, const int n_in, const int units, const int units_p,
+                      const int capacity, const int chunk, const TYPE a, const TYPE b,
+                      const int apply_derivative)
 {
     TILED_BEGIN
-    const int first = get_group_id(2) * chunk, end = min(rows, first + chunk);
-    tiled_product(inputs_t, capacity, ALONG_K, delta, units_p, ALONG_M, n_in, units_p, first, end, As, Bs, acc);
-    store_block(delta_weights + get_group_id(2) * n_in * units_p, units_p, n_in, units_p, acc, 0);
+    const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
+    const int first_row_of_blocks = get_group_id(1) == 0;
+    DeltaSource source = {outputs, pre, first_row_of_blocks ? delta : 0, units, units_p, apply_derivative, a, b};
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++)
+        source.sums[l] = (TYPE4)(0);
+    tiled_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, first, end, As, Bs, acc, &source);
+    store_block(delta_weights + z_split * n_in * units_p, units_p, n_in, units_p, acc, 0);
+    if (!first_row_of_blocks)
+        return;
+    // The bias gradient: the work-items' column sums, added up per run of 4 columns (a run's
+    // partial sums sit TILE / 4 TYPE4s apart: e = row * TILE / 4 + run, as fetch() numbers them).
+    const int lid = get_local_id(1) * SIDE + get_local_id(0);
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++)
+        Bs[lid + l * ITEMS] = source.sums[l];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int n = get_group_id(0) * TILE + lid * 4;
+    if (lid < TILE / 4 && n < units_p) {
+        TYPE4 sum = (TYPE4)(0);
+        for (int row = 0; row < TK; row++)
+            sum += Bs[row * (TILE / 4) + lid];
+        *(__global TYPE4 *)(delta_bias + z_split * units_p + n) = sum;
+    }
 }
 
 // delta_weights = the sum of the split-K slices of the weight gradient (splits, n_in * units_p),
@@ -492,7 +542,7 @@ void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights
                         __global TYPE *input_gr, const int rows, const int n_in, const int units_p)
 {
     TILED_BEGIN
-    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, 0, units_p, As, Bs, acc);
+    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, 0, units_p, As, Bs, acc, 0);
     store_block(input_gr, n_in, rows, n_in, acc, 0);
 }
 #endif

@@ -5,7 +5,6 @@ import math
 import time
 
 import numpy as np
-import pyopencl as cl
 
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
@@ -248,7 +247,6 @@ class Dense(Layer):
             self._zero_bias = Tensor.zeros((self.units_p,), dt, rt)
             self._bias_grad_sink = Tensor((self.units_p,), dt, rt)
         self._geometries = {}  # (block, columns, rows) -> launch sizes, for these tiles
-        self._bias_partial = cl.LocalMemory(rt.local_size * 4 * np.dtype(dt).itemsize)
         splits = self._splits(capacity)[0]
         if splits > 1:  # split-K slices of the weight and bias gradients (GPU form)
             self._weight_slices = Tensor((splits, self.n_in, self.units_p), dt, rt)
@@ -260,7 +258,8 @@ class Dense(Layer):
             self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
         kernel = lambda name: rt.kernel(program, name, dt)
         self._forward = kernel("PerceptronFeedForward")
-        self._delta_bias = kernel("CalcDeltaBias")
+        if not self.tiled:  # the GPU form's weight gradient makes delta and the bias gradient itself
+            self._delta_bias = kernel("CalcDeltaBias")
         self._delta_weights = kernel("CalcDeltaWeights")
         self._hidden = kernel("CalcHiddenGradient")
         self._transpose = kernel("Transpose")
@@ -269,12 +268,11 @@ class Dense(Layer):
     def _geometry(self, block, columns, rows, splits=1):
         """Launch settings, remembered (on a GPU the Python of a step is what a small layer's
         step costs): for a product writing a (rows, columns) result, (global, local) sizes; for
-        block "bias", CalcDeltaBias's with `columns` splits; for "splits", (splits, chunk) at
-        `rows` rows."""
+        "splits", (splits, chunk) at `rows` rows."""
         key = (block, columns, rows, splits)
         if key not in self._geometries:
-            self._geometries[key] = (self._bias_launch(columns) if block == "bias" else self._splits(rows)
-                                     if block == "splits" else self._launch_sizes(block, columns, rows, splits))
+            self._geometries[key] = (self._splits(rows) if block == "splits"
+                                     else self._launch_sizes(block, columns, rows, splits))
         return self._geometries[key]
 
     def _launch_sizes(self, block, columns, rows, splits):
@@ -292,18 +290,6 @@ class Dense(Layer):
         if not side:
             return work, None
         return tuple(-(-n // side) * side for n in work), (side, side)
-
-    def _bias_launch(self, splits: int):
-        """CalcDeltaBias's (global, local) sizes: on a GPU, work-groups of four float4 columns
-        (64 coalesced bytes of a row) by as many lanes down the rows as fill the group, one
-        work-group row per split; on a CPU one work-item per four columns, as many as the cores
-        need."""
-        columns = self.units_p // 4
-        if not self.tiled:
-            return (columns,), None
-        width = next(w for w in (4, 2, 1) if columns % w == 0)
-        lanes = 1 << ((self.rt.local_size // width).bit_length() - 1)  # the sum halves it: a power of two
-        return (columns, lanes * splits), (width, lanes)
 
     def _splits(self, rows: int) -> tuple[int, int]:
         """(splits, rows per split) of the weight gradient's sum over the batch: the GPU form
@@ -339,6 +325,16 @@ class Dense(Layer):
         return min(self.rt.local_size, 1 << max(self.units - 1, 0).bit_length())
 
     def forward(self, x, rows):
+        self.forward_logits(x, rows)
+        if not self.activation.elementwise:
+            rows *= self.positions
+            group = self._row_group()
+            self._softmax((rows * group,), (group,), self.pre, self.outputs, self.units)
+        return self.outputs
+
+    def forward_logits(self, x, rows):
+        """The product with the elementwise activation fused; returns z, softmax's input, for a
+        loss that takes the softmax itself (see Model._forward_loss)."""
         self.x = x
         rows *= self.positions
         bias = self.bias.value if self.use_bias else self._zero_bias
@@ -347,10 +343,7 @@ class Dense(Layer):
                       x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
                       rows, self.n_in, self.units, self.units_p, self.capacity, a, b,
                       flops=2.0 * rows * self.n_in * self.units)
-        if not self.activation.elementwise:
-            group = self._row_group()
-            self._softmax((rows * group,), (group,), self.pre, self.outputs, self.units)
-        return self.outputs
+        return self.pre
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
@@ -362,20 +355,21 @@ class Dense(Layer):
             grad, apply_derivative = self.act_grad, False
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
-        splits, chunk = self._geometry("splits", 0, rows)
-        weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
-                                (self.kernel.grad, bias_grad))
-        self._delta_bias(*self._geometry("bias", splits, 0), grad, self.outputs, self.pre, self.delta, self.delta_rows,
-                         bias_out, rows, self.units, self.units_p, self.panel, self.capacity, a, b,
-                         int(apply_derivative), chunk, self._bias_partial)
         flops = 2.0 * rows * self.n_in * self.units
-        if self.tiled:
+        if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see dense.cl)
+            splits, chunk = self._geometry("splits", 0, rows)
+            weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
+                                    (self.kernel.grad, bias_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
-                                self._transposed_input(rows), self.delta, weight_out, rows, self.n_in,
-                                self.units_p, self.capacity, chunk, flops=flops)
+                                self._transposed_input(rows), grad, self.outputs, self.pre, self.delta,
+                                weight_out, bias_out, rows, self.n_in, self.units, self.units_p, self.capacity,
+                                chunk, a, b, int(apply_derivative), flops=flops)
         else:
+            splits = 1
+            self._delta_bias((self.units_p // 4,), None, grad, self.outputs, self.pre, self.delta, self.delta_rows,
+                             bias_grad, rows, self.units, self.units_p, self.capacity, a, b, int(apply_derivative))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(rows),
-                                self.delta, weight_out, rows, self.n_in, self.units_p, self.capacity, flops=flops)
+                                self.delta, self.kernel.grad, rows, self.n_in, self.units_p, self.capacity, flops=flops)
         if splits > 1:
             weights = self.n_in * self.units_p
             self._sum_splits((weights + self.units_p,), None, self._weight_slices, self._bias_slices,

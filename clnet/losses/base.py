@@ -6,6 +6,11 @@ import numpy as np
 from ..cl.runtime import Runtime
 
 
+# CalcOutputGradient's fold_activation when the outputs it gets are the output layer's softmax
+# input, whose softmax the kernel takes itself (losses/crossentropy.cl; Model._forward_loss).
+SOFTMAX_HERE = 2
+
+
 class Loss:
     """A loss computed by a CalcOutputGradient kernel in `source` with `mode`.
 

@@ -5,7 +5,9 @@
 // sample_loss[first + row] (equal-length samples: their mean is the mean over all tokens).
 // With fold_activation the gradient is taken with respect to the logits instead: softmax then
 // categorical cross-entropy gives p * sum(t) - t, sigmoid then binary cross-entropy gives p - t,
-// which is both cheaper and exact where p saturates. With FROM_LOGITS the outputs are logits z
+// which is both cheaper and exact where p saturates. fold_activation == SOFTMAX_HERE: the output
+// layer left its softmax to this kernel and `outputs` holds its input z (fit and evaluate need
+// only the loss: one launch fewer per step); p = softmax(z) is taken here, the loss as on p. With FROM_LOGITS the outputs are logits z
 // (a final Dense without activation): the loss takes log softmax(z) itself, the maximum
 // subtracted before exp so that no logit overflows, and the gradient is softmax(z) * sum(t) - t.
 // SPARSE targets are class ids, one per position (exact in float32 below 2^24 classes).
@@ -13,6 +15,19 @@
 #define CATEGORICAL 0
 #define BINARY 1
 #define SPARSE 2
+#define SOFTMAX_HERE 2  // a fold_activation value
+
+// The maximum of a row of logits z and log sum_j exp(z_j - max).
+inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *log_s)
+{
+    TYPE top = -INFINITY, s = 0;
+    for (int j = 0; j < cols; j++)
+        top = fmax(top, z[j]);
+    for (int j = 0; j < cols; j++)
+        s += exp(z[j] - top);
+    *m = top;
+    *log_s = log(s);
+}
 
 // Cross-entropy of one position's distribution; writes its gradient g, returns the loss.
 TYPE categorical_position(const __global TYPE *t, const int label, const __global TYPE *p,
@@ -26,24 +41,23 @@ TYPE categorical_position(const __global TYPE *t, const int label, const __globa
         for (int j = 0; j < cols; j++)
             t_sum += t[j];
     }
+    TYPE m = 0, log_s = 0;
 #if FROM_LOGITS
-    TYPE m = -INFINITY, s = 0;
-    for (int j = 0; j < cols; j++)
-        m = fmax(m, p[j]);
-    for (int j = 0; j < cols; j++)
-        s += exp(p[j] - m);
-    const TYPE log_s = log(s);
+    logit_stats(p, cols, &m, &log_s);
     for (int j = 0; j < cols; j++) {
         const TYPE tj = TARGET(j);
         loss -= tj * (p[j] - m - log_s);
         g[j] = scale * (exp(p[j] - m - log_s) * t_sum - tj);
     }
 #else
+    if (fold_activation == SOFTMAX_HERE)
+        logit_stats(p, cols, &m, &log_s);
     for (int j = 0; j < cols; j++) {
         const TYPE tj = TARGET(j);
-        const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
+        const TYPE p_j = fold_activation == SOFTMAX_HERE ? exp(p[j] - m - log_s) : p[j];
+        const TYPE pj = clamp(p_j, EPSILON, 1 - EPSILON);
         loss -= tj * log(pj);
-        g[j] = scale * (fold_activation ? p[j] * t_sum - tj : (p[j] == pj ? -tj / pj : 0));
+        g[j] = scale * (fold_activation ? p_j * t_sum - tj : (p_j == pj ? -tj / pj : 0));
     }
 #endif
 #undef TARGET
