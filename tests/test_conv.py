@@ -118,9 +118,10 @@ def test_tiled_split_weight_gradient(rt, rng, dtype):
                          [(1, 1, 2, 1, 1, "valid", 1), (9, 3, 4, 3, 2, "same", 1), (10, 5, 3, 4, 2, "same", 1),
                           (11, 2, 5, 3, 1, "valid", 3), (1, 3, 2, 3, 1, "causal", 1), (9, 3, 5, 3, 1, "causal", 2),
                           (10, 5, 3, 4, 3, "causal", 1), (7, 1, 17, 2, 2, "causal", 1)])
-def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation):
-    """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel."""
-    layer = Conv1D(filters, kernel, strides, padding, dilation)
+@pytest.mark.parametrize("tiles", [None, TILED[0]])
+def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation, tiles):
+    """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel, in either form."""
+    layer = Conv1D(filters, kernel, strides, padding, dilation, tiles=tiles)
     rows = 2
     x = rng.normal(size=(rows, steps, channels)).astype(F32)
     weights = [rng.normal(size=(kernel, channels, filters)).astype(F32), rng.normal(size=filters).astype(F32)]
