@@ -25,6 +25,13 @@ CASES = [
 ]
 
 
+# The GPU form's local-memory tiles, forced on whatever device runs the tests (small tiles, so a
+# few output positions span several blocks; the second stages whole TYPE4 runs at 8 x 8 channels).
+TILED = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
+# Channels and filters multiples of 4 too: the tiled kernels' aligned TYPE4 gathers and stores.
+TILED_CASES = CASES + [((6, 7, 8), 8, 3, 1, "same", 1), ((5, 9, 12), 16, 2, 2, "same", 1)]
+
+
 def device_pass(rt, layer, input_shape, x, dy, weights, dtype=F32):
     """The layer's output, dL/dx and parameter gradients for one batch, from the device."""
     store = ParameterStore(rt, dtype)
@@ -60,13 +67,61 @@ def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilat
     np.testing.assert_allclose(db, want_db, rtol=2e-5, atol=5e-5)
 
 
+@pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", TILED_CASES)
+@pytest.mark.parametrize("tiles", TILED)
+@pytest.mark.parametrize("dtype,activation", [(F32, "linear"), (F32, "tanh"), (np.float64, "tanh")])
+def test_tiled_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, tiles, dtype, activation):
+    """The GPU form's implicit products (patches gathered from x, dL/dz windows gathered per
+    pixel) against numpy, on any device: forward, input gradient, weight and bias gradients."""
+    layer = Conv2D(filters, kernel, strides, padding, dilation, activation, tiles=tiles)
+    k2 = layer.kernel_size
+    rows = 3
+    x = rng.normal(size=(rows, *shape)).astype(dtype)
+    weights = [rng.normal(size=(*k2, shape[2], filters)).astype(dtype), rng.normal(size=filters).astype(dtype)]
+    x64, w64 = x.astype(np.float64), [w.astype(np.float64) for w in weights]
+    z = conv2d(x64, w64[0], w64[1], layer.strides, padding, layer.dilation_rate)
+    forward, derivative = ACTIVATIONS[activation]
+    dy = rng.normal(size=z.shape).astype(dtype)
+    y, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights, dtype)
+    assert layer.tiled
+    tolerance = 2e-5 if dtype == F32 else 1e-12
+    np.testing.assert_allclose(y.reshape(z.shape), forward(z, 1.0, 0.0), rtol=tolerance, atol=tolerance)
+    dz = dy * derivative(z, 1.0, 0.0)
+    want_dx, want_dk, want_db = conv2d_backward(x64, w64[0], dz, layer.strides, padding, layer.dilation_rate)
+    np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=tolerance, atol=2.5 * tolerance)
+    np.testing.assert_allclose(dk, want_dk, rtol=tolerance, atol=2.5 * tolerance)
+    np.testing.assert_allclose(db, want_db, rtol=tolerance, atol=2.5 * tolerance)
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_tiled_split_weight_gradient(rt, rng, dtype):
+    """The tiled weight gradient over many positions is split among work-groups (split-K) and
+    the slices added, also for a batch shorter than the buffers."""
+    layer = Conv2D(3, 3, padding="same", activation="relu", tiles=TILED[0])
+    shape = (16, 16, 1)
+    weights = [rng.normal(size=(3, 3, 1, 3)).astype(dtype), rng.normal(size=3).astype(dtype)]
+    for rows in (5, 3):  # device_pass allocates rows + 2
+        x = rng.normal(size=(rows, *shape)).astype(dtype)
+        z = conv2d(x.astype(np.float64), *[w.astype(np.float64) for w in weights], padding="same")
+        dy = rng.normal(size=z.shape).astype(dtype)
+        _, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights, dtype)
+        assert layer._splits(rows * layer.positions)[0] > 1  # the path under test runs
+        want_dx, want_dk, want_db = conv2d_backward(x.astype(np.float64), weights[0].astype(np.float64),
+                                                    dy * (z > 0), padding="same")
+        tolerance = 1e-4 if dtype == F32 else 1e-12
+        np.testing.assert_allclose(dk, want_dk, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(db, want_db, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.parametrize("steps,channels,filters,kernel,strides,padding,dilation",
                          [(1, 1, 2, 1, 1, "valid", 1), (9, 3, 4, 3, 2, "same", 1), (10, 5, 3, 4, 2, "same", 1),
                           (11, 2, 5, 3, 1, "valid", 3), (1, 3, 2, 3, 1, "causal", 1), (9, 3, 5, 3, 1, "causal", 2),
                           (10, 5, 3, 4, 3, "causal", 1), (7, 1, 17, 2, 2, "causal", 1)])
-def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation):
-    """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel."""
-    layer = Conv1D(filters, kernel, strides, padding, dilation)
+@pytest.mark.parametrize("tiles", [None, TILED[0]])
+def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padding, dilation, tiles):
+    """Conv1D is Conv2D of height 1 with the (kernel, in, out) Keras kernel, in either form."""
+    layer = Conv1D(filters, kernel, strides, padding, dilation, tiles=tiles)
     rows = 2
     x = rng.normal(size=(rows, steps, channels)).astype(F32)
     weights = [rng.normal(size=(kernel, channels, filters)).astype(F32), rng.normal(size=filters).astype(F32)]
@@ -94,6 +149,25 @@ def test_conv2d_gradients(fp64, conv):
     model = build([Input((5, 4, 2)), conv(), Conv2D(2, 2, activation="sigmoid"), Flatten(), Dense(3, "softmax")],
                   "categorical_crossentropy")
     check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
+
+
+@pytest.mark.parametrize("conv", [
+    lambda tiles: Conv2D(3, 3, activation="tanh", tiles=tiles),
+    lambda tiles: Conv2D(2, (2, 3), strides=2, padding="same", activation="swish", tiles=tiles),
+    lambda tiles: Conv2D(3, 2, dilation_rate=2, padding="same", use_bias=False, tiles=tiles),
+])
+def test_tiled_conv2d_gradients(fp64, conv):
+    """The same checks through the GPU form's kernels (both convolutions tiled)."""
+    rng = np.random.default_rng(3)
+    model = build([Input((5, 4, 2)), conv(TILED[0]), Conv2D(2, 2, activation="sigmoid", tiles=TILED[1]), Flatten(),
+                   Dense(3, "softmax")], "categorical_crossentropy")
+    check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
+
+
+def test_tiled_conv_as_output_layer(fp64):
+    rng = np.random.default_rng(5)
+    model = build([Input((4, 3, 2)), Conv2D(3, 2, activation="softmax", tiles=TILED[0])], "mse")
+    check_model(model, rng.normal(size=(2, 4, 3, 2)), rng.normal(size=(2, 3, 2, 3)), rng)
 
 
 def test_conv1d_gradients(fp64):
@@ -191,36 +265,37 @@ def test_trains(rng):
 
 
 @pytest.mark.parametrize("batch_size", [16, 64])
-def test_launches_per_training_step(batch_size):
+@pytest.mark.parametrize("tiles", [None, TILED[0]])
+def test_launches_per_training_step(batch_size, tiles):
     """The example's CNN (without Dropout): gather; Conv2D 3 (forward; weight block sums and their
     sum: no input gradient for the first layer); MaxPooling2D 2; Conv2D 4 (+ input gradient);
-    MaxPooling2D 2; Dense 4; Dense(softmax) 4 (the loss takes the softmax); loss; update. A
+    MaxPooling2D 2; Dense 4; Dense(softmax) 4 (the loss takes its softmax); loss; update. A
     convolution takes at most 4, and the layers with kernels at most 4 on average plus the
-    constant 3, whatever the batch. (The GPU form writes patches and runs the Dense products, whose
-    weight gradient makes delta and the bias gradient: a Dense 3, the convolutions 3 and 5.)"""
+    constant 3, whatever the batch. (The GPU form, forced for the convolutions by `tiles`:
+    forward, one product for dL/dW and dL/db, input gradient: 2 and 3; a Dense in the GPU form
+    makes delta and dL/db in its weight gradient: 3.)"""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(batch_size * 3, 12, 12, 1)), rng.integers(0, 10, batch_size * 3)
-    model = clnet.Sequential([Input((12, 12, 1)), Conv2D(4, 3, activation="relu"), MaxPooling2D(),
-                              Conv2D(6, 3, activation="relu"), MaxPooling2D(), Flatten(), Dense(8, "relu"),
+    model = clnet.Sequential([Input((12, 12, 1)), Conv2D(4, 3, activation="relu", tiles=tiles), MaxPooling2D(),
+                              Conv2D(6, 3, activation="relu", tiles=tiles), MaxPooling2D(), Flatten(), Dense(8, "relu"),
                               Dense(10, "softmax")], seed=0)
     model.compile("adam", "categorical_crossentropy", ["accuracy"])
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0)  # builds the programs
     rt = clnet.runtime()
     before = rt.launches
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
-    implicit = model.layers[1].implicit
-    first, hidden, dense = (3, 4, 4) if implicit else (3, 5, 3)
-    # A GPU splits a weight gradient over many rows among work-groups and adds the slices in one
-    # more launch (Dense._splits); a CPU never does.
-    products = [layer for layer in model.layers if isinstance(layer, Dense)] + \
-               ([] if implicit else [layer.product for layer in model.layers if isinstance(layer, Conv2D)])
-    split_sums = sum(product._splits(batch_size * product.capacity // model.capacity)[0] > 1
-                     for product in products)
+    tiled = model.layers[1].tiled
+    assert tiled == (tiles is not None or rt.info.is_gpu)
+    first, hidden = (2, 3) if tiled else (3, 4)
+    dense = 3 if model.layers[-1].tiled else 4
+    # The tiled form splits a weight gradient over many rows among work-groups and adds the
+    # slices in one more launch (split_k); the CPU form never does.
+    layers = [layer for layer in model.layers if isinstance(layer, (Dense, Conv2D))]
+    split_sums = sum(layer._splits(batch_size * layer.positions)[0] > 1 for layer in layers)
     per_step = 1 + first + 2 + hidden + 2 + dense + dense + 1 + 1 + split_sums
     assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
     assert per_step - split_sums <= 4 * 6 + 3
-    if implicit:
-        assert hidden <= 4
+    assert hidden + (model.layers[3]._splits(batch_size * model.layers[3].positions)[0] > 1) <= 4
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -8,10 +8,13 @@
 //   and W laid out per input channel for the input gradient), CalcHiddenGradientConv (each input
 //   pixel gathers from the windows that cover it). Three launches per training step, four with
 //   the input gradient.
-// - The GPU form (TILE): the patches of output position m = (row, oy, ox) as row m of a (rows *
-//   out_h * out_w, K) matrix (im2col) whose column k holds x[row, oy*sh - pad_top + i*dh, ox*sw -
-//   pad_left + j*dw, c] (0 outside the image), times W by the tiled Dense products of dense.cl;
-//   these kernels only move data into and out of patches.
+// - The GPU form (TILE): implicit products in dense.cl's local-memory tiles. Row m = (row, oy,
+//   ox) of the patch matrix, column k, would hold x[row, oy*sh - pad_top + i*dh, ox*sw - pad_left
+//   + j*dw, c] (0 outside the image); its slices are gathered from x as they are staged, so it is
+//   never written: FeedForwardConv (bias and activation fused, y and f'(z) stored),
+//   CalcDeltaWeightsConv (dL/dW and dL/db in one product, split-K slices added by dense.cl's
+//   SumSplits), CalcHiddenGradientConv (dL/dz gathered per pixel and tap). Two launches per
+//   training step, three with the input gradient, one more where the weight gradient is split.
 // 1-D convolutions run with height 1.
 // Geometry, passed to every kernel as the same int arguments:
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
@@ -19,57 +22,251 @@
                  const int pad_top, const int pad_left
 
 #ifdef TILE
-// The patches of a mini-batch, row-major and transposed ((K, ld), for the weight gradient
-// x^T delta). One work-item per output position (dimension 0: ox, 1: row * out_h + oy) and
-// kernel tap (dimension 2), copying the tap's `channels` contiguous inputs. The divisions
-// depend on dimensions 1 and 2 only, so a CPU compiler vectorizing across dimension 0 does them
-// once per group.
-__kernel void FeedForwardConvPatches(__global const TYPE *inputs,  // x (rows, height, width, channels)
-                                     __global TYPE *patches,       // (rows * out_h * out_w, K)
-                                     __global TYPE *patches_t,     // (K, ld)
-                                     const int ld, GEOMETRY)
+// Built after dense.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), put(), slice_product(),
+// fetch(), store4(), store_block() and SumSplits serve here as they do the Dense products. A
+// work-group computes a TILE x TILE block of the result from TK-deep slices of two operands
+// staged in local memory; the operand that was the patch matrix is gathered from the image (or
+// from dL/dy) as each slice is fetched, four elements at a time: one aligned TYPE4 where they
+// are one tap's contiguous channels (channels a multiple of 4), else element by element.
+#define GEOMETRY_ARGS height, width, channels, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left
+// A slice fetched along k gives a work-item the same columns (depths) in each of its LOADS runs,
+// so where those columns read is worked out once per slice, not once per run.
+#if ITEMS % (TK / 4)
+#error "the work-items of a work-group must cover whole rows of a slice along k"
+#endif
+
+// dense.cl's tiled_product loop, over depths [first, end), with the kernel's own FETCH_A(k0) and
+// FETCH_B(k0), which fill ra and rb with this work-item's share of the slice at depth k0, laid
+// out along_k or along m as dense.cl's fetch() would have (the same element per work-item).
+#define TILED_LOOP(first, end, a_along_k, b_along_k)             \
+    FETCH_A(first);                                              \
+    FETCH_B(first);                                              \
+    for (int k0 = (first); k0 < (end); k0 += TK) {               \
+        put(ra, a_along_k, As, lid);                             \
+        put(rb, b_along_k, Bs, lid);                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                            \
+        if (k0 + TK < (end)) {                                   \
+            FETCH_A(k0 + TK);                                    \
+            FETCH_B(k0 + TK);                                    \
+        }                                                        \
+        slice_product(As, Bs, acc);                              \
+        barrier(CLK_LOCAL_MEM_FENCE);                            \
+    }
+
+// Output position m = (row * out_h + oy) * out_w + ox: its sample's image, and where its
+// window's first tap falls (*y0, *x0; in the padding if negative).
+inline const __global TYPE *window_of(const __global TYPE *inputs, const int m, int *y0, int *x0, GEOMETRY)
 {
-    const int ox = get_global_id(0), line = get_global_id(1), tap = get_global_id(2);
-    const int oy = line % out_h, row = line / out_h, m = line * out_w + ox;
-    const int y = oy * sh - pad_top + tap / kw * dh, x = ox * sw - pad_left + tap % kw * dw;
-    const int inside = y >= 0 && y < height && x >= 0 && x < width;
-    const __global TYPE *source = inputs + ((long)(row * height + y) * width + x) * channels;
-    const int K = kh * kw * channels, k0 = tap * channels;
-    __global TYPE *patch = patches + (long)m * K + k0;
-    for (int c = 0; c < channels; c++) {
-        const TYPE v = inside ? source[c] : 0;
-        patch[c] = v;
-        patches_t[(long)(k0 + c) * ld + m] = v;
+    const int line = m / out_w;
+    *y0 = line % out_h * sh - pad_top;
+    *x0 = (m - line * out_w) * sw - pad_left;
+    return inputs + (long)(line / out_h) * height * width * channels;
+}
+
+// Columns col..col+3 (a multiple of 4) of a patch-matrix row: column k = (i * kw + j) *
+// channels + c is image[y0 + i dh, x0 + j dw, c], 0 in the padding and past K; with `ones`,
+// column K is 1 (the bias's column of the weight gradient).
+inline TYPE4 patch_run(const __global TYPE *image, const int y0, const int x0, const int col, const int K,
+                       const int ones, GEOMETRY)
+{
+    if (channels % 4 == 0 && col + 4 <= K) {  // one tap's channels c..c+3
+        const int tap = col / channels, c = col - tap * channels;
+        const int y = y0 + tap / kw * dh, x = x0 + tap % kw * dw;
+        return y >= 0 && y < height && x >= 0 && x < width
+               ? *(const __global TYPE4 *)(image + (y * width + x) * channels + c) : (TYPE4)(0);
+    }
+    TYPE v[4];
+    #pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const int k = col + t, tap = k / channels, c = k - tap * channels;
+        const int y = y0 + tap / kw * dh, x = x0 + tap % kw * dw;
+        const int inside = k < K && y >= 0 && y < height && x >= 0 && x < width;
+        v[t] = inside ? image[(y * width + x) * channels + c] : ones && k == K ? 1 : 0;
+    }
+    return (TYPE4)(v[0], v[1], v[2], v[3]);
+}
+
+// delta = dL/dz = dL/dy f'(z) (f'(z) skipped when a loss already gave dL/dz) at output position
+// m, filters n..n+3 (n a multiple of 4), zeros past `filters`.
+inline TYPE4 delta_run(const __global TYPE *output_gr, const __global TYPE *slopes, const int m, const int n,
+                       const int filters, const int apply_derivative)
+{
+    const long o = (long)m * filters;
+    if (filters % 4 == 0) {
+        if (n >= filters)
+            return (TYPE4)(0);
+        const TYPE4 g = *(const __global TYPE4 *)(output_gr + o + n);
+        return apply_derivative ? g * *(const __global TYPE4 *)(slopes + o + n) : g;
+    }
+    const TYPE4 g = ToVect4(output_gr + o, n, filters);
+    return apply_derivative ? g * ToVect4(slopes + o, n, filters) : g;
+}
+
+// z = patches W + b, y = f(z) and f'(z), which the backward kernels multiply dL/dy by. The
+// patch slices are along k: each work-item fetches the same LOADS rows (output positions) at
+// every depth, so their windows are found once.
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
+                     __global const TYPE *weights,  // W (K, filters_p), row-major
+                     __global const TYPE *bias,     // b (filters_p)
+                     __global TYPE *outputs,        // y = f(z) (rows * out_h * out_w, filters)
+                     __global TYPE *slopes,         // f'(z), the same shape
+                     const int M, const int filters, const int filters_p, const TYPE a, const TYPE b, GEOMETRY)
+{
+    TILED_BEGIN
+    const int K = kh * kw * channels;
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * SIDE + tx;
+    const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
+    const int col = lid % (TK / 4) * 4;
+    const __global TYPE *image[LOADS];
+    int y0[LOADS], x0[LOADS], inside[LOADS];
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int m = m0 + (lid + l * ITEMS) / (TK / 4);
+        inside[l] = m < M;
+        image[l] = window_of(inputs, min(m, M - 1), &y0[l], &x0[l], GEOMETRY_ARGS);
+    }
+    TYPE4 ra[LOADS], rb[LOADS];
+#define FETCH_A(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++)                                                                  \
+        ra[l] = inside[l] ? patch_run(image[l], y0[l], x0[l], (k0) + col, K, 0, GEOMETRY_ARGS) : (TYPE4)(0);
+#define FETCH_B(k0) fetch(weights, filters_p, ALONG_M, n0, k0, filters_p, K, lid, rb)
+    TILED_LOOP(0, K, ALONG_K, ALONG_M)
+#undef FETCH_A
+#undef FETCH_B
+    #pragma unroll
+    for (int q = 0; q < WPT / 4; q++) {
+        const int n = n0 + OWN(tx, q * 4);
+        const TYPE4 bv = n < filters_p ? *(const __global TYPE4 *)(bias + n) : (TYPE4)(0);
+        #pragma unroll
+        for (int i = 0; i < WPT; i++) {
+            const int m = m0 + OWN(ty, i);
+            TYPE4 z = (TYPE4)(acc[i][q * 4], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]) + bv, y, d;
+            y = (TYPE4)(ACT_FORWARD(z.s0, a, b), ACT_FORWARD(z.s1, a, b), ACT_FORWARD(z.s2, a, b),
+                        ACT_FORWARD(z.s3, a, b));
+            d = (TYPE4)(ACT_DERIVATIVE(y.s0, z.s0, a, b), ACT_DERIVATIVE(y.s1, z.s1, a, b),
+                        ACT_DERIVATIVE(y.s2, z.s2, a, b), ACT_DERIVATIVE(y.s3, z.s3, a, b));
+            if (m < M) {
+                store4(outputs + (long)m * filters, y, n, filters, filters % 4 == 0);
+                store4(slopes + (long)m * filters, d, n, filters, filters % 4 == 0);
+            }
+        }
     }
 }
 
-// dL/dx from dL/d(patches): each input element sums the patch entries it was copied into. One
-// work-item per input pixel (dimension 0: x, 1: row * height + y), all its channels; no two
-// work-items write the same element, so no atomics.
-__kernel void CalcHiddenGradientPatches(__global const TYPE *patch_gr,  // dL/d(patches) (rows * out_h * out_w, K)
-                                     __global TYPE *input_gr,        // dL/dx (rows, height, width, channels)
-                                     GEOMETRY)
+// [dL/dW; dL/db] = [patches, 1]^T delta, (K + 1, filters_p), summed over the output positions
+// [z chunk, (z + 1) chunk) of work-group layer z (split-K, as dense.cl's CalcDeltaWeights: the
+// weights are a few tiles, the positions hundreds of thousands) into slice z of delta_weights
+// (K, filters_p) and delta_bias (filters_p), which SumSplits adds when there are several. The
+// bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
+// formed from dL/dy as it is read. Both slices are along m: at each depth (position) a
+// work-item fetches patch columns and filters that stay the same, from a new window.
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
+                          __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
+                          __global const TYPE *slopes,     // f'(z), the same shape
+                          __global TYPE *delta_weights,    // dL/dW (splits, K, filters_p), row-major
+                          __global TYPE *delta_bias,       // dL/db (splits, filters_p)
+                          const int M, const int filters, const int filters_p, const int chunk,
+                          const int apply_derivative, GEOMETRY)
 {
-    const int x = get_global_id(0), line = get_global_id(1);
-    const int y = line % height, row = line / height, p = line * width + x;
+    TILED_BEGIN
     const int K = kh * kw * channels;
-    __global TYPE *out = input_gr + (long)p * channels;
-    for (int c = 0; c < channels; c++)
-        out[c] = 0;
-    for (int i = 0; i < kh; i++) {
-        const int ty = y + pad_top - i * dh;  // oy * sh, if this tap of some window covers y
-        if (ty < 0 || ty % sh || ty / sh >= out_h)
-            continue;
-        for (int j = 0; j < kw; j++) {
-            const int tx = x + pad_left - j * dw;
-            if (tx < 0 || tx % sw || tx / sw >= out_w)
-                continue;
-            const int m = (row * out_h + ty / sh) * out_w + tx / sw;
-            const __global TYPE *g = patch_gr + (long)m * K + (i * kw + j) * channels;
-            for (int c = 0; c < channels; c++)
-                out[c] += g[c];
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * SIDE + tx;
+    const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE, split = get_group_id(2);
+    const int first = split * chunk, end = min(M, first + chunk);
+    TYPE4 ra[LOADS], rb[LOADS];
+#define FETCH_A(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++) {                                                                \
+        const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4);                                    \
+        int y0, x0;                                                                                  \
+        const __global TYPE *image = window_of(inputs, min(m, M - 1), &y0, &x0, GEOMETRY_ARGS);      \
+        ra[l] = m < end ? patch_run(image, y0, x0, m0 + e % (TILE / 4) * 4, K, 1, GEOMETRY_ARGS)     \
+                        : (TYPE4)(0);                                                                \
+    }
+#define FETCH_B(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++) {                                                                \
+        const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4);                                    \
+        rb[l] = m < end ? delta_run(output_gr, slopes, m, n0 + e % (TILE / 4) * 4, filters, apply_derivative) \
+                        : (TYPE4)(0);                                                                \
+    }
+    TILED_LOOP(first, end, ALONG_M, ALONG_M)
+#undef FETCH_A
+#undef FETCH_B
+    delta_weights += (long)split * K * filters_p;
+    delta_bias += split * filters_p;
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const int k = m0 + OWN(ty, i);
+        #pragma unroll
+        for (int q = 0; q < WPT / 4; q++) {
+            const int n = n0 + OWN(tx, q * 4);
+            const TYPE4 run = (TYPE4)(acc[i][q * 4], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]);
+            if (n < filters_p && k <= K)
+                *(__global TYPE4 *)(k < K ? delta_weights + (long)k * filters_p + n : delta_bias + n) = run;
         }
     }
+}
+
+// o if t = o * s for an output index 0 <= o < n, else -1 (no division at stride 1).
+inline int output_index(const int t, const int s, const int n)
+{
+    const int o = s == 1 ? t : t / s;
+    return t >= 0 && o < n && o * s == t ? o : -1;
+}
+
+// dL/dx = D Wt, (rows * height * width, channels): row p of D (one input pixel) holds, per
+// kernel tap (i, j), delta's row at the output position whose window puts that tap on the pixel,
+// zeros if there is none (y + pad_top - i dh = oy sh must hold for an oy in range, and likewise
+// across); Wt[(tap, f)][c] = W[tap * channels + c][f]. Depth kh * kw * filters_p, in runs of four
+// filters of one tap (filters_p is a multiple of 4); both slices are along k, and each work-item
+// fetches the same pixels at every depth.
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
+                            __global const TYPE *slopes,     // f'(z), the same shape
+                            __global const TYPE *weights,    // W (K, filters_p), row-major
+                            __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
+                            const int P, const int filters, const int filters_p, const int apply_derivative,
+                            GEOMETRY)
+{
+    TILED_BEGIN
+    const int depth = kh * kw * filters_p;
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * SIDE + tx;
+    const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
+    const int col = lid % (TK / 4) * 4;
+    int py[LOADS], px[LOADS], line0[LOADS];
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int p = m0 + (lid + l * ITEMS) / (TK / 4), line = p / width;
+        px[l] = p - line * width + pad_left;
+        py[l] = line % height + pad_top;
+        line0[l] = p < P ? line / height * out_h : -1;  // the sample's first row of outputs
+    }
+    TYPE4 ra[LOADS], rb[LOADS];
+#define FETCH_A(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++) {                                                                \
+        const int k = (k0) + col, tap = k / filters_p, i = tap / kw, j = tap - i * kw;              \
+        const int oy = output_index(py[l] - i * dh, sh, out_h), ox = output_index(px[l] - j * dw, sw, out_w); \
+        ra[l] = k < depth && line0[l] >= 0 && oy >= 0 && ox >= 0                                     \
+                ? delta_run(output_gr, slopes, (line0[l] + oy) * out_w + ox, k - tap * filters_p, filters, \
+                            apply_derivative) : (TYPE4)(0);                                          \
+    }
+#define FETCH_B(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++) {                                                                \
+        const int c = n0 + (lid + l * ITEMS) / (TK / 4), k = (k0) + col, tap = k / filters_p;       \
+        rb[l] = c < channels && k < depth                                                            \
+                ? *(const __global TYPE4 *)(weights + ((long)tap * channels + c) * filters_p + k - tap * filters_p) \
+                : (TYPE4)(0);                                                                        \
+    }
+    TILED_LOOP(0, depth, ALONG_K, ALONG_K)
+#undef FETCH_A
+#undef FETCH_B
+    store_block(input_gr, channels, P, channels, acc, 0);
 }
 #else
 // Row k of W's column panel holding columns col..col+VW (VW contiguous elements).

@@ -1,8 +1,8 @@
 """Conv1D and Conv2D (channels_last, Keras's arguments and weight layout). The product of the
 patch matrix and the (kh * kw * in, filters) kernel is the layer's output, with bias and
-activation fused as in Dense. On a CPU (the Dense products' register-block form) conv.cl's
-implicit products compute it without writing the patches; on a GPU (the tiled form) the patches
-are written (im2col) and multiplied by the tiled Dense products. See conv.cl."""
+activation fused as in Dense. conv.cl's implicit products compute it without writing the
+patches, in either form of the Dense products: register blocks on a CPU, local-memory tiles on
+a GPU (the tiled form). See conv.cl."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import Layer, check_weights
-from .dense import Dense, kernel_defines, matrix_tiles
+from .dense import Dense, kernel_defines, matrix_tiles, split_k
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
@@ -22,8 +22,11 @@ class _Conv(Layer):
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None,
-                 input_shape=None):
+                 input_shape=None, tiles=None):
+        """`tiles` fixes the kernels' form, vector width and blocks, as Dense's does; by default
+        the autotuner's choice for the device is used."""
         super().__init__(name, input_shape)
+        self.fixed_tiles = tiles
         kind = type(self).__name__
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
@@ -71,17 +74,17 @@ class _Conv(Layer):
         init = self.kernel_initializer
         self.product = Dense(self.filters, self.activation, self.use_bias,
                              lambda _, rng: init(self.kernel_shape, rng).reshape(self.patch_size, self.filters),
-                             self.bias_initializer, name=f"{self.name}/product")
+                             self.bias_initializer, name=f"{self.name}/product", tiles=self.fixed_tiles)
         self.product.build((self.patch_size,), store, rng)
         self.kernel, self.bias = self.product.kernel, (self.product.bias if self.use_bias else None)
         self.kernel.keras_index = self.kernel.keras_index.reshape(self.kernel_shape)
         # Softmax runs over the filters of each position; a loss may fold it only where that is
         # the whole output.
         self.output_activation = self.activation if self.activation.elementwise or self.positions == 1 else None
-        self.implicit = not self.product.tiled
+        self.tiled = self.product.tiled
         act = self.activation
         self._fused = act if act.elementwise else activations.Linear()
-        if self.implicit and not act.elementwise:
+        if not act.elementwise:
             self.act_program = act.program(self.rt, self.dtype)
         return shape
 
@@ -91,21 +94,25 @@ class _Conv(Layer):
 
     def allocate(self, capacity):
         super().allocate(capacity)
-        if not self.implicit:
-            return self._allocate_patches(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
-        self.tiles = matrix_tiles(rt, dt, self.patch_size, self.filters, rows)
-        program = rt.program((self._fused.source, "layers/conv.cl"), dt,
+        self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.patch_size, self.filters, rows)
+        # The tiled kernels are built on dense.cl's tiles (and use its SumSplits).
+        sources = ("layers/dense.cl", "layers/conv.cl") if self.tiled else ("layers/conv.cl",)
+        program = rt.program((self._fused.source, *sources), dt,
                              {"ACT": self._fused.function, **kernel_defines(self.tiles)})
         vw, channels = self.tiles["VW"], self.geometry[2]
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
         self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                     # f'(z)
-        self.partials = Tensor((-(-rows // self.chunk), self.patch_size + 1, self.filters_p), dt, rt)
-        # (taps, filters_p, channels_p): the channels' padding stays 0.
-        self.weights_t = Tensor.zeros((self.taps, self.filters_p, self.channels_p), dt, rt)
-        self.zeros = Tensor.zeros((channels,), dt, rt)                                   # the padding's inputs
+        if self.tiled:
+            self._allocate_splits(rows, program)
+        else:
+            self.partials = Tensor((-(-rows // self.chunk), self.patch_size + 1, self.filters_p), dt, rt)
+            # (taps, filters_p, channels_p): the channels' padding stays 0.
+            self.weights_t = Tensor.zeros((self.taps, self.filters_p, self.channels_p), dt, rt)
+            self.zeros = Tensor.zeros((channels,), dt, rt)                               # the padding's inputs
+            self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.filters_p,), dt, rt)
@@ -117,22 +124,33 @@ class _Conv(Layer):
             self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
         self._forward = rt.kernel(program, "FeedForwardConv", dt)
         self._delta_weights = rt.kernel(program, "CalcDeltaWeightsConv", dt)
-        self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
         self._hidden = rt.kernel(program, "CalcHiddenGradientConv", dt)
 
-    def _allocate_patches(self, capacity):
+    def _allocate_splits(self, rows, program):
+        """The tiled weight gradient's split-K slices, for batches of up to `rows` positions. Its
+        result has K + 1 rows (the bias's is the last); the split is Dense's rule (split_k) at
+        the full batch."""
         rt, dt = self.rt, self.dtype
-        rows = capacity * self.positions
-        self.product.allocate(rows)
-        program = rt.program(("layers/conv.cl",), dt, kernel_defines(self.product.tiles))
-        self.patches = Tensor((rows, self.patch_size), dt, rt)                 # (capacity * positions, K)
-        self.patches.transposed = Tensor((self.patch_size, rows), dt, rt)      # (K, capacity * positions)
-        # The product's (capacity * positions, filters) output is (capacity, out_h, out_w, filters);
-        # its transpose is not the next layer's, so none is passed on.
-        self.outputs = Tensor((capacity, *self.output_shape), dt, rt, self.product.outputs.buffer)
-        self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)        # dL/dx
-        self._patches = rt.kernel(program, "FeedForwardConvPatches", dt)
-        self._hidden = rt.kernel(program, "CalcHiddenGradientPatches", dt)
+        splits, self._split_chunk = split_k(rt, self.tiles, self.patch_size + 1, self.filters_p, rows)
+        if splits > 1:
+            self._weight_slices = Tensor((splits, self.patch_size, self.filters_p), dt, rt)  # (splits, K, filters_p)
+            self._bias_slices = Tensor((splits, self.filters_p), dt, rt)                     # (splits, filters_p)
+            self._sum_splits = rt.kernel(program, "SumSplits", dt)
+
+    def _splits(self, positions: int) -> tuple[int, int]:
+        """(splits, positions per split) of the tiled weight gradient over a batch of
+        `positions`: the full batch's chunks, so a shorter batch needs no more slices. (The CPU
+        form sums block sums instead.)"""
+        if not self.tiled:
+            return 1, positions
+        return -(-positions // self._split_chunk), self._split_chunk
+
+    def _tiled_launch(self, columns, rows, splits=1):
+        """(global, local) sizes of a tiled kernel writing a (rows, columns) result: a TILE-square
+        work-group per block, `splits` of them along the third axis."""
+        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        blocks = lambda n: -(-n // tile) * side
+        return (blocks(columns), blocks(rows), splits), (side, side, 1)
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items.
@@ -140,32 +158,24 @@ class _Conv(Layer):
 
     def forward(self, x, rows):
         self.x = x
-        out_h, out_w = self.geometry[3:5]
-        if not self.implicit:
-            self._patches((out_w, rows * out_h, self.taps), None, x, self.patches, self.patches.transposed,
-                          self.capacity * self.positions, *self.geometry)
-            self.product.forward(self.patches, rows * self.positions)
-            return self.outputs
         positions = rows * self.positions
         bias = self.product.bias.value if self.use_bias else self._zero_bias
         softmax = not self.activation.elementwise  # the product writes z, softmax then y
-        self._forward((self.filters_p // self.tiles["VW"], -(-positions // self.tiles["FF_RM"])), None,
-                      x, self.kernel.value, bias, self.zeros, self.pre if softmax else self.outputs, self.slopes,
-                      positions, self.filters, self._fused.a, self._fused.b, *self.geometry,
-                      flops=2.0 * positions * self.patch_size * self.filters)
+        flops = 2.0 * positions * self.patch_size * self.filters
+        if self.tiled:
+            self._forward(*self._tiled_launch(self.filters, positions), x, self.kernel.value, bias,
+                          self.pre if softmax else self.outputs, self.slopes, positions, self.filters, self.filters_p,
+                          self._fused.a, self._fused.b, *self.geometry, flops=flops)
+        else:
+            self._forward((self.filters_p // self.tiles["VW"], -(-positions // self.tiles["FF_RM"])), None,
+                          x, self.kernel.value, bias, self.zeros, self.pre if softmax else self.outputs, self.slopes,
+                          positions, self.filters, self._fused.a, self._fused.b, *self.geometry, flops=flops)
         if softmax:
             group = self._row_group()
             self._softmax((positions * group,), (group,), self.pre, self.outputs, self.filters)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        if not self.implicit:
-            patch_grad = self.product.backward(grad, rows * self.positions, input_grad, activation_done)
-            if not input_grad:
-                return None
-            height, width = self.geometry[:2]
-            self._hidden((width, rows * height), None, patch_grad, self.input_grad, *self.geometry)
-            return self.input_grad
         apply_derivative = not activation_done
         positions = rows * self.positions
         if apply_derivative and not self.activation.elementwise:
@@ -173,21 +183,43 @@ class _Conv(Layer):
             self._softmax_derivative((positions * group,), (group,), self.outputs, grad, self.act_grad, self.filters)
             grad, apply_derivative = self.act_grad, False
         tiles = self.tiles
-        chunks = -(-positions // self.chunk)
         flops = 2.0 * positions * self.patch_size * self.filters
-        self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks), None,
-                            self.x, grad, self.slopes, self.partials, positions, self.filters, self.filters_p,
-                            self.chunk, int(apply_derivative), *self.geometry, flops=flops)
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
-        self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value, self.kernel.grad,
-                  bias_grad, self.weights_t, chunks, self.filters_p, self.channels_p, *self.geometry)
+        if self.tiled:
+            self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, flops)
+        else:
+            chunks = -(-positions // self.chunk)
+            self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks),
+                                None, self.x, grad, self.slopes, self.partials, positions, self.filters,
+                                self.filters_p, self.chunk, int(apply_derivative), *self.geometry, flops=flops)
+            self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
+                      self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, self.channels_p,
+                      *self.geometry)
         if not input_grad:
             return None
         pixels = rows * int(np.prod(self.geometry[:2]))
-        self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["HG_RM"])), None, grad, self.slopes,
-                     self.weights_t, self.input_grad, pixels, self.filters, self.filters_p, self.channels_p,
-                     int(apply_derivative), *self.geometry, flops=flops)
+        if self.tiled:
+            self._hidden(*self._tiled_launch(self.geometry[2], pixels), grad, self.slopes, self.kernel.value,
+                         self.input_grad, pixels, self.filters, self.filters_p, int(apply_derivative),
+                         *self.geometry, flops=flops)
+        else:
+            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["HG_RM"])), None, grad, self.slopes,
+                         self.weights_t, self.input_grad, pixels, self.filters, self.filters_p, self.channels_p,
+                         int(apply_derivative), *self.geometry, flops=flops)
         return self.input_grad
+
+    def _tiled_weight_gradient(self, grad, positions, bias_grad, apply_derivative, flops):
+        """dL/dW and dL/db in one tiled product, its split-K slices (if any) added by SumSplits."""
+        splits, chunk = self._splits(positions)
+        weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
+                                (self.kernel.grad, bias_grad))
+        self._delta_weights(*self._tiled_launch(self.filters_p, self.patch_size + 1, splits), self.x, grad,
+                            self.slopes, weight_out, bias_out, positions, self.filters, self.filters_p, chunk,
+                            int(apply_derivative), *self.geometry, flops=flops)
+        if splits > 1:
+            weights = self.patch_size * self.filters_p
+            self._sum_splits((weights + self.filters_p,), None, self._weight_slices, self._bias_slices,
+                             self.kernel.grad, bias_grad, splits, weights, self.filters_p)
 
     def get_weights(self):
         return self.product.get_weights() if self.built else []

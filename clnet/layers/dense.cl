@@ -355,6 +355,28 @@ inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const in
     }
 }
 
+// acc += the product of the staged slices, As[k][m] and Bs[k][n], for this work-item's WPT x WPT
+// outputs (conv.cl's implicit products stage theirs with the same put()).
+inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE acc[WPT][WPT])
+{
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    #pragma unroll
+    for (int kk = 0; kk < TK; kk++) {
+        TYPE a[WPT], b[WPT];
+        #pragma unroll
+        for (int q = 0; q < WPT / 4; q++) {
+            const TYPE4 av = As[kk * (LT / 4) + q * SIDE + ty], bv = Bs[kk * (LT / 4) + q * SIDE + tx];
+            a[q * 4] = av.s0; a[q * 4 + 1] = av.s1; a[q * 4 + 2] = av.s2; a[q * 4 + 3] = av.s3;
+            b[q * 4] = bv.s0; b[q * 4 + 1] = bv.s1; b[q * 4 + 2] = bv.s2; b[q * 4 + 3] = bv.s3;
+        }
+        #pragma unroll
+        for (int i = 0; i < WPT; i++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j++)
+                acc[i][j] += a[i] * b[j];
+    }
+}
+
 // acc += A B for this work-group's block of the M x N result, over k in [k_first, K); A is
 // M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both are
 // "rows times K". k_first is a multiple of TK. With `delta_source`, B is dL/dy, fetched as
@@ -384,21 +406,7 @@ inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_al
             else
                 fetch(B, b_ld, b_along_k, n0, k0 + TK, N, K, lid, rb);
         }
-        #pragma unroll
-        for (int kk = 0; kk < TK; kk++) {
-            TYPE a[WPT], b[WPT];
-            #pragma unroll
-            for (int q = 0; q < WPT / 4; q++) {
-                const TYPE4 av = As[kk * (LT / 4) + q * SIDE + ty], bv = Bs[kk * (LT / 4) + q * SIDE + tx];
-                a[q * 4] = av.s0; a[q * 4 + 1] = av.s1; a[q * 4 + 2] = av.s2; a[q * 4 + 3] = av.s3;
-                b[q * 4] = bv.s0; b[q * 4 + 1] = bv.s1; b[q * 4 + 2] = bv.s2; b[q * 4 + 3] = bv.s3;
-            }
-            #pragma unroll
-            for (int i = 0; i < WPT; i++)
-                #pragma unroll
-                for (int j = 0; j < WPT; j++)
-                    acc[i][j] += a[i] * b[j];
-        }
+        slice_product(As, Bs, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }

@@ -48,7 +48,7 @@ def tile_candidates(rt, dtype) -> list[dict]:
 UNBLOCKED = {"NB": 1, "KB": 0}
 K_BLOCKED = {"NB": 8, "KB": 256}
 LAUNCH_KEYS = ("WG",)
-MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see Dense._splits)
+MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
 
 
 def kernel_defines(tiles: dict) -> dict:
@@ -87,6 +87,19 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> d
     wanted = (rows, n_in, units)
     distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
     return min(choices, key=distance)["tiles"]
+
+
+def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int) -> tuple[int, int]:
+    """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
+    when its (n_in, units_p) result has too few tiles to fill the device twice, in chunks of at
+    least MIN_SPLIT_ROWS rows (a multiple of TK)."""
+    tile = tiles["TILE"]
+    blocks = -(-n_in // tile) * -(-units_p // tile)
+    splits = max(1, min(2 * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
+    if splits == 1:
+        return 1, rows
+    chunk = -(-(-(-rows // splits)) // tiles["TK"]) * tiles["TK"]
+    return -(-rows // chunk), chunk
 
 
 def layout(tiles: dict) -> tuple:
@@ -292,18 +305,9 @@ class Dense(Layer):
         return tuple(-(-n // side) * side for n in work), (side, side)
 
     def _splits(self, rows: int) -> tuple[int, int]:
-        """(splits, rows per split) of the weight gradient's sum over the batch: the GPU form
-        splits it when its (n_in, units) result has too few tiles to fill the device twice, in
-        chunks of at least MIN_SPLIT_ROWS rows (a multiple of TK)."""
-        if not self.tiled:
-            return 1, rows
-        tile = self.tiles["TILE"]
-        blocks = -(-self.n_in // tile) * -(-self.units_p // tile)
-        splits = max(1, min(2 * self.rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
-        if splits == 1:
-            return 1, rows
-        chunk = -(-(-(-rows // splits)) // self.tiles["TK"]) * self.tiles["TK"]
-        return -(-rows // chunk), chunk
+        """(splits, rows per split) of the weight gradient's sum over the batch (see split_k);
+        the CPU form never splits it."""
+        return split_k(self.rt, self.tiles, self.n_in, self.units_p, rows) if self.tiled else (1, rows)
 
     def _transposed_input(self, rows: int) -> Tensor:
         """x^T (n_in, capacity): from the layer below if it wrote one of that shape (a Dense on the
