@@ -7,10 +7,25 @@ CNN stay channels_last in clnet, and the Flatten before its first Linear becomes
 of that Dense's kernel rows. Forks and merges (Add, Sum, Mul, Concat) make a functional
 `Model(inputs, output)`; a chain of one-input layers comes back as a `Sequential`.
 
-What is read, which covers clnet's own export, torch.onnx.export (TorchScript and dynamo
-exporters) and Keras's:
+What is read, which covers clnet's own export (every layer), torch.onnx.export (TorchScript and
+dynamo exporters) and Keras's:
 
-    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense
+    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense (MatMul also on
+                                                                      (batch, ..., features))
+    Gather(table, ids) of a float table, the ids an integer graph
+    input (torch) or float ids Cast to integers (clnet)            -> Embedding
+    Expand(table, Shape(x)) (clnet's)                              -> PositionEmbedding
+    RNN, LSTM, GRU after Transpose(1, 0, 2) or with layout=1, zero
+    initial states (ConstantOfShape), Y or Y_h read through
+    Squeeze/Transpose/Reshape/Gather                               -> SimpleRNN, LSTM, GRU (gates
+                                                                      reordered; a reversing Slice
+                                                                      or direction="reverse":
+                                                                      go_backwards; Y read:
+                                                                      return_sequences)
+    clnet's attention subgraph: MatMul [+ Add] projections,
+    Reshape, Transpose, Mul(1/sqrt(key_dim)), MatMul, [Add(causal
+    mask)], [Where(Greater(mask, 0.5))], Softmax, MatMul,
+    Transpose, Reshape, MatMul [+ Add]                             -> MultiHeadAttention
     Conv (1-D, 2-D; strides, dilations, pads, auto_pad; group=1)   -> Conv1D/Conv2D, with a
                                                                       ZeroPadding2D before it for
                                                                       pads other than 'valid' and
@@ -42,7 +57,7 @@ exporters) and Keras's:
                                                                       before it
     x * Sigmoid(b x), x / (1 + Exp(Neg(b x)))                      -> Swish(b)
     0.5 x (1 + Erf(x / sqrt(2))), any association                  -> GELU
-    Transpose, Reshape, Flatten, Squeeze, Unsqueeze                -> nothing, or a Flatten or
+    Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice         -> nothing, or a Flatten or
                                                                       Reshape where the order
                                                                       allows
     Identity, Dropout, Cast to the graph's float type              -> nothing
