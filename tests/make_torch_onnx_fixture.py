@@ -26,6 +26,9 @@ them its own way, and clnet.onnx.load must read all of them:
                          (batch_first=True) as Transpose, LSTM (zero h0 and c0 from ConstantOfShape),
                          Squeeze, Transpose, then a Linear on every step's output
   torch_gru.onnx         the same with nn.GRU (linear_before_reset=1) and a Linear on h_n[-1] (Y_h)
+  torch_lstm_dynamo.onnx, torch_gru_dynamo.onnx  the same by the dynamo exporter: zero states as Expand
+                         and Slice of a constant, Y brought back through a Reshape whose shape is
+                         computed from the Shape of a time-major tensor
   torch_lstm_bidirectional.onnx  an nn.LSTM(bidirectional=True), which clnet refuses
 torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz, torch_ln.npz, torch_lstm.npz and torch_gru.npz hold
 the inputs x and the framework's outputs y.
@@ -177,6 +180,9 @@ def torch_sequence_fixtures():
             y = model(x)
         torch.onnx.export(model, (x,), DATA / f"torch_{name}.onnx", **common)
         if not bidirectional:
+            torch.onnx.export(model, (x,), DATA / f"torch_{name}_dynamo.onnx", dynamo=True, external_data=False,
+                              input_names=["input"], output_names=["output"], opset_version=17,
+                              dynamic_shapes=({0: torch.export.Dim("batch")},))
             np.savez(DATA / f"torch_{name}.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
 
 

@@ -1,9 +1,11 @@
 """ONNX export and import: every layer class exports, every file passes onnx.checker's full check,
 onnxruntime's outputs match model.predict (random inputs, and Fashion-MNIST for the MLP and the CNN,
-batch 1 and 7 from one file), export -> load -> predict is identical with the same layers and
-weights (graphs too), models exported by PyTorch (an MLP, a channels-first CNN with BatchNorm and a
-residual Add, LayerNorm at opsets 14 and 17) and Keras load, predict as the framework did and
-fine-tune; every bad input is a clear error, and clnet works without onnx installed.
+batch 1 and 7 from one file), export -> load -> predict is identical for every layer class (the
+same layers and weights; graphs, attention and the tiny GPT too, which also trains once loaded),
+models exported by PyTorch (an MLP, a channels-first CNN with BatchNorm and a residual Add,
+LayerNorm at opsets 14 and 17, nn.Embedding with nn.LSTM or nn.GRU) and Keras load, predict as the
+framework did and fine-tune; every bad input and every recurrent form clnet cannot compute is a
+clear error, and clnet works without onnx installed.
 
 "Within 1e-5 relative" is measured against the output's scale: |got - want| <= 1e-5 max|want|,
 so that an element near zero (which the products reach by cancellation, summed in another
@@ -358,14 +360,16 @@ def test_tiny_gpt_round_trip(tmp_path, rng):
     assert all(not np.array_equal(a, b) for a, b in zip(loaded.get_weights(), before, strict=True))
 
 
+@pytest.mark.parametrize("exporter", ["", "_dynamo"])
 @pytest.mark.parametrize("name,recurrent,return_sequences", [("torch_lstm", LSTM, True), ("torch_gru", GRU, False)])
-def test_import_torch_sequence(name, recurrent, return_sequences):
-    """tests/make_torch_onnx_fixture.py's token models, exported by torch.onnx.export: int64 ids
-    into nn.Embedding's Gather, nn.LSTM / nn.GRU (batch_first=True) between Transposes with zero
-    initial states from ConstantOfShape, gates reordered from ONNX's; every step's output (LSTM)
-    or h_n[-1] (GRU) into a Linear. The loaded model predicts what torch did, and fine-tunes."""
+def test_import_torch_sequence(name, recurrent, return_sequences, exporter):
+    """tests/make_torch_onnx_fixture.py's token models, exported by torch.onnx.export (both
+    exporters): int64 ids into nn.Embedding's Gather, nn.LSTM / nn.GRU (batch_first=True) between
+    Transposes with zero initial states (ConstantOfShape, or Expand and Slice of a zero), gates
+    reordered from ONNX's; every step's output (LSTM) or h_n[-1] (GRU) into a Linear. The loaded
+    model predicts what torch did, and fine-tunes."""
     stored = np.load(DATA / f"{name}.npz")
-    model = clnet.onnx.load(DATA / f"{name}.onnx")
+    model = clnet.onnx.load(DATA / f"{name}{exporter}.onnx")
     assert type(model) is clnet.Sequential and model.input_shape == (6,)
     assert [type(l) for l in model.layers] == [Input, Embedding, recurrent, Dense]
     layer = model.layers[2]
@@ -385,12 +389,12 @@ def test_import_torch_bidirectional_lstm():
         clnet.onnx.load(DATA / "torch_lstm_bidirectional.onnx")
 
 
-def lstm_graph(rng, lstm_inputs=("t", "w", "r", "b"), after=None, constants=None, **attributes):
+def lstm_graph(rng, lstm_inputs=("t", "w", "r", "b"), outputs=("y_raw",), after=None, constants=None, **attributes):
     """Transpose -> LSTM -> Squeeze -> Transpose on (batch, 6, 3), 4 units, as torch writes it;
-    `after`: other nodes reading Y ("y_raw") instead."""
+    `after`: other nodes reading the LSTM's `outputs` instead."""
     f = lambda *shape: rng.normal(0.0, 0.5, size=shape).astype(np.float32)
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
-             helper.make_node("LSTM", list(lstm_inputs), ["y_raw"], hidden_size=4, name="lstm", **attributes)]
+             helper.make_node("LSTM", list(lstm_inputs), list(outputs), hidden_size=4, name="lstm", **attributes)]
     nodes += after or [helper.make_node("Squeeze", ["y_raw", "one"], ["s"]),
                        helper.make_node("Transpose", ["s"], ["y"], perm=[1, 0, 2])]
     values = {"w": f(1, 16, 3), "r": f(1, 16, 4), "b": f(1, 32), "one": np.array([1], np.int64), **(constants or {})}
@@ -412,7 +416,12 @@ def lstm_graph(rng, lstm_inputs=("t", "w", "r", "b"), after=None, constants=None
                  helper.make_node("Squeeze", ["h2", "zero"], ["y"])],
           constants={"w2": np.ones((1, 16, 4), np.float32), "r2": np.ones((1, 16, 4), np.float32),
                      "zero": np.array([0], np.int64)}),
-     r"ONNX node lstm \(LSTM\): its output 's' is read time-major by another recurrent op \(PyTorch's num_layers > 1\)"),
+     r"ONNX node lstm \(LSTM\): its output is read by second \(LSTM\) time-major \(PyTorch's num_layers > 1\); "
+     r"clnet reads one layer per op"),
+    (dict(after=[helper.make_node("Relu", ["y_raw"], ["y"])]),
+     r"ONNX node lstm \(LSTM\): its output is read by \(unnamed\) \(Relu\) before its batch axis is first again"),
+    (dict(outputs=("", "", "c"), after=[helper.make_node("Squeeze", ["c", "one"], ["y"])]),
+     r"\(LSTM\): its output Y_c \(the last cell state\) is read; clnet's LSTM returns h"),
 ])
 def test_import_recurrent_errors(arguments, message, rng):
     with pytest.raises(ValueError, match=message):

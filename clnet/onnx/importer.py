@@ -16,8 +16,8 @@ dynamo exporters) and Keras's:
     input (torch) or float ids Cast to integers (clnet)            -> Embedding
     Expand(table, Shape(x)) (clnet's)                              -> PositionEmbedding
     RNN, LSTM, GRU after Transpose(1, 0, 2) or with layout=1, zero
-    initial states (ConstantOfShape), Y or Y_h read through
-    Squeeze/Transpose/Reshape/Gather                               -> SimpleRNN, LSTM, GRU (gates
+    initial states (ConstantOfShape, or Expand/Slice of a zero),
+    Y or Y_h read through Squeeze/Transpose/Reshape/Gather         -> SimpleRNN, LSTM, GRU (gates
                                                                       reordered; a reversing Slice
                                                                       or direction="reverse":
                                                                       go_backwards; Y read:
@@ -144,8 +144,9 @@ RECURRENT_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu", "Softplus": "softplus",
                          "Affine": "linear", "LeakyRelu": "lrelu"}
 RECURRENT_DEFAULTS = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 # Ops that only move a recurrent op's output around, through which it is followed until its batch
-# axis comes first (see _Reader._recurrent_output).
+# axis comes first (see _Pending), and the batch of the index that follows it.
 VIEW_OPS = ("Gather", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze")
+PROBE = 2
 
 
 def _number(value) -> float:
@@ -190,6 +191,17 @@ class _Value:
                     _arange(shape).transpose(p), self.index):
                 return p
         return None
+
+
+class _Pending:
+    """A recurrent op's output (or a view of it) whose batch axis is not first: ONNX's sequences
+    are time-major. `index` holds, for a batch of PROBE samples, which element of the op's output
+    each element of this tensor is; `where` gives the processing step, batch row and unit of each
+    of those; `make(return_sequences)` calls the layer. View ops move the index (_Reader._moved)
+    until each row holds one sample's elements (_Reader._settle)."""
+
+    def __init__(self, node, index: np.ndarray, where: dict, steps: int, make):
+        self.node, self.index, self.where, self.steps, self.make = node, index, where, steps, make
 
 
 class _Reader:
@@ -254,6 +266,9 @@ class _Reader:
         output = self.graph.output[0]
         if output.name not in self.values:
             raise ValueError(f"{self.where}: the output {output.name!r} is a constant, not computed from the input")
+        if isinstance(self.values[output.name], _Pending):
+            raise _misused(self.values[output.name].node, "its output is the graph's output, time-major; clnet's "
+                                                          "outputs have the batch axis first")
         kt = self._plain(self.values[output.name], None, "the graph's output")
 
         chain, tensor = [], kt  # the layers from the output back to the input, if they form a chain
@@ -312,6 +327,9 @@ class _Reader:
         for name in node.inputs:
             if name and name not in self.constants and name not in self.values:
                 raise _misused(node, f"it reads {name!r}, which is neither a constant nor computed before it")
+        pending = next((self.values[name] for name in node.inputs if isinstance(self.values.get(name), _Pending)), None)
+        if pending is not None:
+            return self._read_pending(node, pending)
         read = getattr(self, "_op_" + node.op.lower(), None)
         if read is None:
             if node.op in PATTERN_PARTS:
@@ -1119,8 +1137,9 @@ class _Reader:
         """ONNX's RNN, LSTM or GRU (see Patterns._recurrent) as SimpleRNN, LSTM or GRU: W, R in
         Keras's gate order and layout; the input and recurrent biases summed (GRU: Keras's two
         rows, as reset_after=True keeps them); go_backwards where the op reads its input reversed
-        (clnet writes a reversing Slice before it) or runs in reverse; return_sequences where
-        more than the last step's h is read."""
+        (clnet writes a reversing Slice before it) or runs in reverse. Its outputs Y and Y_h are
+        time-major: they are kept as _Pending until the nodes reading them bring the batch axis
+        first, and the layer is made then, with return_sequences where more than the last h is read."""
         from ..layers import GRU, LSTM, SimpleRNN
         op, roles = node.params
         form = self._recurrent_form(node, op)
@@ -1131,6 +1150,8 @@ class _Reader:
         for role in ("initial_h", "initial_c"):
             if roles.get(role) and (roles[role] not in self.constants or np.any(self.constants[roles[role]])):
                 raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states")
+        if len(node.outputs) > 2 and node.outputs[2] and self.readers[node.outputs[2]]:
+            raise _misused(node, "its output Y_c (the last cell state) is read; clnet's LSTM returns h")
         w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (1, gates * units, features)
         b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (1, 2 * gates * units)
         units = self._attribute(node, "hidden_size", r.shape[-1])
@@ -1151,61 +1172,81 @@ class _Reader:
         if not np.array_equal(processed, np.arange(steps)) and not np.array_equal(processed, np.arange(steps)[::-1]):
             raise _misused(node, "it reads its input's steps in an order that is neither forward nor backward")
         go_backwards = bool(processed[0] != 0) if steps > 1 else reverse
-        name, index, return_sequences = self._recurrent_output(node, steps, units, reverse)
         cls = {"RNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[op]
         use_bias = b is not None and bool(np.any(b))
-        layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences, go_backwards=go_backwards)
-        order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
-        keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
-                                          for g in range(gates)], axis=-1)
-        weights = [keras(w[0].T), keras(r[0].T)]  # (features, gates * units), (units, gates * units)
-        if use_bias:
-            bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
-            weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
-        kt = self._layer(node, layer, [kt], weights)
-        self.values[name] = _Value(kt, index)
+        made = {}
 
-    def _recurrent_output(self, node, steps: int, units: int, reverse: bool):
-        """(the tensor where the op's read output has its batch axis first again, its index into
-        the layer's output, return_sequences). The one output read, Y (steps, 1, batch, units)
-        or Y_h (1, batch, units) (layout=1: batch first), is followed through the nodes that only
-        move elements (Transpose, Squeeze, Reshape, Gather of a step, ...; skipped when reached)
-        on an index of a batch of 2, until each row holds one sample's elements."""
-        read = [i for i, name in enumerate(node.outputs) if name and self.readers[name]]
-        if read not in ([0], [1]):
-            outputs = [("Y", "Y_h", "Y_c")[i] for i in read]
-            raise _misused(node, f"its outputs {outputs} are read; clnet's layers return one tensor: every step's h "
-                                 "(Y, return_sequences=True) or the last h (Y_h)")
+        def make(return_sequences: bool):
+            """The layer's output (made once for each return_sequences that is read)."""
+            if return_sequences not in made:
+                layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences,
+                            go_backwards=go_backwards)
+                order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
+                keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
+                                                  for g in range(gates)], axis=-1)
+                weights = [keras(w[0].T), keras(r[0].T)]  # (features, gates * units), (units, gates * units)
+                if use_bias:
+                    bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
+                    weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
+                made[return_sequences] = self._layer(node, layer, [kt], weights)
+            return made[return_sequences]
+
         layout = self._attribute(node, "layout", 0)
-        batch = 2
-        axes = (("batch", "direction", "units") if read == [1] else ("batch", "step", "direction", "units")) \
-            if layout else (("direction", "batch", "units") if read == [1] else ("step", "direction", "batch", "units"))
-        sizes = {"step": steps, "direction": 1, "batch": batch, "units": units}
-        full = _arange([sizes[a] for a in axes])
-        where = dict(zip(axes, np.unravel_index(full.ravel(), full.shape)))
-        name, index = node.outputs[read[0]], full
-        while not (index.ndim and index.shape[0] == batch and
-                   all(np.all(where["batch"][index[n]] == n) for n in range(batch))):
-            user = self._only_reader(name)
-            if user is None or user.op not in VIEW_OPS or name == self.graph.output[0].name:
-                users = [n for n in self.nodes if name in n.inputs]
-                stacked = any(u.op in ("RNN", "LSTM", "GRU", "Recurrent_pattern") for u in users)
-                raise _misused(node, f"its output {name!r} is read " + (
-                    "time-major by another recurrent op (PyTorch's num_layers > 1); clnet reads one layer per op: "
-                    "stack num_layers=1 layers" if stacked else
-                    f"by {', '.join(_label(u) for u in users) or 'the graph output'} before its batch axis is first "
-                    "again; clnet reads Y or Y_h through Transpose, Squeeze, Unsqueeze, Reshape and Gather"))
-            index = self._moved(user, index, batch)
-            user.skip = True
-            name = user.outputs[0]
-        sample = index[0]
-        step = np.full(sample.shape, steps - 1) if read == [1] else where["step"][sample]
-        step = steps - 1 - step if reverse and read == [0] else step  # in processing order, as clnet keeps them
-        if np.all(step == steps - 1):
-            return name, where["units"][sample], False
-        return name, step * units + where["units"][sample], True
+        for i, name in enumerate(node.outputs[:2]):  # Y (steps, 1, batch, units), Y_h (1, batch, units)
+            if not name or not self.readers[name]:
+                continue
+            axes = ("step", "direction", "batch", "units") if i == 0 else ("direction", "batch", "units")
+            if layout:  # batch first
+                axes = ("batch", *(a for a in axes if a != "batch"))
+            sizes = {"step": steps, "direction": 1, "batch": PROBE, "units": units}
+            index = _arange([sizes[a] for a in axes])
+            where = dict(zip(axes, np.unravel_index(index.ravel(), index.shape)))
+            if i == 1:
+                where["step"] = np.full(index.size, steps - 1)
+            elif reverse:
+                where["step"] = steps - 1 - where["step"]
+            self._settle(name, _Pending(node, index, where, steps, make))
 
-    def _moved(self, node, index: np.ndarray, batch: int) -> np.ndarray:
+    def _settle(self, name: str, pending: "_Pending"):
+        """Store a recurrent op's output, or a view of it: as a _Value once each row of its
+        index holds one sample's elements (the batch axis is first), else as _Pending."""
+        index, where = pending.index, pending.where
+        if not (index.ndim and index.shape[0] == PROBE and
+                all(np.all(where["batch"][index[n]] == n) for n in range(PROBE))):
+            self.values[name] = pending
+            return
+        step, units = where["step"][index[0]], where["units"][index[0]]
+        if np.all(step == pending.steps - 1):
+            self.values[name] = _Value(pending.make(False), units)
+        else:
+            self.values[name] = _Value(pending.make(True), step * (int(where["units"].max()) + 1) + units)
+
+    def _read_pending(self, node, pending: "_Pending"):
+        """A node reading a recurrent op's output whose batch axis is not first yet: a view op
+        (moves the index), a Shape (the batch axis, where the elements of the samples lie apart,
+        reads as the dynamic batch), else an error."""
+        index, where = pending.index, pending.where
+        if node.op == "Shape":
+            varies = where["batch"][index]
+            axes = [a for a in range(varies.ndim) if np.any(np.diff(varies, axis=a))]
+            if len(axes) != 1:
+                raise _misused(node, "it reads the shape of a recurrent op's output whose batch axis is merged with "
+                                     "another")
+            shape = np.array(index.shape, np.int64)
+            shape[axes[0]] = BATCH
+            self.constants[node.outputs[0]] = shape[self._attribute(node, "start", 0):self._attribute(node, "end", None)]
+            return
+        if node.op in VIEW_OPS and node.inputs[0] in self.values and self.values[node.inputs[0]] is pending and \
+                all(name in self.constants for name in node.inputs[1:] if name):
+            return self._settle(node.outputs[0], _Pending(pending.node, self._moved(node, index), where,
+                                                          pending.steps, pending.make))
+        stacked = node.op in ("RNN", "LSTM", "GRU", "Recurrent_pattern")
+        raise _misused(pending.node, f"its output is read by {_label(node)} " + (
+            "time-major (PyTorch's num_layers > 1); clnet reads one layer per op: stack num_layers=1 layers"
+            if stacked else "before its batch axis is first again; clnet reads Y or Y_h through Transpose, Squeeze, "
+                            "Unsqueeze, Reshape and Gather that bring it first"))
+
+    def _moved(self, node, index: np.ndarray) -> np.ndarray:
         """`index` (whole tensors, the batch axis included) through the view op `node`."""
         if node.op == "Transpose":
             return index.transpose(self._attribute(node, "perm", None))
@@ -1220,7 +1261,7 @@ class _Reader:
         if node.op == "Gather":
             return np.take(index, self._constant(node, node.inputs[1], "indices"), axis=self._attribute(node, "axis", 0))
         if node.op == "Reshape":
-            target = [batch if s == BATCH else int(s) for s in self._constant(node, node.inputs[1], "shape")]
+            target = [PROBE if s == BATCH else int(s) for s in self._constant(node, node.inputs[1], "shape")]
             if not self._attribute(node, "allowzero", 0):
                 target = [index.shape[i] if s == 0 else s for i, s in enumerate(target)]
             try:

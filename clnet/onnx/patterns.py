@@ -280,15 +280,30 @@ class Patterns:
             x, parts = transpose.inputs[0], [transpose, node]
         roles = dict(zip(RECURRENT_INPUTS[node.op], node.inputs))
         for role in ("initial_h", "initial_c"):
-            zeros = self._made(roles.get(role, ""), "ConstantOfShape", node)
-            value = zeros and self.reader._attribute(zeros, "value", None)
-            if zeros is not None and (value is None or not np.any(self.reader.numpy_helper.to_array(value))):
+            zeros = self._zeros(roles.get(role, ""), node)
+            if zeros is not None:
                 roles[role] = ""
-                if zeros not in parts:  # torch gives h0 and c0 one node
-                    parts.insert(0, zeros)
+                parts[:0] = [n for n in zeros if n not in parts]  # torch gives h0 and c0 one tensor
         roles["X"] = x
         inputs = [name for name in roles.values() if name]
         return Node("Recurrent_pattern", inputs, node.outputs, node.proto, (node.op, roles)), parts
+
+    def _zeros(self, name: str, reader: Node) -> list[Node] | None:
+        """The nodes making `name` (read by `reader` alone), if they make zeros whose shape
+        depends on the batch: a ConstantOfShape of 0 (torch's TorchScript exporter), or Expand,
+        Slice, Reshape, ... of a constant zero (its dynamo exporter)."""
+        parts = []
+        while name not in self.constants:
+            node = self._made(name, ("ConstantOfShape", "Expand", "Slice", "Reshape", "Squeeze", "Unsqueeze",
+                                     "Identity"), reader)
+            if node is None:
+                return None
+            parts.append(node)
+            if node.op == "ConstantOfShape":
+                value = self.reader._attribute(node, "value", None)
+                return parts if value is None or not np.any(self.reader.numpy_helper.to_array(value)) else None
+            name, reader = node.inputs[0], node
+        return parts if parts and not np.any(self.constants[name]) else None
 
     def _projection(self, name: str, reader: Node):
         """(x, kernel, bias or None, heads, dim, parts): `name` is Reshape(MatMul(x, kernel) [+ bias],
