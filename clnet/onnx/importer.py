@@ -82,7 +82,7 @@ from pathlib import Path
 import numpy as np
 
 from .optional import require
-from .patterns import INTEGER_TYPES, RECURRENT_INPUTS, Node, Patterns
+from .patterns import INTEGER_TYPES, Node, Patterns
 
 
 def load(source, floatx: str | None = None, seed: int | None = None):
@@ -1234,7 +1234,8 @@ class _Reader:
                                      "another")
             shape = np.array(index.shape, np.int64)
             shape[axes[0]] = BATCH
-            self.constants[node.outputs[0]] = shape[self._attribute(node, "start", 0):self._attribute(node, "end", None)]
+            start, end = self._attribute(node, "start", 0), self._attribute(node, "end", None)
+            self.constants[node.outputs[0]] = shape[start:end]
             return
         if node.op in VIEW_OPS and node.inputs[0] in self.values and self.values[node.inputs[0]] is pending and \
                 all(name in self.constants for name in node.inputs[1:] if name):
@@ -1259,7 +1260,8 @@ class _Reader:
                 index = np.expand_dims(index, axis)
             return index
         if node.op == "Gather":
-            return np.take(index, self._constant(node, node.inputs[1], "indices"), axis=self._attribute(node, "axis", 0))
+            indices = self._constant(node, node.inputs[1], "indices")
+            return np.take(index, indices, axis=self._attribute(node, "axis", 0))
         if node.op == "Reshape":
             target = [PROBE if s == BATCH else int(s) for s in self._constant(node, node.inputs[1], "shape")]
             if not self._attribute(node, "allowzero", 0):

@@ -266,10 +266,10 @@ class Patterns:
 
     def _recurrent(self, node: Node):
         """ONNX's RNN, LSTM or GRU on a batch-first tensor: after a Transpose(1, 0, 2) (clnet and
-        torch.onnx.export write one), or with layout=1. Initial states made by ConstantOfShape
-        with zeros (torch writes them for a call without h0) are part of it; which outputs are
-        read, and how they are brought back to batch-first, the importer sees when it reads the
-        node (_Reader._op_recurrent_pattern), knowing the number of steps."""
+        torch.onnx.export write one), or with layout=1. Zero initial states made in the graph
+        (see _zeros; torch writes them for a call without h0) are part of it. Which outputs are
+        read, and how they are brought back to batch-first, the importer follows as it reads the
+        nodes after it (see _Pending in importer.py), knowing the number of steps."""
         if node.op not in ("RNN", "LSTM", "GRU"):
             return None
         x, parts = node.inputs[0], [node]
