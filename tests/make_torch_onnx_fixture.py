@@ -1,8 +1,8 @@
 """Make the ONNX fixtures of tests/test_onnx.py, which must not import torch or keras (CI has neither):
-MLPs exported by torch.onnx.export and by Keras 3, a small CNN and a LayerNorm MLP exported by
-torch.onnx.export, and their outputs on fixed inputs.
+MLPs exported by torch.onnx.export and by Keras 3, a small CNN, a LayerNorm MLP and token models with
+an LSTM and a GRU exported by torch.onnx.export, and their outputs on fixed inputs.
 
-    python tests/make_torch_onnx_fixture.py [mlp] [cnn] [layer_norm]   # all without arguments;
+    python tests/make_torch_onnx_fixture.py [mlp] [cnn] [layer_norm] [sequence]   # all without arguments;
                                                # needs torch, onnx, onnxscript (dynamo exporter), keras
 
 The MLPs use every activation clnet has, a layer without bias and a Flatten. Each exporter writes
@@ -22,7 +22,16 @@ them its own way, and clnet.onnx.load must read all of them:
   torch_ln_opset14.onnx  Linear, LayerNorm, GELU, Linear at opset 14, where LayerNorm is written as
                          ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add, and GELU as Erf
   torch_ln_opset17.onnx  the same at opset 17: the LayerNormalization op
-torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz and torch_ln.npz hold the inputs x and the framework's outputs y.
+  torch_lstm.onnx        TorchScript exporter, int64 token ids in: nn.Embedding as Gather, nn.LSTM
+                         (batch_first=True) as Transpose, LSTM (zero h0 and c0 from ConstantOfShape),
+                         Squeeze, Transpose, then a Linear on every step's output
+  torch_gru.onnx         the same with nn.GRU (linear_before_reset=1) and a Linear on h_n[-1] (Y_h)
+  torch_lstm_dynamo.onnx, torch_gru_dynamo.onnx  the same by the dynamo exporter: zero states as Expand
+                         and Slice of a constant, Y brought back through a Reshape whose shape is
+                         computed from the Shape of a time-major tensor
+  torch_lstm_bidirectional.onnx  an nn.LSTM(bidirectional=True), which clnet refuses
+torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz, torch_ln.npz, torch_lstm.npz and torch_gru.npz hold
+the inputs x and the framework's outputs y.
 """
 import os
 import sys
@@ -141,9 +150,45 @@ def torch_layer_norm_fixture():
     np.savez(DATA / "torch_ln.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
 
 
+class TokenModel(torch.nn.Module):
+    """nn.Embedding, a batch_first nn.LSTM or nn.GRU, and a Linear on every step's output or on
+    the last h."""
+
+    def __init__(self, recurrent, every_step: bool, bidirectional=False):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(11, 4)
+        self.recurrent = recurrent(4, 5, batch_first=True, bidirectional=bidirectional)
+        self.every_step = every_step
+        self.head = torch.nn.Linear(10 if bidirectional else 5, 3)
+
+    def forward(self, ids):
+        out, state = self.recurrent(self.embedding(ids))
+        h = state[0] if isinstance(state, tuple) else state  # (num_layers, batch, hidden)
+        return self.head(out if self.every_step else h[-1])
+
+
+def torch_sequence_fixtures():
+    x = torch.randint(0, 11, (7, 6), generator=torch.Generator().manual_seed(0))
+    common = dict(input_names=["input"], output_names=["output"], opset_version=17, dynamo=False,
+                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    for name, recurrent, every_step, bidirectional in (("lstm", torch.nn.LSTM, True, False),
+                                                       ("gru", torch.nn.GRU, False, False),
+                                                       ("lstm_bidirectional", torch.nn.LSTM, True, True)):
+        torch.manual_seed(0)
+        model = TokenModel(recurrent, every_step, bidirectional).eval()
+        with torch.no_grad():
+            y = model(x)
+        torch.onnx.export(model, (x,), DATA / f"torch_{name}.onnx", **common)
+        if not bidirectional:
+            torch.onnx.export(model, (x,), DATA / f"torch_{name}_dynamo.onnx", dynamo=True, external_data=False,
+                              input_names=["input"], output_names=["output"], opset_version=17,
+                              dynamic_shapes=({0: torch.export.Dim("batch")},))
+            np.savez(DATA / f"torch_{name}.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
+
+
 def main():
     DATA.mkdir(exist_ok=True)
-    chosen = sys.argv[1:] or ["mlp", "cnn", "layer_norm"]
+    chosen = sys.argv[1:] or ["mlp", "cnn", "layer_norm", "sequence"]
     if "mlp" in chosen:
         torch_fixtures()
         keras_fixture()
@@ -152,6 +197,8 @@ def main():
         keras_cnn_fixture()
     if "layer_norm" in chosen:
         torch_layer_norm_fixture()
+    if "sequence" in chosen:
+        torch_sequence_fixtures()
     print("wrote", *sorted(p.name for p in DATA.glob("*_*.onnx")))
 
 

@@ -7,10 +7,25 @@ CNN stay channels_last in clnet, and the Flatten before its first Linear becomes
 of that Dense's kernel rows. Forks and merges (Add, Sum, Mul, Concat) make a functional
 `Model(inputs, output)`; a chain of one-input layers comes back as a `Sequential`.
 
-What is read, which covers clnet's own export, torch.onnx.export (TorchScript and dynamo
-exporters) and Keras's:
+What is read, which covers clnet's own export (every layer), torch.onnx.export (TorchScript and
+dynamo exporters) and Keras's:
 
-    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense
+    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense (MatMul also on
+                                                                      (batch, ..., features))
+    Gather(table, ids) of a float table, the ids an integer graph
+    input (torch) or float ids Cast to integers (clnet)            -> Embedding
+    Expand(table, Shape(x)) (clnet's)                              -> PositionEmbedding
+    RNN, LSTM, GRU after Transpose(1, 0, 2) or with layout=1, zero
+    initial states (ConstantOfShape, or Expand/Slice of a zero),
+    Y or Y_h read through Squeeze/Transpose/Reshape/Gather         -> SimpleRNN, LSTM, GRU (gates
+                                                                      reordered; a reversing Slice
+                                                                      or direction="reverse":
+                                                                      go_backwards; Y read:
+                                                                      return_sequences)
+    clnet's attention subgraph: MatMul [+ Add] projections,
+    Reshape, Transpose, Mul(1/sqrt(key_dim)), MatMul, [Add(causal
+    mask)], [Where(Greater(mask, 0.5))], Softmax, MatMul,
+    Transpose, Reshape, MatMul [+ Add]                             -> MultiHeadAttention
     Conv (1-D, 2-D; strides, dilations, pads, auto_pad; group=1)   -> Conv1D/Conv2D, with a
                                                                       ZeroPadding2D before it for
                                                                       pads other than 'valid' and
@@ -42,7 +57,7 @@ exporters) and Keras's:
                                                                       before it
     x * Sigmoid(b x), x / (1 + Exp(Neg(b x)))                      -> Swish(b)
     0.5 x (1 + Erf(x / sqrt(2))), any association                  -> GELU
-    Transpose, Reshape, Flatten, Squeeze, Unsqueeze                -> nothing, or a Flatten or
+    Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice         -> nothing, or a Flatten or
                                                                       Reshape where the order
                                                                       allows
     Identity, Dropout, Cast to the graph's float type              -> nothing
@@ -67,7 +82,7 @@ from pathlib import Path
 import numpy as np
 
 from .optional import require
-from .patterns import Node, Patterns
+from .patterns import INTEGER_TYPES, Node, Patterns
 
 
 def load(source, floatx: str | None = None, seed: int | None = None):
@@ -95,11 +110,12 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Reader(proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "Conv", "Div", "Dropout",
-                 "Erf", "Exp", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Identity",
-                 "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow",
-                 "ReduceMax", "ReduceMean", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
-                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze")
+SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv",
+                 "Div", "Dropout", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gelu", "Gemm",
+                 "GlobalAveragePool", "GlobalMaxPool", "Greater", "Identity", "LSTM", "LayerNormalization", "LeakyRelu",
+                 "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean", "Relu",
+                 "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh",
+                 "Transpose", "Unsqueeze", "Where")
 # Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
 # how Keras and torch write a Flatten for a dynamic batch).
 CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
@@ -108,7 +124,13 @@ CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Re
 PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as part of Swish, x / (1 + Exp(Neg(b x)))",
                  "Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
                  "Pow": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
-                 "Sqrt": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)"}
+                 "Sqrt": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
+                 "ConstantOfShape": "as the zero initial state of an RNN, LSTM or GRU",
+                 "Expand": "as clnet's PositionEmbedding, Expand(table, Shape(x)) of a (positions, features) table",
+                 "Greater": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
+                            "scores, -1e9)",
+                 "Where": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
+                          "scores, -1e9)"}
 # Ops that read (batch, channels, *spatial): a graph input feeding one is channels-first.
 CHANNELS_FIRST_OPS = ("AveragePool", "Conv", "GlobalAveragePool", "GlobalMaxPool", "MaxPool")
 # Ops that keep each element where it is, through which an input's layout is looked for.
@@ -116,6 +138,15 @@ ELEMENTWISE_OPS = ("BatchNormalization", "Cast", "Dropout", "Identity", "LeakyRe
                    "Softplus", "Tanh")
 BATCH = 2**31 - 1  # the batch size a Shape reports while shapes are evaluated: a value no axis has
 DTYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, TensorProto.DOUBLE
+# The activations ONNX's RNN, LSTM and GRU take by name, as clnet's (see clnet/layers/recurrent.py),
+# and each op's defaults.
+RECURRENT_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu", "Softplus": "softplus", "Sigmoid": "sigmoid",
+                         "Affine": "linear", "LeakyRelu": "lrelu"}
+RECURRENT_DEFAULTS = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+# Ops that only move a recurrent op's output around, through which it is followed until its batch
+# axis comes first (see _Pending), and the batch of the index that follows it.
+VIEW_OPS = ("Gather", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze")
+PROBE = 2
 
 
 def _number(value) -> float:
@@ -162,6 +193,17 @@ class _Value:
         return None
 
 
+class _Pending:
+    """A recurrent op's output (or a view of it) whose batch axis is not first: ONNX's sequences
+    are time-major. `index` holds, for a batch of PROBE samples, which element of the op's output
+    each element of this tensor is; `where` gives the processing step, batch row and unit of each
+    of those; `make(return_sequences)` calls the layer. View ops move the index (_Reader._moved)
+    until each row holds one sample's elements (_Reader._settle)."""
+
+    def __init__(self, node, index: np.ndarray, where: dict, steps: int, make):
+        self.node, self.index, self.where, self.steps, self.make = node, index, where, steps, make
+
+
 class _Reader:
     def __init__(self, proto, where: str):
         from onnx import helper, numpy_helper
@@ -195,16 +237,18 @@ class _Reader:
     def model(self, floatx, seed):
         from ..layers import Input
         from ..model import Model, Sequential
+        # The graph's float type: its first float input's, else (token ids in) its output's.
+        types = [i.type.tensor_type.elem_type for i in self.inputs] + [self.graph.output[0].type.tensor_type.elem_type]
+        self.elem_type = next((t for t in types if t in DTYPES), 1)
+        self.dtype = np.dtype(floatx or DTYPES[self.elem_type])
         inputs = []
-        for i, graph_input in enumerate(self.inputs):
-            shape, dtype = self._io(graph_input)
+        for graph_input in self.inputs:
+            shape = self._io(graph_input)
             channels_last = len(shape) in (2, 3) and self._feeds_channels_first(graph_input.name)
             layer = Input(shape[1:] + shape[:1] if channels_last else shape)
             index = _channels_first(layer.input_shape) if channels_last else _arange(shape)
             self.values[graph_input.name] = _Value(layer.output, index)
             inputs.append(layer)
-            if i == 0:
-                self.dtype = np.dtype(floatx or dtype)
         if not inputs:
             raise ValueError(f"{self.where} has no input; clnet models read at least one")
         unread = dict(self.readers)  # a tensor's index is dropped once its last reader is read
@@ -222,6 +266,9 @@ class _Reader:
         output = self.graph.output[0]
         if output.name not in self.values:
             raise ValueError(f"{self.where}: the output {output.name!r} is a constant, not computed from the input")
+        if isinstance(self.values[output.name], _Pending):
+            raise _misused(self.values[output.name].node, "its output is the graph's output, time-major; clnet's "
+                                                          "outputs have the batch axis first")
         kt = self._plain(self.values[output.name], None, "the graph's output")
 
         chain, tensor = [], kt  # the layers from the output back to the input, if they form a chain
@@ -244,19 +291,20 @@ class _Reader:
                              f"{tuple(declared)}, but the layers read from the graph give {model.output_shape}")
         return model
 
-    def _io(self, graph_input) -> tuple[tuple, str]:
+    def _io(self, graph_input) -> tuple:
+        """The sample shape of a graph input: float, or integers (token ids: clnet carries them in
+        its float type, see Embedding)."""
         tensor = graph_input.type.tensor_type
-        if tensor.elem_type not in DTYPES:
+        if tensor.elem_type not in DTYPES and tensor.elem_type not in INTEGER_TYPES:
             raise ValueError(f"{self.where}: input {graph_input.name!r} has element type "
                              f"{self.helper.tensor_dtype_to_np_dtype(tensor.elem_type)}; clnet takes float32 "
-                             "or float64")
+                             "or float64 (or integer token ids)")
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
         if len(dims) < 2 or any(d is None or d < 1 for d in dims[1:]):
             shown = ["?" if d is None else d for d in dims]
             raise ValueError(f"{self.where}: input {graph_input.name!r} has shape {shown}; clnet needs "
                              "(batch, ...) with every axis but the batch fixed")
-        self.elem_type = tensor.elem_type
-        return tuple(dims[1:]), DTYPES[tensor.elem_type]
+        return tuple(dims[1:])
 
     def _feeds_channels_first(self, name: str) -> bool:
         """Whether the tensor `name` reaches a channels-first op through elementwise ops only."""
@@ -279,6 +327,9 @@ class _Reader:
         for name in node.inputs:
             if name and name not in self.constants and name not in self.values:
                 raise _misused(node, f"it reads {name!r}, which is neither a constant nor computed before it")
+        pending = next((self.values[name] for name in node.inputs if isinstance(self.values.get(name), _Pending)), None)
+        if pending is not None:
+            return self._read_pending(node, pending)
         read = getattr(self, "_op_" + node.op.lower(), None)
         if read is None:
             if node.op in PATTERN_PARTS:
@@ -387,14 +438,22 @@ class _Reader:
         elif op == "Shape":
             result = np.array(values[0].shape, np.int64)[self._attribute(node, "start", 0):
                                                          self._attribute(node, "end", None)]
-        else:  # Slice: starts, ends, axes, steps as inputs (attributes before opset 10)
-            starts, ends, axes, steps = ((list(values[1:]) + [None] * 4)[:4] if len(values) > 1 else
-                                         [self._attribute(node, k, None) for k in ("starts", "ends", "axes", "steps")])
-            index = [slice(None)] * values[0].ndim
-            for i, axis in enumerate(range(values[0].ndim) if axes is None else axes):
-                index[int(axis)] = slice(int(starts[i]), int(ends[i]), 1 if steps is None else int(steps[i]))
-            result = values[0][tuple(index)]
+        else:
+            result = values[0][self._slices(node, values[0].ndim)]
         self.constants[node.outputs[0]] = np.asarray(result)
+
+    def _slices(self, node, rank: int) -> tuple:
+        """A Slice node's slices of each axis: starts, ends, axes, steps as inputs (attributes
+        before opset 10)."""
+        if len(node.inputs) > 1:
+            starts, ends, axes, steps = [self._constant(node, name, what) if name else None for name, what in
+                                         zip((node.inputs[1:] + [""] * 4)[:4], ("starts", "ends", "axes", "steps"))]
+        else:
+            starts, ends, axes, steps = [self._attribute(node, k, None) for k in ("starts", "ends", "axes", "steps")]
+        index = [slice(None)] * rank
+        for i, axis in enumerate(range(rank) if axes is None else axes):
+            index[int(axis) % rank] = slice(int(starts[i]), int(ends[i]), 1 if steps is None else int(steps[i]))
+        return tuple(index)
 
     # -- views: no layer, another index ------------------------------------------------------
     def _op_shape(self, node):
@@ -419,6 +478,15 @@ class _Reader:
             raise _misused(node, f"it casts to {self.helper.tensor_dtype_to_np_dtype(to)}; clnet computes in the "
                                  "graph input's float type throughout")
         self._alias(node, self._value(node, node.inputs[0]))
+
+    def _op_slice(self, node):
+        """A Slice of a computed tensor's sample axes (clnet writes go_backwards as a reversing
+        one): another index, no layer."""
+        value = self._value(node, node.inputs[0])
+        index = self._slices(node, len(value.shape) + 1)
+        if index[0] != slice(None):
+            raise _misused(node, "it slices the batch axis; clnet reads a Slice of sample axes")
+        self._set(node, _Value(value.kt, value.index[index[1:]]))
 
     def _op_transpose(self, node):
         value = self._value(node, node.inputs[0])
@@ -727,9 +795,13 @@ class _Reader:
         held in another order (a Flatten of a channels-first tensor): the kernel's rows follow it."""
         from ..layers import Dense, Flatten
         value = self.values[node.inputs[0]]
+        if kernel.ndim == 2 and len(value.shape) > 1 and kernel.shape[0] == value.shape[-1]:  # on (..., features)
+            layer = Dense(kernel.shape[1], use_bias=bias is not None)
+            kt = self._layer(node, layer, [self._plain(value, None, node)], [kernel] + ([] if bias is None else [bias]))
+            return self._set(last, _Value(kt, _arange(kt.sample_shape)), layer)
         if kernel.ndim != 2 or len(value.shape) != 1 or kernel.shape[0] != value.shape[0]:
             raise _misused(node, f"it multiplies samples of shape {value.shape} by a weight of shape {kernel.shape}; "
-                                 "clnet's Dense takes (batch, features) times (features, units)")
+                                 "clnet's Dense takes (batch, ..., features) times (features, units)")
         kt = value.kt if len(value.kt.sample_shape) == 1 else self._layer(node, Flatten(), [value.kt])
         rows = np.empty_like(kernel)
         rows[value.index] = kernel  # kt @ rows == the ONNX input @ kernel
@@ -988,6 +1060,240 @@ class _Reader:
             raise _misused(node, f"its {what} of shape {constant.shape} varies along axes other than {axis + 1}; "
                                  "clnet's LayerNormalization has one weight per feature of the normalised axis")
         return rows[0].copy()
+
+    # -- sequences: Embedding, PositionEmbedding, recurrent layers, attention -------------------
+    def _op_embedding_pattern(self, node):
+        """Gather(table, ids) (see Patterns._embedding): an Embedding of the ids, which clnet
+        carries in its float type."""
+        from ..layers import Embedding
+        table = node.params  # (input_dim, output_dim)
+        kt = self._plain(self._value(node, node.inputs[0], "ids"), None, node)
+        kt = self._layer(node, Embedding(*table.shape), [kt], [table])
+        self._set(node, _Value(kt, _arange(kt.sample_shape)))
+
+    def _op_positionembedding_pattern(self, node):
+        """Expand(table, Shape(x)) (see Patterns._position_embedding): a PositionEmbedding of x
+        whose sequence_length is the rows in the file (clnet's export keeps the ones x's length
+        uses)."""
+        from ..layers import PositionEmbedding
+        table = node.params  # (positions, features)
+        value = self._value(node, node.inputs[0])
+        if value.shape[-2:] != table.shape:
+            raise _misused(node, f"it expands a table of shape {table.shape} to samples of shape {value.shape}; "
+                                 "clnet reads Expand as a PositionEmbedding: one row per position of (..., positions, "
+                                 "features)")
+        kt = self._layer(node, PositionEmbedding(table.shape[0]), [self._plain(value, None, node)], [table])
+        self._set(node, _Value(kt, _arange(kt.sample_shape)))
+
+    def _recurrent_form(self, node, op: str) -> dict:
+        """The arguments of the clnet layer for an ONNX RNN, LSTM or GRU node, or an error naming
+        what no clnet layer computes."""
+        from .. import activations
+        direction = self._attribute(node, "direction", "forward")
+        if direction not in ("forward", "reverse"):
+            raise _misused(node, f"direction={direction!r}; clnet's recurrent layers run one direction (no "
+                                 "bidirectional layer)")
+        if self._attribute(node, "clip", None) is not None:
+            raise _misused(node, f"clip={self._attribute(node, 'clip', None)}; clnet's recurrent layers do not clip")
+        if self._attribute(node, "input_forget", 0):
+            raise _misused(node, "input_forget=1; clnet's LSTM has separate input and forget gates")
+        if op == "GRU" and not self._attribute(node, "linear_before_reset", 0):
+            raise _misused(node, "linear_before_reset=0; clnet's GRU is Keras's reset_after=True, "
+                                 "linear_before_reset=1 (PyTorch's nn.GRU exports so)")
+        alphas = iter(self._attribute(node, "activation_alpha", []))
+        betas = iter(self._attribute(node, "activation_beta", []))
+        functions = []
+        for name in self._attribute(node, "activations", RECURRENT_DEFAULTS[op]):
+            name = name.decode() if isinstance(name, bytes) else name
+            if name not in RECURRENT_ACTIVATIONS:
+                raise _misused(node, f"activation {name}; clnet's recurrent layers take "
+                                     f"{', '.join(RECURRENT_ACTIVATIONS)}")
+            params = {"Affine": lambda: {"a": _number(np.float32(next(alphas, 1.0))),
+                                         "b": _number(np.float32(next(betas, 0.0)))},
+                      "LeakyRelu": lambda: {"a": _number(np.float32(next(alphas, 0.01)))}}.get(name, dict)()
+            functions.append(activations.get(RECURRENT_ACTIVATIONS[name], **params))
+        if len(functions) != len(RECURRENT_DEFAULTS[op]):
+            raise _misused(node, f"it lists {len(functions)} activations; one direction of {op} takes "
+                                 f"{len(RECURRENT_DEFAULTS[op])}")
+        if op == "LSTM" and functions[1].get_config() != functions[2].get_config():
+            raise _misused(node, f"activations g={functions[1]!r} and h={functions[2]!r} differ; clnet's LSTM "
+                                 "applies its one activation to both")
+        form = {"activation": functions[0] if op == "RNN" else functions[1]}
+        if op != "RNN":
+            form["recurrent_activation"] = functions[0]
+        return form
+
+    def _op_rnn(self, node):
+        """A recurrent op the pattern did not find (see Patterns._recurrent): errors for what
+        clnet's layers do not compute first, then for the form."""
+        self._recurrent_form(node, node.op)
+        raise _misused(node, f"its input X {node.inputs[0]!r} is not a Transpose(1, 0, 2) of a batch-first tensor "
+                             f"(nor is layout=1); clnet reads {node.op} on (batch, steps, features) as clnet and "
+                             "torch.onnx.export (batch_first=True) write it")
+
+    _op_lstm = _op_gru = _op_rnn
+
+    def _op_recurrent_pattern(self, node):
+        """ONNX's RNN, LSTM or GRU (see Patterns._recurrent) as SimpleRNN, LSTM or GRU: W, R in
+        Keras's gate order and layout; the input and recurrent biases summed (GRU: Keras's two
+        rows, as reset_after=True keeps them); go_backwards where the op reads its input reversed
+        (clnet writes a reversing Slice before it) or runs in reverse. Its outputs Y and Y_h are
+        time-major: they are kept as _Pending until the nodes reading them bring the batch axis
+        first, and the layer is made then, with return_sequences where more than the last h is read."""
+        from ..layers import GRU, LSTM, SimpleRNN
+        op, roles = node.params
+        form = self._recurrent_form(node, op)
+        for role in ("sequence_lens", "P"):
+            if roles.get(role):
+                raise _misused(node, f"its input {role} is given; clnet's {op} has "
+                                     f"{'no peepholes' if role == 'P' else 'every sample run every step'}")
+        for role in ("initial_h", "initial_c"):
+            if roles.get(role) and (roles[role] not in self.constants or np.any(self.constants[roles[role]])):
+                raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states")
+        if len(node.outputs) > 2 and node.outputs[2] and self.readers[node.outputs[2]]:
+            raise _misused(node, "its output Y_c (the last cell state) is read; clnet's LSTM returns h")
+        w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (1, gates * units, features)
+        b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (1, 2 * gates * units)
+        units = self._attribute(node, "hidden_size", r.shape[-1])
+        gates = {"RNN": 1, "LSTM": 4, "GRU": 3}[op]
+        value = self._value(node, roles["X"])
+        if w.shape[0] != 1 or len(value.shape) != 2 or w.shape[1:] != (gates * units, value.shape[1]):
+            raise _misused(node, f"its W has shape {w.shape} for samples of shape {value.shape}; clnet reads one "
+                                 f"direction, {(1, gates * units, value.shape[-1])} on (batch, steps, features)")
+        # The clnet step the op reads at each of its steps: the input as it is, or reversed.
+        steps, features = value.shape
+        taken = value.index[:, 0] // features
+        if value.kt.sample_shape == value.shape and np.array_equal(value.index, _arange(value.shape)[taken]):
+            kt = value.kt
+        else:
+            kt, taken = self._plain(value, None, node), np.arange(steps)
+        reverse = self._attribute(node, "direction", "forward") == "reverse"
+        processed = taken[::-1] if reverse else taken
+        if not np.array_equal(processed, np.arange(steps)) and not np.array_equal(processed, np.arange(steps)[::-1]):
+            raise _misused(node, "it reads its input's steps in an order that is neither forward nor backward")
+        go_backwards = bool(processed[0] != 0) if steps > 1 else reverse
+        cls = {"RNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[op]
+        use_bias = b is not None and bool(np.any(b))
+        made = {}
+
+        def make(return_sequences: bool):
+            """The layer's output (made once for each return_sequences that is read)."""
+            if return_sequences not in made:
+                layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences,
+                            go_backwards=go_backwards)
+                order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
+                keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
+                                                  for g in range(gates)], axis=-1)
+                weights = [keras(w[0].T), keras(r[0].T)]  # (features, gates * units), (units, gates * units)
+                if use_bias:
+                    bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
+                    weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
+                made[return_sequences] = self._layer(node, layer, [kt], weights)
+            return made[return_sequences]
+
+        layout = self._attribute(node, "layout", 0)
+        for i, name in enumerate(node.outputs[:2]):  # Y (steps, 1, batch, units), Y_h (1, batch, units)
+            if not name or not self.readers[name]:
+                continue
+            axes = ("step", "direction", "batch", "units") if i == 0 else ("direction", "batch", "units")
+            if layout:  # batch first
+                axes = ("batch", *(a for a in axes if a != "batch"))
+            sizes = {"step": steps, "direction": 1, "batch": PROBE, "units": units}
+            index = _arange([sizes[a] for a in axes])
+            where = dict(zip(axes, np.unravel_index(index.ravel(), index.shape)))
+            if i == 1:
+                where["step"] = np.full(index.size, steps - 1)
+            elif reverse:
+                where["step"] = steps - 1 - where["step"]
+            self._settle(name, _Pending(node, index, where, steps, make))
+
+    def _settle(self, name: str, pending: "_Pending"):
+        """Store a recurrent op's output, or a view of it: as a _Value once each row of its
+        index holds one sample's elements (the batch axis is first), else as _Pending."""
+        index, where = pending.index, pending.where
+        if not (index.ndim and index.shape[0] == PROBE and
+                all(np.all(where["batch"][index[n]] == n) for n in range(PROBE))):
+            self.values[name] = pending
+            return
+        step, units = where["step"][index[0]], where["units"][index[0]]
+        if np.all(step == pending.steps - 1):
+            self.values[name] = _Value(pending.make(False), units)
+        else:
+            self.values[name] = _Value(pending.make(True), step * (int(where["units"].max()) + 1) + units)
+
+    def _read_pending(self, node, pending: "_Pending"):
+        """A node reading a recurrent op's output whose batch axis is not first yet: a view op
+        (moves the index), a Shape (the batch axis, where the elements of the samples lie apart,
+        reads as the dynamic batch), else an error."""
+        index, where = pending.index, pending.where
+        if node.op == "Shape":
+            varies = where["batch"][index]
+            axes = [a for a in range(varies.ndim) if np.any(np.diff(varies, axis=a))]
+            if len(axes) != 1:
+                raise _misused(node, "it reads the shape of a recurrent op's output whose batch axis is merged with "
+                                     "another")
+            shape = np.array(index.shape, np.int64)
+            shape[axes[0]] = BATCH
+            start, end = self._attribute(node, "start", 0), self._attribute(node, "end", None)
+            self.constants[node.outputs[0]] = shape[start:end]
+            return
+        if node.op in VIEW_OPS and node.inputs[0] in self.values and self.values[node.inputs[0]] is pending and \
+                all(name in self.constants for name in node.inputs[1:] if name):
+            return self._settle(node.outputs[0], _Pending(pending.node, self._moved(node, index), where,
+                                                          pending.steps, pending.make))
+        stacked = node.op in ("RNN", "LSTM", "GRU", "Recurrent_pattern")
+        raise _misused(pending.node, f"its output is read by {_label(node)} " + (
+            "time-major (PyTorch's num_layers > 1); clnet reads one layer per op: stack num_layers=1 layers"
+            if stacked else "before its batch axis is first again; clnet reads Y or Y_h through Transpose, Squeeze, "
+                            "Unsqueeze, Reshape and Gather that bring it first"))
+
+    def _moved(self, node, index: np.ndarray) -> np.ndarray:
+        """`index` (whole tensors, the batch axis included) through the view op `node`."""
+        if node.op == "Transpose":
+            return index.transpose(self._attribute(node, "perm", None))
+        if node.op == "Squeeze":
+            axes = self._axes_input(node)
+            return np.squeeze(index, None if axes is None else tuple(axes))
+        if node.op == "Unsqueeze":
+            axes = self._axes_input(node)
+            for axis in sorted(a % (index.ndim + len(axes)) for a in axes):
+                index = np.expand_dims(index, axis)
+            return index
+        if node.op == "Gather":
+            indices = self._constant(node, node.inputs[1], "indices")
+            return np.take(index, indices, axis=self._attribute(node, "axis", 0))
+        if node.op == "Reshape":
+            target = [PROBE if s == BATCH else int(s) for s in self._constant(node, node.inputs[1], "shape")]
+            if not self._attribute(node, "allowzero", 0):
+                target = [index.shape[i] if s == 0 else s for i, s in enumerate(target)]
+            try:
+                return index.reshape(target)
+            except ValueError:
+                raise _misused(node, f"it reshapes {index.shape} to {target}") from None
+        return index  # Identity
+
+    def _op_attention_pattern(self, node):
+        """clnet's MultiHeadAttention (see Patterns._attention), its kernels back in Keras's
+        layout: (features, heads, dim), (heads, dim) and (heads, value_dim, output)."""
+        from ..layers import MultiHeadAttention
+        p = node.params
+        query, value, key, *mask = (self._plain(self._value(node, name), None, node) for name in node.inputs)
+        heads, key_dim, value_dim, weights = p["heads"], p["key_dim"], p["value_dim"], p["weights"]
+        use_bias = len(weights) == 8
+        kernels, biases = (weights[0::2], weights[1::2]) if use_bias else (weights, [])
+        arrays = []
+        for i, dim in enumerate((key_dim, key_dim, value_dim)):  # query, key, value
+            arrays += [kernels[i].reshape(-1, heads, dim)] + ([biases[i].reshape(heads, dim)] if use_bias else [])
+        output = kernels[3]
+        arrays += [output.reshape(heads, value_dim, -1)] + biases[3:]
+        layer = MultiHeadAttention(heads, key_dim, value_dim=value_dim, use_bias=use_bias,
+                                   output_shape=None if output.shape[1] == query.sample_shape[-1] else output.shape[1])
+        try:
+            kt = layer(query, value, key=key, attention_mask=mask[0] if mask else None, use_causal_mask=p["causal"])
+        except (TypeError, ValueError) as error:
+            raise _misused(node, str(error)) from None
+        self.weights.append((layer, arrays))
+        self._set(node, _Value(kt, _arange(kt.sample_shape)))
 
 
 def _set_activation(layer, activation) -> None:

@@ -1,11 +1,19 @@
 """The patterns of several ONNX nodes that clnet.onnx.load reads as one op: Swish, GELU, a
 decomposed LayerNormalization, a BatchNormalization whose constants the exporter folded, clnet's
-LocallyConnected1D. Found before the graph is read, each becomes one Node in place of its nodes."""
+LocallyConnected1D, an Embedding (Gather of a table), clnet's PositionEmbedding, a recurrent op
+with the Transpose before it, clnet's MultiHeadAttention. Found before the graph is read, each
+becomes one Node in place of its nodes, where the last of them was."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 import numpy as np
+
+# The inputs of ONNX's recurrent ops, in order.
+RECURRENT_INPUTS = {"RNN": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
+                    "GRU": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
+                    "LSTM": ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")}
+INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)  # TensorProto's UINT8 ... INT64, UINT32, UINT64
 
 
 class Node:
@@ -18,9 +26,9 @@ class Node:
 
 
 class Patterns:
-    """Finds the patterns that stand for one op (Swish, GELU, a decomposed LayerNormalization, a
-    folded BatchNormalization, clnet's LocallyConnected1D) and puts a Node for each in place of
-    its nodes, where the node the pattern was found from was."""
+    """Finds the patterns that stand for one op (see the module's docstring) and puts a Node for
+    each in place of its nodes, where the last of them was: every input of the pattern is
+    computed before its first node, and its output by its last."""
 
     def __init__(self, reader, nodes: list[Node]):
         """`reader`: the importer's graph reader (its constants, _attribute and _axes_input)."""
@@ -36,13 +44,15 @@ class Patterns:
     def rewrite(self) -> list[Node]:
         replaced: dict[int, Node] = {}
         taken: set[int] = set()
+        position = {id(n): i for i, n in enumerate(self.nodes)}
         for node in self.nodes:
-            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected):
+            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected,
+                          self._embedding, self._position_embedding, self._recurrent, self._attention):
                 found = match(node)
                 if found is not None and not {id(n) for n in found[1]} & taken:
                     pattern, parts = found
                     taken.update(id(n) for n in parts)
-                    replaced[id(node)] = pattern
+                    replaced[id(max(parts, key=lambda n: position[id(n)]))] = pattern
                     break
         return [replaced.get(id(n), n) for n in self.nodes if id(n) in replaced or id(n) not in taken]
 
@@ -226,3 +236,174 @@ class Patterns:
                 last = following
         params = (axes[0], self.constants[epsilon].reshape(())[()], gamma, beta)
         return Node("LayerNorm_pattern", [x], last.outputs, last.proto, params), parts
+
+    def _embedding(self, gather: Node):
+        """Gather(table, ids, axis=0) of a 2-D float table, the ids computed (a graph input of
+        integers, as torch writes nn.Embedding, or Cast to an integer type of float ids, as clnet
+        writes Embedding)."""
+        if gather.op != "Gather" or gather.inputs[0] not in self.constants or gather.inputs[1] in self.constants \
+                or self.reader._attribute(gather, "axis", 0) != 0:
+            return None
+        table = self.constants[gather.inputs[0]]
+        if table.ndim != 2 or not np.issubdtype(table.dtype, np.floating):
+            return None
+        ids, parts = gather.inputs[1], [gather]
+        cast = self._made(ids, "Cast", gather)
+        if cast is not None and self.reader._attribute(cast, "to", 0) in INTEGER_TYPES:
+            ids, parts = cast.inputs[0], [cast, gather]
+        return Node("Embedding_pattern", [ids], gather.outputs, gather.proto, table), parts
+
+    def _position_embedding(self, expand: Node):
+        """clnet's PositionEmbedding: Expand(table's used rows, Shape(x))."""
+        if expand.op != "Expand" or expand.inputs[0] not in self.constants:
+            return None
+        shape = self._made(expand.inputs[1], "Shape", expand)
+        table = self.constants[expand.inputs[0]]
+        if shape is None or table.ndim != 2 or self.reader._attribute(shape, "start", 0) != 0 or \
+                self.reader._attribute(shape, "end", None) is not None:
+            return None
+        return Node("PositionEmbedding_pattern", shape.inputs, expand.outputs, expand.proto, table), [shape, expand]
+
+    def _recurrent(self, node: Node):
+        """ONNX's RNN, LSTM or GRU on a batch-first tensor: after a Transpose(1, 0, 2) (clnet and
+        torch.onnx.export write one), or with layout=1. Zero initial states made in the graph
+        (see _zeros; torch writes them for a call without h0) are part of it. Which outputs are
+        read, and how they are brought back to batch-first, the importer follows as it reads the
+        nodes after it (see _Pending in importer.py), knowing the number of steps."""
+        if node.op not in ("RNN", "LSTM", "GRU"):
+            return None
+        x, parts = node.inputs[0], [node]
+        if not self.reader._attribute(node, "layout", 0):
+            transpose = self._made(x, "Transpose", node)
+            if transpose is None or list(self.reader._attribute(transpose, "perm", [])) != [1, 0, 2]:
+                return None
+            x, parts = transpose.inputs[0], [transpose, node]
+        roles = dict(zip(RECURRENT_INPUTS[node.op], node.inputs))
+        for role in ("initial_h", "initial_c"):
+            zeros = self._zeros(roles.get(role, ""), node)
+            if zeros is not None:
+                roles[role] = ""
+                parts[:0] = [n for n in zeros if n not in parts]  # torch gives h0 and c0 one tensor
+        roles["X"] = x
+        inputs = [name for name in roles.values() if name]
+        return Node("Recurrent_pattern", inputs, node.outputs, node.proto, (node.op, roles)), parts
+
+    def _zeros(self, name: str, reader: Node) -> list[Node] | None:
+        """The nodes making `name` (read by `reader` alone), if they make zeros whose shape
+        depends on the batch: a ConstantOfShape of 0 (torch's TorchScript exporter), or Expand,
+        Slice, Reshape, ... of a constant zero (its dynamo exporter)."""
+        parts = []
+        while name not in self.constants:
+            node = self._made(name, ("ConstantOfShape", "Expand", "Slice", "Reshape", "Squeeze", "Unsqueeze",
+                                     "Identity"), reader)
+            if node is None:
+                return None
+            parts.append(node)
+            if node.op == "ConstantOfShape":
+                value = self.reader._attribute(node, "value", None)
+                return parts if value is None or not np.any(self.reader.numpy_helper.to_array(value)) else None
+            name, reader = node.inputs[0], node
+        return parts if parts and not np.any(self.constants[name]) else None
+
+    def _projection(self, name: str, reader: Node):
+        """(x, kernel, bias or None, heads, dim, parts): `name` is Reshape(MatMul(x, kernel) [+ bias],
+        (0, 0, heads, dim)), as MultiHeadAttention.to_onnx writes a projection."""
+        reshape = self._made(name, "Reshape", reader)
+        shape = reshape and self.constants.get(reshape.inputs[1])
+        if shape is None or shape.shape != (4,) or list(shape[:2]) != [0, 0] or min(shape) < 0:
+            return None
+        parts, product, bias = [reshape], reshape.inputs[0], None
+        add = self._made(product, "Add", reshape)
+        if add is not None:
+            bias = next((i for i in add.inputs if i in self.constants), None)
+            if bias is None:
+                return None
+            parts.append(add)
+            product, bias = self._other(add, bias), self.constants[bias]
+        matmul = self._made(product, "MatMul", parts[-1])
+        if matmul is None or matmul.inputs[1] not in self.constants or matmul.inputs[0] in self.constants:
+            return None
+        kernel = self.constants[matmul.inputs[1]]
+        heads, dim = (int(n) for n in shape[2:])
+        if kernel.ndim != 2 or kernel.shape[1] != heads * dim or bias is not None and bias.shape != (heads * dim,):
+            return None
+        return matmul.inputs[0], kernel, bias, heads, dim, [*parts, matmul]
+
+    def _transposed(self, name: str, reader: Node, perm: list):
+        """The input of `name` = Transpose(input, perm), read by `reader` alone."""
+        transpose = self._made(name, "Transpose", reader)
+        if transpose is None or list(self.reader._attribute(transpose, "perm", [])) != perm:
+            return None
+        return transpose
+
+    def _attention(self, softmax: Node):
+        """clnet's MultiHeadAttention, node for node as its to_onnx writes it: the query, key and
+        value projections (MatMul [+ Add], Reshape to (batch, T, heads, dim)), Transposes to
+        (batch, heads, ...), Mul(scale) of the query, MatMul of query and key, [Add(causal
+        mask)], [Where(Greater(Reshape(mask), 0.5), scores, -1e9)], Softmax, MatMul with the
+        value, Transpose and Reshape back to (batch, Tq, heads * value_dim), the output MatMul
+        [+ Add]. Anything else is not this pattern: its nodes stay, and the first the importer
+        cannot read is named."""
+        if softmax.op != "Softmax" or self.reader._attribute(softmax, "axis", -1) not in (-1, 3):
+            return None
+        parts, scores, reader, mask, causal = [softmax], softmax.inputs[0], softmax, None, None
+        where = self._made(scores, "Where", softmax)
+        if where is not None:
+            greater = self._made(where.inputs[0], "Greater", where)
+            reshape = greater and self._made(greater.inputs[0], "Reshape", greater)
+            shape = reshape and self.constants.get(reshape.inputs[1])
+            if shape is None or not self._is(greater.inputs[1], 0.5) or not self._is(where.inputs[2], -1e9) \
+                    or shape.shape != (4,) or list(shape[:2]) != [0, 1]:
+                return None
+            parts += [where, greater, reshape]
+            mask, scores, reader = reshape.inputs[0], where.inputs[1], where
+        add = self._made(scores, "Add", reader)
+        if add is not None:
+            causal = self.constants.get(add.inputs[1])
+            if causal is None or causal.ndim != 2 or not np.array_equal(
+                    causal, (np.triu(np.ones(causal.shape), 1) * -1e9).astype(causal.dtype)):
+                return None
+            parts.append(add)
+            scores, reader = add.inputs[0], add
+        product = self._made(scores, "MatMul", reader)
+        scaled = product and self._made(product.inputs[0], "Mul", product)
+        query_t = scaled and self._transposed(scaled.inputs[0], scaled, [0, 2, 1, 3])
+        key_t = query_t and self._transposed(product.inputs[1], product, [0, 2, 3, 1])
+        context = self._only(softmax.outputs[0], "MatMul")
+        value_t = context and context.inputs[0] == softmax.outputs[0] and self._transposed(
+            context.inputs[1], context, [0, 2, 1, 3])
+        back = value_t and self._only(context.outputs[0], "Transpose")
+        merged = back and list(self.reader._attribute(back, "perm", [])) == [0, 2, 1, 3] and self._only(
+            back.outputs[0], "Reshape")
+        if not merged or len(scaled.inputs) != 2 or scaled.inputs[1] not in self.constants:
+            return None
+        projections = [self._projection(t.inputs[0], t) for t in (query_t, key_t, value_t)]
+        if None in projections:
+            return None
+        (query, *q), (key, *k), (value, *v) = projections
+        heads, key_dim, value_dim = q[2], q[3], v[3]
+        shape = self.constants.get(merged.inputs[1])
+        output = self._only(merged.outputs[0], "MatMul")
+        if shape is None or list(shape) != [0, 0, heads * value_dim] or output is None or \
+                output.inputs[0] != merged.outputs[0] or output.inputs[1] not in self.constants or \
+                (k[2], k[3], v[2]) != (heads, key_dim, heads) or \
+                not self._is(scaled.inputs[1], 1.0 / np.sqrt(key_dim)):
+            return None
+        kernel, last = self.constants[output.inputs[1]], output
+        bias = self._only(output.outputs[0], "Add")
+        if bias is not None and bias.inputs[0] == output.outputs[0] and bias.inputs[1] in self.constants:
+            bias, last = self.constants[bias.inputs[1]], bias
+        else:
+            bias = None
+        biases = [q[1], k[1], v[1], bias]
+        if kernel.ndim != 2 or kernel.shape[0] != heads * value_dim or len({b is None for b in biases}) != 1:
+            return None
+        parts += [product, scaled, query_t, key_t, context, value_t, back, merged, output, *q[4], *k[4], *v[4]]
+        if last is not output:
+            parts.append(last)
+        weights = [array for (w, b) in ((q[0], q[1]), (k[0], k[1]), (v[0], v[1]), (kernel, bias))
+                   for array in ((w,) if b is None else (w, b))]
+        params = {"heads": heads, "key_dim": key_dim, "value_dim": value_dim, "causal": causal is not None,
+                  "weights": weights}
+        inputs = [query, value, key] + ([mask] if mask is not None else [])
+        return Node("Attention_pattern", inputs, last.outputs, last.proto, params), parts
