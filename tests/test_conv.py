@@ -337,3 +337,18 @@ def test_bad_arguments(kwargs, message):
 def test_conv1d_padding_names_causal():
     with pytest.raises(ValueError, match=r"Conv1D 'c': padding must be 'valid', 'same' or 'causal', got 'full'"):
         Conv1D(2, 3, padding="full", name="c")
+
+
+def test_tiled_form_tuner_picks_a_candidate_that_runs(rt):
+    """The tiled (GPU) form's tiles are measured on a convolution of their own (conv_tiles): the
+    tuner returns one of its candidates, passing over one whose program cannot build (a TK that
+    does not split a slice among the work-items), and the layer runs with what it chose."""
+    from clnet.layers.conv import tune_conv
+    unbuildable = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 2}
+    chosen = tune_conv(rt, np.float32, [unbuildable, *TILED], shape=(2, 5, 5, 3))
+    assert chosen in TILED
+    model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=chosen)], seed=0)
+    x = np.random.default_rng(0).normal(size=(2, 5, 5, 3))
+    w, b = model.get_weights()
+    expected = conv2d(x, w, b, (1, 1), "same", (1, 1))
+    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-5)

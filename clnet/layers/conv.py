@@ -5,12 +5,17 @@ patches, in either form of the Dense products: register blocks on a CPU, local-m
 a GPU (the tiled form). See conv.cl."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import activations, initializers
+from ..cl.parameters import ParameterStore
+from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
+from ..cl.tuning import tuned
 from .base import Layer, check_weights
-from .dense import Dense, kernel_defines, matrix_tiles, split_k
+from .dense import Dense, _seconds, kernel_defines, matrix_tiles, split_k, tile_candidates
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
@@ -96,7 +101,8 @@ class _Conv(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
-        self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.patch_size, self.filters, rows)
+        self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
+                                          matrix_tiles(rt, dt, self.patch_size, self.filters, rows))
         # The tiled kernels are built on dense.cl's tiles (and use its SumSplits).
         sources = ("layers/dense.cl", "layers/conv.cl") if self.tiled else ("layers/conv.cl",)
         program = rt.program((self._fused.source, *sources), dt,
@@ -265,3 +271,44 @@ class Conv1D(_Conv):
     may also be 'causal' (output t sees inputs up to t: (kernel_size - 1) * dilation_rate zeros
     before the sequence, none after)."""
     rank = 1
+
+
+# Where the tiled form's tiles are measured: a 3x3 'same' convolution of 64 channels to 64
+# filters on 16 images of 56 x 56 (benchmarks/conv.py's layer at a quarter of its batch).
+TUNING_SHAPE = (16, 56, 56, 64)
+
+
+def conv_tiles(rt, dtype) -> dict:
+    """The tiles of the tiled (GPU) form's implicit convolutions, measured once per device on
+    TUNING_SHAPE. Dense's choice at the nearest product size suits plain products, not these
+    gathers: on an H100 its 64/8/16 tiles ran benchmarks/conv.py's forward, weight and input
+    gradients at 0.70, 0.32 and 0.47 of cuDNN, and 64/4/16 at 0.85, 0.71 and 0.57."""
+    candidates = [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles]
+    return tuned(rt, dtype, "conv", ("cl/common.cl", "layers/dense.cl", "layers/conv.cl"),
+                 lambda: tune_conv(rt, dtype, candidates), candidates[0],
+                 {"candidates": candidates, "shape": TUNING_SHAPE})
+
+
+def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE) -> dict:
+    """The candidate whose forward and backward pass (weight and input gradients) of a 3x3
+    'same' ReLU convolution of (batch, height, width, channels) `shape` to as many filters is
+    fastest; candidates whose programs do not build on the device are passed over."""
+    rng = np.random.default_rng(0)
+    batch = shape[0]
+    x = Tensor.from_numpy(rng.random(shape), dtype, rt)
+    fastest, best = candidates[0], math.inf
+    for tiles in candidates:
+        store = ParameterStore(rt, dtype)
+        layer = Conv2D(shape[-1], 3, padding="same", activation="relu", tiles=tiles)
+        try:
+            layer.build(shape[1:], store, rng)
+            store.allocate()
+            layer.allocate(batch)
+        except BuildError:
+            continue
+        grad = Tensor.from_numpy(rng.random((batch, *layer.output_shape)), dtype, rt)
+        seconds = _seconds(rt, lambda: (layer.forward(x, batch), layer.backward(grad, batch, True)))
+        if seconds < best:
+            fastest, best = tiles, seconds
+    return fastest
+
