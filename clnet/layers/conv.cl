@@ -160,16 +160,20 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 // weights are a few tiles, the positions hundreds of thousands) into slice z of delta_weights
 // (K, filters_p) and delta_bias (filters_p), which SumSplits adds when there are several. The
 // bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
-// formed from dL/dy as it is read. Both slices are along m: at each depth (position) a
-// work-item fetches patch columns and filters that stay the same, from a new window.
+// formed from dL/dy as it is read, and with `write_delta` the work-groups of the first block row
+// store it for the input gradient, which then reads it once per tap instead of dL/dy and f'(z)
+// (on the H100 the input gradient of benchmarks/conv.py's layer went from 0.50-0.57 of cuDNN to
+// the figure in RESULTS.md). Both slices are along m: at each depth (position) a work-item
+// fetches patch columns and filters that stay the same, from a new window.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                           __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
                           __global const TYPE *slopes,     // f'(z), the same shape
                           __global TYPE *delta_weights,    // dL/dW (splits, K, filters_p), row-major
                           __global TYPE *delta_bias,       // dL/db (splits, filters_p)
+                          __global TYPE *delta,            // dL/dz (rows * out_h * out_w, filters)
                           const int M, const int filters, const int filters_p, const int chunk,
-                          const int apply_derivative, GEOMETRY)
+                          const int apply_derivative, const int write_delta, GEOMETRY)
 {
     TILED_BEGIN
     const int K = kh * kw * channels;
@@ -189,9 +193,10 @@ void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, w
 #define FETCH_B(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
-        const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4);                                    \
-        rb[l] = m < end ? delta_run(output_gr, slopes, m, n0 + e % (TILE / 4) * 4, filters, apply_derivative) \
-                        : (TYPE4)(0);                                                                \
+        const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4), n = n0 + e % (TILE / 4) * 4;      \
+        rb[l] = m < end ? delta_run(output_gr, slopes, m, n, filters, apply_derivative) : (TYPE4)(0); \
+        if (write_delta && m0 == 0 && m < end && n < filters)                                        \
+            store4(delta + (long)m * filters, rb[l], n, filters, filters % 4 == 0);                  \
     }
     TILED_LOOP(first, end, ALONG_M, ALONG_M)
 #undef FETCH_A

@@ -113,6 +113,7 @@ class _Conv(Layer):
         self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                     # f'(z)
         if self.tiled:
             self._allocate_splits(rows, program)
+            self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
         else:
             self.partials = Tensor((-(-rows // self.chunk), self.patch_size + 1, self.filters_p), dt, rt)
             # (taps, filters_p, channels_p): the channels' padding stays 0.
@@ -191,8 +192,11 @@ class _Conv(Layer):
         tiles = self.tiles
         flops = 2.0 * positions * self.patch_size * self.filters
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
-        if self.tiled:
-            self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, flops)
+        if self.tiled:  # the weight gradient also writes delta = dL/dz where the input gradient wants it
+            write_delta = apply_derivative and input_grad
+            self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, write_delta, flops)
+            if write_delta:
+                grad, apply_derivative = self.delta, False
         else:
             chunks = -(-positions // self.chunk)
             self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks),
@@ -214,14 +218,15 @@ class _Conv(Layer):
                          int(apply_derivative), *self.geometry, flops=flops)
         return self.input_grad
 
-    def _tiled_weight_gradient(self, grad, positions, bias_grad, apply_derivative, flops):
-        """dL/dW and dL/db in one tiled product, its split-K slices (if any) added by SumSplits."""
+    def _tiled_weight_gradient(self, grad, positions, bias_grad, apply_derivative, write_delta, flops):
+        """dL/dW and dL/db in one tiled product, its split-K slices (if any) added by SumSplits;
+        with `write_delta`, delta into self.delta too."""
         splits, chunk = self._splits(positions)
         weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                 (self.kernel.grad, bias_grad))
         self._delta_weights(*self._tiled_launch(self.filters_p, self.patch_size + 1, splits), self.x, grad,
-                            self.slopes, weight_out, bias_out, positions, self.filters, self.filters_p, chunk,
-                            int(apply_derivative), *self.geometry, flops=flops)
+                            self.slopes, weight_out, bias_out, self.delta, positions, self.filters, self.filters_p,
+                            chunk, int(apply_derivative), int(write_delta), *self.geometry, flops=flops)
         if splits > 1:
             weights = self.patch_size * self.filters_p
             self._sum_splits((weights + self.filters_p,), None, self._weight_slices, self._bias_slices,
