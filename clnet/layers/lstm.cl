@@ -14,13 +14,13 @@ __kernel void FeedForwardLSTM(__global TYPE *pre,              // z, (rows, step
                               const int rows, const int s, const int steps, const int units, const int write_last,
                               const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
-    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * RB;
+    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
     const int cols = 4 * units;
     RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, cols);
     const int width = units - j0;
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
         const int row = row0 + i, k = (row * steps + s) * units + j0;
         __global TYPE *zp = pre + (row * steps + s) * cols + j0;
         VEC z[4];

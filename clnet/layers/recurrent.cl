@@ -111,13 +111,15 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (row
         StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 
-// The step kernels: a work-item per (VW units from j0 = get_global_id(0) * VW, a block of batch
-// rows), which first sums its block of h_{s-1} U (forward: RB rows by VW units of each of the
-// GATES gates) or of dL/dh_s (backward: BB rows) in VEC registers, as the products over all steps
-// do: each load of U feeds RB (or BB) multiply-adds of VW lanes. It stores the block to `sums`,
-// row-major, then runs the gate math on the same block, row by row, in VEC (see ACT_FORWARD_V),
-// reading the sums back from L1: the accumulator array is then only ever indexed by constants,
-// which keeps it in registers.
+// The step kernels sum their products in VEC registers, as the products over all steps do, each
+// load of U feeding a block of rows. Forward, a work-group of GATES work-items per (VW units from
+// j0, RB batch rows from row0): work-item g sums gate g's h_{s-1} U for the block and stores it
+// to `sums`, row-major; after a barrier the group's work-items share out the rows for the gate
+// math, which needs every gate of a unit. Backward, a work-item per (VW units, BB rows) sums
+// dL/dh_s the same way (one "gate"), then runs the gate math of its rows. The gate math runs on
+// VEC blocks (see ACT_FORWARD_V) and reads the sums back from L1; the accumulators are indexed by
+// constants only, so that they stay in registers. Holding all four LSTM gates of two rows per
+// work-item instead (8 accumulators, two rows per load of U) ran at half the rate.
 
 // A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
 // such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
@@ -129,44 +131,34 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (row
 #endif
 
 // sums[row, g * units + j0 .. + VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + VW) for the rows
-// row0 .. + RB, gate g's recurrent input; 0 at the first step, whose state is zeros.
+// row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step, whose state is
+// zeros); then a barrier, after which the work-group's sums are all there.
 HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
                               __global const TYPE *recurrent,  // U, (units, cols)
                               __global TYPE *sums,             // (capacity, cols)
                               const int row0, const int rows, const int s, const int steps, const int units,
                               const int j0, const int cols)
 {
+    const int g = get_local_id(0), width = units - j0;
     __global const TYPE *h[RB];
-    VEC acc[GATES][RB];
+    VEC acc[RB];
     #pragma unroll
     for (int i = 0; i < RB; i++) {
         h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
-        #pragma unroll
-        for (int g = 0; g < GATES; g++)
-            acc[g][i] = (VEC)(0);
+        acc[i] = (VEC)(0);
     }
-    const int width = units - j0;
-    __global const TYPE *w = recurrent + j0;
+    __global const TYPE *w = recurrent + g * units + j0;
     for (int k = 0; k < (s ? units : 0); k++, w += cols) {
-        TYPE hk[RB];
+        const VEC u = UNITS_BLOCK(w, width);
         #pragma unroll
         for (int i = 0; i < RB; i++)
-            hk[i] = h[i][k];
-        #pragma unroll
-        for (int g = 0; g < GATES; g++) {
-            const VEC u = UNITS_BLOCK(w + g * units, width);
-            #pragma unroll
-            for (int i = 0; i < RB; i++)
-                acc[g][i] += (VEC)(hk[i]) * u;
-        }
+            acc[i] += (VEC)(h[i][k]) * u;
     }
     #pragma unroll
     for (int i = 0; i < RB; i++)
-        if (row0 + i < rows) {
-            #pragma unroll
-            for (int g = 0; g < GATES; g++)
-                StoreBlock(acc[g][i], sums + (row0 + i) * cols + g * units + j0, width);
-        }
+        if (row0 + i < rows)
+            StoreBlock(acc[i], sums + (row0 + i) * cols + g * units + j0, width);
+    barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
 // sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the output gradient (every step's

@@ -26,10 +26,10 @@ from .base import Layer, check_weights
 
 
 # The products over all steps compute blocks of VW columns (a float8: one AVX2 register; a double8:
-# two) by RM rows per work-item. A step kernel's work-item holds VW units of each gate for a block
-# of batch rows (see recurrent.cl): forward, RB = 8 // gates rows (8 accumulators: with the loads
-# of U and h that fills AVX2's 16 registers), backward BB rows of dL/dh.
-VW, RM, BB = 8, 4, 8
+# two) by RM rows per work-item. A step kernel's work-item sums VW units of one gate (forward) or
+# of dL/dh (backward) for RB or BB batch rows (see recurrent.cl): 8 accumulators, which with the
+# loads of U and h fill AVX2's 16 registers.
+VW, RM, RB, BB = 8, 4, 8, 8
 
 
 def _blocks(n: int, size: int) -> int:
@@ -128,7 +128,7 @@ class _Recurrent(Layer):
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": VW, "RM": RM, "GATES": self.gates,
-                                                        "RB": self._forward_rows, "BB": BB,
+                                                        "RB": RB, "BB": BB,
                                                         "WHOLE_UNITS": int(self.units % VW == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
@@ -219,11 +219,11 @@ class _Recurrent(Layer):
 
     def _step_size(self, rows: int, backward: bool = False) -> tuple:
         # a work-item per (VW units, a block of batch rows)
-        return _blocks(self.units, VW), _blocks(rows, BB if backward else self._forward_rows)
-
-    @property
-    def _forward_rows(self) -> int:
-        return max(1, 8 // self.gates)   # RB
+        """(global, local) sizes: forward, a work-group of `gates` work-items per (VW units, RB
+        batch rows); backward, a work-item per (VW units, BB rows)."""
+        if backward:
+            return (_blocks(self.units, VW), _blocks(rows, BB)), None
+        return (self.gates * _blocks(self.units, VW), _blocks(rows, RB)), (self.gates, 1)
 
     @property
     def _last(self) -> Tensor:

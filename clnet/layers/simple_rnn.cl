@@ -10,12 +10,12 @@ __kernel void FeedForwardSimpleRNN(__global TYPE *pre,              // z, (rows,
                                    const int rows, const int s, const int steps, const int units,
                                    const int write_last, const TYPE a, const TYPE b)
 {
-    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * RB;
+    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
     RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, units);
     const int width = units - j0;
-    for (int i = 0; i < RB && row0 + i < rows; i++) {
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
         const int row = row0 + i, k = (row * steps + s) * units + j0;
         const VEC z = LoadBlock(pre + k, width) + LoadBlock(sums + row * units + j0, width);
         const VEC h = ACT_FORWARD_V(z, a, b);

@@ -11,12 +11,12 @@ class SimpleRNN(_Recurrent):
 
     def _step_forward(self, s, rows, flops):
         a, b, _, _ = self._act()
-        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self.sums, self.states, self._last,
+        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self.sums, self.states, self._last,
                       rows, s, self.steps, self.units, self._writes_last(s), a, b, flops=flops)
 
     def _step_backward(self, grad, s, rows, flops):
         a, b, _, _ = self._act()
-        self._step_bp(self._step_size(rows, True), None, grad, self.pre, self.states, self.transposed, self.sums,
+        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.states, self.transposed, self.sums,
                       self.delta, self.step_delta, rows, s, self.steps, self.units, int(self.return_sequences),
                       self.capacity, a, b, flops=flops)
 
