@@ -118,8 +118,9 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (row
 // math, which needs every gate of a unit. Backward, a work-item per (VW units, BB rows) sums
 // dL/dh_s the same way (one "gate"), then runs the gate math of its rows. The gate math runs on
 // VEC blocks (see ACT_FORWARD_V) and reads the sums back from L1; the accumulators are indexed by
-// constants only, so that they stay in registers. Holding all four LSTM gates of two rows per
-// work-item instead (8 accumulators, two rows per load of U) ran at half the rate.
+// constants only, so that they stay in registers. A work-item holding all four LSTM gates of two
+// rows instead (8 accumulators too, but each load of U serving two rows, not eight) left LSTM(128)'s
+// training step at 1.65x PyTorch CPU's time, against 1.38x (benchmarks/RESULTS.md).
 
 // A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
 // such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
