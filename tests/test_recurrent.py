@@ -56,6 +56,17 @@ def test_kernels_match_numpy(rt, kind, units, sequences, backwards):
     compare_with_numpy(layer, kind, 4, 3)
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("units,rows", [(16, 11), (13, 9)])
+@pytest.mark.parametrize("sequences,backwards", [(False, False), (True, True)])
+def test_blocks_of_units_and_rows_match_numpy(rt, kind, units, rows, sequences, backwards):
+    """Several blocks of VW units and of batch rows per step launch: whole aligned blocks (16
+    units, read as vectors) and a partial last one (13), rows not a multiple of the blocks."""
+    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards), (5, 6), rows,
+                        np.float32)
+    compare_with_numpy(layer, kind, 5, rows, seed=units)
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 @pytest.mark.parametrize("use_bias", [True, False])
 def test_other_activations_match_numpy(rt, kind, use_bias):
@@ -98,6 +109,15 @@ def test_gradients_through_time(fp64, kind, steps, sequences, backwards):
     model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
     # Over one step the recurrent kernel meets only the zero initial state.
     check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, constant=(1,) if steps == 1 else ())
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_gradients_whole_blocks(fp64, kind):
+    """8 units: the step kernels' whole-vector path (WHOLE_UNITS), over 3 steps."""
+    rng = np.random.default_rng(5)
+    model = build([Input((3, 2)), KINDS[kind](8), Dense(2, "softmax")], "categorical_crossentropy")
+    model.set_weights([0.5 * rng.normal(size=w.shape) for w in model.get_weights()])
+    check_model(model, rng.normal(size=(3, 3, 2)), rng.integers(0, 2, 3), rng)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

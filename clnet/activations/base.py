@@ -19,6 +19,7 @@ class Activation:
     kernel_prefix = ""
     defaults: dict[str, float] = {}
     elementwise = True  # fusable into a Dense kernel's epilogue
+    vector_form = False  # `source` also defines <function>_forward_vector / _derivative_vector on VEC
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -8,3 +8,13 @@ inline TYPE sigmoid_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
     const TYPE s = 1 / (1 + exp(-x));
     return a * s * (1 - s);
 }
+
+// The same on VW lanes at once (Activation.vector_form): the recurrent layers' gate math.
+#ifdef VW
+inline VEC sigmoid_forward_vector(VEC x, TYPE a, TYPE b) { return a / (1 + exp(-x)) - b; }
+inline VEC sigmoid_derivative_vector(VEC y, VEC x, TYPE a, TYPE b)
+{
+    const VEC s = 1 / (1 + exp(-x));
+    return a * s * (1 - s);
+}
+#endif

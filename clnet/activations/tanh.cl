@@ -2,3 +2,9 @@
 // tanh as a macro, which would rename our functions when pasted into a name.)
 inline TYPE hyperbolic_tangent_forward(TYPE x, TYPE a, TYPE b) { return tanh(x); }
 inline TYPE hyperbolic_tangent_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return 1 - y * y; }
+
+// The same on VW lanes at once (Activation.vector_form): the recurrent layers' gate math.
+#ifdef VW
+inline VEC hyperbolic_tangent_forward_vector(VEC x, TYPE a, TYPE b) { return tanh(x); }
+inline VEC hyperbolic_tangent_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return 1 - y * y; }
+#endif

@@ -38,13 +38,13 @@ class GRU(_Recurrent):
         return self.delta_rec
 
     def _step_forward(self, s, rows, flops):
-        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self._bias_value(), self.states,
-                      self.candidates, self._last, rows, s, self.steps, self.units, self._writes_last(s),
+        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self._bias_value(), self.sums,
+                      self.states, self.candidates, self._last, rows, s, self.steps, self.units, self._writes_last(s),
                       int(self.use_bias), *self._act(), flops=flops)
 
     def _step_backward(self, grad, s, rows, flops):
-        self._step_bp(self._step_size(rows), None, grad, self.pre, self.states, self.candidates,
-                      self.recurrent.value, self.delta, self.delta_rec, self.step_delta, self.carry, rows, s,
+        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.states, self.candidates,
+                      self.transposed, self.sums, self.delta, self.delta_rec, self.step_delta, self.carry, rows, s,
                       self.steps, self.units, int(self.return_sequences), self.capacity, *self._act(), flops=flops)
 
     def _onnx_node(self):

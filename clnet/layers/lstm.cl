@@ -3,39 +3,38 @@
 //   c_s = f c_{s-1} + i c~,  h_s = o f(c_s)
 // (f the activation, g the recurrent activation). FeedForwardRecurrentInput (recurrent.cl) has
 // put x W + b in `pre`; each step adds h_{s-1} U in place. One launch per step, a work-item per
-// (unit, RB batch rows), which computes all four gates of its unit.
+// (VW units, RB batch rows; see recurrent.cl), which computes all four gates of its units.
 
 __kernel void FeedForwardLSTM(__global TYPE *pre,              // z, (rows, steps, 4 units)
                               __global const TYPE *recurrent,  // U, (units, 4 units)
+                              __global TYPE *sums,             // h_{s-1} U, (capacity, 4 units)
                               __global TYPE *states,           // h, (rows, steps, units)
                               __global TYPE *cells,            // c, (rows, steps, units)
                               __global TYPE *last,             // h of the last step, (rows, units)
                               const int rows, const int s, const int steps, const int units, const int write_last,
                               const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
-    const int j = get_global_id(0), row0 = get_global_id(1) * RB;
-    if (j >= units)
+    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
+    if (j0 >= units)
         return;
     const int cols = 4 * units;
-    TYPE u[4][RB];
-    for (int g = 0; g < 4; g++)
-        RecurrentProducts(states, recurrent, row0, rows, s, steps, units, g * units + j, cols, u[g]);
-    #pragma unroll
-    for (int i = 0; i < RB; i++) {
-        if (row0 + i >= rows)
-            break;
-        const int row = row0 + i, k = (row * steps + s) * units + j;
-        __global TYPE *z = pre + (row * steps + s) * cols + j;
-        for (int g = 0; g < 4; g++)
-            z[g * units] += u[g][i];
-        const TYPE c_prev = s ? cells[k - units] : (TYPE)0;
-        const TYPE c = RACT_FORWARD(z[units], ra, rb) * c_prev
-                       + RACT_FORWARD(z[0], ra, rb) * ACT_FORWARD(z[2 * units], a, b);
-        const TYPE h = RACT_FORWARD(z[3 * units], ra, rb) * ACT_FORWARD(c, a, b);
-        cells[k] = c;
-        states[k] = h;
+    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, cols);
+    const int width = units - j0;
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
+        const int row = row0 + i, k = (row * steps + s) * units + j0;
+        __global TYPE *zp = pre + (row * steps + s) * cols + j0;
+        VEC z[4];
+        for (int g = 0; g < 4; g++) {
+            z[g] = LoadBlock(zp + g * units, width) + LoadBlock(sums + row * cols + g * units + j0, width);
+            StoreBlock(z[g], zp + g * units, width);
+        }
+        const VEC c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+        const VEC c = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
+        const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
+        StoreBlock(c, cells + k, width);
+        StoreBlock(h, states + k, width);
         if (write_last)
-            last[row * units + j] = h;
+            StoreBlock(h, last + row * units + j0, width);
     }
 }
 
@@ -44,7 +43,8 @@ __kernel void FeedForwardLSTM(__global TYPE *pre,              // z, (rows, step
 __kernel void CalcHiddenGradientLSTM(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
                                      __global const TYPE *pre,        // z, (rows, steps, 4 units)
                                      __global const TYPE *cells,      // c, (rows, steps, units)
-                                     __global const TYPE *recurrent,  // U, (units, 4 units)
+                                     __global const TYPE *transposed, // U^T, (4 units, units)
+                                     __global TYPE *sums,             // dL/dh_s, (capacity, 4 units)
                                      __global TYPE *delta,            // dL/dz, panels (see recurrent.cl)
                                      __global TYPE *step_delta,       // (2, capacity, 4 units)
                                      __global TYPE *carry,            // dL/dc_s f_s, (rows, units)
@@ -52,29 +52,31 @@ __kernel void CalcHiddenGradientLSTM(__global const TYPE *output_gr,  // (rows, 
                                      const int sequences, const int capacity,
                                      const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
-    const int j = get_global_id(0), row0 = get_global_id(1) * RB;
-    if (j >= units)
+    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
+    if (j0 >= units)
         return;
     const int cols = 4 * units;
-    TYPE dh[RB];
-    StepOutputGradients(output_gr, step_delta, recurrent, row0, rows, s, j, steps, units, cols, sequences, capacity, dh);
-    #pragma unroll
-    for (int i = 0; i < RB; i++) {
-        if (row0 + i >= rows)
-            break;
-        const int row = row0 + i, k = (row * steps + s) * units + j;
-        __global const TYPE *z = pre + (row * steps + s) * cols + j;
-        const TYPE zi = z[0], zf = z[units], zc = z[2 * units], zo = z[3 * units];
-        const TYPE gi = RACT_FORWARD(zi, ra, rb), gf = RACT_FORWARD(zf, ra, rb);
-        const TYPE gc = ACT_FORWARD(zc, a, b), go = RACT_FORWARD(zo, ra, rb);
-        const TYPE c = cells[k], c_prev = s ? cells[k - units] : (TYPE)0, fc = ACT_FORWARD(c, a, b);
-        const TYPE dc = dh[i] * go * ACT_DERIVATIVE(fc, c, a, b) + (s < steps - 1 ? carry[row * units + j] : (TYPE)0);
-        carry[row * units + j] = dc * gf;
-        const TYPE d[4] = {dc * gc * RACT_DERIVATIVE(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE(gf, zf, ra, rb),
-                           dc * gi * ACT_DERIVATIVE(gc, zc, a, b), dh[i] * fc * RACT_DERIVATIVE(go, zo, ra, rb)};
+    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, cols, sequences,
+                        capacity);
+    const int width = units - j0;
+    for (int i = 0; i < BB && row0 + i < rows; i++) {
+        const int row = row0 + i, k = (row * steps + s) * units + j0;
+        __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
+        const VEC dh = LoadBlock(sums + row * cols + j0, width);
+        const VEC zi = LoadBlock(zp, width), zf = LoadBlock(zp + units, width);
+        const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
+        const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
+        const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
+        const VEC c = LoadBlock(cells + k, width), c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+        const VEC fc = ACT_FORWARD_V(c, a, b);
+        const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b)
+                       + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
+        StoreBlock(dc * gf, carry + row * units + j0, width);
+        const VEC d[4] = {dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb),
+                          dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b), dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb)};
         for (int g = 0; g < 4; g++) {
-            StoreDelta(delta, d[g], row, s, g * units + j, steps, capacity);
-            StoreStepDelta(step_delta, d[g], row, s, g * units + j, cols, capacity);
+            StoreDeltaBlock(delta, d[g], row, s, g * units + j0, width, steps, capacity);
+            StoreStepDeltaBlock(step_delta, d[g], row, s, g * units + j0, width, cols, capacity);
         }
     }
 }

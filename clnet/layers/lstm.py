@@ -35,13 +35,13 @@ class LSTM(_Recurrent):
         self.carry = Tensor((capacity, self.units), self.dtype, self.rt)              # dL/dc_t f_t
 
     def _step_forward(self, s, rows, flops):
-        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self.states, self.cells,
+        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self.sums, self.states, self.cells,
                       self._last, rows, s, self.steps, self.units, self._writes_last(s), *self._act(), flops=flops)
 
     def _step_backward(self, grad, s, rows, flops):
-        self._step_bp(self._step_size(rows), None, grad, self.pre, self.cells, self.recurrent.value, self.delta,
-                      self.step_delta, self.carry, rows, s, self.steps, self.units, int(self.return_sequences),
-                      self.capacity, *self._act(), flops=flops)
+        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.cells, self.transposed, self.sums,
+                      self.delta, self.step_delta, self.carry, rows, s, self.steps, self.units,
+                      int(self.return_sequences), self.capacity, *self._act(), flops=flops)
 
     def _onnx_node(self):
         # ONNX's LSTM gates are i, o, f, c; its activations (f, g, h) are ours (recurrent, act, act).

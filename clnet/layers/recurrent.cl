@@ -69,17 +69,29 @@ HELPER TYPE SumLanes(VEC v)  // VW = 8
 }
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
-// steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows.
-__kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, steps, n_in)
-                                        __global const TYPE *weights, // W, (n_in, cols)
-                                        __global const TYPE *bias,    // (cols,), read when use_bias
-                                        __global TYPE *pre,           // (rows, steps, cols)
+// steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
+// past the rows' blocks copy U transposed, RM rows by VW columns each, for the backward steps
+// (StepOutputGradients): U changes only between training steps, and a launch of its own would
+// cost more than the copy.
+__kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps, n_in)
+                                        __global const TYPE *weights,    // W, (n_in, cols)
+                                        __global const TYPE *bias,       // (cols,), read when use_bias
+                                        __global TYPE *pre,              // (rows, steps, cols)
+                                        __global const TYPE *recurrent,  // U, (units, cols)
+                                        __global TYPE *transposed,       // U^T, (cols, units)
                                         const int total, const int cols, const int n_in, const int steps,
-                                        const int reverse, const int use_bias)
+                                        const int reverse, const int use_bias, const int units)
 {
-    const int c = get_global_id(0) * VW, r0 = get_global_id(1) * RM;
-    if (c >= cols || r0 >= total)
+    const int c = get_global_id(0) * VW, r0 = get_global_id(1) * RM, blocks = (total + RM - 1) / RM;
+    if (c >= cols)
         return;
+    if (r0 >= blocks * RM) {
+        const int k0 = r0 - blocks * RM;
+        for (int k = k0; k < min(k0 + RM, units); k++)
+            for (int l = c; l < min(c + VW, cols); l++)
+                transposed[l * units + k] = recurrent[k * cols + l];
+        return;
+    }
     const int width = cols - c;
     const VEC b = use_bias ? LoadBlock(bias + c, width) : (VEC)(0);
     VEC acc[RM];
@@ -99,86 +111,159 @@ __kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,  // (rows, 
         StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 
-// The step kernels: a work-item per (unit j, RB batch rows from row0 = get_global_id(1) * RB), so
-// that each element of U it reads serves RB rows.
+// The step kernels sum their products in VEC registers, as the products over all steps do, each
+// load of U feeding a block of rows. Forward, a work-group of GATES work-items per (VW units from
+// j0, RB batch rows from row0): work-item g sums gate g's h_{s-1} U for the block and stores it
+// to `sums`, row-major; after a barrier the group's work-items share out the rows for the gate
+// math, which needs every gate of a unit. Backward, a work-item per (VW units, BB rows) sums
+// dL/dh_s the same way (one "gate"), then runs the gate math of its rows. The gate math runs on
+// VEC blocks (see ACT_FORWARD_V) and reads the sums back from L1; the accumulators are indexed by
+// constants only, so that they stay in registers. A work-item holding all four LSTM gates of two
+// rows instead (8 accumulators too, but each load of U serving two rows, not eight) left LSTM(128)'s
+// training step at 1.65x PyTorch CPU's time, against 1.38x (benchmarks/RESULTS.md).
 
-// acc[i] = sum over k of h_{s-1}[row0 + i, k] U[k, c], a gate's recurrent input for the
-// work-item's rows; 0 at the first step, whose state is zeros.
+// A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
+// such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
+// out of line in PoCL 3.0, and a call in the loop makes LLVM save the accumulators around it.
+#if WHOLE_UNITS
+#define UNITS_BLOCK(p, width) (*(const __global VEC *)(p))
+#else
+#define UNITS_BLOCK(p, width) LoadBlock(p, width)
+#endif
+
+// sums[row, g * units + j0 .. + VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + VW) for the rows
+// row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step, whose state is
+// zeros); then a barrier, after which the work-group's sums are all there.
 HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
                               __global const TYPE *recurrent,  // U, (units, cols)
+                              __global TYPE *sums,             // (capacity, cols)
                               const int row0, const int rows, const int s, const int steps, const int units,
-                              const int c, const int cols, TYPE *acc)
+                              const int j0, const int cols)
 {
+    const int g = get_local_id(0), width = units - j0;
     __global const TYPE *h[RB];
-    #pragma unroll
-    for (int i = 0; i < RB; i++) {
-        acc[i] = 0;
-        h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
-    }
-    if (!s)
-        return;
-    for (int k = 0; k < units; k++) {
-        const TYPE w = recurrent[k * cols + c];
-        #pragma unroll
-        for (int i = 0; i < RB; i++)
-            acc[i] += h[i][k] * w;
-    }
-}
-
-// dh[i] = dL/dh_s for (row0 + i, unit j): the output gradient (every step's with return_sequences,
-// else the last step's) plus, except at the last step, step s + 1's recurrent deltas through U:
-// sum over c of delta_rec[s + 1, c] U[j, c]. Those are read from `step_delta`, where each step
-// also writes its recurrent deltas row-major (half s % 2; see StoreStepDelta), so that the
-// product reads contiguous rows rather than a lane of every panel.
-HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
-                                __global const TYPE *step_delta,  // (2, capacity, cols)
-                                __global const TYPE *recurrent,   // (units, cols)
-                                const int row0, const int rows, const int s, const int j, const int steps,
-                                const int units, const int cols, const int sequences, const int capacity,
-                                TYPE *dh)
-{
-    __global const TYPE *d[RB];
     VEC acc[RB];
     #pragma unroll
     for (int i = 0; i < RB; i++) {
-        const int row = min(row0 + i, rows - 1);
-        dh[i] = sequences ? output_gr[(row * steps + s) * units + j]
-                          : (s == steps - 1 ? output_gr[row * units + j] : (TYPE)0);
-        d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
+        h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
         acc[i] = (VEC)(0);
     }
-    if (s == steps - 1)
-        return;
-    __global const TYPE *w = recurrent + j * cols;
-    for (int c = 0; c < cols; c += VW) {
-        const VEC u = LoadBlock(w + c, cols - c);
+    __global const TYPE *w = recurrent + g * units + j0;
+    for (int k = 0; k < (s ? units : 0); k++, w += cols) {
+        const VEC u = UNITS_BLOCK(w, width);
         #pragma unroll
         for (int i = 0; i < RB; i++)
-            acc[i] += LoadBlock(d[i] + c, cols - c) * u;
+            acc[i] += (VEC)(h[i][k]) * u;
     }
     #pragma unroll
     for (int i = 0; i < RB; i++)
-        dh[i] += SumLanes(acc[i]);
+        if (row0 + i < rows)
+            StoreBlock(acc[i], sums + (row0 + i) * cols + g * units + j0, width);
+    barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
-// Step s's delta for (row, column c): into the panels that the weight gradients read.
-HELPER void StoreDelta(__global TYPE *panels, const TYPE value, const int row, const int s, const int c,
-                       const int steps, const int capacity)
+// sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the output gradient (every step's
+// with return_sequences, else the last step's) plus, except at the last step, step s + 1's
+// recurrent deltas through U: sum over c of delta_rec[s + 1, c] U^T[c, j0 ..]. The deltas are
+// read from `step_delta`, where each step also writes its recurrent deltas row-major (half s % 2;
+// see StoreStepDelta), U^T from the copy FeedForwardRecurrentInput made, whose rows hold a unit's
+// weights side by side.
+HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
+                                __global const TYPE *step_delta,  // (2, capacity, cols)
+                                __global const TYPE *transposed,  // U^T, (cols, units)
+                                __global TYPE *sums,              // (capacity, cols)
+                                const int row0, const int rows, const int s, const int j0, const int steps,
+                                const int units, const int cols, const int sequences, const int capacity)
 {
-    panels[PanelIndex(row * steps + s, c, capacity * steps)] = value;
+    const int width = units - j0;
+    __global const TYPE *d[BB];
+    VEC dh[BB];
+    #pragma unroll
+    for (int i = 0; i < BB; i++) {
+        const int row = min(row0 + i, rows - 1);
+        dh[i] = sequences ? LoadBlock(output_gr + (row * steps + s) * units + j0, width)
+                          : (s == steps - 1 ? LoadBlock(output_gr + row * units + j0, width) : (VEC)(0));
+        d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
+    }
+    __global const TYPE *w = transposed + j0;
+    for (int c = 0; c < (s < steps - 1 ? cols : 0); c++, w += units) {
+        const VEC u = UNITS_BLOCK(w, width);
+        #pragma unroll
+        for (int i = 0; i < BB; i++)
+            dh[i] += (VEC)(d[i][c]) * u;
+    }
+    #pragma unroll
+    for (int i = 0; i < BB; i++)
+        if (row0 + i < rows)
+            StoreBlock(dh[i], sums + (row0 + i) * cols + j0, width);
 }
 
-// ... and a recurrent delta also row-major into step_delta's half s % 2, for step s - 1.
-HELPER void StoreStepDelta(__global TYPE *step_delta, const TYPE value, const int row, const int s, const int c,
-                           const int cols, const int capacity)
+// The activations on VW lanes at once, for the gate math on a work-item's block of units: the
+// activation's vector form where it has one (-D ACT_VECTOR=1, RACT_VECTOR=1: sigmoid, tanh,
+// Keras's defaults), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
+// LSTM(128) more than its recurrent products (14 ns a call: 18 of 33 ms of a forward pass).
+#define DEFINE_LANES(name, FORWARD, DERIVATIVE)                                                  \
+HELPER VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                              \
+{                                                                                               \
+    TYPE in[VW], out[VW];                                                                       \
+    VSTORE(x, 0, in);                                                                           \
+    for (int l = 0; l < VW; l++)                                                                \
+        out[l] = FORWARD(in[l], a, b);                                                          \
+    return VLOAD(0, out);                                                                       \
+}                                                                                               \
+HELPER VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)              \
+{                                                                                               \
+    TYPE ys[VW], xs[VW], out[VW];                                                               \
+    VSTORE(y, 0, ys);                                                                           \
+    VSTORE(x, 0, xs);                                                                           \
+    for (int l = 0; l < VW; l++)                                                                \
+        out[l] = DERIVATIVE(ys[l], xs[l], a, b);                                                \
+    return VLOAD(0, out);                                                                       \
+}
+#if ACT_VECTOR
+#define ACT_FORWARD_V CAT(ACT, _forward_vector)
+#define ACT_DERIVATIVE_V CAT(ACT, _derivative_vector)
+#else
+DEFINE_LANES(ActLanes, ACT_FORWARD, ACT_DERIVATIVE)
+#define ACT_FORWARD_V ActLanesForward
+#define ACT_DERIVATIVE_V ActLanesDerivative
+#endif
+#if RACT_VECTOR
+#define RACT_FORWARD_V CAT(RACT, _forward_vector)
+#define RACT_DERIVATIVE_V CAT(RACT, _derivative_vector)
+#else
+DEFINE_LANES(RactLanes, RACT_FORWARD, RACT_DERIVATIVE)
+#define RACT_FORWARD_V RactLanesForward
+#define RACT_DERIVATIVE_V RactLanesDerivative
+#endif
+
+// A block of step s's deltas, columns c0 .. + width of row `row`: into the panels that the weight
+// gradients read, and (recurrent deltas) row-major into step_delta's half s % 2, for step s - 1.
+HELPER void StoreDeltaBlock(__global TYPE *panels, const VEC v, const int row, const int s, const int c0,
+                            const int width, const int steps, const int capacity)
 {
-    step_delta[((s & 1) * capacity + row) * cols + c] = value;
+#if WHOLE_UNITS
+    *(__global VEC *)(panels + PanelIndex(row * steps + s, c0, capacity * steps)) = v;
+#else
+    TYPE lanes[VW];
+    VSTORE(v, 0, lanes);
+    for (int l = 0; l < width; l++)
+        panels[PanelIndex(row * steps + s, c0 + l, capacity * steps)] = lanes[l];
+#endif
+}
+
+HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const int row, const int s, const int c0,
+                                const int width, const int cols, const int capacity)
+{
+    StoreBlock(v, step_delta + ((s & 1) * capacity + row) * cols + c0, width);
 }
 
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
 // reversed: go_backwards) for dL/dW, or the previous step's h (mode 2; the first step's is the
-// zero state) for dL/dU. The work-items past the last block of RM rows of a (get_global_id(1) ==
-// blocks) write the bias gradient, sum of delta, into bias_gr[bias_offset + c] when with_bias.
+// zero state) for dL/dU. A work-item sums RM rows of the gradient by two column panels (2 VW
+// columns: 2 RM accumulators, which each pair of loads of delta serves RM times). The work-items
+// past the last block of RM rows of a (get_global_id(1) == blocks) write the bias gradient, sum
+// of delta, into bias_gr[bias_offset + c] when with_bias.
 __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
                                         __global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
                                         __global TYPE *weights_gr,    // (n, cols)
@@ -187,38 +272,52 @@ __kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows
                                         const int mode, const int with_bias, const int bias_offset,
                                         const int stride)
 {
-    const int c = get_global_id(0) * VW, k0 = get_global_id(1) * RM;
+    const int c = get_global_id(0) * 2 * VW, k0 = get_global_id(1) * RM;
     if (c >= cols)
         return;
-    const int width = cols - c, first = mode == 2 ? 1 : 0;
-    __global const TYPE *panel = delta + c * stride;
+    // The second panel, when there is one; else the first again, its sums not stored.
+    const int width = cols - c, second = width > VW, first = mode == 2 ? 1 : 0;
+    __global const VEC *panel = (__global const VEC *)(delta + c * stride);
+    __global const VEC *panel2 = second ? panel + stride : panel;
     if (k0 >= n) {
         if (!with_bias)
             return;
-        VEC sum = (VEC)(0);
-        for (int r = 0; r < rows * steps; r++)
-            sum += ((const __global VEC *)panel)[r];
+        VEC sum = (VEC)(0), sum2 = (VEC)(0);
+        for (int r = 0; r < rows * steps; r++) {
+            sum += panel[r];
+            sum2 += panel2[r];
+        }
         StoreBlock(sum, bias_gr + bias_offset + c, width);
+        if (second)
+            StoreBlock(sum2, bias_gr + bias_offset + c + VW, width - VW);
         return;
     }
-    VEC acc[RM];
+    VEC acc[RM], acc2[RM];
     int k[RM];
     #pragma unroll
     for (int i = 0; i < RM; i++) {
-        acc[i] = (VEC)(0);
+        acc[i] = acc2[i] = (VEC)(0);
         k[i] = min(k0 + i, n - 1);
     }
     for (int row = 0; row < rows; row++)
         for (int s = first; s < steps; s++) {
             const int r = row * steps + s;
             __global const TYPE *x = a + (mode == 2 ? r - 1 : InputRow(r, steps, mode)) * n;
-            const VEC d = ((const __global VEC *)panel)[r];
+            const VEC d = panel[r], d2 = panel2[r];
             #pragma unroll
-            for (int i = 0; i < RM; i++)
-                acc[i] += x[k[i]] * d;
+            for (int i = 0; i < RM; i++) {
+                const VEC xk = (VEC)(x[k[i]]);
+                acc[i] += xk * d;
+                acc2[i] += xk * d2;
+            }
         }
-    for (int i = 0; i < RM && k0 + i < n; i++)
-        StoreBlock(acc[i], weights_gr + (k0 + i) * cols + c, width);
+    #pragma unroll
+    for (int i = 0; i < RM; i++)
+        if (k0 + i < n) {
+            StoreBlock(acc[i], weights_gr + (k0 + i) * cols + c, width);
+            if (second)
+                StoreBlock(acc2[i], weights_gr + (k0 + i) * cols + c + VW, width - VW);
+        }
 }
 
 // dL/dx = delta W^T, written to the input time step each processing row read: RM input features

@@ -3,10 +3,12 @@ backpropagation through time, config and ONNX export.
 
 A training step of a sequence layer of T steps is 2T + 3 launches (2T + 4 with its input's
 gradient): FeedForwardRecurrentInput computes x W + b for all batch rows and time steps in one
-product; then one launch per step adds h_{t-1} U and applies the gates (a work-item per (unit, 4
-batch rows) computes every gate of its unit); backward, one launch per step (from the last)
-computes the step's deltas, taking dL/dh_t through U from the step after it; then three products
-over all (row, step) pairs give the kernel's, the recurrent kernel's and the input's gradients.
+product (its spare work-items also copy U transposed, for the backward steps); then one launch
+per step adds h_{t-1} U and applies the gates (a work-item per (8 units, a few batch rows) sums
+every gate's product for its block in vector registers, then runs the gate math on vectors);
+backward, one launch per step (from the last) computes the step's deltas, taking dL/dh_t through
+U from the step after it; then three products over all (row, step) pairs give the kernel's, the
+recurrent kernel's and the input's gradients.
 
 Why not one launch for the whole sequence: step t needs all of h_{t-1}, written by every
 work-item of step t-1, and OpenCL has no barrier across work-groups. A single work-group could
@@ -24,8 +26,10 @@ from .base import Layer, check_weights
 
 
 # The products over all steps compute blocks of VW columns (a float8: one AVX2 register; a double8:
-# two) by RM rows per work-item; a step kernel's work-item handles RB batch rows (see recurrent.cl).
-VW, RM, RB = 8, 4, 4
+# two) by RM rows per work-item. A step kernel's work-item sums VW units of one gate (forward) or
+# of dL/dh (backward) for RB or BB batch rows (see recurrent.cl): 8 accumulators, which with the
+# loads of U and h fill AVX2's 16 registers.
+VW, RM, RB, BB = 8, 4, 8, 8
 
 
 def _blocks(n: int, size: int) -> int:
@@ -123,7 +127,11 @@ class _Recurrent(Layer):
                                        "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
-                                                        "VW": VW, "RM": RM, "RB": RB})
+                                                        "VW": VW, "RM": RM, "GATES": self.gates,
+                                                        "RB": RB, "BB": BB,
+                                                        "WHOLE_UNITS": int(self.units % VW == 0),
+                                                        "ACT_VECTOR": int(self.activation.vector_form),
+                                                        "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._input_product = kernel("FeedForwardRecurrentInput")
         # One kernel, two objects: each keeps its own arguments (see Kernel), set once.
@@ -149,6 +157,8 @@ class _Recurrent(Layer):
         self.pre = Tensor((capacity, steps, self.cols), dt, rt)
         self.states = Tensor((capacity, steps, self.units), dt, rt)  # h of each step, processing order
         self.last = None if self.return_sequences else Tensor((capacity, self.units), dt, rt)  # h of the last step
+        self.transposed = Tensor((self.cols, self.units), dt, rt)     # U^T, for the backward steps
+        self.sums = Tensor((capacity, self.cols), dt, rt)             # a step's h_{s-1} U, or dL/dh_s
         self.delta = self._panels(capacity)                           # dL/dz
         self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
@@ -169,9 +179,12 @@ class _Recurrent(Layer):
     def forward(self, x, rows):
         self.x = x
         steps, cols = self.steps, self.cols
-        self._input_product((_blocks(cols, VW), _blocks(rows * steps, RM)), None, x, self.kernel.value,
-                            self._bias_value(), self.pre, rows * steps, cols, self.n_in, steps, int(self.go_backwards),
-                            int(self.use_bias), flops=2.0 * rows * steps * self.n_in * cols)
+        # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
+        blocks = _blocks(rows * steps, RM) + _blocks(self.units, RM)
+        self._input_product((_blocks(cols, VW), blocks), None, x, self.kernel.value, self._bias_value(), self.pre,
+                            self.recurrent.value, self.transposed, rows * steps, cols, self.n_in, steps,
+                            int(self.go_backwards), int(self.use_bias), self.units,
+                            flops=2.0 * rows * steps * self.n_in * cols)
         flops = 2.0 * rows * self.units * cols
         for s in range(steps):
             self._step_forward(s, rows, flops)
@@ -183,10 +196,10 @@ class _Recurrent(Layer):
         for s in reversed(range(steps)):
             self._step_backward(grad, s, rows, flops)
         bias_grad = self.bias.grad if self.use_bias else self._no_bias
-        self._delta_weights((_blocks(cols, VW), _blocks(self.n_in, RM) + 1), None, self.x, self.delta,
+        self._delta_weights((_blocks(cols, 2 * VW), _blocks(self.n_in, RM) + 1), None, self.x, self.delta,
                             self.kernel.grad, bias_grad, rows, steps, cols, self.n_in, int(self.go_backwards),
                             int(self.use_bias), 0, self.capacity * steps, flops=2.0 * total * self.n_in * cols)
-        self._delta_recurrent((_blocks(cols, VW), _blocks(self.units, RM) + 1), None, self.states, self._delta_rec,
+        self._delta_recurrent((_blocks(cols, 2 * VW), _blocks(self.units, RM) + 1), None, self.states, self._delta_rec,
                               self.recurrent.grad, bias_grad, rows, steps, cols, self.units, 2,
                               int(self._recurrent_bias and self.use_bias), cols, self.capacity * steps,
                               flops=2.0 * total * self.units * cols)
@@ -204,8 +217,13 @@ class _Recurrent(Layer):
 
     _recurrent_bias = False   # GRU: a second bias row added to h U
 
-    def _step_size(self, rows: int) -> tuple:
-        return self.units, _blocks(rows, RB)  # a work-item per (unit, RB batch rows)
+    def _step_size(self, rows: int, backward: bool = False) -> tuple:
+        # a work-item per (VW units, a block of batch rows)
+        """(global, local) sizes: forward, a work-group of `gates` work-items per (VW units, RB
+        batch rows); backward, a work-item per (VW units, BB rows)."""
+        if backward:
+            return (_blocks(self.units, VW), _blocks(rows, BB)), None
+        return (self.gates * _blocks(self.units, VW), _blocks(rows, RB)), (self.gates, 1)
 
     @property
     def _last(self) -> Tensor:

@@ -1,30 +1,28 @@
 // SimpleRNN: h_s = f(x_s W + b + h_{s-1} U). FeedForwardRecurrentInput (recurrent.cl) has put
 // x_s W + b in `pre`; each step adds h_{s-1} U in place, keeping z for the backward pass. One
-// launch per step, a work-item per (unit, RB batch rows).
+// launch per step, a work-item per (VW units, RB batch rows; see recurrent.cl).
 
 __kernel void FeedForwardSimpleRNN(__global TYPE *pre,              // z, (rows, steps, units)
                                    __global const TYPE *recurrent,  // U, (units, units)
+                                   __global TYPE *sums,             // h_{s-1} U, (capacity, units)
                                    __global TYPE *states,           // h, (rows, steps, units)
                                    __global TYPE *last,             // h of the last step, (rows, units)
                                    const int rows, const int s, const int steps, const int units,
                                    const int write_last, const TYPE a, const TYPE b)
 {
-    const int j = get_global_id(0), row0 = get_global_id(1) * RB;
-    if (j >= units)
+    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
+    if (j0 >= units)
         return;
-    TYPE u[RB];
-    RecurrentProducts(states, recurrent, row0, rows, s, steps, units, j, units, u);
-    #pragma unroll
-    for (int i = 0; i < RB; i++) {
-        if (row0 + i >= rows)
-            break;
-        const int row = row0 + i, k = (row * steps + s) * units + j;
-        const TYPE z = pre[k] + u[i];
-        const TYPE h = ACT_FORWARD(z, a, b);
-        pre[k] = z;
-        states[k] = h;
+    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, units);
+    const int width = units - j0;
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
+        const int row = row0 + i, k = (row * steps + s) * units + j0;
+        const VEC z = LoadBlock(pre + k, width) + LoadBlock(sums + row * units + j0, width);
+        const VEC h = ACT_FORWARD_V(z, a, b);
+        StoreBlock(z, pre + k, width);
+        StoreBlock(h, states + k, width);
         if (write_last)
-            last[row * units + j] = h;
+            StoreBlock(h, last + row * units + j0, width);
     }
 }
 
@@ -32,24 +30,24 @@ __kernel void FeedForwardSimpleRNN(__global TYPE *pre,              // z, (rows,
 __kernel void CalcHiddenGradientSimpleRNN(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
                                           __global const TYPE *pre,        // z, (rows, steps, units)
                                           __global const TYPE *states,     // h, (rows, steps, units)
-                                          __global const TYPE *recurrent,  // U, (units, units)
+                                          __global const TYPE *transposed, // U^T, (units, units)
+                                          __global TYPE *sums,             // dL/dh_s, (capacity, units)
                                           __global TYPE *delta,            // dL/dz, panels (see recurrent.cl)
                                           __global TYPE *step_delta,       // (2, capacity, units)
                                           const int rows, const int s, const int steps, const int units,
                                           const int sequences, const int capacity, const TYPE a, const TYPE b)
 {
-    const int j = get_global_id(0), row0 = get_global_id(1) * RB;
-    if (j >= units)
+    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
+    if (j0 >= units)
         return;
-    TYPE dh[RB];
-    StepOutputGradients(output_gr, step_delta, recurrent, row0, rows, s, j, steps, units, units, sequences, capacity, dh);
-    #pragma unroll
-    for (int i = 0; i < RB; i++) {
-        if (row0 + i >= rows)
-            break;
-        const int row = row0 + i, k = (row * steps + s) * units + j;
-        const TYPE dz = dh[i] * ACT_DERIVATIVE(states[k], pre[k], a, b);
-        StoreDelta(delta, dz, row, s, j, steps, capacity);
-        StoreStepDelta(step_delta, dz, row, s, j, units, capacity);
+    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units, sequences,
+                        capacity);
+    const int width = units - j0;
+    for (int i = 0; i < BB && row0 + i < rows; i++) {
+        const int row = row0 + i, k = (row * steps + s) * units + j0;
+        const VEC dz = LoadBlock(sums + row * units + j0, width)
+                       * ACT_DERIVATIVE_V(LoadBlock(states + k, width), LoadBlock(pre + k, width), a, b);
+        StoreDeltaBlock(delta, dz, row, s, j0, width, steps, capacity);
+        StoreStepDeltaBlock(step_delta, dz, row, s, j0, width, units, capacity);
     }
 }

@@ -11,14 +11,14 @@ class SimpleRNN(_Recurrent):
 
     def _step_forward(self, s, rows, flops):
         a, b, _, _ = self._act()
-        self._step_ff(self._step_size(rows), None, self.pre, self.recurrent.value, self.states, self._last, rows, s,
-                      self.steps, self.units, self._writes_last(s), a, b, flops=flops)
+        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self.sums, self.states, self._last,
+                      rows, s, self.steps, self.units, self._writes_last(s), a, b, flops=flops)
 
     def _step_backward(self, grad, s, rows, flops):
         a, b, _, _ = self._act()
-        self._step_bp(self._step_size(rows), None, grad, self.pre, self.states, self.recurrent.value, self.delta,
-                      self.step_delta, rows, s, self.steps, self.units, int(self.return_sequences), self.capacity,
-                      a, b, flops=flops)
+        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.states, self.transposed, self.sums,
+                      self.delta, self.step_delta, rows, s, self.steps, self.units, int(self.return_sequences),
+                      self.capacity, a, b, flops=flops)
 
     def _onnx_node(self):
         return "RNN", [0], lambda bias: [bias, 0 * bias], {"activations": [self.activation]}
