@@ -16,8 +16,9 @@ from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padd
 
 class _Conv(Layer):
     rank = 2
-    # Output positions per work-item column of CalcDeltaWeightsConv's block sums: enough chunks
-    # to keep every core busy on a first layer's few weights, few enough that summing them is cheap.
+    # About this many output positions (whole lines of out_w) per work-item column of
+    # CalcDeltaWeightsConv's block sums: enough chunks to keep every core busy on a first layer's
+    # few weights, few enough that summing them is cheap.
     chunk = 512
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
@@ -102,7 +103,10 @@ class _Conv(Layer):
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
         self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                     # f'(z)
-        self.partials = Tensor((-(-rows // self.chunk), self.patch_size + 1, self.filters_p), dt, rt)
+        out_h, out_w = self.geometry[3:5]
+        self.chunk_lines = max(1, self.chunk // out_w)                                  # lines per chunk
+        chunks = -(-capacity * out_h // self.chunk_lines)
+        self.partials = Tensor((chunks, self.patch_size + 1, self.filters_p), dt, rt)
         # (taps, filters_p, channels_p): the channels' padding stays 0.
         self.weights_t = Tensor.zeros((self.taps, self.filters_p, self.channels_p), dt, rt)
         self.zeros = Tensor.zeros((channels,), dt, rt)                                   # the padding's inputs
@@ -173,11 +177,12 @@ class _Conv(Layer):
             self._softmax_derivative((positions * group,), (group,), self.outputs, grad, self.act_grad, self.filters)
             grad, apply_derivative = self.act_grad, False
         tiles = self.tiles
-        chunks = -(-positions // self.chunk)
+        lines = rows * self.geometry[3]
+        chunks = -(-lines // self.chunk_lines)
         flops = 2.0 * positions * self.patch_size * self.filters
         self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks), None,
-                            self.x, grad, self.slopes, self.partials, positions, self.filters, self.filters_p,
-                            self.chunk, int(apply_derivative), *self.geometry, flops=flops)
+                            self.x, grad, self.slopes, self.partials, lines, self.filters, self.filters_p,
+                            self.chunk_lines, int(apply_derivative), *self.geometry, flops=flops)
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
         self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value, self.kernel.grad,
                   bias_grad, self.weights_t, chunks, self.filters_p, self.channels_p, *self.geometry)
