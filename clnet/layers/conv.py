@@ -99,7 +99,7 @@ class _Conv(Layer):
         # The weight gradient's block, 8 rows of the patch matrix: each position's delta, read
         # once per block, costs more than the Dense product's (it is computed from dL/dy and f'(z)),
         # so taller blocks pay where Dense's tuner picks 4 or 6 (pip's PoCL 3.0, the example's CNN:
-        # 14-15 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
+        # 14.9-18.5 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
         self.tiles = dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows), DW_RM=8)
         program = rt.program((self._fused.source, "layers/conv.cl"), dt,
                              {"ACT": self._fused.function, **kernel_defines(self.tiles)})
