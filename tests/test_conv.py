@@ -47,9 +47,12 @@ def device_pass(rt, layer, input_shape, x, dy, weights, dtype=F32):
 
 
 @pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", CASES)
-@pytest.mark.parametrize("activation", ["linear", "relu"])
-def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, activation):
+@pytest.mark.parametrize("activation,chunk", [("linear", 512), ("relu", 512), ("relu", 13)])
+def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, activation, chunk):
+    """chunk 13: CalcDeltaWeightsConv's block sums over 13 // out_w lines (at least one) each, the
+    last chunk partial where the batch's lines are not a multiple of that (out 5 x 5, 3 x 2)."""
     layer = Conv2D(filters, kernel, strides, padding, dilation, activation)
+    layer.chunk = chunk
     k2 = layer.kernel_size
     rows = 3
     x = rng.normal(size=(rows, *shape)).astype(F32)

@@ -394,15 +394,15 @@ __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height,
 
 // Block sums of dL/dW = patches^T delta and dL/db = sum of delta's rows: the work-item (g, kb,
 // ch) sums DW_RM rows k of dL/dW (and, for kb = 0, dL/db) over VW filters col = g * VW and
-// the output positions [ch * chunk, (ch + 1) * chunk), into partials (chunks, K + 1, filters_p),
-// row K being dL/db. Splitting the positions keeps both cores busy when K * filters is small
-// (the first layer of a CNN: 9 x 32 weights, 86528 positions per batch of 128). delta is
+// the output lines (row * out_h + oy) [ch * chunk, (ch + 1) * chunk), into partials (chunks, K +
+// 1, filters_p), row K being dL/db. Splitting the positions keeps both cores busy when K * filters
+// is small (the first layer of a CNN: 9 x 32 weights, 86528 positions per batch of 128). delta is
 // computed from dL/dy as it is read.
 __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                                    __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
                                    __global const TYPE *slopes,     // f'(z), the same shape
                                    __global TYPE *partials,         // (chunks, K + 1, filters_p)
-                                   const int M, const int filters, const int filters_p, const int chunk,
+                                   const int lines, const int filters, const int filters_p, const int chunk,
                                    const int apply_derivative, GEOMETRY)
 {
     const int col = get_global_id(0) * VW, k0 = get_global_id(1) * DW_RM, ch = get_global_id(2);
@@ -424,35 +424,38 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
     VEC bias_acc = (VEC)(0);
     // Checking each tap against the image's edges cost more than the products (11 of 29 ms for
     // 128 x 13 x 13 x 32 -> 64, 3x3, on pip's PoCL 3.0): it is done only for windows that reach
-    // into the padding.
+    // into the padding, those of lines whose rows do and of columns ox outside [lo, hi). Walking
+    // whole lines, the next position's data is a pointer step away, without the divisions and
+    // carries that finding (row, oy, ox) for each position took.
     const int span_y = (kh - 1) * dh, span_x = (kw - 1) * dw;
-    const int first = ch * chunk, last = min(first + chunk, M);
-    int ox = first % out_w, oy = first / out_w % out_h, row = first / (out_w * out_h);
-    for (int m = first; m < last; m++) {
-        const long om = (long)m * filters;
-        const VEC d = delta_columns(output_gr + om, slopes + om, col, filters, apply_derivative);
-        const int y = oy * sh - pad_top, x = ox * sw - pad_left;
-        const __global TYPE *corner = inputs + (((long)row * height + y) * width + x) * channels;
-        if (y >= 0 && y + span_y < height && x >= 0 && x + span_x < width) {  // no tap in the padding
-            #pragma unroll
-            for (int r = 0; r < DW_RM; r++)
-                acc[r] += (VEC)(corner[offset[r]]) * d;
-        } else {
-            #pragma unroll
-            for (int r = 0; r < DW_RM; r++) {
-                const int yr = y + dy_[r], xr = x + dx_[r];
-                const TYPE v = yr >= 0 && yr < height && xr >= 0 && xr < width ? corner[offset[r]] : 0;
-                acc[r] += (VEC)(v) * d;
+    const int lo = min((pad_left + sw - 1) / sw, out_w), right = width - 1 - span_x + pad_left;
+    const int hi = right < 0 ? lo : clamp(right / sw + 1, lo, out_w);
+    const int last = min((ch + 1) * chunk, lines);
+    for (int line = ch * chunk; line < last; line++) {
+        const int y = line % out_h * sh - pad_top, row = line / out_h;
+        const int rows_inside = y >= 0 && y + span_y < height;
+        const int inside_lo = rows_inside ? lo : out_w, inside_hi = rows_inside ? hi : out_w;
+        const long first = (long)line * out_w * filters;
+        const __global TYPE *dy = output_gr + first, *slope = slopes + first;
+        const __global TYPE *corner = inputs + (((long)row * height + y) * width - pad_left) * channels;
+        const int step = sw * channels;
+        for (int ox = 0; ox < out_w; ox++, dy += filters, slope += filters, corner += step) {
+            const VEC d = delta_columns(dy, slope, col, filters, apply_derivative);
+            if (ox >= inside_lo && ox < inside_hi) {  // no tap in the padding
+                #pragma unroll
+                for (int r = 0; r < DW_RM; r++)
+                    acc[r] += (VEC)(corner[offset[r]]) * d;
+            } else {
+                const int x = ox * sw - pad_left;
+                #pragma unroll
+                for (int r = 0; r < DW_RM; r++) {
+                    const int yr = y + dy_[r], xr = x + dx_[r];
+                    const TYPE v = yr >= 0 && yr < height && xr >= 0 && xr < width ? corner[offset[r]] : 0;
+                    acc[r] += (VEC)(v) * d;
+                }
             }
-        }
-        if (k0 == 0)
-            bias_acc += d;
-        if (++ox == out_w) {
-            ox = 0;
-            if (++oy == out_h) {
-                oy = 0;
-                row++;
-            }
+            if (k0 == 0)
+                bias_acc += d;
         }
     }
     __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
@@ -521,9 +524,11 @@ __kernel void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (
             #pragma unroll
             for (int r = 0; r < HG_RM; r++) {
                 const int ty = py[r] - i * dh, tx = px[r] - j * dw;  // oy * sh and ox * sw, if covered
-                const int covered = ty >= 0 && tx >= 0 && ty % sh == 0 && tx % sw == 0 && ty / sh < out_h &&
-                                    tx / sw < out_w;
-                m[r] = covered ? ((long)line0[r] + ty / sh) * out_w + tx / sw : -1;
+                // Stride 1 skips the divisions (four per pixel and tap took as long as the products).
+                const int oy = sh == 1 ? ty : ty / sh, ox = sw == 1 ? tx : tx / sw;
+                const int covered = ty >= 0 && tx >= 0 && oy < out_h && ox < out_w &&
+                                    (sh == 1 || ty % sh == 0) && (sw == 1 || tx % sw == 0);
+                m[r] = covered ? ((long)line0[r] + oy) * out_w + ox : -1;
             }
             const __global VEC *w = (const __global VEC *)(weights_t + (long)(i * kw + j) * filters_p * channels_p
                                                            + c0);

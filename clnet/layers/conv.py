@@ -21,8 +21,9 @@ from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padd
 
 class _Conv(Layer):
     rank = 2
-    # Output positions per work-item column of CalcDeltaWeightsConv's block sums: enough chunks
-    # to keep every core busy on a first layer's few weights, few enough that summing them is cheap.
+    # About this many output positions (whole lines of out_w) per work-item column of
+    # CalcDeltaWeightsConv's block sums: enough chunks to keep every core busy on a first layer's
+    # few weights, few enough that summing them is cheap.
     chunk = 512
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
@@ -101,8 +102,12 @@ class _Conv(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
+        # The CPU form's weight gradient block, 8 rows of the patch matrix: each position's delta,
+        # read once per block, costs more than the Dense product's (it is computed from dL/dy and
+        # f'(z)), so taller blocks pay where Dense's tuner picks 4 or 6 (pip's PoCL 3.0, the
+        # example's CNN: 14.9-18.5 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
         self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
-                                          matrix_tiles(rt, dt, self.patch_size, self.filters, rows))
+                                          dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows), DW_RM=8))
         # The tiled kernels are built on dense.cl's tiles (and use its SumSplits).
         sources = ("layers/dense.cl", "layers/conv.cl") if self.tiled else ("layers/conv.cl",)
         program = rt.program((self._fused.source, *sources), dt,
@@ -115,7 +120,10 @@ class _Conv(Layer):
             self._allocate_splits(rows, program)
             self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
         else:
-            self.partials = Tensor((-(-rows // self.chunk), self.patch_size + 1, self.filters_p), dt, rt)
+            out_h, out_w = self.geometry[3:5]
+            self.chunk_lines = max(1, self.chunk // out_w)                              # lines per chunk
+            chunks = -(-capacity * out_h // self.chunk_lines)
+            self.partials = Tensor((chunks, self.patch_size + 1, self.filters_p), dt, rt)
             # (taps, filters_p, channels_p): the channels' padding stays 0.
             self.weights_t = Tensor.zeros((self.taps, self.filters_p, self.channels_p), dt, rt)
             self.zeros = Tensor.zeros((channels,), dt, rt)                               # the padding's inputs
@@ -198,10 +206,11 @@ class _Conv(Layer):
             if write_delta:
                 grad, apply_derivative = self.delta, False
         else:
-            chunks = -(-positions // self.chunk)
+            lines = rows * self.geometry[3]
+            chunks = -(-lines // self.chunk_lines)
             self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks),
-                                None, self.x, grad, self.slopes, self.partials, positions, self.filters,
-                                self.filters_p, self.chunk, int(apply_derivative), *self.geometry, flops=flops)
+                                None, self.x, grad, self.slopes, self.partials, lines, self.filters, self.filters_p,
+                                self.chunk_lines, int(apply_derivative), *self.geometry, flops=flops)
             self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
                       self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, self.channels_p,
                       *self.geometry)
