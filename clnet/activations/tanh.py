@@ -4,6 +4,7 @@ from .base import Activation
 class Tanh(Activation):
     """y = tanh(x)."""
     name, source, function, kernel_prefix = "tanh", "activations/tanh.cl", "hyperbolic_tangent", "Tanh"
+    derivative_from_output = True
 
     def to_onnx(self, graph, x):
         return graph.op("Tanh", x)
