@@ -122,6 +122,29 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
         close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["relu", "tanh", "linear"])
+def test_dense_derivative_from_the_output(rt, rng, name):
+    """Where the derivative follows from y, the forward stores no z and the derivative reads y in
+    its place; with the CPU form's first candidate and the GPU form's tiles, at awkward sizes."""
+    act = activations.get(name, **PARAMS[name])
+    forward, derivative = ACTIVATIONS[name]
+    rows, n_in, units = 13, 129, 17
+    x = rng.normal(size=(rows, n_in)).astype(F32)
+    dy = rng.normal(size=(rows, units)).astype(F32)
+    for tiles in [usable_candidates(rt, F32)[0], {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}]:
+        layer = dense_layer(rt, rng, n_in, units, act, F32, rows, tiles=tiles)
+        assert layer.pre is layer.outputs
+        w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+        z = x.astype(np.float64) @ w + bias
+        close(layer.forward(Tensor.from_numpy(x), rows).numpy(), forward(z, act.a, act.b), rtol=1e-4, atol=1e-4)
+        dz = derivative(z, act.a, act.b) * dy
+        dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
+        grad_w, grad_b = layer.gradients()
+        close(grad_w, x.T @ dz, rtol=1e-4, atol=1e-4)
+        close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-4)
+        close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [F32, np.float64])
 def test_split_weight_gradient(rt, rng, dtype):
     """The GPU form splits the weight and bias gradients' sums over many rows among work-groups

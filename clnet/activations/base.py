@@ -20,6 +20,9 @@ class Activation:
     defaults: dict[str, float] = {}
     elementwise = True  # fusable into a Dense kernel's epilogue
     vector_form = False  # `source` also defines <function>_forward_vector / _derivative_vector on VEC
+    # The derivative is exact when given y in place of x (ReLU: y > 0 exactly where x > 0), so a
+    # layer need not keep x for it.
+    derivative_from_output = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -4,6 +4,7 @@ from .base import Activation
 class ReLU(Activation):
     """y = max(x, 0)."""
     name, source, function, kernel_prefix = "relu", "activations/relu.cl", "relu", "ReLU"
+    derivative_from_output = True
 
     def to_onnx(self, graph, x):
         return graph.op("Relu", x)

@@ -5,6 +5,7 @@ class Tanh(Activation):
     """y = tanh(x)."""
     name, source, function, kernel_prefix = "tanh", "activations/tanh.cl", "hyperbolic_tangent", "Tanh"
     vector_form = True
+    derivative_from_output = True
 
     def to_onnx(self, graph, x):
         return graph.op("Tanh", x)

@@ -12,6 +12,13 @@
 // clnet/layers/dense.py): a block lives in SIMD registers while it is multiplied. Rows past the
 // end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
+// STORE_PRE = 0: the forward does not store z, as the activation's derivative follows from y
+// alone (ReLU, linear, tanh; see Activation.derivative_from_output) and the layer passes y for z.
+// One output fewer: 1024^3 on Intel's runtime with y^T left out, 173-175 -> 180-181 GFLOP/s.
+#ifndef STORE_PRE
+#define STORE_PRE 1
+#endif
+
 #ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
@@ -64,8 +71,12 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // acc[r] += sum_{k0 <= k < k1} a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K
 // rows of VW, contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]:
 // a_panel = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels.
-// All three products have this form. Four steps of k at a time (VW and k0 are multiples of 4,
-// so those never straddle panels). Defined once per block size, since RM sizes the arrays.
+// All three products have this form. STEP steps of k at a time (VW and k0 are multiples of
+// STEP, so those never straddle panels): 4, or VW where a's rows cross panels (the input
+// gradient reads W's rows, a jump of n_in * VW elements after every VW of k): then each load
+// instruction walks its row with one constant stride, which the CPU's stride prefetcher follows
+// (2048^3 on Intel's runtime, best of 6: 168-169 -> 173-178 GFLOP/s; the other two products
+// ran 2-4% slower with the longer step). Defined once per block size, since RM sizes the arrays.
 // Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
 // calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
 // in memory, a load and a store around every FMA (25 GFLOP/s at 1024^3 on 2 Zen 3 cores). Forced
@@ -79,27 +90,31 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // K = 2048, and the panels of a work-group outgrow L2: PoCL fell to 50-100 GFLOP/s at 2048^3 on
 // 2 Zen 3 cores, against 140-160 blocked (NB = 8, KB = 256). At 1024^3 PoCL 3.0 ran faster
 // unblocked, so the tuner chooses.
-#if KB % 4
-#error "a K-block must be a multiple of 4 deep"
+#if KB % VW
+#error "a K-block must be a multiple of VW deep"
 #endif
 #define ROW_OF_B(i) (((const __global VEC *)B)[i])
-#define DEFINE_ROW_BLOCK_PRODUCT(name, RM)                                                  \
+#define DEFINE_ROW_BLOCK_PRODUCT(name, RM, STEP)                                            \
 __attribute__((always_inline))                                                              \
 void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,            \
           const int k0, const int k1, VEC acc[RM])                                          \
 {                                                                                           \
     int k = k0;                                                                             \
     B += k0 * VW;                                                                           \
-    for (; k + 4 <= k1; k += 4, B += 4 * VW) {                                              \
+    for (; k + STEP <= k1; k += STEP, B += STEP * VW) {                                      \
         const int ak = (k / VW) * a_panel + k % VW;                                         \
-        const VEC b0 = ROW_OF_B(0), b1 = ROW_OF_B(1), b2 = ROW_OF_B(2), b3 = ROW_OF_B(3);   \
         _Pragma("unroll")                                                                   \
-        for (int r = 0; r < RM; r++) {                                                      \
-            const __global TYPE *ar = a[r] + ak;                                            \
-            acc[r] += (VEC)(ar[0]) * b0;                                                    \
-            acc[r] += (VEC)(ar[1]) * b1;                                                    \
-            acc[r] += (VEC)(ar[2]) * b2;                                                    \
-            acc[r] += (VEC)(ar[3]) * b3;                                                    \
+        for (int s = 0; s < STEP; s += 4) {                                                 \
+            const VEC b0 = ROW_OF_B(s), b1 = ROW_OF_B(s + 1);                               \
+            const VEC b2 = ROW_OF_B(s + 2), b3 = ROW_OF_B(s + 3);                           \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++) {                                                  \
+                const __global TYPE *ar = a[r] + ak + s;                                    \
+                acc[r] += (VEC)(ar[0]) * b0;                                                \
+                acc[r] += (VEC)(ar[1]) * b1;                                                \
+                acc[r] += (VEC)(ar[2]) * b2;                                                \
+                acc[r] += (VEC)(ar[3]) * b3;                                                \
+            }                                                                               \
         }                                                                                   \
     }                                                                                       \
     for (; k < k1; k++, B += VW) {                                                          \
@@ -133,12 +148,13 @@ void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel
         }                                                                                   \
     }                                                                                       \
 }
-DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM)
-DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM)
-DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM)
+DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4)
+DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4)
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW)
 
 // z = x W + b, y = f(z); y is also stored transposed, (units, ld), for the next layer's weight
-// gradient. NB blocks of FF_RM rows x VW columns per work-item.
+// gradient. NB blocks of FF_RM rows x VW columns per work-item. z is stored only with STORE_PRE
+// (see STORE_PRE above).
 __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n_in)
                                     __global const TYPE *weights,  // W, column panels
                                     __global const TYPE *bias,     // b (units_p)
@@ -174,11 +190,15 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
                 y[m][j] = ACT_FORWARD(z[j], a, b);
             const int o = (row + m) * units + col;
             if (width == VW) {
+#if STORE_PRE
                 VSTORE(acc[q][r] + bv, 0, pre + o);
+#endif
                 VSTORE(VLOAD(0, y[m]), 0, outputs + o);
             } else {
                 for (int j = 0; j < width; j++) {
+#if STORE_PRE
                     pre[o + j] = z[j];
+#endif
                     outputs[o + j] = y[m][j];
                 }
             }
@@ -471,7 +491,9 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
         for (int i = 0; i < WPT; i++)
             acc[i][j] += bias_n;
     }
+#if STORE_PRE
     store_block(pre, units, rows, units, acc, 0);
+#endif
     #pragma unroll
     for (int i = 0; i < WPT; i++)
         #pragma unroll

@@ -57,12 +57,25 @@ def kernel_defines(tiles: dict) -> dict:
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
+def program_defines(fused, store_pre: bool, tiles: dict) -> dict:
+    """The dense program's defines: the activation fused into the forward, whether it stores z
+    (see stores_pre) and the tiles."""
+    return {"ACT": fused.function, "STORE_PRE": int(store_pre), **kernel_defines(tiles)}
+
+
+def stores_pre(activation) -> bool:
+    """Whether a layer with this activation stores z: softmax reads it, and so does a derivative
+    that does not follow from y alone."""
+    return not (activation.elementwise and activation.derivative_from_output)
+
+
 def usable_candidates(rt, dtype) -> list[dict]:
     """The candidates whose programs build on this device."""
     usable = []
+    relu = activations.get("relu")
     for tiles in tile_candidates(rt, dtype):
         try:
-            rt.program(("activations/relu.cl", "layers/dense.cl"), dtype, {"ACT": "relu", **kernel_defines(tiles)})
+            rt.program((relu.source, "layers/dense.cl"), dtype, program_defines(relu, stores_pre(relu), tiles))
         except BuildError:
             continue
         usable.append(tiles)
@@ -241,10 +254,13 @@ class Dense(Layer):
         self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.n_in, self.units, capacity)
         assert layout(self.tiles) == self.layout, "every tuned size shares the weights' layout"
         program = rt.program((self._fused.source, "layers/dense.cl"), dt,
-                             {"ACT": self._fused.function, **kernel_defines(self.tiles)})
-        self.pre = Tensor((capacity, self.units), dt, rt)          # z = x W + b
+                             program_defines(self._fused, stores_pre(self.activation), self.tiles))
         # y = f(z), (batch capacity, *positions, units): the same rows, seen with the sample shape.
         self.outputs = Tensor((self.batch_capacity, *self.output_shape), dt, rt)
+        # z = x W + b (capacity, units), for softmax and the derivative; where the derivative
+        # follows from y (ReLU, linear, tanh), the forward skips storing z and the derivative
+        # reads y in its place: one output fewer to write (see STORE_PRE in dense.cl).
+        self.pre = Tensor((capacity, self.units), dt, rt) if stores_pre(self.activation) else self.outputs
         # y^T, which the next layer's weight gradient reads along rows (softmax is applied after
         # the product kernel, so a softmax layer's transposed output would be stale: none).
         self.outputs_t = Tensor((self.units, capacity), dt, rt)
