@@ -95,6 +95,8 @@ def test_launches_per_step_of_a_residual_graph(rng):
     before = rt.launches
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
     per_step = 1 + (1 + 2) + 1 + (1 + 1 + 3) + 1 + 1
+    if model.layers[-1].tiled:  # the GPU form's weight gradients make delta and dL/db: 2 layers
+        per_step -= 2
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
 
 

@@ -247,7 +247,7 @@ HELPER void StoreDeltaBlock(__global TYPE *panels, const VEC v, const int row, c
 #else
     TYPE lanes[VW];
     VSTORE(v, 0, lanes);
-    for (int l = 0; l < width; l++)
+    for (int l = 0; l < min(width, VW); l++)  // width counts to the gate's end, past this block
         panels[PanelIndex(row * steps + s, c0 + l, capacity * steps)] = lanes[l];
 #endif
 }
