@@ -162,8 +162,7 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 // bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
 // formed from dL/dy as it is read, and with `write_delta` the work-groups of the first block row
 // store it for the input gradient, which then reads it once per tap instead of dL/dy and f'(z)
-// (on the H100 the input gradient of benchmarks/conv.py's layer went from 0.50-0.57 of cuDNN to
-// the figure in RESULTS.md). Both slices are along m: at each depth (position) a work-item
+// (half the loads; on the H100 no faster or slower within the noise). Both slices are along m: at each depth (position) a work-item
 // fetches patch columns and filters that stay the same, from a new window.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
@@ -251,15 +250,28 @@ void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * ou
         line0[l] = p < P ? line / height * out_h : -1;  // the sample's first row of outputs
     }
     TYPE4 ra[LOADS], rb[LOADS];
+    // This work-item's depth k = (i * kw + j) * filters_p + f, the same in every run and stepped TK
+    // deeper per slice without dividing (two integer divisions per slice held the input gradient
+    // of benchmarks/conv.py's layer at 0.50-0.57 of cuDNN on the H100).
+    int i = 0, j = 0, f = col;
+    for (; f >= filters_p; f -= filters_p)
+        if (++j == kw) {
+            j = 0;
+            i++;
+        }
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
-        const int k = (k0) + col, tap = k / filters_p, i = tap / kw, j = tap - i * kw;              \
         const int oy = output_index(py[l] - i * dh, sh, out_h), ox = output_index(px[l] - j * dw, sw, out_w); \
-        ra[l] = k < depth && line0[l] >= 0 && oy >= 0 && ox >= 0                                     \
-                ? delta_run(output_gr, slopes, (line0[l] + oy) * out_w + ox, k - tap * filters_p, filters, \
-                            apply_derivative) : (TYPE4)(0);                                          \
-    }
+        ra[l] = i < kh && line0[l] >= 0 && oy >= 0 && ox >= 0                                        \
+                ? delta_run(output_gr, slopes, (line0[l] + oy) * out_w + ox, f, filters, apply_derivative) \
+                : (TYPE4)(0);                                                                        \
+    }                                                                                                \
+    for (f += TK; f >= filters_p; f -= filters_p)                                                    \
+        if (++j == kw) {                                                                             \
+            j = 0;                                                                                   \
+            i++;                                                                                     \
+        }
 #define FETCH_B(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
