@@ -17,6 +17,8 @@ KINDS = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}
 FIXTURE = np.load(Path(__file__).parent / "fixtures" / "keras_recurrent.npz")
 # (return_sequences, go_backwards)
 DIRECTIONS = [(False, False), (True, False), (False, True), (True, True)]
+# whole_sequence: one launch per step (a CPU's form) or one over the whole sequence (a GPU's).
+FORMS = pytest.mark.parametrize("whole", [False, True], ids=["steps", "sequence"])
 
 
 def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0):
@@ -24,7 +26,9 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
     forward pass and central differences of it in float64."""
     rng = np.random.default_rng(seed)
     f32 = np.float32
-    weights = [0.5 * rng.normal(size=w.shape) for w in layer.get_weights()]
+    # Weights of Glorot's scale past 16 units: wide layers' sums stay as well conditioned in float32.
+    scale = 0.5 * min(1.0, (16 / layer.units) ** 0.5)
+    weights = [scale * rng.normal(size=w.shape) for w in layer.get_weights()]
     layer.set_weights(weights)
     for got, want in zip(layer.get_weights(), weights):
         np.testing.assert_array_equal(got, want.astype(f32))
@@ -47,24 +51,59 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
 
 
+@FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("units", [1, 3, 5])
 @pytest.mark.parametrize("sequences,backwards", DIRECTIONS)
-def test_kernels_match_numpy(rt, kind, units, sequences, backwards):
+def test_kernels_match_numpy(rt, kind, units, sequences, backwards, whole):
     """Batch 3, 7 input features, 4 steps."""
-    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards), (4, 7), 3, np.float32)
+    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards, whole_sequence=whole),
+                        (4, 7), 3, np.float32)
     compare_with_numpy(layer, kind, 4, 3)
 
 
+@FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("units,rows", [(16, 11), (13, 9)])
 @pytest.mark.parametrize("sequences,backwards", [(False, False), (True, True)])
-def test_blocks_of_units_and_rows_match_numpy(rt, kind, units, rows, sequences, backwards):
-    """Several blocks of VW units and of batch rows per step launch: whole aligned blocks (16
-    units, read as vectors) and a partial last one (13), rows not a multiple of the blocks."""
-    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards), (5, 6), rows,
-                        np.float32)
+def test_blocks_of_units_and_rows_match_numpy(rt, kind, units, rows, sequences, backwards, whole):
+    """Several blocks of VW units and of batch rows per launch: whole aligned blocks (16 units,
+    read as vectors) and a partial last one (13), rows not a multiple of the blocks."""
+    layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards, whole_sequence=whole),
+                        (5, 6), rows, np.float32)
     compare_with_numpy(layer, kind, 5, rows, seed=units)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_wide_layers_in_both_forms(rt, kind):
+    """200 units: the sequence form's work-groups have fewer work-items (512) than LSTM's and
+    GRU's columns (800, 600) and fewer than units times gates. The output against numpy; the
+    gradients (too many weights for central differences) against the step form's."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(3, 4, 6)).astype(np.float32)
+    dy = rng.normal(size=(3, 4, 200)).astype(np.float32)
+    results = []
+    for whole in (False, True):
+        layer = layer_alone(KINDS[kind](200, return_sequences=True, whole_sequence=whole), (4, 6), 3, np.float32)
+        if not results:
+            weights = [0.5 / np.sqrt(w.shape[0]) * rng.normal(size=w.shape) for w in layer.get_weights()]
+        layer.set_weights(weights)
+        y = layer.forward(device(x, np.float32), 3).numpy()
+        dx = layer.backward(device(dy, np.float32), 3, True).numpy()
+        results.append([y, dx, *layer.gradients()])
+    want = recurrent(kind, x.astype(np.float64), *layer.get_weights(), return_sequences=True)
+    np.testing.assert_allclose(results[1][0], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    for steps, sequence in zip(results[0][1:], results[1][1:]):  # compare_with_numpy's tolerance for gradients
+        np.testing.assert_allclose(sequence, steps, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_weight_gradients_in_slices_of_rows(rt, kind):
+    """The sequence form sums its weight gradients in at most MAX_SPLITS slices of batch rows:
+    67 rows make 34 slices of 2 rows, the last of 1."""
+    layer = layer_alone(KINDS[kind](5, return_sequences=True, whole_sequence=True), (3, 4), 67, np.float32)
+    compare_with_numpy(layer, kind, 3, 67, seed=4)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -98,34 +137,40 @@ def test_keras_weights_give_keras_outputs(rt, case):
     np.testing.assert_allclose(numpy, want, rtol=1e-5, atol=1e-6)
 
 
+@FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("steps", [1, 2, 7])
 @pytest.mark.parametrize("sequences,backwards", DIRECTIONS)
-def test_gradients_through_time(fp64, kind, steps, sequences, backwards):
+def test_gradients_through_time(fp64, kind, steps, sequences, backwards, whole):
     """Weights and inputs, float64 central differences, relative error < 1e-6 (check_model)."""
     rng = np.random.default_rng(steps)
-    layers = [Input((steps, 3)), KINDS[kind](3, return_sequences=sequences, go_backwards=backwards)]
+    layers = [Input((steps, 3)), KINDS[kind](3, return_sequences=sequences, go_backwards=backwards,
+                                             whole_sequence=whole)]
     model = build(layers + ([Flatten()] if sequences else []) + [Dense(2, "softmax")], "categorical_crossentropy")
     model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
     # Over one step the recurrent kernel meets only the zero initial state.
     check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, constant=(1,) if steps == 1 else ())
 
 
+@FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_gradients_whole_blocks(fp64, kind):
+def test_gradients_whole_blocks(fp64, kind, whole):
     """8 units: the step kernels' whole-vector path (WHOLE_UNITS), over 3 steps."""
     rng = np.random.default_rng(5)
-    model = build([Input((3, 2)), KINDS[kind](8), Dense(2, "softmax")], "categorical_crossentropy")
+    model = build([Input((3, 2)), KINDS[kind](8, whole_sequence=whole), Dense(2, "softmax")],
+                  "categorical_crossentropy")
     model.set_weights([0.5 * rng.normal(size=w.shape) for w in model.get_weights()])
     check_model(model, rng.normal(size=(3, 3, 2)), rng.integers(0, 2, 3), rng)
 
 
+@FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_gradients_stacked_without_bias(fp64, kind):
+def test_gradients_stacked_without_bias(fp64, kind, whole):
     """Two layers, the first without bias: the second's input gradient flows back through time."""
     rng = np.random.default_rng(9)
-    model = build([Input((4, 2)), KINDS[kind](3, use_bias=False, return_sequences=True, go_backwards=True),
-                   KINDS[kind](2, activation="relu")], "mse")
+    model = build([Input((4, 2)), KINDS[kind](3, use_bias=False, return_sequences=True, go_backwards=True,
+                                              whole_sequence=whole),
+                   KINDS[kind](2, activation="relu", whole_sequence=whole)], "mse")
     model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
     check_model(model, rng.normal(size=(3, 4, 2)), rng.normal(size=(3, 2)), rng)
 
@@ -142,21 +187,32 @@ def test_stacked_lstm_trains(rt):
     assert history["accuracy"][-1] > 0.9, history["accuracy"]
 
 
-@pytest.mark.parametrize("kind,gates", [("SimpleRNN", 1), ("LSTM", 4), ("GRU", 3)])
-def test_launches_per_training_step(rt, kind, gates):
-    """Forward: the input product and one launch per step; backward: one per step and the kernel,
-    recurrent kernel and input gradient products: 2 steps + 4, whatever the batch."""
+@FORMS
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_launches_per_training_step(rt, kind, whole):
+    """Forward: the input product and the steps (one launch per step, or one for them all);
+    backward: the steps, then the kernel, recurrent kernel and input gradient products (the
+    sequence form adds the sum of its weight gradients' slices). The count depends on the steps
+    and the form only, never on the batch."""
     steps = 6
-    for rows in (1, 5):
-        layer = layer_alone(KINDS[kind](3, return_sequences=True), (steps, 2), rows, np.float32)
+    loop, sums = (1, 1) if whole else (steps, 0)
+    for rows in (1, 5, 70):
+        layer = layer_alone(KINDS[kind](3, return_sequences=True, whole_sequence=whole), (steps, 2), rows, np.float32)
+        assert layer.whole_sequence == whole
         x, dy = device(np.ones((rows, steps, 2)), np.float32), device(np.ones((rows, steps, 3)), np.float32)
         launches = rt.launches
         layer.forward(x, rows)
-        assert rt.launches - launches == steps + 1
+        assert rt.launches - launches == loop + 1
         layer.backward(dy, rows, True)
-        assert rt.launches - launches == 2 * steps + 4
+        assert rt.launches - launches == 2 * loop + 4 + sums
         layer.backward(dy, rows, False)
-        assert rt.launches - launches == 2 * steps + 4 + steps + 2  # no input gradient: one launch less
+        assert rt.launches - launches == 2 * loop + 4 + sums + loop + 2 + sums  # no input gradient: one launch less
+
+
+def test_the_device_chooses_the_form(rt):
+    """By default a GPU runs the whole sequence in one launch, a CPU a launch per step."""
+    layer = layer_alone(LSTM(3), (4, 2), 2, np.float32)
+    assert layer.whole_sequence == rt.info.is_gpu
 
 
 def test_initial_weights(rt):
@@ -211,6 +267,8 @@ def test_bad_arguments(rt):
             KINDS[kind](2, return_state=True)
         with pytest.raises(ValueError, match=rf"{kind} activation must be an elementwise activation .* got 'softmax'"):
             KINDS[kind](2, activation="softmax")
+        with pytest.raises(ValueError, match=rf"{kind} whole_sequence must be None, True or False, got 'yes'"):
+            KINDS[kind](2, whole_sequence="yes")
     with pytest.raises(ValueError, match="LSTM recurrent_activation must be an elementwise activation"):
         LSTM(2, recurrent_activation="softmax")
     with pytest.raises(ValueError, match="GRU reset_after=False is not supported"):

@@ -60,7 +60,13 @@ inline TYPE group_reduce(__local TYPE *scratch, TYPE value, const int use_max)
 
 // Wide vectors for the matrix kernels (-D VW=4|8|16): PoCL turns these into SIMD code.
 #ifdef VW
+#if VW == 1  // scalars (a GPU's sequence kernels: its work-items are its lanes)
+#define VEC TYPE
+#define VLOAD(i, p) ((p)[i])
+#define VSTORE(v, i, p) ((p)[i] = (v))
+#else
 #define VEC CAT(TYPE, VW)
 #define VLOAD CAT(vload, VW)
 #define VSTORE CAT(vstore, VW)
+#endif
 #endif

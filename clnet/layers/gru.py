@@ -15,9 +15,9 @@ class GRU(_Recurrent):
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
                  return_sequences=False, return_state=False, go_backwards=False, reset_after=True, name=None,
-                 input_shape=None):
+                 input_shape=None, whole_sequence=None):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
-                         return_sequences, return_state, go_backwards, name, input_shape)
+                         return_sequences, return_state, go_backwards, name, input_shape, whole_sequence)
         self.recurrent_activation = _elementwise("GRU", "recurrent_activation", recurrent_activation)
         if reset_after is not True:
             raise ValueError(f"GRU reset_after={reset_after!r} is not supported: clnet implements Keras's default, "
@@ -37,15 +37,15 @@ class GRU(_Recurrent):
     def _delta_rec(self):
         return self.delta_rec
 
-    def _step_forward(self, s, rows, flops):
-        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self._bias_value(), self.sums,
-                      self.states, self.candidates, self._last, rows, s, self.steps, self.units, self._writes_last(s),
-                      int(self.use_bias), *self._act(), flops=flops)
+    def _forward_buffers(self):
+        return self.pre, self.recurrent.value, self._bias_value(), self.sums, self.states, self.candidates, self._last
 
-    def _step_backward(self, grad, s, rows, flops):
-        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.states, self.candidates,
-                      self.transposed, self.sums, self.delta, self.delta_rec, self.step_delta, self.carry, rows, s,
-                      self.steps, self.units, int(self.return_sequences), self.capacity, *self._act(), flops=flops)
+    def _forward_flags(self):
+        return (int(self.use_bias),)
+
+    def _backward_buffers(self):
+        return (self.pre, self.states, self.candidates, self.transposed, self.sums, self.delta, self.delta_rec,
+                self.step_delta, self.carry)
 
     def _onnx_node(self):
         # ONNX's GRU has Keras's gate order; linear_before_reset=1 is reset_after=True.

@@ -2,81 +2,128 @@
 //   i = g(z_i), f = g(z_f), c~ = f(z_c), o = g(z_o), with z = x W + b + h_{s-1} U,
 //   c_s = f c_{s-1} + i c~,  h_s = o f(c_s)
 // (f the activation, g the recurrent activation). FeedForwardRecurrentInput (recurrent.cl) has
-// put x W + b in `pre`; each step adds h_{s-1} U in place. One launch per step, a work-item per
-// (VW units, RB batch rows; see recurrent.cl), which computes all four gates of its units.
+// put x W + b in `pre`; each step adds h_{s-1} U in place. The gate math of a step runs on blocks
+// of VW units of one batch row, all four gates of them; the step form launches it once per step,
+// the sequence form loops over the steps in one launch (see recurrent.cl).
 
-__kernel void FeedForwardLSTM(__global TYPE *pre,              // z, (rows, steps, 4 units)
-                              __global const TYPE *recurrent,  // U, (units, 4 units)
-                              __global TYPE *sums,             // h_{s-1} U, (capacity, 4 units)
-                              __global TYPE *states,           // h, (rows, steps, units)
-                              __global TYPE *cells,            // c, (rows, steps, units)
-                              __global TYPE *last,             // h of the last step, (rows, units)
-                              const int rows, const int s, const int steps, const int units, const int write_last,
-                              const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
+HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
+                             __global TYPE *cells, __global TYPE *last, const int row, const int s, const int steps,
+                             const int units, const int j0, const int write_last,
+                             const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+{
+    const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    __global TYPE *zp = pre + (row * steps + s) * cols + j0;
+    VEC z[4];
+    for (int g = 0; g < 4; g++) {
+        z[g] = LoadBlock(zp + g * units, width) + LoadBlock(sums + row * cols + g * units + j0, width);
+        StoreBlock(z[g], zp + g * units, width);
+    }
+    const VEC c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+    const VEC c = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
+    const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
+    StoreBlock(c, cells + k, width);
+    StoreBlock(h, states + k, width);
+    if (write_last)
+        StoreBlock(h, last + row * units + j0, width);
+}
+
+// Step s of backpropagation through time, once `sums` holds the row's dL/dh_s.
+// dL/dc_s = dL/dh_s o f'(c_s) + dL/dc_{s+1} f_{s+1}; `carry` holds the second term, written by
+// this same block at step s + 1.
+HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cells, __global const TYPE *sums,
+                              __global TYPE *delta, __global TYPE *step_delta, __global TYPE *carry,
+                              const int row, const int s, const int steps, const int units, const int j0,
+                              const int capacity, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+{
+    const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
+    const VEC dh = LoadBlock(sums + row * cols + j0, width);
+    const VEC zi = LoadBlock(zp, width), zf = LoadBlock(zp + units, width);
+    const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
+    const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
+    const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
+    const VEC c = LoadBlock(cells + k, width), c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+    const VEC fc = ACT_FORWARD_V(c, a, b);
+    const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b)
+                   + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
+    StoreBlock(dc * gf, carry + row * units + j0, width);
+    const VEC d[4] = {dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb),
+                      dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b), dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb)};
+    for (int g = 0; g < 4; g++) {
+        StoreDeltaBlock(delta, d[g], row, s, g * units + j0, width, steps, capacity);
+        StoreStepDeltaBlock(step_delta, d[g], row, s, g * units + j0, width, cols, capacity);
+    }
+}
+
+// Both forms' arguments (the step form's kernels add the step s).
+#define LSTM_FORWARD_ARGS                                                                            \
+    __global TYPE *pre,              /* z, (rows, steps, 4 units) */                                 \
+    __global const TYPE *recurrent,  /* U, (units, 4 units) */                                       \
+    __global TYPE *sums,             /* h_{s-1} U, (capacity, 4 units) */                            \
+    __global TYPE *states,           /* h, (rows, steps, units) */                                   \
+    __global TYPE *cells,            /* c, (rows, steps, units) */                                   \
+    __global TYPE *last,             /* h of the last step, (rows, units) */                         \
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
+    const TYPE rb, const int write_last
+
+#define LSTM_BACKWARD_ARGS                                                                           \
+    __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
+    __global const TYPE *pre,        /* z, (rows, steps, 4 units) */                                 \
+    __global const TYPE *cells,      /* c, (rows, steps, units) */                                   \
+    __global const TYPE *transposed, /* U^T, (4 units, units) */                                     \
+    __global TYPE *sums,             /* dL/dh_s, (capacity, 4 units) */                              \
+    __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
+    __global TYPE *step_delta,       /* (2, capacity, 4 units) */                                    \
+    __global TYPE *carry,            /* dL/dc_s f_s, (rows, units) */                                \
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
+    const TYPE rb, const int sequences, const int capacity
+
+__kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    const int cols = 4 * units;
-    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, cols);
-    const int width = units - j0;
-    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
-        const int row = row0 + i, k = (row * steps + s) * units + j0;
-        __global TYPE *zp = pre + (row * steps + s) * cols + j0;
-        VEC z[4];
-        for (int g = 0; g < 4; g++) {
-            z[g] = LoadBlock(zp + g * units, width) + LoadBlock(sums + row * cols + g * units + j0, width);
-            StoreBlock(z[g], zp + g * units, width);
-        }
-        const VEC c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
-        const VEC c = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
-        const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
-        StoreBlock(c, cells + k, width);
-        StoreBlock(h, states + k, width);
-        if (write_last)
-            StoreBlock(h, last + row * units + j0, width);
+    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units);
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
+        LSTMForwardBlock(pre, sums, states, cells, last, row0 + i, s, steps, units, j0, write_last, a, b, ra, rb);
+}
+
+__kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
+{
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
+    for (int s = 0; s < steps; s++) {
+        SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, 4 * units);
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
+            if (row0 + q / blocks < rows)
+                LSTMForwardBlock(pre, sums, states, cells, last, row0 + q / blocks, s, steps, units, q % blocks * VW,
+                                 write_last && s == steps - 1, a, b, ra, rb);
+        barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
 
-// Step s of backpropagation through time. dL/dc_s = dL/dh_s o f'(c_s) + dL/dc_{s+1} f_{s+1};
-// `carry` holds the second term, written by this same work-item at step s + 1.
-__kernel void CalcHiddenGradientLSTM(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
-                                     __global const TYPE *pre,        // z, (rows, steps, 4 units)
-                                     __global const TYPE *cells,      // c, (rows, steps, units)
-                                     __global const TYPE *transposed, // U^T, (4 units, units)
-                                     __global TYPE *sums,             // dL/dh_s, (capacity, 4 units)
-                                     __global TYPE *delta,            // dL/dz, panels (see recurrent.cl)
-                                     __global TYPE *step_delta,       // (2, capacity, 4 units)
-                                     __global TYPE *carry,            // dL/dc_s f_s, (rows, units)
-                                     const int rows, const int s, const int steps, const int units,
-                                     const int sequences, const int capacity,
-                                     const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+__kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
     if (j0 >= units)
         return;
-    const int cols = 4 * units;
-    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, cols, sequences,
-                        capacity);
-    const int width = units - j0;
-    for (int i = 0; i < BB && row0 + i < rows; i++) {
-        const int row = row0 + i, k = (row * steps + s) * units + j0;
-        __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
-        const VEC dh = LoadBlock(sums + row * cols + j0, width);
-        const VEC zi = LoadBlock(zp, width), zf = LoadBlock(zp + units, width);
-        const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
-        const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
-        const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
-        const VEC c = LoadBlock(cells + k, width), c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
-        const VEC fc = ACT_FORWARD_V(c, a, b);
-        const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b)
-                       + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
-        StoreBlock(dc * gf, carry + row * units + j0, width);
-        const VEC d[4] = {dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb),
-                          dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b), dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb)};
-        for (int g = 0; g < 4; g++) {
-            StoreDeltaBlock(delta, d[g], row, s, g * units + j0, width, steps, capacity);
-            StoreStepDeltaBlock(step_delta, d[g], row, s, g * units + j0, width, cols, capacity);
-        }
+    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, 4 * units,
+                        sequences, capacity);
+    for (int i = 0; i < BB && row0 + i < rows; i++)
+        LSTMBackwardBlock(pre, cells, sums, delta, step_delta, carry, row0 + i, s, steps, units, j0, capacity,
+                          a, b, ra, rb);
+}
+
+__kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
+{
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
+    for (int s = steps - 1; s >= 0; s--) {
+        SequenceOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, steps, units, 4 * units,
+                                sequences, capacity);
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
+            if (row0 + q / blocks < rows)
+                LSTMBackwardBlock(pre, cells, sums, delta, step_delta, carry, row0 + q / blocks, s, steps, units,
+                                  q % blocks * VW, capacity, a, b, ra, rb);
+        barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

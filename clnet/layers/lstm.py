@@ -15,9 +15,9 @@ class LSTM(_Recurrent):
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
                  unit_forget_bias=True, return_sequences=False, return_state=False, go_backwards=False, name=None,
-                 input_shape=None):
+                 input_shape=None, whole_sequence=None):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
-                         return_sequences, return_state, go_backwards, name, input_shape)
+                         return_sequences, return_state, go_backwards, name, input_shape, whole_sequence)
         self.recurrent_activation = _elementwise("LSTM", "recurrent_activation", recurrent_activation)
         self.unit_forget_bias = bool(unit_forget_bias)
 
@@ -34,14 +34,11 @@ class LSTM(_Recurrent):
         self.cells = Tensor((capacity, self.steps, self.units), self.dtype, self.rt)  # c of each step
         self.carry = Tensor((capacity, self.units), self.dtype, self.rt)              # dL/dc_t f_t
 
-    def _step_forward(self, s, rows, flops):
-        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self.sums, self.states, self.cells,
-                      self._last, rows, s, self.steps, self.units, self._writes_last(s), *self._act(), flops=flops)
+    def _forward_buffers(self):
+        return self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._last
 
-    def _step_backward(self, grad, s, rows, flops):
-        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.cells, self.transposed, self.sums,
-                      self.delta, self.step_delta, self.carry, rows, s, self.steps, self.units,
-                      int(self.return_sequences), self.capacity, *self._act(), flops=flops)
+    def _backward_buffers(self):
+        return self.pre, self.cells, self.transposed, self.sums, self.delta, self.step_delta, self.carry
 
     def _onnx_node(self):
         # ONNX's LSTM gates are i, o, f, c; its activations (f, g, h) are ours (recurrent, act, act).

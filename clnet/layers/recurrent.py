@@ -1,20 +1,22 @@
 """What SimpleRNN, LSTM and GRU share: arguments, weights in Keras's layout, the time loop and
 backpropagation through time, config and ONNX export.
 
-A training step of a sequence layer of T steps is 2T + 3 launches (2T + 4 with its input's
-gradient): FeedForwardRecurrentInput computes x W + b for all batch rows and time steps in one
-product (its spare work-items also copy U transposed, for the backward steps); then one launch
-per step adds h_{t-1} U and applies the gates (a work-item per (8 units, a few batch rows) sums
-every gate's product for its block in vector registers, then runs the gate math on vectors);
-backward, one launch per step (from the last) computes the step's deltas, taking dL/dh_t through
-U from the step after it; then three products over all (row, step) pairs give the kernel's, the
-recurrent kernel's and the input's gradients.
+FeedForwardRecurrentInput computes x W + b for all batch rows and time steps in one product (its
+spare work-items also copy U transposed, for the backward pass); then the steps add h_{t-1} U and
+apply the gates, forward, and backward (from the last step) compute each step's deltas, taking
+dL/dh_t through U from the step after it; then three products over all (row, step) pairs give the
+kernel's, the recurrent kernel's and the input's gradients. The steps run in one of two forms
+(see recurrent.cl):
 
-Why not one launch for the whole sequence: step t needs all of h_{t-1}, written by every
-work-item of step t-1, and OpenCL has no barrier across work-groups. A single work-group could
-loop over time with local barriers, but it runs on one compute unit: one core of the CPU, one SM
-of a GPU. A launch per step leaves the whole device to each step, and the products that need no
-loop, two thirds of the work, run as plain matrix products over batch x time rows.
+- the step form (a CPU's): one launch per step each way, a work-item per (8 units, a few batch
+  rows) summing every gate's product for its block in vector registers, then running the gate
+  math on vectors. A training step is 2T + 3 launches (2T + 4 with its input's gradient). A
+  launch per step leaves the whole device to each step, which on 2 cores beats anything finer.
+- the sequence form (a GPU's): one launch each way for the whole sequence. Step t needs all of
+  h_{t-1}, and OpenCL has no barrier across work-groups, but only the same batch row's h_{t-1}:
+  a work-group that owns a few batch rows loops over the steps alone, with local barriers. The
+  weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
+  launch adds up. A training step is 6 launches (7 with the input's gradient) whatever T is.
 """
 from __future__ import annotations
 
@@ -30,6 +32,16 @@ from .base import Layer, check_weights
 # of dL/dh (backward) for RB or BB batch rows (see recurrent.cl): 8 accumulators, which with the
 # loads of U and h fill AVX2's 16 registers.
 VW, RM, RB, BB = 8, 4, 8, 8
+# The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
+# work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
+# an H100 for LSTM(128), 64 steps, batch 64, ms per training step: one row per work-group 1.30,
+# two 1.49 (each load of U serves both rows, but half as many SMs work); 256 work-items 1.73;
+# widths 1 / 2 / 4 / 8: 1.67 / 1.40 / 1.30 / 1.87 (narrower blocks share a step's gate math
+# among more work-items, wider ones let the weight gradients read whole runs of the panels).
+SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
+# The sequence form's weight gradients sum at most this many slices of batch rows (see
+# CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
+MAX_SPLITS = 64
 
 
 def _blocks(n: int, size: int) -> int:
@@ -73,16 +85,22 @@ def _onnx_activation(layer: "_Recurrent", activation) -> tuple[str, list, list]:
 class _Recurrent(Layer):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
     columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
-    `_step_forward`/`_step_backward` and `_onnx_node`."""
+    `_forward_buffers`/`_backward_buffers` (the step kernels' buffers) and `_onnx_node`."""
     gates = 1
     source = ""
     step_names = ("", "")     # (forward, backward) step kernels in `source`
 
     def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
                  recurrent_initializer="orthogonal", bias_initializer="zeros", return_sequences=False,
-                 return_state=False, go_backwards=False, name=None, input_shape=None):
+                 return_state=False, go_backwards=False, name=None, input_shape=None, whole_sequence=None):
+        """`whole_sequence` fixes the form of the step kernels: True, one launch over every step
+        (the sequence form), False, one launch per step; by default a GPU takes the first and a
+        CPU the second (see recurrent.cl)."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
+        if whole_sequence is not None and not isinstance(whole_sequence, bool):
+            raise ValueError(f"{kind} whole_sequence must be None, True or False, got {whole_sequence!r}")
+        self.fixed_form = whole_sequence
         self.units = _positive_int(kind, "units", units)
         self.activation = _elementwise(kind, "activation", activation)
         self.recurrent_activation = self.activation  # LSTM and GRU set their own
@@ -123,13 +141,15 @@ class _Recurrent(Layer):
             self.bias = store.add(self._initial_bias(rng))
         else:  # the input product always reads a bias and the weight gradient kernels write one
             self._no_bias = Tensor.zeros((self.cols,), self.dtype, self.rt)
+        self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
+        self.vw = SEQ_VW if self.whole_sequence else VW
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
-                                                        "VW": VW, "RM": RM, "GATES": self.gates,
-                                                        "RB": RB, "BB": BB,
-                                                        "WHOLE_UNITS": int(self.units % VW == 0),
+                                                        "VW": self.vw, "RM": RM, "GATES": self.gates,
+                                                        "RB": RB, "BB": BB, "SEQ_ROWS": SEQ_ROWS,
+                                                        "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
@@ -138,7 +158,9 @@ class _Recurrent(Layer):
         self._delta_weights = kernel("CalcDeltaWeightsRecurrent")
         self._delta_recurrent = kernel("CalcDeltaWeightsRecurrent")
         self._hidden = kernel("CalcHiddenGradientRecurrentInput")
-        self._step_ff, self._step_bp = (kernel(name) for name in self.step_names)
+        self._sum_splits = kernel("SumRecurrentSplits")
+        suffix = "Sequence" if self.whole_sequence else ""
+        self._step_ff, self._step_bp = (kernel(name + suffix) for name in self.step_names)
         return shape
 
     @property
@@ -162,17 +184,15 @@ class _Recurrent(Layer):
         self.delta = self._panels(capacity)                           # dL/dz
         self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
+        if self.whole_sequence:  # the weight gradients' slices: dL/dW, its bias, dL/dU, the recurrent bias
+            self.split_sums = Tensor((min(capacity, MAX_SPLITS), self.n_in + self.units + 2, self.cols), dt, rt)
 
     def _panels(self, capacity) -> Tensor:
         """A (rows, steps, cols) matrix in column panels VW wide, (ceil(cols / VW), capacity * steps,
         VW) (see recurrent.cl); the padding lanes stay zero."""
-        return Tensor.zeros((_blocks(self.cols, VW), capacity * self.steps, VW), self.dtype, self.rt)
+        return Tensor.zeros((_blocks(self.cols, self.vw), capacity * self.steps, self.vw), self.dtype, self.rt)
 
     # -- the time loop -------------------------------------------------------------------------
-    def _act(self) -> tuple:
-        act, ract = self.activation, self.recurrent_activation
-        return act.a, act.b, ract.a, ract.b
-
     def _bias_value(self) -> Tensor:
         return self.bias.value if self.use_bias else self._no_bias
 
@@ -181,34 +201,65 @@ class _Recurrent(Layer):
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
         blocks = _blocks(rows * steps, RM) + _blocks(self.units, RM)
-        self._input_product((_blocks(cols, VW), blocks), None, x, self.kernel.value, self._bias_value(), self.pre,
+        self._input_product((_blocks(cols, self.vw), blocks), None, x, self.kernel.value, self._bias_value(), self.pre,
                             self.recurrent.value, self.transposed, rows * steps, cols, self.n_in, steps,
                             int(self.go_backwards), int(self.use_bias), self.units,
                             flops=2.0 * rows * steps * self.n_in * cols)
+        args = (*self._forward_buffers(), rows, steps, self.units, *self._forward_flags(), *self._act())
         flops = 2.0 * rows * self.units * cols
-        for s in range(steps):
-            self._step_forward(s, rows, flops)
+        if self.whole_sequence:
+            self._step_ff(*self._sequence_size(rows), *args, int(self.last is not None), flops=steps * flops)
+        else:
+            for s in range(steps):
+                self._step_ff(*self._step_size(rows), *args, int(s == steps - 1 and self.last is not None), s,
+                              flops=flops)
         return self.states if self.return_sequences else self.last
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         steps, cols, total = self.steps, self.cols, rows * self.steps
+        args = (grad, *self._backward_buffers(), rows, steps, self.units, *self._act(), int(self.return_sequences),
+                self.capacity)
         flops = 2.0 * rows * self.units * cols
-        for s in reversed(range(steps)):
-            self._step_backward(grad, s, rows, flops)
-        bias_grad = self.bias.grad if self.use_bias else self._no_bias
-        self._delta_weights((_blocks(cols, 2 * VW), _blocks(self.n_in, RM) + 1), None, self.x, self.delta,
-                            self.kernel.grad, bias_grad, rows, steps, cols, self.n_in, int(self.go_backwards),
-                            int(self.use_bias), 0, self.capacity * steps, flops=2.0 * total * self.n_in * cols)
-        self._delta_recurrent((_blocks(cols, 2 * VW), _blocks(self.units, RM) + 1), None, self.states, self._delta_rec,
-                              self.recurrent.grad, bias_grad, rows, steps, cols, self.units, 2,
-                              int(self._recurrent_bias and self.use_bias), cols, self.capacity * steps,
-                              flops=2.0 * total * self.units * cols)
+        if self.whole_sequence:
+            self._step_bp(*self._sequence_size(rows), *args, flops=steps * flops)
+        else:
+            for s in reversed(range(steps)):
+                self._step_bp(*self._step_size(rows, True), *args, s, flops=flops)
+        self._weight_gradients(rows)
         if not input_grad:
             return None
         self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
                      self.n_in, steps, int(self.go_backwards), self.capacity * steps,
                      flops=2.0 * total * self.n_in * cols)
         return self.input_grad
+
+    def _weight_gradients(self, rows: int) -> None:
+        """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
+        the sequence form each split among batch rows into slices, then SumRecurrentSplits."""
+        steps, cols, n_in, units, total = self.steps, self.cols, self.n_in, self.units, rows * self.steps
+        bias_grad = self.bias.grad if self.use_bias else self._no_bias
+        recurrent_bias = int(self._recurrent_bias and self.use_bias)
+        blocks = _blocks(cols, 2 * self.vw)
+        flops = 2.0 * total * cols
+        if not self.whole_sequence:
+            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.delta, self.kernel.grad,
+                                bias_grad, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias), 0,
+                                self.capacity * steps, 0, rows, 0, flops=flops * n_in)
+            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, self._delta_rec,
+                                  self.recurrent.grad, bias_grad, rows, steps, cols, units, 2, recurrent_bias, cols,
+                                  self.capacity * steps, 0, rows, 0, flops=flops * units)
+            return
+        chunk = -(-rows // min(rows, MAX_SPLITS))
+        splits, height = _blocks(rows, chunk), n_in + units + 2
+        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.delta, self.split_sums,
+                            self.split_sums, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias),
+                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in)
+        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, self._delta_rec,
+                              self.split_sums, self.split_sums, rows, steps, cols, units, 2, recurrent_bias,
+                              (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
+                              height * cols, flops=flops * units)
+        self._sum_splits((cols, height), None, self.split_sums, self.kernel.grad, self.recurrent.grad, bias_grad,
+                         splits, n_in, units, cols, int(self.use_bias), recurrent_bias)
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
     @property
@@ -218,12 +269,17 @@ class _Recurrent(Layer):
     _recurrent_bias = False   # GRU: a second bias row added to h U
 
     def _step_size(self, rows: int, backward: bool = False) -> tuple:
-        # a work-item per (VW units, a block of batch rows)
-        """(global, local) sizes: forward, a work-group of `gates` work-items per (VW units, RB
-        batch rows); backward, a work-item per (VW units, BB rows)."""
+        """The step form's (global, local) sizes: forward, a work-group of `gates` work-items per
+        (VW units, RB batch rows); backward, a work-item per (VW units, BB rows)."""
         if backward:
             return (_blocks(self.units, VW), _blocks(rows, BB)), None
         return (self.gates * _blocks(self.units, VW), _blocks(rows, RB)), (self.gates, 1)
+
+    def _sequence_size(self, rows: int) -> tuple:
+        """The sequence form's (global, local) sizes: a work-group per SEQ_ROWS batch rows, a
+        work-item per column of U (cols) up to SEQ_ITEMS, in whole warps."""
+        items = min(SEQ_ITEMS, self.rt.info.cl_device.max_work_group_size, -(-self.cols // 32) * 32)
+        return (_blocks(rows, SEQ_ROWS) * items,), (items,)
 
     @property
     def _last(self) -> Tensor:
@@ -231,13 +287,19 @@ class _Recurrent(Layer):
         # a stand-in the kernels never write.
         return self.last if self.last is not None else self.states
 
-    def _writes_last(self, s: int) -> int:
-        return int(s == self.steps - 1 and self.last is not None)
+    def _act(self) -> tuple:
+        act, ract = self.activation, self.recurrent_activation
+        return act.a, act.b, ract.a, ract.b
 
-    def _step_forward(self, s: int, rows: int, flops: float) -> None:
+    def _forward_flags(self) -> tuple:
+        return ()
+
+    def _forward_buffers(self) -> tuple:
+        """The step kernels' buffers, forward (see the layer's .cl)."""
         raise NotImplementedError
 
-    def _step_backward(self, grad: Tensor, s: int, rows: int, flops: float) -> None:
+    def _backward_buffers(self) -> tuple:
+        """The step kernels' buffers after the output gradient, backward."""
         raise NotImplementedError
 
     # -- export and config ------------------------------------------------------------------------

@@ -1,53 +1,99 @@
 // SimpleRNN: h_s = f(x_s W + b + h_{s-1} U). FeedForwardRecurrentInput (recurrent.cl) has put
-// x_s W + b in `pre`; each step adds h_{s-1} U in place, keeping z for the backward pass. One
-// launch per step, a work-item per (VW units, RB batch rows; see recurrent.cl).
+// x_s W + b in `pre`; each step adds h_{s-1} U in place, keeping z for the backward pass. The
+// activation runs on blocks of VW units of one batch row, in a launch per step (the step form)
+// or in one launch over every step (the sequence form; see recurrent.cl).
 
-__kernel void FeedForwardSimpleRNN(__global TYPE *pre,              // z, (rows, steps, units)
-                                   __global const TYPE *recurrent,  // U, (units, units)
-                                   __global TYPE *sums,             // h_{s-1} U, (capacity, units)
-                                   __global TYPE *states,           // h, (rows, steps, units)
-                                   __global TYPE *last,             // h of the last step, (rows, units)
-                                   const int rows, const int s, const int steps, const int units,
-                                   const int write_last, const TYPE a, const TYPE b)
+// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
+HELPER void SimpleRNNForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
+                                  __global TYPE *last, const int row, const int s, const int steps, const int units,
+                                  const int j0, const int write_last, const TYPE a, const TYPE b)
+{
+    const int width = units - j0, k = (row * steps + s) * units + j0;
+    const VEC z = LoadBlock(pre + k, width) + LoadBlock(sums + row * units + j0, width);
+    const VEC h = ACT_FORWARD_V(z, a, b);
+    StoreBlock(z, pre + k, width);
+    StoreBlock(h, states + k, width);
+    if (write_last)
+        StoreBlock(h, last + row * units + j0, width);
+}
+
+// Step s of backpropagation through time: delta_s = dL/dh_s f'(z_s), once `sums` holds dL/dh_s.
+HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE *states, __global const TYPE *sums,
+                                   __global TYPE *delta, __global TYPE *step_delta, const int row, const int s,
+                                   const int steps, const int units, const int j0, const int capacity,
+                                   const TYPE a, const TYPE b)
+{
+    const int width = units - j0, k = (row * steps + s) * units + j0;
+    const VEC dz = LoadBlock(sums + row * units + j0, width)
+                   * ACT_DERIVATIVE_V(LoadBlock(states + k, width), LoadBlock(pre + k, width), a, b);
+    StoreDeltaBlock(delta, dz, row, s, j0, width, steps, capacity);
+    StoreStepDeltaBlock(step_delta, dz, row, s, j0, width, units, capacity);
+}
+
+// Both forms' arguments (the step form's kernels add the step s).
+#define SIMPLE_RNN_FORWARD_ARGS                                                                      \
+    __global TYPE *pre,              /* z, (rows, steps, units) */                                   \
+    __global const TYPE *recurrent,  /* U, (units, units) */                                         \
+    __global TYPE *sums,             /* h_{s-1} U, (capacity, units) */                              \
+    __global TYPE *states,           /* h, (rows, steps, units) */                                   \
+    __global TYPE *last,             /* h of the last step, (rows, units) */                         \
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int write_last
+
+#define SIMPLE_RNN_BACKWARD_ARGS                                                                     \
+    __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
+    __global const TYPE *pre,        /* z, (rows, steps, units) */                                   \
+    __global const TYPE *states,     /* h, (rows, steps, units) */                                   \
+    __global const TYPE *transposed, /* U^T, (units, units) */                                       \
+    __global TYPE *sums,             /* dL/dh_s, (capacity, units) */                                \
+    __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
+    __global TYPE *step_delta,       /* (2, capacity, units) */                                      \
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int sequences, \
+    const int capacity
+
+__kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
     RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, units);
-    const int width = units - j0;
-    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES) {
-        const int row = row0 + i, k = (row * steps + s) * units + j0;
-        const VEC z = LoadBlock(pre + k, width) + LoadBlock(sums + row * units + j0, width);
-        const VEC h = ACT_FORWARD_V(z, a, b);
-        StoreBlock(z, pre + k, width);
-        StoreBlock(h, states + k, width);
-        if (write_last)
-            StoreBlock(h, last + row * units + j0, width);
+    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
+        SimpleRNNForwardBlock(pre, sums, states, last, row0 + i, s, steps, units, j0, write_last, a, b);
+}
+
+__kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
+{
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
+    for (int s = 0; s < steps; s++) {
+        SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, units);
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
+            if (row0 + q / blocks < rows)
+                SimpleRNNForwardBlock(pre, sums, states, last, row0 + q / blocks, s, steps, units, q % blocks * VW,
+                                      write_last && s == steps - 1, a, b);
+        barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
 
-// Step s of backpropagation through time (s = steps - 1 down to 0): delta_s = dL/dh_s f'(z_s).
-__kernel void CalcHiddenGradientSimpleRNN(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
-                                          __global const TYPE *pre,        // z, (rows, steps, units)
-                                          __global const TYPE *states,     // h, (rows, steps, units)
-                                          __global const TYPE *transposed, // U^T, (units, units)
-                                          __global TYPE *sums,             // dL/dh_s, (capacity, units)
-                                          __global TYPE *delta,            // dL/dz, panels (see recurrent.cl)
-                                          __global TYPE *step_delta,       // (2, capacity, units)
-                                          const int rows, const int s, const int steps, const int units,
-                                          const int sequences, const int capacity, const TYPE a, const TYPE b)
+__kernel void CalcHiddenGradientSimpleRNN(SIMPLE_RNN_BACKWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
     if (j0 >= units)
         return;
     StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units, sequences,
                         capacity);
-    const int width = units - j0;
-    for (int i = 0; i < BB && row0 + i < rows; i++) {
-        const int row = row0 + i, k = (row * steps + s) * units + j0;
-        const VEC dz = LoadBlock(sums + row * units + j0, width)
-                       * ACT_DERIVATIVE_V(LoadBlock(states + k, width), LoadBlock(pre + k, width), a, b);
-        StoreDeltaBlock(delta, dz, row, s, j0, width, steps, capacity);
-        StoreStepDeltaBlock(step_delta, dz, row, s, j0, width, units, capacity);
+    for (int i = 0; i < BB && row0 + i < rows; i++)
+        SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + i, s, steps, units, j0, capacity, a, b);
+}
+
+__kernel void CalcHiddenGradientSimpleRNNSequence(SIMPLE_RNN_BACKWARD_ARGS)
+{
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
+    for (int s = steps - 1; s >= 0; s--) {
+        SequenceOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, steps, units, units,
+                                sequences, capacity);
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
+            if (row0 + q / blocks < rows)
+                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + q / blocks, s, steps, units,
+                                       q % blocks * VW, capacity, a, b);
+        barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -9,16 +9,14 @@ class SimpleRNN(_Recurrent):
     source = "layers/simple_rnn.cl"
     step_names = ("FeedForwardSimpleRNN", "CalcHiddenGradientSimpleRNN")
 
-    def _step_forward(self, s, rows, flops):
-        a, b, _, _ = self._act()
-        self._step_ff(*self._step_size(rows), self.pre, self.recurrent.value, self.sums, self.states, self._last,
-                      rows, s, self.steps, self.units, self._writes_last(s), a, b, flops=flops)
+    def _forward_buffers(self):
+        return self.pre, self.recurrent.value, self.sums, self.states, self._last
 
-    def _step_backward(self, grad, s, rows, flops):
-        a, b, _, _ = self._act()
-        self._step_bp(*self._step_size(rows, True), grad, self.pre, self.states, self.transposed, self.sums,
-                      self.delta, self.step_delta, rows, s, self.steps, self.units, int(self.return_sequences),
-                      self.capacity, a, b, flops=flops)
+    def _backward_buffers(self):
+        return self.pre, self.states, self.transposed, self.sums, self.delta, self.step_delta
+
+    def _act(self):
+        return self.activation.a, self.activation.b  # one activation
 
     def _onnx_node(self):
         return "RNN", [0], lambda bias: [bias, 0 * bias], {"activations": [self.activation]}
