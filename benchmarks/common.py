@@ -1,8 +1,10 @@
-"""What the benchmarks share: the data, the device string, versions, medians."""
+"""What the benchmarks share: the data, the device string, versions, medians, tables and the JSON line."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +30,16 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def device_name(info) -> str:
+    """A clnet device as the results name it: its name and its OpenCL platform's version."""
+    return f"{info.name} [{info.platform_version.strip()}]"
+
+
+def have_torch() -> bool:
+    """Whether PyTorch is installed; without it, its columns are left empty (None)."""
+    return importlib.util.find_spec("torch") is not None
+
+
 def versions(*modules: str) -> dict:
     found = {"python": platform.python_version()}
     for name in modules:
@@ -45,6 +57,30 @@ def median(values) -> float:
 def emit(result: dict) -> None:
     """The one JSON line a benchmark prints last."""
     print(json.dumps(result, sort_keys=True), file=sys.stdout, flush=True)
+
+
+def emit_comparison(benchmark: str, results: list[dict], torch_device: str, **fields) -> None:
+    """The JSON line of a benchmark that compares clnet with numpy and PyTorch: its result rows,
+    clnet's device, the CPU, PyTorch's device and the three versions, and any other `fields`."""
+    import clnet
+    emit({"benchmark": benchmark, "device": device_name(clnet.runtime().info), "cpu": cpu_name(),
+          "torch_device": torch_device, "results": results, "versions": versions("clnet", "numpy", "torch"),
+          **fields})
+
+
+class Table:
+    """A fixed-width text table, printed a row at a time as the results come in. `columns` are
+    (title, format spec) pairs, such as ("clnet ms", ">10.3f"); a title takes its spec's alignment
+    and width, and a missing value (None: PyTorch not installed, a case not run) prints as nan.
+    `note` follows the header (the unit of the numbers)."""
+
+    def __init__(self, columns: list[tuple[str, str]], note: str = ""):
+        self.specs = [spec for _, spec in columns]
+        print("".join(format(title, re.match(r"[<>^]?[0-9]*", spec).group()) for title, spec in columns) + note)
+
+    def row(self, *values) -> None:
+        print("".join(f"{float('nan') if value is None else value:{spec}}"
+                      for value, spec in zip(values, self.specs, strict=True)))
 
 
 def seconds(run, sync=lambda: None, budget=1.0, least=3) -> float:

@@ -19,7 +19,7 @@ import argparse
 
 import numpy as np
 
-from .common import cpu_name, emit, seconds, versions
+from .common import Table, emit_comparison, have_torch, seconds
 
 SCAN = """
 __kernel void ScanEmbeddingGradient(__global const TYPE *ids, __global const TYPE *gradients,
@@ -75,11 +75,8 @@ def case(vocab, batch, time, dim, torch_device, rng, scan_limit):
 
     theirs = seconds(numpy_step)
     torch_seconds = None
-    try:
+    if have_torch():
         import torch
-    except ImportError:
-        torch = None
-    if torch is not None:
         table = torch.zeros((vocab, dim), device=torch_device, requires_grad=True)
         index = torch.from_numpy(ids).to(torch_device)
         upstream = torch.from_numpy(grad).to(torch_device)
@@ -108,23 +105,19 @@ def main(argv=None):
         clnet.set_device(args.device)
     rng = np.random.default_rng(0)
     results = []
-    print(f"{'vocab':>7}{'tokens':>8}{'dim':>5}{'clnet ms':>10}{'scan ms':>10}{'numpy ms':>10}{'torch ms':>10}"
-          f"{'clnet/numpy':>13}{'clnet/torch':>13}")
+    table = Table([("vocab", ">7"), ("tokens", ">8"), ("dim", ">5"), ("clnet ms", ">10.3f"), ("scan ms", ">10.3f"),
+                   ("numpy ms", ">10.3f"), ("torch ms", ">10.3f"), ("clnet/numpy", ">13.2f"), ("clnet/torch", ">13.2f")])
     for vocab in (int(v) for v in args.vocab.split(",")):
         ours, scanned, theirs, torch_seconds = case(vocab, args.batch, args.time, args.dim, args.torch_device, rng,
-                                                         args.scan_limit)
+                                                    args.scan_limit)
         row = {"vocab": vocab, "tokens": args.batch * args.time, "dim": args.dim, "clnet_ms": round(ours * 1e3, 3),
                "scan_ms": None if scanned is None else round(scanned * 1e3, 3), "numpy_ms": round(theirs * 1e3, 3),
                "torch_ms": None if torch_seconds is None else round(torch_seconds * 1e3, 3),
                "clnet_over_numpy": round(ours / theirs, 3),
                "clnet_over_torch": None if torch_seconds is None else round(ours / torch_seconds, 3)}
         results.append(row)
-        print(f"{vocab:>7}{row['tokens']:>8}{args.dim:>5}{row['clnet_ms']:>10.3f}{row['scan_ms'] or float('nan'):>10.3f}"
-              f"{row['numpy_ms']:>10.3f}{row['torch_ms'] or float('nan'):>10.3f}{row['clnet_over_numpy']:>13.2f}"
-              f"{row['clnet_over_torch'] or float('nan'):>13.2f}")
-    info = clnet.runtime().info
-    emit({"benchmark": "embedding", "device": f"{info.name} [{info.platform_version.strip()}]", "cpu": cpu_name(),
-          "torch_device": args.torch_device, "results": results, "versions": versions("clnet", "numpy", "torch")})
+        table.row(*row.values())
+    emit_comparison("embedding", results, args.torch_device)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 
 import numpy as np
 
-from .common import cpu_name, emit, seconds, versions
+from .common import Table, emit_comparison, have_torch, seconds
 
 KERNELS = {"forward": "PerceptronFeedForward", "weight_grad": "CalcDeltaWeights", "input_grad": "CalcHiddenGradient"}
 
@@ -79,17 +79,13 @@ def main(argv=None):
     import clnet
     if args.device is not None:
         clnet.set_device(args.device)
-    try:
-        import torch  # noqa: F401
-        have_torch = True
-    except ImportError:
-        have_torch = False
     results = []
-    print(f"{'rows x n_in x units':<20}{'product':<13}{'clnet':>9}{'numpy':>9}{'torch':>9}{'clnet/numpy':>13}{'clnet/torch':>13}   GFLOP/s")
+    table = Table([("rows x n_in x units", "<20"), ("product", "<13"), ("clnet", ">9.1f"), ("numpy", ">9.1f"),
+                   ("torch", ">9.1f"), ("clnet/numpy", ">13.2f"), ("clnet/torch", ">13.2f")], "   GFLOP/s")
     for rows, n_in, units in parse_sizes(args.sizes):
         ours, tiles = clnet_rates(rows, n_in, units, args.repeats)
         theirs = numpy_rates(rows, n_in, units)
-        torch_side = torch_rates(rows, n_in, units, args.torch_device) if have_torch else {}
+        torch_side = torch_rates(rows, n_in, units, args.torch_device) if have_torch() else {}
         for product in KERNELS:
             row = {"size": [rows, n_in, units], "product": product, "clnet": round(ours[product], 1),
                    "numpy": round(theirs[product], 1), "torch": round(torch_side[product], 1) if torch_side else None,
@@ -97,13 +93,9 @@ def main(argv=None):
                    "clnet_over_torch": round(ours[product] / torch_side[product], 3) if torch_side else None,
                    "tiles": tiles}
             results.append(row)
-            print(f"{f'{rows}x{n_in}x{units}':<20}{product:<13}{row['clnet']:>9.1f}{row['numpy']:>9.1f}"
-                  f"{row['torch'] or float('nan'):>9.1f}{row['clnet_over_numpy']:>13.2f}"
-                  f"{row['clnet_over_torch'] or float('nan'):>13.2f}")
-    info = clnet.runtime().info
-    emit({"benchmark": "gemm", "device": f"{info.name} [{info.platform_version.strip()}]", "cpu": cpu_name(),
-          "torch_device": args.torch_device, "results": results,
-          "versions": versions("clnet", "numpy", "torch")})
+            table.row(f"{rows}x{n_in}x{units}", product, row["clnet"], row["numpy"], row["torch"],
+                      row["clnet_over_numpy"], row["clnet_over_torch"])
+    emit_comparison("gemm", results, args.torch_device)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from .common import cpu_name, emit, seconds, versions
+from .common import Table, emit_comparison, have_torch, seconds
 
 R = 3
 
@@ -132,11 +132,8 @@ def train_rates(n, torch_device):
 
     theirs = seconds(numpy_step)
     torch_seconds = None
-    try:
+    if have_torch():
         import torch
-    except ImportError:
-        torch = None
-    if torch is not None:
         xt_, wt = torch.from_numpy(x).to(torch_device), torch.from_numpy(w).to(torch_device).requires_grad_()
         bt, gt_ = torch.from_numpy(b).to(torch_device).requires_grad_(), torch.from_numpy(grad).to(torch_device)
         xt_.requires_grad_()
@@ -161,15 +158,11 @@ def main(argv=None):
     import clnet
     if args.device is not None:
         clnet.set_device(args.device)
-    try:
-        import torch  # noqa: F401
-        have_torch = True
-    except ImportError:
-        have_torch = False
     cases = [("forward", int(n), args.layers) for n in args.sizes.split(",")] + [("forward", 5000, 500)]
     cases += [("train", int(n), 1) for n in args.train_sizes.split(",") if n]
     results = []
-    print(f"{'pass':<9}{'N':>10}{'L':>5}{'clnet':>9}{'numpy':>9}{'torch':>9}{'clnet/numpy':>13}{'clnet/torch':>13}   GFLOP/s")
+    table = Table([("pass", "<9"), ("N", ">10"), ("L", ">5"), ("clnet", ">9.2f"), ("numpy", ">9.2f"), ("torch", ">9.2f"),
+                   ("clnet/numpy", ">13.2f"), ("clnet/torch", ">13.2f")], "   GFLOP/s")
     for kind, n, layers in cases:
         if kind == "forward":
             params = network(n, layers)
@@ -178,7 +171,7 @@ def main(argv=None):
             theirs, y_numpy = numpy_forward(n, params)
             np.testing.assert_allclose(y_ours, y_numpy, rtol=1e-4, atol=1e-5)  # the same network
             rates = [flops / ours / 1e9, flops / theirs / 1e9,
-                     flops / torch_forward(n, params, args.torch_device)[0] / 1e9 if have_torch else None]
+                     flops / torch_forward(n, params, args.torch_device)[0] / 1e9 if have_torch() else None]
         else:
             rates = list(train_rates(n, args.torch_device))
         row = {"pass": kind, "N": n, "L": layers, "clnet": round(rates[0], 3), "numpy": round(rates[1], 3),
@@ -186,12 +179,8 @@ def main(argv=None):
                "clnet_over_numpy": round(rates[0] / rates[1], 3),
                "clnet_over_torch": None if rates[2] is None else round(rates[0] / rates[2], 3)}
         results.append(row)
-        print(f"{kind:<9}{n:>10}{layers:>5}{row['clnet']:>9.2f}{row['numpy']:>9.2f}{row['torch'] or float('nan'):>9.2f}"
-              f"{row['clnet_over_numpy']:>13.2f}{row['clnet_over_torch'] or float('nan'):>13.2f}")
-    info = clnet.runtime().info
-    emit({"benchmark": "locally_connected", "device": f"{info.name} [{info.platform_version.strip()}]",
-          "cpu": cpu_name(), "torch_device": args.torch_device, "R": R, "results": results,
-          "versions": versions("clnet", "numpy", "torch")})
+        table.row(*row.values())
+    emit_comparison("locally_connected", results, args.torch_device, R=R)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -56,3 +57,18 @@ def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, defau
             print(f"clnet: could not save tuning results to {path}: {error}", file=sys.stderr)
     _memory[key] = result
     return result
+
+
+def best_seconds(rt: Runtime, run, repeats=5) -> float:
+    """The fewest seconds `run` (which enqueues work on rt's queue) took of `repeats` calls, each
+    timed until the queue has finished, after one call that builds and warms up what it needs:
+    what a tuner compares its candidates by."""
+    run()
+    rt.queue.finish()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        rt.queue.finish()
+        best = min(best, time.perf_counter() - started)
+    return best

@@ -22,36 +22,19 @@
                  const int pad_top, const int pad_left
 
 #ifdef TILE
-// Built after dense.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), put(), slice_product(),
-// fetch(), store4(), store_block() and SumSplits serve here as they do the Dense products. A
-// work-group computes a TILE x TILE block of the result from TK-deep slices of two operands
-// staged in local memory; the operand that was the patch matrix is gathered from the image (or
-// from dL/dy) as each slice is fetched, four elements at a time: one aligned TYPE4 where they
-// are one tap's contiguous channels (channels a multiple of 4), else element by element.
+// Built after dense.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), TILED_LOOP, put(),
+// slice_product(), fetch(), store4(), store_block() and SumSplits serve here as they do the
+// Dense products. A work-group computes a TILE x TILE block of the result from TK-deep slices of
+// two operands staged in local memory; the operand that was the patch matrix is gathered from
+// the image (or from dL/dy) as each slice is fetched (each kernel's FETCH_A and FETCH_B in
+// TILED_LOOP), four elements at a time: one aligned TYPE4 where they are one tap's contiguous
+// channels (channels a multiple of 4), else element by element.
 #define GEOMETRY_ARGS height, width, channels, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left
 // A slice fetched along k gives a work-item the same columns (depths) in each of its LOADS runs,
 // so where those columns read is worked out once per slice, not once per run.
 #if ITEMS % (TK / 4)
 #error "the work-items of a work-group must cover whole rows of a slice along k"
 #endif
-
-// dense.cl's tiled_product loop, over depths [first, end), with the kernel's own FETCH_A(k0) and
-// FETCH_B(k0), which fill ra and rb with this work-item's share of the slice at depth k0, laid
-// out along_k or along m as dense.cl's fetch() would have (the same element per work-item).
-#define TILED_LOOP(first, end, a_along_k, b_along_k)             \
-    FETCH_A(first);                                              \
-    FETCH_B(first);                                              \
-    for (int k0 = (first); k0 < (end); k0 += TK) {               \
-        put(ra, a_along_k, As, lid);                             \
-        put(rb, b_along_k, Bs, lid);                             \
-        barrier(CLK_LOCAL_MEM_FENCE);                            \
-        if (k0 + TK < (end)) {                                   \
-            FETCH_A(k0 + TK);                                    \
-            FETCH_B(k0 + TK);                                    \
-        }                                                        \
-        slice_product(As, Bs, acc);                              \
-        barrier(CLK_LOCAL_MEM_FENCE);                            \
-    }
 
 // Output position m = (row * out_h + oy) * out_w + ox: its sample's image, and where its
 // window's first tap falls (*y0, *x0; in the padding if negative).

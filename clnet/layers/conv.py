@@ -13,9 +13,9 @@ from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
-from ..cl.tuning import tuned
+from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights
-from .dense import Dense, _seconds, kernel_defines, matrix_tiles, split_k, tile_candidates
+from .dense import Dense, kernel_defines, matrix_tiles, split_k, tile_candidates
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
@@ -321,7 +321,7 @@ def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE) -> dict:
         except BuildError:
             continue
         grad = Tensor.from_numpy(rng.random((batch, *layer.output_shape)), dtype, rt)
-        seconds = _seconds(rt, lambda: (layer.forward(x, batch), layer.backward(grad, batch, True)))
+        seconds = best_seconds(rt, lambda: (layer.forward(x, batch), layer.backward(grad, batch, True)))
         if seconds < best:
             fastest, best = tiles, seconds
     return fastest

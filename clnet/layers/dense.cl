@@ -397,6 +397,27 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
     }
 }
 
+// The K loop of every tiled product, over depths [first, end) (first a multiple of TK): stage
+// the slices held in ra and rb as As and Bs, and fetch the next ones while these are multiplied
+// into acc. The caller declares ra, rb, As, Bs, lid and acc, and defines FETCH_A(k0) and
+// FETCH_B(k0), which fill ra and rb with this work-item's share of the slices at depth k0, laid
+// out along k or along m as fetch() lays them out (the same element per work-item). A macro, so
+// that conv.cl's implicit products, which gather their slices from an image, run this same loop.
+#define TILED_LOOP(first, end, a_along_k, b_along_k)             \
+    FETCH_A(first);                                              \
+    FETCH_B(first);                                              \
+    for (int k0 = (first); k0 < (end); k0 += TK) {               \
+        put(ra, a_along_k, As, lid);                             \
+        put(rb, b_along_k, Bs, lid);                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                            \
+        if (k0 + TK < (end)) {                                   \
+            FETCH_A(k0 + TK);                                    \
+            FETCH_B(k0 + TK);                                    \
+        }                                                        \
+        slice_product(As, Bs, acc);                              \
+        barrier(CLK_LOCAL_MEM_FENCE);                            \
+    }
+
 // acc += A B for this work-group's block of the M x N result, over k in [k_first, K); A is
 // M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both are
 // "rows times K". k_first is a multiple of TK. With `delta_source`, B is dL/dy, fetched as
@@ -410,25 +431,15 @@ inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_al
     const int lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
     TYPE4 ra[LOADS], rb[LOADS];
-    fetch(A, a_ld, a_along_k, m0, k_first, M, K, lid, ra);
-    if (delta_source)
-        fetch_delta(B, delta_source, n0, k_first, K, lid, rb);
-    else
-        fetch(B, b_ld, b_along_k, n0, k_first, N, K, lid, rb);
-    for (int k0 = k_first; k0 < K; k0 += TK) {
-        put(ra, a_along_k, As, lid);
-        put(rb, b_along_k, Bs, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < K) {
-            fetch(A, a_ld, a_along_k, m0, k0 + TK, M, K, lid, ra);
-            if (delta_source)
-                fetch_delta(B, delta_source, n0, k0 + TK, K, lid, rb);
-            else
-                fetch(B, b_ld, b_along_k, n0, k0 + TK, N, K, lid, rb);
-        }
-        slice_product(As, Bs, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+#define FETCH_A(k0) fetch(A, a_ld, a_along_k, m0, k0, M, K, lid, ra)
+#define FETCH_B(k0)                                                  \
+    if (delta_source)                                                \
+        fetch_delta(B, delta_source, n0, k0, K, lid, rb);            \
+    else                                                             \
+        fetch(B, b_ld, b_along_k, n0, k0, N, K, lid, rb)
+    TILED_LOOP(k_first, K, a_along_k, b_along_k)
+#undef FETCH_A
+#undef FETCH_B
 }
 
 // row[start..start+3] = v, those at or past `size` dropped; one TYPE4 store where the run is

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -10,7 +9,7 @@ from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
-from ..cl.tuning import tuned
+from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights
 
 
@@ -146,9 +145,9 @@ def _tune(rt, dtype, candidates) -> list[dict]:
             layer.build((n_in,), store, rng)
             store.allocate()
             layer.allocate(rows)
-            forward = _seconds(rt, lambda: layer.forward(x, rows))
-            weight_grad = _seconds(rt, lambda: layer.backward(grad, rows, False))
-            input_grad = _seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
+            forward = best_seconds(rt, lambda: layer.forward(x, rows))
+            weight_grad = best_seconds(rt, lambda: layer.backward(grad, rows, False))
+            input_grad = best_seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
             times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
     # The fastest setting per (layout, size); then the layout that does best over all sizes,
     # each size counted relative to its fastest setting of any layout.
@@ -179,18 +178,6 @@ def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, flo
 
 
 BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
-
-
-def _seconds(rt, run, repeats=5) -> float:
-    run()
-    rt.queue.finish()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        rt.queue.finish()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 class Dense(Layer):
