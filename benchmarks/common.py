@@ -131,3 +131,28 @@ def alternate_runs(module: str, frameworks, args, options: list[str]) -> dict[st
                 raise RuntimeError(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     return results
+
+
+def cuda_graph_steps(torch, train_step, samples: int, batch: int, device):
+    """The whole training step captured once per batch size (the full batch and the epoch's last,
+    shorter one) and replayed: the strongest PyTorch step there is, with no Python per kernel. A
+    replay reads the batch's indices from a static buffer, as a captured graph must."""
+    graphs = {}
+    for rows in sorted({batch, samples % batch} - {0}):
+        index = torch.arange(rows, device=device)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph, as torch's documentation asks
+            for _ in range(3):
+                train_step(index)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            train_step(index)
+        graphs[rows] = (graph, index)
+
+    def step(order_slice):
+        graph, index = graphs[len(order_slice)]
+        index.copy_(order_slice)
+        graph.replay()
+    return step

@@ -2,20 +2,22 @@
 Adam 1e-3, batch 64: the training step's time in clnet and in PyTorch (torch.nn.LSTM), taking
 turns in fresh processes.
 
-    python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda]
+    python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda] [--cuda-graph]
     python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
 
 Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
 and reports the median seconds per training step over the epochs after the first, which pays for
 compiling programs and tuning. Prints a table with each framework's milliseconds per step and its
-ratio to clnet's, then one JSON line.
+ratio to clnet's, then one JSON line. With --cuda-graph (and --torch-device cuda) PyTorch's whole
+training step is captured once as a CUDA graph and replayed, as benchmarks.mlp does: the fastest
+PyTorch step there is, with no Python per kernel.
 """
 from __future__ import annotations
 
 import argparse
 import time
 
-from .common import alternate_runs, clnet_epoch_timer, cpu_name, emit, median, versions
+from .common import alternate_runs, clnet_epoch_timer, cpu_name, cuda_graph_steps, emit, median, versions
 
 LEARNING_RATE = 1e-3
 STEPS, FEATURES, UNITS, CLASSES = 64, 32, 128, 10
@@ -64,21 +66,27 @@ def run_torch(args):
     model = Net().to(device)
     if device.type == "cuda":  # fp32 as clnet computes it, not TF32
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, capturable=args.cuda_graph)
     loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train_step(index):
+        optimizer.zero_grad(set_to_none=False)
+        loss_fn(model(x.index_select(0, index)), y.index_select(0, index)).backward()
+        optimizer.step()
+
+    step = cuda_graph_steps(torch, train_step, len(x), args.batch, device) if args.cuda_graph else train_step
+    batches = torch.arange(len(x), device=device)
     times = []
     for _ in range(args.epochs):
         started = time.perf_counter()
         for first in range(0, len(x), args.batch):
-            optimizer.zero_grad()
-            loss_fn(model(x[first:first + args.batch]), y[first:first + args.batch]).backward()
-            optimizer.step()
+            step(batches[first:first + args.batch])
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     name = (f"{torch.cuda.get_device_name(device)}, cuDNN" if device.type == "cuda"
             else f"{cpu_name()} ({torch.get_num_threads()} threads)")
-    return times, f"{name}, eager", versions("torch")
+    return times, f"{name}, {'CUDA graph' if args.cuda_graph else 'eager'}", versions("torch")
 
 
 FRAMEWORKS = {"clnet": run_clnet, "torch": run_torch}
@@ -93,7 +101,8 @@ def one_run(args):
 
 
 def compare(args):
-    results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)])
+    options = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)]
+    results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options + ["--cuda-graph"] * args.cuda_graph)
     base = median(r["seconds_per_step"] for r in results["clnet"])
     lines = [f"LSTM({UNITS}) over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
              f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
@@ -120,6 +129,7 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", help="clnet: device index or name")
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
+    parser.add_argument("--cuda-graph", action="store_true", help="torch: capture the training step as a CUDA graph")
     args = parser.parse_args(argv)
     (one_run if args.framework else compare)(args)
 

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .common import clnet_epoch_timer, cpu_name, emit, fashion_mnist, median, versions
+from .common import clnet_epoch_timer, cpu_name, cuda_graph_steps, emit, fashion_mnist, median, versions
 
 LEARNING_RATE = 1e-3
 
@@ -56,7 +56,7 @@ def run_torch(data, args):
         loss.backward()
         optimizer.step()
 
-    step = _cuda_graph_steps(torch, train_step, len(x), args.batch, device) if args.cuda_graph else train_step
+    step = cuda_graph_steps(torch, train_step, len(x), args.batch, device) if args.cuda_graph else train_step
     times = []
     for _ in range(args.epochs):
         sync()
@@ -71,31 +71,6 @@ def run_torch(data, args):
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()} ({torch.get_num_threads()} threads)"
     label = "torch" + (" fused Adam" if args.fused else "") + (" CUDA graph" if args.cuda_graph else "")
     return times, float((predicted == y_test).mean()), name, versions("torch") | {"variant": label}
-
-
-def _cuda_graph_steps(torch, train_step, samples: int, batch: int, device):
-    """The whole training step captured once per batch size (the full batch and the epoch's last,
-    shorter one) and replayed: the strongest PyTorch step there is, with no Python per kernel. A
-    replay reads the batch's indices from a static buffer, as a captured graph must."""
-    graphs = {}
-    for rows in sorted({batch, samples % batch} - {0}):
-        index = torch.arange(rows, device=device)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up outside the graph, as torch's documentation asks
-            for _ in range(3):
-                train_step(index)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            train_step(index)
-        graphs[rows] = (graph, index)
-
-    def step(order_slice):
-        graph, index = graphs[len(order_slice)]
-        index.copy_(order_slice)
-        graph.replay()
-    return step
 
 
 def run_numpy(data, args):
