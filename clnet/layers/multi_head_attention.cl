@@ -19,16 +19,49 @@ inline bool attention_kept(__global const TYPE *mask, const int use_mask, const 
     return !use_mask || mask[((long)b * tq + i) * tk + j] > (TYPE)0.5;
 }
 
+// The global rows the kernels read (a key, value, query or dL/dcontext row of one head) are read
+// four elements per load where DIM is a multiple of 4: a row then starts on a TYPE4 boundary (its
+// offset is a multiple of DIM), and a GPU issues one load instruction for four multiply-adds
+// instead of one each, which had the key/value gradient spend its time issuing loads (the tiny
+// GPT on an H100: 9.6 ms of a 23.4 ms step at ~0.9 TFLOP/s).
+#define ROW4(row, d) (*(const __global TYPE4 *)((row) + (d)))
+
 // result = sum_d a[d] b[d] over DIM (a build constant) elements of a private row `a` and a global
 // row `b`, in eight running sums: independent sums let the compiler turn the unrolled loop into
 // SIMD multiply-adds (one running sum would fix the order of the additions and keep it scalar).
-#define DOT(result, a, b, DIM)                                             \
-    do {                                                                   \
-        TYPE part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                          \
-        for (int d_ = 0; d_ < (DIM); d_++)                                 \
-            part_[d_ % 8] += (a)[d_] * (b)[d_];                            \
-        result = ((part_[0] + part_[1]) + (part_[2] + part_[3])) +         \
-                 ((part_[4] + part_[5]) + (part_[6] + part_[7]));          \
+// Both loops add the same terms to the same sums in the same order.
+#define DOT(result, a, b, DIM)                                                      \
+    do {                                                                            \
+        TYPE part_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                   \
+        if ((DIM) % 4 == 0)                                                         \
+            for (int d_ = 0; d_ < (DIM); d_ += 4) {                                 \
+                const TYPE4 r_ = ROW4(b, d_);                                       \
+                part_[d_ % 8] += (a)[d_] * r_.s0;                                   \
+                part_[d_ % 8 + 1] += (a)[d_ + 1] * r_.s1;                           \
+                part_[d_ % 8 + 2] += (a)[d_ + 2] * r_.s2;                           \
+                part_[d_ % 8 + 3] += (a)[d_ + 3] * r_.s3;                           \
+            }                                                                       \
+        else                                                                        \
+            for (int d_ = 0; d_ < (DIM); d_++)                                      \
+                part_[d_ % 8] += (a)[d_] * (b)[d_];                                 \
+        result = ((part_[0] + part_[1]) + (part_[2] + part_[3])) +                  \
+                 ((part_[4] + part_[5]) + (part_[6] + part_[7]));                   \
+    } while (0)
+
+// acc[d] += w row[d] for d < DIM, `acc` a private row, `row` a global one.
+#define AXPY(acc, w, row, DIM)                                                      \
+    do {                                                                            \
+        if ((DIM) % 4 == 0)                                                         \
+            for (int d_ = 0; d_ < (DIM); d_ += 4) {                                 \
+                const TYPE4 r_ = ROW4(row, d_);                                     \
+                (acc)[d_] += (w) * r_.s0;                                           \
+                (acc)[d_ + 1] += (w) * r_.s1;                                       \
+                (acc)[d_ + 2] += (w) * r_.s2;                                       \
+                (acc)[d_ + 3] += (w) * r_.s3;                                       \
+            }                                                                       \
+        else                                                                        \
+            for (int d_ = 0; d_ < (DIM); d_++)                                      \
+                (acc)[d_] += (w) * (row)[d_];                                       \
     } while (0)
 
 // The rows a work-item walks: with the causal mask, key positions past the query's are masked
@@ -96,9 +129,7 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
         TYPE w = probability;
         if (dropout)
             w = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? w / keep : 0;
-        const __global TYPE *v = value + (((long)b * tk + j) * heads + h) * VALUE_DIM;
-        for (int d = 0; d < VALUE_DIM; d++)
-            c[d] += w * v[d];
+        AXPY(c, w, value + (((long)b * tk + j) * heads + h) * VALUE_DIM, VALUE_DIM);
     }
     for (int j = keys; j < tk; j++)
         p[j] = 0;
@@ -153,9 +184,7 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
     for (int j = 0; j < keys; j++) {
         const TYPE g = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? p[j] * (ds[j] - weighted) : 0;
         ds[j] = g;
-        const __global TYPE *k = key + (((long)b * tk + j) * heads + h) * KEY_DIM;
-        for (int d = 0; d < KEY_DIM; d++)
-            dq[d] += g * k[d];
+        AXPY(dq, g, key + (((long)b * tk + j) * heads + h) * KEY_DIM, KEY_DIM);
     }
     for (int j = keys; j < tk; j++)
         ds[j] = 0;
@@ -193,13 +222,9 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
         TYPE w = probabilities[at];
         if (dropout)
             w = dropout_keep((int)at, 1, noise, 0, seed, step, keep) ? w / keep : 0;
-        const __global TYPE *dc = context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM;
-        for (int d = 0; d < VALUE_DIM; d++)
-            dv[d] += w * dc[d];
+        AXPY(dv, w, context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM, VALUE_DIM);
         const TYPE g = score_gr[at];
-        const __global TYPE *q = query + (((long)b * tq + i) * heads + h) * KEY_DIM;
-        for (int d = 0; d < KEY_DIM; d++)
-            dk[d] += g * q[d];
+        AXPY(dk, g, query + (((long)b * tq + i) * heads + h) * KEY_DIM, KEY_DIM);
     }
     __global TYPE *out_v = value_gr + (((long)b * tk + j) * heads + h) * VALUE_DIM;
     for (int d = 0; d < VALUE_DIM; d++)
