@@ -263,6 +263,17 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
         #pragma unroll
         for (int j = 0; j < HG_RM; j++)
             VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
+    // A whole block with constant trip counts, which the compiler unrolls (2048^3 on Intel's
+    // runtime, 2 runs each with fixed tiles: 0.94-0.95 -> 0.96-0.97 of numpy; without any store
+    // at all, 0.975).
+    if (height == VW && count == HG_RM * NB) {
+        #pragma unroll
+        for (int r = 0; r < VW; r++)
+            #pragma unroll
+            for (int i = 0; i < HG_RM * NB; i++)
+                input_gr[(row + r) * n_in + i0 + i] = g[i][r];
+        return;
+    }
     for (int r = 0; r < height; r++)
         for (int i = 0; i < count; i++)
             input_gr[(row + r) * n_in + i0 + i] = g[i][r];
