@@ -5,7 +5,9 @@
 For a batch of `rows` inputs x (rows, n_in), weights W (n_in, units) and the gradient dZ of the
 outputs: forward x W (PerceptronFeedForward, bias and activation included), weight gradient x^T dZ
 (CalcDeltaWeights) and input gradient dZ W^T (CalcHiddenGradient). clnet's times come from OpenCL
-profiling events; numpy's and torch's from the wall clock around the same products.
+profiling events; numpy's and torch's from the wall clock around the same products; medians
+of single products for all three. The layer is alone, as a model's last layer is: no layer reads
+its y^T, so its forward does not write it (see Dense._transposed_input).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from .common import Table, emit_comparison, have_torch, seconds
+from .common import Table, emit_comparison, have_torch, median, seconds
 
 KERNELS = {"forward": "PerceptronFeedForward", "weight_grad": "CalcDeltaWeights", "input_grad": "CalcHiddenGradient"}
 
@@ -34,11 +36,16 @@ def clnet_rates(rows, n_in, units, repeats):
     grad = clnet.Tensor.from_numpy(rng.random((rows, units), np.float32))
     step = lambda: (layer.forward(x, rows), layer.backward(grad, rows, True))
     step()
-    with clnet.profile(print_table=False) as profile:
-        for _ in range(repeats):
+    # Each step profiled on its own, so that clnet's rate is a median of single products, as
+    # numpy's and torch's are (a mean counted every slow moment of a shared machine against it).
+    taken = {key: [] for key in KERNELS}
+    for _ in range(repeats):
+        with clnet.profile(print_table=False) as profile:
             step()
+        for key, name in KERNELS.items():
+            taken[key].append(profile.rows[name][1] / profile.rows[name][0])
     flops = 2.0 * rows * n_in * units
-    return {key: flops * profile.rows[name][0] / profile.rows[name][1] / 1e9 for key, name in KERNELS.items()}, layer.tiles
+    return {key: flops / median(times) / 1e9 for key, times in taken.items()}, layer.tiles
 
 
 def numpy_rates(rows, n_in, units):
