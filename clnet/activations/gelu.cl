@@ -7,16 +7,16 @@ inline TYPE gelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
 }
 
 // The same on VW lanes at once (Activation.vector_form): Dense's CPU form. PoCL 3.0's scalar erf
-// costs ~40 ns a call on a Zen 3 core and its erf on float8 ~4 ns an element: GELU's erf and exp
-// took half of the tiny GPT's training step. In double, erf and exp of the whole vector (ulp-exact
-// library functions), so that float64 gradient checks hold to 1e-6. In float, erf is Eigen's
-// rational fit (generic_fast_erf_float, also XLA's): erf(z) = z P(z²) / Q(z²) on z clamped to
-// [-4, 4] (past that erf rounds to ±1 in float), ~0.7 ns an element. Its error, measured
-// against math.erf over a fine grid (tests/test_kernels.py): below 2.5e-7 absolute in erf, so
-// y = x (1 + erf) / 2 is off by at most ~1.3e-7 |x|, the size of the rounding error of erf in
-// float itself; like every float GELU computed from erf, small values of y (x below about -3)
-// have few correct digits. (PoCL's float8 erf, exact, took 4 ns; Numerical Recipes' erfc
-// fit, exact in relative terms in that tail, 2.2 ns: that tail does not matter to a network.)
+// took ~40 ns an element on a Zen 3 core, its erf on float8 ~4 ns: GELU's erf and exp were half
+// of the tiny GPT's training step. In double, erf and exp of the whole vector (the library's,
+// ulp-accurate), so that float64 gradient checks hold to 1e-6. In float, erf is Eigen's rational
+// fit (generic_fast_erf_float, also XLA's): erf(z) = z P(z²) / Q(z²) on z clamped to [-4, 4]
+// (past that erf rounds to ±1 in float), ~0.7 ns an element. Measured in float against math.erf
+// in double (tests/test_kernels.py, a fine grid over [-12, 12]): y within 1.7e-7 max(|x|, 1), dy/dx
+// within 1.3e-7 max(|x|, 1), about the rounding error of erf in float times |x|, as in any float
+// GELU computed from erf (PyTorch's, Keras's): small values of y (x below about -3) keep few
+// correct digits. PoCL's own float8 erf took 4 ns; Numerical Recipes' erfc fit, accurate
+// relatively in that tail, 2.2 ns: a tail that does not matter to a network.
 #ifdef VW
 #ifdef CLNET_FP64
 inline VEC gelu_erf_vector(VEC z) { return erf(z); }
