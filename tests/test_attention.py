@@ -113,7 +113,7 @@ def test_masked_positions_change_nothing(rt):
     assert not np.allclose(after[:, 4:], before[:, 4:])
 
 
-@pytest.mark.parametrize("length", [1, 2, 7])
+@pytest.mark.parametrize("length", [1, 2, 7, 11])  # 11: a row's exp runs eight keys at once, then the rest
 @pytest.mark.parametrize("causal", [False, True])
 def test_self_attention_gradients(fp64, length, causal):
     rng = np.random.default_rng(length + 10 * causal)

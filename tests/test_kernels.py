@@ -171,6 +171,33 @@ def test_dense_derivative_from_the_output(rt, rng, name):
 
 
 @pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_dense_gelu_accuracy(rt, dtype):
+    """Dense's CPU form applies GELU's vector form (in float a rational fit of erf, see gelu.cl):
+    z = x exactly (one input, weight 1, bias 0) over a fine grid and wide tails, y = GELU(z) and
+    dL/dx = GELU'(z) against math.erf in double. In float the error is about that of erf rounded
+    to float, times |x| (as in PyTorch's and Keras's float GELU); in double, a few ulp."""
+    x = np.concatenate([np.linspace(-12, 12, 24001), np.geomspace(1e-8, 12, 2000),
+                        -np.geomspace(1e-8, 12, 2000), [0.0]]).astype(dtype)
+    rows = len(x)
+    store = ParameterStore(rt, dtype)
+    layer = Dense(1, "gelu", name="d")
+    layer.build((1,), store, np.random.default_rng(0))
+    store.allocate()
+    layer.allocate(rows)
+    layer.set_weights([np.ones((1, 1)), np.zeros(1)])
+    y = layer.forward(Tensor.from_numpy(x[:, None]), rows).numpy()[:, 0]
+    dx = layer.backward(Tensor.from_numpy(np.ones((rows, 1), dtype)), rows, True).numpy()[:, 0]
+    forward, derivative = ACTIVATIONS["gelu"]
+    x64 = x.astype(np.float64)
+    if dtype == F32:
+        tolerance = 3e-7 * np.maximum(np.abs(x64), 1)
+    else:
+        tolerance = 1e-15 * np.maximum(np.abs(x64), 1)
+    assert np.all(np.abs(y - forward(x64, 0, 0)) <= tolerance)
+    assert np.all(np.abs(dx - derivative(x64, 0, 0)) <= tolerance)
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64])
 def test_split_weight_gradient(rt, rng, dtype):
     """The GPU form splits the weight and bias gradients' sums over many rows among work-groups
     (split-K) when the weights are few tiles; the slices add up to the whole sum, also for a

@@ -19,7 +19,10 @@ class Activation:
     kernel_prefix = ""
     defaults: dict[str, float] = {}
     elementwise = True  # fusable into a Dense kernel's epilogue
-    vector_form = False  # `source` also defines <function>_forward_vector / _derivative_vector on VEC
+    # `source` also defines <function>_forward_vector / _derivative_vector on VEC (VW lanes), which
+    # Dense's CPU form and the recurrent layers apply; without, activations/vector.cl applies the
+    # scalar functions lane by lane.
+    vector_form = False
     # The derivative is exact when given y in place of x (ReLU: y > 0 exactly where x > 0), so a
     # layer need not keep x for it.
     derivative_from_output = False

@@ -4,6 +4,7 @@ from .base import Activation
 class GELU(Activation):
     """y = x Φ(x), Φ the standard normal CDF: Keras's "gelu" with its default approximate=False."""
     name, source, function, kernel_prefix = "gelu", "activations/gelu.cl", "gelu", "GELU"
+    vector_form = True
 
     def to_onnx(self, graph, x):
         # ONNX's Gelu op arrives in opset 20; the same formula from Erf works in every opset.

@@ -4,3 +4,11 @@ inline TYPE relu_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return x > 0 ? (TY
 
 inline TYPE lrelu_forward(TYPE x, TYPE a, TYPE b) { return x > 0 ? x : a * x; }
 inline TYPE lrelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return x > 0 ? (TYPE)1 : a; }
+
+// The same on VW lanes at once (Activation.vector_form).
+#ifdef VW
+inline VEC relu_forward_vector(VEC x, TYPE a, TYPE b) { return fmax(x, (VEC)(0)); }
+inline VEC relu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return select((VEC)(0), (VEC)(1), x > 0); }
+inline VEC lrelu_forward_vector(VEC x, TYPE a, TYPE b) { return select(a * x, x, x > 0); }
+inline VEC lrelu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return select((VEC)(a), (VEC)(1), x > 0); }
+#endif

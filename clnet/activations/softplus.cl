@@ -2,3 +2,9 @@
 // overflows for large x and small x keep their digits. dy/dx = sigmoid(x).
 inline TYPE softplus_forward(TYPE x, TYPE a, TYPE b) { return fmax(x, (TYPE)0) + log1p(exp(-fabs(x))); }
 inline TYPE softplus_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return 1 / (1 + exp(-x)); }
+
+// The same on VW lanes at once (Activation.vector_form).
+#ifdef VW
+inline VEC softplus_forward_vector(VEC x, TYPE a, TYPE b) { return fmax(x, (VEC)(0)) + log1p(exp(-fabs(x))); }
+inline VEC softplus_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return 1 / (1 + exp(-x)); }
+#endif

@@ -4,6 +4,7 @@ from .base import Activation
 class Swish(Activation):
     """y = x sigmoid(b x)."""
     name, source, function, kernel_prefix = "swish", "activations/swish.cl", "swish", "Swish"
+    vector_form = True
     defaults = {"b": 1.0}
 
     def to_onnx(self, graph, x):

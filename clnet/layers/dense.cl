@@ -22,9 +22,22 @@
 #ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
-// gradient; and the bias gradient, the column sums of delta. One work-item per four columns
-// (ToVect4 reads the padding of dL/dy as 0), as many as the cores need. (The GPU form does all
+// gradient; and the bias gradient, the column sums of delta. One work-item per column panel (the
+// padding of dL/dy reads as 0), f' on its VW lanes at once (ACT_DERIVATIVE_V: GELU's scalar erf
+// and exp made this kernel a third of the tiny GPT's step on PoCL 3.0). (The GPU form does all
 // this inside its weight gradient, see CalcDeltaWeights there.)
+// VW consecutive elements p[0..VW), those at or past `width` read as 0.
+__attribute__((always_inline))
+VEC LoadColumns(const __global TYPE *p, const int width)
+{
+    if (width >= VW)
+        return VLOAD(0, p);
+    TYPE lanes[VW];
+    for (int l = 0; l < VW; l++)
+        lanes[l] = l < width ? p[l] : (TYPE)0;
+    return VLOAD(0, lanes);
+}
+
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
@@ -34,26 +47,24 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             const int rows, const int units, const int units_p, const int capacity,
                             const TYPE a, const TYPE b, const int apply_derivative)
 {
-    const int col = get_global_id(0) * 4;
-    __global TYPE *column_panel = delta + (col / VW) * capacity * VW + col % VW;
-    TYPE4 sum = (TYPE4)(0);
+    const int col = get_global_id(0) * VW, width = min(VW, units - col);
+    __global VEC *column_panel = (__global VEC *)(delta + col * capacity);
+    __global TYPE *row_panels = delta_rows + col * VW;
+    VEC sum = (VEC)(0);
     for (int m = 0; m < rows; m++) {
-        TYPE4 g = ToVect4(output_gr + m * units, col, units);
-        if (apply_derivative) {
-            const TYPE4 y = ToVect4(outputs + m * units, col, units);
-            const TYPE4 z = ToVect4(pre + m * units, col, units);
-            g *= (TYPE4)(ACT_DERIVATIVE(y.s0, z.s0, a, b), ACT_DERIVATIVE(y.s1, z.s1, a, b),
-                         ACT_DERIVATIVE(y.s2, z.s2, a, b), ACT_DERIVATIVE(y.s3, z.s3, a, b));
-        }
-        vstore4(g, 0, column_panel + m * VW);
-        __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + col * VW + m % VW;
-        row_panel[0] = g.s0;
-        row_panel[VW] = g.s1;
-        row_panel[2 * VW] = g.s2;
-        row_panel[3 * VW] = g.s3;
+        const int o = m * units + col;
+        VEC g = LoadColumns(output_gr + o, width);
+        if (apply_derivative)
+            g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
+        column_panel[m] = g;
+        TYPE lanes[VW];
+        VSTORE(g, 0, lanes);
+        __global TYPE *row_panel = row_panels + (m / VW) * units_p * VW + m % VW;
+        for (int j = 0; j < VW; j++)
+            row_panel[j * VW] = lanes[j];
         sum += g;
     }
-    vstore4(sum, 0, delta_bias + col);
+    VSTORE(sum, 0, delta_bias + col);
 }
 #endif
 
@@ -183,21 +194,20 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
             const int m = q * FF_RM + r;
             if (m >= height)
                 break;
-            TYPE z[VW];
-            VSTORE(acc[q][r] + bv, 0, z);
-            #pragma unroll
-            for (int j = 0; j < VW; j++)
-                y[m][j] = ACT_FORWARD(z[j], a, b);
+            const VEC z = acc[q][r] + bv, ym = ACT_FORWARD_V(z, a, b);
+            VSTORE(ym, 0, y[m]);
             const int o = (row + m) * units + col;
             if (width == VW) {
 #if STORE_PRE
-                VSTORE(acc[q][r] + bv, 0, pre + o);
+                VSTORE(z, 0, pre + o);
 #endif
-                VSTORE(VLOAD(0, y[m]), 0, outputs + o);
+                VSTORE(ym, 0, outputs + o);
             } else {
+                TYPE zs[VW];
+                VSTORE(z, 0, zs);
                 for (int j = 0; j < width; j++) {
 #if STORE_PRE
-                    pre[o + j] = z[j];
+                    pre[o + j] = zs[j];
 #endif
                     outputs[o + j] = y[m][j];
                 }

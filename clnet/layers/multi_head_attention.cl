@@ -8,6 +8,7 @@
 // Keras's masked softmax replaces a masked score by -1e9 (not -inf, so a row masked entirely
 // is uniform, as Keras's): exp(-1e9 - max) is exactly 0 beside any unmasked score.
 #define MASKED_SCORE ((TYPE)-1e9)
+#define TYPE8 CAT(TYPE, 8)
 
 // True where query position i may attend to key position j: the causal mask keeps j <= i, an
 // explicit mask (batch, Tq, Tk) keeps entries > 0.5 (Keras's rule for a non-boolean mask).
@@ -114,8 +115,17 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
             p[j] = MASKED_SCORE;
         keys = tk;
     }
-    TYPE sum = 0;
-    for (int j = 0; j < keys; j++) {
+    // exp on eight scores at once: PoCL's scalar exp costs ~14 ns a call, half of this kernel's
+    // time in the tiny GPT, its exp on a vector of 8 under 1 ns an element.
+    TYPE8 sums = (TYPE8)(0);
+    int j = 0;
+    for (; j + 8 <= keys; j += 8) {
+        const TYPE8 e = exp(vload8(0, p + j) - m);
+        vstore8(e, 0, p + j);
+        sums += e;
+    }
+    TYPE sum = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
+    for (; j < keys; j++) {
         const TYPE e = exp(p[j] - m);
         p[j] = e;
         sum += e;

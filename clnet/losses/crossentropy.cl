@@ -17,13 +17,22 @@
 #define SPARSE 2
 #define SOFTMAX_HERE 2  // a fold_activation value
 
-// The maximum of a row of logits z and log sum_j exp(z_j - max).
+#define TYPE8 CAT(TYPE, 8)
+
+// The maximum of a row of logits z and log sum_j exp(z_j - max). The exponentials eight at a
+// time: PoCL's scalar exp costs ~14 ns a call, its exp of a vector of 8 under 1 ns an element
+// (the tiny GPT's loss over 2048 positions of 113 classes: 5.9 ms a step before).
 inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *log_s)
 {
-    TYPE top = -INFINITY, s = 0;
+    TYPE top = -INFINITY;
     for (int j = 0; j < cols; j++)
         top = fmax(top, z[j]);
-    for (int j = 0; j < cols; j++)
+    TYPE8 sums = (TYPE8)(0);
+    int j = 0;
+    for (; j + 8 <= cols; j += 8)
+        sums += exp(vload8(0, z + j) - top);
+    TYPE s = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
+    for (; j < cols; j++)
         s += exp(z[j] - top);
     *m = top;
     *log_s = log(s);
@@ -56,7 +65,8 @@ TYPE categorical_position(const __global TYPE *t, const int label, const __globa
         const TYPE tj = TARGET(j);
         const TYPE p_j = fold_activation == SOFTMAX_HERE ? exp(p[j] - m - log_s) : p[j];
         const TYPE pj = clamp(p_j, EPSILON, 1 - EPSILON);
-        loss -= tj * log(pj);
+        if (tj != 0)  // 0 log(pj) is 0 (pj >= EPSILON): no log for the classes a sparse target is not
+            loss -= tj * log(pj);
         g[j] = scale * (fold_activation ? p_j * t_sum - tj : (p_j == pj ? -tj / pj : 0));
     }
 #endif

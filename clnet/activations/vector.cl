@@ -1,0 +1,33 @@
+// The fused activation on VW lanes at once (-D VW, ACT, ACT_VECTOR), for kernels that hold a
+// block of VW columns in a VEC: ACT_FORWARD_V(x, a, b) and ACT_DERIVATIVE_V(y, x, a, b). Its
+// vector form where it has one (ACT_VECTOR = 1, see Activation.vector_form), else its scalar
+// function lane by lane. PoCL's scalar exp, tanh and erf cost 14-40 ns a call on a Zen 3 core,
+// its vector forms a tenth of that or less.
+#define DEFINE_LANES(name, FORWARD, DERIVATIVE)                                                  \
+__attribute__((always_inline))                                                                  \
+VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                                     \
+{                                                                                               \
+    TYPE in[VW], out[VW];                                                                       \
+    VSTORE(x, 0, in);                                                                           \
+    for (int l = 0; l < VW; l++)                                                                \
+        out[l] = FORWARD(in[l], a, b);                                                          \
+    return VLOAD(0, out);                                                                       \
+}                                                                                               \
+__attribute__((always_inline))                                                                  \
+VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)                     \
+{                                                                                               \
+    TYPE ys[VW], xs[VW], out[VW];                                                               \
+    VSTORE(y, 0, ys);                                                                           \
+    VSTORE(x, 0, xs);                                                                           \
+    for (int l = 0; l < VW; l++)                                                                \
+        out[l] = DERIVATIVE(ys[l], xs[l], a, b);                                                \
+    return VLOAD(0, out);                                                                       \
+}
+#if ACT_VECTOR
+#define ACT_FORWARD_V CAT(ACT, _forward_vector)
+#define ACT_DERIVATIVE_V CAT(ACT, _derivative_vector)
+#else
+DEFINE_LANES(ActLanes, ACT_FORWARD, ACT_DERIVATIVE)
+#define ACT_FORWARD_V ActLanesForward
+#define ACT_DERIVATIVE_V ActLanesDerivative
+#endif
