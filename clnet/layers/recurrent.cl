@@ -298,36 +298,10 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
-// The activations on VW lanes at once, for the gate math on a work-item's block of units: the
-// activation's vector form where it has one (-D ACT_VECTOR=1, RACT_VECTOR=1: sigmoid, tanh,
-// Keras's defaults), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
+// The recurrent activation on VW lanes at once, for the gate math on a block of units, as
+// activations/vector.cl (built before this file) does for ACT: its vector form where it has one
+// (-D RACT_VECTOR=1), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
 // LSTM(128) more than its recurrent products (14 ns a call: 18 of 33 ms of a forward pass).
-#define DEFINE_LANES(name, FORWARD, DERIVATIVE)                                                  \
-HELPER VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                              \
-{                                                                                               \
-    TYPE in[VW], out[VW];                                                                       \
-    VSTORE(x, 0, in);                                                                           \
-    for (int l = 0; l < VW; l++)                                                                \
-        out[l] = FORWARD(in[l], a, b);                                                          \
-    return VLOAD(0, out);                                                                       \
-}                                                                                               \
-HELPER VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)              \
-{                                                                                               \
-    TYPE ys[VW], xs[VW], out[VW];                                                               \
-    VSTORE(y, 0, ys);                                                                           \
-    VSTORE(x, 0, xs);                                                                           \
-    for (int l = 0; l < VW; l++)                                                                \
-        out[l] = DERIVATIVE(ys[l], xs[l], a, b);                                                \
-    return VLOAD(0, out);                                                                       \
-}
-#if ACT_VECTOR
-#define ACT_FORWARD_V CAT(ACT, _forward_vector)
-#define ACT_DERIVATIVE_V CAT(ACT, _derivative_vector)
-#else
-DEFINE_LANES(ActLanes, ACT_FORWARD, ACT_DERIVATIVE)
-#define ACT_FORWARD_V ActLanesForward
-#define ACT_DERIVATIVE_V ActLanesDerivative
-#endif
 #if RACT_VECTOR
 #define RACT_FORWARD_V CAT(RACT, _forward_vector)
 #define RACT_DERIVATIVE_V CAT(RACT, _derivative_vector)

@@ -144,7 +144,7 @@ class _Recurrent(Layer):
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
         self.vw = SEQ_VW if self.whole_sequence else VW
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
-                                       "layers/recurrent.cl", self.source)))
+                                       "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "GATES": self.gates,
