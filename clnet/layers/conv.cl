@@ -354,11 +354,6 @@ void name(const __global TYPE *a[RM], const __global VEC *B, const int n, VEC ac
     }                                                                                       \
 }
 DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
-#if HG_RM != FF_RM
-DEFINE_PATCH_PRODUCT(gradient_product, HG_RM)
-#else
-#define gradient_product patch_product
-#endif
 
 // z = patches W + b, y = f(z) and f'(z), which the backward kernels multiply dL/dy by (so the
 // derivative is computed once per element, not once per product that reads it); FF_RM output positions (consecutive m = (row * out_h + oy) *
@@ -530,7 +525,7 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
     weights_t[((long)(c / VW) * kh * kw * filters_p + (long)tap * filters_p + f) * VW + c % VW] = weights[at];
 }
 
-// dL/dx = sum over the windows covering each input pixel of delta W^T: HG_RM consecutive pixels
+// dL/dx = sum over the windows covering each input pixel of delta W^T: FF_RM consecutive pixels
 // p = (row * height + y) * width + x times VW channels per work-item. For each kernel tap a pixel
 // is read by at most one output position (the one whose window puts that tap on it), so the
 // input gradient is a product of the same form as the forward's: per tap, each pixel's row of
@@ -538,20 +533,24 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
 // patch_product. delta = dL/dz was stored by the weight gradient (or is dL/dy where a loss
 // already applied the derivative), so each of its elements is one load, broadcast from memory,
 // not the two loads and a product per tap that forming it here took (with its elements taken
-// out of a vector register, 53 GFLOP/s on the CNN's second layer).
+// out of a vector register, 53 GFLOP/s on the CNN's second layer). Its block is the forward's
+// (FF_RM rows), not the Dense input gradient's HG_RM: on pip's PoCL 3.0 (VW 16, AVX2) the tuner's
+// 6 rows left 12 accumulators and patch_product's 4 rows of Wt more than the 16 vector registers,
+// and ran at 70 GFLOP/s, against 121 with the forward's 4 (the CNN's second layer, 8.0-8.3 ->
+// 4.7 ms per step).
 __kernel void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * out_h * out_w, filters)
                                      __global const TYPE *weights_t,  // Wt (channels_p / VW, kh * kw * filters_p, VW)
                                      __global const TYPE *zeros,      // (max(channels, filters)) zeros
                                      __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
                                      const int P, const int filters, const int filters_p, GEOMETRY)
 {
-    const int c0 = get_global_id(0) * VW, p0 = get_global_id(1) * HG_RM;
+    const int c0 = get_global_id(0) * VW, p0 = get_global_id(1) * FF_RM;
     if (c0 >= channels || p0 >= P)
         return;
-    int px[HG_RM], py[HG_RM], line0[HG_RM];
-    VEC acc[HG_RM];
+    int px[FF_RM], py[FF_RM], line0[FF_RM];
+    VEC acc[FF_RM];
     #pragma unroll
-    for (int r = 0; r < HG_RM; r++) {
+    for (int r = 0; r < FF_RM; r++) {
         const int p = min(p0 + r, P - 1), line = p / width;
         px[r] = p - line * width + pad_left;
         py[r] = line % height + pad_top;
@@ -559,11 +558,11 @@ __kernel void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (
         acc[r] = (VEC)(0);
     }
     const __global VEC *panel = (const __global VEC *)weights_t + (long)(c0 / VW) * kh * kw * filters_p;
-    const __global TYPE *src[HG_RM];
+    const __global TYPE *src[FF_RM];
     for (int i = 0; i < kh; i++)
         for (int j = 0; j < kw; j++) {
             #pragma unroll
-            for (int r = 0; r < HG_RM; r++) {
+            for (int r = 0; r < FF_RM; r++) {
                 const int ty = py[r] - i * dh, tx = px[r] - j * dw;  // oy * sh and ox * sw, if covered
                 // Stride 1 skips the divisions (four per pixel and tap took as long as the products).
                 const int oy = sh == 1 ? ty : ty / sh, ox = sw == 1 ? tx : tx / sw;
@@ -571,11 +570,11 @@ __kernel void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (
                                     (sh == 1 || ty % sh == 0) && (sw == 1 || tx % sw == 0);
                 src[r] = covered ? delta + (((long)line0[r] + oy) * out_w + ox) * filters : zeros;
             }
-            gradient_product(src, panel + (i * kw + j) * filters_p, filters, acc);
+            patch_product(src, panel + (i * kw + j) * filters_p, filters, acc);
         }
     const int lanes = min(VW, channels - c0);
     #pragma unroll
-    for (int r = 0; r < HG_RM; r++) {
+    for (int r = 0; r < FF_RM; r++) {
         if (p0 + r >= P)
             break;
         const long o = (long)(p0 + r) * channels + c0;

@@ -224,7 +224,7 @@ class _Conv(Layer):
                          self.input_grad, pixels, self.filters, self.filters_p, int(apply_derivative),
                          *self.geometry, flops=flops)
         else:
-            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["HG_RM"])), None, grad, self.weights_t,
+            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, self.weights_t,
                          self.zeros, self.input_grad, pixels, self.filters, self.filters_p, *self.geometry, flops=flops)
         return self.input_grad
 
