@@ -30,7 +30,9 @@ def device_pass(rt, layer, input_shape, x, dy):
 # (input shape, pool_size, strides, padding)
 CASES = [((1, 1, 1), 1, None, "valid"), ((1, 1, 3), 2, None, "same"), ((7, 6, 3), 2, None, "same"),
          ((5, 7, 5), (3, 2), (2, 1), "same"), ((9, 9, 2), 3, 2, "valid"), ((6, 5, 6), (2, 4), 3, "same"),
-         ((8, 8, 1), 2, 1, "valid"), ((26, 26, 7), 2, None, "valid")]
+         ((8, 8, 1), 2, 1, "valid"), ((26, 26, 7), 2, None, "valid"),
+         # more channels, overlapping windows and cells, with y^T checked below
+         ((7, 6, 8), (3, 2), (2, 1), "same"), ((9, 7, 12), 2, None, "same")]
 
 
 @pytest.mark.parametrize("shape,pool,strides,padding", CASES)
@@ -44,6 +46,8 @@ def test_pool2d_kernels(rt, rng, kind, shape, pool, strides, padding):
     dy = rng.normal(size=want.shape).astype(F32)
     y, dx = device_pass(rt, layer, shape, x, dy)
     np.testing.assert_allclose(y.reshape(want.shape), want, rtol=2e-6, atol=2e-6)
+    # y^T, which a Dense after a Flatten reads for its weight gradient
+    np.testing.assert_array_equal(layer.outputs.transposed.numpy()[:, :3], y.reshape(3, -1).T)
     want_dx = pool2d_backward(x.astype(np.float64), dy.astype(np.float64), layer.pool_size, layer.strides,
                               padding, use_max)
     np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=2e-6, atol=2e-6)

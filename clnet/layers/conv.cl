@@ -285,6 +285,20 @@ VEC load_columns(const __global TYPE *row, const int col, const int n)
     return u.v;
 }
 
+// Stores v's lanes as columns col.. of a row of n, those before n.
+__attribute__((always_inline))
+void store_columns(__global TYPE *row, const VEC v, const int col, const int n)
+{
+    if (n % VW == 0) {
+        *(__global VEC *)(row + col) = v;
+        return;
+    }
+    union { VEC v; TYPE s[VW]; } u;
+    u.v = v;
+    for (int j = 0; j < VW && col + j < n; j++)
+        row[col + j] = u.s[j];
+}
+
 // dL/dz = dL/dy * f'(z) for columns col.. of one output position (f'(z) from the forward pass,
 // unless the activation was folded into the loss); zeros past `filters`.
 __attribute__((always_inline))
@@ -331,7 +345,7 @@ DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
 __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
                               __global const TYPE *weights,  // W (K, filters), column panels
                               __global const TYPE *bias,     // b (filters_p)
-                              __global const TYPE *zeros,    // (channels) zeros
+                              __global const TYPE *zeros,    // (max(channels, filters)) zeros
                               __global TYPE *outputs,        // y = f(z) (rows * out_h * out_w, filters)
                               __global TYPE *slopes,         // f'(z), the same shape
                               const int M, const int filters, const TYPE a, const TYPE b, GEOMETRY)
@@ -392,13 +406,15 @@ __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height,
 // the output lines (row * out_h + oy) [ch * chunk, (ch + 1) * chunk), into partials (chunks, K +
 // 1, filters_p), row K being dL/db. Splitting the positions keeps both cores busy when K * filters
 // is small (the first layer of a CNN: 9 x 32 weights, 86528 positions per batch of 128). delta is
-// computed from dL/dy as it is read.
+// computed from dL/dy as it is read; with `write_delta` the work-items of the first block row
+// (kb = 0) store it for the input gradient.
 __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                                    __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
                                    __global const TYPE *slopes,     // f'(z), the same shape
                                    __global TYPE *partials,         // (chunks, K + 1, filters_p)
+                                   __global TYPE *delta,            // dL/dz (rows * out_h * out_w, filters)
                                    const int lines, const int filters, const int filters_p, const int chunk,
-                                   const int apply_derivative, GEOMETRY)
+                                   const int apply_derivative, const int write_delta, GEOMETRY)
 {
     const int col = get_global_id(0) * VW, k0 = get_global_id(1) * DW_RM, ch = get_global_id(2);
     const int K = kh * kw * channels;
@@ -449,8 +465,11 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
                     acc[r] += (VEC)(v) * d;
                 }
             }
-            if (k0 == 0)
+            if (k0 == 0) {
                 bias_acc += d;
+                if (write_delta)
+                    store_columns(delta + (dy - output_gr), d, col, filters);
+            }
         }
     }
     __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
@@ -464,14 +483,15 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
 
 // dL/dW (column panels) and dL/db: the sums of CalcDeltaWeightsConv's `chunks` partials, one
 // element per work-item (dimension 0: filter f < filters_p, 1: row k <= K). The same launch lays
-// W out per input channel, Wt (kh * kw, filters_p, channels_p), for CalcHiddenGradientConv; W has
-// not changed since the forward pass (the optimizer runs after the backward pass).
+// W out for CalcHiddenGradientConv as Wt, column panels of VW input channels: panel c / VW holds
+// row tap * filters_p + f = W[tap * channels + c][f] for c in the panel (its padding stays 0). W
+// has not changed since the forward pass (the optimizer runs after the backward pass).
 __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K + 1, filters_p)
                                   __global const TYPE *weights,   // W, column panels
                                   __global TYPE *delta_weights,   // dL/dW, column panels
                                   __global TYPE *delta_bias,      // dL/db (filters_p)
-                                  __global TYPE *weights_t,       // Wt (kh * kw, filters_p, channels_p)
-                                  const int chunks, const int filters_p, const int channels_p, GEOMETRY)
+                                  __global TYPE *weights_t,       // Wt (channels_p / VW, kh * kw * filters_p, VW)
+                                  const int chunks, const int filters_p, GEOMETRY)
 {
     const int f = get_global_id(0), k = get_global_id(1);
     const int K = kh * kw * channels;
@@ -484,74 +504,71 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
     }
     const long at = (long)(f / VW) * K * VW + (long)k * VW + f % VW;
     delta_weights[at] = sum;
-    weights_t[((long)(k / channels) * filters_p + f) * channels_p + k % channels] = weights[at];
+    const int tap = k / channels, c = k - tap * channels;
+    weights_t[((long)(c / VW) * kh * kw * filters_p + (long)tap * filters_p + f) * VW + c % VW] = weights[at];
 }
 
-// dL/dx = sum over the windows covering each input pixel of delta W^T: HG_RM consecutive pixels
-// p = (row * height + y) * width + x times VW channels per work-item. For each kernel tap, a pixel
-// is read by at most one output position (the one whose window puts that tap on it); delta's
-// row there (zeros if none) times the tap's rows of Wt, VW filters at a time, delta staged in
-// private memory so its elements are broadcast from there as in the products above.
-__kernel void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
-                                     __global const TYPE *slopes,     // f'(z), the same shape
-                                     __global const TYPE *weights_t,  // Wt (kh * kw, filters_p, channels_p)
+// dL/dx = sum over the windows covering each input pixel of delta W^T: FF_RM consecutive pixels
+// p = (row * height + y) * width + x times VW channels per work-item. For each kernel tap a pixel
+// is read by at most one output position (the one whose window puts that tap on it), so the
+// input gradient is a product of the same form as the forward's: per tap, each pixel's row of
+// delta (`zeros` if no window puts the tap on it) times the tap's filters_p rows of Wt, in
+// patch_product. delta = dL/dz was stored by the weight gradient (or is dL/dy where a loss
+// already applied the derivative), so each of its elements is one load, broadcast from memory,
+// not the two loads and a product per tap that forming it here took (with its elements taken
+// out of a vector register, 53 GFLOP/s on the CNN's second layer). Its block is the forward's
+// (FF_RM rows), not the Dense input gradient's HG_RM: on pip's PoCL 3.0 (VW 16, AVX2) the tuner's
+// 6 rows left 12 accumulators and patch_product's 4 rows of Wt more than the 16 vector registers,
+// and ran at 70 GFLOP/s, against 121 with the forward's 4 (the CNN's second layer, 8.0-8.3 ->
+// 4.7 ms per step).
+__kernel void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * out_h * out_w, filters)
+                                     __global const TYPE *weights_t,  // Wt (channels_p / VW, kh * kw * filters_p, VW)
+                                     __global const TYPE *zeros,      // (max(channels, filters)) zeros
                                      __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
-                                     const int P, const int filters, const int filters_p, const int channels_p,
-                                     const int apply_derivative, GEOMETRY)
+                                     const int P, const int filters, const int filters_p, GEOMETRY)
 {
-    const int c0 = get_global_id(0) * VW, p0 = get_global_id(1) * HG_RM;
+    const int c0 = get_global_id(0) * VW, p0 = get_global_id(1) * FF_RM;
     if (c0 >= channels || p0 >= P)
         return;
-    int px[HG_RM], py[HG_RM], line0[HG_RM];
-    VEC acc[HG_RM];
+    int px[FF_RM], py[FF_RM], line0[FF_RM];
+    VEC acc[FF_RM];
     #pragma unroll
-    for (int r = 0; r < HG_RM; r++) {
+    for (int r = 0; r < FF_RM; r++) {
         const int p = min(p0 + r, P - 1), line = p / width;
-        px[r] = p % width + pad_left;
+        px[r] = p - line * width + pad_left;
         py[r] = line % height + pad_top;
         line0[r] = line / height * out_h;   // the sample's first row of outputs
         acc[r] = (VEC)(0);
     }
-    union { VEC v; TYPE s[VW]; } delta[HG_RM];
-    long m[HG_RM];
+    const __global VEC *panel = (const __global VEC *)weights_t + (long)(c0 / VW) * kh * kw * filters_p;
+    const __global TYPE *src[FF_RM];
     for (int i = 0; i < kh; i++)
         for (int j = 0; j < kw; j++) {
             #pragma unroll
-            for (int r = 0; r < HG_RM; r++) {
+            for (int r = 0; r < FF_RM; r++) {
                 const int ty = py[r] - i * dh, tx = px[r] - j * dw;  // oy * sh and ox * sw, if covered
                 // Stride 1 skips the divisions (four per pixel and tap took as long as the products).
                 const int oy = sh == 1 ? ty : ty / sh, ox = sw == 1 ? tx : tx / sw;
                 const int covered = ty >= 0 && tx >= 0 && oy < out_h && ox < out_w &&
                                     (sh == 1 || ty % sh == 0) && (sw == 1 || tx % sw == 0);
-                m[r] = covered ? ((long)line0[r] + oy) * out_w + ox : -1;
+                src[r] = covered ? delta + (((long)line0[r] + oy) * out_w + ox) * filters : zeros;
             }
-            const __global VEC *w = (const __global VEC *)(weights_t + (long)(i * kw + j) * filters_p * channels_p
-                                                           + c0);
-            for (int f0 = 0; f0 < filters; f0 += VW) {
-                #pragma unroll
-                for (int r = 0; r < HG_RM; r++) {
-                    const long o = m[r] * filters;
-                    delta[r].v = m[r] < 0 ? (VEC)(0) : delta_columns(output_gr + o, slopes + o, f0, filters,
-                                                                             apply_derivative);
-                }
-                #pragma unroll
-                for (int jf = 0; jf < VW; jf++) {
-                    const VEC wf = w[(long)(f0 + jf) * (channels_p / VW)];
-                    #pragma unroll
-                    for (int r = 0; r < HG_RM; r++)
-                        acc[r] += (VEC)(delta[r].s[jf]) * wf;
-                }
-            }
+            patch_product(src, panel + (i * kw + j) * filters_p, filters, acc);
         }
     const int lanes = min(VW, channels - c0);
     #pragma unroll
-    for (int r = 0; r < HG_RM; r++) {
+    for (int r = 0; r < FF_RM; r++) {
         if (p0 + r >= P)
             break;
-        union { VEC v; TYPE s[VW]; } g;
-        g.v = acc[r];
-        for (int l = 0; l < lanes; l++)
-            input_gr[(long)(p0 + r) * channels + c0 + l] = g.s[l];
+        const long o = (long)(p0 + r) * channels + c0;
+        if (channels % VW == 0) {
+            *(__global VEC *)(input_gr + o) = acc[r];
+        } else {
+            union { VEC v; TYPE s[VW]; } g;
+            g.v = acc[r];
+            for (int l = 0; l < lanes; l++)
+                input_gr[o + l] = g.s[l];
+        }
     }
 }
 #endif

@@ -116,17 +116,18 @@ class _Conv(Layer):
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
         self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                     # f'(z)
+        self.delta = Tensor((capacity, *self.output_shape), dt, rt)                      # dL/dz
         if self.tiled:
             self._allocate_splits(rows, program)
-            self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
         else:
             out_h, out_w = self.geometry[3:5]
             self.chunk_lines = max(1, self.chunk // out_w)                              # lines per chunk
             chunks = -(-capacity * out_h // self.chunk_lines)
             self.partials = Tensor((chunks, self.patch_size + 1, self.filters_p), dt, rt)
-            # (taps, filters_p, channels_p): the channels' padding stays 0.
-            self.weights_t = Tensor.zeros((self.taps, self.filters_p, self.channels_p), dt, rt)
-            self.zeros = Tensor.zeros((channels,), dt, rt)                               # the padding's inputs
+            # (channels_p / VW, taps * filters_p, VW): column panels of W^T; the channels' padding stays 0.
+            self.weights_t = Tensor.zeros((self.channels_p // vw, self.taps * self.filters_p, vw), dt, rt)
+            # (max(channels, filters)): the padding's inputs, and the delta rows of pixels no window covers.
+            self.zeros = Tensor.zeros((max(channels, self.filters),), dt, rt)
             self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
@@ -200,20 +201,21 @@ class _Conv(Layer):
         tiles = self.tiles
         flops = 2.0 * positions * self.patch_size * self.filters
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
-        if self.tiled:  # the weight gradient also writes delta = dL/dz where the input gradient wants it
-            write_delta = apply_derivative and input_grad
+        # The weight gradient also writes delta = dL/dz where the input gradient wants it.
+        write_delta = apply_derivative and input_grad
+        if self.tiled:
             self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, write_delta, flops)
-            if write_delta:
-                grad, apply_derivative = self.delta, False
         else:
             lines = rows * self.geometry[3]
             chunks = -(-lines // self.chunk_lines)
             self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks),
-                                None, self.x, grad, self.slopes, self.partials, lines, self.filters, self.filters_p,
-                                self.chunk_lines, int(apply_derivative), *self.geometry, flops=flops)
+                                None, self.x, grad, self.slopes, self.partials, self.delta, lines, self.filters,
+                                self.filters_p, self.chunk_lines, int(apply_derivative), int(write_delta),
+                                *self.geometry, flops=flops)
             self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
-                      self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, self.channels_p,
-                      *self.geometry)
+                      self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, *self.geometry)
+        if write_delta:
+            grad, apply_derivative = self.delta, False
         if not input_grad:
             return None
         pixels = rows * int(np.prod(self.geometry[:2]))
@@ -222,9 +224,8 @@ class _Conv(Layer):
                          self.input_grad, pixels, self.filters, self.filters_p, int(apply_derivative),
                          *self.geometry, flops=flops)
         else:
-            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["HG_RM"])), None, grad, self.slopes,
-                         self.weights_t, self.input_grad, pixels, self.filters, self.filters_p, self.channels_p,
-                         int(apply_derivative), *self.geometry, flops=flops)
+            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, self.weights_t,
+                         self.zeros, self.input_grad, pixels, self.filters, self.filters_p, *self.geometry, flops=flops)
         return self.input_grad
 
     def _tiled_weight_gradient(self, grad, positions, bias_grad, apply_derivative, write_delta, flops):
