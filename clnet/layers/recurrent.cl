@@ -218,6 +218,29 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // U are unrolled by 8, so that a work-item has eight loads in flight: a step is latency-bound
 // (U comes from L2 at every step), and unrolling took the forward pass from 0.56 to 0.41 ms.
 
+// sums[row, at] = sum over k in [begin, end) of x[i][k] m[k * stride] for the work-group's rows
+// row0 + i: one column of U (forward) or U^T (backward) against each row's h_{s-1} or deltas.
+HELPER void SequenceColumn(__global TYPE *sums, __global const TYPE **x, __global const TYPE *m, const int stride,
+                           const int begin, const int end, const int row0, const int rows, const int cols,
+                           const int at)
+{
+    TYPE acc[SEQ_ROWS];
+    #pragma unroll
+    for (int i = 0; i < SEQ_ROWS; i++)
+        acc[i] = 0;
+    #pragma unroll 8
+    for (int k = begin; k < end; k++) {
+        const TYPE u = m[k * stride];
+        #pragma unroll
+        for (int i = 0; i < SEQ_ROWS; i++)
+            acc[i] += x[i][k] * u;
+    }
+    #pragma unroll
+    for (int i = 0; i < SEQ_ROWS; i++)
+        if (row0 + i < rows)
+            sums[(row0 + i) * cols + at] = acc[i];
+}
+
 // sums[row, c] = h_{s-1}[row, :] U[:, c] for the work-group's rows, every column.
 HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps, units)
                              __global const TYPE *recurrent,  // U, (units, cols)
@@ -229,23 +252,8 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
         h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
-    for (int c = get_local_id(0); c < cols; c += get_local_size(0)) {
-        TYPE acc[SEQ_ROWS];
-        #pragma unroll
-        for (int i = 0; i < SEQ_ROWS; i++)
-            acc[i] = 0;
-        #pragma unroll 8
-        for (int k = 0; k < (s ? units : 0); k++) {
-            const TYPE u = recurrent[k * cols + c];
-            #pragma unroll
-            for (int i = 0; i < SEQ_ROWS; i++)
-                acc[i] += h[i][k] * u;
-        }
-        #pragma unroll
-        for (int i = 0; i < SEQ_ROWS; i++)
-            if (row0 + i < rows)
-                sums[(row0 + i) * cols + c] = acc[i];
-    }
+    for (int c = get_local_id(0); c < cols; c += get_local_size(0))
+        SequenceColumn(sums, h, recurrent + c, cols, 0, s ? units : 0, row0, rows, cols, c);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
@@ -268,21 +276,7 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
         d[i] = step_delta + (((s + 1) & 1) * capacity + min(row0 + i, rows - 1)) * cols;
     for (int q = get_local_id(0); q < parts * units; q += get_local_size(0)) {
         const int j = q % units, part = q / units, end = s < steps - 1 ? min(cols, (part + 1) * span) : 0;
-        TYPE acc[SEQ_ROWS];
-        #pragma unroll
-        for (int i = 0; i < SEQ_ROWS; i++)
-            acc[i] = 0;
-        #pragma unroll 8
-        for (int c = part * span; c < end; c++) {
-            const TYPE u = transposed[c * units + j];
-            #pragma unroll
-            for (int i = 0; i < SEQ_ROWS; i++)
-                acc[i] += d[i][c] * u;
-        }
-        #pragma unroll
-        for (int i = 0; i < SEQ_ROWS; i++)
-            if (row0 + i < rows)
-                sums[(row0 + i) * cols + part * units + j] = acc[i];
+        SequenceColumn(sums, d, transposed + j, units, part * span, end, row0, rows, cols, part * units + j);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
     for (int q = get_local_id(0); q < SEQ_ROWS * units; q += get_local_size(0)) {
