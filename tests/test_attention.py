@@ -152,11 +152,12 @@ def test_key_apart_from_value_and_no_bias_gradients(fp64):
                 rng.normal(size=(2, 3, 2)), rng)
 
 
-def residual_block(length, floatx="float64", dropout=0.0, seed=3):
+def residual_block(length, floatx="float64", dropout=0.0, seed=3, tiles=None):
     """x + mha(LayerNorm(x), causal) -> Flatten -> Dense(3, softmax): the GPT block's shape."""
     x = Input((length, 4), name="x")
     h = LayerNormalization(name="norm")(x)
-    h = Add(name="residual")([x, MultiHeadAttention(2, 3, dropout=dropout, seed=5, name="mha")(h, h, use_causal_mask=True)])
+    mha = MultiHeadAttention(2, 4 if tiles else 3, dropout=dropout, seed=5, name="mha", tiles=tiles)
+    h = Add(name="residual")([x, mha(h, h, use_causal_mask=True)])
     return clnet.Model(x, Dense(3, "softmax", name="head")(Flatten()(h)), floatx=floatx, seed=seed)
 
 
@@ -219,6 +220,82 @@ def test_launches_per_training_step(rt):
     if model.layers[-1].tiled:  # the GPU form's weight gradients make delta and dL/db: 5 products
         per_step -= 5
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
+
+
+# The products form (a GPU's), forced here with small tiles; it needs dims and lengths that are
+# multiples of 4 (elsewhere the layer keeps the rows form). TILE 16 with 20 queries: two blocks.
+TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
+
+
+@pytest.mark.parametrize("heads,key_dim,value_dim,tq,tk,rows", [(1, 4, None, 4, 8, 1), (3, 8, 4, 8, 4, 3),
+                                                                (2, 4, 12, 20, 12, 2)])
+@pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
+def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
+    rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
+    masked, causal = masking in ("mask", "both"), masking in ("causal", "both")
+    mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim, tiles=TILES)
+    model = attention_model(tq, tk, 6, 5, mha, masked=masked, causal=causal)
+    assert mha.tiles == TILES
+    weights = randomized(model, rng)
+    xq, xv = rng.normal(size=(rows, tq, 6)), rng.normal(size=(rows, tk, 5))
+    xs = [xq, xv] + ([random_mask(rng, rows, tq, tk)] if masked else [])
+    f32 = lambda a: np.asarray(a, np.float32)
+    want, _ = multi_head_attention(f32(xq), f32(xv), f32(xv), weights, heads, mask=xs[2] if masked else None,
+                                   causal=causal)
+    np.testing.assert_allclose(model.predict(xs), want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_products_form_only_where_aligned(rt):
+    mha = MultiHeadAttention(2, 3, tiles=TILES)
+    attention_model(4, 8, 3, 3, mha)
+    assert mha.tiles is None
+    rows = MultiHeadAttention(2, 4, tiles=False)
+    attention_model(4, 8, 3, 3, rows)
+    assert rows.tiles is None
+    with pytest.raises(ValueError, match="tiles must be None, False or local-memory tiles"):
+        MultiHeadAttention(2, 4, tiles={"VW": 4, "FF_RM": 2})
+
+
+@pytest.mark.parametrize("masking", ["none", "causal", "mask"])
+def test_products_form_gradients(fp64, masking):
+    rng = np.random.default_rng(17)
+    mha = MultiHeadAttention(2, 4, value_dim=8, output_shape=2, tiles=TILES)
+    model = attention_model(4, 8, 3, 4, mha, floatx="float64", masked=masking == "mask", causal=masking == "causal")
+    assert mha.tiles == TILES
+    randomized(model, rng)
+    model.loss_name = "mse"
+    xs = [rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 8, 4))]
+    if masking == "mask":
+        xs.append(random_mask(rng, 2, 4, 8))
+    check_model(model, xs, rng.normal(size=(2, 4, 2)), rng, constant=KEY_BIAS)
+
+
+def test_products_form_dropout_gradients_and_launches(fp64):
+    """With dropout in training the products form gives the rows form's loss and gradients (which
+    test_dropout_gradients_with_the_steps_mask checks by central differences) to rounding: the
+    dropped probabilities the context sums, and dL/dV, use the step's mask. Per step it launches
+    3 kernels forward (1 in the rows form) and 5 backward (2)."""
+    results, counts = [], []
+    rt = clnet.runtime()
+    for tiles in (False, TILES):  # False: the rows form
+        rng = np.random.default_rng(9)
+        x = Input((8, 4))
+        h = LayerNormalization()(x)
+        h = Add()([x, MultiHeadAttention(2, 4, dropout=0.4, seed=5, tiles=tiles)(h, h, use_causal_mask=True)])
+        model = clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx="float64", seed=3)
+        model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
+        model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
+        x, y = rng.normal(size=(3, 8, 4)), rng.integers(0, 3, 3)
+        loss, grads, _ = model.compute_gradients(x, y)
+        results.append((loss, grads))
+        before = rt.launches
+        model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+        counts.append(rt.launches - before)
+    (loss_rows, grads_rows), (loss_products, grads_products) = results
+    assert abs(loss_rows - loss_products) < 1e-12
+    for rows_grad, products_grad in zip(grads_rows, grads_products):
+        np.testing.assert_allclose(products_grad, rows_grad, rtol=1e-10, atol=1e-13)
+    assert counts[1] - counts[0] == 3 - 1 + 5 - 2
 
 
 def test_weights_in_keras_layout_reproduce_keras(rt):

@@ -243,3 +243,105 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
     for (int d = 0; d < KEY_DIM; d++)
         out_k[d] = scale * dk[d];
 }
+
+#ifdef TILE
+// The GPU form (built after dense.cl, with its local-memory tiles): the same attention as
+// products of each (sample, head)'s operands in dense.cl's tiled loop, and two row kernels between
+// them. A work-item per row left an H100 mostly idle (32 x 4 x 256 rows of the tiny GPT, each
+// holding 64 + 64 running sums; the three kernels ran at ~3.4 TFLOP/s, 6.3 ms of a 15 ms step);
+// as products they run at the tiles' rate, the causal half included. Forward: scores = scale Q
+// K^T, AttentionSoftmax, context = P V (3 launches); backward: dL/dP = dL/dcontext V^T,
+// CalcScoreGradientAttention, dL/dQ = scale dL/ds K, dL/dK = scale dL/ds^T Q, dL/dV = P^T
+// dL/dcontext (5 launches). Every operand of (sample b, head h) starts at an offset that is a
+// multiple of 4 (the layer uses this form only where dims and lengths are), as dense.cl's TYPE4
+// loads and stores need.
+
+// C = scale A B for work-group layer z = (sample b, head h): A is M x K, B is K x N, given as B^T
+// (N x K) as tiled_product takes it, each contiguous along k or along m (a_along_k, b_along_k);
+// an operand X of (b, h) starts at X + b x_sample + h x_head. With t_ld, C^T is stored into Ct
+// too (the context's transpose, for the output projection's weight gradient).
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_head, const int a_ld, const int a_along_k,
+                      __global const TYPE *B, const int b_sample, const int b_head, const int b_ld, const int b_along_k,
+                      __global TYPE *C, const int c_sample, const int c_head, const int c_ld,
+                      __global TYPE *Ct, const int t_sample, const int t_head, const int t_ld,
+                      const int M, const int N, const int K, const int heads, const TYPE scale)
+{
+    TILED_BEGIN
+    const long b = get_group_id(2) / heads, h = get_group_id(2) % heads;
+    tiled_product(A + b * a_sample + h * a_head, a_ld, a_along_k, B + b * b_sample + h * b_head, b_ld, b_along_k,
+                  M, N, 0, K, As, Bs, acc, 0);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++)
+        #pragma unroll
+        for (int j = 0; j < WPT; j++)
+            acc[i][j] *= scale;
+    store_block(C + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
+    if (t_ld)
+        store_block(Ct + b * t_sample + h * t_head, t_ld, M, N, acc, 1);
+}
+
+// A work-group per row r = (sample, head, query i) of the scores (batch, heads, Tq, Tk), already
+// scaled: probabilities = softmax(where(mask, scores, -1e9)) as FeedForwardAttention computes
+// them; with dropout, `dropped` = the probabilities dropout.cl's hash keeps, / keep, and 0
+// elsewhere (what the context sums; the same hash index as FeedForwardAttention's).
+__kernel void AttentionSoftmax(__global const TYPE *scores,   // (batch, heads, Tq, Tk)
+                               __global TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                               __global TYPE *dropped,        // (batch, heads, Tq, Tk) if dropout
+                               __global const TYPE *mask,     // (batch, Tq, Tk) if use_mask
+                               __global const int *noise, const int tq, const int tk, const int heads,
+                               const int use_mask, const int causal, const int dropout,
+                               const int seed, const int step, const TYPE keep)
+{
+    __local TYPE scratch[LOCAL_SIZE];
+    const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    const int i = r % tq, b = r / (tq * heads);
+    const long row = (long)r * tk;
+    TYPE m = -INFINITY;
+    for (int j = lid; j < tk; j += size)
+        m = fmax(m, attention_kept(mask, use_mask, causal, b, i, j, tq, tk) ? scores[row + j] : MASKED_SCORE);
+    m = group_reduce(scratch, m, 1);
+    TYPE sum = 0;
+    for (int j = lid; j < tk; j += size) {
+        const TYPE s = attention_kept(mask, use_mask, causal, b, i, j, tq, tk) ? scores[row + j] : MASKED_SCORE;
+        const TYPE e = exp(s - m);
+        probabilities[row + j] = e;
+        sum += e;
+    }
+    sum = group_reduce(scratch, sum, 0);
+    for (int j = lid; j < tk; j += size) {
+        const TYPE p = probabilities[row + j] / sum;
+        probabilities[row + j] = p;
+        if (dropout)
+            dropped[row + j] = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? p / keep : 0;
+    }
+}
+
+// A work-group per row, in place: score_gr holds dL/d(dropped probability) (dL/dcontext V^T) and
+// becomes dL/ds = p (g - sum_j p_j g_j), g that gradient through the dropout, 0 where masked (the
+// score was replaced there), as CalcHiddenGradientAttention computes it.
+__kernel void CalcScoreGradientAttention(__global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                                         __global TYPE *score_gr,             // (batch, heads, Tq, Tk)
+                                         __global const TYPE *mask, __global const int *noise,
+                                         const int tq, const int tk, const int heads,
+                                         const int use_mask, const int causal, const int dropout,
+                                         const int seed, const int step, const TYPE keep)
+{
+    __local TYPE scratch[LOCAL_SIZE];
+    const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    const int i = r % tq, b = r / (tq * heads);
+    const long row = (long)r * tk;
+    TYPE weighted = 0;  // sum_j p_j g_j
+    for (int j = lid; j < tk; j += size) {
+        TYPE g = score_gr[row + j];
+        if (dropout)
+            g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
+        score_gr[row + j] = g;
+        weighted += probabilities[row + j] * g;
+    }
+    weighted = group_reduce(scratch, weighted, 0);
+    for (int j = lid; j < tk; j += size)
+        score_gr[row + j] = attention_kept(mask, use_mask, causal, b, i, j, tq, tk)
+                            ? probabilities[row + j] * (score_gr[row + j] - weighted) : 0;
+}
+#endif

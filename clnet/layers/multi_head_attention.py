@@ -1,7 +1,9 @@
 """MultiHeadAttention (Keras 3's arguments, call and weight layout): query, key and value
 projections and the output projection are Dense products over the batch's (batch * time) rows;
 between them, multi_head_attention.cl computes the masked softmax attention of every head of
-the whole batch in one launch (two for its gradient)."""
+the whole batch: on a CPU in one launch (two for its gradient), a work-item per row; on a GPU as
+products of each (sample, head)'s operands in the Dense layer's local-memory tiles around a row
+softmax (three launches, five for the gradient)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +13,8 @@ import numpy as np
 from .. import initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .dense import Dense
+from .. import activations
+from .dense import Dense, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
@@ -30,7 +33,12 @@ class MultiHeadAttention(Layer):
     multi_input = True
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", seed=None, name=None, wiring=None):
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", seed=None, name=None, wiring=None,
+                 tiles=None):
+        """`tiles` (not Keras's) chooses the form: None, the device's (a GPU the products form,
+        where dims and lengths are multiples of 4); a tiled candidate of the Dense tuner's, the
+        products form with those local-memory tiles (where aligned), as Dense(tiles=...) fixes
+        Dense's; False, the rows form."""
         super().__init__(name)
         self.num_heads = _positive("num_heads", num_heads)
         self.key_dim = _positive("key_dim", key_dim)
@@ -53,6 +61,10 @@ class MultiHeadAttention(Layer):
             raise ValueError(f"MultiHeadAttention seed must be a non-negative integer or None, got {seed!r}")
         self.seed = None if seed is None else int(seed)
         self.wiring = None if wiring is None else dict(wiring)
+        if tiles is not None and tiles is not False and not (isinstance(tiles, dict) and "TILE" in tiles):
+            raise ValueError(f"MultiHeadAttention tiles must be None, False or local-memory tiles (a dict with "
+                             f"TILE), got {tiles!r}")
+        self.fixed_tiles = tiles
 
     # -- the call --------------------------------------------------------------------------
     def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False):
@@ -132,12 +144,28 @@ class MultiHeadAttention(Layer):
         self.scale = 1.0 / math.sqrt(self.key_dim)
         # The dropout hash's 32-bit seed, as the Dropout layer draws it.
         self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
-        program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
-                                  {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim})
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward = kernel("FeedForwardAttention")
-        self._hidden = kernel("CalcHiddenGradientAttention")
-        self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue")
+        dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim}
+        # The products form reads and writes each (sample, head)'s operands four elements at a
+        # time from offsets that are multiples of its dims and lengths.
+        aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
+        self.tiles = None
+        if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
+            self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
+        if self.tiles:
+            linear = activations.get("linear")
+            program = self.rt.program((linear.source, "activations/vector.cl", "layers/dense.cl", "layers/dropout.cl",
+                                       "layers/multi_head_attention.cl"), self.dtype,
+                                      {**program_defines(linear, False, self.tiles), **dims})
+            kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+            self._product = kernel("AttentionProduct")
+            self._softmax = kernel("AttentionSoftmax")
+            self._score_grad = kernel("CalcScoreGradientAttention")
+        else:
+            program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype, dims)
+            kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+            self._forward = kernel("FeedForwardAttention")
+            self._hidden = kernel("CalcHiddenGradientAttention")
+            self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue")
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._noise = Tensor.zeros((1,), np.int32, self.rt)  # dropout.cl's geometry: none (rank 0)
         self._no_mask = Tensor.zeros((1,), self.dtype, self.rt)
@@ -163,6 +191,8 @@ class MultiHeadAttention(Layer):
         self.score_grad = Tensor((capacity, heads, self.tq, self.tk), dt, rt)       # dL/d(scores)
         self.context = Tensor((capacity * self.tq, heads * self.value_dim), dt, rt)  # (batch * Tq, heads * value_dim)
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
+        # What the context sums: the probabilities through the dropout (the products form, in fit).
+        self.dropped = Tensor((capacity, heads, self.tq, self.tk), dt, rt) if self.tiles and self.dropout else None
         self.query_grad = Tensor((capacity * self.tq, heads * self.key_dim), dt, rt)   # dL/d(projected query)
         self.key_grad = Tensor((capacity * self.tk, heads * self.key_dim), dt, rt)     # dL/d(projected key)
         self.value_grad = Tensor((capacity * self.tk, heads * self.value_dim), dt, rt)  # dL/d(projected value)
@@ -200,6 +230,10 @@ class MultiHeadAttention(Layer):
                                                           (self.tq if role == "query" else self.tk))
                      for role in ("query", "key", "value")}
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
+        if self.tiles:
+            self._forward_products(projected, rows)
+            self.output_dense.forward(self.context, rows * self.tq)
+            return self.outputs
         self._forward((self.tq, self.num_heads, rows), None, projected["query"], projected["key"], projected["value"],
                       self._mask, self.probabilities, self.context, self.context.transposed, self._noise,
                       self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
@@ -208,17 +242,73 @@ class MultiHeadAttention(Layer):
         self.output_dense.forward(self.context, rows * self.tq)
         return self.outputs
 
+    # -- the products form ---------------------------------------------------------------------
+    def _operand(self, tensor: Tensor, dim: int, length: int):
+        """A projection's (batch * time, heads * dim) rows as AttentionProduct's operand: the
+        buffer, its (sample, head) offsets and its row length."""
+        return tensor, length * self.num_heads * dim, dim, self.num_heads * dim
+
+    def _square(self, tensor: Tensor):
+        """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
+        return tensor, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
+
+    def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0)):
+        """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
+        (tensor, sample offset, head offset, row length), b given as b^T (n x k)."""
+        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        global_size = (-(-n // tile) * side, -(-m // tile) * side, rows * self.num_heads)
+        self._product(global_size, (side, side, 1), *a, a_along_k, *b, b_along_k, *c, *transposed,
+                      m, n, k, self.num_heads, float(scale), flops=2.0 * rows * self.num_heads * m * n * k)
+
+    def _rows(self, kernel, rows, *tensors):
+        """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each (a power
+        of two, for its reductions)."""
+        group = min(self.rt.local_size, 1 << max(self.tk - 1, 0).bit_length())
+        kernel((rows * self.num_heads * self.tq * group,), (group,), *tensors, self._mask, self._noise,
+               self.tq, self.tk, self.num_heads, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
+               *self._dropout_arguments())
+
+    def _forward_products(self, projected, rows):
+        tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
+        query, key = self._operand(projected["query"], kd, tq), self._operand(projected["key"], kd, tk)
+        value = self._operand(projected["value"], vd, tk)
+        scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
+        self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale)
+        dropping = self.training and self.dropout > 0
+        summed = self.dropped if dropping else self.probabilities
+        self._rows(self._softmax, rows, self.score_grad, self.probabilities,
+                   self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
+        ld = self.capacity * tq
+        self._products(rows, self._square(summed), 1, value, 0, self._operand(self.context, vd, tq), tq, vd, tk,
+                       transposed=(self.context.transposed, tq, vd * ld, ld))
+
+    def _backward_products(self, context_grad, rows):
+        tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
+        q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
+        query, key, value = self._operand(q, kd, tq), self._operand(k, kd, tk), self._operand(v, vd, tk)
+        grad = self._operand(context_grad, vd, tq)
+        scores = self._square(self.score_grad)
+        self._products(rows, grad, 1, value, 1, scores, tq, tk, vd)  # dL/d(dropped p) = dL/dcontext V^T
+        self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
+        self._products(rows, scores, 1, key, 0, self._operand(self.query_grad, kd, tq), tq, kd, tk, self.scale)
+        self._products(rows, scores, 0, query, 0, self._operand(self.key_grad, kd, tk), tk, kd, tq, self.scale)
+        summed = self.dropped if self.training and self.dropout > 0 else self.probabilities
+        self._products(rows, self._square(summed), 0, grad, 0, self._operand(self.value_grad, vd, tk), tk, vd, tq)
+
     def backward(self, grad, rows, input_grads):
         context_grad = self.output_dense.backward(grad, rows * self.tq, True)
-        masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
-        sizes = (self.tq, self.tk, self.num_heads)
-        q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
-        self._hidden((self.tq, self.num_heads, rows), None, context_grad, k, v, masked[0], self.probabilities,
-                     self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
-                     *self._dropout_arguments())
-        self._hidden_key_value((self.tk, self.num_heads, rows), None, context_grad, q, self.probabilities,
-                               self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
-                               *masked[1:], *self._dropout_arguments())
+        if self.tiles:
+            self._backward_products(context_grad, rows)
+        else:
+            masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
+            sizes = (self.tq, self.tk, self.num_heads)
+            q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
+            self._hidden((self.tq, self.num_heads, rows), None, context_grad, k, v, masked[0], self.probabilities,
+                         self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
+                         *self._dropout_arguments())
+            self._hidden_key_value((self.tk, self.num_heads, rows), None, context_grad, q, self.probabilities,
+                                   self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
+                                   *masked[1:], *self._dropout_arguments())
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]
