@@ -223,12 +223,14 @@ def test_launches_per_training_step(rt):
 
 
 # The products form (a GPU's), forced here with small tiles; it needs dims and lengths that are
-# multiples of 4 (elsewhere the layer keeps the rows form). TILE 16 with 20 queries: two blocks.
+# multiples of 4 (elsewhere the layer keeps the rows form). TILE 16 with 20 queries: two blocks;
+# with 36 queries and keys the causal mask leaves out three blocks of scores and parts of every
+# product's depth.
 TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
 
 
 @pytest.mark.parametrize("heads,key_dim,value_dim,tq,tk,rows", [(1, 4, None, 4, 8, 1), (3, 8, 4, 8, 4, 3),
-                                                                (2, 4, 12, 20, 12, 2)])
+                                                                (2, 4, 12, 20, 12, 2), (2, 4, 8, 36, 36, 2)])
 @pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
 def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
     rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
@@ -270,22 +272,24 @@ def test_products_form_gradients(fp64, masking):
     check_model(model, xs, rng.normal(size=(2, 4, 2)), rng, constant=KEY_BIAS)
 
 
-def test_products_form_dropout_gradients_and_launches(fp64):
-    """With dropout in training the products form gives the rows form's loss and gradients (which
-    test_dropout_gradients_with_the_steps_mask checks by central differences) to rounding: the
-    dropped probabilities the context sums, and dL/dV, use the step's mask. Per step it launches
-    3 kernels forward (1 in the rows form) and 5 backward (2)."""
+@pytest.mark.parametrize("length,dropout", [(8, 0.4), (36, 0.0), (36, 0.3)])
+def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout):
+    """In training the products form gives the rows form's loss and gradients (which
+    test_dropout_gradients_with_the_steps_mask and the tests above check by central differences)
+    to rounding: with dropout the context and dL/dV sum the step's dropped probabilities; at 36
+    positions the causal mask leaves parts of the products out. Per step it launches 3 kernels
+    forward (1 in the rows form) and 5 backward (2)."""
     results, counts = [], []
     rt = clnet.runtime()
     for tiles in (False, TILES):  # False: the rows form
         rng = np.random.default_rng(9)
-        x = Input((8, 4))
+        x = Input((length, 4))
         h = LayerNormalization()(x)
-        h = Add()([x, MultiHeadAttention(2, 4, dropout=0.4, seed=5, tiles=tiles)(h, h, use_causal_mask=True)])
+        h = Add()([x, MultiHeadAttention(2, 4, dropout=dropout, seed=5, tiles=tiles)(h, h, use_causal_mask=True)])
         model = clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx="float64", seed=3)
         model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
         model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
-        x, y = rng.normal(size=(3, 8, 4)), rng.integers(0, 3, 3)
+        x, y = rng.normal(size=(3, length, 4)), rng.integers(0, 3, 3)
         loss, grads, _ = model.compute_gradients(x, y)
         results.append((loss, grads))
         before = rt.launches

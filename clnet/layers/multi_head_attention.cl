@@ -256,6 +256,16 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
 // multiple of 4 (the layer uses this form only where dims and lengths are), as dense.cl's TYPE4
 // loads and stores need.
 
+// Under the causal mask alone, the probabilities and score gradients past a query's position are
+// 0, so a product can leave out what they touch (AttentionProduct's `causal`): the blocks of
+// (query, key) results wholly above the diagonal (ABOVE_DIAGONAL; nothing reads them), the keys
+// past a block's last query (KEYS_UP_TO_QUERIES: M queries by K keys) or the queries before a
+// block's first key (QUERIES_FROM_KEYS: M keys by K queries). Under an explicit mask a row masked
+// entirely attends to future keys too, and everything is computed.
+#define ABOVE_DIAGONAL 1
+#define KEYS_UP_TO_QUERIES 2
+#define QUERIES_FROM_KEYS 3
+
 // C = scale A B for work-group layer z = (sample b, head h): A is M x K, B is K x N, given as B^T
 // (N x K) as tiled_product takes it, each contiguous along k or along m (a_along_k, b_along_k);
 // an operand X of (b, h) starts at X + b x_sample + h x_head. With t_ld, C^T is stored into Ct
@@ -265,12 +275,17 @@ void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_he
                       __global const TYPE *B, const int b_sample, const int b_head, const int b_ld, const int b_along_k,
                       __global TYPE *C, const int c_sample, const int c_head, const int c_ld,
                       __global TYPE *Ct, const int t_sample, const int t_head, const int t_ld,
-                      const int M, const int N, const int K, const int heads, const TYPE scale)
+                      const int M, const int N, const int K, const int heads, const TYPE scale, const int causal)
 {
+    const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
+    if (causal == ABOVE_DIAGONAL && n0 >= m0 + TILE)  // the whole work-group: no barrier is left waiting
+        return;
+    const int k_first = causal == QUERIES_FROM_KEYS ? m0 / TK * TK : 0;
+    const int k_end = causal == KEYS_UP_TO_QUERIES ? min(K, m0 + TILE) : K;
     TILED_BEGIN
     const long b = get_group_id(2) / heads, h = get_group_id(2) % heads;
     tiled_product(A + b * a_sample + h * a_head, a_ld, a_along_k, B + b * b_sample + h * b_head, b_ld, b_along_k,
-                  M, N, 0, K, As, Bs, acc, 0);
+                  M, N, k_first, k_end, As, Bs, acc, 0);
     #pragma unroll
     for (int i = 0; i < WPT; i++)
         #pragma unroll
@@ -333,7 +348,9 @@ __kernel void CalcScoreGradientAttention(__global const TYPE *probabilities,  //
     const long row = (long)r * tk;
     TYPE weighted = 0;  // sum_j p_j g_j
     for (int j = lid; j < tk; j += size) {
-        TYPE g = score_gr[row + j];
+        // Past the query's position under the causal mask alone, AttentionProduct left score_gr
+        // unwritten (p is 0 there).
+        TYPE g = causal && !use_mask && j > i ? 0 : score_gr[row + j];
         if (dropout)
             g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
         score_gr[row + j] = g;

@@ -18,6 +18,8 @@ from .dense import Dense, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
+# What an AttentionProduct may leave out under the causal mask (multi_head_attention.cl).
+ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
 
 
 class MultiHeadAttention(Layer):
@@ -252,13 +254,16 @@ class MultiHeadAttention(Layer):
         """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
         return tensor, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
 
-    def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0)):
+    def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0),
+                  causal=0):
         """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
-        (tensor, sample offset, head offset, row length), b given as b^T (n x k)."""
+        (tensor, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
+        the product may leave out under the causal mask alone (multi_head_attention.cl)."""
+        causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
         global_size = (-(-n // tile) * side, -(-m // tile) * side, rows * self.num_heads)
         self._product(global_size, (side, side, 1), *a, a_along_k, *b, b_along_k, *c, *transposed,
-                      m, n, k, self.num_heads, float(scale), flops=2.0 * rows * self.num_heads * m * n * k)
+                      m, n, k, self.num_heads, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k)
 
     def _rows(self, kernel, rows, *tensors):
         """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each (a power
@@ -273,14 +278,14 @@ class MultiHeadAttention(Layer):
         query, key = self._operand(projected["query"], kd, tq), self._operand(projected["key"], kd, tk)
         value = self._operand(projected["value"], vd, tk)
         scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
-        self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale)
+        self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
         dropping = self.training and self.dropout > 0
         summed = self.dropped if dropping else self.probabilities
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
                    self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
         ld = self.capacity * tq
         self._products(rows, self._square(summed), 1, value, 0, self._operand(self.context, vd, tq), tq, vd, tk,
-                       transposed=(self.context.transposed, tq, vd * ld, ld))
+                       transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
 
     def _backward_products(self, context_grad, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
@@ -288,12 +293,16 @@ class MultiHeadAttention(Layer):
         query, key, value = self._operand(q, kd, tq), self._operand(k, kd, tk), self._operand(v, vd, tk)
         grad = self._operand(context_grad, vd, tq)
         scores = self._square(self.score_grad)
-        self._products(rows, grad, 1, value, 1, scores, tq, tk, vd)  # dL/d(dropped p) = dL/dcontext V^T
+        # dL/d(dropped p) = dL/dcontext V^T
+        self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
         self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
-        self._products(rows, scores, 1, key, 0, self._operand(self.query_grad, kd, tq), tq, kd, tk, self.scale)
-        self._products(rows, scores, 0, query, 0, self._operand(self.key_grad, kd, tk), tk, kd, tq, self.scale)
+        self._products(rows, scores, 1, key, 0, self._operand(self.query_grad, kd, tq), tq, kd, tk, self.scale,
+                       causal=KEYS_UP_TO_QUERIES)
+        self._products(rows, scores, 0, query, 0, self._operand(self.key_grad, kd, tk), tk, kd, tq, self.scale,
+                       causal=QUERIES_FROM_KEYS)
         summed = self.dropped if self.training and self.dropout > 0 else self.probabilities
-        self._products(rows, self._square(summed), 0, grad, 0, self._operand(self.value_grad, vd, tk), tk, vd, tq)
+        self._products(rows, self._square(summed), 0, grad, 0, self._operand(self.value_grad, vd, tk), tk, vd, tq,
+                       causal=QUERIES_FROM_KEYS)
 
     def backward(self, grad, rows, input_grads):
         context_grad = self.output_dense.backward(grad, rows * self.tq, True)
