@@ -1,7 +1,8 @@
 """MultiHeadAttention (Keras 3's arguments, call and weight layout): query, key and value
 projections and the output projection are Dense products over the batch's (batch * time) rows;
 between them, multi_head_attention.cl computes the masked softmax attention of every head of
-the whole batch in one launch (two for its gradient)."""
+the whole batch in one launch (two for its gradient): on a GPU one work-item per query row, on a
+CPU (multi_head_attention_lanes.cl) one per eight query rows, on the lanes of a vector."""
 from __future__ import annotations
 
 import math
@@ -15,6 +16,14 @@ from .dense import Dense
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
+LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
+KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor of LANES)
+
+
+def lanes_form(rt) -> bool:
+    """Whether attention runs in the CPU form (lanes over query rows), else the GPU form (a
+    work-item per query row)."""
+    return not rt.info.is_gpu
 
 
 class MultiHeadAttention(Layer):
@@ -132,12 +141,20 @@ class MultiHeadAttention(Layer):
         self.scale = 1.0 / math.sqrt(self.key_dim)
         # The dropout hash's 32-bit seed, as the Dropout layer draws it.
         self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
-        program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
-                                  {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim})
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+        self.lanes = lanes_form(self.rt)
+        sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
+        defines = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim}
+        if self.lanes:
+            sources, defines = sources + ("layers/multi_head_attention_lanes.cl",), {**defines, "KV_KEYS": KV_KEYS}
+        program = self.rt.program(sources, self.dtype, defines)
+        form = "Lanes" if self.lanes else ""
+        kernel = lambda name: self.rt.kernel(program, name + form, self.dtype)
         self._forward = kernel("FeedForwardAttention")
         self._hidden = kernel("CalcHiddenGradientAttention")
         self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue")
+        # Work-items along the query (key) positions: one per row, or per block of rows.
+        self._query_items = -(-self.tq // LANES) if self.lanes else self.tq
+        self._key_items = -(-self.tk // KV_KEYS) if self.lanes else self.tk
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._noise = Tensor.zeros((1,), np.int32, self.rt)  # dropout.cl's geometry: none (rank 0)
         self._no_mask = Tensor.zeros((1,), self.dtype, self.rt)
@@ -159,8 +176,11 @@ class MultiHeadAttention(Layer):
         for layer in self.projections.values():
             layer.allocate(capacity * (self.tq if layer is self.projections["query"] else self.tk))
         self.output_dense.allocate(capacity * self.tq)
-        self.probabilities = Tensor((capacity, heads, self.tq, self.tk), dt, rt)     # softmax of the scores
-        self.score_grad = Tensor((capacity, heads, self.tq, self.tk), dt, rt)       # dL/d(scores)
+        # The softmax of the scores and dL/d(scores): (batch, heads, Tq, Tk), in the CPU form
+        # lane-major, (batch, heads, Tk, Tq rounded up to LANES).
+        scores = (self.tq, self.tk) if not self.lanes else (self.tk, -(-self.tq // LANES) * LANES)
+        self.probabilities = Tensor((capacity, heads, *scores), dt, rt)
+        self.score_grad = Tensor((capacity, heads, *scores), dt, rt)
         self.context = Tensor((capacity * self.tq, heads * self.value_dim), dt, rt)  # (batch * Tq, heads * value_dim)
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         self.query_grad = Tensor((capacity * self.tq, heads * self.key_dim), dt, rt)   # dL/d(projected query)
@@ -200,9 +220,9 @@ class MultiHeadAttention(Layer):
                                                           (self.tq if role == "query" else self.tk))
                      for role in ("query", "key", "value")}
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
-        self._forward((self.tq, self.num_heads, rows), None, projected["query"], projected["key"], projected["value"],
-                      self._mask, self.probabilities, self.context, self.context.transposed, self._noise,
-                      self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
+        self._forward((self._query_items, self.num_heads, rows), None, projected["query"], projected["key"],
+                      projected["value"], self._mask, self.probabilities, self.context, self.context.transposed,
+                      self._noise, self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
                       int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                       *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq)
@@ -213,10 +233,10 @@ class MultiHeadAttention(Layer):
         masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
         sizes = (self.tq, self.tk, self.num_heads)
         q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
-        self._hidden((self.tq, self.num_heads, rows), None, context_grad, k, v, masked[0], self.probabilities,
-                     self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
+        self._hidden((self._query_items, self.num_heads, rows), None, context_grad, k, v, masked[0],
+                     self.probabilities, self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
                      *self._dropout_arguments())
-        self._hidden_key_value((self.tk, self.num_heads, rows), None, context_grad, q, self.probabilities,
+        self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_grad, q, self.probabilities,
                                self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
                                *masked[1:], *self._dropout_arguments())
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
