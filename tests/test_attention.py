@@ -10,6 +10,7 @@ import pytest
 
 import clnet
 from clnet.layers import Add, Dense, Flatten, Input, LayerNormalization, MultiHeadAttention
+from clnet.layers import multi_head_attention as attention
 from reference import dropout_keep, multi_head_attention
 from test_gradients import check_model
 
@@ -51,8 +52,11 @@ def randomized(model, rng, scale=0.5):
     return [w.astype(model.dtype) for w in weights]
 
 
+# (2, 16, 9, 17, 13, 2): three blocks of eight query rows, the last one row, in the CPU form
+# (its lanes), key rows of two whole TYPE8s and value rows of one and a lane.
 @pytest.mark.parametrize("heads,key_dim,value_dim,tq,tk,rows", [(1, 5, None, 3, 5, 1), (3, 5, 2, 4, 7, 5),
-                                                                (3, 1, 4, 7, 1, 3), (2, 8, 8, 9, 9, 2)])
+                                                                (3, 1, 4, 7, 1, 3), (2, 8, 8, 9, 9, 2),
+                                                                (2, 16, 9, 17, 13, 2)])
 @pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
 def test_forward_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
     rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
@@ -125,7 +129,7 @@ def test_self_attention_gradients(fp64, length, causal):
                 constant=ONE_KEY if length == 1 else KEY_BIAS)
 
 
-@pytest.mark.parametrize("tq,tk", [(1, 2), (2, 7), (7, 1)])
+@pytest.mark.parametrize("tq,tk", [(1, 2), (2, 7), (7, 1), (9, 10)])  # (9, 10): two blocks of queries, three of keys
 @pytest.mark.parametrize("masking", ["none", "causal", "mask"])
 def test_cross_attention_gradients(fp64, tq, tk, masking):
     rng = np.random.default_rng(tq * 10 + tk)
@@ -181,24 +185,48 @@ def test_dropout_gradients_with_the_steps_mask(fp64):
                 constant=tuple(i + 2 for i in KEY_BIAS))
 
 
-def test_dropout_in_fit_only_and_reproducible(rt):
+@pytest.mark.parametrize("tq,tk", [(4, 5), (10, 9)])
+def test_dropout_in_fit_only_and_reproducible(rt, tq, tk):
     """In training the probabilities are dropped by dropout.cl's hash of (seed, step, index),
     as the Dropout layer's; predict does not drop."""
     rng = np.random.default_rng(6)
     mha = MultiHeadAttention(3, 2, dropout=0.3, seed=11)
-    model = attention_model(4, 5, 3, 2, mha)
+    model = attention_model(tq, tk, 3, 2, mha)
     weights = randomized(model, rng)
-    xq, xv = rng.normal(size=(2, 4, 3)).astype(np.float32), rng.normal(size=(2, 5, 2)).astype(np.float32)
-    y = rng.normal(size=(2, 4, 3))
+    xq, xv = rng.normal(size=(2, tq, 3)).astype(np.float32), rng.normal(size=(2, tk, 2)).astype(np.float32)
+    y = rng.normal(size=(2, tq, 3))
     model.compile("sgd", "mse")
     for step in (0, 3):
         model.optimizer.iterations = step  # the step seeds the masks, as after `step` updates
         loss = model.compute_gradients([xq, xv], y)[0]
-        keep = dropout_keep(np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5), 11, step, 0.3, np.float32)
+        keep = dropout_keep(np.arange(2 * 3 * tq * tk).reshape(2, 3, tq, tk), 11, step, 0.3, np.float32)
         want, _ = multi_head_attention(xq, xv, xv, weights, 3, keep=keep, rate=0.3)
         np.testing.assert_allclose(loss, np.mean((want - y) ** 2), rtol=1e-5)
     inferred, _ = multi_head_attention(xq, xv, xv, weights, 3)
     np.testing.assert_allclose(model.predict([xq, xv]), inferred, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("masking", ["causal", "both"])
+def test_the_other_form_on_this_device(rt, fp64, monkeypatch, masking):
+    """The form this device does not choose (on a CPU the GPU form's row per work-item, on a GPU
+    the CPU form's lanes) against numpy, and its gradients."""
+    monkeypatch.setattr(attention, "lanes_form", lambda rt: rt.info.is_gpu)
+    rng = np.random.default_rng(12)
+    model = attention_model(10, 9, 6, 5, MultiHeadAttention(2, 5, value_dim=3), masked=masking == "both",
+                            causal=True)
+    weights = randomized(model, rng)
+    assert model.layers[-1].lanes == rt.info.is_gpu
+    xq, xv = rng.normal(size=(2, 10, 6)), rng.normal(size=(2, 9, 5))
+    xs = [xq, xv] + ([random_mask(rng, 2, 10, 9)] if masking == "both" else [])
+    f32 = lambda a: np.asarray(a, np.float32)
+    want, _ = multi_head_attention(f32(xq), f32(xv), f32(xv), weights, 2, mask=xs[2] if len(xs) > 2 else None,
+                                   causal=True)
+    got = model.predict(xs)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    x64 = clnet.Model.from_config(model.get_config(), floatx="float64")
+    x64.set_weights(model.get_weights())
+    x64.loss_name = "mse"
+    check_model(x64, xs, rng.normal(size=(2, 10, 6)), rng, constant=KEY_BIAS)
 
 
 def test_launches_per_training_step(rt):

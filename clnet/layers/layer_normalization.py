@@ -35,7 +35,11 @@ class LayerNormalization(Layer):
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardLayerNorm")
         self._hidden = kernel("CalcHiddenGradientLayerNorm")
-        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm")
+        # The weight gradient: on a GPU a work-group per feature, on a CPU a work-item per eight
+        # (on the lanes of a vector), each its own work-group, so that the runtime spreads the
+        # few of them over the cores.
+        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm" if self.rt.info.is_gpu else
+                                     "CalcDeltaWeightsLayerNormLanes")
         # On a GPU a power-of-two work-group no larger than LOCAL_SIZE, as wide as the features,
         # for a group; on a CPU one work-item per group: the runtime runs a work-group's items in loops split
         # at each barrier, and the reductions' barriers cost more than they share (a GPT block's
@@ -70,8 +74,10 @@ class LayerNormalization(Layer):
     def backward(self, grad, rows, input_grad, activation_done=False):
         groups = rows * self.outer * self.inner
         if self.parameters:
-            size = self.rt.local_size if self.rt.info.is_gpu else 1  # a work-group per feature (see _group)
-            self._delta_weights((self.features * size,), (size,), self.x, grad, self.group_mean, self.group_inv_std,
+            # (see build) a work-group per feature on a GPU, a work-item per eight features on a CPU
+            shape = ((self.features * self.rt.local_size,), (self.rt.local_size,)) if self.rt.info.is_gpu else \
+                ((-(-self.features // 8),), (1,))
+            self._delta_weights(*shape, self.x, grad, self.group_mean, self.group_inv_std,
                                 self.gamma.grad if self.scale else self._sink,
                                 self.beta.grad if self.center else self._sink, groups, self.features, self.inner)
         if not input_grad:

@@ -1,25 +1,34 @@
 """MultiHeadAttention (Keras 3's arguments, call and weight layout): query, key and value
 projections and the output projection are Dense products over the batch's (batch * time) rows;
 between them, multi_head_attention.cl computes the masked softmax attention of every head of
-the whole batch: on a CPU in one launch (two for its gradient), a work-item per row; on a GPU as
-products of each (sample, head)'s operands in the Dense layer's local-memory tiles around a row
-softmax (three launches, five for the gradient)."""
+the whole batch: on a CPU in one launch (two for its gradient), a work-item per eight query rows
+on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
+head)'s operands in the Dense layer's local-memory tiles around a row softmax (three launches, five
+for the gradient), or, where dims or lengths are not multiples of 4, a work-item per query row.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .. import initializers
+from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .. import activations
 from .dense import Dense, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
 # What an AttentionProduct may leave out under the causal mask (multi_head_attention.cl).
 ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
+LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
+KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor of LANES)
+
+
+def lanes_form(rt) -> bool:
+    """Whether the rows form runs on lanes (a CPU: eight query rows per work-item), else a work-item
+    per query row (a GPU, where its products form does not apply)."""
+    return not rt.info.is_gpu
 
 
 class MultiHeadAttention(Layer):
@@ -153,6 +162,7 @@ class MultiHeadAttention(Layer):
         self.tiles = None
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
+        self.lanes = not self.tiles and lanes_form(self.rt)
         if self.tiles:
             linear = activations.get("linear")
             program = self.rt.program((linear.source, "activations/vector.cl", "layers/dense.cl", "layers/dropout.cl",
@@ -163,11 +173,18 @@ class MultiHeadAttention(Layer):
             self._softmax = kernel("AttentionSoftmax")
             self._score_grad = kernel("CalcScoreGradientAttention")
         else:
-            program = self.rt.program(("layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype, dims)
-            kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+            sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
+            if self.lanes:
+                sources, dims = sources + ("layers/multi_head_attention_lanes.cl",), {**dims, "KV_KEYS": KV_KEYS}
+            program = self.rt.program(sources, self.dtype, dims)
+            form = "Lanes" if self.lanes else ""
+            kernel = lambda name: self.rt.kernel(program, name + form, self.dtype)
             self._forward = kernel("FeedForwardAttention")
             self._hidden = kernel("CalcHiddenGradientAttention")
             self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue")
+            # Work-items along the query (key) positions: one per row, or per block of rows.
+            self._query_items = -(-self.tq // LANES) if self.lanes else self.tq
+            self._key_items = -(-self.tk // KV_KEYS) if self.lanes else self.tk
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._noise = Tensor.zeros((1,), np.int32, self.rt)  # dropout.cl's geometry: none (rank 0)
         self._no_mask = Tensor.zeros((1,), self.dtype, self.rt)
@@ -189,8 +206,11 @@ class MultiHeadAttention(Layer):
         for layer in self.projections.values():
             layer.allocate(capacity * (self.tq if layer is self.projections["query"] else self.tk))
         self.output_dense.allocate(capacity * self.tq)
-        self.probabilities = Tensor((capacity, heads, self.tq, self.tk), dt, rt)     # softmax of the scores
-        self.score_grad = Tensor((capacity, heads, self.tq, self.tk), dt, rt)       # dL/d(scores)
+        # The softmax of the scores and dL/d(scores): (batch, heads, Tq, Tk), in the CPU form
+        # lane-major, (batch, heads, Tk, Tq rounded up to LANES).
+        scores = (self.tq, self.tk) if not self.lanes else (self.tk, -(-self.tq // LANES) * LANES)
+        self.probabilities = Tensor((capacity, heads, *scores), dt, rt)
+        self.score_grad = Tensor((capacity, heads, *scores), dt, rt)
         self.context = Tensor((capacity * self.tq, heads * self.value_dim), dt, rt)  # (batch * Tq, heads * value_dim)
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         # What the context sums: the probabilities through the dropout (the products form, in fit).
@@ -236,9 +256,9 @@ class MultiHeadAttention(Layer):
             self._forward_products(projected, rows)
             self.output_dense.forward(self.context, rows * self.tq)
             return self.outputs
-        self._forward((self.tq, self.num_heads, rows), None, projected["query"], projected["key"], projected["value"],
-                      self._mask, self.probabilities, self.context, self.context.transposed, self._noise,
-                      self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
+        self._forward((self._query_items, self.num_heads, rows), None, projected["query"], projected["key"],
+                      projected["value"], self._mask, self.probabilities, self.context, self.context.transposed,
+                      self._noise, self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
                       int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                       *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq)
@@ -312,10 +332,10 @@ class MultiHeadAttention(Layer):
             masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
             sizes = (self.tq, self.tk, self.num_heads)
             q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
-            self._hidden((self.tq, self.num_heads, rows), None, context_grad, k, v, masked[0], self.probabilities,
-                         self.score_grad, self.query_grad, self._noise, *sizes, self.scale, *masked[1:],
-                         *self._dropout_arguments())
-            self._hidden_key_value((self.tk, self.num_heads, rows), None, context_grad, q, self.probabilities,
+            self._hidden((self._query_items, self.num_heads, rows), None, context_grad, k, v, masked[0],
+                         self.probabilities, self.score_grad, self.query_grad, self._noise, *sizes, self.scale,
+                         *masked[1:], *self._dropout_arguments())
+            self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_grad, q, self.probabilities,
                                    self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
                                    *masked[1:], *self._dropout_arguments())
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients

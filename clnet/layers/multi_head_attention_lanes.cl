@@ -1,0 +1,289 @@
+// MultiHeadAttention's CPU form, built after multi_head_attention.cl (its mask, key-count and
+// dropout helpers; the GPU form's kernels there stay as they are). A CPU runs a work-item's
+// arithmetic on SIMD lanes only where the code names vectors: one work-item per query row (the
+// GPU form) left its dot products scalar, and each key and value row it loaded served one
+// query. Here a work-item takes eight query positions of one (sample, head), one per lane of a
+// TYPE8: the scores of a key are eight products at once, with the key's elements broadcast to
+// the lanes, the softmax runs down the lanes with no reduction across them, and every key or
+// value row loaded serves eight queries.
+//
+// The probabilities and the score gradient are stored lane-major for that, transposed to
+// (batch, heads, Tk, tq_p): key j's eight lanes are consecutive (tq_p = Tq rounded up to 8, so a
+// block's lanes never run into the next key's; the lanes past Tq hold values nobody reads).
+// The dropout hash still takes an entry's index in the GPU form's (batch, heads, Tq, Tk), so both
+// forms drop the same probabilities.
+
+#define LANES 8
+#define LANE_ROWS(tq) (((tq) + LANES - 1) / LANES * LANES)  // tq_p
+#define CHUNKS(DIM) (((DIM) + LANES - 1) / LANES)            // TYPE8s in a row of DIM
+
+// Lane l of a block's column of DIM-element rows `rows` (row l at rows + l * stride) for each
+// d < DIM: out[d] holds element d of the block's `valid` rows, 0 in the lanes past them.
+#define GATHER_LANES(out, rows, stride, valid, DIM, factor)                           \
+    do {                                                                              \
+        TYPE t_[(DIM) * LANES];                                                       \
+        for (int l_ = 0; l_ < LANES; l_++)                                            \
+            for (int d_ = 0; d_ < (DIM); d_++)                                        \
+                t_[d_ * LANES + l_] = l_ < (valid) ? (rows)[l_ * (long)(stride) + d_] * (factor) : 0; \
+        for (int d_ = 0; d_ < (DIM); d_++)                                            \
+            (out)[d_] = vload8(d_, t_);                                               \
+    } while (0)
+
+// The inverse: row l of `rows` gets lane l of in[d], d < DIM, for the `valid` rows.
+#define SCATTER_LANES(rows, stride, in, valid, DIM, factor)                           \
+    do {                                                                              \
+        TYPE t_[(DIM) * LANES];                                                       \
+        for (int d_ = 0; d_ < (DIM); d_++)                                            \
+            vstore8((in)[d_] * (factor), d_, t_);                                     \
+        for (int l_ = 0; l_ < (valid); l_++)                                          \
+            for (int d_ = 0; d_ < (DIM); d_++)                                        \
+                (rows)[l_ * (long)(stride) + d_] = t_[d_ * LANES + l_];               \
+    } while (0)
+
+// s = sum_d lanes[d] row[d] over DIM elements of a global row (each broadcast to the lanes), in
+// two running sums, so that two chains of multiply-adds overlap.
+#define LANE_DOT(s, lanes, row, DIM)                                                  \
+    do {                                                                              \
+        TYPE8 even_ = (TYPE8)(0), odd_ = (TYPE8)(0);                                  \
+        int d_ = 0;                                                                   \
+        for (; d_ + 2 <= (DIM); d_ += 2) {                                            \
+            even_ += (lanes)[d_] * (row)[d_];                                         \
+            odd_ += (lanes)[d_ + 1] * (row)[d_ + 1];                                  \
+        }                                                                             \
+        if (d_ < (DIM))                                                               \
+            even_ += (lanes)[d_] * (row)[d_];                                         \
+        s = even_ + odd_;                                                             \
+    } while (0)
+
+// Where the causal mask cuts through a block (key j past some of its queries), or an explicit
+// mask is given, the lanes whose query may not attend to key j take `masked`; lanes past Tq are
+// left alone.
+inline TYPE8 mask_lanes(TYPE8 s, const TYPE masked, __global const TYPE *mask, const int use_mask,
+                        const int causal, const int b, const int i0, const int j, const int tq, const int tk)
+{
+    if (!use_mask && !(causal && j > i0))
+        return s;
+    TYPE t[LANES];
+    vstore8(s, 0, t);
+    for (int l = 0; l < LANES && i0 + l < tq; l++)
+        if (!attention_kept(mask, use_mask, causal, b, i0 + l, j, tq, tk))
+            t[l] = masked;
+    return vload8(0, t);
+}
+
+// Each lane's weight through dropout.cl's hash: kept ones divided by keep, the others 0. `at` is
+// (sample, head, query i0, key j)'s index in (batch, heads, Tq, Tk).
+inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, __global const int *noise,
+                        const int seed, const int step, const TYPE keep)
+{
+    TYPE t[LANES];
+    vstore8(w, 0, t);
+    for (int l = 0; l < valid; l++)
+        t[l] = dropout_keep((int)(at + (long)l * tk), 1, noise, 0, seed, step, keep) ? t[l] / keep : 0;
+    return vload8(0, t);
+}
+
+// FeedForwardAttention's results for the query positions i0..i0+7 of (sample b, head h): the
+// same formula (scores of the scaled query, masked by -1e9, max-subtracted softmax, dropout,
+// weighted sum of the values), probabilities lane-major (see above).
+__kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
+                                        __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
+                                        __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
+                                        __global const TYPE *mask,        // (batch, Tq, Tk) if use_mask
+                                        __global TYPE *probabilities,     // (batch, heads, Tk, tq_p)
+                                        __global TYPE *context,           // (batch * Tq, heads * VALUE_DIM)
+                                        __global TYPE *context_t,         // (heads * VALUE_DIM, ld)
+                                        __global const int *noise,        // dropout.cl's geometry: unused (rank 0)
+                                        const int tq, const int tk, const int heads, const int ld, const TYPE scale,
+                                        const int use_mask, const int causal, const int dropout,
+                                        const int seed, const int step, const TYPE keep)
+{
+    const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
+    const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq);
+    __global TYPE8 *p = (__global TYPE8 *)(probabilities + ((long)b * heads + h) * tk * tq_p + i0);  // p[j * tq_p / 8]
+    const int stride = tq_p / LANES;
+    TYPE8 q[KEY_DIM];  // Keras scales the query, then takes the product
+    GATHER_LANES(q, query + (((long)b * tq + i0) * heads + h) * KEY_DIM, heads * KEY_DIM, valid, KEY_DIM, scale);
+    int keys = causal ? min(i0 + LANES, tk) : tk;  // the block's last query's keys
+
+    TYPE8 m = (TYPE8)(-INFINITY);
+    for (int j = 0; j < keys; j++) {
+        TYPE8 s;
+        LANE_DOT(s, q, key + (((long)b * tk + j) * heads + h) * KEY_DIM, KEY_DIM);
+        s = mask_lanes(s, MASKED_SCORE, mask, use_mask, causal, b, i0, j, tq, tk);
+        p[j * stride] = s;
+        m = fmax(m, s);
+    }
+    // A query masked entirely: Keras's softmax of -1e9 everywhere, future keys too. The block's
+    // other queries get exp(-1e9 - max) = 0 there, as for the keys their causal mask cuts off.
+    TYPE lanes_m[LANES];
+    vstore8(m, 0, lanes_m);
+    bool lost = false;
+    for (int l = 0; l < valid; l++)
+        lost |= lanes_m[l] == MASKED_SCORE;
+    if (lost) {
+        for (int j = keys; j < tk; j++)
+            p[j * stride] = (TYPE8)(MASKED_SCORE);
+        keys = tk;
+    }
+    TYPE8 sum = (TYPE8)(0);
+    for (int j = 0; j < keys; j++) {
+        const TYPE8 e = exp(p[j * stride] - m);
+        p[j * stride] = e;
+        sum += e;
+    }
+    TYPE8 c[VALUE_DIM];
+    for (int d = 0; d < VALUE_DIM; d++)
+        c[d] = (TYPE8)(0);
+    for (int j = 0; j < keys; j++) {
+        const TYPE8 probability = p[j * stride] / sum;
+        p[j * stride] = probability;
+        TYPE8 w = probability;
+        if (dropout)
+            w = drop_lanes(w, (((long)b * heads + h) * tq + i0) * tk + j, tk, valid, noise, seed, step, keep);
+        const __global TYPE *v = value + (((long)b * tk + j) * heads + h) * VALUE_DIM;
+        for (int d = 0; d < VALUE_DIM; d++)
+            c[d] += w * v[d];
+    }
+    for (int j = keys; j < tk; j++)
+        p[j * stride] = (TYPE8)(0);
+    SCATTER_LANES(context + (((long)b * tq + i0) * heads + h) * VALUE_DIM, heads * VALUE_DIM, c, valid, VALUE_DIM, 1);
+    const long column = (long)b * tq + i0;
+    for (int d = 0; d < VALUE_DIM; d++) {
+        __global TYPE *out = context_t + (long)(h * VALUE_DIM + d) * ld + column;
+        if (valid == LANES) {
+            vstore8(c[d], 0, out);
+        } else {
+            TYPE t[LANES];
+            vstore8(c[d], 0, t);
+            for (int l = 0; l < valid; l++)
+                out[l] = t[l];
+        }
+    }
+}
+
+// CalcHiddenGradientAttention for the query positions i0..i0+7 of (sample b, head h): dL/dp =
+// dL/dcontext . v through the dropout, dL/ds = p (dL/dp - sum_j p_j dL/dp_j), 0 where masked,
+// dL/dquery = scale * sum_j dL/ds_j k_j; score_gr lane-major, as the probabilities.
+__kernel void CalcHiddenGradientAttentionLanes(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
+                                               __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
+                                               __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
+                                               __global const TYPE *mask,
+                                               __global const TYPE *probabilities,  // (batch, heads, Tk, tq_p)
+                                               __global TYPE *score_gr,          // (batch, heads, Tk, tq_p)
+                                               __global TYPE *query_gr,          // (batch * Tq, heads * KEY_DIM)
+                                               __global const int *noise,
+                                               const int tq, const int tk, const int heads, const TYPE scale,
+                                               const int use_mask, const int causal, const int dropout,
+                                               const int seed, const int step, const TYPE keep)
+{
+    const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
+    const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq), stride = tq_p / LANES;
+    const long block = ((long)b * heads + h) * tk * tq_p + i0;
+    const __global TYPE8 *p = (const __global TYPE8 *)(probabilities + block);
+    __global TYPE8 *ds = (__global TYPE8 *)(score_gr + block);
+    TYPE8 dc[VALUE_DIM];
+    GATHER_LANES(dc, context_gr + (((long)b * tq + i0) * heads + h) * VALUE_DIM, heads * VALUE_DIM, valid,
+                 VALUE_DIM, 1);
+    const int keys = causal ? min(i0 + LANES, tk) : tk;
+
+    TYPE8 weighted = (TYPE8)(0);  // sum_j p_j dL/dp_j
+    for (int j = 0; j < keys; j++) {
+        TYPE8 g;
+        LANE_DOT(g, dc, value + (((long)b * tk + j) * heads + h) * VALUE_DIM, VALUE_DIM);
+        if (dropout)
+            g = drop_lanes(g, (((long)b * heads + h) * tq + i0) * tk + j, tk, valid, noise, seed, step, keep);
+        ds[j * stride] = g;
+        weighted += p[j * stride] * g;
+    }
+    TYPE8 dq[KEY_DIM];
+    for (int d = 0; d < KEY_DIM; d++)
+        dq[d] = (TYPE8)(0);
+    for (int j = 0; j < keys; j++) {
+        const TYPE8 g = mask_lanes(p[j * stride] * (ds[j * stride] - weighted), 0, mask, use_mask, 0, b, i0, j,
+                                   tq, tk);
+        ds[j * stride] = g;
+        const __global TYPE *k = key + (((long)b * tk + j) * heads + h) * KEY_DIM;
+        for (int d = 0; d < KEY_DIM; d++)
+            dq[d] += g * k[d];
+    }
+    for (int j = keys; j < tk; j++)
+        ds[j * stride] = (TYPE8)(0);
+    SCATTER_LANES(query_gr + (((long)b * tq + i0) * heads + h) * KEY_DIM, heads * KEY_DIM, dq, valid, KEY_DIM, scale);
+}
+
+// Row `row` of DIM elements, chunk c of LANES, the elements past DIM read as 0.
+__attribute__((always_inline))
+TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
+{
+    if ((c + 1) * LANES <= dim)
+        return vload8(c, row);
+    TYPE t[LANES];
+    for (int l = 0; l < LANES; l++)
+        t[l] = c * LANES + l < dim ? row[c * LANES + l] : 0;
+    return vload8(0, t);
+}
+
+// CalcHiddenGradientAttentionKeyValue for the keys j0..j0+KV_KEYS-1 of (sample b, head h): the
+// rows of dL/dvalue and dL/dkey on the lanes, each dL/dcontext and query row loaded once for the
+// block's keys, which take their weights (probability and dL/ds, consecutive along the queries)
+// one at a time. KV_KEYS (a build define) divides 8: a query's forward block then wrote all of
+// the block's keys that the causal mask lets the query reach, and the zeros past them.
+__kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
+                                                       __global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
+                                                       __global const TYPE *probabilities,  // (batch, heads, Tk, tq_p)
+                                                       __global const TYPE *score_gr,    // (batch, heads, Tk, tq_p)
+                                                       __global TYPE *key_gr,            // (batch * Tk, heads * KEY_DIM)
+                                                       __global TYPE *value_gr,          // (batch * Tk, heads * VALUE_DIM)
+                                                       __global const int *noise,
+                                                       const int tq, const int tk, const int heads, const TYPE scale,
+                                                       const int use_mask, const int causal, const int dropout,
+                                                       const int seed, const int step, const TYPE keep)
+{
+    const int j0 = get_global_id(0) * KV_KEYS, h = get_global_id(1), b = get_global_id(2);
+    const int keys = min(KV_KEYS, tk - j0), tq_p = LANE_ROWS(tq);
+    const long block = (((long)b * heads + h) * tk + j0) * tq_p;  // + jj * tq_p + i: (key j0 + jj, query i)
+    TYPE8 dv[KV_KEYS][CHUNKS(VALUE_DIM)], dk[KV_KEYS][CHUNKS(KEY_DIM)];
+    for (int jj = 0; jj < KV_KEYS; jj++) {
+        for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
+            dv[jj][c] = (TYPE8)(0);
+        for (int c = 0; c < CHUNKS(KEY_DIM); c++)
+            dk[jj][c] = (TYPE8)(0);
+    }
+    // A row masked entirely attends to future keys too (see FeedForwardAttention): with an
+    // explicit mask every row is read.
+    for (int i = causal && !use_mask ? j0 : 0; i < tq; i++) {
+        const __global TYPE *dc_row = context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM;
+        const __global TYPE *q_row = query + (((long)b * tq + i) * heads + h) * KEY_DIM;
+        TYPE8 dc[CHUNKS(VALUE_DIM)], q[CHUNKS(KEY_DIM)];
+        for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
+            dc[c] = row_chunk(dc_row, c, VALUE_DIM);
+        for (int c = 0; c < CHUNKS(KEY_DIM); c++)
+            q[c] = row_chunk(q_row, c, KEY_DIM);
+        for (int jj = 0; jj < KV_KEYS; jj++) {
+            const long at = block + (long)jj * tq_p + i;
+            TYPE w = jj < keys ? probabilities[at] : 0;
+            if (dropout && jj < keys)
+                w = dropout_keep((int)((((long)b * heads + h) * tq + i) * tk + j0 + jj), 1, noise, 0, seed, step,
+                                 keep) ? w / keep : 0;
+            const TYPE g = jj < keys ? score_gr[at] : 0;
+            for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
+                dv[jj][c] += w * dc[c];
+            for (int c = 0; c < CHUNKS(KEY_DIM); c++)
+                dk[jj][c] += g * q[c];
+        }
+    }
+    for (int jj = 0; jj < keys; jj++) {
+        TYPE t[CHUNKS(VALUE_DIM) * LANES], u[CHUNKS(KEY_DIM) * LANES];
+        for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
+            vstore8(dv[jj][c], c, t);
+        for (int c = 0; c < CHUNKS(KEY_DIM); c++)
+            vstore8(scale * dk[jj][c], c, u);
+        __global TYPE *out_v = value_gr + (((long)b * tk + j0 + jj) * heads + h) * VALUE_DIM;
+        for (int d = 0; d < VALUE_DIM; d++)
+            out_v[d] = t[d];
+        __global TYPE *out_k = key_gr + (((long)b * tk + j0 + jj) * heads + h) * KEY_DIM;
+        for (int d = 0; d < KEY_DIM; d++)
+            out_k[d] = u[d];
+    }
+}
