@@ -155,6 +155,16 @@ class Model:
                 runner = copy.copy(layer)
                 runner.build(shape, _SharingStore(self.store, owned[id(layer)]), np.random.default_rng(0))
             self._steps.append((runner, call))
+        # Which layers write y^T as well as y: those a layer reading x^T reads (a view, such as
+        # Flatten, passes on its input's y^T, so it reads x^T where a layer above it does).
+        producers = {id(call.output): runner for runner, call in self._steps}
+        for runner, _ in self._steps:
+            runner.writes_transposed = False
+        for runner, call in reversed(self._steps):  # the readers of a call's output come after it
+            if runner.reads_transposed:
+                for t in call.inputs:
+                    if id(t) in producers:
+                        producers[id(t)].writes_transposed = True
         self.store.allocate()
         self.output_shape = self._output.sample_shape
         self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1

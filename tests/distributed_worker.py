@@ -36,8 +36,7 @@ def data_parallel(mode: str, out: str) -> None:
     clnet.set_device(0)  # the single-device run on the first of the two (CLNET_DEVICE may name another)
     single = make()
     single.compile(clnet.optimizers.Adam(0.01), "mse")
-    # The first epoch's launches, and a later one's: the first step also transposes each hidden
-    # Dense's y once for the layer above (Dense writes y^T only once asked; see _transposed_input).
+    # The first epoch's launches, and a later one's: every step launches the same kernels.
     single_launches = []
     for _ in range(2):
         launches = single.rt.launches

@@ -56,9 +56,9 @@ def test_data_parallel_equals_single_device_training(mode, tmp_path):
     for i in range(len(reference.get_weights())):
         np.testing.assert_array_equal(replica[f"arr_{i}"], result[f"arr_{i}"])
     # No kernel beyond a single device's: the reduction is copies, each replica launches its own
-    # step. Four epochs: the first as a single device's first, then three as its later ones.
+    # step, and every epoch launches the same kernels as every other.
     data_parallel, on_replica, first_epoch, later_epoch = result["launches"]
-    assert data_parallel == first_epoch + 3 * later_epoch
+    assert first_epoch == later_epoch and data_parallel == 4 * later_epoch
     assert on_replica == data_parallel
 
 

@@ -61,10 +61,11 @@ def test_softmax_kernels(rt, rng, cols):
     close(dx, softmax_backward(want, dy), atol=1e-5)
 
 
-def dense_layer(rt, rng, n_in, units, activation, dtype, rows, use_bias=True, tiles=None):
+def dense_layer(rt, rng, n_in, units, activation, dtype, rows, use_bias=True, tiles=None, writes_transposed=False):
     store = ParameterStore(rt, dtype)
     layer = Dense(units, activation, use_bias=use_bias, name="d", tiles=tiles)
     layer.build((n_in,), store, rng)
+    layer.writes_transposed = writes_transposed  # as a model's build sets it for a layer a Dense reads
     store.allocate()
     layer.allocate(rows)
     bias = rng.normal(size=units) if use_bias else None
@@ -107,8 +108,7 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
     # 64x32x48 every slice is whole and aligned, so the TYPE4 staging paths run.
     tiled = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
     for tiles in usable_candidates(rt, dtype) + tiled:
-        layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles)
-        layer.outputs_t.wanted = True  # as a Dense above asks (see the next test)
+        layer = dense_layer(rt, rng, n_in, units, "lrelu", dtype, rows, tiles=tiles, writes_transposed=True)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]
         z = x @ w + bias
         y = np.where(z > 0, z, 0.3 * z)
@@ -124,27 +124,30 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
 
 
 @pytest.mark.parametrize("form", ["blocks", "tiles"])
-def test_dense_writes_its_transpose_once_read(rt, rng, form):
-    """A Dense writes y^T only after a Dense above has asked for it: the first weight gradient
-    above transposes y itself (one launch more), later ones read what the forward wrote."""
+def test_dense_writes_its_transpose_where_the_model_says(rt, rng, form):
+    """A Dense writes y^T where the model's build says a layer reads it (writes_transposed): the
+    weight gradient above reads it, with the same launches every step; a Dense not told so writes
+    none, and the layer above transposes y itself, one launch more every step."""
     tiles = usable_candidates(rt, F32)[0] if form == "blocks" else {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
     rows, n_in, hidden, units = 13, 9, 17, 5
-    below = dense_layer(rt, rng, n_in, hidden, "relu", F32, rows, tiles=tiles)
-    above = dense_layer(rt, rng, hidden, units, "linear", F32, rows, tiles=tiles)
-    launches = []
-    for step in range(3):
-        x = rng.normal(size=(rows, n_in)).astype(F32)
-        dy = rng.normal(size=(rows, units)).astype(F32)
-        y = below.forward(Tensor.from_numpy(x), rows)
-        assert below.outputs_t.wanted == (step > 0)
-        above.forward(y, rows)
-        before = rt.launches
-        above.backward(Tensor.from_numpy(dy), rows, False)
-        launches.append(rt.launches - before)
-        h = np.maximum(x.astype(np.float64) @ below.get_weights()[0] + below.get_weights()[1], 0)
-        close(below.outputs_t.numpy()[:, :rows], h.T, rtol=1e-4, atol=1e-4)
-        close(above.gradients()[0], h.T @ dy, rtol=1e-4, atol=1e-4)
-    assert launches[0] == launches[1] + 1 and launches[1] == launches[2]
+    launches = {}
+    for told in (True, False):
+        below = dense_layer(rt, rng, n_in, hidden, "relu", F32, rows, tiles=tiles, writes_transposed=told)
+        above = dense_layer(rt, rng, hidden, units, "linear", F32, rows, tiles=tiles)
+        assert (below.outputs.transposed is not None) == told and above.outputs.transposed is None
+        launches[told] = []
+        for step in range(3):
+            x = rng.normal(size=(rows, n_in)).astype(F32)
+            dy = rng.normal(size=(rows, units)).astype(F32)
+            above.forward(below.forward(Tensor.from_numpy(x), rows), rows)
+            before = rt.launches
+            above.backward(Tensor.from_numpy(dy), rows, False)
+            launches[told].append(rt.launches - before)
+            h = np.maximum(x.astype(np.float64) @ below.get_weights()[0] + below.get_weights()[1], 0)
+            if told:
+                close(below.outputs_t.numpy()[:, :rows], h.T, rtol=1e-4, atol=1e-4)
+            close(above.gradients()[0], h.T @ dy, rtol=1e-4, atol=1e-4)
+    assert launches[True] == [launches[True][0]] * 3 and launches[False] == [launches[True][0] + 1] * 3
 
 
 @pytest.mark.parametrize("name", ["relu", "tanh", "linear"])

@@ -6,9 +6,9 @@ import pytest
 import clnet
 from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
-from clnet.layers import (AveragePooling1D, AveragePooling2D, Conv1D, Conv2D, Dense, Flatten, GlobalAveragePooling1D,
-                          GlobalAveragePooling2D, GlobalMaxPooling1D, GlobalMaxPooling2D, Input, MaxPooling1D,
-                          MaxPooling2D, Reshape, ZeroPadding2D)
+from clnet.layers import (AveragePooling1D, AveragePooling2D, Conv1D, Conv2D, Dense, Dropout, Flatten,
+                          GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D, GlobalMaxPooling2D, Input,
+                          MaxPooling1D, MaxPooling2D, Reshape, ZeroPadding2D)
 from reference import pool2d, pool2d_backward
 from test_gradients import build, check_model
 
@@ -44,6 +44,7 @@ def test_pool2d_kernels(rt, rng, kind, shape, pool, strides, padding):
     want = pool2d(x.astype(np.float64), layer.pool_size, layer.strides, padding, use_max)
     assert layer.compute_output_shape(shape) == want.shape[1:]
     dy = rng.normal(size=want.shape).astype(F32)
+    layer.writes_transposed = True  # as a model's build sets it where a Dense reads the output
     y, dx = device_pass(rt, layer, shape, x, dy)
     np.testing.assert_allclose(y.reshape(want.shape), want, rtol=2e-6, atol=2e-6)
     # y^T, which a Dense after a Flatten reads for its weight gradient
@@ -202,3 +203,20 @@ def test_bad_input_shapes(rt, make, input_shape, message):
 def test_bad_arguments(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_the_model_tells_the_layers_a_dense_reads_to_write_y_t(rng):
+    """Model.build sets writes_transposed on exactly the layers whose output a Dense reads, through
+    a Flatten too; not on one a convolution, a Dropout or nothing reads. Pooling and Dense then
+    write y^T (pooling: the forward's transposed copy); a Dropout, told too, writes none (the Dense
+    above transposes its input itself)."""
+    model = clnet.Sequential([Input((14, 14, 1)), Conv2D(2, 3), MaxPooling2D(), Conv2D(3, 3), MaxPooling2D(), Flatten(),
+                              Dense(6, "relu"), Dense(5, "relu"), Dropout(0.5), Dense(4, "relu"), Dense(3)], seed=0)
+    told = [False, False, False, True, True, True, False, True, True, False]
+    assert [layer.writes_transposed for layer in model.layers[1:]] == told
+    model.compile("sgd", "mse")
+    model.fit(rng.normal(size=(4, 14, 14, 1)), rng.normal(size=(4, 3)), batch_size=4, verbose=0)
+    pool1, pool2, first_dense, second_dense = model.layers[2], model.layers[4], model.layers[6], model.layers[7]
+    assert pool1.outputs.transposed is None and pool2.outputs.transposed.shape == (12, 4)
+    assert first_dense.outputs.transposed.shape == (6, 4) and second_dense.outputs.transposed is None
+    assert getattr(model.layers[8].outputs, "transposed", None) is None  # the Dropout

@@ -155,6 +155,12 @@ class Layer:
     # A layer ending in softmax may also define forward_logits(x, rows): its forward pass without
     # the softmax, returning the softmax's input, which a cross-entropy loss then takes itself.
     output_activation = None
+    # y^T (features, rows), Tensor.transposed: a layer whose weight gradient reads its input along
+    # rows says so (`reads_transposed`: Dense), and the model's build tells the layer below to
+    # write it in its forward pass (`writes_transposed`: Dense, pooling), so that no layer writes a
+    # y^T nobody reads and every step launches the same kernels.
+    reads_transposed = False
+    writes_transposed = False
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).
     training = False

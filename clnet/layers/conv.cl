@@ -3,8 +3,9 @@
 // row k = (i * kw + j) * channels + c, in dense.cl's column panels).
 // - The CPU form (no TILE): implicit matrix products that read the image where the patch matrix
 //   would have been, so no patch matrix is ever written: FeedForwardConv (bias and activation
-//   fused), CalcDeltaWeightsConv (block sums of dL/dW and dL/db over chunks of output positions,
-//   the activation's derivative applied on the fly) and SumDeltaWeightsConv (the sums of those,
+//   fused; z stored only where f' does not follow from y, as in Dense's CPU form),
+//   CalcDeltaWeightsConv (block sums of dL/dW and dL/db over chunks of output positions, delta
+//   formed from dL/dy, y and z by the first block) and SumDeltaWeightsConv (the sums of those,
 //   and W laid out per input channel for the input gradient), CalcHiddenGradientConv (each input
 //   pixel gathers from the windows that cover it). Three launches per training step, four with
 //   the input gradient.
@@ -20,6 +21,7 @@
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
                  const int kh, const int kw, const int sh, const int sw, const int dh, const int dw,     \
                  const int pad_top, const int pad_left
+#define GEOMETRY_ARGS height, width, channels, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left
 
 #ifdef TILE
 // Built after dense.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), TILED_LOOP, put(),
@@ -29,7 +31,6 @@
 // the image (or from dL/dy) as each slice is fetched (each kernel's FETCH_A and FETCH_B in
 // TILED_LOOP), four elements at a time: one aligned TYPE4 where they are one tap's contiguous
 // channels (channels a multiple of 4), else element by element.
-#define GEOMETRY_ARGS height, width, channels, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left
 // A slice fetched along k gives a work-item the same columns (depths) in each of its LOADS runs,
 // so where those columns read is worked out once per slice, not once per run.
 #if ITEMS % (TK / 4)
@@ -299,14 +300,22 @@ void store_columns(__global TYPE *row, const VEC v, const int col, const int n)
         row[col + j] = u.s[j];
 }
 
-// dL/dz = dL/dy * f'(z) for columns col.. of one output position (f'(z) from the forward pass,
-// unless the activation was folded into the loss); zeros past `filters`.
+// dL/dz = dL/dy * f'(z) for columns col.. of one output position, f' on the VW lanes at once from
+// y and z (z is y where the derivative follows from y, see STORE_PRE in dense.cl), unless the
+// activation was folded into the loss; zeros past `filters`.
 __attribute__((always_inline))
-VEC delta_columns(const __global TYPE *dy, const __global TYPE *slope, const int col, const int filters,
-                  const int apply_derivative)
+VEC delta_columns(const __global TYPE *dy, const __global TYPE *y, const __global TYPE *z, const int col,
+                  const int filters, const TYPE a, const TYPE b, const int apply_derivative)
 {
     const VEC g = load_columns(dy, col, filters);
-    return apply_derivative ? g * load_columns(slope, col, filters) : g;
+    if (!apply_derivative)
+        return g;
+    const VEC yv = load_columns(y, col, filters);
+#if STORE_PRE
+    return g * ACT_DERIVATIVE_V(yv, load_columns(z, col, filters), a, b);
+#else
+    return g * ACT_DERIVATIVE_V(yv, yv, a, b);
+#endif
 }
 
 // acc[r] += sum_c a[r][c] B[c] for r < RM: `n` contiguous elements of each of RM rows of the
@@ -338,8 +347,9 @@ void name(const __global TYPE *a[RM], const __global VEC *B, const int n, VEC ac
 }
 DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
 
-// z = patches W + b, y = f(z) and f'(z), which the backward kernels multiply dL/dy by (so the
-// derivative is computed once per element, not once per product that reads it); FF_RM output positions (consecutive m = (row * out_h + oy) *
+// z = patches W + b and y = f(z), z stored only with STORE_PRE (for a derivative that does not
+// follow from y: the first layer of the CNN, 86528 x 32 outputs per batch, spent most of its
+// forward storing f'(z) beside y); FF_RM output positions (consecutive m = (row * out_h + oy) *
 // out_w + ox) x VW filters per work-item. Per kernel tap each position reads its `channels`
 // inputs in place, or `zeros` where the tap falls in the padding.
 __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
@@ -347,7 +357,7 @@ __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height,
                               __global const TYPE *bias,     // b (filters_p)
                               __global const TYPE *zeros,    // (max(channels, filters)) zeros
                               __global TYPE *outputs,        // y = f(z) (rows * out_h * out_w, filters)
-                              __global TYPE *slopes,         // f'(z), the same shape
+                              __global TYPE *pre,            // z, the same shape (STORE_PRE)
                               const int M, const int filters, const TYPE a, const TYPE b, GEOMETRY)
 {
     const int col = get_global_id(0) * VW, m0 = get_global_id(1) * FF_RM;
@@ -376,50 +386,33 @@ __kernel void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height,
             patch_product(src, &W_ROW(weights, K, (i * kw + j) * channels, col), channels, acc);
         }
     const VEC bv = *(const __global VEC *)(bias + col);
-    const int width_left = min(VW, filters - col);
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
         if (m0 + r >= M)
             break;
-        union { VEC v; TYPE s[VW]; } z, y, d;
-        z.v = acc[r] + bv;
-        #pragma unroll
-        for (int j = 0; j < VW; j++) {
-            y.s[j] = ACT_FORWARD(z.s[j], a, b);
-            d.s[j] = ACT_DERIVATIVE(y.s[j], z.s[j], a, b);
-        }
-        const long o = (long)(m0 + r) * filters + col;
-        if (filters % VW == 0) {  // whole aligned vectors (a scalar loop here took most of a first layer's time)
-            *(__global VEC *)(outputs + o) = y.v;
-            *(__global VEC *)(slopes + o) = d.v;
-        } else {
-            for (int j = 0; j < width_left; j++) {
-                outputs[o + j] = y.s[j];
-                slopes[o + j] = d.s[j];
-            }
-        }
+        // Whole aligned vectors where they can be (a scalar loop here took most of a first layer's time).
+        const VEC z = acc[r] + bv;
+        store_columns(outputs + (long)(m0 + r) * filters, ACT_FORWARD_V(z, a, b), col, filters);
+#if STORE_PRE
+        store_columns(pre + (long)(m0 + r) * filters, z, col, filters);
+#endif
     }
 }
 
-// Block sums of dL/dW = patches^T delta and dL/db = sum of delta's rows: the work-item (g, kb,
-// ch) sums DW_RM rows k of dL/dW (and, for kb = 0, dL/db) over VW filters col = g * VW and
-// the output lines (row * out_h + oy) [ch * chunk, (ch + 1) * chunk), into partials (chunks, K +
-// 1, filters_p), row K being dL/db. Splitting the positions keeps both cores busy when K * filters
-// is small (the first layer of a CNN: 9 x 32 weights, 86528 positions per batch of 128). delta is
-// computed from dL/dy as it is read; with `write_delta` the work-items of the first block row
-// (kb = 0) store it for the input gradient.
-__kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
-                                   __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
-                                   __global const TYPE *slopes,     // f'(z), the same shape
-                                   __global TYPE *partials,         // (chunks, K + 1, filters_p)
-                                   __global TYPE *delta,            // dL/dz (rows * out_h * out_w, filters)
-                                   const int lines, const int filters, const int filters_p, const int chunk,
-                                   const int apply_derivative, const int write_delta, GEOMETRY)
+// One block of DW_RM rows k0.. of dL/dW over VW filters col.. and the output lines [first, last)
+// of a chunk, into its rows of `out`. The first block (`forms_delta`) forms delta from dL/dy (f'
+// from y and z), stores it with `write_delta` and sums dL/db; the later ones read delta back (or
+// dL/dy, where a loss applied the derivative): `source`. Inlined with a constant
+// `forms_delta`, so that the blocks' loop carries no derivative (PoCL 3.0's vector select, inside
+// the loop of every block, cost it half its speed: spilled accumulators).
+__attribute__((always_inline))
+void delta_weights_block(const int forms_delta, const int k0, const __global TYPE *inputs,
+                         const __global TYPE *output_gr, const __global TYPE *outputs, const __global TYPE *pre,
+                         __global TYPE *delta, const __global TYPE *source, __global TYPE *out, VEC *bias_acc,
+                         const int first, const int last, const int col, const int filters, const int filters_p,
+                         const TYPE a, const TYPE b, const int apply_derivative, const int write_delta, GEOMETRY)
 {
-    const int col = get_global_id(0) * VW, k0 = get_global_id(1) * DW_RM, ch = get_global_id(2);
     const int K = kh * kw * channels;
-    if (k0 >= K)
-        return;
     // Where row k of the patch matrix reads, relative to the window's corner, per row of the block.
     int dy_[DW_RM], dx_[DW_RM];
     long offset[DW_RM];
@@ -432,7 +425,6 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
         offset[r] = ((long)dy_[r] * width + dx_[r]) * channels + c;
         acc[r] = (VEC)(0);
     }
-    VEC bias_acc = (VEC)(0);
     // Checking each tap against the image's edges cost more than the products (11 of 29 ms for
     // 128 x 13 x 13 x 32 -> 64, 3x3, on pip's PoCL 3.0): it is done only for windows that reach
     // into the padding, those of lines whose rows do and of columns ox outside [lo, hi). Walking
@@ -441,17 +433,24 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
     const int span_y = (kh - 1) * dh, span_x = (kw - 1) * dw;
     const int lo = min((pad_left + sw - 1) / sw, out_w), right = width - 1 - span_x + pad_left;
     const int hi = right < 0 ? lo : clamp(right / sw + 1, lo, out_w);
-    const int last = min((ch + 1) * chunk, lines);
-    for (int line = ch * chunk; line < last; line++) {
+    for (int line = first; line < last; line++) {
         const int y = line % out_h * sh - pad_top, row = line / out_h;
         const int rows_inside = y >= 0 && y + span_y < height;
         const int inside_lo = rows_inside ? lo : out_w, inside_hi = rows_inside ? hi : out_w;
-        const long first = (long)line * out_w * filters;
-        const __global TYPE *dy = output_gr + first, *slope = slopes + first;
+        const long o = (long)line * out_w * filters;
         const __global TYPE *corner = inputs + (((long)row * height + y) * width - pad_left) * channels;
         const int step = sw * channels;
-        for (int ox = 0; ox < out_w; ox++, dy += filters, slope += filters, corner += step) {
-            const VEC d = delta_columns(dy, slope, col, filters, apply_derivative);
+        for (int ox = 0; ox < out_w; ox++, corner += step) {
+            const long at = o + (long)ox * filters;
+            VEC d;
+            if (forms_delta) {
+                d = delta_columns(output_gr + at, outputs + at, pre + at, col, filters, a, b, apply_derivative);
+                *bias_acc += d;
+                if (write_delta)
+                    store_columns(delta + at, d, col, filters);
+            } else {
+                d = load_columns(source + at, col, filters);
+            }
             if (ox >= inside_lo && ox < inside_hi) {  // no tap in the padding
                 #pragma unroll
                 for (int r = 0; r < DW_RM; r++)
@@ -465,20 +464,45 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
                     acc[r] += (VEC)(v) * d;
                 }
             }
-            if (k0 == 0) {
-                bias_acc += d;
-                if (write_delta)
-                    store_columns(delta + (dy - output_gr), d, col, filters);
-            }
         }
     }
-    __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
     #pragma unroll
     for (int r = 0; r < DW_RM; r++)
         if (k0 + r < K)
             *(__global VEC *)(out + (long)(k0 + r) * filters_p) = acc[r];
-    if (k0 == 0)
-        *(__global VEC *)(out + (long)K * filters_p) = bias_acc;
+}
+
+// Block sums of dL/dW = patches^T delta and dL/db = sum of delta's rows: the work-item (g, ch)
+// sums, block by block of DW_RM rows, all K rows of dL/dW and dL/db over VW filters col = g * VW
+// and the output lines (row * out_h + oy) [ch * chunk, (ch + 1) * chunk), into partials (chunks,
+// K + 1, filters_p), row K being dL/db. Splitting the positions keeps both cores busy when K *
+// filters is small (the first layer of a CNN: 9 x 32 weights, 86528 positions per batch of 128).
+// delta = dL/dz is formed once, by the first block, and stored with `write_delta` (which must be
+// set where the derivative is applied and K > DW_RM; the input gradient reads delta too): the
+// later blocks load it, one load per position where forming it took dL/dy, y and f' (when every
+// block formed it, the CNN's second layer ran at 58 GFLOP/s on pip's PoCL 3.0).
+__kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
+                                   __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
+                                   __global const TYPE *outputs,    // y, the same shape
+                                   __global const TYPE *pre,        // z (y where not STORE_PRE), the same shape
+                                   __global TYPE *partials,         // (chunks, K + 1, filters_p)
+                                   __global TYPE *delta,            // dL/dz (rows * out_h * out_w, filters)
+                                   const int lines, const int filters, const int filters_p, const int chunk,
+                                   const TYPE a, const TYPE b, const int apply_derivative, const int write_delta,
+                                   GEOMETRY)
+{
+    const int col = get_global_id(0) * VW, ch = get_global_id(1);
+    const int K = kh * kw * channels;
+    const int first = ch * chunk, last = min(first + chunk, lines);
+    __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
+    const __global TYPE *source = apply_derivative ? delta : output_gr;
+    VEC bias_acc = (VEC)(0);
+    delta_weights_block(1, 0, inputs, output_gr, outputs, pre, delta, source, out, &bias_acc, first, last, col,
+                        filters, filters_p, a, b, apply_derivative, write_delta, GEOMETRY_ARGS);
+    for (int k0 = DW_RM; k0 < K; k0 += DW_RM)
+        delta_weights_block(0, k0, inputs, output_gr, outputs, pre, delta, source, out, &bias_acc, first, last, col,
+                            filters, filters_p, a, b, apply_derivative, write_delta, GEOMETRY_ARGS);
+    *(__global VEC *)(out + (long)K * filters_p) = bias_acc;
 }
 
 // dL/dW (column panels) and dL/db: the sums of CalcDeltaWeightsConv's `chunks` partials, one

@@ -15,15 +15,15 @@ from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights
-from .dense import Dense, kernel_defines, matrix_tiles, split_k, tile_candidates
+from .dense import Dense, kernel_defines, matrix_tiles, program_defines, split_k, stores_pre, tile_candidates
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
 class _Conv(Layer):
     rank = 2
-    # About this many output positions (whole lines of out_w) per work-item column of
-    # CalcDeltaWeightsConv's block sums: enough chunks to keep every core busy on a first layer's
-    # few weights, few enough that summing them is cheap.
+    # About this many output positions (whole lines of out_w) per work-item of CalcDeltaWeightsConv's
+    # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (256
+    # on pip's PoCL 3.0, the CNN's second layer: 8.8 ms and 0.74 for the sums, against 8.3 and 0.33).
     chunk = 512
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
@@ -102,24 +102,27 @@ class _Conv(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
-        # The CPU form's weight gradient block, 8 rows of the patch matrix: each position's delta,
-        # read once per block, costs more than the Dense product's (it is computed from dL/dy and
-        # f'(z)), so taller blocks pay where Dense's tuner picks 4 or 6 (pip's PoCL 3.0, the
-        # example's CNN: 14.9-18.5 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
+        # The CPU form's weight gradient block, about 8 rows of the patch matrix (weight_block_rows):
+        # each position's delta is read once per block, so taller blocks pay where Dense's tuner
+        # picks 4 or 6 (pip's PoCL 3.0, the example's CNN, when every block formed delta from dL/dy
+        # and f'(z): 14.9-18.5 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
         self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
-                                          dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows), DW_RM=8))
-        # The tiled kernels are built on dense.cl's tiles (and use its SumSplits).
-        sources = ("layers/dense.cl", "layers/conv.cl") if self.tiled else ("layers/conv.cl",)
-        program = rt.program((self._fused.source, *sources), dt,
-                             {"ACT": self._fused.function, **kernel_defines(self.tiles)})
+                                          dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
+                                               DW_RM=weight_block_rows(self.patch_size)))
         vw, channels = self.tiles["VW"], self.geometry[2]
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
-        self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                     # f'(z)
         self.delta = Tensor((capacity, *self.output_shape), dt, rt)                      # dL/dz
-        if self.tiled:
+        if self.tiled:  # built on dense.cl's tiles (and its SumSplits); f'(z) stored by the forward
+            program = rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
+                                 {"ACT": self._fused.function, **kernel_defines(self.tiles)})
+            self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                 # f'(z)
             self._allocate_splits(rows, program)
-        else:
+        else:  # f' on vectors from y, and z where it does not follow from y (as Dense's CPU form)
+            store_pre = stores_pre(self._fused)
+            program = rt.program((self._fused.source, "activations/vector.cl", "layers/conv.cl"), dt,
+                                 program_defines(self._fused, store_pre, self.tiles))
+            self.z = Tensor((capacity, *self.output_shape), dt, rt) if store_pre else None  # z, or none
             out_h, out_w = self.geometry[3:5]
             self.chunk_lines = max(1, self.chunk // out_w)                              # lines per chunk
             chunks = -(-capacity * out_h // self.chunk_lines)
@@ -184,7 +187,7 @@ class _Conv(Layer):
                           self._fused.a, self._fused.b, *self.geometry, flops=flops)
         else:
             self._forward((self.filters_p // self.tiles["VW"], -(-positions // self.tiles["FF_RM"])), None,
-                          x, self.kernel.value, bias, self.zeros, self.pre if softmax else self.outputs, self.slopes,
+                          x, self.kernel.value, bias, self.zeros, self.pre if softmax else self.outputs, self.z,
                           positions, self.filters, self._fused.a, self._fused.b, *self.geometry, flops=flops)
         if softmax:
             group = self._row_group()
@@ -201,17 +204,20 @@ class _Conv(Layer):
         tiles = self.tiles
         flops = 2.0 * positions * self.patch_size * self.filters
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
-        # The weight gradient also writes delta = dL/dz where the input gradient wants it.
-        write_delta = apply_derivative and input_grad
+        # The weight gradient also writes delta = dL/dz where the input gradient wants it (and the
+        # CPU form's later blocks of rows of dL/dW, which read it back).
+        write_delta = apply_derivative and (input_grad or (not self.tiled and self.patch_size > tiles["DW_RM"]))
         if self.tiled:
             self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, write_delta, flops)
         else:
             lines = rows * self.geometry[3]
             chunks = -(-lines // self.chunk_lines)
-            self._delta_weights((self.filters_p // tiles["VW"], -(-self.patch_size // tiles["DW_RM"]), chunks),
-                                None, self.x, grad, self.slopes, self.partials, self.delta, lines, self.filters,
-                                self.filters_p, self.chunk_lines, int(apply_derivative), int(write_delta),
-                                *self.geometry, flops=flops)
+            y = self.outputs if self.activation.elementwise else self.pre  # the product's y (softmax's z)
+            # Each work-item its own work-group: PoCL 3.0 put the second layer's 124 in one, run by one core.
+            self._delta_weights((self.filters_p // tiles["VW"], chunks), (1, 1), self.x, grad, y,
+                                y if self.z is None else self.z, self.partials, self.delta, lines, self.filters,
+                                self.filters_p, self.chunk_lines, self._fused.a, self._fused.b, int(apply_derivative),
+                                int(write_delta), *self.geometry, flops=flops)
             self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
                       self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, *self.geometry)
         if write_delta:
@@ -286,6 +292,16 @@ class Conv1D(_Conv):
     may also be 'causal' (output t sees inputs up to t: (kernel_size - 1) * dilation_rate zeros
     before the sequence, none after)."""
     rank = 1
+
+
+def weight_block_rows(depth: int) -> int:
+    """The CPU form's weight gradient block: rows of the patch matrix per block, about 8 (see
+    allocate), the same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer
+    on one channel: two blocks of 8 computed 16 rows for 9 and had to store delta for the second
+    to read), 8 x 36 where K = 288."""
+    if depth <= 10:
+        return depth
+    return -(-depth // -(-depth // 8))
 
 
 # Where the tiled form's tiles are measured: a 3x3 'same' convolution of 64 channels to 64

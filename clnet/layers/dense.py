@@ -188,6 +188,8 @@ BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
 
 
 class Dense(Layer):
+    reads_transposed = True  # the weight gradient reads x^T (see _transposed_input)
+
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, tiles=None):
         """`tiles` fixes the kernels' vector width and blocks (see tile_candidates); by default
@@ -254,14 +256,13 @@ class Dense(Layer):
         # follows from y (ReLU, linear, tanh), the forward skips storing z and the derivative
         # reads y in its place: one output fewer to write (see STORE_PRE in dense.cl).
         self.pre = Tensor((capacity, self.units), dt, rt) if stores_pre(self.activation) else self.outputs
-        # y^T, which the next layer's weight gradient reads along rows (softmax is applied after
-        # the product kernel, so a softmax layer's transposed output would be stale: none).
-        # Written only once a layer has asked for it (`wanted`, see _transposed_input): no layer
-        # reads a last layer's, and its forward is then one output lighter (3-4% of the product
-        # at 1024^3 on Intel's runtime).
-        self.outputs_t = Tensor((self.units, capacity), dt, rt)
-        self.outputs_t.wanted = False
-        self.outputs.transposed = self.outputs_t if self.activation.elementwise else None
+        # y^T, which the next layer's weight gradient reads along rows, where the model says a
+        # layer reads it (writes_transposed): no layer reads a last layer's, whose forward is
+        # then one output lighter (3-4% of the product at 1024^3 on Intel's runtime). Softmax is
+        # applied after the product kernel, so a softmax layer's y^T would be stale: none.
+        written = self.writes_transposed and self.activation.elementwise
+        self.outputs_t = Tensor((self.units, capacity), dt, rt) if written else None
+        self.outputs.transposed = self.outputs_t
         self.delta = Tensor((self.panels, capacity, self.panel), dt, rt)  # dL/dz, column panels
         if self.tiled:  # the GPU form reads the row-major delta for every product
             self.delta_rows = self.delta
@@ -324,21 +325,15 @@ class Dense(Layer):
 
     def _transposed_input(self, rows: int) -> Tensor:
         """x^T (n_in, capacity): from the layer below if it wrote one of that shape (a Dense on the
-        same positions did; a Flatten passes on a transpose of another shape), else transposed here.
-        A Dense below writes its y^T only once asked (`wanted`): the first time, this layer asks
-        and transposes x into that buffer itself, as the forward that made x has already run."""
+        same positions, or a pooling layer, told by the model that this layer reads it; a Flatten
+        passes on a transpose of another shape), else transposed here."""
         given = getattr(self.x, "transposed", None)
         if given is not None and given.shape == (self.n_in, self.capacity):
-            if getattr(given, "wanted", True):
-                return given
-            given.wanted = True
-            target = given
-        else:
-            if self._input_t is None:
-                self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
-            target = self._input_t
-        self._transpose((self.n_in, rows), None, self.x, target, self.n_in, self.capacity)
-        return target
+            return given
+        if self._input_t is None:
+            self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
+        self._transpose((self.n_in, rows), None, self.x, self._input_t, self.n_in, self.capacity)
+        return self._input_t
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items on a
@@ -365,7 +360,7 @@ class Dense(Layer):
         a, b = self._fused.a, self._fused.b
         self._forward(*self._geometry("FF_RM", self.units, rows),
                       x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
-                      rows, self.n_in, self.units, self.units_p, self.capacity if self.outputs_t.wanted else 0, a, b,
+                      rows, self.n_in, self.units, self.units_p, self.capacity if self.outputs_t is not None else 0, a, b,
                       flops=2.0 * rows * self.n_in * self.units)
         return self.pre
 

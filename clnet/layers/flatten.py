@@ -10,6 +10,10 @@ class _View(Layer):
     """A layer whose output is its input with another sample shape (compute_output_shape). Row-major
     storage makes that free: the output is a view of the input buffer and no kernel runs."""
 
+    @property
+    def reads_transposed(self):
+        return self.writes_transposed  # the input's y^T is the output's
+
     def forward(self, x, rows):
         self._output = _view(getattr(self, "_output", None), x, self.output_shape)
         return self._output

@@ -42,6 +42,7 @@ class MultiHeadAttention(Layer):
     first call (`wiring`, saved in its config). Self-attention, `mha(x, x)`, reads one tensor
     and sums the three projections' input gradients into one."""
     multi_input = True
+    reads_transposed = True  # the projections' weight gradients (see _view)
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", seed=None, name=None, wiring=None,

@@ -11,7 +11,8 @@
 // ran 3-8x slower on PoCL: it pays for every work-item, and the index arithmetic with it). Max
 // pooling also records where in the sample's image (y * width + x) each maximum came from, for
 // the backward pass.
-// The output is also stored transposed, for a Dense layer's weight gradient after a Flatten.
+// The output is also stored transposed, for a Dense layer's weight gradient after a Flatten,
+// unless ld = 0 (no layer reads it).
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
                               __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
@@ -39,7 +40,8 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
         const int o = m * channels + c;
         const TYPE y = use_max ? best : sum / count;
         outputs[o] = y;
-        outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
+        if (ld)
+            outputs_t[(m % (out_h * out_w) * channels + c) * ld + row] = y;
         if (use_max)
             argmax[o] = at;
     }

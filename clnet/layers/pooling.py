@@ -32,8 +32,11 @@ class _Pooling(Layer):
         rt, dt = self.rt, self.dtype
         height, width, channels, out_h, out_w = self.geometry[:5]
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)       # (capacity, out_h, out_w, channels)
+        # y^T (features, capacity), where the model says a Dense after a Flatten reads it (for
+        # the first of the CNN's two pooling layers, which a convolution reads, it took most of
+        # the forward's time).
         features = int(np.prod(self.output_shape))
-        self.outputs.transposed = Tensor((features, capacity), dt, rt)      # for a Dense after a Flatten
+        self.outputs.transposed = Tensor((features, capacity), dt, rt) if self.writes_transposed else None
         # Where each maximum came from (y * width + x); average pooling never reads it.
         self.argmax = Tensor((capacity * out_h * out_w * channels if self.use_max else 1,), np.int32, rt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)     # dL/dx
@@ -48,8 +51,9 @@ class _Pooling(Layer):
 
     def forward(self, x, rows):
         height, width, channels, out_h, out_w = self.geometry[:5]
-        self._forward((rows * out_h * out_w,), None, x, self.outputs, self.outputs.transposed,
-                      self.argmax, self.capacity, *self.geometry, int(self.use_max))
+        transposed = self.outputs.transposed
+        self._forward((rows * out_h * out_w,), None, x, self.outputs, transposed, self.argmax,
+                      self.capacity if transposed is not None else 0, *self.geometry, int(self.use_max))
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
