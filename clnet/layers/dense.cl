@@ -7,8 +7,8 @@
 // contiguous stream instead of jumping a whole row per step (a row of 2048 floats is 8 KiB: a
 // new page and the same cache set every step). The CPU form uses P = VW; the GPU form uses
 // P = units_p, which is plain row-major. The bias is a plain (units_p,) vector.
-// Each work-item of the CPU form owns NB blocks of outputs stacked down the rows, each block
-// FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
+// Each work-item of the CPU form owns FF_NB, DW_NB or HG_NB blocks of outputs stacked down the
+// rows, each block FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
 // clnet/layers/dense.py): a block lives in SIMD registers while it is multiplied. Rows past the
 // end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
@@ -94,18 +94,20 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
 // elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
 // unrolled loops over the block's rows (constant trip counts) let the block live in registers.
-// name##_blocks multiplies the NB blocks of rows m0.. (row m of a at a + m * a_stride) K-block
-// by K-block: each KB-deep slice of the panel (KB rows of at most 64 bytes: <= 16 KiB) serves
-// all NB blocks from L1 before the next slice is read, the blocks' sums waiting in acc. Without
-// it (NB = 1, KB = 0: the whole depth at once) a work-item streams its whole panel, 128 KiB at
-// K = 2048, and the panels of a work-group outgrow L2: PoCL fell to 50-100 GFLOP/s at 2048^3 on
-// 2 Zen 3 cores, against 140-160 blocked (NB = 8, KB = 256). At 1024^3 PoCL 3.0 ran faster
-// unblocked, so the tuner chooses.
-#if KB % VW
+// name##_blocks multiplies the BLOCKS blocks of rows m0.. (row m of a at a + m * a_stride)
+// K-block by K-block: each DEPTH-deep slice of the panel (DEPTH rows of at most 64 bytes: <= 16
+// KiB at 256) serves all BLOCKS blocks from L1 before the next slice is read, the blocks' sums
+// waiting in acc. Without it (BLOCKS = 1, DEPTH = 0: the whole depth at once) a work-item streams
+// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: PoCL fell to
+// 50-100 GFLOP/s at 2048^3 on 2 Zen 3 cores, against 140-160 blocked (8 blocks, 256 deep). At
+// 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each kernel on its own (FF_NB,
+// FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight gradient ran 1-2% faster
+// unblocked at 1024^3 and 2048^3, the input gradient 2-4% slower.
+#if FF_KB % VW || DW_KB % VW || HG_KB % VW
 #error "a K-block must be a multiple of VW deep"
 #endif
 #define ROW_OF_B(i) (((const __global VEC *)B)[i])
-#define DEFINE_ROW_BLOCK_PRODUCT(name, RM, STEP)                                            \
+#define DEFINE_ROW_BLOCK_PRODUCT(name, RM, STEP, BLOCKS, DEPTH)                             \
 __attribute__((always_inline))                                                              \
 void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,            \
           const int k0, const int k1, VEC acc[RM])                                          \
@@ -139,12 +141,12 @@ void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,
 __attribute__((always_inline))                                                              \
 void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel,           \
                    const int M, const int m0, const __global TYPE *B, const int K,          \
-                   VEC acc[NB][RM])                                                         \
+                   VEC acc[BLOCKS][RM])                                                     \
 {                                                                                           \
-    const int depth = KB ? KB : K;                                                          \
+    const int depth = DEPTH ? DEPTH : K;                                                    \
     for (int k0 = 0; k0 < K; k0 += depth) {                                                 \
         const int k1 = min(k0 + depth, K);                                                  \
-        for (int q = 0; q < NB && m0 + q * RM < M; q++) {                                   \
+        for (int q = 0; q < BLOCKS && m0 + q * RM < M; q++) {                               \
             const __global TYPE *rows[RM];                                                  \
             VEC c[RM];                                                                      \
             _Pragma("unroll")                                                               \
@@ -159,12 +161,12 @@ void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel
         }                                                                                   \
     }                                                                                       \
 }
-DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4)
-DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4)
-DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW)
+DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4, FF_NB, FF_KB)
+DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4, DW_NB, DW_KB)
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW, HG_NB, HG_KB)
 
 // z = x W + b, y = f(z); y is also stored transposed, (units, ld), for the next layer's weight
-// gradient, unless ld = 0: no layer reads it (see Dense._transposed_input). NB blocks of FF_RM
+// gradient, unless ld = 0: no layer reads it (see Dense._transposed_input). FF_NB blocks of FF_RM
 // rows x VW columns per work-item. z is stored only with STORE_PRE (see STORE_PRE above).
 __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n_in)
                                     __global const TYPE *weights,  // W, column panels
@@ -176,19 +178,19 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
                                     const int ld, const TYPE a, const TYPE b)
 {
     const int col = get_global_id(0) * VW;
-    const int row = get_global_id(1) * FF_RM * NB;
+    const int row = get_global_id(1) * FF_RM * FF_NB;
     if (col >= units || row >= rows)
         return;
-    VEC acc[NB][FF_RM];
-    for (int q = 0; q < NB; q++)
+    VEC acc[FF_NB][FF_RM];
+    for (int q = 0; q < FF_NB; q++)
         #pragma unroll
         for (int r = 0; r < FF_RM; r++)
             acc[q][r] = (VEC)(0);
     forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
     const VEC bv = VLOAD(0, bias + col);
-    const int width = min(VW, units - col), height = min(FF_RM * NB, rows - row);
-    TYPE y[FF_RM * NB][VW];  // this block of y, kept to be written down y^T's rows below
-    for (int q = 0; q < NB; q++) {
+    const int width = min(VW, units - col), height = min(FF_RM * FF_NB, rows - row);
+    TYPE y[FF_RM * FF_NB][VW];  // this block of y, kept to be written down y^T's rows below
+    for (int q = 0; q < FF_NB; q++) {
         #pragma unroll
         for (int r = 0; r < FF_RM; r++) {
             const int m = q * FF_RM + r;
@@ -214,7 +216,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
             }
         }
     }
-    // y^T in runs of FF_RM * NB consecutive elements per row. Stored element by element as y was
+    // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y was
     // computed (a different row of y^T, a different cache line, every store), the epilogue held
     // the forward at 130-145 GFLOP/s at 2048^3 on Intel's runtime against 155-160 now (the
     // weight gradient, the same product without this epilogue: 165-170).
@@ -224,23 +226,23 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
 }
 
 // dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
-// column panels (`capacity` rows each). NB blocks of DW_RM input rows x VW columns per work-item.
+// column panels (`capacity` rows each). DW_NB blocks of DW_RM input rows x VW columns per work-item.
 __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                                __global const TYPE *delta,        // dL/dz, column panels
                                __global TYPE *delta_weights,      // dL/dW, column panels
                                const int rows, const int n_in, const int units_p, const int capacity)
 {
     const int col = get_global_id(0) * VW;
-    const int i0 = get_global_id(1) * DW_RM * NB;
+    const int i0 = get_global_id(1) * DW_RM * DW_NB;
     if (col >= units_p || i0 >= n_in)
         return;
-    VEC acc[NB][DW_RM];
-    for (int q = 0; q < NB; q++)
+    VEC acc[DW_NB][DW_RM];
+    for (int q = 0; q < DW_NB; q++)
         #pragma unroll
         for (int r = 0; r < DW_RM; r++)
             acc[q][r] = (VEC)(0);
     weight_product_blocks(inputs_t, capacity, VW, n_in, i0, delta + col * capacity, rows, acc);
-    for (int q = 0; q < NB; q++)
+    for (int q = 0; q < DW_NB; q++)
         #pragma unroll
         for (int r = 0; r < DW_RM; r++)
             if (i0 + q * DW_RM + r < n_in)
@@ -248,8 +250,8 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
 }
 
 // dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
-// panels) times a row panel of delta, VW batch rows wide. NB blocks of HG_RM inputs x VW batch
-// rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * NB inputs per
+// panels) times a row panel of delta, VW batch rows wide. HG_NB blocks of HG_RM inputs x VW batch
+// rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * HG_NB inputs per
 // batch row rather than element by element down its columns (140 -> 145-150 GFLOP/s at 2048^3,
 // Intel's runtime).
 __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
@@ -258,29 +260,29 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
                                  const int rows, const int n_in, const int units_p)
 {
     const int row = get_global_id(0) * VW;
-    const int i0 = get_global_id(1) * HG_RM * NB;
+    const int i0 = get_global_id(1) * HG_RM * HG_NB;
     if (row >= rows || i0 >= n_in)
         return;
-    VEC acc[NB][HG_RM];
-    for (int q = 0; q < NB; q++)
+    VEC acc[HG_NB][HG_RM];
+    for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int j = 0; j < HG_RM; j++)
             acc[q][j] = (VEC)(0);
     input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
-    const int height = min(VW, rows - row), count = min(HG_RM * NB, n_in - i0);
-    TYPE g[HG_RM * NB][VW];  // this block of dL/dx^T, written down dL/dx's rows below
-    for (int q = 0; q < NB; q++)
+    const int height = min(VW, rows - row), count = min(HG_RM * HG_NB, n_in - i0);
+    TYPE g[HG_RM * HG_NB][VW];  // this block of dL/dx^T, written down dL/dx's rows below
+    for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int j = 0; j < HG_RM; j++)
             VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
     // A whole block with constant trip counts, which the compiler unrolls (2048^3 on Intel's
     // runtime, 2 runs each with fixed tiles: 0.94-0.95 -> 0.96-0.97 of numpy; without any store
     // at all, 0.975).
-    if (height == VW && count == HG_RM * NB) {
+    if (height == VW && count == HG_RM * HG_NB) {
         #pragma unroll
         for (int r = 0; r < VW; r++)
             #pragma unroll
-            for (int i = 0; i < HG_RM * NB; i++)
+            for (int i = 0; i < HG_RM * HG_NB; i++)
                 input_gr[(row + r) * n_in + i0 + i] = g[i][r];
         return;
     }

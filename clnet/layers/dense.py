@@ -22,9 +22,11 @@ def tile_candidates(rt, dtype) -> list[dict]:
     runtime alike. GPUs want many work-items with a small block each. PoCL 3.1 crashes on
     double16 and the CPU form's panels need VW >= 4, hence the limits on the width. The register
     size is the device's native vector width (PoCL 3.1 also names its LLVM target in the device
-    name; PoCL 3.0 and Intel's runtime do not). NB and KB: a CPU work-item's register blocks
-    and K-block depth (below). WG is the work-group side on a CPU (0: the runtime's choice), a
-    launch setting rather than a kernel define.
+    name; PoCL 3.0 and Intel's runtime do not). FF_NB, FF_KB and the like: a CPU work-item's
+    register blocks and K-block depth (below), per kernel; a candidate gives all three kernels the
+    same, and the tuner takes each kernel's from the candidate fastest for it (_fastest_setting).
+    WG is the work-group side on a CPU (0: the runtime's choice), a launch setting rather than a
+    kernel define.
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
@@ -36,23 +38,32 @@ def tile_candidates(rt, dtype) -> list[dict]:
     register_bytes = 64 if "avx512" in rt.info.name.lower() or native * itemsize >= 64 else 32
     lanes = register_bytes // itemsize
     widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
-    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **blocking, "WG": wg}  # the first: CLNET_TUNE=0
-            for vw in widths for blocking in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
+    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "WG": wg}  # the first: CLNET_TUNE=0
+            for vw in widths for depth in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
 
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
 # or NB blocks stacked down the rows, KB deep at a time. At 2048^3 on 2 Zen 3 cores K-blocking
 # took PoCL 3.1 from 50-95 to 125-160 GFLOP/s and PoCL 3.0 from 95-130 to 135-160; at 1024^3 it
-# cost PoCL 3.0 about a tenth, and Intel's runtime ran the same either way: the tuner chooses.
+# cost PoCL 3.0 about a tenth, and Intel's runtime ran the same either way: the tuner chooses,
+# for each kernel on its own (on Intel's runtime at 1024^3 and 2048^3 the forward and the weight
+# gradient ran 1-2% faster unblocked, the input gradient 2-4% slower).
 UNBLOCKED = {"NB": 1, "KB": 0}
 K_BLOCKED = {"NB": 8, "KB": 256}
+KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
 LAUNCH_KEYS = ("WG",)
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
 
 
+def per_kernel(depth: dict) -> dict:
+    """NB and KB as each CPU kernel's own define: FF_NB, FF_KB, DW_NB, ..."""
+    return {f"{kernel}_{key}": value for kernel in KERNEL_PREFIXES for key, value in depth.items()}
+
+
 def kernel_defines(tiles: dict) -> dict:
-    """The program's defines for these tiles; CPU tiles without NB and KB are unblocked."""
-    defaults = {} if "TILE" in tiles else UNBLOCKED
+    """The program's defines for these tiles; CPU tiles without a kernel's NB and KB leave that
+    kernel unblocked."""
+    defaults = {} if "TILE" in tiles else per_kernel(UNBLOCKED)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
@@ -169,8 +180,9 @@ def _tune(rt, dtype, candidates) -> list[dict]:
 
 def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, float]:
     """The fastest tiles at this size and their seconds for the three products. Blocked
-    candidates differing only in a kernel's block size share a program layout, so each kernel
-    takes its own fastest block; anything else is compared as a whole."""
+    candidates differing only in a kernel's blocks (its RM, NB and KB) share a weight layout and
+    launch settings, so each kernel takes its own fastest blocks; anything else is compared as a
+    whole."""
     block_keys = {key for keys in BLOCK_KEYS.values() for key in keys}
     families: dict[tuple, dict] = {}
     for tiles, times in measured:
@@ -184,7 +196,7 @@ def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, flo
     return choice["tiles"], sum(choice["seconds"].values())
 
 
-BLOCK_KEYS = {"FF": ("FF_RM",), "DW": ("DW_RM",), "HG": ("HG_RM",)}
+BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kernel in KERNEL_PREFIXES}
 
 
 class Dense(Layer):
@@ -312,7 +324,8 @@ class Dense(Layer):
             if splits > 1:
                 return (blocks(columns), blocks(rows), splits), (side, side, 1)
             return (blocks(columns), blocks(rows)), (side, side)
-        work = (-(-columns // tiles["VW"]), -(-rows // (tiles[block] * kernel_defines(tiles)["NB"])))
+        blocks = kernel_defines(tiles)[block.replace("_RM", "_NB")]
+        work = (-(-columns // tiles["VW"]), -(-rows // (tiles[block] * blocks)))
         side = tiles["WG"]
         if not side:
             return work, None
