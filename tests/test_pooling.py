@@ -32,7 +32,9 @@ CASES = [((1, 1, 1), 1, None, "valid"), ((1, 1, 3), 2, None, "same"), ((7, 6, 3)
          ((5, 7, 5), (3, 2), (2, 1), "same"), ((9, 9, 2), 3, 2, "valid"), ((6, 5, 6), (2, 4), 3, "same"),
          ((8, 8, 1), 2, 1, "valid"), ((26, 26, 7), 2, None, "valid"),
          # more channels, overlapping windows and cells, with y^T checked below
-         ((7, 6, 8), (3, 2), (2, 1), "same"), ((9, 7, 12), 2, None, "same")]
+         ((7, 6, 8), (3, 2), (2, 1), "same"), ((9, 7, 12), 2, None, "same"),
+         # channels a multiple of 8 (on a vector's lanes in FeedForwardPool): two runs of 8
+         ((7, 5, 16), 2, None, "same")]
 
 
 @pytest.mark.parametrize("shape,pool,strides,padding", CASES)
@@ -125,6 +127,16 @@ def test_zero_padding_kernels(rt, rng, shape, padding):
 def test_pool2d_gradients(fp64, pool):
     rng = np.random.default_rng(6)
     model = build([Input((5, 4, 2)), Conv2D(3, 2, activation="tanh"), pool(), Flatten(), Dense(3, "softmax")],
+                  "categorical_crossentropy")
+    check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
+
+
+@pytest.mark.parametrize("pool", [lambda: MaxPooling2D((3, 2), strides=(2, 1), padding="same"),
+                                  lambda: AveragePooling2D(padding="same"), lambda: GlobalMaxPooling2D()])
+def test_pool2d_gradients_on_lanes(fp64, pool):
+    """Eight channels: FeedForwardPool's vector form, in double8 (maxima chosen on long lanes)."""
+    rng = np.random.default_rng(9)
+    model = build([Input((5, 4, 2)), Conv2D(8, 2, activation="tanh"), pool(), Flatten(), Dense(3, "softmax")],
                   "categorical_crossentropy")
     check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
 

@@ -102,10 +102,8 @@ class _Conv(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
-        # The CPU form's weight gradient block, about 8 rows of the patch matrix (weight_block_rows):
-        # each position's delta is read once per block, so taller blocks pay where Dense's tuner
-        # picks 4 or 6 (pip's PoCL 3.0, the example's CNN, when every block formed delta from dL/dy
-        # and f'(z): 14.9-18.5 ms per step with 4 rows, 13.5-14.3 with 6, 11.2-11.4 with 8).
+        # The CPU form's weight gradient block, about 4 rows of the patch matrix (weight_block_rows),
+        # whatever Dense's tuner picked: see there.
         self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
                                           dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
                                                DW_RM=weight_block_rows(self.patch_size)))
@@ -295,13 +293,17 @@ class Conv1D(_Conv):
 
 
 def weight_block_rows(depth: int) -> int:
-    """The CPU form's weight gradient block: rows of the patch matrix per block, about 8 (see
-    allocate), the same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer
-    on one channel: two blocks of 8 computed 16 rows for 9 and had to store delta for the second
-    to read), 8 x 36 where K = 288."""
+    """The CPU form's weight gradient block: rows of the patch matrix per block, about 4, the
+    same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer on one channel:
+    shorter blocks must store delta for the later ones to read, 2.5-2.7 ms per step against 1.4
+    with blocks of 3 or 5 on the CNN's first layer), 4 x 72 where K = 288. Since delta is formed
+    once (the first block) and loaded by the others, a block's accumulators are what limit it:
+    with VW 16 on AVX2, 4 rows keep 8 of the 16 vector registers (the CNN's second layer, Debian's
+    PoCL 3.1: 7.0 ms per step, against 8.2-8.4 with 6 or 8 rows, 8.0 with 3 and 9.2 with 2; pip's
+    PoCL 3.0: 7.7-7.8 against 8.4-9.9 with 8)."""
     if depth <= 10:
         return depth
-    return -(-depth // -(-depth // 8))
+    return -(-depth // -(-depth // 4))
 
 
 # Where the tiled form's tiles are measured: a 3x3 'same' convolution of 64 channels to 64

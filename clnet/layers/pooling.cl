@@ -7,12 +7,17 @@
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
                  const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
 
+#define TYPE8 CAT(TYPE, 8)
+
 // One work-item per output position, all its channels (one work-item per channel and position
 // ran 3-8x slower on PoCL: it pays for every work-item, and the index arithmetic with it). Max
 // pooling also records where in the sample's image (y * width + x) each maximum came from, for
 // the backward pass.
 // The output is also stored transposed, for a Dense layer's weight gradient after a Flatten,
 // unless ld = 0 (no layer reads it).
+// Where channels is a multiple of 8, eight channels at a time on a vector's lanes: one aligned
+// load per window pixel instead of eight strided ones (the CNN's first pooling layer, 128 x 26
+// x 26 x 32, on Debian's PoCL 3.1: 2.0 -> 0.6 ms per step); the other channels one at a time.
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
                               __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
@@ -25,7 +30,31 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
     const int x0 = max(ox * sw - pad_left, 0), x1 = min(ox * sw - pad_left + pw, width);
     const __global TYPE *image = inputs + (long)row * height * width * channels;
     const TYPE count = (y1 - y0) * (x1 - x0);
-    for (int c = 0; c < channels; c++) {
+    const int lanes = channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
+    for (int c = 0; c < lanes; c += 8) {
+        TYPE8 best = (TYPE8)(-INFINITY), sum = (TYPE8)(0);
+        int8 at = (int8)(y0 * width + x0);
+        for (int y = y0; y < y1; y++)
+            for (int x = x0; x < x1; x++) {
+                const TYPE8 v = *(const __global TYPE8 *)(image + (y * width + x) * channels + c);
+                // As the scalar loop's v > best: a NaN never wins.
+                at = select(at, (int8)(y * width + x), convert_int8(isgreater(v, best)));
+                best = select(best, v, isgreater(v, best));
+                sum += v;
+            }
+        const int o = m * channels + c;
+        const TYPE8 y = use_max ? best : sum / count;
+        *(__global TYPE8 *)(outputs + o) = y;
+        if (ld) {
+            union { TYPE8 v; TYPE s[8]; } u;
+            u.v = y;
+            for (int l = 0; l < 8; l++)
+                outputs_t[(m % (out_h * out_w) * channels + c + l) * ld + row] = u.s[l];
+        }
+        if (use_max)
+            *(__global int8 *)(argmax + o) = at;
+    }
+    for (int c = lanes; c < channels; c++) {
         TYPE best = -INFINITY, sum = 0;
         int at = y0 * width + x0;
         for (int y = y0; y < y1; y++)
