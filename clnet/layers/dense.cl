@@ -22,10 +22,13 @@
 #ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
 // width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
-// gradient; and the bias gradient, the column sums of delta. One work-item per column panel (the
-// padding of dL/dy reads as 0), f' on its VW lanes at once (ACT_DERIVATIVE_V: GELU's scalar erf
-// and exp made this kernel a third of the tiny GPT's step on PoCL 3.0). (The GPU form does all
-// this inside its weight gradient, see CalcDeltaWeights there.)
+// gradient; and the bias gradient, the column sums of delta. One work-item per `panels` column
+// panels (the padding of dL/dy reads as 0), walking its columns row after row, f' on VW lanes at
+// once (ACT_DERIVATIVE_V: GELU's scalar erf and exp made this kernel a third of the tiny GPT's
+// step on PoCL 3.0). A work-item per panel walked one panel down all rows: reads 1 KiB apart for
+// 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the GELU
+// layer's 1.8 ms were stalls, not f' (f' replaced by a product: the same time). (The GPU form does
+// all this inside its weight gradient, see CalcDeltaWeights there.)
 // VW consecutive elements p[0..VW), those at or past `width` read as 0.
 __attribute__((always_inline))
 VEC LoadColumns(const __global TYPE *p, const int width)
@@ -45,26 +48,26 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             __global TYPE *delta_rows,        // dL/dz in row panels
                             __global TYPE *delta_bias,        // dL/db (units_p)
                             const int rows, const int units, const int units_p, const int capacity,
-                            const TYPE a, const TYPE b, const int apply_derivative)
+                            const TYPE a, const TYPE b, const int apply_derivative, const int panels)
 {
-    const int col = get_global_id(0) * VW, width = min(VW, units - col);
-    __global VEC *column_panel = (__global VEC *)(delta + col * capacity);
-    __global TYPE *row_panels = delta_rows + col * VW;
-    VEC sum = (VEC)(0);
+    const int first = get_global_id(0) * panels, end = min(first + panels, units_p / VW);
+    for (int p = first; p < end; p++)  // summed in place, where its few panels stay in L1
+        VSTORE((VEC)(0), p, delta_bias);
     for (int m = 0; m < rows; m++) {
-        const int o = m * units + col;
-        VEC g = LoadColumns(output_gr + o, width);
-        if (apply_derivative)
-            g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
-        column_panel[m] = g;
-        TYPE lanes[VW];
-        VSTORE(g, 0, lanes);
-        __global TYPE *row_panel = row_panels + (m / VW) * units_p * VW + m % VW;
-        for (int j = 0; j < VW; j++)
-            row_panel[j * VW] = lanes[j];
-        sum += g;
+        __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
+        for (int p = first; p < end; p++) {
+            const int col = p * VW, width = min(VW, units - col), o = m * units + col;
+            VEC g = LoadColumns(output_gr + o, width);
+            if (apply_derivative)
+                g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
+            ((__global VEC *)(delta + col * capacity))[m] = g;
+            TYPE lanes[VW];
+            VSTORE(g, 0, lanes);
+            for (int j = 0; j < VW; j++)
+                row_panel[(col + j) * VW] = lanes[j];
+            VSTORE(VLOAD(p, delta_bias) + g, p, delta_bias);
+        }
     }
-    VSTORE(sum, 0, delta_bias + col);
 }
 #endif
 
@@ -72,7 +75,15 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 // layer below did not provide it (Dense layers and the batch gather write theirs as they go).
 __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int ld)
 {
+#ifdef TILE
     const int col = get_global_id(0), row = get_global_id(1);
+#else
+    // On a CPU the first axis is the rows (Dense.transpose launches (rows, cols)): PoCL runs a
+    // work-group's items along it as the lanes of one loop, so x^T is written in whole vectors and
+    // x gathered, instead of x read in vectors and x^T scattered one element at a time (tiny GPT,
+    // (2048, 64) on pip PoCL 3.0: 0.28 -> 0.10 ms).
+    const int row = get_global_id(0), col = get_global_id(1);
+#endif
     xt[col * ld + row] = x[row * cols + col];
 }
 

@@ -345,8 +345,13 @@ class Dense(Layer):
             return given
         if self._input_t is None:
             self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
-        self._transpose((self.n_in, rows), None, self.x, self._input_t, self.n_in, self.capacity)
+        self.transpose(self.x, self._input_t, self.n_in, rows)
         return self._input_t
+
+    def transpose(self, x: Tensor, target: Tensor, cols: int, rows: int) -> None:
+        """target (cols, ld) = x^T for x's first `rows` rows of `cols`."""
+        size = (cols, rows) if self.tiled else (rows, cols)
+        self._transpose(size, None, x, target, cols, target.shape[1])
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items on a
@@ -398,12 +403,14 @@ class Dense(Layer):
                                 chunk, a, b, int(apply_derivative), flops=flops)
         else:
             splits = 1
-            # One work-item per column panel, on a CPU each its own work-group: PoCL 3.0 put the
-            # 16 of a GELU layer of 256 units in one group, run by one core (tiny GPT: 4.1 -> 1.8 ms).
-            group = None if self.rt.info.is_gpu else (1,)
-            self._delta_bias((self.units_p // self.tiles["VW"],), group, grad, self.outputs, self.pre, self.delta,
+            # On a CPU a work-item per compute unit's share of the column panels, each its own
+            # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
+            panels = self.units_p // self.tiles["VW"]
+            gpu = self.rt.info.is_gpu
+            share = 1 if gpu else -(-panels // self.rt.info.compute_units)
+            self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.pre, self.delta,
                              self.delta_rows, bias_grad, rows, self.units, self.units_p, self.capacity, a, b,
-                             int(apply_derivative))
+                             int(apply_derivative), share)
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(rows),
                                 self.delta, self.kernel.grad, rows, self.n_in, self.units_p, self.capacity, flops=flops)
         if splits > 1:

@@ -342,8 +342,7 @@ class MultiHeadAttention(Layer):
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]
-                self.projections["query"]._transpose((features, rows * self.input_shapes[index][0]), None, x,
-                                                     x.transposed, features, x.transposed.shape[1])
+                self.projections["query"].transpose(x, x.transposed, features, rows * self.input_shapes[index][0])
         results = [None] * len(self.xs)
         for role, projected_grad in (("query", self.query_grad), ("key", self.key_grad), ("value", self.value_grad)):
             index = self.wiring[role]
