@@ -59,10 +59,15 @@ def randomized(model, rng, scale=0.5):
                                                                 (2, 16, 9, 17, 13, 2)])
 @pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
 def test_forward_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
+    forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking)
+
+
+def forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking, tiles=None):
     rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
     masked, causal = masking in ("mask", "both"), masking in ("causal", "both")
-    mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim, output_shape=None if tq % 2 else 3)
+    mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim, output_shape=None if tq % 2 else 3, tiles=tiles)
     model = attention_model(tq, tk, 6, 5, mha, masked=masked, causal=causal)
+    assert tiles is None or mha.tiles == tiles
     weights = randomized(model, rng)
     xq, xv = rng.normal(size=(rows, tq, 6)), rng.normal(size=(rows, tk, 5))
     xs = [xq, xv] + ([random_mask(rng, rows, tq, tk)] if masked else [])
@@ -261,18 +266,7 @@ TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
                                                                 (2, 4, 12, 20, 12, 2), (2, 4, 8, 36, 36, 2)])
 @pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
 def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
-    rng = np.random.default_rng(heads * 100 + tq * 10 + tk)
-    masked, causal = masking in ("mask", "both"), masking in ("causal", "both")
-    mha = MultiHeadAttention(heads, key_dim, value_dim=value_dim, tiles=TILES)
-    model = attention_model(tq, tk, 6, 5, mha, masked=masked, causal=causal)
-    assert mha.tiles == TILES
-    weights = randomized(model, rng)
-    xq, xv = rng.normal(size=(rows, tq, 6)), rng.normal(size=(rows, tk, 5))
-    xs = [xq, xv] + ([random_mask(rng, rows, tq, tk)] if masked else [])
-    f32 = lambda a: np.asarray(a, np.float32)
-    want, _ = multi_head_attention(f32(xq), f32(xv), f32(xv), weights, heads, mask=xs[2] if masked else None,
-                                   causal=causal)
-    np.testing.assert_allclose(model.predict(xs), want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking, TILES)
 
 
 def test_products_form_only_where_aligned(rt):
