@@ -26,8 +26,10 @@ CASES = [
 
 
 # The GPU form's local-memory tiles, forced on whatever device runs the tests (small tiles, so a
-# few output positions span several blocks; the second stages whole TYPE4 runs at 8 x 8 channels).
+# few output positions span several blocks; the second stages whole TYPE4 runs at 8 x 8 channels;
+# the pair gives the input gradient tiles of its own, as the tuner may).
 TILED = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
+TILED_PAIR = (TILED[1], TILED[0])
 # Channels and filters multiples of 4 too: the tiled kernels' aligned TYPE4 gathers and stores.
 TILED_CASES = CASES + [((6, 7, 8), 8, 3, 1, "same", 1), ((5, 9, 12), 16, 2, 2, "same", 1)]
 
@@ -71,7 +73,7 @@ def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilat
 
 
 @pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", TILED_CASES)
-@pytest.mark.parametrize("tiles", TILED)
+@pytest.mark.parametrize("tiles", [*TILED, TILED_PAIR])
 @pytest.mark.parametrize("dtype,activation", [(F32, "linear"), (F32, "tanh"), (np.float64, "tanh")])
 def test_tiled_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, tiles, dtype, activation):
     """The GPU form's implicit products (patches gathered from x, dL/dz windows gathered per
@@ -350,7 +352,10 @@ def test_tiled_form_tuner_picks_a_candidate_that_runs(rt):
     unbuildable = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 2}
     chosen = tune_conv(rt, np.float32, [unbuildable, *TILED], shape=(2, 5, 5, 3))
     assert chosen in TILED
-    model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=chosen)], seed=0)
+    # The input gradient's, beside those: the whole backward pass timed per candidate.
+    chosen_input = tune_conv(rt, np.float32, [unbuildable, *TILED], shape=(2, 5, 5, 3), input_gradient_of=chosen)
+    assert chosen_input in TILED
+    model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=(chosen, chosen_input))], seed=0)
     x = np.random.default_rng(0).normal(size=(2, 5, 5, 3))
     w, b = model.get_weights()
     expected = conv2d(x, w, b, (1, 1), "same", (1, 1))

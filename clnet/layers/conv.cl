@@ -14,8 +14,9 @@
 //   + j*dw, c] (0 outside the image); its slices are gathered from x as they are staged, so it is
 //   never written: FeedForwardConv (bias and activation fused, y and f'(z) stored),
 //   CalcDeltaWeightsConv (dL/dW and dL/db in one product, split-K slices added by dense.cl's
-//   SumSplits), CalcHiddenGradientConv (dL/dz gathered per pixel and tap). Two launches per
-//   training step, three with the input gradient, one more where the weight gradient is split.
+//   SumSplits; with the input gradient, dL/dz too, in a frame of zeros), CalcHiddenGradientConv
+//   (dL/dz gathered per pixel and tap from that frame). Two launches per training step, three
+//   with the input gradient, one more where the weight gradient is split.
 // 1-D convolutions run with height 1.
 // Geometry, passed to every kernel as the same int arguments:
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
@@ -36,6 +37,22 @@
 #if ITEMS % (TK / 4)
 #error "the work-items of a work-group must cover whole rows of a slice along k"
 #endif
+
+// dL/dz as the weight gradient writes it for the input gradient, (rows, frame_h, frame_w,
+// filters_p): output (oy, ox) at (frame_top + oy, frame_left + ox), in a frame of zeros that is
+// never written. At stride 1 the frame is wide enough that every tap of every input pixel lands
+// on it (on a zero where no output covers the pixel), so the input gradient's gather is one
+// load at a fixed offset per tap, with no bounds to test; rows of filters_p keep its loads
+// aligned TYPE4s. At larger strides the frame is empty (frame_h = out_h, frame_w = out_w).
+#define FRAME const int frame_h, const int frame_w, const int frame_top, const int frame_left
+#define FRAME_ARGS frame_h, frame_w, frame_top, frame_left
+
+// Where output position m = (row * out_h + oy) * out_w + ox sits in that frame.
+inline long framed(const int m, const int out_h, const int out_w, FRAME)
+{
+    const int line = m / out_w, row = line / out_h;
+    return (((long)row * frame_h + frame_top + line - row * out_h) * frame_w + frame_left + m - line * out_w);
+}
 
 // Output position m = (row * out_h + oy) * out_w + ox: its sample's image, and where its
 // window's first tap falls (*y0, *x0; in the padding if negative).
@@ -145,18 +162,17 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 // (K, filters_p) and delta_bias (filters_p), which SumSplits adds when there are several. The
 // bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
 // formed from dL/dy as it is read, and with `write_delta` the work-groups of the first block row
-// store it for the input gradient, which then reads it once per tap instead of dL/dy and f'(z)
-// (half the loads; on the H100 no faster or slower within the noise). Both slices are along m: at each depth (position) a work-item
-// fetches patch columns and filters that stay the same, from a new window.
+// store it, framed (FRAME above), for the input gradient. Both slices are along m: at each depth
+// (position) a work-item fetches patch columns and filters that stay the same, from a new window.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                           __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
                           __global const TYPE *slopes,     // f'(z), the same shape
                           __global TYPE *delta_weights,    // dL/dW (splits, K, filters_p), row-major
                           __global TYPE *delta_bias,       // dL/db (splits, filters_p)
-                          __global TYPE *delta,            // dL/dz (rows * out_h * out_w, filters)
+                          __global TYPE *delta,            // dL/dz (rows, frame_h, frame_w, filters_p)
                           const int M, const int filters, const int filters_p, const int chunk,
-                          const int apply_derivative, const int write_delta, GEOMETRY)
+                          const int apply_derivative, const int write_delta, GEOMETRY, FRAME)
 {
     TILED_BEGIN
     const int K = kh * kw * channels;
@@ -178,8 +194,8 @@ void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, w
     for (int l = 0; l < LOADS; l++) {                                                                \
         const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4), n = n0 + e % (TILE / 4) * 4;      \
         rb[l] = m < end ? delta_run(output_gr, slopes, m, n, filters, apply_derivative) : (TYPE4)(0); \
-        if (write_delta && m0 == 0 && m < end && n < filters)                                        \
-            store4(delta + (long)m * filters, rb[l], n, filters, filters % 4 == 0);                  \
+        if (write_delta && m0 == 0 && m < end && n < filters_p)                                      \
+            *(__global TYPE4 *)(delta + framed(m, out_h, out_w, FRAME_ARGS) * filters_p + n) = rb[l];   \
     }
     TILED_LOOP(first, end, ALONG_M, ALONG_M)
 #undef FETCH_A
@@ -210,33 +226,36 @@ inline int output_index(const int t, const int s, const int n)
 // kernel tap (i, j), delta's row at the output position whose window puts that tap on the pixel,
 // zeros if there is none (y + pad_top - i dh = oy sh must hold for an oy in range, and likewise
 // across); Wt[(tap, f)][c] = W[tap * channels + c][f]. Depth kh * kw * filters_p, in runs of four
-// filters of one tap (filters_p is a multiple of 4); both slices are along k, and each work-item
-// fetches the same pixels at every depth.
+// filters of one tap; both slices are along k, and each work-item fetches the same pixels at
+// every depth. At stride 1 a pixel's row of D is delta's framed rows at one offset per tap from
+// the pixel's own (FRAME): a load with nothing to test or divide (the bounds and divisions of the
+// general gather held the input gradient of benchmarks/conv.py's layer at 27 TFLOP/s on the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
-void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
-                            __global const TYPE *slopes,     // f'(z), the same shape
-                            __global const TYPE *weights,    // W (K, filters_p), row-major
-                            __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
-                            const int P, const int filters, const int filters_p, const int apply_derivative,
-                            GEOMETRY)
+void CalcHiddenGradientConv(__global const TYPE *delta,    // dL/dz (rows, frame_h, frame_w, filters_p)
+                            __global const TYPE *weights,  // W (K, filters_p), row-major
+                            __global TYPE *input_gr,       // dL/dx (rows, height, width, channels)
+                            const int P, const int filters_p, GEOMETRY, FRAME)
 {
     TILED_BEGIN
-    const int depth = kh * kw * filters_p;
+    const int depth = kh * kw * filters_p, unit_stride = sh == 1 && sw == 1;
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
     const int col = lid % (TK / 4) * 4;
-    int py[LOADS], px[LOADS], line0[LOADS];
+    // Per pixel: at stride 1, where its tap (0, 0) reads in the frame; else its position plus the
+    // padding and its sample's first frame row.
+    long at[LOADS];
+    int py[LOADS], px[LOADS];
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
-        const int p = m0 + (lid + l * ITEMS) / (TK / 4), line = p / width;
+        const int p = min(m0 + (lid + l * ITEMS) / (TK / 4), P - 1), line = p / width, row = line / height;
         px[l] = p - line * width + pad_left;
-        py[l] = line % height + pad_top;
-        line0[l] = p < P ? line / height * out_h : -1;  // the sample's first row of outputs
+        py[l] = line - row * height + pad_top;
+        at[l] = unit_stride ? (((long)row * frame_h + frame_top + py[l]) * frame_w + frame_left + px[l]) * filters_p
+                            : (long)row * frame_h;
     }
     TYPE4 ra[LOADS], rb[LOADS];
     // This work-item's depth k = (i * kw + j) * filters_p + f, the same in every run and stepped TK
-    // deeper per slice without dividing (two integer divisions per slice held the input gradient
-    // of benchmarks/conv.py's layer at 0.50-0.57 of cuDNN on the H100).
+    // deeper per slice without dividing.
     int i = 0, j = 0, f = col;
     for (; f >= filters_p; f -= filters_p)
         if (++j == kw) {
@@ -246,9 +265,24 @@ void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * ou
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
-        const int oy = output_index(py[l] - i * dh, sh, out_h), ox = output_index(px[l] - j * dw, sw, out_w); \
-        ra[l] = i < kh && line0[l] >= 0 && oy >= 0 && ox >= 0                                        \
-                ? delta_run(output_gr, slopes, (line0[l] + oy) * out_w + ox, f, filters, apply_derivative) \
+        if (unit_stride) {                                                                           \
+            ra[l] = i < kh ? *(const __global TYPE4 *)(delta + at[l] + f - (long)(i * dh * frame_w + j * dw) * filters_p) \
+                           : (TYPE4)(0);                                                             \
+        } else {                                                                                     \
+            const int oy = output_index(py[l] - i * dh, sh, out_h), ox = output_index(px[l] - j * dw, sw, out_w); \
+            ra[l] = i < kh && oy >= 0 && ox >= 0                                                     \
+                    ? *(const __global TYPE4 *)(delta + ((at[l] + oy) * frame_w + ox) * filters_p + f) \
+                    : (TYPE4)(0);                                                                    \
+        }                                                                                            \
+    }
+// W's rows of tap (i, j), at the same filters f as the patch runs (FETCH_A, called first); then
+// the next slice's depth.
+#define FETCH_B(k0)                                                                                  \
+    _Pragma("unroll")                                                                                \
+    for (int l = 0; l < LOADS; l++) {                                                                \
+        const int c = n0 + (lid + l * ITEMS) / (TK / 4);                                             \
+        rb[l] = c < channels && i < kh                                                               \
+                ? *(const __global TYPE4 *)(weights + ((long)(i * kw + j) * channels + c) * filters_p + f) \
                 : (TYPE4)(0);                                                                        \
     }                                                                                                \
     for (f += TK; f >= filters_p; f -= filters_p)                                                    \
@@ -256,14 +290,6 @@ void CalcHiddenGradientConv(__global const TYPE *output_gr,  // dL/dy (rows * ou
             j = 0;                                                                                   \
             i++;                                                                                     \
         }
-#define FETCH_B(k0)                                                                                  \
-    _Pragma("unroll")                                                                                \
-    for (int l = 0; l < LOADS; l++) {                                                                \
-        const int c = n0 + (lid + l * ITEMS) / (TK / 4), k = (k0) + col, tap = k / filters_p;       \
-        rb[l] = c < channels && k < depth                                                            \
-                ? *(const __global TYPE4 *)(weights + ((long)tap * channels + c) * filters_p + k - tap * filters_p) \
-                : (TYPE4)(0);                                                                        \
-    }
     TILED_LOOP(0, depth, ALONG_K, ALONG_K)
 #undef FETCH_A
 #undef FETCH_B

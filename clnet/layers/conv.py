@@ -30,9 +30,10 @@ class _Conv(Layer):
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None,
                  input_shape=None, tiles=None):
         """`tiles` fixes the kernels' form, vector width and blocks, as Dense's does; by default
-        the autotuner's choice for the device is used."""
+        the autotuner's choice for the device is used. The tiled form's input gradient takes tiles
+        of its own (conv_input_tiles): a pair (tiles, input gradient's tiles) fixes both."""
         super().__init__(name, input_shape)
-        self.fixed_tiles = tiles
+        self.fixed_tiles, self.fixed_input_tiles = tiles if isinstance(tiles, tuple) else (tiles, tiles)
         kind = type(self).__name__
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
@@ -107,14 +108,18 @@ class _Conv(Layer):
         self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
                                           dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
                                                DW_RM=weight_block_rows(self.patch_size)))
+        self.input_tiles = (self.fixed_input_tiles or conv_input_tiles(rt, dt, self.tiles)) if self.tiled else None
         vw, channels = self.tiles["VW"], self.geometry[2]
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
-        self.delta = Tensor((capacity, *self.output_shape), dt, rt)                      # dL/dz
         if self.tiled:  # built on dense.cl's tiles (and its SumSplits); f'(z) stored by the forward
-            program = rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
-                                 {"ACT": self._fused.function, **kernel_defines(self.tiles)})
+            program, input_program = (rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
+                                                 {"ACT": self._fused.function, **kernel_defines(tiles)})
+                                      for tiles in (self.tiles, self.input_tiles))
             self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                 # f'(z)
+            self.frame = delta_frame(self.geometry)
+            # dL/dz in its frame of zeros (conv.cl's FRAME): (capacity, frame_h, frame_w, filters_p)
+            self.delta = Tensor.zeros((capacity, *self.frame[:2], self.filters_p), dt, rt)
             self._allocate_splits(rows, program)
         else:  # f' on vectors from y, and z where it does not follow from y (as Dense's CPU form)
             store_pre = stores_pre(self._fused)
@@ -128,8 +133,10 @@ class _Conv(Layer):
             # (channels_p / VW, taps * filters_p, VW): column panels of W^T; the channels' padding stays 0.
             self.weights_t = Tensor.zeros((self.channels_p // vw, self.taps * self.filters_p, vw), dt, rt)
             # (max(channels, filters)): the padding's inputs, and the delta rows of pixels no window covers.
+            self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
             self.zeros = Tensor.zeros((max(channels, self.filters),), dt, rt)
             self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
+            input_program = program
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.filters_p,), dt, rt)
@@ -141,7 +148,7 @@ class _Conv(Layer):
             self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
         self._forward = rt.kernel(program, "FeedForwardConv", dt)
         self._delta_weights = rt.kernel(program, "CalcDeltaWeightsConv", dt)
-        self._hidden = rt.kernel(program, "CalcHiddenGradientConv", dt)
+        self._hidden = rt.kernel(input_program, "CalcHiddenGradientConv", dt)
 
     def _allocate_splits(self, rows, program):
         """The tiled weight gradient's split-K slices, for batches of up to `rows` positions. Its
@@ -162,10 +169,11 @@ class _Conv(Layer):
             return 1, positions
         return -(-positions // self._split_chunk), self._split_chunk
 
-    def _tiled_launch(self, columns, rows, splits=1):
+    def _tiled_launch(self, columns, rows, splits=1, tiles=None):
         """(global, local) sizes of a tiled kernel writing a (rows, columns) result: a TILE-square
-        work-group per block, `splits` of them along the third axis."""
-        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        work-group per block, `splits` of them along the third axis; self.tiles unless `tiles`."""
+        tiles = tiles or self.tiles
+        tile, side = tiles["TILE"], tiles["TILE"] // tiles["WPT"]
         blocks = lambda n: -(-n // tile) * side
         return (blocks(columns), blocks(rows), splits), (side, side, 1)
 
@@ -202,12 +210,14 @@ class _Conv(Layer):
         tiles = self.tiles
         flops = 2.0 * positions * self.patch_size * self.filters
         bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
-        # The weight gradient also writes delta = dL/dz where the input gradient wants it (and the
-        # CPU form's later blocks of rows of dL/dW, which read it back).
-        write_delta = apply_derivative and (input_grad or (not self.tiled and self.patch_size > tiles["DW_RM"]))
+        # The weight gradient also writes delta = dL/dz where the input gradient wants it: the tiled
+        # form's always (framed, see conv.cl), the CPU form's where it is not dL/dy itself (and for
+        # the CPU form's later blocks of rows of dL/dW, which read it back).
         if self.tiled:
+            write_delta = input_grad
             self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, write_delta, flops)
         else:
+            write_delta = apply_derivative and (input_grad or self.patch_size > tiles["DW_RM"])
             lines = rows * self.geometry[3]
             chunks = -(-lines // self.chunk_lines)
             y = self.outputs if self.activation.elementwise else self.pre  # the product's y (softmax's z)
@@ -219,14 +229,13 @@ class _Conv(Layer):
             self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
                       self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, *self.geometry)
         if write_delta:
-            grad, apply_derivative = self.delta, False
+            grad = self.delta
         if not input_grad:
             return None
         pixels = rows * int(np.prod(self.geometry[:2]))
         if self.tiled:
-            self._hidden(*self._tiled_launch(self.geometry[2], pixels), grad, self.slopes, self.kernel.value,
-                         self.input_grad, pixels, self.filters, self.filters_p, int(apply_derivative),
-                         *self.geometry, flops=flops)
+            self._hidden(*self._tiled_launch(self.geometry[2], pixels, tiles=self.input_tiles), self.delta, self.kernel.value,
+                         self.input_grad, pixels, self.filters_p, *self.geometry, *self.frame, flops=flops)
         else:
             self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, self.weights_t,
                          self.zeros, self.input_grad, pixels, self.filters, self.filters_p, *self.geometry, flops=flops)
@@ -240,7 +249,7 @@ class _Conv(Layer):
                                 (self.kernel.grad, bias_grad))
         self._delta_weights(*self._tiled_launch(self.filters_p, self.patch_size + 1, splits), self.x, grad,
                             self.slopes, weight_out, bias_out, self.delta, positions, self.filters, self.filters_p,
-                            chunk, int(apply_derivative), int(write_delta), *self.geometry, flops=flops)
+                            chunk, int(apply_derivative), int(write_delta), *self.geometry, *self.frame, flops=flops)
         if splits > 1:
             weights = self.patch_size * self.filters_p
             self._sum_splits((weights + self.filters_p,), None, self._weight_slices, self._bias_slices,
@@ -292,6 +301,18 @@ class Conv1D(_Conv):
     rank = 1
 
 
+def delta_frame(geometry) -> tuple[int, int, int, int]:
+    """(frame_h, frame_w, frame_top, frame_left) of the tiled form's dL/dz (conv.cl's FRAME): at
+    stride 1, room for every tap of every input pixel, (k - 1) * dilation - padding zeros before
+    the outputs where that is positive and whatever the input reaches past them after; at larger
+    strides, none."""
+    height, width, _, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left = geometry
+    if (sh, sw) != (1, 1):
+        return out_h, out_w, 0, 0
+    top, left = max(0, (kh - 1) * dh - pad_top), max(0, (kw - 1) * dw - pad_left)
+    return max(height + pad_top, out_h) + top, max(width + pad_left, out_w) + left, top, left
+
+
 def weight_block_rows(depth: int) -> int:
     """The CPU form's weight gradient block: rows of the patch matrix per block, about 4, the
     same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer on one channel:
@@ -309,29 +330,48 @@ def weight_block_rows(depth: int) -> int:
 # Where the tiled form's tiles are measured: a 3x3 'same' convolution of 64 channels to 64
 # filters on 16 images of 56 x 56 (benchmarks/conv.py's layer at a quarter of its batch).
 TUNING_SHAPE = (16, 56, 56, 64)
+SOURCES = ("cl/common.cl", "layers/dense.cl", "layers/conv.cl")
+
+
+def tiled_candidates(rt, dtype) -> list[dict]:
+    """The tuner's candidates of the tiled form."""
+    return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles]
 
 
 def conv_tiles(rt, dtype) -> dict:
-    """The tiles of the tiled (GPU) form's implicit convolutions, measured once per device on
-    TUNING_SHAPE. Dense's choice at the nearest product size suits plain products, not these
-    gathers: on an H100 its 64/8/16 tiles ran benchmarks/conv.py's forward, weight and input
-    gradients at 0.70, 0.32 and 0.47 of cuDNN, and 64/4/16 at 0.85, 0.71 and 0.57."""
-    candidates = [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles]
-    return tuned(rt, dtype, "conv", ("cl/common.cl", "layers/dense.cl", "layers/conv.cl"),
-                 lambda: tune_conv(rt, dtype, candidates), candidates[0],
+    """The tiles of the tiled (GPU) form's forward and weight gradient, measured once per device
+    on TUNING_SHAPE. Dense's choice at the nearest product size suits plain products, not these
+    gathers: on an H100 its 64/8/16 tiles ran benchmarks/conv.py's forward and weight gradient at
+    0.70 and 0.32 of cuDNN, and 64/4/16 at 0.85 and 0.71."""
+    candidates = tiled_candidates(rt, dtype)
+    return tuned(rt, dtype, "conv", SOURCES, lambda: tune_conv(rt, dtype, candidates), candidates[0],
                  {"candidates": candidates, "shape": TUNING_SHAPE})
 
 
-def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE) -> dict:
-    """The candidate whose forward and backward pass (weight and input gradients) of a 3x3
-    'same' ReLU convolution of (batch, height, width, channels) `shape` to as many filters is
-    fastest; candidates whose programs do not build on the device are passed over."""
+def conv_input_tiles(rt, dtype, tiles: dict) -> dict:
+    """The tiles of the tiled form's input gradient, next to the others' `tiles`, measured as
+    they are. Its gather is a plain load (conv.cl's FRAME), so it runs as a Dense product does, on
+    larger blocks per work-item than the others' gathers can feed: on an H100, 64/8/16 at 35.8
+    TFLOP/s (0.68 of cuDNN), 64/4/16 at 30.7, where the forward falls from 29.1 to 24.1 and the
+    weight gradient from 14.3 to 6.3."""
+    candidates = [{**candidate, "VW": tiles["VW"]} for candidate in tiled_candidates(rt, dtype)]
+    return tuned(rt, dtype, "conv input gradient", SOURCES,
+                 lambda: tune_conv(rt, dtype, candidates, input_gradient_of=tiles), tiles,
+                 {"candidates": candidates, "shape": TUNING_SHAPE, "tiles": tiles})
+
+
+def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE, input_gradient_of=None) -> dict:
+    """The candidate whose forward pass and weight gradient of a 3x3 'same' ReLU convolution of
+    (batch, height, width, channels) `shape` to as many filters are fastest; with
+    `input_gradient_of` (the others' tiles), the candidate for the input gradient, by the whole
+    backward pass. Candidates whose programs do not build on the device are passed over."""
     rng = np.random.default_rng(0)
     batch = shape[0]
     x = Tensor.from_numpy(rng.random(shape), dtype, rt)
     fastest, best = candidates[0], math.inf
-    for tiles in candidates:
+    for candidate in candidates:
         store = ParameterStore(rt, dtype)
+        tiles = candidate if input_gradient_of is None else (input_gradient_of, candidate)
         layer = Conv2D(shape[-1], 3, padding="same", activation="relu", tiles=tiles)
         try:
             layer.build(shape[1:], store, rng)
@@ -340,8 +380,12 @@ def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE) -> dict:
         except BuildError:
             continue
         grad = Tensor.from_numpy(rng.random((batch, *layer.output_shape)), dtype, rt)
-        seconds = best_seconds(rt, lambda: (layer.forward(x, batch), layer.backward(grad, batch, True)))
+        if input_gradient_of is None:
+            run = lambda: (layer.forward(x, batch), layer.backward(grad, batch, False))
+        else:
+            layer.forward(x, batch)
+            run = lambda: layer.backward(grad, batch, True)
+        seconds = best_seconds(rt, run)
         if seconds < best:
-            fastest, best = tiles, seconds
+            fastest, best = candidate, seconds
     return fastest
-
