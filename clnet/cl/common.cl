@@ -6,6 +6,9 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 
+// Eight elements at once, for the kernels that put rows, features or channels on a CPU's SIMD lanes.
+#define TYPE8 CAT(TYPE, 8)
+
 // Four consecutive elements array[start..start+3]; those at or past `size` read as 0,
 // so a kernel can walk any length four at a time without reading out of bounds.
 inline TYPE4 ToVect4(__global const TYPE *array, int start, int size)

@@ -99,7 +99,6 @@ __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // 
 // lanes of a TYPE8, walking the groups with no reduction across work-items. A work-item per
 // feature walked its column one element per row (the tiny GPT's five norms: 1.2 ms a step on
 // PoCL 3.0); with the features contiguous (inner = 1) a group's eight are one load.
-#define TYPE8 CAT(TYPE, 8)
 __kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
                                              __global const TYPE *output_gr,      // dL/dy, same shape
                                              __global const TYPE *group_mean,     // (groups,)

@@ -8,7 +8,6 @@
 // Keras's masked softmax replaces a masked score by -1e9 (not -inf, so a row masked entirely
 // is uniform, as Keras's): exp(-1e9 - max) is exactly 0 beside any unmasked score.
 #define MASKED_SCORE ((TYPE)-1e9)
-#define TYPE8 CAT(TYPE, 8)
 
 // True where query position i may attend to key position j: the causal mask keeps j <= i, an
 // explicit mask (batch, Tq, Tk) keeps entries > 0.5 (Keras's rule for a non-boolean mask).

@@ -243,9 +243,20 @@ class MultiHeadAttention(Layer):
             self._views[index] = view
         return view
 
+    @property
+    def _dropping(self) -> bool:
+        """Whether the attention probabilities go through the dropout: as Keras's, only in training
+        (fit) and with a rate; evaluate and predict use the probabilities as they are."""
+        return self.training and self.dropout > 0
+
+    @property
+    def _summed(self) -> Tensor:
+        """What the products form's context sums, forward (P V) and backward (P^T dL/dcontext):
+        the dropped probabilities while dropping, else the probabilities themselves."""
+        return self.dropped if self._dropping else self.probabilities
+
     def _dropout_arguments(self):
-        active = self.training and self.dropout > 0
-        return int(active), self.kernel_seed, self.step, 1.0 - self.dropout
+        return int(self._dropping), self.kernel_seed, self.step, 1.0 - self.dropout
 
     def forward(self, xs, rows):
         self.xs = [self._view(i, x) for i, x in enumerate(xs)]
@@ -300,13 +311,11 @@ class MultiHeadAttention(Layer):
         value = self._operand(projected["value"], vd, tk)
         scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
         self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
-        dropping = self.training and self.dropout > 0
-        summed = self.dropped if dropping else self.probabilities
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
                    self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
         ld = self.capacity * tq
-        self._products(rows, self._square(summed), 1, value, 0, self._operand(self.context, vd, tq), tq, vd, tk,
-                       transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
+        self._products(rows, self._square(self._summed), 1, value, 0, self._operand(self.context, vd, tq),
+                       tq, vd, tk, transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
 
     def _backward_products(self, context_grad, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
@@ -321,9 +330,8 @@ class MultiHeadAttention(Layer):
                        causal=KEYS_UP_TO_QUERIES)
         self._products(rows, scores, 0, query, 0, self._operand(self.key_grad, kd, tk), tk, kd, tq, self.scale,
                        causal=QUERIES_FROM_KEYS)
-        summed = self.dropped if self.training and self.dropout > 0 else self.probabilities
-        self._products(rows, self._square(summed), 0, grad, 0, self._operand(self.value_grad, vd, tk), tk, vd, tq,
-                       causal=QUERIES_FROM_KEYS)
+        self._products(rows, self._square(self._summed), 0, grad, 0, self._operand(self.value_grad, vd, tk),
+                       tk, vd, tq, causal=QUERIES_FROM_KEYS)
 
     def backward(self, grad, rows, input_grads):
         context_grad = self.output_dense.backward(grad, rows * self.tq, True)

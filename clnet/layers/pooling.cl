@@ -7,8 +7,6 @@
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \
                  const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
 
-#define TYPE8 CAT(TYPE, 8)
-
 // One work-item per output position, all its channels (one work-item per channel and position
 // ran 3-8x slower on PoCL: it pays for every work-item, and the index arithmetic with it). Max
 // pooling also records where in the sample's image (y * width + x) each maximum came from, for

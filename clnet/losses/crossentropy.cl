@@ -17,8 +17,6 @@
 #define SPARSE 2
 #define SOFTMAX_HERE 2  // a fold_activation value
 
-#define TYPE8 CAT(TYPE, 8)
-
 // The maximum of a row of logits z and log sum_j exp(z_j - max). The exponentials eight at a
 // time: PoCL's scalar exp costs ~14 ns a call, its exp of a vector of 8 under 1 ns an element
 // (the tiny GPT's loss over 2048 positions of 113 classes: 5.9 ms a step before).
