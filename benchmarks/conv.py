@@ -43,7 +43,7 @@ def tile_choices(rt, given: list[str] | None) -> list[dict | None]:
 
 
 def label(tiles: dict | tuple | None) -> str:
-    """TILE,WPT,TK, or `forward and weight gradient's; input gradient's` for a pair."""
+    """TILE,WPT,TK, or the forward's; the weight gradient's; the input gradient's."""
     if isinstance(tiles, tuple):
         return "; ".join(map(label, tiles))
     return "tuned" if tiles is None else f"{tiles['TILE']},{tiles['WPT']},{tiles['TK']}"
@@ -67,7 +67,7 @@ def clnet_seconds(batch, size, channels, filters, tiles=None):
     forward = seconds(lambda: layer.forward(x, batch), sync)
     weight_grad = seconds(lambda: layer.backward(grad, batch, False), sync)
     both = seconds(lambda: layer.backward(grad, batch, True), sync)
-    chosen = (layer.tiles, layer.input_tiles) if layer.tiled else None
+    chosen = layer.product_tiles if layer.tiled else None
     return {"forward": forward, "weight_grad": weight_grad, "input_grad": both - weight_grad}, \
         f"{rt.info.name} [{rt.info.platform_version.strip()}]", chosen
 

@@ -27,9 +27,10 @@ CASES = [
 
 # The GPU form's local-memory tiles, forced on whatever device runs the tests (small tiles, so a
 # few output positions span several blocks; the second stages whole TYPE4 runs at 8 x 8 channels;
-# the pair gives the input gradient tiles of its own, as the tuner may).
+# the triple gives the forward, weight gradient and input gradient tiles of their own, as the
+# tuner may).
 TILED = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
-TILED_PAIR = (TILED[1], TILED[0])
+TILED_APART = (TILED[1], TILED[0], TILED[1])
 # Channels and filters multiples of 4 too: the tiled kernels' aligned TYPE4 gathers and stores.
 TILED_CASES = CASES + [((6, 7, 8), 8, 3, 1, "same", 1), ((5, 9, 12), 16, 2, 2, "same", 1)]
 
@@ -73,7 +74,7 @@ def test_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilat
 
 
 @pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", TILED_CASES)
-@pytest.mark.parametrize("tiles", [*TILED, TILED_PAIR])
+@pytest.mark.parametrize("tiles", [*TILED, TILED_APART])
 @pytest.mark.parametrize("dtype,activation", [(F32, "linear"), (F32, "tanh"), (np.float64, "tanh")])
 def test_tiled_conv2d_kernels(rt, rng, shape, filters, kernel, strides, padding, dilation, tiles, dtype, activation):
     """The GPU form's implicit products (patches gathered from x, dL/dz windows gathered per
@@ -345,18 +346,23 @@ def test_conv1d_padding_names_causal():
 
 
 def test_tiled_form_tuner_picks_a_candidate_that_runs(rt):
-    """The tiled (GPU) form's tiles are measured on a convolution of their own (conv_tiles): the
-    tuner returns one of its candidates, passing over one whose program cannot build (a TK that
-    does not split a slice among the work-items), and the layer runs with what it chose."""
+    """The tiled (GPU) form's tiles are measured per product on a convolution like the layer's
+    (conv_tiles): the tuner returns one of its candidates for each, passing over one whose program
+    cannot build (a TK that does not split a slice among the work-items), and the layer runs with
+    what it chose."""
     from clnet.layers.conv import tune_conv
     unbuildable = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 2}
-    chosen = tune_conv(rt, np.float32, [unbuildable, *TILED], shape=(2, 5, 5, 3))
-    assert chosen in TILED
-    # The input gradient's, beside those: the whole backward pass timed per candidate.
-    chosen_input = tune_conv(rt, np.float32, [unbuildable, *TILED], shape=(2, 5, 5, 3), input_gradient_of=chosen)
-    assert chosen_input in TILED
-    model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=(chosen, chosen_input))], seed=0)
+    make = lambda tiles: Conv2D(3, 3, padding="same", tiles=tiles)
+    chosen = tune_conv(rt, np.float32, [unbuildable, *TILED], make, (5, 5, 3), 2)
+    assert len(chosen) == 3 and all(tiles in TILED for tiles in chosen)
+    model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=tuple(chosen))], seed=0)
     x = np.random.default_rng(0).normal(size=(2, 5, 5, 3))
     w, b = model.get_weights()
     expected = conv2d(x, w, b, (1, 1), "same", (1, 1))
     np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_tiles_per_product_must_be_three_tiled_forms():
+    with pytest.raises(ValueError, match=r"Conv2D 'c': tiles as a tuple must be three tiled forms' tiles \(forward, "
+                                         r"weight gradient, input gradient\), got \("):
+        Conv2D(3, 3, name="c", tiles=(TILED[0], TILED[1]))

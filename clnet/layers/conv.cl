@@ -64,6 +64,13 @@ inline const __global TYPE *window_of(const __global TYPE *inputs, const int m, 
     return inputs + (long)(line / out_h) * height * width * channels;
 }
 
+// image[y, x, c..c+3] (c a multiple of 4, channels too), 0 in the padding.
+inline TYPE4 pixel_run(const __global TYPE *image, const int y, const int x, const int c, GEOMETRY)
+{
+    return y >= 0 && y < height && x >= 0 && x < width
+           ? *(const __global TYPE4 *)(image + (y * width + x) * channels + c) : (TYPE4)(0);
+}
+
 // Columns col..col+3 (a multiple of 4) of a patch-matrix row: column k = (i * kw + j) *
 // channels + c is image[y0 + i dh, x0 + j dw, c], 0 in the padding and past K; with `ones`,
 // column K is 1 (the bias's column of the weight gradient).
@@ -71,10 +78,8 @@ inline TYPE4 patch_run(const __global TYPE *image, const int y0, const int x0, c
                        const int ones, GEOMETRY)
 {
     if (channels % 4 == 0 && col + 4 <= K) {  // one tap's channels c..c+3
-        const int tap = col / channels, c = col - tap * channels;
-        const int y = y0 + tap / kw * dh, x = x0 + tap % kw * dw;
-        return y >= 0 && y < height && x >= 0 && x < width
-               ? *(const __global TYPE4 *)(image + (y * width + x) * channels + c) : (TYPE4)(0);
+        const int tap = col / channels;
+        return pixel_run(image, y0 + tap / kw * dh, x0 + tap % kw * dw, col - tap * channels, GEOMETRY_ARGS);
     }
     TYPE v[4];
     #pragma unroll
@@ -105,7 +110,8 @@ inline TYPE4 delta_run(const __global TYPE *output_gr, const __global TYPE *slop
 
 // z = patches W + b, y = f(z) and f'(z), which the backward kernels multiply dL/dy by. The
 // patch slices are along k: each work-item fetches the same LOADS rows (output positions) at
-// every depth, so their windows are found once.
+// every depth, so their windows are found once, and where channels are a multiple of 4 its
+// columns' tap (i, j) and channel c are stepped TK deeper per slice, not divided out.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
                      __global const TYPE *weights,  // W (K, filters_p), row-major
@@ -127,11 +133,26 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
         inside[l] = m < M;
         image[l] = window_of(inputs, min(m, M - 1), &y0[l], &x0[l], GEOMETRY_ARGS);
     }
+    const int whole = channels % 4 == 0;  // a run of 4 columns is one tap's channels
+    int i = 0, j = 0, c = col;
+    for (; whole && c >= channels; c -= channels)
+        if (++j == kw) {
+            j = 0;
+            i++;
+        }
     TYPE4 ra[LOADS], rb[LOADS];
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++)                                                                  \
-        ra[l] = inside[l] ? patch_run(image[l], y0[l], x0[l], (k0) + col, K, 0, GEOMETRY_ARGS) : (TYPE4)(0);
+        ra[l] = !inside[l] ? (TYPE4)(0)                                                              \
+                : !whole ? patch_run(image[l], y0[l], x0[l], (k0) + col, K, 0, GEOMETRY_ARGS)         \
+                : i < kh ? pixel_run(image[l], y0[l] + i * dh, x0[l] + j * dw, c, GEOMETRY_ARGS) : (TYPE4)(0); \
+    if (whole)                                                                                       \
+        for (c += TK; c >= channels; c -= channels)                                                  \
+            if (++j == kw) {                                                                         \
+                j = 0;                                                                               \
+                i++;                                                                                 \
+            }
 #define FETCH_B(k0) fetch(weights, filters_p, ALONG_M, n0, k0, filters_p, K, lid, rb)
     TILED_LOOP(0, K, ALONG_K, ALONG_M)
 #undef FETCH_A
@@ -163,7 +184,9 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 // bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
 // formed from dL/dy as it is read, and with `write_delta` the work-groups of the first block row
 // store it, framed (FRAME above), for the input gradient. Both slices are along m: at each depth
-// (position) a work-item fetches patch columns and filters that stay the same, from a new window.
+// (position) a work-item fetches patch columns and filters that stay the same, from a new
+// window; the columns' tap and channel are found once, and the positions stepped TK further per
+// slice, not divided into (sample, oy, ox) each time.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                           __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
@@ -179,15 +202,34 @@ void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, w
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * SIDE + tx;
     const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE, split = get_group_id(2);
     const int first = split * chunk, end = min(M, first + chunk);
+    // This work-item's columns (the same in every run: ITEMS is a multiple of TILE / 4), and
+    // where they read in a window when they are one tap's channels.
+    const int col = m0 + lid % (TILE / 4) * 4, whole = channels % 4 == 0 && col + 4 <= K;
+    const int tap = whole ? col / channels : 0, tap_y = tap / kw * dh, tap_x = tap % kw * dw;
+    const int tap_c = col - tap * channels;
+    // Each run's output position (sample, oy, ox), stepped TK positions per slice.
+    int row[LOADS], oy[LOADS], ox[LOADS];
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int m = first + (lid + l * ITEMS) / (TILE / 4), line = m / out_w;
+        ox[l] = m - line * out_w;
+        oy[l] = line % out_h;
+        row[l] = line / out_h;
+    }
     TYPE4 ra[LOADS], rb[LOADS];
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
-        const int e = lid + l * ITEMS, m = (k0) + e / (TILE / 4);                                    \
-        int y0, x0;                                                                                  \
-        const __global TYPE *image = window_of(inputs, min(m, M - 1), &y0, &x0, GEOMETRY_ARGS);      \
-        ra[l] = m < end ? patch_run(image, y0, x0, m0 + e % (TILE / 4) * 4, K, 1, GEOMETRY_ARGS)     \
-                        : (TYPE4)(0);                                                                \
+        const __global TYPE *image = inputs + (long)row[l] * height * width * channels;             \
+        const int y0 = oy[l] * sh - pad_top, x0 = ox[l] * sw - pad_left;                            \
+        ra[l] = (k0) + (lid + l * ITEMS) / (TILE / 4) >= end ? (TYPE4)(0)                            \
+                : whole ? pixel_run(image, y0 + tap_y, x0 + tap_x, tap_c, GEOMETRY_ARGS)             \
+                : patch_run(image, y0, x0, col, K, 1, GEOMETRY_ARGS);                                \
+        for (ox[l] += TK; ox[l] >= out_w; ox[l] -= out_w)                                            \
+            if (++oy[l] == out_h) {                                                                  \
+                oy[l] = 0;                                                                           \
+                row[l]++;                                                                            \
+            }                                                                                        \
     }
 #define FETCH_B(k0)                                                                                  \
     _Pragma("unroll")                                                                                \

@@ -30,11 +30,15 @@ class _Conv(Layer):
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None,
                  input_shape=None, tiles=None):
         """`tiles` fixes the kernels' form, vector width and blocks, as Dense's does; by default
-        the autotuner's choice for the device is used. The tiled form's input gradient takes tiles
-        of its own (conv_input_tiles): a pair (tiles, input gradient's tiles) fixes both."""
+        the autotuner's choice for the device is used. The tiled form's three products take tiles
+        of their own (conv_tiles): a tuple of three, (forward, weight gradient, input gradient),
+        fixes them apart."""
         super().__init__(name, input_shape)
-        self.fixed_tiles, self.fixed_input_tiles = tiles if isinstance(tiles, tuple) else (tiles, tiles)
         kind = type(self).__name__
+        if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
+            raise ValueError(f"{kind} {name!r}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
+                             f"gradient, input gradient), got {tiles!r}")
+        self.fixed_tiles = tiles
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
         self.filters = int(filters)
@@ -81,7 +85,8 @@ class _Conv(Layer):
         init = self.kernel_initializer
         self.product = Dense(self.filters, self.activation, self.use_bias,
                              lambda _, rng: init(self.kernel_shape, rng).reshape(self.patch_size, self.filters),
-                             self.bias_initializer, name=f"{self.name}/product", tiles=self.fixed_tiles)
+                             self.bias_initializer, name=f"{self.name}/product",
+                             tiles=self.fixed_tiles[0] if isinstance(self.fixed_tiles, tuple) else self.fixed_tiles)
         self.product.build((self.patch_size,), store, rng)
         self.kernel, self.bias = self.product.kernel, (self.product.bias if self.use_bias else None)
         self.kernel.keras_index = self.kernel.keras_index.reshape(self.kernel_shape)
@@ -103,24 +108,27 @@ class _Conv(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         rows = capacity * self.positions
-        # The CPU form's weight gradient block, about 4 rows of the patch matrix (weight_block_rows),
-        # whatever Dense's tuner picked: see there.
-        self.tiles = self.fixed_tiles or (conv_tiles(rt, dt) if self.tiled else
-                                          dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
-                                               DW_RM=weight_block_rows(self.patch_size)))
-        self.input_tiles = (self.fixed_input_tiles or conv_input_tiles(rt, dt, self.tiles)) if self.tiled else None
+        if self.tiled:  # (forward, weight gradient, input gradient)
+            fixed = self.fixed_tiles
+            self.product_tiles = (fixed if isinstance(fixed, tuple) else (fixed,) * 3) if fixed else \
+                conv_tiles(rt, dt, self, capacity)
+            self.tiles = self.product_tiles[0]
+        else:  # the weight gradient's block, about 4 rows of the patch matrix (weight_block_rows),
+            # whatever Dense's tuner picked: see there.
+            self.tiles = self.fixed_tiles or dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
+                                                  DW_RM=weight_block_rows(self.patch_size))
         vw, channels = self.tiles["VW"], self.geometry[2]
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
         if self.tiled:  # built on dense.cl's tiles (and its SumSplits); f'(z) stored by the forward
-            program, input_program = (rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
-                                                 {"ACT": self._fused.function, **kernel_defines(tiles)})
-                                      for tiles in (self.tiles, self.input_tiles))
+            forward_program, weight_program, input_program = (
+                rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
+                           {"ACT": self._fused.function, **kernel_defines(tiles)}) for tiles in self.product_tiles)
             self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                 # f'(z)
             self.frame = delta_frame(self.geometry)
             # dL/dz in its frame of zeros (conv.cl's FRAME): (capacity, frame_h, frame_w, filters_p)
             self.delta = Tensor.zeros((capacity, *self.frame[:2], self.filters_p), dt, rt)
-            self._allocate_splits(rows, program)
+            self._allocate_splits(rows, weight_program)
         else:  # f' on vectors from y, and z where it does not follow from y (as Dense's CPU form)
             store_pre = stores_pre(self._fused)
             program = rt.program((self._fused.source, "activations/vector.cl", "layers/conv.cl"), dt,
@@ -136,7 +144,7 @@ class _Conv(Layer):
             self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
             self.zeros = Tensor.zeros((max(channels, self.filters),), dt, rt)
             self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
-            input_program = program
+            forward_program = weight_program = input_program = program
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.filters_p,), dt, rt)
@@ -146,8 +154,8 @@ class _Conv(Layer):
             self.act_grad = Tensor((capacity, *self.output_shape), dt, rt)               # dL/dz
             self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
             self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
-        self._forward = rt.kernel(program, "FeedForwardConv", dt)
-        self._delta_weights = rt.kernel(program, "CalcDeltaWeightsConv", dt)
+        self._forward = rt.kernel(forward_program, "FeedForwardConv", dt)
+        self._delta_weights = rt.kernel(weight_program, "CalcDeltaWeightsConv", dt)
         self._hidden = rt.kernel(input_program, "CalcHiddenGradientConv", dt)
 
     def _allocate_splits(self, rows, program):
@@ -155,7 +163,7 @@ class _Conv(Layer):
         result has K + 1 rows (the bias's is the last); the split is Dense's rule (split_k) at
         the full batch."""
         rt, dt = self.rt, self.dtype
-        splits, self._split_chunk = split_k(rt, self.tiles, self.patch_size + 1, self.filters_p, rows)
+        splits, self._split_chunk = split_k(rt, self.product_tiles[1], self.patch_size + 1, self.filters_p, rows)
         if splits > 1:
             self._weight_slices = Tensor((splits, self.patch_size, self.filters_p), dt, rt)  # (splits, K, filters_p)
             self._bias_slices = Tensor((splits, self.filters_p), dt, rt)                     # (splits, filters_p)
@@ -169,10 +177,10 @@ class _Conv(Layer):
             return 1, positions
         return -(-positions // self._split_chunk), self._split_chunk
 
-    def _tiled_launch(self, columns, rows, splits=1, tiles=None):
-        """(global, local) sizes of a tiled kernel writing a (rows, columns) result: a TILE-square
-        work-group per block, `splits` of them along the third axis; self.tiles unless `tiles`."""
-        tiles = tiles or self.tiles
+    def _tiled_launch(self, product, columns, rows, splits=1):
+        """(global, local) sizes of tiled product number `product` (TILED_PRODUCTS) writing a (rows,
+        columns) result: a TILE-square work-group per block, `splits` of them along the third axis."""
+        tiles = self.product_tiles[product]
         tile, side = tiles["TILE"], tiles["TILE"] // tiles["WPT"]
         blocks = lambda n: -(-n // tile) * side
         return (blocks(columns), blocks(rows), splits), (side, side, 1)
@@ -188,7 +196,7 @@ class _Conv(Layer):
         softmax = not self.activation.elementwise  # the product writes z, softmax then y
         flops = 2.0 * positions * self.patch_size * self.filters
         if self.tiled:
-            self._forward(*self._tiled_launch(self.filters, positions), x, self.kernel.value, bias,
+            self._forward(*self._tiled_launch(0, self.filters, positions), x, self.kernel.value, bias,
                           self.pre if softmax else self.outputs, self.slopes, positions, self.filters, self.filters_p,
                           self._fused.a, self._fused.b, *self.geometry, flops=flops)
         else:
@@ -234,7 +242,7 @@ class _Conv(Layer):
             return None
         pixels = rows * int(np.prod(self.geometry[:2]))
         if self.tiled:
-            self._hidden(*self._tiled_launch(self.geometry[2], pixels, tiles=self.input_tiles), self.delta, self.kernel.value,
+            self._hidden(*self._tiled_launch(2, self.geometry[2], pixels), self.delta, self.kernel.value,
                          self.input_grad, pixels, self.filters_p, *self.geometry, *self.frame, flops=flops)
         else:
             self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, self.weights_t,
@@ -247,7 +255,7 @@ class _Conv(Layer):
         splits, chunk = self._splits(positions)
         weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                 (self.kernel.grad, bias_grad))
-        self._delta_weights(*self._tiled_launch(self.filters_p, self.patch_size + 1, splits), self.x, grad,
+        self._delta_weights(*self._tiled_launch(1, self.filters_p, self.patch_size + 1, splits), self.x, grad,
                             self.slopes, weight_out, bias_out, self.delta, positions, self.filters, self.filters_p,
                             chunk, int(apply_derivative), int(write_delta), *self.geometry, *self.frame, flops=flops)
         if splits > 1:
@@ -327,10 +335,8 @@ def weight_block_rows(depth: int) -> int:
     return -(-depth // -(-depth // 4))
 
 
-# Where the tiled form's tiles are measured: a 3x3 'same' convolution of 64 channels to 64
-# filters on 16 images of 56 x 56 (benchmarks/conv.py's layer at a quarter of its batch).
-TUNING_SHAPE = (16, 56, 56, 64)
-SOURCES = ("cl/common.cl", "layers/dense.cl", "layers/conv.cl")
+# The tiled form's products, each with tiles of its own (conv_tiles).
+TILED_PRODUCTS = ("forward", "weight gradient", "input gradient")
 
 
 def tiled_candidates(rt, dtype) -> list[dict]:
@@ -338,54 +344,57 @@ def tiled_candidates(rt, dtype) -> list[dict]:
     return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles]
 
 
-def conv_tiles(rt, dtype) -> dict:
-    """The tiles of the tiled (GPU) form's forward and weight gradient, measured once per device
-    on TUNING_SHAPE. Dense's choice at the nearest product size suits plain products, not these
-    gathers: on an H100 its 64/8/16 tiles ran benchmarks/conv.py's forward and weight gradient at
-    0.70 and 0.32 of cuDNN, and 64/4/16 at 0.85 and 0.71."""
+def conv_tiles(rt, dtype, layer: _Conv, batch: int) -> tuple[dict, dict, dict]:
+    """The tiles of the tiled (GPU) form's forward, weight gradient and input gradient, measured
+    once per device on a convolution like `layer` (its geometry, `batch` samples). Each product
+    gathers differently, so each has its own best: on an H100, benchmarks/conv.py's layer ran
+    with 64/4/16 at 30.4, 15.3 and 30.2 TFLOP/s, with 64/8/16 at 34.1, 7.3 and 35.4 (the forward and
+    input gradient feed 8 x 8 blocks per work-item, the weight gradient's gather, whose window
+    moves at every depth, does not). And each layer size has its own: at a quarter of that batch
+    the input gradient ran faster on 64/4/16, whose work-groups are four times as many work-items."""
     candidates = tiled_candidates(rt, dtype)
-    return tuned(rt, dtype, "conv", SOURCES, lambda: tune_conv(rt, dtype, candidates), candidates[0],
-                 {"candidates": candidates, "shape": TUNING_SHAPE})
+    settings = {"candidates": candidates, "layer": type(layer).__name__, "input_shape": list(layer.input_shape),
+                "filters": layer.filters, "kernel_size": list(layer.kernel_size), "strides": list(layer.strides),
+                "padding": layer.padding, "dilation_rate": list(layer.dilation_rate), "batch": batch}
+    make = lambda tiles: type(layer)(layer.filters, layer.kernel_size, layer.strides, layer.padding,
+                                     layer.dilation_rate, "relu", tiles=tiles)
+    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", "layers/dense.cl", "layers/conv.cl"),
+                   lambda: tune_conv(rt, dtype, candidates, make, layer.input_shape, batch), [candidates[0]] * 3,
+                   settings)
+    return tuple(chosen)
 
 
-def conv_input_tiles(rt, dtype, tiles: dict) -> dict:
-    """The tiles of the tiled form's input gradient, next to the others' `tiles`, measured as
-    they are. Its gather is a plain load (conv.cl's FRAME), so it runs as a Dense product does, on
-    larger blocks per work-item than the others' gathers can feed: on an H100, 64/8/16 at 35.8
-    TFLOP/s (0.68 of cuDNN), 64/4/16 at 30.7, where the forward falls from 29.1 to 24.1 and the
-    weight gradient from 14.3 to 6.3."""
-    candidates = [{**candidate, "VW": tiles["VW"]} for candidate in tiled_candidates(rt, dtype)]
-    return tuned(rt, dtype, "conv input gradient", SOURCES,
-                 lambda: tune_conv(rt, dtype, candidates, input_gradient_of=tiles), tiles,
-                 {"candidates": candidates, "shape": TUNING_SHAPE, "tiles": tiles})
-
-
-def tune_conv(rt, dtype, candidates, shape=TUNING_SHAPE, input_gradient_of=None) -> dict:
-    """The candidate whose forward pass and weight gradient of a 3x3 'same' ReLU convolution of
-    (batch, height, width, channels) `shape` to as many filters are fastest; with
-    `input_gradient_of` (the others' tiles), the candidate for the input gradient, by the whole
-    backward pass. Candidates whose programs do not build on the device are passed over."""
+def tune_conv(rt, dtype, candidates, make, input_shape, batch) -> list[dict]:
+    """[forward, weight gradient, input gradient] tiles for the layers `make(tiles)` on (batch,
+    *input_shape) inputs: each product's fastest candidate, the others' tiles fixed (the earlier
+    products' choices, the later ones' first candidate that builds). The forward is timed alone,
+    the weight gradient as the backward pass without the input gradient, the input gradient as
+    the whole backward pass. Candidates whose programs do not build on the device are passed over."""
     rng = np.random.default_rng(0)
-    batch = shape[0]
-    x = Tensor.from_numpy(rng.random(shape), dtype, rt)
-    fastest, best = candidates[0], math.inf
-    for candidate in candidates:
-        store = ParameterStore(rt, dtype)
-        tiles = candidate if input_gradient_of is None else (input_gradient_of, candidate)
-        layer = Conv2D(shape[-1], 3, padding="same", activation="relu", tiles=tiles)
+    x = Tensor.from_numpy(rng.random((batch, *input_shape)), dtype, rt)
+
+    def allocated(tiles):
+        layer, store = make(tiles), ParameterStore(rt, dtype)
         try:
-            layer.build(shape[1:], store, rng)
+            layer.build(input_shape, store, rng)
             store.allocate()
             layer.allocate(batch)
         except BuildError:
-            continue
-        grad = Tensor.from_numpy(rng.random((batch, *layer.output_shape)), dtype, rt)
-        if input_gradient_of is None:
-            run = lambda: (layer.forward(x, batch), layer.backward(grad, batch, False))
-        else:
+            return None
+        return layer
+
+    usable = [tiles for tiles in candidates if allocated((tiles,) * 3)]
+    chosen = [usable[0]] * 3
+    for product in range(3):
+        best = math.inf
+        for candidate in usable:
+            tiles = tuple(candidate if p == product else chosen[p] for p in range(3))
+            layer = allocated(tiles)
+            grad = Tensor.from_numpy(rng.random((batch, *layer.output_shape)), dtype, rt)
             layer.forward(x, batch)
-            run = lambda: layer.backward(grad, batch, True)
-        seconds = best_seconds(rt, run)
-        if seconds < best:
-            fastest, best = candidate, seconds
-    return fastest
+            run = (lambda: layer.forward(x, batch), lambda: layer.backward(grad, batch, False),
+                   lambda: layer.backward(grad, batch, True))[product]
+            seconds = best_seconds(rt, run)
+            if seconds < best:
+                chosen[product], best = candidate, seconds
+    return chosen
