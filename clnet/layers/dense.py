@@ -119,13 +119,13 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> d
     return min(choices, key=distance)["tiles"]
 
 
-def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int) -> tuple[int, int]:
+def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 2) -> tuple[int, int]:
     """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
-    when its (n_in, units_p) result has too few tiles to fill the device twice, in chunks of at
-    least MIN_SPLIT_ROWS rows (a multiple of TK)."""
+    when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
+    of at least MIN_SPLIT_ROWS rows (a multiple of TK)."""
     tile = tiles["TILE"]
     blocks = -(-n_in // tile) * -(-units_p // tile)
-    splits = max(1, min(2 * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
+    splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
     if splits == 1:
         return 1, rows
     chunk = -(-(-(-rows // splits)) // tiles["TK"]) * tiles["TK"]
