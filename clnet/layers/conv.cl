@@ -71,6 +71,17 @@ inline TYPE4 pixel_run(const __global TYPE *image, const int y, const int x, con
            ? *(const __global TYPE4 *)(image + (y * width + x) * channels + c) : (TYPE4)(0);
 }
 
+// Depth k = (i * kw + j) * run + c, stepped `by` deeper without dividing: the tap (i, j) and the
+// offset c within its run of `run` (channels, or filters_p) follow along.
+inline void step_tap(int *i, int *j, int *c, const int by, const int run, const int kw)
+{
+    for (*c += by; *c >= run; *c -= run)
+        if (++*j == kw) {
+            *j = 0;
+            ++*i;
+        }
+}
+
 // Columns col..col+3 (a multiple of 4) of a patch-matrix row: column k = (i * kw + j) *
 // channels + c is image[y0 + i dh, x0 + j dw, c], 0 in the padding and past K; with `ones`,
 // column K is 1 (the bias's column of the weight gradient).
@@ -134,12 +145,8 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
         image[l] = window_of(inputs, min(m, M - 1), &y0[l], &x0[l], GEOMETRY_ARGS);
     }
     const int whole = channels % 4 == 0;  // a run of 4 columns is one tap's channels
-    int i = 0, j = 0, c = col;
-    for (; whole && c >= channels; c -= channels)
-        if (++j == kw) {
-            j = 0;
-            i++;
-        }
+    int i = 0, j = 0, c = 0;
+    step_tap(&i, &j, &c, whole ? col : 0, channels, kw);
     TYPE4 ra[LOADS], rb[LOADS];
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
@@ -148,11 +155,7 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
                 : !whole ? patch_run(image[l], y0[l], x0[l], (k0) + col, K, 0, GEOMETRY_ARGS)         \
                 : i < kh ? pixel_run(image[l], y0[l] + i * dh, x0[l] + j * dw, c, GEOMETRY_ARGS) : (TYPE4)(0); \
     if (whole)                                                                                       \
-        for (c += TK; c >= channels; c -= channels)                                                  \
-            if (++j == kw) {                                                                         \
-                j = 0;                                                                               \
-                i++;                                                                                 \
-            }
+        step_tap(&i, &j, &c, TK, channels, kw);
 #define FETCH_B(k0) fetch(weights, filters_p, ALONG_M, n0, k0, filters_p, K, lid, rb)
     TILED_LOOP(0, K, ALONG_K, ALONG_M)
 #undef FETCH_A
@@ -298,12 +301,8 @@ void CalcHiddenGradientConv(__global const TYPE *delta,    // dL/dz (rows, frame
     TYPE4 ra[LOADS], rb[LOADS];
     // This work-item's depth k = (i * kw + j) * filters_p + f, the same in every run and stepped TK
     // deeper per slice without dividing.
-    int i = 0, j = 0, f = col;
-    for (; f >= filters_p; f -= filters_p)
-        if (++j == kw) {
-            j = 0;
-            i++;
-        }
+    int i = 0, j = 0, f = 0;
+    step_tap(&i, &j, &f, col, filters_p, kw);
 #define FETCH_A(k0)                                                                                  \
     _Pragma("unroll")                                                                                \
     for (int l = 0; l < LOADS; l++) {                                                                \
@@ -327,11 +326,7 @@ void CalcHiddenGradientConv(__global const TYPE *delta,    // dL/dz (rows, frame
                 ? *(const __global TYPE4 *)(weights + ((long)(i * kw + j) * channels + c) * filters_p + f) \
                 : (TYPE4)(0);                                                                        \
     }                                                                                                \
-    for (f += TK; f >= filters_p; f -= filters_p)                                                    \
-        if (++j == kw) {                                                                             \
-            j = 0;                                                                                   \
-            i++;                                                                                     \
-        }
+    step_tap(&i, &j, &f, TK, filters_p, kw);
     TILED_LOOP(0, depth, ALONG_K, ALONG_K)
 #undef FETCH_A
 #undef FETCH_B

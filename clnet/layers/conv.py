@@ -140,8 +140,8 @@ class _Conv(Layer):
             self.partials = Tensor((chunks, self.patch_size + 1, self.filters_p), dt, rt)
             # (channels_p / VW, taps * filters_p, VW): column panels of W^T; the channels' padding stays 0.
             self.weights_t = Tensor.zeros((self.channels_p // vw, self.taps * self.filters_p, vw), dt, rt)
-            # (max(channels, filters)): the padding's inputs, and the delta rows of pixels no window covers.
             self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
+            # (max(channels, filters)): the padding's inputs, and the delta rows of pixels no window covers.
             self.zeros = Tensor.zeros((max(channels, self.filters),), dt, rt)
             self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
             forward_program = weight_program = input_program = program
@@ -181,8 +181,9 @@ class _Conv(Layer):
         return -(-positions // self._split_chunk), self._split_chunk
 
     def _tiled_launch(self, product, columns, rows, splits=1):
-        """(global, local) sizes of tiled product number `product` (TILED_PRODUCTS) writing a (rows,
-        columns) result: a TILE-square work-group per block, `splits` of them along the third axis."""
+        """(global, local) sizes of tiled product `product` (0 the forward, 1 the weight gradient, 2
+        the input gradient, product_tiles' order) writing a (rows, columns) result: a TILE-square
+        work-group per block, `splits` of them along the third axis."""
         tiles = self.product_tiles[product]
         tile, side = tiles["TILE"], tiles["TILE"] // tiles["WPT"]
         blocks = lambda n: -(-n // tile) * side
@@ -336,10 +337,6 @@ def weight_block_rows(depth: int) -> int:
     if depth <= 10:
         return depth
     return -(-depth // -(-depth // 4))
-
-
-# The tiled form's products, each with tiles of its own (conv_tiles).
-TILED_PRODUCTS = ("forward", "weight gradient", "input gradient")
 
 
 def tiled_candidates(rt, dtype) -> list[dict]:
