@@ -4,6 +4,7 @@ same initial weights, on the same windows in the same order, with the same Adam 
     python -m benchmarks.tiny_gpt_torch                       # the example's default (2 blocks, d 64, T 64, batch 32)
     python -m benchmarks.tiny_gpt_torch --steps 90 --epochs 3 # a quicker look
     python -m benchmarks.tiny_gpt_torch --device 0 --torch-device cuda --blocks 4 --d-model 256 --context 256
+    python -m benchmarks.tiny_gpt_torch ... --profile 40      # then clnet's kernels over 40 more steps
 
 The PyTorch model is written out with the weights in Keras's layout (clnet's get_weights), so
 they are copied as they are: LayerNorm with Keras's epsilon 1e-3, the projections as matrix
@@ -41,6 +42,10 @@ def run_clnet(args, model, train, val):
     model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, steps_per_epoch=args.steps // args.epochs,
               shuffle=False, verbose=0, callbacks=[clnet_epoch_timer(times), Losses()])
     val_loss = model.evaluate(*val, batch_size=args.batch_size)
+    if args.profile:  # device time per kernel over more steps, after the timed ones
+        with clnet.profile(print_table=False) as profiled:
+            model.fit(x, y, batch_size=args.batch_size, epochs=1, steps_per_epoch=args.profile, shuffle=False, verbose=0)
+        print(f"clnet kernels over {args.profile} steps (device time):\n{profiled.table()}\n")
     info = clnet.runtime().info
     return times, losses, float(val_loss), f"{info.name} [{info.platform_version.strip()}]"
 
@@ -112,6 +117,8 @@ def run_torch(args, weights, train, val):
 def main(argv=None):
     parser, _ = tiny_gpt.arguments([], description=__doc__)
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="after timing, profile clnet's kernels over this many more steps")
     args = parser.parse_args(argv)
     import clnet
 

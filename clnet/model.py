@@ -322,7 +322,7 @@ class Model:
             return
         total = rows * int(np.prod(tensor.sample_shape))
         into = self._grad_sums[id(tensor)]
-        self._sum((-(-total // 4),), None, grads[id(tensor)], grad, into, total)
+        self._sum(*self.rt.four_per_item(total), grads[id(tensor)], grad, into, total)
         grads[id(tensor)] = into
 
     def _totals_now(self, count: int) -> tuple[float, float]:

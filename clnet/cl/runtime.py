@@ -131,6 +131,18 @@ class Runtime:
     def builds(self) -> int:
         return len(self._programs)
 
+    def four_per_item(self, total: int) -> tuple[tuple[int], tuple[int] | None]:
+        """(global, local) sizes for a kernel that takes `total` elements four to a work-item
+        through ToVect4/D4ToArray, whose guards let work-items past the end do nothing. On a GPU
+        in whole work-groups of local_size: NVIDIA's runtime, left to choose, divides the global
+        size exactly, and ran a prime count (the tiny GPT's Adam update, 820 957 work-items) in
+        work-groups of one item, 500 us where 34 do (benchmarks/RESULTS.md, 2026-11-24). A CPU
+        runtime chooses its own."""
+        items = -(-total // 4)
+        if not self.info.is_gpu:
+            return (items,), None
+        return (-(-items // self.local_size) * self.local_size,), (self.local_size,)
+
     def kernel(self, program: cl.Program, name: str, dtype) -> "Kernel":
         return Kernel(self, program, name, dtype)
 

@@ -45,7 +45,7 @@ class Activation(Layer):
         act = self.activation
         if act.elementwise:
             total = rows * self.width
-            self._forward((-(-total // 4),), None, x, self.outputs, total, act.a, act.b)
+            self._forward(*self.rt.four_per_item(total), x, self.outputs, total, act.a, act.b)
         else:
             group = self._row_group()
             self._forward((rows * self.width // self.cols * group,), (group,), x, self.outputs, self.cols)
@@ -62,7 +62,7 @@ class Activation(Layer):
         act = self.activation
         if act.elementwise:
             total = rows * self.width
-            self._derivative((-(-total // 4),), None, self.outputs, self.x, grad, self.input_grad,
+            self._derivative(*self.rt.four_per_item(total), self.outputs, self.x, grad, self.input_grad,
                              total, act.a, act.b)
         else:
             group = self._row_group()

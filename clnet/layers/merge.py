@@ -44,7 +44,7 @@ class _Merge(Layer):
 
     def _elementwise(self, kernel, a, b, out, rows):
         total = rows * self.width
-        kernel((-(-total // 4),), None, a, b, out, total)
+        kernel(*self.rt.four_per_item(total), a, b, out, total)
 
 
 class Add(_Merge):

@@ -363,7 +363,7 @@ class MultiHeadAttention(Layer):
                 results[index] = grad_x
             else:  # a tensor read by several projections: dL/dx is the sum of theirs
                 total = rows * int(np.prod(self.input_shapes[index]))
-                self._sum((-(-total // 4),), None, results[index], grad_x, self.input_grads[index], total)
+                self._sum(*self.rt.four_per_item(total), results[index], grad_x, self.input_grads[index], total)
                 results[index] = self.input_grads[index]
         if self.wiring["mask"] is not None and input_grads[self.wiring["mask"]]:
             results[self.wiring["mask"]] = self._mask_grad()  # the loss does not depend on the mask

@@ -159,7 +159,7 @@ class Optimizer:
             self._scale_kernel((size,), (size,), self._partial, self._first_block, len(store.parameters),
                                self._clip_norm, int(self.global_clipnorm is not None), self._clip_scale)
         decay = (self.weight_decay or 0.0) * learning_rate
-        self._kernel((store.size // 4,), None, store.values, store.grads, *self.moments.values(), store.size,
+        self._kernel(*store.rt.four_per_item(store.size), store.values, store.grads, *self.moments.values(), store.size,
                      *self.scalars(learning_rate), self.l1, self.l2, self.clipvalue or 0.0, decay,
                      *self._clip_arguments)
         self.iterations += 1
