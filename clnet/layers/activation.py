@@ -38,7 +38,7 @@ class Activation(Layer):
             self._derivative = rt.kernel(self.program, "SoftMaxDerivative", dt)
 
     def _row_group(self) -> int:
-        return min(self.rt.local_size, 1 << max(self.cols - 1, 0).bit_length())
+        return self.rt.row_group(self.cols)
 
     def forward(self, x, rows):
         self.x = x

@@ -190,8 +190,7 @@ class _Conv(Layer):
         return (blocks(columns), blocks(rows), splits), (side, side, 1)
 
     def _row_group(self) -> int:
-        # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items.
-        return min(self.rt.local_size, 1 << max(self.filters - 1, 0).bit_length())
+        return self.rt.row_group(self.filters)
 
     def forward(self, x, rows):
         self.x = x

@@ -71,21 +71,37 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 }
 #endif
 
-// The transposed input x^T (n_in, ld), which the weight gradient reads along rows, when the
-// layer below did not provide it (Dense layers and the batch gather write theirs as they go).
-__kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int ld)
-{
+// The transposed input x^T (n_in, ld) of x (rows, cols), which the weight gradient reads along
+// rows, when the layer below did not provide it (Dense layers and the batch gather write theirs
+// as they go).
 #ifdef TILE
-    const int col = get_global_id(0), row = get_global_id(1);
+// On a GPU a TRANSPOSE_SIDE-square block of x a work-group, through local memory, so that x is
+// read along its rows and x^T written along its own. An element a work-item, x^T was written
+// 4 bytes to a 32-byte sector: 40 us for the tiny GPT's (8192, 256) on the H100. TRANSPOSE_SIDE
+// is set by dense.py.
+__kernel __attribute__((reqd_work_group_size(TRANSPOSE_SIDE, TRANSPOSE_SIDE, 1)))
+void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
+{
+    __local TYPE block[TRANSPOSE_SIDE][TRANSPOSE_SIDE + 1];  // + 1: a column's items in distinct banks
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    const int col0 = get_group_id(0) * TRANSPOSE_SIDE, row0 = get_group_id(1) * TRANSPOSE_SIDE;
+    if (row0 + ty < rows && col0 + tx < cols)
+        block[ty][tx] = x[(row0 + ty) * cols + col0 + tx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (col0 + ty < cols && row0 + tx < rows)
+        xt[(col0 + ty) * ld + row0 + tx] = block[tx][ty];
+}
 #else
-    // On a CPU the first axis is the rows (Dense.transpose launches (rows, cols)): PoCL runs a
-    // work-group's items along it as the lanes of one loop, so x^T is written in whole vectors and
-    // x gathered, instead of x read in vectors and x^T scattered one element at a time (tiny GPT,
-    // (2048, 64) on pip PoCL 3.0: 0.28 -> 0.10 ms).
+// On a CPU a work-item per element, the first axis along the rows: PoCL runs a work-group's items
+// along it as the lanes of one loop, so x^T is written in whole vectors and x gathered, instead
+// of x read in vectors and x^T scattered one element at a time (tiny GPT, (2048, 64) on pip
+// PoCL 3.0: 0.28 -> 0.10 ms).
+__kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
+{
     const int row = get_global_id(0), col = get_global_id(1);
-#endif
     xt[col * ld + row] = x[row * cols + col];
 }
+#endif
 
 #ifndef TILE
 // The CPU form: register blocks of wide vectors, no local memory.

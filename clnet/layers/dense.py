@@ -53,6 +53,7 @@ K_BLOCKED = {"NB": 8, "KB": 256}
 KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
 LAUNCH_KEYS = ("WG",)
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
+TRANSPOSE_SIDE = 16  # the GPU form's Transpose: a block of x this square a work-group (see dense.cl)
 
 
 def per_kernel(depth: dict) -> dict:
@@ -63,7 +64,7 @@ def per_kernel(depth: dict) -> dict:
 def kernel_defines(tiles: dict) -> dict:
     """The program's defines for these tiles; CPU tiles without a kernel's NB and KB leave that
     kernel unblocked."""
-    defaults = {} if "TILE" in tiles else per_kernel(UNBLOCKED)
+    defaults = {"TRANSPOSE_SIDE": TRANSPOSE_SIDE} if "TILE" in tiles else per_kernel(UNBLOCKED)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
@@ -353,16 +354,20 @@ class Dense(Layer):
 
     def transpose(self, x: Tensor, target: Tensor, cols: int, rows: int) -> None:
         """target (cols, ld) = x^T for x's first `rows` rows of `cols`."""
-        size = (cols, rows) if self.tiled else (rows, cols)
-        self._transpose(size, None, x, target, cols, target.shape[1])
+        if self.tiled:  # a TRANSPOSE_SIDE-square block a work-group (see dense.cl)
+            side = TRANSPOSE_SIDE
+            self._transpose((-(-cols // side) * side, -(-rows // side) * side), (side, side),
+                            x, target, cols, rows, target.shape[1])
+        else:
+            self._transpose((rows, cols), None, x, target, cols, rows, target.shape[1])
 
     def _row_group(self) -> int:
-        # Softmax reduces a row with a power-of-two work-group of at most LOCAL_SIZE items on a
-        # GPU; on a CPU with one work-item, as the runtime runs a work-group's items in loops
+        # Softmax reduces a row with a work-group (Runtime.row_group) on a GPU; on a CPU with one
+        # work-item, as the runtime runs a work-group's items in loops
         # split at each barrier (the tiny GPT's (2048, 113) softmax: 2.6 -> 1.3 ms on PoCL 3.1).
         if not self.rt.info.is_gpu:
             return 1
-        return min(self.rt.local_size, 1 << max(self.units - 1, 0).bit_length())
+        return self.rt.row_group(self.units)
 
     def forward(self, x, rows):
         self.forward_logits(x, rows)

@@ -40,12 +40,11 @@ class LayerNormalization(Layer):
         # few of them over the cores.
         self._delta_weights = kernel("CalcDeltaWeightsLayerNorm" if self.rt.info.is_gpu else
                                      "CalcDeltaWeightsLayerNormLanes")
-        # On a GPU a power-of-two work-group no larger than LOCAL_SIZE, as wide as the features,
-        # for a group; on a CPU one work-item per group: the runtime runs a work-group's items in loops split
-        # at each barrier, and the reductions' barriers cost more than they share (a GPT block's
-        # (2048, 64) norm: 1.2 -> 0.3 ms forward, 1.0 -> 0.2 ms backward on PoCL 3.1).
-        self._group = (min(self.rt.local_size, 1 << max(self.features - 1, 0).bit_length()) if self.rt.info.is_gpu
-                       else 1)
+        # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group:
+        # the runtime runs a work-group's items in loops split at each barrier, and the
+        # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm: 1.2 ->
+        # 0.3 ms forward, 1.0 -> 0.2 ms backward on PoCL 3.1).
+        self._group = self.rt.row_group(self.features) if self.rt.info.is_gpu else 1
         return shape
 
     @property

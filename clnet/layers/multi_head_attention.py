@@ -298,9 +298,9 @@ class MultiHeadAttention(Layer):
                       m, n, k, self.num_heads, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k)
 
     def _rows(self, kernel, rows, *tensors):
-        """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each (a power
-        of two, for its reductions)."""
-        group = min(self.rt.local_size, 1 << max(self.tk - 1, 0).bit_length())
+        """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each
+        (Runtime.row_group)."""
+        group = self.rt.row_group(self.tk)
         kernel((rows * self.num_heads * self.tq * group,), (group,), *tensors, self._mask, self._noise,
                self.tq, self.tk, self.num_heads, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                *self._dropout_arguments())
