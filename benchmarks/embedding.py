@@ -8,10 +8,12 @@ The gradient of a (vocab, dim) table is, per row, the sum of the output gradient
 batch's tokens with that id. Without float atomics (and to get the same sums on every run) it
 is computed per row. `clnet` is the layer's backward pass: CountEmbeddingIds (integer atomics)
 then CalcDeltaWeightsEmbedding, a work-group per row that writes zeros at once for an id the
-batch lacks and otherwise lists its occurrences in token order. `scan` is the plain form: one
-work-item per (row, column) reading every token's id, written here only to be measured. numpy
-is np.add.at; torch is the backward of torch.nn.functional.embedding (a sort and a segmented
-sum on its side). Times are medians of wall-clock runs with the device finished.
+batch lacks and otherwise lists its occurrences in token order, a window of ids at a time
+checked by all its items (a prefix sum of their hits places each hit in the list). `scan` is
+the plain form: one work-item per (row, column) reading every token's id, written here only to
+be measured. numpy is np.add.at; torch is the backward of torch.nn.functional.embedding (a
+sort and a segmented sum on its side). Times are medians of wall-clock runs with the device
+finished.
 """
 from __future__ import annotations
 

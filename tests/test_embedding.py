@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import clnet
+from clnet.cl.parameters import ParameterStore
 from clnet.layers import Add, Dense, Embedding, Input, LayerNormalization, PositionEmbedding
+from clnet.layers import embedding
 from test_gradients import relative_error
 
 F32 = np.float32
@@ -46,7 +48,8 @@ def test_embedding_forward_and_gradient_match_numpy(rng, vocab, dim, time):
 
 
 def test_embedding_gradient_with_many_repeats(rng):
-    """An id occurring more often than a work-group lists at once (LOCAL_SIZE), next to rare ones."""
+    """An id occurring in many windows (the row's work-group, 3 items, checks 3 x IDS_PER_ITEM
+    ids at a time), next to rare ones."""
     rows, time, vocab, dim = 97, 7, 5, 3
     ids = np.where(rng.random((rows, time)) < 0.9, 2, rng.integers(0, vocab, (rows, time)))
     model = clnet.Sequential([Input((time,)), Embedding(vocab, dim)], floatx="float64", seed=2)
@@ -59,6 +62,67 @@ def test_embedding_gradient_with_many_repeats(rng):
     assert (ids == 2).sum() > 512
     close(grad, want, rtol=1e-12, atol=1e-15)
     assert not dx.any()  # ids have no gradient
+
+
+def table_gradient(rt, ids, grad, vocab, dtype, seed=0):
+    """The layer's backward pass on its own, fed these output gradients: dL/dtable, twice (the
+    second pass checks that the counts were set back)."""
+    store = ParameterStore(rt, dtype)
+    layer = Embedding(vocab, grad.shape[-1])
+    layer.build(ids.shape[1:], store, np.random.default_rng(seed))
+    store.allocate()
+    layer.allocate(len(ids))
+    x, g = clnet.Tensor.from_numpy(ids.astype(dtype), rt=rt), clnet.Tensor.from_numpy(grad.astype(dtype), rt=rt)
+    layer.forward(x, len(ids))
+    results = []
+    for _ in range(2):
+        layer.backward(g, len(ids), False)
+        results.append(layer.gradients()[0])
+    return results
+
+
+def ordered_sums(ids, grad, vocab, dtype):
+    """Each row's tokens added one by one in token order, from zero, in `dtype`: the kernel's sums."""
+    want = np.zeros((vocab, grad.shape[-1]), dtype)
+    for v, row in zip(ids.ravel(), grad.reshape(-1, grad.shape[-1]).astype(dtype)):
+        want[v] += row
+    return want
+
+
+def batch_ids(rng, vocab, shape, concentrated):
+    """Uniform ids, or 90% of them one id (in the middle of the table) among uniform ones."""
+    ids = rng.integers(0, vocab, shape)
+    return np.where(rng.random(shape) < 0.9, vocab // 2, ids) if concentrated else ids
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("vocab,dim,shape,concentrated", [
+    (1, 1, (1, 1), False), (3, 5, (5, 1), False), (3, 3, (1, 5), True), (7, 1, (32, 256), True),
+    (7, 5, (32, 256), False), (113, 256, (32, 256), False), (113, 256, (32, 256), True), (113, 3, (1, 5), False),
+    (7, 257, (5, 1), True), (50000, 3, (32, 256), False)])
+def test_embedding_table_gradient_is_the_ordered_sum(rt, fp64, rng, dtype, vocab, dim, shape, concentrated):
+    """Bit for bit the sums of each row's tokens in token order (the kernel's windows list them
+    in that order), zeros for ids the batch lacks, at group sizes 1, 3, 5, 256 and 256 with
+    columns to spare, up to 8192 tokens, one id or spread."""
+    ids = batch_ids(rng, vocab, shape, concentrated)
+    grad = rng.normal(size=(*shape, dim))
+    want = ordered_sums(ids, grad, vocab, dtype)
+    for got in table_gradient(rt, ids, grad, vocab, dtype):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("per_item", [1, 3, 16, 64])
+def test_embedding_table_gradient_ids_per_item(rt, rng, monkeypatch, per_item):
+    """The kernel at other window widths than the layer's (up to the 64 bits an item keeps its
+    hits in): windows past the last token, hits at both ends of an item's ids, 8192 tokens of one id."""
+    monkeypatch.setattr(embedding, "IDS_PER_ITEM", per_item)
+    for vocab, dim, shape, concentrated in ((5, 3, (3, 7), False), (113, 256, (32, 256), False),
+                                            (7, 5, (32, 256), True), (1, 4, (32, 256), False)):
+        ids = batch_ids(rng, vocab, shape, concentrated)
+        grad = rng.normal(size=(*shape, dim)).astype(F32)
+        want = ordered_sums(ids, grad, vocab, F32)
+        for got in table_gradient(rt, ids, grad, vocab, F32):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("time,length,leading", [(1, 1, ()), (3, 5, ()), (7, 7, (2,)), (2, 9, (3, 1))])

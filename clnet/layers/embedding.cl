@@ -33,42 +33,77 @@ __kernel void CountEmbeddingIds(__global const TYPE *ids,         // (tokens,)
 // dL/dtable[v] = the sum of dL/doutputs over the batch's tokens of id v, added in token order
 // (the same sums on every run: no float atomics). One work-group per table row. A row whose id
 // does not occur is written as zeros at once, so a vocabulary of 50000 costs little more than
-// its zeros; for the others item 0 lists the next occurrences (up to the work-group's size) in
-// local memory, walking the ids from the first occurrence, and every item adds those tokens'
-// gradients to its own columns, until the counted occurrences are all added (the walk ends at
-// the last of them: the counts come from the same ids). A row's walk spans its first to its
-// last occurrence: with a large vocabulary most ids occur once and take one step. Measured
-// (benchmarks/embedding.py, 64 x 128 tokens, 128 columns, 2-core EPYC, PoCL): 2.9 ms at vocabulary
-// 100 and 13 ms at 50000, where one work-item per (row, column) reading every id takes 23 ms and
-// minutes, np.add.at 12 and 16 ms, and torch's sorted form 1.0 and 5.0 ms; walking from the start
-// instead of the first occurrence took 100 ms at 50000, and ids converted to int once beforehand
-// changed nothing.
+// its zeros, and an id that occurs once is its first occurrence, added without a look at the
+// ids. For the others the work-group lists the occurrences a window at a time, starting at the
+// first: each item checks IDS_PER_ITEM consecutive ids of the window (keeping its hits as bits),
+// an inclusive scan of the items' hit counts (Hillis-Steele in local memory, one barrier a
+// round, for any group size; OpenCL 1.2 has no work_group_scan, NVIDIA's OpenCL no sub-groups)
+// gives each hit its slot, so the list is in token order and holds every hit of the window (at
+// most LOCAL_SIZE * IDS_PER_ITEM), and every item adds the listed tokens' gradients to its own
+// columns, until the counted occurrences are all added (the counts come from the same ids; no
+// window reads past `tokens`). Before, item 0 alone walked the ids from the first occurrence
+// while the others waited: on an H100 the tiny GPT's step (8192 tokens, vocabulary 113, 256
+// columns) spent 0.68 ms here, ~8192 dependent loads by one thread per row. With 32 ids per item
+// a group of 256 covers those 8192 ids in one window: a row takes one scan and one list (the
+// H100's time not measured yet; the row of the most frequent id, with the longest list to add,
+// is then the slowest). Measured (benchmarks/embedding.py, 64 x 128 tokens, 128 columns, groups of
+// 128, 2-core EPYC, PoCL), vocabulary 100 and 50000: item 0's walk 2.3 and 9.3-9.9 ms; windows
+// of 4, 16, 32 and 64 ids per item 2.3 and 14, 1.4 and 18.7 (sic, in both runs), 1.27 and 9.0-9.5,
+// 1.22 and 10.1 ms; one work-item per (row, column) reading every id 17 ms and minutes, np.add.at
+// 11 and 13 ms, torch's sorted form 0.75 and 2.4 ms. The tiny GPT's shape (113, 8192 tokens,
+// 256 columns): 2.7 -> 1.65 ms. Small groups lose: at 1 and 4 columns a window is 32 and 128
+// ids, a row spread over the batch takes many, and the walk's 0.45 and 1.1-1.3 ms (vocabulary
+// 100 and 50000) became 0.8-1.0 and 1.9-2.2 ms; at 16 columns 2.2 and 5.8 became 1.1 and 2.9.
+// Walking from the start instead of the first occurrence took 100 ms at 50000, and ids
+// converted to int once beforehand changed nothing.
+#if IDS_PER_ITEM > 64
+#error "IDS_PER_ITEM: an item keeps its hits as the bits of a ulong"
+#endif
 __kernel void CalcDeltaWeightsEmbedding(__global const TYPE *ids,       // (tokens,)
                                         __global const TYPE *gradients, // dL/doutputs (tokens, output_dim)
                                         __global int *counts,           // (input_dim,), back to 0 after
                                         __global int *first,            // (input_dim,), back to INT_MAX after
                                         __global TYPE *table_grad,      // (input_dim, output_dim)
-                                        const int input_dim, const int output_dim)
+                                        const int input_dim, const int output_dim, const int tokens)
 {
-    __local int occurrences[LOCAL_SIZE];
-    __local int listed, next;
+    __local int occurrences[LOCAL_SIZE * IDS_PER_ITEM];
+    __local int scan[2 * LOCAL_SIZE];  // the rounds' inclusive sums, read from one half, written to the other
     const int v = get_group_id(0), lid = get_local_id(0), step = get_local_size(0);
     __global TYPE *g = table_grad + (long)v * output_dim;
     const int count = counts[v];
+    int from = first[v];  // where the next window starts
     for (int j = lid; j < output_dim; j += step)
         g[j] = 0;
-    if (lid == 0)
-        next = first[v];
-    for (int added = 0; added < count; added += listed) {
-        barrier(CLK_LOCAL_MEM_FENCE);  // every item is done with the previous list
-        if (lid == 0) {
-            const int wanted = min(step, count - added);
-            int n = 0, i = next;
-            for (; n < wanted; i++)
-                if (token_id(ids[i], input_dim) == v)
-                    occurrences[n++] = i;
-            listed = n;
-            next = i;
+    for (int added = 0, listed; added < count; added += listed) {
+        barrier(CLK_LOCAL_MEM_FENCE);  // every item is done with the previous list and scan
+        if (count == 1) {
+            if (lid == 0)
+                occurrences[0] = from;
+            listed = 1;
+        } else {
+            const int begin = from + lid * IDS_PER_ITEM;
+            ulong found = 0;  // bit s: ids[begin + s] is v
+            int hits = 0;
+            for (int s = 0; s < IDS_PER_ITEM; s++) {
+                const int hit = begin + s < tokens && token_id(ids[begin + s], input_dim) == v;
+                found |= (ulong)hit << s;
+                hits += hit;
+            }
+            __local int *in = scan, *out = scan + LOCAL_SIZE;
+            in[lid] = hits;
+            for (int d = 1; d < step; d <<= 1) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                out[lid] = in[lid] + (lid >= d ? in[lid - d] : 0);
+                __local int *t = in;
+                in = out;
+                out = t;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            listed = in[step - 1];
+            for (int i = begin, slot = in[lid] - hits; found; i++, found >>= 1)
+                if (found & 1)
+                    occurrences[slot++] = i;
+            from += step * IDS_PER_ITEM;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int j = lid; j < output_dim; j += step) {

@@ -9,6 +9,10 @@ from ..cl.tensor import Tensor
 from ..data import CHECK_BYTES
 from .base import Layer
 
+# Ids each work-item of CalcDeltaWeightsEmbedding checks per window (at most 64): see the
+# kernel's comment for the measurements. Halved where local memory cannot hold the list.
+IDS_PER_ITEM = 32
+
 
 class Embedding(Layer):
     """Keras 3's arguments, defaults and weight layout: `embeddings` (input_dim, output_dim).
@@ -43,7 +47,11 @@ class Embedding(Layer):
         self.positions = int(np.prod(self.input_shape))  # ids per sample
         table = self.embeddings_initializer((self.input_dim, self.output_dim), rng)
         self.embeddings = store.add(table)                  # (input_dim, output_dim)
-        program = self.rt.program(("layers/embedding.cl",), self.dtype)
+        # The kernel's local memory: a list of LOCAL_SIZE * IDS_PER_ITEM ids and two rows of sums.
+        per_item = IDS_PER_ITEM
+        while per_item > 1 and 4 * self.rt.local_size * (per_item + 2) > self.rt.device.local_mem_size:
+            per_item //= 2
+        program = self.rt.program(("layers/embedding.cl",), self.dtype, {"IDS_PER_ITEM": per_item})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardEmbedding")
         self._count = kernel("CountEmbeddingIds")
@@ -88,7 +96,7 @@ class Embedding(Layer):
     def backward(self, grad, rows, input_grad, activation_done=False):
         self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim)
         self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, self._counts,
-                            self._first, self.embeddings.grad, self.input_dim, self.output_dim)
+                            self._first, self.embeddings.grad, self.input_dim, self.output_dim, rows * self.positions)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):
