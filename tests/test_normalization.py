@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization
+from clnet.layers import BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization, layer_normalization
 from reference import (batch_norm_backward, built, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
                        layer_norm_backward)
 from test_gradients import build, check_model
@@ -71,6 +71,32 @@ def test_layer_norm_kernels_match_numpy(rt, shape, axis, rows):
         layer.training = training
         np.testing.assert_allclose(layer.forward(device(x, f32), rows).numpy(),
                                    layer_norm(x, gamma, beta, axis_x, f32(1e-3)), rtol=1e-4, atol=1e-4)
+    dy = rng.normal(size=x.shape).astype(f32)
+    dx = layer.backward(device(dy, f32), rows, True).numpy()
+    want_dx, dgamma, dbeta = layer_norm_backward(x.astype(np.float64), dy, gamma, axis_x, 1e-3)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-3, atol=1e-4)
+    grads = layer.gradients()
+    np.testing.assert_allclose(grads[0], dgamma, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(grads[1], dbeta, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,axis,rows", [((70, 5), -1, 4), ((300,), -1, 3), ((33, 2, 3), 1, 5)])
+def test_layer_norm_chunked_form_matches_numpy(rt, monkeypatch, shape, axis, rows):
+    """The GPU form (row work-groups, the weight gradient in chunks of CHUNK groups and their sum)
+    on whichever device runs the tests: 280 and 330 groups are three chunks, the last one short;
+    300 and 5 features part of a block of LANES; inner = 3 reads each feature's column apart."""
+    monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
+    rng = np.random.default_rng(7)
+    f32 = np.float32
+    layer = layer_alone(LayerNormalization(axis=axis), shape, rows, f32)
+    assert layer.chunked and layer._group > 1
+    features = (None, *shape)[axis]
+    gamma, beta = rng.normal(size=features).astype(f32), rng.normal(size=features).astype(f32)
+    layer.set_weights([gamma, beta])
+    x = (rng.normal(size=(rows, *shape)) * 3 + 2).astype(f32)
+    axis_x = axis % (len(shape) + 1)
+    np.testing.assert_allclose(layer.forward(device(x, f32), rows).numpy(),
+                               layer_norm(x, gamma, beta, axis_x, f32(1e-3)), rtol=1e-4, atol=1e-4)
     dy = rng.normal(size=x.shape).astype(f32)
     dx = layer.backward(device(dy, f32), rows, True).numpy()
     want_dx, dgamma, dbeta = layer_norm_backward(x.astype(np.float64), dy, gamma, axis_x, 1e-3)
@@ -218,8 +244,9 @@ def test_exact_resume_in_a_new_process(tmp_path, rt, floatx):
 
 
 def test_launches_per_training_step(rt):
-    """Per step: BatchNormalization 2 (forward, backward), LayerNormalization 3."""
-    for layer, per_step in [(BatchNormalization(), 2), (LayerNormalization(), 3)]:
+    """Per step: BatchNormalization 2 (forward, backward), LayerNormalization 3 (4 in its GPU form:
+    the weight gradient's chunks, then their sum)."""
+    for layer, per_step in [(BatchNormalization(), 2), (LayerNormalization(), 3 + rt.info.is_gpu)]:
         layer = layer_alone(layer, (3, 5), 8, np.float32)
         layer.training = True
         x = device(np.random.default_rng(0).normal(size=(8, 3, 5)), np.float32)

@@ -9,6 +9,20 @@ from .base import Layer
 from .batch_normalization import check_axis, check_positive, split_axis
 
 
+# The GPU form's weight gradient (see layer_normalization.cl): work-groups of LANES neighbouring
+# features by SLICES groups, each summing a chunk of CHUNK groups. The tiny GPT's (8192, 256)
+# norms on the H100, the two launches in us: chunks of 32 groups 12.5 + 14.4, 64 11.6 + 9.3, 128
+# 15.1 + 6.8, 256 23.3 + 5.6, 512 40.1 + 4.5 (a work-group per feature: 39.6).
+LANES, SLICES, CHUNK = 32, 8, 128
+
+
+def chunked_form(rt) -> bool:
+    """Whether the norm runs its GPU form: a work-group per group for the forward and the input
+    gradient, the weight gradient in chunks; else (a CPU) a work-item per group, and the weight
+    gradient a work-item per eight features on a vector's lanes."""
+    return rt.info.is_gpu
+
+
 class LayerNormalization(Layer):
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", name=None, input_shape=None):
@@ -35,16 +49,17 @@ class LayerNormalization(Layer):
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardLayerNorm")
         self._hidden = kernel("CalcHiddenGradientLayerNorm")
-        # The weight gradient: on a GPU a work-group per feature, on a CPU a work-item per eight
-        # (on the lanes of a vector), each its own work-group, so that the runtime spreads the
-        # few of them over the cores.
-        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm" if self.rt.info.is_gpu else
-                                     "CalcDeltaWeightsLayerNormLanes")
+        # The weight gradient: on a GPU in chunks of the groups, then their sum; on a CPU a
+        # work-item per eight features (on the lanes of a vector), each its own work-group, so
+        # that the runtime spreads the few of them over the cores.
+        self.chunked = chunked_form(self.rt)
+        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm" if self.chunked else "CalcDeltaWeightsLayerNormLanes")
+        self._sum_chunks = kernel("SumChunksLayerNorm") if self.chunked else None
         # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group:
         # the runtime runs a work-group's items in loops split at each barrier, and the
         # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm: 1.2 ->
         # 0.3 ms forward, 1.0 -> 0.2 ms backward on PoCL 3.1).
-        self._group = self.rt.row_group(self.features) if self.rt.info.is_gpu else 1
+        self._group = self.rt.row_group(self.features) if self.chunked else 1
         return shape
 
     @property
@@ -58,6 +73,8 @@ class LayerNormalization(Layer):
         self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
         self.group_mean = Tensor((groups,), self.dtype, self.rt)     # (capacity * outer * inner,)
         self.group_inv_std = Tensor((groups,), self.dtype, self.rt)  # (capacity * outer * inner,)
+        if self.chunked:  # the weight gradient's sums per chunk of groups: dy x^, then dy
+            self._partials = Tensor((-(-groups // CHUNK), 2, self.features), self.dtype, self.rt)
 
     def forward(self, x, rows):
         self.x = x
@@ -72,13 +89,19 @@ class LayerNormalization(Layer):
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         groups = rows * self.outer * self.inner
-        if self.parameters:
-            # (see build) a work-group per feature on a GPU, a work-item per eight features on a CPU
-            shape = ((self.features * self.rt.local_size,), (self.rt.local_size,)) if self.rt.info.is_gpu else \
-                ((-(-self.features // 8),), (1,))
-            self._delta_weights(*shape, self.x, grad, self.group_mean, self.group_inv_std,
-                                self.gamma.grad if self.scale else self._sink,
-                                self.beta.grad if self.center else self._sink, groups, self.features, self.inner)
+        if self.parameters:  # (see build)
+            gamma_grad = self.gamma.grad if self.scale else self._sink
+            beta_grad = self.beta.grad if self.center else self._sink
+            statistics = (self.x, grad, self.group_mean, self.group_inv_std)
+            if self.chunked:
+                chunks = -(-groups // CHUNK)
+                self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
+                                    *statistics, self._partials, groups, self.features, self.inner, CHUNK)
+                self._sum_chunks((-(-self.features // LANES) * LANES,), (LANES,), self._partials, gamma_grad,
+                                 beta_grad, chunks, self.features)
+            else:
+                self._delta_weights((-(-self.features // 8),), (1,), *statistics, gamma_grad, beta_grad, groups,
+                                    self.features, self.inner)
         if not input_grad:
             return None
         size = self._group
