@@ -411,7 +411,11 @@ inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const in
     TYPE4 y[LOADS], z[LOADS];
     if (d->apply_derivative) {
         fetch(d->outputs, d->units, ALONG_M, n0, k0, d->units, K, lid, y);
-        fetch(d->pre, d->units, ALONG_M, n0, k0, d->units, K, lid, z);
+        if (STORE_PRE)
+            fetch(d->pre, d->units, ALONG_M, n0, k0, d->units, K, lid, z);
+        else  // z was not stored: the derivative follows from y, and `pre` is y (see STORE_PRE)
+            for (int l = 0; l < LOADS; l++)
+                z[l] = y[l];
     }
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
