@@ -5,6 +5,7 @@ same initial weights, on the same windows in the same order, with the same Adam 
     python -m benchmarks.tiny_gpt_torch --steps 90 --epochs 3 # a quicker look
     python -m benchmarks.tiny_gpt_torch --device 0 --torch-device cuda --blocks 4 --d-model 256 --context 256
     python -m benchmarks.tiny_gpt_torch ... --profile 40      # then clnet's kernels over 40 more steps
+    python -m benchmarks.tiny_gpt_torch ... --torch-device cuda --cuda-graph   # PyTorch's step as a CUDA graph
 
 The PyTorch model is written out with the weights in Keras's layout (clnet's get_weights), so
 they are copied as they are: LayerNorm with Keras's epsilon 1e-3, the projections as matrix
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import clnet_epoch_timer, cpu_name, emit, median, versions
+from .common import clnet_epoch_timer, cpu_name, cuda_graph_steps, emit, median, versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import tiny_gpt  # noqa: E402
@@ -86,23 +87,33 @@ def run_torch(args, weights, train, val):
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 products, as clnet's
     torch.backends.cudnn.allow_tf32 = False
     model = TorchGPT(weights, args, device)
-    optimizer = torch.optim.Adam(model.params, lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-7)
+    optimizer = torch.optim.Adam(model.params, lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-7,
+                                 capturable=args.cuda_graph)
     x, y = (torch.from_numpy(a.astype(np.int64)).to(device) for a in train)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     cross_entropy = lambda logits, target: F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
     per_epoch = args.steps // args.epochs
     times, losses = [], []
+    total = torch.zeros((), device=device)  # the epoch's summed loss
+
+    def train_step(rows):  # rows: a slice, or (in a CUDA graph) a static index tensor
+        optimizer.zero_grad(set_to_none=not args.cuda_graph)  # a graph's gradients stay where they are
+        loss = cross_entropy(model(x[rows]), y[rows])
+        loss.backward()
+        optimizer.step()
+        total.add_(loss.detach())
+
+    step = train_step
+    if args.cuda_graph:  # warm-up and capture train on the first batch 3 more times
+        replay = cuda_graph_steps(torch, train_step, args.steps * args.batch_size, args.batch_size, device)
+        positions = torch.arange(len(x), device=device)
+        step = lambda rows: replay(positions[rows])
     for epoch in range(args.epochs):
         sync()
         started = time.perf_counter()
-        total = torch.zeros((), device=device)
-        for step in range(epoch * per_epoch, (epoch + 1) * per_epoch):
-            rows = slice(step * args.batch_size, (step + 1) * args.batch_size)
-            optimizer.zero_grad()
-            loss = cross_entropy(model(x[rows]), y[rows])
-            loss.backward()
-            optimizer.step()
-            total += loss.detach()
+        total.zero_()
+        for index in range(epoch * per_epoch, (epoch + 1) * per_epoch):
+            step(slice(index * args.batch_size, (index + 1) * args.batch_size))
         sync()
         times.append(time.perf_counter() - started)
         losses.append(float(total) / per_epoch)
@@ -111,12 +122,14 @@ def run_torch(args, weights, train, val):
         val_loss = sum(float(cross_entropy(model(val_x[i:i + args.batch_size]), val_y[i:i + args.batch_size]))
                        * len(val_x[i:i + args.batch_size]) for i in range(0, len(val_x), args.batch_size)) / len(val_x)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()} ({torch.get_num_threads()} threads)"
-    return times, losses, val_loss, name
+    return times, losses, val_loss, name + (", CUDA graph" if args.cuda_graph else "")
 
 
 def main(argv=None):
     parser, _ = tiny_gpt.arguments([], description=__doc__)
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="torch on cuda: the whole step captured in a CUDA graph (Adam capturable)")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="after timing, profile clnet's kernels over this many more steps")
     args = parser.parse_args(argv)
