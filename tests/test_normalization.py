@@ -55,11 +55,10 @@ def test_batch_norm_kernels_match_numpy(rt, shape, axis, rows):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows", [1, 4])
-# 300 > LOCAL_SIZE: a group loops; 16: two whole blocks of eight features for the CPU form's weight gradient
-@pytest.mark.parametrize("shape,axis", SHAPES + [((300,), -1), ((3, 16), -1)])
-def test_layer_norm_kernels_match_numpy(rt, shape, axis, rows):
-    rng = np.random.default_rng(2)
+def layer_norm_matches_numpy(shape, axis, rows, seed):
+    """A LayerNormalization on (rows, *shape) float32 inputs against numpy's forward (in both
+    modes) and backward (dL/dx, dgamma, dbeta); returns the layer."""
+    rng = np.random.default_rng(seed)
     f32 = np.float32
     layer = layer_alone(LayerNormalization(axis=axis), shape, rows, f32)
     features = (None, *shape)[axis]
@@ -78,6 +77,14 @@ def test_layer_norm_kernels_match_numpy(rt, shape, axis, rows):
     grads = layer.gradients()
     np.testing.assert_allclose(grads[0], dgamma, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads[1], dbeta, rtol=1e-4, atol=1e-4)
+    return layer
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+# 300 > LOCAL_SIZE: a group loops; 16: two whole blocks of eight features for the CPU form's weight gradient
+@pytest.mark.parametrize("shape,axis", SHAPES + [((300,), -1), ((3, 16), -1)])
+def test_layer_norm_kernels_match_numpy(rt, shape, axis, rows):
+    layer_norm_matches_numpy(shape, axis, rows, seed=2)
 
 
 @pytest.mark.parametrize("shape,axis,rows", [((70, 5), -1, 4), ((300,), -1, 3), ((33, 2, 3), 1, 5)])
@@ -86,24 +93,8 @@ def test_layer_norm_chunked_form_matches_numpy(rt, monkeypatch, shape, axis, row
     on whichever device runs the tests: 280 and 330 groups are three chunks, the last one short;
     300 and 5 features part of a block of LANES; inner = 3 reads each feature's column apart."""
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
-    rng = np.random.default_rng(7)
-    f32 = np.float32
-    layer = layer_alone(LayerNormalization(axis=axis), shape, rows, f32)
+    layer = layer_norm_matches_numpy(shape, axis, rows, seed=7)
     assert layer.chunked and layer._group > 1
-    features = (None, *shape)[axis]
-    gamma, beta = rng.normal(size=features).astype(f32), rng.normal(size=features).astype(f32)
-    layer.set_weights([gamma, beta])
-    x = (rng.normal(size=(rows, *shape)) * 3 + 2).astype(f32)
-    axis_x = axis % (len(shape) + 1)
-    np.testing.assert_allclose(layer.forward(device(x, f32), rows).numpy(),
-                               layer_norm(x, gamma, beta, axis_x, f32(1e-3)), rtol=1e-4, atol=1e-4)
-    dy = rng.normal(size=x.shape).astype(f32)
-    dx = layer.backward(device(dy, f32), rows, True).numpy()
-    want_dx, dgamma, dbeta = layer_norm_backward(x.astype(np.float64), dy, gamma, axis_x, 1e-3)
-    np.testing.assert_allclose(dx, want_dx, rtol=1e-3, atol=1e-4)
-    grads = layer.gradients()
-    np.testing.assert_allclose(grads[0], dgamma, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(grads[1], dbeta, rtol=1e-4, atol=1e-4)
 
 
 # -- gradients in float64 --------------------------------------------------------------------------

@@ -363,8 +363,8 @@ class Dense(Layer):
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a work-group (Runtime.row_group) on a GPU; on a CPU with one
-        # work-item, as the runtime runs a work-group's items in loops
-        # split at each barrier (the tiny GPT's (2048, 113) softmax: 2.6 -> 1.3 ms on PoCL 3.1).
+        # work-item, as the runtime runs a work-group's items in loops split at each barrier (the
+        # tiny GPT's (2048, 113) softmax: 2.6 -> 1.3 ms on PoCL 3.1).
         if not self.rt.info.is_gpu:
             return 1
         return self.rt.row_group(self.units)

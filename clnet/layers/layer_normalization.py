@@ -92,15 +92,15 @@ class LayerNormalization(Layer):
         if self.parameters:  # (see build)
             gamma_grad = self.gamma.grad if self.scale else self._sink
             beta_grad = self.beta.grad if self.center else self._sink
-            statistics = (self.x, grad, self.group_mean, self.group_inv_std)
+            reads = (self.x, grad, self.group_mean, self.group_inv_std)  # x, dL/dy, the groups' statistics
             if self.chunked:
                 chunks = -(-groups // CHUNK)
                 self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
-                                    *statistics, self._partials, groups, self.features, self.inner, CHUNK)
+                                    *reads, self._partials, groups, self.features, self.inner, CHUNK)
                 self._sum_chunks((-(-self.features // LANES) * LANES,), (LANES,), self._partials, gamma_grad,
                                  beta_grad, chunks, self.features)
             else:
-                self._delta_weights((-(-self.features // 8),), (1,), *statistics, gamma_grad, beta_grad, groups,
+                self._delta_weights((-(-self.features // 8),), (1,), *reads, gamma_grad, beta_grad, groups,
                                     self.features, self.inner)
         if not input_grad:
             return None
