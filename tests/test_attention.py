@@ -271,6 +271,15 @@ def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, 
     forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking, TILES)
 
 
+@pytest.mark.parametrize("masking", ["none", "causal", "both"])
+def test_products_form_on_tensor_cores(rt, masking):
+    """The products in dense.cl's tensor-core form (MMA: 128-square blocks; 132 keys take two,
+    the second almost empty, and the causal mask leaves one out)."""
+    if not rt.info.tensor_cores:
+        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    forward_matches_numpy(2, 8, 12, 132, 132, 2, masking, {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1})
+
+
 def test_products_form_only_where_aligned(rt):
     mha = MultiHeadAttention(2, 3, tiles=TILES)
     attention_model(4, 8, 3, 3, mha)

@@ -7,7 +7,7 @@ from clnet import activations, losses
 from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
-from clnet.layers import Activation, Dense
+from clnet.layers import Activation, Conv2D, Dense
 from clnet.layers.dense import usable_candidates
 from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
 
@@ -123,6 +123,72 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
         close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
+# dense.cl's tensor-core form: 3xTF32 on NVIDIA's tensor cores (compute capability 8.0 on).
+MMA_TILES = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}
+
+
+@pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
+                                                (64, 32, 48, 16)])
+def test_tensor_core_form(rt, rng, rows, n_in, units, tk):
+    """The MMA form's three products (with y^T, the bias and the derivative) against float64 at
+    sizes of several blocks with partial edges, a depth with a partial slice, split-K (1037 rows
+    of a 3 x 5 layer) and whole aligned slices; and float32's accuracy: the forward's error as
+    a fraction of the largest |z| stays near numpy's float32 product's (about 5e-7), where a
+    single TF32 product gives ~3e-4 and 3xTF32 summed on the tensor cores alone ~8e-6 at this
+    depth of 1000."""
+    if not rt.info.tensor_cores:
+        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    x = rng.normal(size=(rows, n_in)).astype(F32)
+    dy = rng.normal(size=(rows, units)).astype(F32)
+    layer = dense_layer(rt, rng, n_in, units, "lrelu", F32, rows, tiles={**MMA_TILES, "TK": tk},
+                        writes_transposed=True)
+    w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+    z = x @ w + bias
+    y = np.where(z > 0, z, 0.3 * z)
+    close(layer.forward(Tensor.from_numpy(x), rows).numpy(), y, rtol=1e-4, atol=1e-4)
+    assert np.abs(layer.pre.numpy() - z).max() <= 2e-6 * np.abs(z).max()
+    close(layer.outputs_t.numpy()[:, :rows], y.T, rtol=1e-4, atol=1e-4)
+    dz = np.where(z > 0, 1, 0.3) * dy
+    dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()
+    grad_w, grad_b = layer.gradients()
+    close(grad_w, x.T @ dz, rtol=1e-4, atol=1e-4)
+    close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-4)
+    close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
+
+
+def test_tensor_core_form_keeps_22_bits(rt):
+    """z = x times a weight of 1: x = big + small, both TF32 (11 significant bits each, small
+    rounded), so z is x to within 2^-22 |x|; float keeps 24 bits, and cutting small (as mma would)
+    gives 2^-21."""
+    if not rt.info.tensor_cores:
+        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    x = np.concatenate([np.linspace(-12, 12, 24001), np.geomspace(1e-8, 12, 2000)]).astype(F32)
+    store = ParameterStore(rt, F32)
+    layer = Dense(1, name="d", tiles=MMA_TILES)
+    layer.build((1,), store, np.random.default_rng(0))
+    store.allocate()
+    layer.allocate(len(x))
+    layer.set_weights([np.ones((1, 1)), np.zeros(1)])
+    z = layer.forward(Tensor.from_numpy(x[:, None]), len(x)).numpy()[:, 0].astype(np.float64)
+    assert np.all(np.abs(z - x) <= 2.0**-22 * np.abs(x))
+    assert np.abs(z - x).max() > 0  # not float's product: the test would not see the form otherwise
+
+
+def test_tensor_core_form_refused_where_it_cannot_run(rt, rng):
+    """Fixed tiles asking for the MMA form where it cannot run (float64 anywhere, float32 off an
+    NVIDIA GPU with TF32 tensor cores) are a ValueError naming the layer and what it needs; a
+    convolution refuses it everywhere (conv.cl's epilogues take the CUDA-core tiles' layout)."""
+    with pytest.raises(ValueError, match=r"Dense 'd'.*tensor-core form \(MMA\).*compute capability 8\.0.*float64"):
+        dense_layer(rt, rng, 3, 4, "relu", np.float64, 2, tiles=MMA_TILES)
+    if not rt.info.tensor_cores:
+        with pytest.raises(ValueError, match=r"Dense 'd'.*tensor-core form \(MMA\).*float32"):
+            dense_layer(rt, rng, 3, 4, "relu", F32, 2, tiles=MMA_TILES)
+    with pytest.raises(ValueError, match=r"Conv2D 'c'.*tensor-core form \(MMA\)"):
+        Conv2D(2, 3, name="c", tiles=MMA_TILES)
+    with pytest.raises(ValueError, match=r"Conv2D 'c'.*tensor-core form \(MMA\)"):
+        Conv2D(2, 3, name="c", tiles=({"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, MMA_TILES, MMA_TILES))
+
+
 @pytest.mark.parametrize("form", ["blocks", "tiles"])
 def test_dense_writes_its_transpose_where_the_model_says(rt, rng, form):
     """A Dense writes y^T where the model's build says a layer reads it (writes_transposed): the
@@ -183,7 +249,9 @@ def test_dense_gelu_accuracy(rt, dtype):
                         -np.geomspace(1e-8, 12, 2000), [0.0]]).astype(dtype)
     rows = len(x)
     store = ParameterStore(rt, dtype)
-    layer = Dense(1, "gelu", name="d")
+    # Not the tensor-core form, which keeps 22 of x's 24 bits (test_tensor_core_form_keeps_22_bits).
+    tiles = next(t for t in usable_candidates(rt, dtype) if not t.get("MMA"))
+    layer = Dense(1, "gelu", name="d", tiles=tiles)
     layer.build((1,), store, np.random.default_rng(0))
     store.allocate()
     layer.allocate(rows)

@@ -87,8 +87,10 @@ def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
     # One weight layout for every size, since a layer lays out its weights before it knows its batch.
     assert len({dense.layout(c["tiles"]) for c in choices}) == 1
     for chosen in (c["tiles"] for c in choices):
-        # Each setting comes from a candidate of the same family (same vector width or tile).
-        family = [c for c in candidates if c["VW"] == chosen["VW"] and c.get("TILE") == chosen.get("TILE")]
+        # Each setting comes from a candidate of the same family (same vector width or tile, and
+        # form: the tensor cores' or not).
+        family = [c for c in candidates if c["VW"] == chosen["VW"] and c.get("TILE") == chosen.get("TILE")
+                  and c.get("MMA") == chosen.get("MMA")]
         assert family and set(chosen) == set(family[0])
         for key, value in chosen.items():
             assert value in {c[key] for c in family}

@@ -8,6 +8,8 @@
 
 // Eight elements at once, for the kernels that put rows, features or channels on a CPU's SIMD lanes.
 #define TYPE8 CAT(TYPE, 8)
+// Two: the runs a tensor-core tile's lane holds (dense.cl's MMA form).
+#define TYPE2 CAT(TYPE, 2)
 
 // Four consecutive elements array[start..start+3]; those at or past `size` read as 0,
 // so a kernel can walk any length four at a time without reading out of bounds.

@@ -49,6 +49,17 @@ class DeviceInfo:
     def describe(self) -> str:
         return f"{self.name} [{self.runtime}, driver {self.driver}]"
 
+    @property
+    def tensor_cores(self) -> bool:
+        """Whether this is an NVIDIA GPU whose tensor cores take TF32 (compute capability 8.0 or
+        later), which dense.cl's MMA form needs."""
+        if self.cl_device.vendor_id != 0x10DE:
+            return False
+        try:
+            return self.cl_device.compute_capability_major_nv >= 8
+        except cl.Error:  # an NVIDIA runtime without cl_nv_device_attribute_query
+            return False
+
 
 def _type_name(device_type: int) -> str:
     for name in ("GPU", "CPU", "ACCELERATOR"):

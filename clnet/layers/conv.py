@@ -38,6 +38,10 @@ class _Conv(Layer):
         if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
             raise ValueError(f"{kind} {name!r}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
                              f"gradient, input gradient), got {tiles!r}")
+        if any(isinstance(t, dict) and t.get("MMA") for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
+            raise ValueError(f"{kind} {name!r}: the tensor-core form (MMA) is Dense's and MultiHeadAttention's, "
+                             f"not a convolution's (conv.cl's gathers and epilogues take the CUDA-core tiles' "
+                             f"layout), got tiles {tiles!r}")
         self.fixed_tiles = tiles
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
@@ -339,8 +343,8 @@ def weight_block_rows(depth: int) -> int:
 
 
 def tiled_candidates(rt, dtype) -> list[dict]:
-    """The tuner's candidates of the tiled form."""
-    return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles]
+    """The tuner's candidates of the tiled form (not the tensor-core form: see _Conv)."""
+    return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles and not tiles.get("MMA")]
 
 
 def conv_tiles(rt, dtype, layer: _Conv, batch: int) -> tuple[dict, dict, dict]:

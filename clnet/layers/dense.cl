@@ -338,9 +338,37 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 #endif
 // The i-th of a work-item's WPT rows (columns) within the block, for local index t.
 #define OWN(t, i) (((i) / 4) * 4 * SIDE + (t) * 4 + (i) % 4)
+#ifndef MMA
+#define MMA 0
+#endif
+#if !MMA
+// The block's row (column) that a work-item's accumulator acc[i][j] belongs to; the rows (columns)
+// a work-item owns come in runs of ROW_RUN (COL_RUN) that are contiguous in the block.
+#define ROW_OWN(i) OWN(get_local_id(1), i)
+#define COL_OWN(j) OWN(get_local_id(0), j)
+#define ROW_RUN 4
+#define COL_RUN 4
 // Row length of a staged slice in local memory: padded so that the k-th rows start in different
 // banks (staging writes columns), kept a multiple of 4 for TYPE4 reads.
 #define LT (TILE + 4)
+#else
+// MMA: the products on NVIDIA's tensor cores (see slice_product). Warp w of the 8 computes the
+// block's rows (w / 4) * 64 .. + 64 by columns (w % 4) * 32 .. + 32 as 4 x 4 tiles of 16 x 8, and
+// a lane holds, of each tile, rows g and g + 8 by columns 2t and 2t + 1 (g = lane / 4, t = lane
+// % 4), as PTX's mma.m16n8k8 lays out its result: acc[2 * mi + h][2 * nj + e] is tile (mi, nj)'s
+// row g + 8h, column 2t + e.
+#if TILE != 128 || WPT != 8 || TK % 8
+#error "the tensor-core form (MMA) computes 128 x 128 blocks with 8 x 8 outputs a work-item, TK a multiple of 8"
+#endif
+#define LOCAL_INDEX (get_local_id(1) * SIDE + get_local_id(0))
+#define ROW_OWN(i) (LOCAL_INDEX / 128 * 64 + (i) / 2 * 16 + LOCAL_INDEX % 32 / 4 + (i) % 2 * 8)
+#define COL_OWN(j) (LOCAL_INDEX / 32 % 4 * 32 + (j) / 2 * 8 + LOCAL_INDEX % 4 * 2 + (j) % 2)
+#define ROW_RUN 1
+#define COL_RUN 2
+// LT = 8 (mod 32): a fragment's 32 reads (rows or columns g + const, depths t + const) fall in
+// 32 different banks.
+#define LT (TILE + 8)
+#endif
 
 // An operand P[m][k] (M x K) is contiguous along k (P[m * ld + k], ALONG_K) or along m
 // (P[k * ld + m], ALONG_M); the kernels pass these as constants, so each product compiles to
@@ -431,6 +459,70 @@ inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const in
 
 // acc += the product of the staged slices, As[k][m] and Bs[k][n], for this work-item's WPT x WPT
 // outputs (conv.cl's implicit products stage theirs with the same put()).
+#if MMA
+// On NVIDIA's tensor cores (compute capability 8.0 on; float only), through inline PTX, since
+// OpenCL has no API for them: mma.sync.m16n8k8 on TF32 operands, which keep 10 of float's 23
+// mantissa bits. 3xTF32 makes up float's accuracy, as CUTLASS's "fast fp32" does: x = big +
+// small, each TF32 (big is x cut to its top bits, small the rest rounded to TF32, so that x is
+// kept to within half a unit of float's last bit; mma would cut small, 4 times that, and
+// test_dense_gelu_accuracy saw it), and a b ~ a_small b_big + a_big b_small + a_big b_big. The tensor cores' own sums lose
+// precision as they grow (into one accumulator, the error grew with K: 3.9e-5 of the largest
+// output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to acc in
+// ordinary float (9.4e-7). benchmarks/tensor_cores.py measured this form against the CUDA-core
+// tiles and plain TF32 on an H100 (RESULTS.md, 2026-11-24).
+inline void split_tf32(const TYPE x, uint *big, uint *small)
+{
+    *big = as_uint(x) & 0xffffe000u;
+    *small = (as_uint(x - as_float(*big)) + 0x1000u) & 0xffffe000u;  // rounded to TF32 (half away from 0)
+}
+
+// c (a 16 x 8 accumulator fragment) += a (16 x 8) b (8 x 8), fragments as PTX's m16n8k8 lays them out.
+#define MMA_TF32(c, a, b)                                                                       \
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+        "{%0,%1,%2,%3};"                                                                        \
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                         \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+
+inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[WPT][WPT])
+{
+    __local const TYPE *As = (__local const TYPE *)As4, *Bs = (__local const TYPE *)Bs4;
+    const int lid = LOCAL_INDEX, g = lid % 32 / 4, t = lid % 4;
+    const int wm = lid / 128 * 64, wn = lid / 32 % 4 * 32;  // the warp's 64 x 32 of the block
+    // B's fragments for the whole slice: b0 = B[t][g], b1 = B[t + 4][g] of each 8 x 8 piece.
+    uint b[4][TK / 8][2][2];  // (n tile, 8 of depth, big/small, fragment)
+    #pragma unroll
+    for (int nj = 0; nj < 4; nj++)
+        #pragma unroll
+        for (int h = 0; h < TK / 8; h++)
+            #pragma unroll
+            for (int r = 0; r < 2; r++)
+                split_tf32(Bs[(h * 8 + t + 4 * r) * LT + wn + nj * 8 + g], &b[nj][h][0][r], &b[nj][h][1][r]);
+    #pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+        // A's: a0 = A[g][t], a1 = A[g + 8][t], a2 = A[g][t + 4], a3 = A[g + 8][t + 4].
+        uint a[TK / 8][2][4];  // (8 of depth, big/small, fragment)
+        #pragma unroll
+        for (int h = 0; h < TK / 8; h++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++)
+                split_tf32(As[(h * 8 + t + 4 * (r / 2)) * LT + wm + mi * 16 + g + 8 * (r % 2)], &a[h][0][r], &a[h][1][r]);
+        TYPE slice[4][4] = {{0}};  // (n tile, fragment): this slice's sums
+        #pragma unroll
+        for (int h = 0; h < TK / 8; h++)
+            #pragma unroll
+            for (int nj = 0; nj < 4; nj++) {
+                MMA_TF32(slice[nj], a[h][1], b[nj][h][0]);
+                MMA_TF32(slice[nj], a[h][0], b[nj][h][1]);
+                MMA_TF32(slice[nj], a[h][0], b[nj][h][0]);
+            }
+        #pragma unroll
+        for (int nj = 0; nj < 4; nj++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[2 * mi + r / 2][2 * nj + r % 2] += slice[nj][r];
+    }
+}
+#else
 inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE acc[WPT][WPT])
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -450,6 +542,7 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
                 acc[i][j] += a[i] * b[j];
     }
 }
+#endif
 
 // The K loop of every tiled product, over depths [first, end) (first a multiple of TK): stage
 // the slices held in ra and rb as As and Bs, and fetch the next ones while these are multiplied
@@ -506,27 +599,47 @@ inline void store4(__global TYPE *row, const TYPE4 v, const int start, const int
         D4ToArray(row, v, start, size);
 }
 
+// row[start..start+len) = v[0..len) for a run of len 1, 2 or 4, as store4 does.
+inline void store_run(__global TYPE *row, const TYPE v[4], const int len, const int start, const int size,
+                      const int aligned)
+{
+    if (len == 4)
+        store4(row, (TYPE4)(v[0], v[1], v[2], v[3]), start, size, aligned);
+    else if (len == 2 && aligned && start + 2 <= size)
+        *(__global TYPE2 *)(row + start) = (TYPE2)(v[0], v[1]);
+    else
+        for (int e = 0; e < len; e++)
+            if (start + e < size)
+                row[start + e] = v[e];
+}
+
 // Store the work-group's block of the M x N result into C (row-major, rows ldc apart), or with
-// `transposed` its transpose into C (N x M), in runs of 4 along C's rows either way.
+// `transposed` its transpose into C (N x M), in runs along C's rows (COL_RUN, or ROW_RUN
+// transposed) either way.
 inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT],
                         const int transposed)
 {
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
-    const int tx = get_local_id(0), ty = get_local_id(1);
+    TYPE run[4];
     #pragma unroll
     for (int i = 0; i < WPT; i++) {  // a row of the block, or a column when transposed
-        #pragma unroll
-        for (int q = 0; q < WPT / 4; q++) {
-            if (transposed) {
-                const int n = n_block + OWN(tx, i), m = m_block + OWN(ty, q * 4);
-                const TYPE4 run = (TYPE4)(acc[q * 4][i], acc[q * 4 + 1][i], acc[q * 4 + 2][i], acc[q * 4 + 3][i]);
+        if (transposed) {
+            const int n = n_block + COL_OWN(i);
+            #pragma unroll
+            for (int q = 0; q < WPT; q += ROW_RUN) {
+                for (int e = 0; e < ROW_RUN; e++)
+                    run[e] = acc[q + e][i];
                 if (n < N)
-                    store4(C + n * ldc, run, m, M, ldc % 4 == 0);
-            } else {
-                const int m = m_block + OWN(ty, i), n = n_block + OWN(tx, q * 4);
-                const TYPE4 run = (TYPE4)(acc[i][q * 4], acc[i][q * 4 + 1], acc[i][q * 4 + 2], acc[i][q * 4 + 3]);
+                    store_run(C + n * ldc, run, ROW_RUN, m_block + ROW_OWN(q), M, ldc % ROW_RUN == 0);
+            }
+        } else {
+            const int m = m_block + ROW_OWN(i);
+            #pragma unroll
+            for (int q = 0; q < WPT; q += COL_RUN) {
+                for (int e = 0; e < COL_RUN; e++)
+                    run[e] = acc[i][q + e];
                 if (m < M)
-                    store4(C + m * ldc, run, n, N, ldc % 4 == 0);
+                    store_run(C + m * ldc, run, COL_RUN, n_block + COL_OWN(q), N, ldc % COL_RUN == 0);
             }
         }
     }
@@ -547,10 +660,10 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 {
     TILED_BEGIN
     tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, 0, n_in, As, Bs, acc, 0);
-    const int n_block = get_group_id(0) * TILE, tx = get_local_id(0);
+    const int n_block = get_group_id(0) * TILE;
     #pragma unroll
     for (int j = 0; j < WPT; j++) {
-        const int n = n_block + OWN(tx, j);
+        const int n = n_block + COL_OWN(j);
         const TYPE bias_n = n < units_p ? bias[n] : 0;
         #pragma unroll
         for (int i = 0; i < WPT; i++)

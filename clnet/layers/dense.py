@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -30,8 +31,10 @@ def tile_candidates(rt, dtype) -> list[dict]:
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
-        return blocked + [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk}
-                          for tile, wpt, tk in ((64, 4, 16), (64, 8, 16), (128, 8, 16), (128, 8, 32))]
+        tiled = [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk}
+                 for tile, wpt, tk in ((64, 4, 16), (64, 8, 16), (128, 8, 16), (128, 8, 32))]
+        return blocked + tiled + [{"VW": 4, "TILE": 128, "WPT": 8, "TK": tk, "MMA": 1}
+                                  for tk in (16, 32) if tensor_core_form(rt, dtype)]
     itemsize = np.dtype(dtype).itemsize
     device = rt.info.cl_device
     native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
@@ -40,6 +43,22 @@ def tile_candidates(rt, dtype) -> list[dict]:
     widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "WG": wg}  # the first: CLNET_TUNE=0
             for vw in widths for depth in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
+
+
+def tensor_core_form(rt, dtype) -> bool:
+    """Whether dense.cl's tensor-core form (MMA: 3xTF32 on NVIDIA's tensor cores) is a candidate
+    here: float32 on an NVIDIA GPU of compute capability 8.0 or later, unless CLNET_TENSOR_CORES=0
+    (its products keep 22 of each operand's 24 significant bits; see dense.cl)."""
+    return np.dtype(dtype) == np.float32 and rt.info.tensor_cores and os.environ.get("CLNET_TENSOR_CORES") != "0"
+
+
+def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
+    """A ValueError naming `owner` where fixed `tiles` ask for the tensor-core form here and it
+    cannot run (NVIDIA's compiler alone takes its inline PTX)."""
+    if isinstance(tiles, dict) and tiles.get("MMA") and not (np.dtype(dtype) == np.float32 and rt.info.tensor_cores):
+        raise ValueError(f"{owner}: tiles {tiles!r} ask for the tensor-core form (MMA), which needs float32 on an "
+                         f"NVIDIA GPU of compute capability 8.0 or later; the device is {rt.info.name!r} and "
+                         f"floatx is {np.dtype(dtype).name}")
 
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
@@ -231,6 +250,7 @@ class Dense(Layer):
         self.n_in = self.input_shape[-1]
         # Positions per sample: on (time, features) inputs the product runs over batch * time rows.
         self.positions = int(np.prod(self.input_shape[:-1]))
+        check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"Dense {self.name!r}")
         # The weights' layout is fixed here; the blocks or tiles, which may differ with the batch
         # size, when the batch buffers are made (allocate).
         self.layout = layout(self.fixed_tiles or matrix_tiles(self.rt, self.dtype, self.n_in, self.units))

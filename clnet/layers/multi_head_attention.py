@@ -15,7 +15,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .dense import Dense, program_defines, tile_candidates
+from .dense import Dense, check_tensor_core_form, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
@@ -160,6 +160,7 @@ class MultiHeadAttention(Layer):
         # The products form reads and writes each (sample, head)'s operands four elements at a
         # time from offsets that are multiples of its dims and lengths.
         aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
+        check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"MultiHeadAttention {self.name!r}")
         self.tiles = None
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
