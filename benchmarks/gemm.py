@@ -34,6 +34,13 @@ def clnet_rates(rows, n_in, units, repeats):
     layer.allocate(rows)
     x = clnet.Tensor.from_numpy(rng.random((rows, n_in), np.float32))
     grad = clnet.Tensor.from_numpy(rng.random((rows, units), np.float32))
+    return product_rates(layer, x, grad, repeats), layer.tiles
+
+
+def product_rates(layer, x, grad, repeats):
+    """{product: GFLOP/s} of a Dense layer's three products, input x and output gradient grad."""
+    import clnet
+    rows = x.shape[0]
     step = lambda: (layer.forward(x, rows), layer.backward(grad, rows, True))
     step()
     # Each step profiled on its own, so that clnet's rate is a median of single products, as
@@ -44,8 +51,8 @@ def clnet_rates(rows, n_in, units, repeats):
             step()
         for key, name in KERNELS.items():
             taken[key].append(profile.rows[name][1] / profile.rows[name][0])
-    flops = 2.0 * rows * n_in * units
-    return {key: flops / median(times) / 1e9 for key, times in taken.items()}, layer.tiles
+    flops = 2.0 * rows * layer.n_in * layer.units
+    return {key: flops / median(times) / 1e9 for key, times in taken.items()}
 
 
 def numpy_rates(rows, n_in, units):

@@ -1,76 +1,80 @@
-"""fp32 products on NVIDIA's tensor cores against clnet's tiles and torch.mm, in TFLOP/s and error.
+"""The dense products on NVIDIA's tensor cores against the CUDA cores and torch.mm: TFLOP/s and error.
 
     python -m benchmarks.tensor_cores [--sizes 8192x256x256,8192x256x1024,8192x1024x256,4096] [--device N]
 
-Should clnet's GPU products use tensor cores? OpenCL has no API for them, but NVIDIA's compiler
-takes inline PTX, so tensor_cores.cl runs mma.sync on them in three forms: plain TF32 (10-bit
-mantissas), 3xTF32 (fp32's accuracy from three TF32 products, as CUTLASS's "fast fp32") and 3xTF32
-with each slice's sum added in ordinary fp32 (see the .cl). Each is timed from OpenCL profiling
-events (median of 20) at rows x n_in x units, the forward product's shape, beside clnet's forward
-(benchmarks.gemm: bias and ReLU included) and torch.mm in fp32 on CUDA; the error is
-max |C - C64| / max |C64| for standard normal operands, C64 their product in float64, beside
+For each rows x n_in x units, a linear Dense layer in two fixed forms of the same 128-square
+tiles: the CUDA cores' and the tensor cores' (dense.cl's MMA form, 3xTF32), each product timed
+from OpenCL profiling events (median of single products); torch.mm on CUDA in fp32 and in TF32
+(allow_tf32, one TF32 product: what PyTorch offers for speed). The error of each clnet product
+is max |C - C64| / max |C64| for standard normal operands, C64 the product in float64, beside
 numpy's float32 product's. Needs an NVIDIA GPU of compute capability 8.0 or later.
+
+The forms PTX allows and clnet does not use (one TF32 product; 3xTF32 summed on the tensor cores
+alone) were measured with this file's first version, commit c63b297 (RESULTS.md, 2026-11-24).
 """
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
-from .common import Table, emit_comparison, have_torch, median
-from .gemm import clnet_rates, parse_sizes, torch_rates
+from .common import Table, emit_comparison, have_torch, seconds
+from .gemm import KERNELS, parse_sizes, product_rates
 
-FORMS = {"tf32": 0, "3xtf32": 1, "3xtf32_exact_adds": 2}
-TILE, TK, ITEMS = 128, 16, 256  # as tensor_cores.cl defines them
-
-
-def tensor_core_device(rt):
-    """rt's device, if tensor_cores.cl can run there; otherwise SystemExit saying why."""
-    import pyopencl as cl
-    device = rt.device
-    if device.vendor_id != 0x10DE:
-        raise SystemExit(f"benchmarks.tensor_cores needs an NVIDIA GPU; clnet's device is {device.name!r}"
-                         " (choose one with --device)")
-    try:
-        major = device.compute_capability_major_nv
-    except cl.Error:
-        raise SystemExit(f"{device.name!r} does not report its compute capability (cl_nv_device_attribute_query)")
-    if major < 8:
-        raise SystemExit(f"{device.name!r} has compute capability {major}.x; mma.sync on TF32 needs 8.0 or later")
-    return device
+FORMS = {"cuda_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16},
+         "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}}
 
 
-def tensor_core_rates(rt, rows, n_in, units, repeats=20):
-    """{form: (TFLOP/s, error)} for C (rows, units) = A (rows, n_in) B (n_in, units)."""
-    import pyopencl as cl
-    if rows % TILE or units % TILE or n_in % TK:
-        raise SystemExit(f"{rows}x{n_in}x{units}: rows and units must be multiples of {TILE}, n_in of {TK}")
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((rows, n_in), np.float32), rng.standard_normal((n_in, units), np.float32)
-    exact = a.astype(np.float64) @ b.astype(np.float64)
-    error = lambda c: float(np.abs(c - exact).max() / np.abs(exact).max())
-    queue = cl.CommandQueue(rt.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    flags = cl.mem_flags
-    a_buf = cl.Buffer(rt.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=a)
-    b_buf = cl.Buffer(rt.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=b)
-    c_buf = cl.Buffer(rt.context, flags.WRITE_ONLY, rows * units * 4)
-    text = (Path(__file__).parent / "tensor_cores.cl").read_text()
-    found = {"numpy_float32": (None, error(a @ b))}
-    for name, form in FORMS.items():
-        kernel = cl.Program(rt.context, text).build(options=[f"-DFORM={form}"]).TensorCoreProduct
-        launch = lambda: kernel(queue, (units // TILE * ITEMS, rows // TILE), (ITEMS, 1), a_buf, b_buf, c_buf,
-                                np.int32(rows), np.int32(units), np.int32(n_in))
-        launch().wait()
-        times = []
-        for _ in range(repeats):
-            event = launch()
-            event.wait()
-            times.append((event.profile.end - event.profile.start) * 1e-9)
-        c = np.empty((rows, units), np.float32)
-        cl.enqueue_copy(queue, c, c_buf).wait()
-        found[name] = (2.0 * rows * n_in * units / median(times) / 1e12, error(c))
-    return found
+def clnet_products(tiles, x, w, dz, repeats=10):
+    """{product: (TFLOP/s, error)} of a linear Dense with these tiles, weights w, input x and
+    output gradient dz."""
+    import clnet
+    from clnet.cl.parameters import ParameterStore
+    from clnet.layers import Dense
+
+    rows, n_in = x.shape
+    units = w.shape[1]
+    store = ParameterStore(clnet.runtime(), np.float32)
+    layer = Dense(units, tiles=tiles)
+    layer.build((n_in,), store, np.random.default_rng(0))
+    store.allocate()
+    layer.allocate(rows)
+    layer.set_weights([w, np.zeros(units)])
+    x_t, dz_t = clnet.Tensor.from_numpy(x), clnet.Tensor.from_numpy(dz)
+    rates = product_rates(layer, x_t, dz_t, repeats)
+    z = layer.forward(x_t, rows).numpy()
+    dx = layer.backward(dz_t, rows, True).numpy()
+    got = {"forward": z, "weight_grad": layer.gradients()[0], "input_grad": dx}
+    return {key: (rates[key] / 1e3, error(got[key], exact(key, x, w, dz))) for key in KERNELS}
+
+
+def exact(product, x, w, dz):
+    x, w, dz = (a.astype(np.float64) for a in (x, w, dz))
+    return {"forward": lambda: x @ w, "weight_grad": lambda: x.T @ dz, "input_grad": lambda: dz @ w.T}[product]()
+
+
+def error(got, want) -> float:
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def numpy_errors(x, w, dz):
+    return {"forward": error(x @ w, exact("forward", x, w, dz)),
+            "weight_grad": error(x.T @ dz, exact("weight_grad", x, w, dz)),
+            "input_grad": error(dz @ w.T, exact("input_grad", x, w, dz))}
+
+
+def torch_rates(x, w, dz, tf32: bool):
+    """torch.mm's TFLOP/s on CUDA for the three products, in fp32 or with TF32 allowed."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    xt, wt, dzt = (torch.from_numpy(a).cuda() for a in (x, w, dz))
+    flops = 2.0 * x.shape[0] * x.shape[1] * w.shape[1]
+    sync = torch.cuda.synchronize
+    rates = {"forward": flops / seconds(lambda: torch.mm(xt, wt), sync) / 1e12,
+             "weight_grad": flops / seconds(lambda: torch.mm(xt.t(), dzt), sync) / 1e12,
+             "input_grad": flops / seconds(lambda: torch.mm(dzt, wt.t()), sync) / 1e12}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return rates
 
 
 def main(argv=None):
@@ -83,25 +87,31 @@ def main(argv=None):
     if args.device is not None:
         clnet.set_device(args.device)
     rt = clnet.runtime()
-    tensor_core_device(rt)
-    table = Table([("rows x n_in x units", "<20"), ("clnet", ">8.1f"), ("torch", ">8.1f"), ("tf32", ">8.1f"),
-                   ("3xtf32", ">8.1f"), ("exact+", ">8.1f"), ("  err numpy", ">12.1e"), ("tf32", ">9.1e"),
-                   ("3xtf32", ">9.1e"), ("exact+", ">9.1e")],
-                  "   TFLOP/s; error; exact+: 3xTF32 with exact adds")
+    if not rt.info.tensor_cores:
+        raise SystemExit(f"benchmarks.tensor_cores needs an NVIDIA GPU of compute capability 8.0 or later; "
+                         f"clnet's device is {rt.info.name!r} (choose one with --device)")
+    table = Table([("rows x n_in x units", "<20"), ("product", "<13"), ("cuda", ">7.1f"), ("tensor", ">8.1f"),
+                   ("ratio", ">7.2f"), ("torch", ">7.1f"), ("tf32", ">7.1f"), ("  err cuda", ">11.1e"),
+                   ("tensor", ">9.1e"), ("numpy", ">9.1e")],
+                  "   TFLOP/s: clnet on CUDA / tensor cores, torch.mm fp32 / TF32; errors")
     results = []
     for rows, n_in, units in parse_sizes(args.sizes):
-        ours = clnet_rates(rows, n_in, units, 10)[0]["forward"] / 1e3
-        torch_side = torch_rates(rows, n_in, units, "cuda")["forward"] / 1e3 if have_torch() else None
-        cores = tensor_core_rates(rt, rows, n_in, units)
-        row = {"size": [rows, n_in, units], "clnet_tflops": round(ours, 2),
-               "torch_tflops": round(torch_side, 2) if torch_side else None,
-               "numpy_float32_error": cores["numpy_float32"][1]}
-        for name in FORMS:
-            row[f"{name}_tflops"], row[f"{name}_error"] = round(cores[name][0], 2), cores[name][1]
-            row[f"{name}_over_clnet"] = round(cores[name][0] / ours, 3)
-        results.append(row)
-        table.row(f"{rows}x{n_in}x{units}", ours, torch_side, *(cores[n][0] for n in FORMS),
-                  cores["numpy_float32"][1], *(cores[n][1] for n in FORMS))
+        rng = np.random.default_rng(0)
+        x, w, dz = (rng.standard_normal(s, np.float32) for s in ((rows, n_in), (n_in, units), (rows, units)))
+        ours = {name: clnet_products(tiles, x, w, dz) for name, tiles in FORMS.items()}
+        fp32, tf32 = (torch_rates(x, w, dz, allowed) if have_torch() else {} for allowed in (False, True))
+        theirs = numpy_errors(x, w, dz)
+        for product in KERNELS:
+            (cuda, cuda_error), (tensor, tensor_error) = ours["cuda_cores"][product], ours["tensor_cores"][product]
+            row = {"size": [rows, n_in, units], "product": product, "cuda_cores_tflops": round(cuda, 2),
+                   "tensor_cores_tflops": round(tensor, 2), "tensor_over_cuda": round(tensor / cuda, 3),
+                   "torch_fp32_tflops": round(fp32[product], 2) if fp32 else None,
+                   "torch_tf32_tflops": round(tf32[product], 2) if tf32 else None,
+                   "cuda_cores_error": cuda_error, "tensor_cores_error": tensor_error,
+                   "numpy_float32_error": theirs[product]}
+            results.append(row)
+            table.row(f"{rows}x{n_in}x{units}", product, cuda, tensor, tensor / cuda, row["torch_fp32_tflops"],
+                      row["torch_tf32_tflops"], cuda_error, tensor_error, theirs[product])
     emit_comparison("tensor_cores", results, "cuda")
 
 
