@@ -462,14 +462,14 @@ inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const in
 #if MMA
 // On NVIDIA's tensor cores (compute capability 8.0 on; float only), through inline PTX, since
 // OpenCL has no API for them: mma.sync.m16n8k8 on TF32 operands, which keep 10 of float's 23
-// mantissa bits. 3xTF32 makes up float's accuracy, as CUTLASS's "fast fp32" does: x = big +
-// small, each TF32 (big is x cut to its top bits, small the rest rounded to TF32, so that x is
-// kept to within half a unit of float's last bit; mma would cut small, 4 times that, and
-// test_dense_gelu_accuracy saw it), and a b ~ a_small b_big + a_big b_small + a_big b_big. The tensor cores' own sums lose
-// precision as they grow (into one accumulator, the error grew with K: 3.9e-5 of the largest
-// output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to acc in
-// ordinary float (9.4e-7). benchmarks/tensor_cores.py measured this form against the CUDA-core
-// tiles and plain TF32 on an H100 (RESULTS.md, 2026-11-24).
+// mantissa bits. 3xTF32 makes up most of float's accuracy, as CUTLASS's "fast fp32" does: x = big
+// + small, each TF32 (big is x cut to its top 11 significant bits, small the rest rounded to
+// TF32; x is kept to within 2^-22 |x|, where float's rounding is 2^-24 and mma's own cutting of
+// small would be 2^-21), and a b ~ a_small b_big + a_big b_small + a_big b_big. The tensor cores'
+// own sums lose bits as they grow (into one accumulator the error grew with K: 3.9e-5 of the
+// largest output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to
+// acc in ordinary float (7.5e-7). Against the CUDA-core tiles on an H100: 1.04-1.41x as fast at
+// the tiny GPT's sizes, and more accurate (benchmarks/tensor_cores.py; RESULTS.md, 2026-11-24).
 inline void split_tf32(const TYPE x, uint *big, uint *small)
 {
     *big = as_uint(x) & 0xffffe000u;
