@@ -64,9 +64,11 @@ def numpy_rates(rows, n_in, units):
             "input_grad": flops / seconds(lambda: dz @ w.T) / 1e9}
 
 
-def torch_rates(rows, n_in, units, device):
+def torch_rates(rows, n_in, units, device, tf32=False):
+    """torch.mm's GFLOP/s for the three products; fp32 as fp32 (the comparison clnet makes)
+    unless `tf32` allows CUDA's TF32 products."""
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as fp32: the comparison clnet makes
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     x, w, dz = (torch.rand(s, device=device) for s in ((rows, n_in), (n_in, units), (rows, units)))
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     flops = 2.0 * rows * n_in * units

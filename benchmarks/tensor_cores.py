@@ -18,16 +18,16 @@ import argparse
 
 import numpy as np
 
-from .common import Table, emit_comparison, have_torch, seconds
-from .gemm import KERNELS, parse_sizes, product_rates
+from .common import Table, emit_comparison, have_torch
+from .gemm import KERNELS, parse_sizes, product_rates, torch_rates
 
 FORMS = {"cuda_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16},
          "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}}
 
 
-def clnet_products(tiles, x, w, dz, repeats=10):
+def clnet_products(tiles, x, w, dz, exact, repeats=10):
     """{product: (TFLOP/s, error)} of a linear Dense with these tiles, weights w, input x and
-    output gradient dz."""
+    output gradient dz; `exact`: the products in float64."""
     import clnet
     from clnet.cl.parameters import ParameterStore
     from clnet.layers import Dense
@@ -45,36 +45,16 @@ def clnet_products(tiles, x, w, dz, repeats=10):
     z = layer.forward(x_t, rows).numpy()
     dx = layer.backward(dz_t, rows, True).numpy()
     got = {"forward": z, "weight_grad": layer.gradients()[0], "input_grad": dx}
-    return {key: (rates[key] / 1e3, error(got[key], exact(key, x, w, dz))) for key in KERNELS}
+    return {key: (rates[key] / 1e3, error(got[key], exact[key])) for key in KERNELS}
 
 
-def exact(product, x, w, dz):
-    x, w, dz = (a.astype(np.float64) for a in (x, w, dz))
-    return {"forward": lambda: x @ w, "weight_grad": lambda: x.T @ dz, "input_grad": lambda: dz @ w.T}[product]()
+def products(x, w, dz) -> dict:
+    """The three products, as numpy computes them in the operands' float type."""
+    return {"forward": x @ w, "weight_grad": x.T @ dz, "input_grad": dz @ w.T}
 
 
 def error(got, want) -> float:
     return float(np.abs(got - want).max() / np.abs(want).max())
-
-
-def numpy_errors(x, w, dz):
-    return {"forward": error(x @ w, exact("forward", x, w, dz)),
-            "weight_grad": error(x.T @ dz, exact("weight_grad", x, w, dz)),
-            "input_grad": error(dz @ w.T, exact("input_grad", x, w, dz))}
-
-
-def torch_rates(x, w, dz, tf32: bool):
-    """torch.mm's TFLOP/s on CUDA for the three products, in fp32 or with TF32 allowed."""
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    xt, wt, dzt = (torch.from_numpy(a).cuda() for a in (x, w, dz))
-    flops = 2.0 * x.shape[0] * x.shape[1] * w.shape[1]
-    sync = torch.cuda.synchronize
-    rates = {"forward": flops / seconds(lambda: torch.mm(xt, wt), sync) / 1e12,
-             "weight_grad": flops / seconds(lambda: torch.mm(xt.t(), dzt), sync) / 1e12,
-             "input_grad": flops / seconds(lambda: torch.mm(dzt, wt.t()), sync) / 1e12}
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return rates
 
 
 def main(argv=None):
@@ -98,15 +78,17 @@ def main(argv=None):
     for rows, n_in, units in parse_sizes(args.sizes):
         rng = np.random.default_rng(0)
         x, w, dz = (rng.standard_normal(s, np.float32) for s in ((rows, n_in), (n_in, units), (rows, units)))
-        ours = {name: clnet_products(tiles, x, w, dz) for name, tiles in FORMS.items()}
-        fp32, tf32 = (torch_rates(x, w, dz, allowed) if have_torch() else {} for allowed in (False, True))
-        theirs = numpy_errors(x, w, dz)
+        exact = products(*(a.astype(np.float64) for a in (x, w, dz)))
+        ours = {name: clnet_products(tiles, x, w, dz, exact) for name, tiles in FORMS.items()}
+        fp32, tf32 = (torch_rates(rows, n_in, units, "cuda", tf32=allowed) if have_torch() else {}
+                      for allowed in (False, True))
+        theirs = {key: error(c, exact[key]) for key, c in products(x, w, dz).items()}
         for product in KERNELS:
             (cuda, cuda_error), (tensor, tensor_error) = ours["cuda_cores"][product], ours["tensor_cores"][product]
             row = {"size": [rows, n_in, units], "product": product, "cuda_cores_tflops": round(cuda, 2),
                    "tensor_cores_tflops": round(tensor, 2), "tensor_over_cuda": round(tensor / cuda, 3),
-                   "torch_fp32_tflops": round(fp32[product], 2) if fp32 else None,
-                   "torch_tf32_tflops": round(tf32[product], 2) if tf32 else None,
+                   "torch_fp32_tflops": round(fp32[product] / 1e3, 2) if fp32 else None,
+                   "torch_tf32_tflops": round(tf32[product] / 1e3, 2) if tf32 else None,
                    "cuda_cores_error": cuda_error, "tensor_cores_error": tensor_error,
                    "numpy_float32_error": theirs[product]}
             results.append(row)
