@@ -49,13 +49,18 @@ def tensor_core_form(rt, dtype) -> bool:
     """Whether dense.cl's tensor-core form (MMA: 3xTF32 on NVIDIA's tensor cores) is a candidate
     here: float32 on an NVIDIA GPU of compute capability 8.0 or later, unless CLNET_TENSOR_CORES=0
     (its products keep 22 of each operand's 24 significant bits; see dense.cl)."""
-    return np.dtype(dtype) == np.float32 and rt.info.tensor_cores and os.environ.get("CLNET_TENSOR_CORES") != "0"
+    return tensor_cores_can_run(rt, dtype) and os.environ.get("CLNET_TENSOR_CORES") != "0"
+
+
+def tensor_cores_can_run(rt, dtype) -> bool:
+    """Whether the tensor-core form can run here at all: float32 on NVIDIA's TF32 tensor cores."""
+    return np.dtype(dtype) == np.float32 and rt.info.tensor_cores
 
 
 def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
     """A ValueError naming `owner` where fixed `tiles` ask for the tensor-core form here and it
     cannot run (NVIDIA's compiler alone takes its inline PTX)."""
-    if isinstance(tiles, dict) and tiles.get("MMA") and not (np.dtype(dtype) == np.float32 and rt.info.tensor_cores):
+    if isinstance(tiles, dict) and tiles.get("MMA") and not tensor_cores_can_run(rt, dtype):
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the tensor-core form (MMA), which needs float32 on an "
                          f"NVIDIA GPU of compute capability 8.0 or later; the device is {rt.info.name!r} and "
                          f"floatx is {np.dtype(dtype).name}")
