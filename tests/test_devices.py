@@ -6,6 +6,8 @@ import subprocess
 import sys
 from importlib import metadata
 
+import numpy as np
+import pyopencl as cl
 import pytest
 
 import clnet
@@ -64,6 +66,7 @@ def test_default_is_the_first_gpu_else_the_fastest_cpu_runtime(monkeypatch, tmp_
     monkeypatch.setattr(probe, "step_seconds", lambda info: 1 / 0)
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path / "other"))
     assert cl_device.choose() == pocl30  # all inf: the first
+    assert "0: cannot run our kernels, 1: cannot run our kernels" in cl_device.reason
     gpu = fake(3, "NVIDIA H100", "NVIDIA CUDA", "OpenCL 3.0 CUDA", kind="GPU")
     monkeypatch.setattr(cl_device, "devices", lambda: [pocl30, intel, gpu])
     assert cl_device.choose() == gpu and cl_device.reason == "the first GPU"
@@ -124,3 +127,60 @@ def test_intel_runtime_is_listed_only_when_installed_and_not_switched_off(intel,
         assert listed and "Intel's CPU runtime: registered" in out
     assert "PoCL" in out, "pip's PoCL stays visible next to Intel's runtime"
     assert "chosen: CLNET_DEVICE: 0" in out
+
+
+def test_a_compiler_that_does_not_know_the_cpu_is_a_device_error(rt, monkeypatch):
+    """pip's PoCL 3.0 (LLVM 14) refuses every build on CPUs newer than its LLVM, AMD's Zen 5 for
+    one: one DeviceError that says so and names the runtimes to install, not a BuildError per
+    kernel variant ending in 'none of the dense kernel variants builds'."""
+    from clnet.cl import runtime
+    from clnet.layers.dense import usable_candidates
+
+    class Refused:
+        def __init__(self, context, text):
+            pass
+
+        def build(self, options):
+            raise cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE\n\nerror: unknown target CPU "
+                                  "'generic'\nDevice pthread-AMD EPYC failed to build the program")
+
+    monkeypatch.setattr(runtime.Runtime, "_cached_binary", lambda self, text, flags: None)
+    monkeypatch.setattr(runtime.cl, "Program", Refused)
+    expected = (r"cannot compile OpenCL kernels for this CPU: its compiler does not know the processor "
+                r".*pip install 'clnet\[intel\]'.*apt install pocl-opencl-icd")
+    with pytest.raises(clnet.DeviceError, match=expected):
+        usable_candidates(runtime.Runtime(rt.info), np.float32)
+    with pytest.raises(clnet.DeviceError, match=expected):  # so the probe never chooses it
+        probe.step_seconds(rt.info)
+
+
+PIP_POCL_ALONE = """
+import pyopencl as cl
+import clnet
+from clnet.cl import probe
+(device,) = clnet.devices()
+assert device.platform == "Portable Computing Language", device
+try:
+    cl.Program(cl.Context([device.cl_device]), "__kernel void k(__global float *a) { a[0] = 1; }").build()
+    knows = True
+except cl.RuntimeError as error:
+    assert "unknown target CPU" in str(error), error
+    knows = False
+try:
+    seconds = probe.step_seconds(clnet.runtime().info)
+    print("trained" if knows else "UNEXPECTED", seconds)
+except clnet.DeviceError as error:
+    print("refused" if not knows else "UNEXPECTED", error)
+"""
+
+
+def test_pips_pocl_alone_trains_or_says_why_it_cannot(tmp_path):
+    """With nothing but pip's PoCL: where its compiler builds a kernel at all, a training step runs;
+    where it knows no target for this CPU (Zen 5 and pip's PoCL 3.0), the DeviceError says so."""
+    env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path), "CLNET_INTEL": "0", "CLNET_DEVICE": "",
+           "CLNET_QUIET": "1"}
+    out = subprocess.run([sys.executable, "-c", PIP_POCL_ALONE], capture_output=True, text=True, env=env, check=True,
+                         timeout=600).stdout
+    assert out.startswith(("trained", "refused")), out
+    if out.startswith("refused"):
+        assert "cannot compile OpenCL kernels for this CPU" in out and "clnet[intel]" in out

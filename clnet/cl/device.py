@@ -136,7 +136,8 @@ def _default(available: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
         return available[0], "the only device"
     from .probe import SIZE, fastest
     chosen, seconds = fastest(available)
-    times = ", ".join(f"{d.index}: {seconds[d.index] * 1e3:.2f} ms" for d in available)
+    times = ", ".join(f"{d.index}: {seconds[d.index] * 1e3:.2f} ms" if seconds[d.index] < float("inf")
+                      else f"{d.index}: cannot run our kernels" for d in available)
     return chosen, (f"the fastest CPU runtime: one {'x'.join(map(str, SIZE))} dense training step takes "
                     f"{times} (measured once, kept in devices.json of the cache dir)")
 

@@ -29,6 +29,21 @@ class BuildError(RuntimeError):
     """An OpenCL program did not compile; the message holds the compiler's log."""
 
 
+# What a CPU runtime's compiler says when its LLVM does not know the processor: pip's PoCL 3.0
+# (LLVM 14, 2022) falls back to the target 'generic', which its own front end then refuses, on
+# AMD's Zen 5 (family 1Ah) for one, so that no kernel at all builds (seen 2026-11-24).
+UNKNOWN_CPU = "unknown target CPU"
+
+
+def unknown_cpu_message(info: DeviceInfo) -> str:
+    return (f"{info.describe()} cannot compile OpenCL kernels for this CPU: its compiler does not know the "
+            f"processor ({UNKNOWN_CPU!r} on every build; pip's PoCL 3.0 has LLVM 14, from 2022, which "
+            "predates e.g. AMD's Zen 5). Install a CPU runtime that knows it and clnet chooses it: "
+            "pip install 'clnet[intel]' (Intel's runtime, x86-64 Linux, under Intel's EULA) or the "
+            "system's PoCL (Debian and Ubuntu: apt install pocl-opencl-icd); "
+            "'python -m clnet devices' lists what clnet finds")
+
+
 class Runtime:
     """One device, its context and in-order queues, and everything built for it."""
 
@@ -100,6 +115,8 @@ class Runtime:
         try:
             program = cl.Program(self.context, text).build(options=flags)
         except cl.RuntimeError as error:
+            if UNKNOWN_CPU in str(error):
+                raise DeviceError(unknown_cpu_message(self.info)) from None
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} failed:\n{error}") from None
         if not program.get_info(cl.program_info.NUM_KERNELS):
