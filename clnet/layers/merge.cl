@@ -1,15 +1,19 @@
 // Merge layers (Add, Multiply, Concatenate). The graph engine uses the same kernels to sum the
 // gradients of a tensor read by several layers (Sum) and to split a multi-input batch (CopyBlock).
 
-// out = a + b over `total` elements, four per work-item; out may be a or b.
-__kernel void Sum(__global const TYPE *a, __global const TYPE *b, __global TYPE *out, const int total)
+// out = a + b over `total` elements, four per work-item; out may be a or b. vec_type_hint: Intel's
+// CPU compiler otherwise vectorizes across work-items (see recurrent.cl); the tiny GPT's
+// gradient sums took 3.1 ms over 4 steps on a 2-core Zen 5, 1.1 with it.
+__kernel __attribute__((vec_type_hint(TYPE4)))
+void Sum(__global const TYPE *a, __global const TYPE *b, __global TYPE *out, const int total)
 {
     const int i = get_global_id(0) * 4;
     D4ToArray(out, ToVect4(a, i, total) + ToVect4(b, i, total), i, total);
 }
 
 // out = a * b over `total` elements; a product of n inputs, or its gradient, is a chain of these.
-__kernel void Product(__global const TYPE *a, __global const TYPE *b, __global TYPE *out, const int total)
+__kernel __attribute__((vec_type_hint(TYPE4)))
+void Product(__global const TYPE *a, __global const TYPE *b, __global TYPE *out, const int total)
 {
     const int i = get_global_id(0) * 4;
     D4ToArray(out, ToVect4(a, i, total) * ToVect4(b, i, total), i, total);

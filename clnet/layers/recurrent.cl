@@ -76,19 +76,25 @@ HELPER TYPE SumLanes(VEC v)
 #endif
 }
 
+// vec_type_hint(VEC) on the products over all steps: Intel's CPU compiler otherwise vectorizes
+// across work-items a kernel already written in VW-wide vectors, and on a 2-core Zen 5 ran these
+// three at 4-45 GFLOP/s (LSTM(128) over 64 steps, batch 64: 31.7 ms a training step, 15.4 with
+// the hint, on Debian's PoCL 16-19 either way; benchmarks/RESULTS.md, 2026-11-24).
+
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
 // steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
 // past the rows' blocks copy U transposed, RM rows by VW columns each, for the backward steps
 // (StepOutputGradients): U changes only between training steps, and a launch of its own would
 // cost more than the copy.
-__kernel void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps, n_in)
-                                        __global const TYPE *weights,    // W, (n_in, cols)
-                                        __global const TYPE *bias,       // (cols,), read when use_bias
-                                        __global TYPE *pre,              // (rows, steps, cols)
-                                        __global const TYPE *recurrent,  // U, (units, cols)
-                                        __global TYPE *transposed,       // U^T, (cols, units)
-                                        const int total, const int cols, const int n_in, const int steps,
-                                        const int reverse, const int use_bias, const int units)
+__kernel __attribute__((vec_type_hint(VEC)))
+void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps, n_in)
+                               __global const TYPE *weights,    // W, (n_in, cols)
+                               __global const TYPE *bias,       // (cols,), read when use_bias
+                               __global TYPE *pre,              // (rows, steps, cols)
+                               __global const TYPE *recurrent,  // U, (units, cols)
+                               __global TYPE *transposed,       // U^T, (cols, units)
+                               const int total, const int cols, const int n_in, const int steps,
+                               const int reverse, const int use_bias, const int units)
 {
     const int c = get_global_id(0) * VW, r0 = get_global_id(1) * RM, blocks = (total + RM - 1) / RM;
     if (c >= cols)
@@ -338,14 +344,15 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 // each walking 4096 (row, step) pairs, took 1.9 ms of an H100's 3.5 ms training step), so its
 // form cuts the batch rows into `split_rows` chunks, get_global_id(2), each summing into its own
 // slice of a scratch buffer, split_stride apart, that SumRecurrentSplits adds up.
-__kernel void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
-                                        __global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
-                                        __global TYPE *weights_gr,    // (n, cols), from weights_offset
-                                        __global TYPE *bias_gr,       // written when with_bias
-                                        const int rows, const int steps, const int cols, const int n,
-                                        const int mode, const int with_bias, const int bias_offset,
-                                        const int stride, const int weights_offset, const int split_rows,
-                                        const int split_stride)
+__kernel __attribute__((vec_type_hint(VEC)))
+void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
+                               __global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
+                               __global TYPE *weights_gr,    // (n, cols), from weights_offset
+                               __global TYPE *bias_gr,       // written when with_bias
+                               const int rows, const int steps, const int cols, const int n,
+                               const int mode, const int with_bias, const int bias_offset,
+                               const int stride, const int weights_offset, const int split_rows,
+                               const int split_stride)
 {
     const int c = get_global_id(0) * 2 * VW, k0 = get_global_id(1) * RM;
     if (c >= cols)
@@ -428,11 +435,12 @@ __kernel void SumRecurrentSplits(__global const TYPE *splits,     // (splits, n_
 
 // dL/dx = delta W^T, written to the input time step each processing row read: RM input features
 // of one processing row per work-item, each a dot product of rows along the columns.
-__kernel void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
-                                               __global const TYPE *weights, // W, (n_in, cols)
-                                               __global TYPE *input_gr,      // (rows, steps, n_in)
-                                               const int cols, const int n_in, const int steps, const int reverse,
-                                               const int stride)
+__kernel __attribute__((vec_type_hint(VEC)))
+void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
+                                      __global const TYPE *weights, // W, (n_in, cols)
+                                      __global TYPE *input_gr,      // (rows, steps, n_in)
+                                      const int cols, const int n_in, const int steps, const int reverse,
+                                      const int stride)
 {
     const int d0 = get_global_id(0) * RM, r = get_global_id(1);
     if (d0 >= n_in)
