@@ -10,6 +10,7 @@ import pytest
 
 import clnet
 from clnet.layers import GRU, LSTM, Dense, Flatten, Input, Layer, SimpleRNN
+from clnet.layers import recurrent as recurrent_layers
 from reference import ACTIVATIONS, built, device, layer_alone, numeric_gradients, recurrent
 from test_gradients import build, check_model
 
@@ -72,6 +73,17 @@ def test_blocks_of_units_and_rows_match_numpy(rt, kind, units, rows, sequences, 
     layer = layer_alone(KINDS[kind](units, return_sequences=sequences, go_backwards=backwards, whole_sequence=whole),
                         (5, 6), rows, np.float32)
     compare_with_numpy(layer, kind, 5, rows, seed=units)
+
+
+@pytest.mark.parametrize("width", [8, 16])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_step_form_in_both_cpu_widths(rt, kind, width, monkeypatch):
+    """The step form's vector width VW, 8 (AVX2) or 16 floats (AVX-512; step_width), whichever
+    this CPU has: 40 units, five whole blocks of 8 or two of 16 and half of one."""
+    monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: width)
+    layer = layer_alone(KINDS[kind](40, return_sequences=True, whole_sequence=False), (5, 6), 11, np.float32)
+    assert layer.vw == width
+    compare_with_numpy(layer, kind, 5, 11, seed=40)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -49,6 +49,14 @@ class DeviceInfo:
     def describe(self) -> str:
         return f"{self.name} [{self.runtime}, driver {self.driver}]"
 
+    def vector_bytes(self, itemsize: int) -> int:
+        """A CPU's SIMD register in bytes: 64 with AVX-512, else 32. PoCL 3.1 names its LLVM target
+        in the device name (PoCL 3.0 and Intel's runtime do not); each reports a native vector
+        width, 16 floats on AVX-512."""
+        device = self.cl_device
+        native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
+        return 64 if "avx512" in self.name.lower() or native * itemsize >= 64 else 32
+
     @property
     def tensor_cores(self) -> bool:
         """Whether this is an NVIDIA GPU whose tensor cores take TF32 (compute capability 8.0 or

@@ -36,9 +36,7 @@ def tile_candidates(rt, dtype) -> list[dict]:
         return blocked + tiled + [{"VW": 4, "TILE": 128, "WPT": 8, "TK": tk, "MMA": 1}
                                   for tk in (16, 32) if tensor_core_form(rt, dtype)]
     itemsize = np.dtype(dtype).itemsize
-    device = rt.info.cl_device
-    native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
-    register_bytes = 64 if "avx512" in rt.info.name.lower() or native * itemsize >= 64 else 32
+    register_bytes = rt.info.vector_bytes(itemsize)
     lanes = register_bytes // itemsize
     widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "WG": wg}  # the first: CLNET_TUNE=0

@@ -70,8 +70,12 @@ HELPER TYPE SumLanes(VEC v)
     return v.s0 + v.s1;
 #elif VW == 4
     return (v.s0 + v.s1) + (v.s2 + v.s3);
-#else  // 8
+#elif VW == 8
     const TYPE4 t = v.lo + v.hi;
+    return (t.s0 + t.s1) + (t.s2 + t.s3);
+#else  // 16
+    const TYPE8 e = v.lo + v.hi;
+    const TYPE4 t = e.lo + e.hi;
     return (t.s0 + t.s1) + (t.s2 + t.s3);
 #endif
 }

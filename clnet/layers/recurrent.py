@@ -27,11 +27,19 @@ from ..cl.tensor import Tensor
 from .base import Layer, check_weights
 
 
-# The products over all steps compute blocks of VW columns (a float8: one AVX2 register; a double8:
-# two) by RM rows per work-item. A step kernel's work-item sums VW units of one gate (forward) or
-# of dL/dh (backward) for RB or BB batch rows (see recurrent.cl): 8 accumulators, which with the
-# loads of U and h fill AVX2's 16 registers.
-VW, RM, RB, BB = 8, 4, 8, 8
+# The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
+# A step kernel's work-item sums VW units of one gate (forward) or of dL/dh (backward) for RB or
+# backward_rows(VW) batch rows (see recurrent.cl): 8 accumulators, which with the loads of U and h
+# fill AVX2's 16 registers.
+RM, RB = 4, 8
+
+
+def backward_rows(vw: int) -> int:
+    """BB, the backward step's batch rows per work-item: 64 floats of accumulators. With 16-float
+    vectors, 4 rows where 8 would be 8 registers: on a 2-core Zen 5 (LSTM(128), 64 steps, batch 64)
+    Debian's PoCL 3.1 took 104 ms of backward steps over 16 training steps with 8 rows, 73 with 4;
+    Intel's runtime 38 and 48."""
+    return 64 // vw
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
 # an H100 for LSTM(128), 64 steps, batch 64, ms per training step: one row per work-group 1.30,
@@ -42,6 +50,14 @@ SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
 # CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
 MAX_SPLITS = 64
+
+
+def step_width(rt, dtype) -> int:
+    """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one.
+    On a 2-core Zen 5, LSTM(128) over 64 steps at batch 64 took 7.8 ms of kernels a training step
+    with 16 floats, 14.0 with 8 on Intel's runtime (12.9 against 15.3 on Debian's PoCL 3.1;
+    benchmarks/RESULTS.md, 2026-11-24)."""
+    return 16 if np.dtype(dtype) == np.float32 and rt.info.vector_bytes(4) == 64 else 8
 
 
 def _blocks(n: int, size: int) -> int:
@@ -142,13 +158,13 @@ class _Recurrent(Layer):
         else:  # the input product always reads a bias and the weight gradient kernels write one
             self._no_bias = Tensor.zeros((self.cols,), self.dtype, self.rt)
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
-        self.vw = SEQ_VW if self.whole_sequence else VW
+        self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "GATES": self.gates,
-                                                        "RB": RB, "BB": BB, "SEQ_ROWS": SEQ_ROWS,
+                                                        "RB": RB, "BB": backward_rows(self.vw), "SEQ_ROWS": SEQ_ROWS,
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
@@ -272,8 +288,8 @@ class _Recurrent(Layer):
         """The step form's (global, local) sizes: forward, a work-group of `gates` work-items per
         (VW units, RB batch rows); backward, a work-item per (VW units, BB rows)."""
         if backward:
-            return (_blocks(self.units, VW), _blocks(rows, BB)), None
-        return (self.gates * _blocks(self.units, VW), _blocks(rows, RB)), (self.gates, 1)
+            return (_blocks(self.units, self.vw), _blocks(rows, backward_rows(self.vw))), None
+        return (self.gates * _blocks(self.units, self.vw), _blocks(rows, RB)), (self.gates, 1)
 
     def _sequence_size(self, rows: int) -> tuple:
         """The sequence form's (global, local) sizes: a work-group per SEQ_ROWS batch rows, a
