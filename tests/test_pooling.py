@@ -33,8 +33,9 @@ CASES = [((1, 1, 1), 1, None, "valid"), ((1, 1, 3), 2, None, "same"), ((7, 6, 3)
          ((8, 8, 1), 2, 1, "valid"), ((26, 26, 7), 2, None, "valid"),
          # more channels, overlapping windows and cells, with y^T checked below
          ((7, 6, 8), (3, 2), (2, 1), "same"), ((9, 7, 12), 2, None, "same"),
-         # channels a multiple of 8 (on a vector's lanes in FeedForwardPool): two runs of 8
-         ((7, 5, 16), 2, None, "same")]
+         # channels a multiple of 8 (on a vector's lanes in FeedForwardPool and, where windows
+         # do not overlap, in CalcHiddenGradientPoolCells): two runs of 8, three
+         ((7, 5, 16), 2, None, "same"), ((8, 7, 24), 3, None, "valid")]
 
 
 @pytest.mark.parametrize("shape,pool,strides,padding", CASES)

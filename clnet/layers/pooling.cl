@@ -110,11 +110,20 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
 // image's edge for the last), writes its gradient into it (at the maximum, or its share to each
 // pixel of an average's window) and zeros elsewhere, so every input element is written once and
 // none has to search the windows around it. One work-item per output (dimension 0: channel, 1:
-// output position), as FeedForwardPool.
-__kernel void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
-                                          __global const int *argmax,      // from FeedForwardPool
-                                          __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
-                                          GEOMETRY, const int use_max)
+// output position), as FeedForwardPool, and as there eight channels at a time where channels is
+// a multiple of 8. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
+// (see recurrent.cl); with channels one at a time, scattered over a lane per output, the CNN's
+// two pooling layers' gradients took 13.7 ms over 4 steps on a 2-core Zen 5 (PoCL 2.6).
+#ifdef CLNET_FP64
+#define MASK8(m) convert_long8(m)  // select() on double8 takes a long8 mask
+#else
+#define MASK8(m) (m)
+#endif
+__kernel __attribute__((vec_type_hint(TYPE8)))
+void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
+                                 __global const int *argmax,      // from FeedForwardPool
+                                 __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
+                                 GEOMETRY, const int use_max)
 {
     const int m = get_global_id(0);
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
@@ -126,16 +135,23 @@ __kernel void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL
     const __global TYPE *g = output_gr + (long)m * channels;
     const __global int *at = argmax + (long)m * channels;
     __global TYPE *image = input_gr + (long)row * height * width * channels;
+    const int lanes = channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
     for (int y = cy0; y < cy1; y++)
         for (int x = cx0; x < cx1; x++) {
             const int here = y * width + x;
             const int inside = y >= y0 && y < y1 && x >= x0 && x < x1;
             __global TYPE *out = image + (long)here * channels;
+            for (int c = 0; c < lanes; c += 8) {
+                const TYPE8 gv = *(const __global TYPE8 *)(g + c);
+                *(__global TYPE8 *)(out + c) =
+                    use_max ? select((TYPE8)(0), gv, MASK8(*(const __global int8 *)(at + c) == (int8)(here)))
+                            : inside ? gv / count : (TYPE8)(0);
+            }
             if (use_max)
-                for (int c = 0; c < channels; c++)
+                for (int c = lanes; c < channels; c++)
                     out[c] = at[c] == here ? g[c] : 0;
             else
-                for (int c = 0; c < channels; c++)
+                for (int c = lanes; c < channels; c++)
                     out[c] = inside ? g[c] / count : 0;
         }
 }
