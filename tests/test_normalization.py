@@ -9,6 +9,7 @@ import pytest
 
 import clnet
 from clnet.layers import BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization, layer_normalization
+from clnet.layers import batch_normalization
 from reference import (batch_norm_backward, built, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
                        layer_norm_backward)
 from test_gradients import build, check_model
@@ -23,9 +24,15 @@ def statistics(rng, channels):
             rng.random(channels) + 0.5)
 
 
+@pytest.mark.parametrize("gpu_groups", [False, True], ids=["cpu-groups", "gpu-groups"])
 @pytest.mark.parametrize("rows", [1, 5, 33])
 @pytest.mark.parametrize("shape,axis", SHAPES)
-def test_batch_norm_kernels_match_numpy(rt, shape, axis, rows):
+def test_batch_norm_kernels_match_numpy(rt, shape, axis, rows, gpu_groups, monkeypatch):
+    """Both launch geometries on any device: a CPU's (a work-item per channel) and a GPU's
+    (lanes per channel, reduced in local memory)."""
+    chosen = batch_normalization.work_groups
+    monkeypatch.setattr(batch_normalization, "work_groups",
+                        lambda channels, inner, local, gpu: chosen(channels, inner, local, gpu_groups))
     rng = np.random.default_rng(1)
     f32 = np.float32
     layer = layer_alone(BatchNormalization(axis=axis, momentum=0.9), shape, rows, f32)
