@@ -10,6 +10,15 @@ os.environ.setdefault("CLNET_QUIET", "1")
 import clnet  # noqa: E402
 
 
+def pytest_sessionstart(session):
+    """Where the device the tests would run on cannot compile kernels for this CPU (pip's PoCL 3.0
+    alone on AMD's Zen 5), one message that says so and what to install, not a failure per test."""
+    try:
+        clnet.runtime().program(("layers/merge.cl",), np.float32)
+    except clnet.DeviceError as error:
+        pytest.exit(f"the tests need an OpenCL device that compiles kernels: {error}", returncode=3)
+
+
 # Prints the indices of the devices whose compiler builds a kernel (pip's PoCL 3.0 is listed on
 # AMD's Zen 5 but builds nothing there).
 USABLE_DEVICES = """
