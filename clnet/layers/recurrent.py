@@ -32,14 +32,6 @@ from .base import Layer, check_weights
 # backward_rows(VW) batch rows (see recurrent.cl): 8 accumulators, which with the loads of U and h
 # fill AVX2's 16 registers.
 RM, RB = 4, 8
-
-
-def backward_rows(vw: int) -> int:
-    """BB, the backward step's batch rows per work-item: 64 floats of accumulators. With 16-float
-    vectors, 4 rows where 8 would be 8 registers: on a 2-core Zen 5 (LSTM(128), 64 steps, batch 64)
-    Debian's PoCL 3.1 took 104 ms of backward steps over 16 training steps with 8 rows, 73 with 4;
-    Intel's runtime 38 and 48."""
-    return 64 // vw
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
 # an H100 for LSTM(128), 64 steps, batch 64, ms per training step: one row per work-group 1.30,
@@ -58,6 +50,14 @@ def step_width(rt, dtype) -> int:
     with 16 floats, 14.0 with 8 on Intel's runtime (12.9 against 15.3 on Debian's PoCL 3.1;
     benchmarks/RESULTS.md, 2026-11-24)."""
     return 16 if np.dtype(dtype) == np.float32 and rt.info.vector_bytes(4) == 64 else 8
+
+
+def backward_rows(vw: int) -> int:
+    """BB, the backward step's batch rows per work-item: 64 floats of accumulators. With 16-float
+    vectors, 4 rows where 8 would be 8 registers: on a 2-core Zen 5 (LSTM(128), 64 steps, batch 64)
+    Debian's PoCL 3.1 took 104 ms of backward steps over 16 training steps with 8 rows, 73 with 4;
+    Intel's runtime 38 and 48."""
+    return 64 // vw
 
 
 def _blocks(n: int, size: int) -> int:
