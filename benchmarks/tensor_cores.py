@@ -2,8 +2,9 @@
 
     python -m benchmarks.tensor_cores [--sizes 8192x256x256,8192x256x1024,8192x1024x256,4096] [--device N]
 
-For each rows x n_in x units, a linear Dense layer in two fixed forms of the same 128-square
-tiles: the CUDA cores' and the tensor cores' (dense.cl's MMA form, 3xTF32), each product timed
+For each rows x n_in x units, a linear Dense layer in fixed forms of the same 128-square tiles:
+the CUDA cores', the tensor cores' (dense.cl's MMA form, 3xTF32) and, on Hopper (compute
+capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), each product timed
 from OpenCL profiling events (median of single products); torch.mm on CUDA in fp32 and in TF32
 (allow_tf32, one TF32 product: what PyTorch offers for speed). The error of each clnet product
 is max |C - C64| / max |C64| for standard normal operands, C64 the product in float64, beside
@@ -22,7 +23,8 @@ from .common import Table, emit_comparison, have_torch
 from .gemm import KERNELS, parse_sizes, product_rates, torch_rates
 
 FORMS = {"cuda_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16},
-         "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}}
+         "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1},
+         "warpgroup": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1}}  # Hopper only
 
 
 def clnet_products(tiles, x, w, dz, exact, repeats=10):
@@ -70,30 +72,36 @@ def main(argv=None):
     if not rt.info.tensor_cores:
         raise SystemExit(f"benchmarks.tensor_cores needs an NVIDIA GPU of compute capability 8.0 or later; "
                          f"clnet's device is {rt.info.name!r} (choose one with --device)")
-    table = Table([("rows x n_in x units", "<20"), ("product", "<13"), ("cuda", ">7.1f"), ("tensor", ">8.1f"),
-                   ("ratio", ">7.2f"), ("torch", ">7.1f"), ("tf32", ">7.1f"), ("  err cuda", ">11.1e"),
-                   ("tensor", ">9.1e"), ("numpy", ">9.1e")],
-                  "   TFLOP/s: clnet on CUDA / tensor cores, torch.mm fp32 / TF32; errors")
+    forms = [name for name in FORMS if name != "warpgroup" or rt.info.warpgroup_products]
+    columns = {"cuda_cores": "cuda", "tensor_cores": "mma", "warpgroup": "wgmma"}
+    table = Table([("rows x n_in x units", "<20"), ("product", "<13")]
+                  + [(columns[name], ">7.1f") for name in forms]
+                  + [("torch", ">7.1f"), ("tf32", ">7.1f")]
+                  + [(f"err {columns[name]}", ">10.1e") for name in forms] + [("numpy", ">9.1e")],
+                  f"   TFLOP/s: clnet's {', '.join(columns[name] for name in forms)} forms, torch.mm fp32 / TF32; "
+                  "errors")
     results = []
     for rows, n_in, units in parse_sizes(args.sizes):
         rng = np.random.default_rng(0)
         x, w, dz = (rng.standard_normal(s, np.float32) for s in ((rows, n_in), (n_in, units), (rows, units)))
         exact = products(*(a.astype(np.float64) for a in (x, w, dz)))
-        ours = {name: clnet_products(tiles, x, w, dz, exact) for name, tiles in FORMS.items()}
+        ours = {name: clnet_products(FORMS[name], x, w, dz, exact) for name in forms}
         fp32, tf32 = (torch_rates(rows, n_in, units, "cuda", tf32=allowed) if have_torch() else {}
                       for allowed in (False, True))
         theirs = {key: error(c, exact[key]) for key, c in products(x, w, dz).items()}
         for product in KERNELS:
-            (cuda, cuda_error), (tensor, tensor_error) = ours["cuda_cores"][product], ours["tensor_cores"][product]
-            row = {"size": [rows, n_in, units], "product": product, "cuda_cores_tflops": round(cuda, 2),
-                   "tensor_cores_tflops": round(tensor, 2), "tensor_over_cuda": round(tensor / cuda, 3),
+            cuda = ours["cuda_cores"][product][0]
+            row = {"size": [rows, n_in, units], "product": product,
+                   **{f"{name}_tflops": round(ours[name][product][0], 2) for name in forms},
+                   **{f"{name}_over_cuda": round(ours[name][product][0] / cuda, 3) for name in forms[1:]},
                    "torch_fp32_tflops": round(fp32[product] / 1e3, 2) if fp32 else None,
                    "torch_tf32_tflops": round(tf32[product] / 1e3, 2) if tf32 else None,
-                   "cuda_cores_error": cuda_error, "tensor_cores_error": tensor_error,
+                   **{f"{name}_error": ours[name][product][1] for name in forms},
                    "numpy_float32_error": theirs[product]}
             results.append(row)
-            table.row(f"{rows}x{n_in}x{units}", product, cuda, tensor, tensor / cuda, row["torch_fp32_tflops"],
-                      row["torch_tf32_tflops"], cuda_error, tensor_error, theirs[product])
+            table.row(f"{rows}x{n_in}x{units}", product, *(ours[name][product][0] for name in forms),
+                      row["torch_fp32_tflops"], row["torch_tf32_tflops"],
+                      *(ours[name][product][1] for name in forms), theirs[product])
     emit_comparison("tensor_cores", results, "cuda")
 
 

@@ -7,8 +7,8 @@ from clnet import activations, losses
 from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
-from clnet.layers import Activation, Conv2D, Dense
-from clnet.layers.dense import usable_candidates
+from clnet.layers import Activation, Conv2D, Dense, MultiHeadAttention
+from clnet.layers.dense import on_tensor_cores, usable_candidates
 from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
@@ -133,35 +133,47 @@ def lrelu_layer_matches_numpy(rt, rng, x, dy, tiles, z_error=None):
     close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
-# dense.cl's tensor-core form: 3xTF32 on NVIDIA's tensor cores (compute capability 8.0 on).
+# dense.cl's tensor-core forms: 3xTF32 on NVIDIA's tensor cores, with mma.sync (MMA, compute
+# capability 8.0 on) or Hopper's wgmma (WGMMA, 9.0).
 MMA_TILES = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}
+WGMMA_TILES = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1}
+TENSOR_CORE_FORMS = {"mma": MMA_TILES, "wgmma": WGMMA_TILES}
 
 
-@pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
-                                                (64, 32, 48, 16)])
-def test_tensor_core_form(rt, rng, rows, n_in, units, tk):
-    """The MMA form's three products (with y^T, the bias and the derivative) against float64 at
-    sizes of several blocks with partial edges, a depth with a partial slice, split-K (1037 rows
-    of a 3 x 5 layer) and whole aligned slices; and float32's accuracy: the forward's error as
-    a fraction of the largest |z| stays near numpy's float32 product's (about 5e-7), where a
-    single TF32 product gives ~3e-4 and 3xTF32 summed on the tensor cores alone ~8e-6 at this
-    depth of 1000."""
+def skip_unless_form_runs(rt, form: str) -> None:
     if not rt.info.tensor_cores:
-        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+        pytest.skip(f"the tensor-core forms run on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    if form == "wgmma" and not rt.info.warpgroup_products:
+        pytest.skip(f"the WGMMA form runs on NVIDIA GPUs of compute capability 9.0, not {rt.info.name!r}")
+
+
+@pytest.mark.parametrize("form", TENSOR_CORE_FORMS)
+@pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
+                                                (64, 32, 48, 16), (129, 17, 300, 16)])
+def test_tensor_core_form(rt, rng, rows, n_in, units, tk, form):
+    """Each tensor-core form's three products (with y^T, the bias and the derivative) against
+    float64 at sizes of several blocks with partial edges, a depth with a partial slice (and 17
+    inputs by 300 units, edges that WGMMA's transposed forward and weight gradient meet the
+    other way round), split-K (1037 rows of a 3 x 5 layer) and whole aligned slices; and
+    float32's accuracy: the forward's error as a fraction of the largest |z| stays near numpy's
+    float32 product's (about 5e-7), where a single TF32 product gives ~3e-4 and 3xTF32 summed on
+    the tensor cores alone ~8e-6 at this depth of 1000."""
+    skip_unless_form_runs(rt, form)
     x = rng.normal(size=(rows, n_in)).astype(F32)
     dy = rng.normal(size=(rows, units)).astype(F32)
-    lrelu_layer_matches_numpy(rt, rng, x, dy, {**MMA_TILES, "TK": tk}, z_error=2e-6)
+    tk = 16 if form == "wgmma" else tk  # WGMMA slices are 16 deep
+    lrelu_layer_matches_numpy(rt, rng, x, dy, {**TENSOR_CORE_FORMS[form], "TK": tk}, z_error=2e-6)
 
 
-def test_tensor_core_form_keeps_22_bits(rt):
+@pytest.mark.parametrize("form", TENSOR_CORE_FORMS)
+def test_tensor_core_form_keeps_22_bits(rt, form):
     """z = x times a weight of 1: x = big + small, both TF32 (11 significant bits each, small
     rounded), so z is x to within 2^-22 |x|; float keeps 24 bits, and cutting small (as mma would)
     gives 2^-21."""
-    if not rt.info.tensor_cores:
-        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    skip_unless_form_runs(rt, form)
     x = np.concatenate([np.linspace(-12, 12, 24001), np.geomspace(1e-8, 12, 2000)]).astype(F32)
     store = ParameterStore(rt, F32)
-    layer = Dense(1, name="d", tiles=MMA_TILES)
+    layer = Dense(1, name="d", tiles=TENSOR_CORE_FORMS[form])
     layer.build((1,), store, np.random.default_rng(0))
     store.allocate()
     layer.allocate(len(x))
@@ -184,6 +196,21 @@ def test_tensor_core_form_refused_where_it_cannot_run(rt, rng):
         Conv2D(2, 3, name="c", tiles=MMA_TILES)
     with pytest.raises(ValueError, match=r"Conv2D 'c'.*tensor-core form \(MMA\)"):
         Conv2D(2, 3, name="c", tiles=({"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, MMA_TILES, MMA_TILES))
+
+
+def test_warpgroup_form_refused_where_it_cannot_run(rt, rng):
+    """Fixed tiles asking for the WGMMA form off a Hopper GPU (or in float64) are a ValueError
+    naming the layer and compute capability 9.0; a convolution and MultiHeadAttention refuse it
+    everywhere."""
+    with pytest.raises(ValueError, match=r"Dense 'd'.*\(WGMMA\).*compute capability 9\.0.*float64"):
+        dense_layer(rt, rng, 3, 4, "relu", np.float64, 2, tiles=WGMMA_TILES)
+    if not rt.info.warpgroup_products:
+        with pytest.raises(ValueError, match=r"Dense 'd'.*\(WGMMA\).*compute capability 9\.0"):
+            dense_layer(rt, rng, 3, 4, "relu", F32, 2, tiles=WGMMA_TILES)
+    with pytest.raises(ValueError, match=r"Conv2D 'c'.*tensor-core form \(WGMMA\)"):
+        Conv2D(2, 3, name="c", tiles=WGMMA_TILES)
+    with pytest.raises(ValueError, match=r"MultiHeadAttention 'a'.*\(WGMMA\) is Dense's alone"):
+        MultiHeadAttention(2, 4, name="a", tiles=WGMMA_TILES)
 
 
 @pytest.mark.parametrize("form", ["blocks", "tiles"])
@@ -247,7 +274,7 @@ def test_dense_gelu_accuracy(rt, dtype):
     rows = len(x)
     store = ParameterStore(rt, dtype)
     # Not the tensor-core form, which keeps 22 of x's 24 bits (test_tensor_core_form_keeps_22_bits).
-    tiles = next(t for t in usable_candidates(rt, dtype) if not t.get("MMA"))
+    tiles = next(t for t in usable_candidates(rt, dtype) if not on_tensor_cores(t))
     layer = Dense(1, "gelu", name="d", tiles=tiles)
     layer.build((1,), store, np.random.default_rng(0))
     store.allocate()

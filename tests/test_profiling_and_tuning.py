@@ -90,7 +90,7 @@ def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
         # Each setting comes from a candidate of the same family (same vector width or tile, and
         # form: the tensor cores' or not).
         family = [c for c in candidates if c["VW"] == chosen["VW"] and c.get("TILE") == chosen.get("TILE")
-                  and c.get("MMA") == chosen.get("MMA")]
+                  and c.get("MMA") == chosen.get("MMA") and c.get("WGMMA") == chosen.get("WGMMA")]
         assert family and set(chosen) == set(family[0])
         for key, value in chosen.items():
             assert value in {c[key] for c in family}

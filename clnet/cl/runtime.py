@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import warnings
 from importlib import resources
@@ -23,6 +24,8 @@ EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 
 ROW_GROUP = 64  # see Runtime.row_group
+# dense.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._hopper_program).
+HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
 
 
 class BuildError(RuntimeError):
@@ -122,8 +125,23 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
+        if HOPPER_OPEN.encode() in program.binaries[0]:
+            program = self._hopper_program(program, flags, sources)
         self._store_binary(text, flags, program)
         return program
+
+    def _hopper_program(self, program: cl.Program, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
+        """The program rebuilt from its PTX with the instructions that HOPPER() hid uncovered, for
+        sm_90a. NVIDIA's OpenCL compiler writes `.target sm_90`, on which ptxas refuses Hopper's
+        wgmma and its fences (sm_90a only), and takes no option for the target; its program
+        binaries are PTX text, which clCreateProgramWithBinary takes back."""
+        ptx = program.binaries[0].replace(HOPPER_OPEN.encode(), b"").replace(HOPPER_CLOSE.encode(), b"")
+        ptx = re.sub(rb"^(\s*\.target\s+)sm_90\b", rb"\1sm_90a", ptx, count=1, flags=re.M)
+        try:
+            return cl.Program(self.context, [self.device], [ptx]).build(options=flags)
+        except cl.Error as error:
+            raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r} "
+                             f"as sm_90a PTX (the wgmma form) failed:\n{error}") from None
 
     # Compiled programs are kept in $CLNET_CACHE_DIR/programs, keyed by everything that shapes
     # the binary, so a second process skips the compiler (seconds on PoCL for the dense kernels).

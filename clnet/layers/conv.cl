@@ -31,7 +31,9 @@
 // two operands staged in local memory; the operand that was the patch matrix is gathered from
 // the image (or from dL/dy) as each slice is fetched (each kernel's FETCH_A and FETCH_B in
 // TILED_LOOP), four elements at a time: one aligned TYPE4 where they are one tap's contiguous
-// channels (channels a multiple of 4), else element by element.
+// channels (channels a multiple of 4), else element by element, and staged as fetched
+// (TILED_LOOP's PREPARE_SLICES does nothing).
+#define PREPARE_SLICES(k0)
 // A slice fetched along k gives a work-item the same columns (depths) in each of its LOADS runs,
 // so where those columns read is worked out once per slice, not once per run.
 #if ITEMS % (TK / 4)

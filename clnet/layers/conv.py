@@ -15,7 +15,8 @@ from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights
-from .dense import Dense, kernel_defines, matrix_tiles, program_defines, split_k, stores_pre, tile_candidates
+from .dense import (Dense, kernel_defines, matrix_tiles, on_tensor_cores, program_defines, split_k, stores_pre,
+                    tile_candidates)
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
@@ -38,10 +39,12 @@ class _Conv(Layer):
         if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
             raise ValueError(f"{kind} {name!r}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
                              f"gradient, input gradient), got {tiles!r}")
-        if any(isinstance(t, dict) and t.get("MMA") for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
-            raise ValueError(f"{kind} {name!r}: the tensor-core form (MMA) is Dense's and MultiHeadAttention's, "
-                             f"not a convolution's (conv.cl's gathers and epilogues take the CUDA-core tiles' "
-                             f"layout), got tiles {tiles!r}")
+        for form in ("MMA", "WGMMA"):
+            if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
+                raise ValueError(f"{kind} {name!r}: the tensor-core form ({form}) is Dense's"
+                                 f"{' and MultiHeadAttention' if form == 'MMA' else ''}'s, not a convolution's "
+                                 f"(conv.cl's gathers and epilogues take the CUDA-core tiles' layout), got tiles "
+                                 f"{tiles!r}")
         self.fixed_tiles = tiles
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
@@ -344,7 +347,7 @@ def weight_block_rows(depth: int) -> int:
 
 def tiled_candidates(rt, dtype) -> list[dict]:
     """The tuner's candidates of the tiled form (not the tensor-core form: see _Conv)."""
-    return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles and not tiles.get("MMA")]
+    return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles and not on_tensor_cores(tiles)]
 
 
 def conv_tiles(rt, dtype, layer: _Conv, batch: int) -> tuple[dict, dict, dict]:

@@ -341,7 +341,40 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 #ifndef MMA
 #define MMA 0
 #endif
-#if !MMA
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+#if WGMMA
+// WGMMA: Hopper's warpgroup products (see slice_product below). Each of the two warpgroups (128
+// work-items) computes 64 rows of the block by all its 128 columns with wgmma.m64n128k8: warp w of
+// a warpgroup holds its rows 16w .. + 16, and a lane, of those, rows g and g + 8 by columns 8j + 2t
+// and 8j + 2t + 1 for j < 16 (g = lane / 4, t = lane % 4): acc[h][2j + e] is row g + 8h, column
+// 8j + 2t + e.
+#if TILE != 128 || WPT != 8 || TK != 16
+#error "the warpgroup form (WGMMA) computes 128 x 128 blocks, 16 deep a slice, with 256 work-items"
+#endif
+#define LOCAL_INDEX (get_local_id(1) * SIDE + get_local_id(0))
+#define ACC_ROWS 2
+#define ACC_COLS 32
+#define ROW_OWN(i) (LOCAL_INDEX / 128 * 64 + LOCAL_INDEX / 32 % 4 * 16 + LOCAL_INDEX % 32 / 4 + (i) * 8)
+#define COL_OWN(j) ((j) / 2 * 8 + LOCAL_INDEX % 4 * 2 + (j) % 2)
+#define ROW_RUN 1
+#define COL_RUN 2
+// A's slice, k rows of TILE: unpadded, for two stages of both operands fill NVIDIA OpenCL's 48 KiB
+// of local memory exactly; instead, row k's columns are swizzled by k % 4 (whole runs of 8, so a
+// TYPE4 stays whole), which puts a fragment's 32 reads (columns g + const, depths t + const) in
+// 32 different banks, and staging along k (neighbouring work-items, neighbouring rows) as well.
+#define LT TILE
+#define STAGED(k, m) ((k) * TILE + ((m) ^ (k) % 4 * 8))
+// Along k, neighbouring work-items fetch neighbouring rows (a TYPE4 of 4 depths each), so that
+// staging B's 16-byte rows (and A's columns) hits distinct banks.
+#define K_RUN_ROW(e) ((e) % TILE)
+#define K_RUN_DEPTH(e) ((e) / TILE * 4)
+// wgmma takes float operands from local memory K-major only (B[n][k], k contiguous): the forward
+// and the weight gradient, whose B (W, delta) is contiguous along n, compute their results'
+// transposes, W^T x^T and delta^T x, whose B operands, x and x^T, are contiguous along k.
+#define TRANSPOSED_PRODUCTS 1
+#elif !MMA
 // The block's row (column) that a work-item's accumulator acc[i][j] belongs to; the rows (columns)
 // a work-item owns come in runs of ROW_RUN (COL_RUN) that are contiguous in the block.
 #define ROW_OWN(i) OWN(get_local_id(1), i)
@@ -369,6 +402,17 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 // 32 different banks.
 #define LT (TILE + 8)
 #endif
+#ifndef ACC_ROWS
+#define ACC_ROWS WPT
+#define ACC_COLS WPT
+#endif
+#ifndef STAGED
+#define STAGED(k, m) ((k) * LT + (m))
+// Along k, neighbouring work-items read neighbouring TYPE4s.
+#define K_RUN_ROW(e) ((e) / (TK / 4))
+#define K_RUN_DEPTH(e) ((e) % (TK / 4) * 4)
+#define TRANSPOSED_PRODUCTS 0
+#endif
 
 // An operand P[m][k] (M x K) is contiguous along k (P[m * ld + k], ALONG_K) or along m
 // (P[k * ld + m], ALONG_M); the kernels pass these as constants, so each product compiles to
@@ -384,9 +428,9 @@ inline void fetch(const __global TYPE *P, const int ld, const int along_k, const
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
         const int e = lid + l * ITEMS;
-        // Neighbouring work-items read neighbouring TYPE4s.
-        const int m = m0 + (along_k ? e / (TK / 4) : e % (TILE / 4) * 4);
-        const int k = k0 + (along_k ? e % (TK / 4) * 4 : e / (TILE / 4));
+        // Along m, neighbouring work-items read neighbouring TYPE4s; along k, see K_RUN_ROW.
+        const int m = m0 + (along_k ? K_RUN_ROW(e) : e % (TILE / 4) * 4);
+        const int k = k0 + (along_k ? K_RUN_DEPTH(e) : e / (TILE / 4));
         const __global TYPE *p = along_k ? P + m * ld + k : P + k * ld + m;
         // The run is p[0..3]: along k if along_k, else along m.
         const int run = along_k ? K - k : M - m, other = along_k ? m < M : k < K;
@@ -406,13 +450,13 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
     for (int l = 0; l < LOADS; l++) {
         const int e = lid + l * ITEMS;
         if (along_k) {
-            const int m = e / (TK / 4), k = e % (TK / 4) * 4;
-            L[k * LT + m] = r[l].s0;
-            L[(k + 1) * LT + m] = r[l].s1;
-            L[(k + 2) * LT + m] = r[l].s2;
-            L[(k + 3) * LT + m] = r[l].s3;
+            const int m = K_RUN_ROW(e), k = K_RUN_DEPTH(e);
+            L[STAGED(k, m)] = r[l].s0;
+            L[STAGED(k + 1, m)] = r[l].s1;
+            L[STAGED(k + 2, m)] = r[l].s2;
+            L[STAGED(k + 3, m)] = r[l].s3;
         } else {
-            L4[e / (TILE / 4) * (LT / 4) + e % (TILE / 4)] = r[l];
+            L4[STAGED(e / (TILE / 4), e % (TILE / 4) * 4) / 4] = r[l];
         }
     }
 }
@@ -432,19 +476,24 @@ typedef struct {
     TYPE4 sums[LOADS];                   // this work-item's column sums of delta so far
 } DeltaSource;
 
-inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const int n0, const int k0,
-                        const int K, const int lid, TYPE4 r[LOADS])
+// Two steps, so that the loads of the first are on their way while a slice is multiplied: fetch
+// dL/dy into r, and y and z, into registers; make_delta() then forms delta from them, before the
+// slice is staged.
+inline void fetch_delta(const __global TYPE *output_gr, const DeltaSource *d, const int n0, const int k0,
+                        const int K, const int lid, TYPE4 r[LOADS], TYPE4 y[LOADS], TYPE4 z[LOADS])
 {
     fetch(output_gr, d->units, ALONG_M, n0, k0, d->units, K, lid, r);
-    TYPE4 y[LOADS], z[LOADS];
     if (d->apply_derivative) {
         fetch(d->outputs, d->units, ALONG_M, n0, k0, d->units, K, lid, y);
-        if (STORE_PRE)
+        if (STORE_PRE)  // else z was not stored: the derivative follows from y (see STORE_PRE)
             fetch(d->pre, d->units, ALONG_M, n0, k0, d->units, K, lid, z);
-        else  // z was not stored: the derivative follows from y, and `pre` is y (see STORE_PRE)
-            for (int l = 0; l < LOADS; l++)
-                z[l] = y[l];
     }
+}
+
+inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, const int lid, TYPE4 r[LOADS],
+                       const TYPE4 y[LOADS], const TYPE4 z_stored[LOADS])
+{
+    const TYPE4 *z = STORE_PRE ? z_stored : y;
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
         if (d->apply_derivative)
@@ -459,7 +508,7 @@ inline void fetch_delta(const __global TYPE *output_gr, DeltaSource *d, const in
 
 // acc += the product of the staged slices, As[k][m] and Bs[k][n], for this work-item's WPT x WPT
 // outputs (conv.cl's implicit products stage theirs with the same put()).
-#if MMA
+#if MMA || WGMMA
 // On NVIDIA's tensor cores (compute capability 8.0 on; float only), through inline PTX, since
 // OpenCL has no API for them: mma.sync.m16n8k8 on TF32 operands, which keep 10 of float's 23
 // mantissa bits. 3xTF32 makes up most of float's accuracy, as CUTLASS's "fast fp32" does: x = big
@@ -475,6 +524,165 @@ inline void split_tf32(const TYPE x, uint *big, uint *small)
     *big = as_uint(x) & 0xffffe000u;
     *small = (as_uint(x - as_float(*big)) + 0x1000u) & 0xffffe000u;  // rounded to TF32 (half away from 0)
 }
+#endif
+
+#if WGMMA
+// Hopper's wgmma (compute capability 9.0): a warpgroup's asynchronous product, its A operand
+// (64 x 8 of TF32) from registers and its B (8 x 128) from local memory, read by the tensor cores
+// themselves: on an H100, 3xTF32 ran 4096^3 at 75 TFLOP/s where the MMA form, which feeds every
+// operand through registers, ran 53 (benchmarks/RESULTS.md, 2026-11-24). While a slice's wgmmas
+// run, the work-items stage the next slice, fetched a slice earlier, into the other half of local
+// memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
+// B's two TF32 halves are staged side by side: big as x itself, since wgmma reads only a TF32's
+// top 19 bits (cutting, as big does), and small.
+// PTX ISA: wgmma is an sm_90a instruction, and NVIDIA's OpenCL compiler writes `.target sm_90`,
+// where ptxas refuses it. HOPPER() hides an instruction in a PTX comment, which the runtime
+// (Runtime._build) uncovers in the compiled PTX and rebuilds for sm_90a.
+#define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
+#define STAGE4 (TK * TILE / 4)  // TYPE4s of one operand's staged slice
+
+// The TF32 small half of each element (split_tf32's).
+inline TYPE4 small_tf32(const TYPE4 x)
+{
+    const uint4 big = as_uint4(x) & (uint4)0xffffe000u;
+    return as_float4((as_uint4(x - as_float4(big)) + (uint4)0x1000u) & (uint4)0xffffe000u);
+}
+
+// Stage A's slice as As[k][m] (put) and B's as wgmma reads it, K-major "core matrices" of 8 rows
+// (n) by 16 bytes (4 depths): depths 4q .. 4q + 3 of row n at TYPE4 q * TILE + n, big then small
+// STAGE4 TYPE4s on. Neighbouring work-items hold neighbouring rows (K_RUN_ROW): 16-byte stores
+// to consecutive addresses.
+inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOADS], __local TYPE4 *As,
+                  __local TYPE4 *Bs, const int lid)
+{
+    put(ra, a_along_k, As, lid);
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int e = lid + l * ITEMS, at = K_RUN_DEPTH(e) / 4 * TILE + K_RUN_ROW(e);
+        Bs[at] = rb[l];
+        Bs[STAGE4 + at] = small_tf32(rb[l]);
+    }
+}
+
+// The work-item's A fragments of the staged slice, split into TF32 halves: a[h][half] holds, of
+// depths 8h .. 8h + 7, (row g, depth t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of its warp's 16
+// rows, as wgmma takes A from registers.
+inline void load_fragments(__local const TYPE4 *As4, uint a[TK / 8][2][4])
+{
+    __local const TYPE *As = (__local const TYPE *)As4;
+    const int row = ROW_OWN(0), t = LOCAL_INDEX % 4;
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            split_tf32(As[STAGED(h * 8 + t + 4 * (r / 2), row + 8 * (r % 2))], &a[h][0][r], &a[h][1][r]);
+}
+
+// wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
+// core matrices 2048 bytes apart along k (TILE rows of 16 bytes) and 128 apart along n (8 rows).
+inline ulong descriptor(const uint at)
+{
+    return (ulong)((at >> 4) & 0x3FFF) | (ulong)((TILE * 16) >> 4) << 16 | (ulong)(128 >> 4) << 32;
+}
+
+// d (64 x 128, as ROW_OWN and COL_OWN lay it out, 4 to each 8 columns) = a (64 x 8) times the
+// slice that `b` describes, plus d unless `accumulate` is 0.
+#define WGMMA_TF32(d, a, b, accumulate)                                                               \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
+                 HOPPER("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "                       \
+                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
+                        "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,"   \
+                        "%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,"   \
+                        "%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;") " }"       \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),    \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),    \
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),    \
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),    \
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),    \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),    \
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),    \
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate) : "memory")
+
+// Start this slice's 3xTF32 product into d, summed from 0 (B's stage at Bs: big, then small).
+inline void start_slice(const uint a[TK / 8][2][4], __local const TYPE4 *Bs, TYPE d[TILE / 2])
+{
+    const uint big = (uint)(ulong)Bs, small = big + STAGE4 * 16;  // addresses in local memory
+    asm volatile(HOPPER("wgmma.fence.sync.aligned;") ::: "memory");
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++) {
+        const uint depth = h * 2 * TILE * 16;  // bytes: core matrices 2h and 2h + 1 along k
+        WGMMA_TF32(d, a[h][1], descriptor(big + depth), h > 0);
+        WGMMA_TF32(d, a[h][0], descriptor(small + depth), 1);
+        WGMMA_TF32(d, a[h][0], descriptor(big + depth), 1);
+    }
+    asm volatile(HOPPER("wgmma.commit_group.sync.aligned;") ::: "memory");
+}
+
+// Wait for the slice's wgmmas (until then they own d and a: the empty asm keeps the compiler
+// from touching either earlier) and add d to acc in float.
+inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_ROWS][ACC_COLS])
+{
+    asm volatile(HOPPER("wgmma.wait_group.sync.aligned 0;") ::: "memory");
+    #pragma unroll
+    for (int i = 0; i < TILE / 2; i++)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            asm volatile("" : "+r"(a[h][0][r]), "+r"(a[h][1][r]) :: "memory");
+    #pragma unroll
+    for (int j = 0; j < TILE / 8; j++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            acc[r / 2][2 * j + r % 2] += d[4 * j + r];
+}
+
+// Stores to local memory made visible to the tensor cores' reads (the async proxy), then a barrier.
+#define STAGED_BARRIER()                                                     \
+    asm volatile(HOPPER("fence.proxy.async.shared::cta;") ::: "memory");     \
+    barrier(CLK_LOCAL_MEM_FENCE)
+
+// The K loop (TILED_LOOP's contract; B is fetched along k, b_along_k ignored): As holds two
+// stages of A's slice, Bs two of B's (big and small each).
+#define TILED_LOOP(first, end, a_along_k, b_along_k)                                           \
+    FETCH_A(first);                                                                            \
+    FETCH_B(first);                                                                            \
+    PREPARE_SLICES(first);                                                                     \
+    stage(ra, a_along_k, rb, As, Bs, lid);                                                     \
+    if ((first) + TK < (end)) {                                                                \
+        FETCH_A((first) + TK);                                                                 \
+        FETCH_B((first) + TK);                                                                 \
+    }                                                                                          \
+    STAGED_BARRIER();                                                                          \
+    for (int k0 = (first), st = 0; k0 < (end); k0 += TK, st ^= 1) {                            \
+        uint a[TK / 8][2][4];                                                                  \
+        TYPE d[TILE / 2];                                                                      \
+        load_fragments(As + st * STAGE4, a);                                                   \
+        start_slice(a, Bs + st * 2 * STAGE4, d);                                               \
+        if (k0 + TK < (end)) {                                                                 \
+            PREPARE_SLICES(k0 + TK);                                                           \
+            stage(ra, a_along_k, rb, As + (st ^ 1) * STAGE4, Bs + (st ^ 1) * 2 * STAGE4, lid); \
+        }                                                                                      \
+        if (k0 + 2 * TK < (end)) {                                                             \
+            FETCH_A(k0 + 2 * TK);                                                              \
+            FETCH_B(k0 + 2 * TK);                                                              \
+        }                                                                                      \
+        finish_slice(a, d, acc);                                                               \
+        STAGED_BARRIER();                                                                      \
+    }
+
+#define TILED_BEGIN                                                      \
+    __local TYPE4 As[2 * STAGE4], Bs[4 * STAGE4];  /* 48 KiB */           \
+    TYPE acc[ACC_ROWS][ACC_COLS];                                        \
+    for (int i = 0; i < ACC_ROWS; i++)                                   \
+        for (int j = 0; j < ACC_COLS; j++)                               \
+            acc[i][j] = 0;
+#elif MMA
 
 // c (a 16 x 8 accumulator fragment) += a (16 x 8) b (8 x 8), fragments as PTX's m16n8k8 lays them out.
 #define MMA_TF32(c, a, b)                                                                       \
@@ -544,16 +752,19 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
 }
 #endif
 
+#if !WGMMA
 // The K loop of every tiled product, over depths [first, end) (first a multiple of TK): stage
 // the slices held in ra and rb as As and Bs, and fetch the next ones while these are multiplied
 // into acc. The caller declares ra, rb, As, Bs, lid and acc, and defines FETCH_A(k0) and
 // FETCH_B(k0), which fill ra and rb with this work-item's share of the slices at depth k0, laid
-// out along k or along m as fetch() lays them out (the same element per work-item). A macro, so
-// that conv.cl's implicit products, which gather their slices from an image, run this same loop.
+// out along k or along m as fetch() lays them out (the same element per work-item), and
+// PREPARE_SLICES(k0), which finishes what they fetched before it is staged (or nothing). A macro,
+// so that conv.cl's implicit products, which gather their slices from an image, run this same loop.
 #define TILED_LOOP(first, end, a_along_k, b_along_k)             \
     FETCH_A(first);                                              \
     FETCH_B(first);                                              \
     for (int k0 = (first); k0 < (end); k0 += TK) {               \
+        PREPARE_SLICES(k0);                                      \
         put(ra, a_along_k, As, lid);                             \
         put(rb, b_along_k, Bs, lid);                             \
         barrier(CLK_LOCAL_MEM_FENCE);                            \
@@ -565,28 +776,63 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
         barrier(CLK_LOCAL_MEM_FENCE);                            \
     }
 
-// acc += A B for this work-group's block of the M x N result, over k in [k_first, K); A is
-// M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both are
-// "rows times K". k_first is a multiple of TK. With `delta_source`, B is dL/dy, fetched as
-// fetch_delta() makes it (B and b_ld, b_along_k are then not used).
-inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_along_k,
-                          const __global TYPE *B, const int b_ld, const int b_along_k,
-                          const int M, const int N, const int k_first, const int K,
-                          __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[WPT][WPT], DeltaSource *delta_source)
+#define TILED_BEGIN                                             \
+    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];             \
+    TYPE acc[WPT][WPT];                                         \
+    for (int i = 0; i < WPT; i++)                               \
+        for (int j = 0; j < WPT; j++)                           \
+            acc[i][j] = 0;
+#endif
+
+// acc += A B for the block of the M x N result at rows m0.., columns n0.., over k in [k_first, K);
+// A is M x K, B is K x N, given as the K x N operand's transpose B^T[n][k] (N x K), so that both
+// are "rows times K". k_first is a multiple of TK. With `delta_source`, the operand that is dL/dy
+// (B, or A where TRANSPOSED_PRODUCTS turns the weight gradient around) is fetched as
+// fetch_delta() and make_delta() make it (its ld and along are then not used).
+inline void tiled_product_at(const __global TYPE *A, const int a_ld, const int a_along_k,
+                             const __global TYPE *B, const int b_ld, const int b_along_k,
+                             const int M, const int N, const int m0, const int n0, const int k_first, const int K,
+                             __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[ACC_ROWS][ACC_COLS],
+                             DeltaSource *delta_source)
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * SIDE + tx;
-    const int m0 = get_group_id(1) * TILE, n0 = get_group_id(0) * TILE;
-    TYPE4 ra[LOADS], rb[LOADS];
+    TYPE4 ra[LOADS], rb[LOADS], ry[LOADS], rz[LOADS];  // ry, rz: y and z beside dL/dy (fetch_delta)
+#if TRANSPOSED_PRODUCTS
+#define FETCH_A(k0)                                                  \
+    if (delta_source)                                                \
+        fetch_delta(A, delta_source, m0, k0, K, lid, ra, ry, rz);    \
+    else                                                             \
+        fetch(A, a_ld, a_along_k, m0, k0, M, K, lid, ra)
+#define FETCH_B(k0) fetch(B, b_ld, b_along_k, n0, k0, N, K, lid, rb)
+#define PREPARE_SLICES(k0)                                           \
+    if (delta_source)                                                \
+        make_delta(delta_source, m0, k0, K, lid, ra, ry, rz)
+#else
 #define FETCH_A(k0) fetch(A, a_ld, a_along_k, m0, k0, M, K, lid, ra)
 #define FETCH_B(k0)                                                  \
     if (delta_source)                                                \
-        fetch_delta(B, delta_source, n0, k0, K, lid, rb);            \
+        fetch_delta(B, delta_source, n0, k0, K, lid, rb, ry, rz);    \
     else                                                             \
         fetch(B, b_ld, b_along_k, n0, k0, N, K, lid, rb)
+#define PREPARE_SLICES(k0)                                           \
+    if (delta_source)                                                \
+        make_delta(delta_source, n0, k0, K, lid, rb, ry, rz)
+#endif
     TILED_LOOP(k_first, K, a_along_k, b_along_k)
 #undef FETCH_A
 #undef FETCH_B
+#undef PREPARE_SLICES
+}
+
+// tiled_product_at for this work-group's block: rows by its second index, columns by its first.
+inline void tiled_product(const __global TYPE *A, const int a_ld, const int a_along_k,
+                          const __global TYPE *B, const int b_ld, const int b_along_k,
+                          const int M, const int N, const int k_first, const int K,
+                          __local TYPE4 *As, __local TYPE4 *Bs, TYPE acc[ACC_ROWS][ACC_COLS], DeltaSource *delta_source)
+{
+    tiled_product_at(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, get_group_id(1) * TILE, get_group_id(0) * TILE,
+                     k_first, K, As, Bs, acc, delta_source);
 }
 
 // row[start..start+3] = v, those at or past `size` dropped; one TYPE4 store where the run is
@@ -613,44 +859,65 @@ inline void store_run(__global TYPE *row, const TYPE v[4], const int len, const 
                 row[start + e] = v[e];
 }
 
-// Store the work-group's block of the M x N result into C (row-major, rows ldc apart), or with
-// `transposed` its transpose into C (N x M), in runs along C's rows (COL_RUN, or ROW_RUN
+// Store the block at (m_block, n_block) of the M x N result into C (row-major, rows ldc apart),
+// or with `transposed` its transpose into C (N x M), in runs along C's rows (COL_RUN, or ROW_RUN
 // transposed) either way.
-inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[WPT][WPT],
-                        const int transposed)
+inline void store_block_at(__global TYPE *C, const int ldc, const int M, const int N, const int m_block,
+                           const int n_block, TYPE acc[ACC_ROWS][ACC_COLS], const int transposed)
 {
-    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
     TYPE run[4];
-    #pragma unroll
-    for (int i = 0; i < WPT; i++) {  // a row of the block, or a column when transposed
-        if (transposed) {
-            const int n = n_block + COL_OWN(i);
+    if (transposed) {
+        #pragma unroll
+        for (int j = 0; j < ACC_COLS; j++) {  // a column of the block
+            const int n = n_block + COL_OWN(j);
             #pragma unroll
-            for (int q = 0; q < WPT; q += ROW_RUN) {
+            for (int q = 0; q < ACC_ROWS; q += ROW_RUN) {
                 for (int e = 0; e < ROW_RUN; e++)
-                    run[e] = acc[q + e][i];
+                    run[e] = acc[q + e][j];
                 if (n < N)
                     store_run(C + n * ldc, run, ROW_RUN, m_block + ROW_OWN(q), M, ldc % ROW_RUN == 0);
             }
-        } else {
-            const int m = m_block + ROW_OWN(i);
-            #pragma unroll
-            for (int q = 0; q < WPT; q += COL_RUN) {
-                for (int e = 0; e < COL_RUN; e++)
-                    run[e] = acc[i][q + e];
-                if (m < M)
-                    store_run(C + m * ldc, run, COL_RUN, n_block + COL_OWN(q), N, ldc % COL_RUN == 0);
-            }
+        }
+        return;
+    }
+    #pragma unroll
+    for (int i = 0; i < ACC_ROWS; i++) {  // a row of the block
+        const int m = m_block + ROW_OWN(i);
+        #pragma unroll
+        for (int q = 0; q < ACC_COLS; q += COL_RUN) {
+            for (int e = 0; e < COL_RUN; e++)
+                run[e] = acc[i][q + e];
+            if (m < M)
+                store_run(C + m * ldc, run, COL_RUN, n_block + COL_OWN(q), N, ldc % COL_RUN == 0);
         }
     }
 }
 
-#define TILED_BEGIN                                             \
-    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];             \
-    TYPE acc[WPT][WPT];                                         \
-    for (int i = 0; i < WPT; i++)                               \
-        for (int j = 0; j < WPT; j++)                           \
-            acc[i][j] = 0;
+// store_block_at for this work-group's block (tiled_product's).
+inline void store_block(__global TYPE *C, const int ldc, const int M, const int N, TYPE acc[ACC_ROWS][ACC_COLS],
+                        const int transposed)
+{
+    store_block_at(C, ldc, M, N, get_group_id(1) * TILE, get_group_id(0) * TILE, acc, transposed);
+}
+
+// The forward's and the weight gradient's products: acc += A B for the M x N result's block at
+// (m_block, n_block) as tiled_product_at() computes it, or with TRANSPOSED_PRODUCTS (the WGMMA
+// form) its transpose B^T A^T, the block at (n_block, m_block): tiled_product_at() takes its second
+// operand as the transpose, so the two operands just trade places, as they are stored.
+// store_result() stores either into C as the result (or, `transposed`, its transpose).
+#if TRANSPOSED_PRODUCTS
+#define result_product(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, source) \
+    tiled_product_at(B, b_ld, b_along_k, A, a_ld, a_along_k, N, M, n_block, m_block, first, end, As, Bs, acc, source)
+#define store_result(C, ldc, M, N, m_block, n_block, transposed) \
+    store_block_at(C, ldc, N, M, n_block, m_block, acc, !(transposed))
+#define RESULT_COL(i, j) ROW_OWN(i)  // the result's column that acc[i][j] belongs to, within the block
+#else
+#define result_product(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, source) \
+    tiled_product_at(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, As, Bs, acc, source)
+#define store_result(C, ldc, M, N, m_block, n_block, transposed) \
+    store_block_at(C, ldc, M, N, m_block, n_block, acc, transposed)
+#define RESULT_COL(i, j) COL_OWN(j)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
@@ -659,27 +926,26 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
                            const int units_p, const int ld, const TYPE a, const TYPE b)
 {
     TILED_BEGIN
-    tiled_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, 0, n_in, As, Bs, acc, 0);
-    const int n_block = get_group_id(0) * TILE;
+    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    result_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, m_block, n_block, 0, n_in, 0);
     #pragma unroll
-    for (int j = 0; j < WPT; j++) {
-        const int n = n_block + COL_OWN(j);
-        const TYPE bias_n = n < units_p ? bias[n] : 0;
+    for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
-        for (int i = 0; i < WPT; i++)
-            acc[i][j] += bias_n;
-    }
+        for (int j = 0; j < ACC_COLS; j++) {
+            const int n = n_block + RESULT_COL(i, j);
+            acc[i][j] += n < units_p ? bias[n] : 0;
+        }
 #if STORE_PRE
-    store_block(pre, units, rows, units, acc, 0);
+    store_result(pre, units, rows, units, m_block, n_block, 0);
 #endif
     #pragma unroll
-    for (int i = 0; i < WPT; i++)
+    for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
-        for (int j = 0; j < WPT; j++)
+        for (int j = 0; j < ACC_COLS; j++)
             acc[i][j] = ACT_FORWARD(acc[i][j], a, b);
-    store_block(outputs, units, rows, units, acc, 0);
+    store_result(outputs, units, rows, units, m_block, n_block, 0);
     if (ld)
-        store_block(outputs_t, ld, rows, units, acc, 1);
+        store_result(outputs_t, ld, rows, units, m_block, n_block, 1);
 }
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
@@ -702,13 +968,15 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
 {
     TILED_BEGIN
     const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
-    const int first_row_of_blocks = get_group_id(1) == 0;
+    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    const int first_row_of_blocks = m_block == 0;
     DeltaSource source = {outputs, pre, first_row_of_blocks ? delta : 0, units, units_p, apply_derivative, a, b};
     #pragma unroll
     for (int l = 0; l < LOADS; l++)
         source.sums[l] = (TYPE4)(0);
-    tiled_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, first, end, As, Bs, acc, &source);
-    store_block(delta_weights + z_split * n_in * units_p, units_p, n_in, units_p, acc, 0);
+    result_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, m_block, n_block, first, end,
+                   &source);
+    store_result(delta_weights + z_split * n_in * units_p, units_p, n_in, units_p, m_block, n_block, 0);
     if (!first_row_of_blocks)
         return;
     // The bias gradient: the work-items' column sums, added up per run of 4 columns (a run's
@@ -718,7 +986,7 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
     for (int l = 0; l < LOADS; l++)
         Bs[lid + l * ITEMS] = source.sums[l];
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int n = get_group_id(0) * TILE + lid * 4;
+    const int n = n_block + lid * 4;
     if (lid < TILE / 4 && n < units_p) {
         TYPE4 sum = (TYPE4)(0);
         for (int row = 0; row < TK; row++)

@@ -33,8 +33,10 @@ def tile_candidates(rt, dtype) -> list[dict]:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
         tiled = [{"VW": 4, "TILE": tile, "WPT": wpt, "TK": tk}
                  for tile, wpt, tk in ((64, 4, 16), (64, 8, 16), (128, 8, 16), (128, 8, 32))]
-        return blocked + tiled + [{"VW": 4, "TILE": 128, "WPT": 8, "TK": tk, "MMA": 1}
-                                  for tk in (16, 32) if tensor_core_form(rt, dtype)]
+        tensor = [{"VW": 4, "TILE": 128, "WPT": 8, "TK": tk, "MMA": 1} for tk in (16, 32)]
+        if rt.info.warpgroup_products:
+            tensor.append({"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1})
+        return blocked + tiled + (tensor if tensor_core_form(rt, dtype) else [])
     itemsize = np.dtype(dtype).itemsize
     register_bytes = rt.info.vector_bytes(itemsize)
     lanes = register_bytes // itemsize
@@ -44,9 +46,10 @@ def tile_candidates(rt, dtype) -> list[dict]:
 
 
 def tensor_core_form(rt, dtype) -> bool:
-    """Whether dense.cl's tensor-core form (MMA: 3xTF32 on NVIDIA's tensor cores) is a candidate
-    here: float32 on an NVIDIA GPU of compute capability 8.0 or later, unless CLNET_TENSOR_CORES=0
-    (its products keep 22 of each operand's 24 significant bits; see dense.cl)."""
+    """Whether dense.cl's tensor-core forms (MMA: 3xTF32 with mma.sync; WGMMA: with Hopper's wgmma)
+    are candidates here: float32 on an NVIDIA GPU of compute capability 8.0 or later (9.0 for
+    WGMMA), unless CLNET_TENSOR_CORES=0 (their products keep 22 of each operand's 24 significant
+    bits; see dense.cl)."""
     return tensor_cores_can_run(rt, dtype) and os.environ.get("CLNET_TENSOR_CORES") != "0"
 
 
@@ -55,13 +58,24 @@ def tensor_cores_can_run(rt, dtype) -> bool:
     return np.dtype(dtype) == np.float32 and rt.info.tensor_cores
 
 
+def on_tensor_cores(tiles: dict) -> bool:
+    """Whether these tiles are one of the tensor-core forms (MMA or WGMMA)."""
+    return bool(tiles.get("MMA") or tiles.get("WGMMA"))
+
+
 def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
-    """A ValueError naming `owner` where fixed `tiles` ask for the tensor-core form here and it
-    cannot run (NVIDIA's compiler alone takes its inline PTX)."""
-    if isinstance(tiles, dict) and tiles.get("MMA") and not tensor_cores_can_run(rt, dtype):
+    """A ValueError naming `owner` where fixed `tiles` ask for a tensor-core form here and it
+    cannot run (NVIDIA's compiler alone takes its inline PTX, and wgmma is Hopper's alone)."""
+    if not isinstance(tiles, dict):
+        return
+    if tiles.get("MMA") and not tensor_cores_can_run(rt, dtype):
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the tensor-core form (MMA), which needs float32 on an "
                          f"NVIDIA GPU of compute capability 8.0 or later; the device is {rt.info.name!r} and "
                          f"floatx is {np.dtype(dtype).name}")
+    if tiles.get("WGMMA") and not (tensor_cores_can_run(rt, dtype) and rt.info.warpgroup_products):
+        raise ValueError(f"{owner}: tiles {tiles!r} ask for the warpgroup tensor-core form (WGMMA), which needs "
+                         f"float32 on an NVIDIA GPU of compute capability 9.0 (H100, H200); the device is "
+                         f"{rt.info.name!r} and floatx is {np.dtype(dtype).name}")
 
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,

@@ -76,6 +76,10 @@ class MultiHeadAttention(Layer):
         if tiles is not None and tiles is not False and not (isinstance(tiles, dict) and "TILE" in tiles):
             raise ValueError(f"MultiHeadAttention tiles must be None, False or local-memory tiles (a dict with "
                              f"TILE), got {tiles!r}")
+        if isinstance(tiles, dict) and tiles.get("WGMMA"):
+            raise ValueError(f"MultiHeadAttention {self.name!r}: the warpgroup tensor-core form (WGMMA) is Dense's "
+                             f"alone (it takes its B operand contiguous along the depth, which the attention's "
+                             f"products are not all); the MMA form's tiles are taken; got {tiles!r}")
         self.fixed_tiles = tiles
 
     # -- the call --------------------------------------------------------------------------
