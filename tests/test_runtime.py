@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.cl.runtime import Runtime
+from clnet.cl.runtime import BuildError, Runtime, sm90a_ptx
 
 
 def test_devices_are_listed_with_their_capabilities():
@@ -58,6 +58,28 @@ def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):
     monkeypatch.setitem(runtime_module._SOURCE_CACHE, "broken.cl", "__kernel void Broken() { undeclared_name = 1; }")
     with pytest.raises(clnet.BuildError, match=r"(?s)building broken.cl with .*-DTYPE=float.*undeclared_name"):
         rt.program(("broken.cl",), np.float32)
+
+
+def test_sm90a_instructions_are_uncovered_in_the_ptx():
+    """dense.cl's HOPPER() hides an sm_90a instruction in a PTX comment (NVIDIA's OpenCL compiler
+    targets sm_90, where ptxas refuses it); the runtime rebuilds the PTX with it uncovered and
+    the target made sm_90a, and leaves everything else alone."""
+    ptx = (b"//\n.version 9.0\n.target sm_90, texmode_independent\n.address_size 64\n"
+           b"\t{ .reg .pred p; setp.ne.b32 p, %r1, 0; /*SM90A: wgmma.fence.sync.aligned; :SM90A*/ }\n"
+           b"\t/*SM90A: wgmma.commit_group.sync.aligned; :SM90A*/\n// sm_90 in a comment\n")
+    assert sm90a_ptx(ptx) == (b"//\n.version 9.0\n.target sm_90a, texmode_independent\n.address_size 64\n"
+                              b"\t{ .reg .pred p; setp.ne.b32 p, %r1, 0; wgmma.fence.sync.aligned; }\n"
+                              b"\twgmma.commit_group.sync.aligned;\n// sm_90 in a comment\n")
+
+
+def test_a_program_needing_sm90a_that_cannot_get_it_is_refused(rt):
+    """A program built with SM90A=1 (the WGMMA form) whose binary holds no HOPPER() marks (any
+    device but NVIDIA's, whose binaries are PTX) is a BuildError, not kernels that silently skip
+    their hidden instructions."""
+    if rt.info.warpgroup_products:
+        pytest.skip("an NVIDIA Hopper GPU uncovers the marks")
+    with pytest.raises(BuildError, match="HOPPER"):
+        rt.program(("layers/merge.cl",), np.float32, {"SM90A": 1})
 
 
 def test_float64_on_a_device_without_fp64(rt, monkeypatch):

@@ -25,7 +25,9 @@ EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 ROW_GROUP = 64  # see Runtime.row_group
 # dense.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._hopper_program).
+# A program whose kernels need them is built with -DSM90A=1.
 HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
+SM90A = "SM90A"
 
 
 class BuildError(RuntimeError):
@@ -45,6 +47,12 @@ def unknown_cpu_message(info: DeviceInfo) -> str:
             "pip install 'clnet[intel]' (Intel's runtime, x86-64 Linux, under Intel's EULA) or the "
             "system's PoCL (Debian and Ubuntu: apt install pocl-opencl-icd); "
             "'python -m clnet devices' lists what clnet finds")
+
+
+def sm90a_ptx(ptx: bytes) -> bytes:
+    """PTX with HOPPER()'s instructions uncovered and its target sm_90 made sm_90a."""
+    ptx = ptx.replace(HOPPER_OPEN.encode(), b"").replace(HOPPER_CLOSE.encode(), b"")
+    return re.sub(rb"^(\s*\.target\s+)sm_90\b", rb"\1sm_90a", ptx, count=1, flags=re.M)
 
 
 class Runtime:
@@ -127,6 +135,10 @@ class Runtime:
                              f"{self.info.name!r} reported success but produced no kernels")
         if HOPPER_OPEN.encode() in program.binaries[0]:
             program = self._hopper_program(program, flags, sources)
+        elif f"-D{SM90A}=1" in flags:  # else its hidden instructions would silently not run
+            raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r}: the "
+                             "compiled program is not PTX text with HOPPER()'s marks, so its sm_90a instructions "
+                             "cannot be uncovered")
         self._store_binary(text, flags, program)
         return program
 
@@ -135,10 +147,8 @@ class Runtime:
         sm_90a. NVIDIA's OpenCL compiler writes `.target sm_90`, on which ptxas refuses Hopper's
         wgmma and its fences (sm_90a only), and takes no option for the target; its program
         binaries are PTX text, which clCreateProgramWithBinary takes back."""
-        ptx = program.binaries[0].replace(HOPPER_OPEN.encode(), b"").replace(HOPPER_CLOSE.encode(), b"")
-        ptx = re.sub(rb"^(\s*\.target\s+)sm_90\b", rb"\1sm_90a", ptx, count=1, flags=re.M)
         try:
-            return cl.Program(self.context, [self.device], [ptx]).build(options=flags)
+            return cl.Program(self.context, [self.device], [sm90a_ptx(program.binaries[0])]).build(options=flags)
         except cl.Error as error:
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r} "
                              f"as sm_90a PTX (the wgmma form) failed:\n{error}") from None

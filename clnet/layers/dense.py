@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
-from ..cl.runtime import BuildError
+from ..cl.runtime import SM90A, BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights
@@ -101,6 +101,8 @@ def kernel_defines(tiles: dict) -> dict:
     """The program's defines for these tiles; CPU tiles without a kernel's NB and KB leave that
     kernel unblocked."""
     defaults = {"TRANSPOSE_SIDE": TRANSPOSE_SIDE} if "TILE" in tiles else per_kernel(UNBLOCKED)
+    if tiles.get("WGMMA"):
+        defaults[SM90A] = 1  # the runtime must uncover HOPPER()'s instructions (Runtime._hopper_program)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
