@@ -146,7 +146,7 @@ def main(argv=None):
     step_seconds = {name: median(r[0][1:] or r[0]) / per_epoch for name, r in results.items()}
     for name, (_, losses, _, _) in results.items():
         print(f"{name:6} training loss per epoch: " + "  ".join(f"{l:.4f}" for l in losses))
-    print(f"\n| | clnet | PyTorch | clnet / PyTorch |\n| --- | --- | --- | --- |")
+    print("\n| | clnet | PyTorch | clnet / PyTorch |\n| --- | --- | --- | --- |")
     val_ratio = results["clnet"][2] / results["torch"][2]
     time_ratio = step_seconds["clnet"] / step_seconds["torch"]
     print(f"| validation cross-entropy | {results['clnet'][2]:.4f} | {results['torch'][2]:.4f} | {val_ratio:.3f} |")

@@ -11,7 +11,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import losses, optimizers
-from .callbacks import Callback, CallbackList, History
+from .callbacks import CallbackList, History
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore
 from .cl.tensor import Tensor

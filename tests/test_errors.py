@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import Dense, Flatten, Input
+from clnet.layers import Dense, Input
 
 
 @pytest.fixture

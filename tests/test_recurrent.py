@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import GRU, LSTM, Dense, Flatten, Input, Layer, SimpleRNN
+from clnet.layers import GRU, LSTM, Dense, Flatten, Input, SimpleRNN
 from clnet.layers import recurrent as recurrent_layers
 from reference import ACTIVATIONS, built, device, layer_alone, numeric_gradients, recurrent
 from test_gradients import build, check_model
