@@ -61,18 +61,19 @@ class DeviceInfo:
     def tensor_cores(self) -> bool:
         """Whether this is an NVIDIA GPU whose tensor cores take TF32 (compute capability 8.0 or
         later), which dense.cl's MMA form needs."""
-        if self.cl_device.vendor_id != 0x10DE:
-            return False
         return self._compute_capability >= (8, 0)
 
     @property
     def warpgroup_products(self) -> bool:
         """Whether this is an NVIDIA GPU of compute capability 9.0 (Hopper: H100, H200), whose
         wgmma instructions dense.cl's WGMMA form uses (sm_90a only: later GPUs lack them)."""
-        return self.cl_device.vendor_id == 0x10DE and self._compute_capability == (9, 0)
+        return self._compute_capability == (9, 0)
 
     @property
     def _compute_capability(self) -> tuple[int, int]:
+        """An NVIDIA GPU's compute capability; (0, 0) for any other device."""
+        if self.cl_device.vendor_id != 0x10DE:
+            return (0, 0)
         try:
             return (self.cl_device.compute_capability_major_nv, self.cl_device.compute_capability_minor_nv)
         except cl.Error:  # an NVIDIA runtime without cl_nv_device_attribute_query

@@ -24,7 +24,7 @@ EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 
 ROW_GROUP = 64  # see Runtime.row_group
-# dense.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._hopper_program).
+# dense.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._sm90a_program).
 # A program whose kernels need them is built with -DSM90A=1.
 HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
 SM90A = "SM90A"
@@ -133,22 +133,28 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
-        if HOPPER_OPEN.encode() in program.binaries[0]:
-            program = self._hopper_program(program, flags, sources)
+        try:
+            binary = program.binaries[0]
+        except cl.Error:  # a runtime that gives no binaries: nothing to uncover, nothing to cache
+            binary = None
+        if binary is not None and HOPPER_OPEN.encode() in binary:
+            binary = sm90a_ptx(binary)
+            program = self._sm90a_program(binary, flags, sources)
         elif f"-D{SM90A}=1" in flags:  # else its hidden instructions would silently not run
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r}: the "
                              "compiled program is not PTX text with HOPPER()'s marks, so its sm_90a instructions "
                              "cannot be uncovered")
-        self._store_binary(text, flags, program)
+        if binary is not None:
+            self._store_binary(text, flags, binary)
         return program
 
-    def _hopper_program(self, program: cl.Program, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
-        """The program rebuilt from its PTX with the instructions that HOPPER() hid uncovered, for
-        sm_90a. NVIDIA's OpenCL compiler writes `.target sm_90`, on which ptxas refuses Hopper's
-        wgmma and its fences (sm_90a only), and takes no option for the target; its program
-        binaries are PTX text, which clCreateProgramWithBinary takes back."""
+    def _sm90a_program(self, ptx: bytes, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
+        """The program built from PTX that sm90a_ptx() made of its first build's: NVIDIA's OpenCL
+        compiler writes `.target sm_90`, on which ptxas refuses Hopper's wgmma and its fences
+        (sm_90a only), and takes no option for the target; its program binaries are PTX text,
+        which clCreateProgramWithBinary takes back."""
         try:
-            return cl.Program(self.context, [self.device], [sm90a_ptx(program.binaries[0])]).build(options=flags)
+            return cl.Program(self.context, [self.device], [ptx]).build(options=flags)
         except cl.Error as error:
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r} "
                              f"as sm_90a PTX (the wgmma form) failed:\n{error}") from None
@@ -169,10 +175,10 @@ class Runtime:
         except (OSError, cl.Error):  # missing, or unusable: build from source and replace it
             return None
 
-    def _store_binary(self, text: str, flags: list[str], program: cl.Program) -> None:
+    def _store_binary(self, text: str, flags: list[str], binary: bytes) -> None:
         try:
-            write_atomically(self._binary_path(text, flags), program.binaries[0])
-        except (OSError, cl.Error):
+            write_atomically(self._binary_path(text, flags), binary)
+        except OSError:
             pass  # without a cache the next process compiles again; nothing is lost
 
     @property

@@ -39,10 +39,9 @@ class _Conv(Layer):
         if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
             raise ValueError(f"{kind} {name!r}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
                              f"gradient, input gradient), got {tiles!r}")
-        for form in ("MMA", "WGMMA"):
+        for form, owners in (("MMA", "Dense's and MultiHeadAttention's"), ("WGMMA", "Dense's")):
             if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
-                raise ValueError(f"{kind} {name!r}: the tensor-core form ({form}) is Dense's"
-                                 f"{' and MultiHeadAttention' if form == 'MMA' else ''}'s, not a convolution's "
+                raise ValueError(f"{kind} {name!r}: the tensor-core form ({form}) is {owners}, not a convolution's "
                                  f"(conv.cl's gathers and epilogues take the CUDA-core tiles' layout), got tiles "
                                  f"{tiles!r}")
         self.fixed_tiles = tiles

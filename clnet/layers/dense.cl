@@ -519,34 +519,33 @@ inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, 
 // largest output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to
 // acc in ordinary float (7.5e-7). Against the CUDA-core tiles on an H100: 1.04-1.41x as fast at
 // the tiny GPT's sizes, and more accurate (benchmarks/tensor_cores.py; RESULTS.md, 2026-11-24).
+// big and small of x, a float or a vector of them with its bit casts as_u and as_f: small is rounded
+// to TF32 (half away from 0).
+#define TF32_BIG(x, as_u) (as_u(x) & 0xffffe000u)
+#define TF32_SMALL(x, as_u, as_f) ((as_u((x) - as_f(TF32_BIG(x, as_u))) + 0x1000u) & 0xffffe000u)
+
 inline void split_tf32(const TYPE x, uint *big, uint *small)
 {
-    *big = as_uint(x) & 0xffffe000u;
-    *small = (as_uint(x - as_float(*big)) + 0x1000u) & 0xffffe000u;  // rounded to TF32 (half away from 0)
+    *big = TF32_BIG(x, as_uint);
+    *small = TF32_SMALL(x, as_uint, as_float);
 }
 #endif
 
 #if WGMMA
 // Hopper's wgmma (compute capability 9.0): a warpgroup's asynchronous product, its A operand
 // (64 x 8 of TF32) from registers and its B (8 x 128) from local memory, read by the tensor cores
-// themselves: on an H100, 3xTF32 ran 4096^3 at 75 TFLOP/s where the MMA form, which feeds every
-// operand through registers, ran 53 (benchmarks/RESULTS.md, 2026-11-24). While a slice's wgmmas
+// themselves: on an H100 its 4096^3 forward ran at 69 TFLOP/s where the MMA form's, which feeds
+// every operand through registers, ran at 53 (benchmarks/RESULTS.md, 2026-11-24). While a slice's wgmmas
 // run, the work-items stage the next slice, fetched a slice earlier, into the other half of local
 // memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
 // B's two TF32 halves are staged side by side: big as x itself, since wgmma reads only a TF32's
 // top 19 bits (cutting, as big does), and small.
 // PTX ISA: wgmma is an sm_90a instruction, and NVIDIA's OpenCL compiler writes `.target sm_90`,
 // where ptxas refuses it. HOPPER() hides an instruction in a PTX comment, which the runtime
-// (Runtime._build) uncovers in the compiled PTX and rebuilds for sm_90a.
+// (Runtime._sm90a_program, for programs built with SM90A=1) uncovers in the compiled PTX and
+// rebuilds for sm_90a.
 #define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
 #define STAGE4 (TK * TILE / 4)  // TYPE4s of one operand's staged slice
-
-// The TF32 small half of each element (split_tf32's).
-inline TYPE4 small_tf32(const TYPE4 x)
-{
-    const uint4 big = as_uint4(x) & (uint4)0xffffe000u;
-    return as_float4((as_uint4(x - as_float4(big)) + (uint4)0x1000u) & (uint4)0xffffe000u);
-}
 
 // Stage A's slice as As[k][m] (put) and B's as wgmma reads it, K-major "core matrices" of 8 rows
 // (n) by 16 bytes (4 depths): depths 4q .. 4q + 3 of row n at TYPE4 q * TILE + n, big then small
@@ -560,7 +559,7 @@ inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOA
     for (int l = 0; l < LOADS; l++) {
         const int e = lid + l * ITEMS, at = K_RUN_DEPTH(e) / 4 * TILE + K_RUN_ROW(e);
         Bs[at] = rb[l];
-        Bs[STAGE4 + at] = small_tf32(rb[l]);
+        Bs[STAGE4 + at] = as_float4(TF32_SMALL(rb[l], as_uint4, as_float4));
     }
 }
 

@@ -102,7 +102,7 @@ def kernel_defines(tiles: dict) -> dict:
     kernel unblocked."""
     defaults = {"TRANSPOSE_SIDE": TRANSPOSE_SIDE} if "TILE" in tiles else per_kernel(UNBLOCKED)
     if tiles.get("WGMMA"):
-        defaults[SM90A] = 1  # the runtime must uncover HOPPER()'s instructions (Runtime._hopper_program)
+        defaults[SM90A] = 1  # the runtime must uncover HOPPER()'s instructions (Runtime._sm90a_program)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
