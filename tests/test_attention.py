@@ -335,6 +335,65 @@ def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout)
     assert counts[1] - counts[0] == 3 - 1 + 5 - 2
 
 
+# Self-attention with heads x key_dim a whole number of the store's alignment steps (32 floats on
+# PoCL and Intel's runtime, 128 on NVIDIA's: 2 x 64) projects its input once (JoinedDense).
+JOINED_KEY_DIM = 64
+
+
+def joined_block(length, joined, monkeypatch, shared=False, dropout=0.0):
+    """x + mha(LayerNorm(x), causal) (twice, the same layer, when `shared`) -> Flatten -> Dense,
+    the products form forced, its projections joined or (`joined` False) not."""
+    if not joined:
+        monkeypatch.setattr(attention.JoinedDense, "joinable", staticmethod(lambda *arguments: False))
+    x = Input((length, 3), name="x")
+    mha = MultiHeadAttention(2, JOINED_KEY_DIM, output_shape=3, dropout=dropout, seed=5, name="mha", tiles=TILES)
+    h = x
+    for _ in range(2 if shared else 1):
+        normed = LayerNormalization()(h)
+        h = Add()([h, mha(normed, normed, use_causal_mask=True)])
+    model = clnet.Model(x, Dense(3, "softmax", name="head")(Flatten()(h)), floatx="float64", seed=3)
+    monkeypatch.undo()
+    assert mha.joined == joined
+    return model
+
+
+@pytest.mark.parametrize("length", [4, 8])
+def test_joined_projections_gradients(fp64, monkeypatch, length):
+    rng = np.random.default_rng(length)
+    model = joined_block(length, True, monkeypatch)
+    randomized(model, rng)
+    model.loss_name = "categorical_crossentropy"
+    # The norm's gamma and beta come first: the key's bias is weight 5.
+    check_model(model, rng.normal(size=(2, length, 3)), rng.integers(0, 3, 2), rng, constant=(5,))
+
+
+@pytest.mark.parametrize("shared,dropout", [(False, 0.0), (False, 0.3), (True, 0.0)])
+def test_joined_projections_match_the_separate_ones_and_launches(fp64, monkeypatch, shared, dropout):
+    """The joined projections give the three Dense layers' loss and gradients (drawn alike, the
+    same weights) to rounding, a shared layer's too; per step and call they launch one forward
+    product instead of three and one layer's backward instead of three, and no Sums of the three
+    input gradients (two)."""
+    results, counts = [], []
+    rt = clnet.runtime()
+    for joined in (False, True):
+        rng = np.random.default_rng(4)
+        model = joined_block(8, joined, monkeypatch, shared, dropout)
+        model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
+        model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
+        x, y = rng.normal(size=(3, 8, 3)), rng.integers(0, 3, 3)
+        results.append(model.compute_gradients(x, y)[:2])
+        before = rt.launches
+        model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+        counts.append(rt.launches - before)
+    (loss_separate, grads_separate), (loss_joined, grads_joined) = results
+    assert abs(loss_separate - loss_joined) < 1e-12
+    for separate, joined in zip(grads_separate, grads_joined, strict=True):
+        np.testing.assert_allclose(joined, separate, rtol=1e-10, atol=1e-13)
+    projection = model.layers[2].joined_projection
+    backward = 2 if projection.tiled else 3  # (the GPU form's weight gradient makes delta and dL/db)
+    assert counts[0] - counts[1] == (2 if shared else 1) * (2 + 2 * backward + 2)
+
+
 def test_weights_in_keras_layout_reproduce_keras(rt):
     """tests/fixtures/make_keras_attention.py ran real Keras 3: its weights set here give its outputs."""
     data = np.load(FIXTURE)
@@ -372,6 +431,21 @@ def test_config_round_trip_save_and_load(tmp_path, rng):
     loaded.fit(x, y, batch_size=8, epochs=2, initial_epoch=1, verbose=0)
     for a, b in zip(loaded.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_joined_projections_save_and_load(tmp_path, fp64, monkeypatch):
+    """The joined parts are saved as Keras's query, key and value weights: a model loaded from
+    them (in this device's own form, unforced) predicts the same."""
+    rng = np.random.default_rng(5)
+    model = joined_block(8, True, monkeypatch)
+    model.compile(clnet.optimizers.Adam(0.01), "categorical_crossentropy")
+    x, y = rng.normal(size=(6, 8, 3)), rng.integers(0, 3, 6)
+    model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+    model.save(tmp_path / "joined.h5")
+    loaded = clnet.load_model(tmp_path / "joined.h5")
+    for a, b in zip(loaded.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(loaded.predict(x), model.predict(x), rtol=1e-12, atol=1e-14)
 
 
 def test_bad_arguments():

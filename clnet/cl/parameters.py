@@ -97,6 +97,31 @@ class ParameterStore:
         if self.shared:
             self._allocate_shared()
 
+    def joined(self, parameters: list[Parameter]) -> Parameter:
+        """One parameter over a run of trainable parameters declared back to back, each a whole
+        number of alignment steps long (so that no padding lies between them): its value and
+        gradient tensors span the run (JoinedDense's kernel, its parts' kernels side by side).
+        A run of shared copies spans their owners' values and the copies' own gradients."""
+        owners = {id(copy): owner for copy, owner in self.shared}
+        holders = [owners.get(id(p), p) for p in parameters]  # whose offset is the value's
+        for run in (parameters, holders):
+            for before, after in zip(run, run[1:]):
+                if after.offset != before.offset + before.size:
+                    raise RuntimeError(f"parameters of shapes {before.shape} and {after.shape} do not lie back to "
+                                       "back in the store; a joined parameter needs a contiguous run")
+        copies = {id(p) in owners for p in parameters}
+        if copies != {False} and copies != {True}:
+            raise RuntimeError("a joined parameter is a run of a layer's own parameters or of their shared copies")
+        size, item = sum(p.size for p in parameters), self.dtype.itemsize
+        span = Parameter(np.broadcast_to(np.zeros((), self.dtype), (size,)), None, True)
+        span.initial, span.offset = None, parameters[0].offset
+        span.value = Tensor((size,), self.dtype, self.rt,
+                            self.values.buffer.get_sub_region(holders[0].offset * item, size * item))
+        grads = self.shared_grads if copies == {True} else self.grads
+        span.grad = Tensor((size,), self.dtype, self.rt,
+                           grads.buffer.get_sub_region(parameters[0].offset * item, size * item))
+        return span
+
     def _allocate_shared(self) -> None:
         item = self.dtype.itemsize
         end = 0

@@ -44,9 +44,11 @@ class Layer:
     # Merge layers take a list of inputs: forward(xs, rows), backward(grad, rows, input_grads) -> list.
     multi_input = False
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, registered=True, **kwargs):
         super().__init_subclass__(**kwargs)
-        if not cls.__name__.startswith("_"):  # a shared base such as _Merge is no layer of its own
+        # A shared base such as _Merge, or a part another layer builds for itself (JoinedDense,
+        # registered=False), is no layer of a config of its own.
+        if registered and not cls.__name__.startswith("_"):
             Layer.registry[cls.__name__] = cls
 
     def __init__(self, name: str | None = None, input_shape=None):

@@ -6,7 +6,10 @@
 // (c / P) * n_in * P + i * P + c % P, so a work-item that walks down VW columns of W reads one
 // contiguous stream instead of jumping a whole row per step (a row of 2048 floats is 8 KiB: a
 // new page and the same cache set every step). The CPU form uses P = VW; the GPU form uses
-// P = units_p, which is plain row-major. The bias is a plain (units_p,) vector.
+// P = units_p, which is plain row-major, or, for a layer joining several parts (JoinedDense:
+// MultiHeadAttention's query, key and value projections of one input), the parts' width, so that
+// each part's weights are one contiguous weight of its own; its tiles then never straddle two
+// panels (the width is a multiple of TILE). The bias is a plain (units_p,) vector.
 // Each work-item of the CPU form owns FF_NB, DW_NB or HG_NB blocks of outputs stacked down the
 // rows, each block FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
 // clnet/layers/dense.py): a block lives in SIMD registers while it is multiplied. Rows past the
@@ -918,15 +921,21 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 #define RESULT_COL(i, j) COL_OWN(j)
 #endif
 
+// Where W's panel holding the columns from n (a multiple of `panel`) on would start if W were
+// row-major with rows `panel` apart: the panel's element (i, c) is at
+// (c / panel) * n_in * panel + i * panel + c % panel = panel_base + i * panel + c.
+#define PANEL_BASE(W, n, panel, n_in) ((W) + (long)((n) / (panel)) * (panel) * ((n_in) - 1))
+
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
                            __global const TYPE *bias, __global TYPE *pre, __global TYPE *outputs,
                            __global TYPE *outputs_t, const int rows, const int n_in, const int units,
-                           const int units_p, const int ld, const TYPE a, const TYPE b)
+                           const int units_p, const int ld, const TYPE a, const TYPE b, const int panel)
 {
     TILED_BEGIN
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
-    result_product(inputs, n_in, ALONG_K, weights, units_p, ALONG_M, rows, units, m_block, n_block, 0, n_in, 0);
+    result_product(inputs, n_in, ALONG_K, PANEL_BASE(weights, n_block, panel, n_in), panel, ALONG_M, rows, units,
+                   m_block, n_block, 0, n_in, 0);
     #pragma unroll
     for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
@@ -963,7 +972,7 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                       __global TYPE *delta_bias,         // dL/db (splits, units_p)
                       const int rows, const int n_in, const int units, const int units_p,
                       const int capacity, const int chunk, const TYPE a, const TYPE b,
-                      const int apply_derivative)
+                      const int apply_derivative, const int panel)
 {
     TILED_BEGIN
     const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
@@ -975,7 +984,8 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
         source.sums[l] = (TYPE4)(0);
     result_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, m_block, n_block, first, end,
                    &source);
-    store_result(delta_weights + z_split * n_in * units_p, units_p, n_in, units_p, m_block, n_block, 0);
+    store_result(PANEL_BASE(delta_weights + (long)z_split * n_in * units_p, n_block, panel, n_in), panel, n_in,
+                 units_p, m_block, n_block, 0);
     if (!first_row_of_blocks)
         return;
     // The bias gradient: the work-items' column sums, added up per run of 4 columns (a run's
@@ -1013,12 +1023,15 @@ __kernel void SumSplits(__global const TYPE *weight_slices, __global const TYPE 
         delta_weights[e] = sum;
 }
 
+// dL/dx = delta W^T, summed panel after panel of W (one, unless the layer joins parts).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights,
-                        __global TYPE *input_gr, const int rows, const int n_in, const int units_p)
+                        __global TYPE *input_gr, const int rows, const int n_in, const int units_p, const int panel)
 {
     TILED_BEGIN
-    tiled_product(delta, units_p, ALONG_K, weights, units_p, ALONG_K, rows, n_in, 0, units_p, As, Bs, acc, 0);
+    for (int first = 0; first < units_p; first += panel)
+        tiled_product(delta, units_p, ALONG_K, PANEL_BASE(weights, first, panel, n_in), panel, ALONG_K, rows, n_in,
+                      first, first + panel, As, Bs, acc, 0);
     store_block(input_gr, n_in, rows, n_in, acc, 0);
 }
 #endif

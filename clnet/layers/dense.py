@@ -278,31 +278,48 @@ class Dense(Layer):
         # Column panels of width `panel` (see dense.cl); the GPU form's single panel is row-major.
         self.panel = self.units_p if self.tiled else vw
         self.panels = self.units_p // self.panel
-        kernel_index = (np.arange(self.n_in * self.units_p).reshape(self.panels, self.n_in, self.panel)
-                        .transpose(1, 0, 2).reshape(self.n_in, self.units_p)[:, :self.units])
-        kernel = np.zeros(self.n_in * self.units_p)
-        kernel[kernel_index] = self.kernel_initializer((self.n_in, self.units), rng)
-        self.kernel = store.add(kernel.reshape(self.panels, self.n_in, self.panel), kernel_index)
-        if self.use_bias:
-            bias = np.zeros(self.units_p)
-            bias[:self.units] = self.bias_initializer((self.units,), rng)
-            self.bias = store.add(bias, np.arange(self.units))           # (units_p,)
+        self._declare_weights(store, rng)
         act = self.activation
         self._fused = act if act.elementwise else activations.Linear()
         if not act.elementwise:
             self.act_program = act.program(self.rt, self.dtype)
         return shape
 
+    def _declare_weights(self, store, rng):
+        kernel, kernel_index, bias = self._drawn_weights(self.units, rng)
+        self.kernel = store.add(kernel, kernel_index)
+        if self.use_bias:
+            self.bias = store.add(bias, np.arange(self.units))
+
+    def _drawn_weights(self, units: int, rng):
+        """A (n_in, units) kernel from the initializer in the device layout, column panels of
+        `panel` columns (units_p of them at most), with its keras_index; and the bias, (units_p,)."""
+        units_p = -(-units // self.layout[0]) * self.layout[0]
+        panel = min(self.panel, units_p)
+        panels = units_p // panel
+        kernel_index = (np.arange(self.n_in * units_p).reshape(panels, self.n_in, panel)
+                        .transpose(1, 0, 2).reshape(self.n_in, units_p)[:, :units])
+        kernel = np.zeros(self.n_in * units_p)
+        kernel[kernel_index] = self.kernel_initializer((self.n_in, units), rng)
+        bias = np.zeros(units_p)
+        if self.use_bias:
+            bias[:units] = self.bias_initializer((units,), rng)
+        return kernel.reshape(panels, self.n_in, panel), kernel_index, bias
+
     @property
     def parameters(self):
         return [self.kernel, self.bias] if self.use_bias else [self.kernel]
+
+    def _tuned_tiles(self, rows: int) -> dict:
+        """The tiles for a batch of `rows` product rows: the tuner's choice at this size."""
+        return matrix_tiles(self.rt, self.dtype, self.n_in, self.units, rows)
 
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         self.batch_capacity = capacity
         capacity = self.capacity = capacity * self.positions  # product rows: samples x positions
-        self.tiles = self.fixed_tiles or matrix_tiles(rt, dt, self.n_in, self.units, capacity)
+        self.tiles = self.fixed_tiles or self._tuned_tiles(capacity)
         assert layout(self.tiles) == self.layout, "every tuned size shares the weights' layout"
         program = dense_program(rt, dt, self._fused, stores_pre(self.activation), self.tiles)
         # y = f(z), (batch capacity, *positions, units): the same rows, seen with the sample shape.
@@ -345,6 +362,7 @@ class Dense(Layer):
         self._delta_weights = kernel("CalcDeltaWeights")
         self._hidden = kernel("CalcHiddenGradient")
         self._transpose = kernel("Transpose")
+        self._panel_argument = (self.panel,) if self.tiled else ()  # the GPU form's panels (see dense.cl)
         self._input_t = None  # x^T, made here only when the layer below does not provide it
 
     def _geometry(self, block, columns, rows, splits=1):
@@ -426,7 +444,7 @@ class Dense(Layer):
         self._forward(*self._geometry("FF_RM", self.units, rows),
                       x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
                       rows, self.n_in, self.units, self.units_p, self.capacity if self.outputs_t is not None else 0, a, b,
-                      flops=2.0 * rows * self.n_in * self.units)
+                      *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
         return self.pre
 
     def backward(self, grad, rows, input_grad, activation_done=False):
@@ -447,7 +465,7 @@ class Dense(Layer):
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
                                 self._transposed_input(rows), grad, self.outputs, self.pre, self.delta,
                                 weight_out, bias_out, rows, self.n_in, self.units, self.units_p, self.capacity,
-                                chunk, a, b, int(apply_derivative), flops=flops)
+                                chunk, a, b, int(apply_derivative), self.panel, flops=flops)
         else:
             splits = 1
             # On a CPU a work-item per compute unit's share of the column panels, each its own
@@ -469,7 +487,8 @@ class Dense(Layer):
         # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
         columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
         self._hidden(*self._geometry("HG_RM", columns, products),
-                     self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p, flops=flops)
+                     self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p,
+                     *self._panel_argument, flops=flops)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
@@ -502,3 +521,55 @@ class Dense(Layer):
         return {**super().get_config(), "units": self.units, "activation": self.activation.get_config(),
                 "use_bias": self.use_bias, "kernel_initializer": name(kernel_init),
                 "bias_initializer": name(bias_init)}
+
+
+class JoinedDense(Dense, registered=False):
+    """`parts` linear Dense layers of `width` units each over one input, run as one of parts x width
+    units: MultiHeadAttention's query, key and value projections of a self-attention, one product a
+    pass instead of three and no sum of their three input gradients. Each part's kernel and bias
+    stay weights of their own (in Keras's layout, as a Dense of `width` units lays them out), back to
+    back in the store: the joined kernel is the parts' column panels side by side, which on a GPU
+    are panels of `width` columns (see dense.cl). Only where `joinable` says so."""
+
+    def __init__(self, parts: int, width: int, use_bias, kernel_initializer, bias_initializer, name, tiles=None):
+        super().__init__(parts * width, None, use_bias, kernel_initializer, bias_initializer, name, tiles=tiles)
+        self.parts, self.width = parts, width
+
+    @staticmethod
+    def joinable(rt, dtype, n_in: int, width: int, parts: int, tiles=None) -> bool:
+        """Whether parts of `width` units over n_in inputs join here (with these tiles, or the
+        tuner's): each part whole panels of the layout (in the GPU form, whole 64-wide tiles, the
+        smallest the tuner offers, or the fixed tiles'), and each part's kernel and bias whole
+        alignment steps of the store, so that nothing pads them apart."""
+        vw, tiled = layout(tiles or matrix_tiles(rt, dtype, n_in, parts * width))
+        step = rt.alignment // np.dtype(dtype).itemsize
+        panel = (tiles or {}).get("TILE", 64) if tiled else vw
+        return width % panel == 0 and (n_in * width) % step == 0 and width % step == 0
+
+    def _declare_weights(self, store, rng):
+        if self.tiled:
+            self.panel, self.panels = self.width, self.parts
+        drawn = [self._drawn_weights(self.width, rng) for _ in range(self.parts)]  # Keras's order of draws
+        self.part_kernels = [store.add(kernel, index) for kernel, index, _ in drawn]
+        self.part_biases = [store.add(bias, np.arange(self.width)) for *_, bias in drawn] if self.use_bias else []
+        self._store = store
+
+    @property
+    def parameters(self):
+        if not self.use_bias:
+            return list(self.part_kernels)
+        return [p for pair in zip(self.part_kernels, self.part_biases) for p in pair]
+
+    def _tuned_tiles(self, rows: int) -> dict:
+        """The tuner's tiles, or where their TILE would straddle two parts, the first tiled
+        candidate whose TILE does not (64 divides the width, see joinable)."""
+        tiles = super()._tuned_tiles(rows)  # (fixed tiles are never replaced: joinable checked them)
+        if not self.tiled or self.width % tiles["TILE"] == 0:
+            return tiles
+        return next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t and self.width % t["TILE"] == 0)
+
+    def allocate(self, capacity):
+        self.kernel = self._store.joined(self.part_kernels)
+        if self.use_bias:
+            self.bias = self._store.joined(self.part_biases)
+        super().allocate(capacity)

@@ -267,12 +267,15 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
 
 // C = scale A B for work-group layer z = (sample b, head h): A is M x K, B is K x N, given as B^T
 // (N x K) as tiled_product takes it, each contiguous along k or along m (a_along_k, b_along_k);
-// an operand X of (b, h) starts at X + b x_sample + h x_head. With t_ld, C^T is stored into Ct
-// too (the context's transpose, for the output projection's weight gradient).
+// an operand X of (b, h) starts at X + x_first + b x_sample + h x_head (x_first: the column where
+// a joined projection's part starts, see JoinedDense). With t_ld, C^T is stored into Ct too (the
+// context's transpose, for the output projection's weight gradient).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
-void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_head, const int a_ld, const int a_along_k,
-                      __global const TYPE *B, const int b_sample, const int b_head, const int b_ld, const int b_along_k,
-                      __global TYPE *C, const int c_sample, const int c_head, const int c_ld,
+void AttentionProduct(__global const TYPE *A, const int a_first, const int a_sample, const int a_head, const int a_ld,
+                      const int a_along_k,
+                      __global const TYPE *B, const int b_first, const int b_sample, const int b_head, const int b_ld,
+                      const int b_along_k,
+                      __global TYPE *C, const int c_first, const int c_sample, const int c_head, const int c_ld,
                       __global TYPE *Ct, const int t_sample, const int t_head, const int t_ld,
                       const int M, const int N, const int K, const int heads, const TYPE scale, const int causal)
 {
@@ -283,14 +286,14 @@ void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_he
     const int k_end = causal == KEYS_UP_TO_QUERIES ? min(K, m0 + TILE) : K;
     TILED_BEGIN
     const long b = get_group_id(2) / heads, h = get_group_id(2) % heads;
-    tiled_product(A + b * a_sample + h * a_head, a_ld, a_along_k, B + b * b_sample + h * b_head, b_ld, b_along_k,
-                  M, N, k_first, k_end, As, Bs, acc, 0);
+    tiled_product(A + a_first + b * a_sample + h * a_head, a_ld, a_along_k,
+                  B + b_first + b * b_sample + h * b_head, b_ld, b_along_k, M, N, k_first, k_end, As, Bs, acc, 0);
     #pragma unroll
     for (int i = 0; i < WPT; i++)
         #pragma unroll
         for (int j = 0; j < WPT; j++)
             acc[i][j] *= scale;
-    store_block(C + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
+    store_block(C + c_first + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
     if (t_ld)
         store_block(Ct + b * t_sample + h * t_head, t_ld, M, N, acc, 1);
 }

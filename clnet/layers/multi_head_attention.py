@@ -5,6 +5,8 @@ the whole batch: on a CPU in one launch (two for its gradient), a work-item per 
 on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
 head)'s operands in the Dense layer's local-memory tiles around a row softmax (three launches, five
 for the gradient), or, where dims or lengths are not multiples of 4, a work-item per query row.
+In the products form a self-attention's three projections of its one input run as one layer
+(JoinedDense): one product forward, one weight and one input gradient backward.
 """
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .dense import Dense, check_tensor_core_form, program_defines, tile_candidates
+from .dense import Dense, JoinedDense, check_tensor_core_form, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
+PROJECTED = ("query", "key", "value")  # Keras's order of the projections' weights (and JoinedDense's parts)
 # What an AttentionProduct may leave out under the causal mask (multi_head_attention.cl).
 ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
 LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
@@ -140,26 +143,6 @@ class MultiHeadAttention(Layer):
         self.output_shape = self.compute_output_shape(self.input_shapes)
         (self.tq, query_dim), (self.tk, _) = (self.input_shapes[self.wiring[r]] for r in ("query", "value"))
         heads, out = self.num_heads, self.output_shape[1]
-        # Keras's kernels are (features, heads, dim) and (heads, value_dim, output): the Dense
-        # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
-        dense = lambda units, part: Dense(units, None, self.use_bias, self.kernel_initializer, self.bias_initializer,
-                                          name=f"{self.name}/{part}")
-        self.projections = {"query": dense(heads * self.key_dim, "query"), "key": dense(heads * self.key_dim, "key"),
-                            "value": dense(heads * self.value_dim, "value")}
-        for role in ("query", "key", "value"):
-            features = self.input_shapes[self.wiring[role]][1]
-            layer = self.projections[role]
-            layer.build((features,), store, rng)
-            dim = self.value_dim if role == "value" else self.key_dim
-            layer.kernel.keras_index = layer.kernel.keras_index.reshape(features, heads, dim)
-            if self.use_bias:
-                layer.bias.keras_index = layer.bias.keras_index.reshape(heads, dim)
-        self.output_dense = dense(out, "attention_output")
-        self.output_dense.build((heads * self.value_dim,), store, rng)
-        self.output_dense.kernel.keras_index = self.output_dense.kernel.keras_index.reshape(heads, self.value_dim, out)
-        self.scale = 1.0 / math.sqrt(self.key_dim)
-        # The dropout hash's 32-bit seed, as the Dropout layer draws it.
-        self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
         dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim}
         # The products form reads and writes each (sample, head)'s operands four elements at a
         # time from offsets that are multiples of its dims and lengths.
@@ -169,6 +152,41 @@ class MultiHeadAttention(Layer):
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
         self.lanes = not self.tiles and lanes_form(self.rt)
+        # Keras's kernels are (features, heads, dim) and (heads, value_dim, output): the Dense
+        # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
+        # Self-attention in the products form projects its one input once, as a JoinedDense of
+        # three parts (the tiny GPT's step on the H100: 6.13-6.16 -> 5.98 ms, RESULTS.md).
+        features = self.input_shapes[self.wiring["query"]][1]
+        self.joined = (self.tiles is not None and self.wiring["query"] == self.wiring["key"] == self.wiring["value"]
+                       and self.key_dim == self.value_dim
+                       and JoinedDense.joinable(self.rt, self.dtype, features, heads * self.key_dim, len(PROJECTED)))
+        dense = lambda units, part: Dense(units, None, self.use_bias, self.kernel_initializer, self.bias_initializer,
+                                          name=f"{self.name}/{part}")
+        if self.joined:
+            self.joined_projection = JoinedDense(len(PROJECTED), heads * self.key_dim, self.use_bias,
+                                                 self.kernel_initializer, self.bias_initializer,
+                                                 name=f"{self.name}/query_key_value")
+            self.joined_projection.build((features,), store, rng)
+            kernels, biases = self.joined_projection.part_kernels, self.joined_projection.part_biases
+            self.projections = {}
+        else:
+            self.projections = {role: dense(heads * (self.value_dim if role == "value" else self.key_dim), role)
+                                for role in PROJECTED}
+            for role in PROJECTED:
+                self.projections[role].build((self.input_shapes[self.wiring[role]][1],), store, rng)
+            kernels = [self.projections[role].kernel for role in PROJECTED]
+            biases = [self.projections[role].bias for role in PROJECTED] if self.use_bias else []
+        for kernel, role in zip(kernels, PROJECTED):
+            dim = self.value_dim if role == "value" else self.key_dim
+            kernel.keras_index = kernel.keras_index.reshape(kernel.keras_index.shape[0], heads, dim)
+        for bias, role in zip(biases, PROJECTED):
+            bias.keras_index = bias.keras_index.reshape(heads, self.value_dim if role == "value" else self.key_dim)
+        self.output_dense = dense(out, "attention_output")
+        self.output_dense.build((heads * self.value_dim,), store, rng)
+        self.output_dense.kernel.keras_index = self.output_dense.kernel.keras_index.reshape(heads, self.value_dim, out)
+        self.scale = 1.0 / math.sqrt(self.key_dim)
+        # The dropout hash's 32-bit seed, as the Dropout layer draws it.
+        self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
         if self.tiles:
             linear = activations.get("linear")
             program = self.rt.program((linear.source, "activations/vector.cl", "layers/dense.cl", "layers/dropout.cl",
@@ -202,15 +220,20 @@ class MultiHeadAttention(Layer):
         if not self.built:
             return []
         # Keras's order: query, key, value, output (each kernel, then bias).
-        return [p for role in ("query", "key", "value") for p in self.projections[role].parameters] + \
-            self.output_dense.parameters
+        return [p for layer in self._projection_layers() for p in layer.parameters] + self.output_dense.parameters
+
+    def _projection_layers(self) -> list[Dense]:
+        return [self.joined_projection] if self.joined else [self.projections[role] for role in PROJECTED]
 
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         heads = self.num_heads
-        for layer in self.projections.values():
-            layer.allocate(capacity * (self.tq if layer is self.projections["query"] else self.tk))
+        length = lambda role: self.tq if role == "query" else self.tk
+        if self.joined:
+            self.joined_projection.allocate(capacity * self.tq)
+        for role, layer in self.projections.items():
+            layer.allocate(capacity * length(role))
         self.output_dense.allocate(capacity * self.tq)
         # The softmax of the scores and dL/d(scores): (batch, heads, Tq, Tk), in the CPU form
         # lane-major, (batch, heads, Tk, Tq rounded up to LANES).
@@ -221,15 +244,32 @@ class MultiHeadAttention(Layer):
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         # What the context sums: the probabilities through the dropout (the products form, in fit).
         self.dropped = Tensor((capacity, heads, self.tq, self.tk), dt, rt) if self.tiles and self.dropout else None
-        self.query_grad = Tensor((capacity * self.tq, heads * self.key_dim), dt, rt)   # dL/d(projected query)
-        self.key_grad = Tensor((capacity * self.tk, heads * self.key_dim), dt, rt)     # dL/d(projected key)
-        self.value_grad = Tensor((capacity * self.tk, heads * self.value_dim), dt, rt)  # dL/d(projected value)
+        # Where each projection and its gradient lie, (tensor, first column, row length): a part
+        # of the joined projection's rows or a tensor of its own.
+        self._projected, self._projected_grad = {}, {}
+        if self.joined:
+            width = heads * self.key_dim
+            outputs = self.joined_projection.outputs                                         # (batch * T, 3 * width)
+            self.joined_grad = Tensor((capacity * self.tq, len(PROJECTED) * width), dt, rt)  # dL/d(outputs)
+            for part, role in enumerate(PROJECTED):
+                self._projected[role] = outputs, part * width, len(PROJECTED) * width
+                self._projected_grad[role] = self.joined_grad, part * width, len(PROJECTED) * width
+        else:
+            self.query_grad = Tensor((capacity * self.tq, heads * self.key_dim), dt, rt)   # dL/d(projected query)
+            self.key_grad = Tensor((capacity * self.tk, heads * self.key_dim), dt, rt)     # dL/d(projected key)
+            self.value_grad = Tensor((capacity * self.tk, heads * self.value_dim), dt, rt)  # dL/d(projected value)
+            for role, grad in zip(PROJECTED, (self.query_grad, self.key_grad, self.value_grad)):
+                outputs = self.projections[role].outputs
+                self._projected[role] = outputs, 0, outputs.shape[1]
+                self._projected_grad[role] = grad, 0, grad.shape[1]
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt, self.output_dense.outputs.buffer)
         self.input_grads = [Tensor((capacity, *s), dt, rt) for s in self.input_shapes]  # sums over projections
         # The projections' dL/dx, (capacity * time, features), as the engine reads a gradient:
         # (capacity, time, features).
-        self._projection_grads = {role: Tensor((capacity, *self.input_shapes[self.wiring[role]]), dt, rt,
-                                               self.projections[role].input_grad.buffer) for role in self.projections}
+        as_read = lambda role, layer: Tensor((capacity, *self.input_shapes[self.wiring[role]]), dt, rt,
+                                             layer.input_grad.buffer)
+        self._projection_grads = ({"query": as_read("query", self.joined_projection)} if self.joined else
+                                  {role: as_read(role, layer) for role, layer in self.projections.items()})
         self._views = {}
 
     def _view(self, index: int, x: Tensor) -> Tensor:
@@ -265,14 +305,16 @@ class MultiHeadAttention(Layer):
 
     def forward(self, xs, rows):
         self.xs = [self._view(i, x) for i, x in enumerate(xs)]
-        projected = {role: self.projections[role].forward(self.xs[self.wiring[role]], rows *
-                                                          (self.tq if role == "query" else self.tk))
-                     for role in ("query", "key", "value")}
+        if self.joined:
+            self.joined_projection.forward(self.xs[self.wiring["query"]], rows * self.tq)
+        for role, layer in self.projections.items():
+            layer.forward(self.xs[self.wiring[role]], rows * (self.tq if role == "query" else self.tk))
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
         if self.tiles:
-            self._forward_products(projected, rows)
+            self._forward_products(rows)
             self.output_dense.forward(self.context, rows * self.tq)
             return self.outputs
+        projected = {role: layer.outputs for role, layer in self.projections.items()}
         self._forward((self._query_items, self.num_heads, rows), None, projected["query"], projected["key"],
                       projected["value"], self._mask, self.probabilities, self.context, self.context.transposed,
                       self._noise, self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
@@ -282,19 +324,21 @@ class MultiHeadAttention(Layer):
         return self.outputs
 
     # -- the products form ---------------------------------------------------------------------
-    def _operand(self, tensor: Tensor, dim: int, length: int):
-        """A projection's (batch * time, heads * dim) rows as AttentionProduct's operand: the
-        buffer, its (sample, head) offsets and its row length."""
-        return tensor, length * self.num_heads * dim, dim, self.num_heads * dim
+    def _operand(self, place, dim: int, length: int):
+        """(batch * time, heads * dim) rows, `place` = (tensor, first column, row length), as
+        AttentionProduct's operand: the buffer, the first column, its (sample, head) offsets and its
+        row length."""
+        tensor, first, ld = place
+        return tensor, first, length * ld, dim, ld
 
     def _square(self, tensor: Tensor):
         """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
-        return tensor, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
+        return tensor, 0, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
 
     def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0),
                   causal=0):
         """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
-        (tensor, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
+        (tensor, first column, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
         the product may leave out under the causal mask alone (multi_head_attention.cl)."""
         causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
@@ -310,33 +354,33 @@ class MultiHeadAttention(Layer):
                self.tq, self.tk, self.num_heads, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                *self._dropout_arguments())
 
-    def _forward_products(self, projected, rows):
+    def _forward_products(self, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
-        query, key = self._operand(projected["query"], kd, tq), self._operand(projected["key"], kd, tk)
-        value = self._operand(projected["value"], vd, tk)
+        query, key = self._operand(self._projected["query"], kd, tq), self._operand(self._projected["key"], kd, tk)
+        value = self._operand(self._projected["value"], vd, tk)
         scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
         self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
                    self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
         ld = self.capacity * tq
-        self._products(rows, self._square(self._summed), 1, value, 0, self._operand(self.context, vd, tq),
+        context = self.context, 0, self.context.shape[1]
+        self._products(rows, self._square(self._summed), 1, value, 0, self._operand(context, vd, tq),
                        tq, vd, tk, transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
 
     def _backward_products(self, context_grad, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
-        q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
-        query, key, value = self._operand(q, kd, tq), self._operand(k, kd, tk), self._operand(v, vd, tk)
-        grad = self._operand(context_grad, vd, tq)
+        roles = (("query", kd, tq), ("key", kd, tk), ("value", vd, tk))
+        query, key, value = (self._operand(self._projected[role], dim, length) for role, dim, length in roles)
+        query_grad, key_grad, value_grad = (self._operand(self._projected_grad[role], dim, length)
+                                            for role, dim, length in roles)
+        grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
         scores = self._square(self.score_grad)
         # dL/d(dropped p) = dL/dcontext V^T
         self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
         self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
-        self._products(rows, scores, 1, key, 0, self._operand(self.query_grad, kd, tq), tq, kd, tk, self.scale,
-                       causal=KEYS_UP_TO_QUERIES)
-        self._products(rows, scores, 0, query, 0, self._operand(self.key_grad, kd, tk), tk, kd, tq, self.scale,
-                       causal=QUERIES_FROM_KEYS)
-        self._products(rows, self._square(self._summed), 0, grad, 0, self._operand(self.value_grad, vd, tk),
-                       tk, vd, tq, causal=QUERIES_FROM_KEYS)
+        self._products(rows, scores, 1, key, 0, query_grad, tq, kd, tk, self.scale, causal=KEYS_UP_TO_QUERIES)
+        self._products(rows, scores, 0, query, 0, key_grad, tk, kd, tq, self.scale, causal=QUERIES_FROM_KEYS)
+        self._products(rows, self._square(self._summed), 0, grad, 0, value_grad, tk, vd, tq, causal=QUERIES_FROM_KEYS)
 
     def backward(self, grad, rows, input_grads):
         context_grad = self.output_dense.backward(grad, rows * self.tq, True)
@@ -355,12 +399,16 @@ class MultiHeadAttention(Layer):
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]
-                self.projections["query"].transpose(x, x.transposed, features, rows * self.input_shapes[index][0])
+                self._projection_layers()[0].transpose(x, x.transposed, features, rows * self.input_shapes[index][0])
         results = [None] * len(self.xs)
-        for role, projected_grad in (("query", self.query_grad), ("key", self.key_grad), ("value", self.value_grad)):
+        if self.joined:  # one input, one projection: its dL/dx is already the sum of the three parts'
+            index = self.wiring["query"]
+            self.joined_projection.backward(self.joined_grad, rows * self.tq, input_grads[index])
+            results[index] = self._projection_grads["query"] if input_grads[index] else None
+        for role, layer in self.projections.items():
             index = self.wiring[role]
             length = self.tq if role == "query" else self.tk
-            self.projections[role].backward(projected_grad, rows * length, input_grads[index])
+            layer.backward(self._projected_grad[role][0], rows * length, input_grads[index])
             if not input_grads[index]:
                 continue
             grad_x = self._projection_grads[role]
