@@ -309,7 +309,13 @@ class Model:
                 results = runner.backward(grad, rows, wanted)
             else:
                 folded = self._fold and call.output is self._output
-                results = [runner.backward(grad, rows, wanted[0], activation_done=folded)]
+                # The input's gradient from its later readers, where this layer adds its own to it.
+                earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
+                added = {} if earlier is None else {"add_to": earlier}
+                results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
+                if earlier is not None:
+                    grads[id(call.inputs[0])] = results[0]
+                    continue
             for t, result, want in zip(call.inputs, results, wanted):
                 if want:
                     self._add_gradient(grads, t, result, rows)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization, layer_normalization
+from clnet.layers import (Add, BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization,
+                          layer_normalization)
 from clnet.layers import batch_normalization
 from reference import (batch_norm_backward, built, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
                        layer_norm_backward)
@@ -140,6 +141,43 @@ def test_layer_norm_without_center_or_scale(fp64):
     check_model(model, rng.normal(size=(4, 6)), rng.normal(size=(4, 2)), rng)
     model = build([Input((6,)), Dense(5, "relu"), LayerNormalization(scale=False, center=False), Dense(2)], "mse")
     check_model(model, rng.normal(size=(4, 6)), rng.normal(size=(4, 2)), rng)
+
+
+def pre_norm_residual(floatx="float64"):
+    """h -> LayerNorm -> Dense -> h + that (a transformer's pre-norm residual): h is read by the
+    norm and by the Add, so its gradient is the sum of theirs, which the norm's input gradient adds."""
+    x = Input((3, 4))
+    h = Dense(4, "tanh")(x)
+    h = Add()([h, Dense(4)(LayerNormalization()(h))])
+    return clnet.Model(x, Dense(2)(Flatten()(h)), floatx=floatx, seed=2)
+
+
+def test_layer_norm_adds_its_input_gradient_to_the_residual_gradient(fp64):
+    rng = np.random.default_rng(9)
+    model = pre_norm_residual()
+    model.layers[2].set_weights([rng.normal(size=4), rng.normal(size=4)])
+    model.loss_name = "mse"
+    check_model(model, rng.normal(size=(5, 3, 4)), rng.normal(size=(5, 2)), rng)
+
+
+def test_layer_norm_adding_saves_the_sum_launch(rt, monkeypatch):
+    """Per step one launch fewer than summing the two gradients apart (as a layer that does not
+    add does), with the same gradients."""
+    rng = np.random.default_rng(10)
+    x, y = rng.normal(size=(8, 3, 4)), rng.normal(size=(8, 2))
+    counts, gradients = [], []
+    for adds in (False, True):
+        monkeypatch.setattr(LayerNormalization, "adds_to_input_grad", adds)
+        model = pre_norm_residual("float32")
+        model.compile("sgd", "mse")
+        gradients.append(model.compute_gradients(x, y)[1])
+        model.fit(x, y, batch_size=8, verbose=0)
+        before = rt.launches
+        model.fit(x, y, batch_size=8, verbose=0)
+        counts.append(rt.launches - before)
+    assert counts[1] == counts[0] - 1
+    for summed, added in zip(*gradients, strict=True):
+        np.testing.assert_allclose(added, summed, rtol=1e-6, atol=1e-7)
 
 
 # -- modes, non-trainable weights ------------------------------------------------------------------

@@ -163,6 +163,11 @@ class Layer:
     # y^T nobody reads and every step launches the same kernels.
     reads_transposed = False
     writes_transposed = False
+    # A tensor read by several layers gets the sum of their gradients. A single-input layer that
+    # `adds_to_input_grad` takes backward(..., add_to=t), the gradient the later readers gave, and
+    # returns dL/dx + t from the same launch: no separate sum (LayerNormalization, whose input in
+    # a transformer is the residual stream, read by the norm and by the residual Add).
+    adds_to_input_grad = False
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).
     training = False

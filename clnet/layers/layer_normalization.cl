@@ -42,14 +42,16 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
     }
 }
 
-// dx = inv_std (g - mean(g) - x^ mean(g x^)) per group, with g = dy gamma and x^ = (x - mean) inv_std.
+// dx = inv_std (g - mean(g) - x^ mean(g x^)) per group, with g = dy gamma and x^ = (x - mean) inv_std;
+// with `adding`, dx + add_to: the gradient that the input's other readers gave (Layer.adds_to_input_grad).
 __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
                                           __global const TYPE *output_gr,      // dL/dy, same shape
                                           __global TYPE *input_gr,             // dL/dx, same shape
+                                          __global const TYPE *add_to,         // same shape, if adding
                                           __global const TYPE *gamma,          // (features,)
                                           __global const TYPE *group_mean,     // (rows * outer * inner,)
                                           __global const TYPE *group_inv_std,  // (rows * outer * inner,)
-                                          const int features, const int inner)
+                                          const int features, const int inner, const int adding)
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int group = get_group_id(0), lid = get_local_id(0), step = get_local_size(0);
@@ -66,7 +68,8 @@ __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         /
     const TYPE g_xhat_mean = group_reduce(scratch, g_xhat_sum, 0) / features;
     for (int n = lid; n < features; n += step) {
         const int i = start + n * inner;
-        input_gr[i] = inv_std * (output_gr[i] * gamma[n] - g_mean - (inputs[i] - mean) * inv_std * g_xhat_mean);
+        const TYPE dx = inv_std * (output_gr[i] * gamma[n] - g_mean - (inputs[i] - mean) * inv_std * g_xhat_mean);
+        input_gr[i] = adding ? dx + add_to[i] : dx;
     }
 }
 

@@ -24,6 +24,8 @@ def chunked_form(rt) -> bool:
 
 
 class LayerNormalization(Layer):
+    adds_to_input_grad = True  # (see Layer)
+
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", name=None, input_shape=None):
         """Keras 3's arguments and defaults for one axis (its deprecated rms_scaling is not kept:
@@ -87,7 +89,7 @@ class LayerNormalization(Layer):
     def _gamma(self):
         return self.gamma.value if self.scale else self._ones
 
-    def backward(self, grad, rows, input_grad, activation_done=False):
+    def backward(self, grad, rows, input_grad, activation_done=False, add_to=None):
         groups = rows * self.outer * self.inner
         if self.parameters:  # (see build)
             gamma_grad = self.gamma.grad if self.scale else self._sink
@@ -105,8 +107,9 @@ class LayerNormalization(Layer):
         if not input_grad:
             return None
         size = self._group
-        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, self._gamma(), self.group_mean,
-                     self.group_inv_std, self.features, self.inner)
+        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, self.input_grad if add_to is None else add_to,
+                     self._gamma(), self.group_mean, self.group_inv_std, self.features, self.inner,
+                     int(add_to is not None))
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
