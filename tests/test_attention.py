@@ -340,35 +340,44 @@ def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout)
 JOINED_KEY_DIM = 64
 
 
-def joined_block(length, joined, monkeypatch, shared=False, dropout=0.0):
+def joined_block(length, joined, monkeypatch, shared=False, dropout=0.0, form="products"):
     """x + mha(LayerNorm(x), causal) (twice, the same layer, when `shared`) -> Flatten -> Dense,
-    the products form forced, its projections joined or (`joined` False) not."""
+    in the attention's `form` (products, lanes or rows) on any device, its projections joined or
+    (`joined` False) not."""
     if not joined:
         monkeypatch.setattr(attention.JoinedDense, "joinable", staticmethod(lambda *arguments: False))
+    if form != "products":
+        monkeypatch.setattr(attention, "lanes_form", lambda rt: form == "lanes")
     x = Input((length, 3), name="x")
-    mha = MultiHeadAttention(2, JOINED_KEY_DIM, output_shape=3, dropout=dropout, seed=5, name="mha", tiles=TILES)
+    mha = MultiHeadAttention(2, JOINED_KEY_DIM, output_shape=3, dropout=dropout, seed=5, name="mha",
+                             tiles=TILES if form == "products" else False)
     h = x
     for _ in range(2 if shared else 1):
         normed = LayerNormalization()(h)
         h = Add()([h, mha(normed, normed, use_causal_mask=True)])
     model = clnet.Model(x, Dense(3, "softmax", name="head")(Flatten()(h)), floatx="float64", seed=3)
     monkeypatch.undo()
-    assert mha.joined == joined
+    assert mha.joined == joined and bool(mha.tiles) == (form == "products") and mha.lanes == (form == "lanes")
     return model
 
 
-@pytest.mark.parametrize("length", [4, 8])
-def test_joined_projections_gradients(fp64, monkeypatch, length):
+@pytest.mark.parametrize("form,length", [("products", 4), ("products", 8), ("lanes", 5), ("rows", 3)])
+def test_joined_projections_gradients(fp64, monkeypatch, form, length):
     rng = np.random.default_rng(length)
-    model = joined_block(length, True, monkeypatch)
-    randomized(model, rng)
+    model = joined_block(length, True, monkeypatch, form=form)
+    # Weights of 0.3, not 0.5: over 2 x 64 dims larger ones saturate the head's softmax, whose
+    # clipped probabilities then make the loss flat where its gradient (unclipped, as Keras's) is
+    # not (lanes at 5 positions: 14.8 of loss, relative error 0.5); smaller ones leave the query
+    # and key weights' gradients at the differences' rounding (0.15: 7e-6).
+    randomized(model, rng, scale=0.3)
     model.loss_name = "categorical_crossentropy"
     # The norm's gamma and beta come first: the key's bias is weight 5.
     check_model(model, rng.normal(size=(2, length, 3)), rng.integers(0, 3, 2), rng, constant=(5,))
 
 
-@pytest.mark.parametrize("shared,dropout", [(False, 0.0), (False, 0.3), (True, 0.0)])
-def test_joined_projections_match_the_separate_ones_and_launches(fp64, monkeypatch, shared, dropout):
+@pytest.mark.parametrize("form,shared,dropout", [("products", False, 0.0), ("products", False, 0.3),
+                                                 ("products", True, 0.0), ("lanes", False, 0.3), ("rows", True, 0.0)])
+def test_joined_projections_match_the_separate_ones_and_launches(fp64, monkeypatch, form, shared, dropout):
     """The joined projections give the three Dense layers' loss and gradients (drawn alike, the
     same weights) to rounding, a shared layer's too; per step and call they launch one forward
     product instead of three and one layer's backward instead of three, and no Sums of the three
@@ -377,7 +386,7 @@ def test_joined_projections_match_the_separate_ones_and_launches(fp64, monkeypat
     rt = clnet.runtime()
     for joined in (False, True):
         rng = np.random.default_rng(4)
-        model = joined_block(8, joined, monkeypatch, shared, dropout)
+        model = joined_block(8, joined, monkeypatch, shared, dropout, form)
         model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
         model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
         x, y = rng.normal(size=(3, 8, 3)), rng.integers(0, 3, 3)

@@ -5,8 +5,8 @@ the whole batch: on a CPU in one launch (two for its gradient), a work-item per 
 on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
 head)'s operands in the Dense layer's local-memory tiles around a row softmax (three launches, five
 for the gradient), or, where dims or lengths are not multiples of 4, a work-item per query row.
-In the products form a self-attention's three projections of its one input run as one layer
-(JoinedDense): one product forward, one weight and one input gradient backward.
+A self-attention's three projections of its one input run as one layer (JoinedDense): one
+product forward, one weight and one input gradient backward.
 """
 from __future__ import annotations
 
@@ -143,7 +143,6 @@ class MultiHeadAttention(Layer):
         self.output_shape = self.compute_output_shape(self.input_shapes)
         (self.tq, query_dim), (self.tk, _) = (self.input_shapes[self.wiring[r]] for r in ("query", "value"))
         heads, out = self.num_heads, self.output_shape[1]
-        dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim}
         # The products form reads and writes each (sample, head)'s operands four elements at a
         # time from offsets that are multiples of its dims and lengths.
         aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
@@ -154,12 +153,17 @@ class MultiHeadAttention(Layer):
         self.lanes = not self.tiles and lanes_form(self.rt)
         # Keras's kernels are (features, heads, dim) and (heads, value_dim, output): the Dense
         # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
-        # Self-attention in the products form projects its one input once, as a JoinedDense of
-        # three parts (the tiny GPT's step on the H100: 6.13-6.16 -> 5.98 ms, RESULTS.md).
+        # Self-attention projects its one input once, as a JoinedDense of three parts (the tiny
+        # GPT's step on the H100: 6.13-6.16 -> 5.98 ms, RESULTS.md), whose rows the attention
+        # reads in place: each part a view from its first column on, which joinable's alignment
+        # allows, the rows QK_ROW and V_ROW apart (multi_head_attention.cl).
         features = self.input_shapes[self.wiring["query"]][1]
-        self.joined = (self.tiles is not None and self.wiring["query"] == self.wiring["key"] == self.wiring["value"]
+        self.joined = (self.wiring["query"] == self.wiring["key"] == self.wiring["value"]
                        and self.key_dim == self.value_dim
                        and JoinedDense.joinable(self.rt, self.dtype, features, heads * self.key_dim, len(PROJECTED)))
+        qk_row, v_row = ((len(PROJECTED) * heads * self.key_dim,) * 2 if self.joined else
+                         (heads * self.key_dim, heads * self.value_dim))
+        dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim, "QK_ROW": qk_row, "V_ROW": v_row}
         dense = lambda units, part: Dense(units, None, self.use_bias, self.kernel_initializer, self.bias_initializer,
                                           name=f"{self.name}/{part}")
         if self.joined:
@@ -244,24 +248,21 @@ class MultiHeadAttention(Layer):
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         # What the context sums: the probabilities through the dropout (the products form, in fit).
         self.dropped = Tensor((capacity, heads, self.tq, self.tk), dt, rt) if self.tiles and self.dropout else None
-        # Where each projection and its gradient lie, (tensor, first column, row length): a part
-        # of the joined projection's rows or a tensor of its own.
+        # Each projection and its gradient, dL/d(projection): (tensor, row length), a tensor of its
+        # own or a part of the joined projection's rows, seen from its first column on.
         self._projected, self._projected_grad = {}, {}
         if self.joined:
             width = heads * self.key_dim
             outputs = self.joined_projection.outputs                                         # (batch * T, 3 * width)
             self.joined_grad = Tensor((capacity * self.tq, len(PROJECTED) * width), dt, rt)  # dL/d(outputs)
             for part, role in enumerate(PROJECTED):
-                self._projected[role] = outputs, part * width, len(PROJECTED) * width
-                self._projected_grad[role] = self.joined_grad, part * width, len(PROJECTED) * width
+                self._projected[role] = _columns_from(outputs, part * width), len(PROJECTED) * width
+                self._projected_grad[role] = _columns_from(self.joined_grad, part * width), len(PROJECTED) * width
         else:
-            self.query_grad = Tensor((capacity * self.tq, heads * self.key_dim), dt, rt)   # dL/d(projected query)
-            self.key_grad = Tensor((capacity * self.tk, heads * self.key_dim), dt, rt)     # dL/d(projected key)
-            self.value_grad = Tensor((capacity * self.tk, heads * self.value_dim), dt, rt)  # dL/d(projected value)
-            for role, grad in zip(PROJECTED, (self.query_grad, self.key_grad, self.value_grad)):
-                outputs = self.projections[role].outputs
-                self._projected[role] = outputs, 0, outputs.shape[1]
-                self._projected_grad[role] = grad, 0, grad.shape[1]
+            for role, dim, length in (("query", self.key_dim, self.tq), ("key", self.key_dim, self.tk),
+                                      ("value", self.value_dim, self.tk)):
+                self._projected[role] = self.projections[role].outputs, heads * dim
+                self._projected_grad[role] = Tensor((capacity * length, heads * dim), dt, rt), heads * dim
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt, self.output_dense.outputs.buffer)
         self.input_grads = [Tensor((capacity, *s), dt, rt) for s in self.input_shapes]  # sums over projections
         # The projections' dL/dx, (capacity * time, features), as the engine reads a gradient:
@@ -314,9 +315,8 @@ class MultiHeadAttention(Layer):
             self._forward_products(rows)
             self.output_dense.forward(self.context, rows * self.tq)
             return self.outputs
-        projected = {role: layer.outputs for role, layer in self.projections.items()}
-        self._forward((self._query_items, self.num_heads, rows), None, projected["query"], projected["key"],
-                      projected["value"], self._mask, self.probabilities, self.context, self.context.transposed,
+        query, key, value = (self._projected[role][0] for role in PROJECTED)
+        self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask, self.probabilities, self.context, self.context.transposed,
                       self._noise, self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
                       int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                       *self._dropout_arguments())
@@ -325,20 +325,19 @@ class MultiHeadAttention(Layer):
 
     # -- the products form ---------------------------------------------------------------------
     def _operand(self, place, dim: int, length: int):
-        """(batch * time, heads * dim) rows, `place` = (tensor, first column, row length), as
-        AttentionProduct's operand: the buffer, the first column, its (sample, head) offsets and its
-        row length."""
-        tensor, first, ld = place
-        return tensor, first, length * ld, dim, ld
+        """Rows of heads x dim elements, `place` = (tensor, row length), as AttentionProduct's
+        operand: the buffer, its (sample, head) offsets and its row length."""
+        tensor, ld = place
+        return tensor, length * ld, dim, ld
 
     def _square(self, tensor: Tensor):
         """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
-        return tensor, 0, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
+        return tensor, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
 
     def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0),
                   causal=0):
         """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
-        (tensor, first column, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
+        (tensor, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
         the product may leave out under the causal mask alone (multi_head_attention.cl)."""
         causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
@@ -363,7 +362,7 @@ class MultiHeadAttention(Layer):
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
                    self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
         ld = self.capacity * tq
-        context = self.context, 0, self.context.shape[1]
+        context = self.context, self.context.shape[1]
         self._products(rows, self._square(self._summed), 1, value, 0, self._operand(context, vd, tq),
                        tq, vd, tk, transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
 
@@ -373,7 +372,7 @@ class MultiHeadAttention(Layer):
         query, key, value = (self._operand(self._projected[role], dim, length) for role, dim, length in roles)
         query_grad, key_grad, value_grad = (self._operand(self._projected_grad[role], dim, length)
                                             for role, dim, length in roles)
-        grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
+        grad = self._operand((context_grad, context_grad.shape[1]), vd, tq)
         scores = self._square(self.score_grad)
         # dL/d(dropped p) = dL/dcontext V^T
         self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
@@ -389,12 +388,13 @@ class MultiHeadAttention(Layer):
         else:
             masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
             sizes = (self.tq, self.tk, self.num_heads)
-            q, k, v = (self.projections[r].outputs for r in ("query", "key", "value"))
+            q, k, v = (self._projected[role][0] for role in PROJECTED)
+            query_grad, key_grad, value_grad = (self._projected_grad[role][0] for role in PROJECTED)
             self._hidden((self._query_items, self.num_heads, rows), None, context_grad, k, v, masked[0],
-                         self.probabilities, self.score_grad, self.query_grad, self._noise, *sizes, self.scale,
+                         self.probabilities, self.score_grad, query_grad, self._noise, *sizes, self.scale,
                          *masked[1:], *self._dropout_arguments())
             self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_grad, q, self.probabilities,
-                                   self.score_grad, self.key_grad, self.value_grad, self._noise, *sizes, self.scale,
+                                   self.score_grad, key_grad, value_grad, self._noise, *sizes, self.scale,
                                    *masked[1:], *self._dropout_arguments())
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
@@ -475,6 +475,15 @@ class MultiHeadAttention(Layer):
                 "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
                 "output_shape": self.output_dim, "kernel_initializer": name(kernel_init),
                 "bias_initializer": name(bias_init), "seed": self.seed, "wiring": self.wiring}
+
+
+def _columns_from(tensor: Tensor, first: int) -> Tensor:
+    """`tensor`'s elements from `first` on, a view (a sub-buffer: `first` elements must be whole
+    alignment steps of the device, as JoinedDense.joinable makes a part's width)."""
+    if not first:
+        return tensor
+    item, size = tensor.dtype.itemsize, tensor.size - first
+    return Tensor((size,), tensor.dtype, tensor.rt, tensor.buffer.get_sub_region(first * item, size * item))
 
 
 def _positive(argument: str, value) -> int:
