@@ -3,6 +3,7 @@ masks, dropout), float64 central-difference gradients (self- and cross-attention
 explicit masks, sequence lengths 1, 2 and 7, a residual graph), masked positions changing
 nothing, launches per step, Keras's weight layout (a fixture written by real Keras), config,
 save/load and bad arguments."""
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -440,6 +441,27 @@ def test_config_round_trip_save_and_load(tmp_path, rng):
     loaded.fit(x, y, batch_size=8, epochs=2, initial_epoch=1, verbose=0)
     for a, b in zip(loaded.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_joined_projections_through_growing_batches(fp64, monkeypatch):
+    """A larger batch makes new batch buffers, the joined rows' among them, and the old ones go:
+    the model computes as before, and nothing is left reading them. (Views of the joined rows as
+    sub-buffers crashed NVIDIA's runtime at garbage collection: the attention takes each part's
+    first column instead.)"""
+    rng = np.random.default_rng(6)
+    model = joined_block(8, True, monkeypatch)
+    model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
+    x, y = rng.normal(size=(9, 8, 3)), rng.integers(0, 3, 9)
+    small = model.predict(x[:2], batch_size=2)
+    large = model.predict(x, batch_size=9)  # new, larger buffers and views
+    np.testing.assert_allclose(large[:2], small, rtol=1e-12, atol=1e-14)
+    model.fit(x[:4], y[:4], batch_size=4, epochs=1, verbose=0)
+    gc.collect()
+    trained = model.predict(x, batch_size=9)
+    assert not np.allclose(trained, large)
+    np.testing.assert_allclose(model.predict(x[:2], batch_size=2), trained[:2], rtol=1e-12, atol=1e-14)
+    del model
+    gc.collect()
 
 
 def test_joined_projections_save_and_load(tmp_path, fp64, monkeypatch):

@@ -1,10 +1,13 @@
 // Scaled dot-product attention of MultiHeadAttention, between its projections (Dense products).
 // The projections are row-major (batch * time, heads * dim): element d of head h at time t of
 // sample b is at ((b * T + t) * heads + h) * dim + d; dim is KEY_DIM or VALUE_DIM (build defines). Probabilities are (batch, heads, Tq, Tk).
-// The projections' rows are QK_ROW (query, key) and V_ROW (value) elements apart, build defines:
-// heads * dim, or where one layer makes all three (JoinedDense) its whole row, each projection
-// then a view from its part's first column on.
-#define PROJECTED(X, row, h, DIM, ROW) ((X) + (long)(row) * (ROW) + (h) * (DIM))
+// The projections' rows are QK_ROW (query, key) and V_ROW (value) elements apart and start at
+// columns Q_FIRST, K_FIRST and V_FIRST, build defines: heads * dim and 0, or where one layer
+// makes all three (JoinedDense) its whole row and each part's first column, in the three
+// arguments, the same buffer (their gradients alike). Head h of row `row`:
+#define QUERY_ROW(X, row, h) ((X) + Q_FIRST + (long)(row) * QK_ROW + (h) * KEY_DIM)
+#define KEY_ROW(X, row, h) ((X) + K_FIRST + (long)(row) * QK_ROW + (h) * KEY_DIM)
+#define VALUE_ROW(X, row, h) ((X) + V_FIRST + (long)(row) * V_ROW + (h) * VALUE_DIM)
 // One work-item per row of attention (sample, head, query position): the rows are short (Tk
 // keys), and a row's softmax, its dropout and its weighted sum of values need nothing from the
 // others. Built together with dropout.cl, whose hash decides the kept probabilities.
@@ -101,12 +104,12 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
     __global TYPE *p = probabilities + row;
     TYPE q[KEY_DIM];
     for (int d = 0; d < KEY_DIM; d++)  // Keras scales the query, then takes the product
-        q[d] = PROJECTED(query, (long)b * tq + i, h, KEY_DIM, QK_ROW)[d] * scale;
+        q[d] = QUERY_ROW(query, (long)b * tq + i, h)[d] * scale;
     int keys = attention_keys(causal, i, tk);
 
     TYPE m = -INFINITY;
     for (int j = 0; j < keys; j++) {
-        const __global TYPE *k = PROJECTED(key, (long)b * tk + j, h, KEY_DIM, QK_ROW);
+        const __global TYPE *k = KEY_ROW(key, (long)b * tk + j, h);
         TYPE s;
         DOT(s, q, k, KEY_DIM);
         s = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? s : MASKED_SCORE;
@@ -142,7 +145,7 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
         TYPE w = probability;
         if (dropout)
             w = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? w / keep : 0;
-        AXPY(c, w, PROJECTED(value, (long)b * tk + j, h, VALUE_DIM, V_ROW), VALUE_DIM);
+        AXPY(c, w, VALUE_ROW(value, (long)b * tk + j, h), VALUE_DIM);
     }
     for (int j = keys; j < tk; j++)
         p[j] = 0;
@@ -183,7 +186,7 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
 
     TYPE weighted = 0;  // sum_j p_j dL/dp_j
     for (int j = 0; j < keys; j++) {
-        const __global TYPE *v = PROJECTED(value, (long)b * tk + j, h, VALUE_DIM, V_ROW);
+        const __global TYPE *v = VALUE_ROW(value, (long)b * tk + j, h);
         TYPE g;
         DOT(g, dc, v, VALUE_DIM);
         if (dropout)
@@ -197,11 +200,11 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
     for (int j = 0; j < keys; j++) {
         const TYPE g = attention_kept(mask, use_mask, 0, b, i, j, tq, tk) ? p[j] * (ds[j] - weighted) : 0;
         ds[j] = g;
-        AXPY(dq, g, PROJECTED(key, (long)b * tk + j, h, KEY_DIM, QK_ROW), KEY_DIM);
+        AXPY(dq, g, KEY_ROW(key, (long)b * tk + j, h), KEY_DIM);
     }
     for (int j = keys; j < tk; j++)
         ds[j] = 0;
-    __global TYPE *out = PROJECTED(query_gr, (long)b * tq + i, h, KEY_DIM, QK_ROW);
+    __global TYPE *out = QUERY_ROW(query_gr, (long)b * tq + i, h);
     for (int d = 0; d < KEY_DIM; d++)
         out[d] = scale * dq[d];
 }
@@ -237,12 +240,12 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
             w = dropout_keep((int)at, 1, noise, 0, seed, step, keep) ? w / keep : 0;
         AXPY(dv, w, context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM, VALUE_DIM);
         const TYPE g = score_gr[at];
-        AXPY(dk, g, PROJECTED(query, (long)b * tq + i, h, KEY_DIM, QK_ROW), KEY_DIM);
+        AXPY(dk, g, QUERY_ROW(query, (long)b * tq + i, h), KEY_DIM);
     }
-    __global TYPE *out_v = PROJECTED(value_gr, (long)b * tk + j, h, VALUE_DIM, V_ROW);
+    __global TYPE *out_v = VALUE_ROW(value_gr, (long)b * tk + j, h);
     for (int d = 0; d < VALUE_DIM; d++)
         out_v[d] = dv[d];
-    __global TYPE *out_k = PROJECTED(key_gr, (long)b * tk + j, h, KEY_DIM, QK_ROW);
+    __global TYPE *out_k = KEY_ROW(key_gr, (long)b * tk + j, h);
     for (int d = 0; d < KEY_DIM; d++)
         out_k[d] = scale * dk[d];
 }
@@ -271,12 +274,15 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
 
 // C = scale A B for work-group layer z = (sample b, head h): A is M x K, B is K x N, given as B^T
 // (N x K) as tiled_product takes it, each contiguous along k or along m (a_along_k, b_along_k);
-// an operand X of (b, h) starts at X + b x_sample + h x_head. With t_ld, C^T is stored into Ct
-// too (the context's transpose, for the output projection's weight gradient).
+// an operand X of (b, h) starts at X + x_first + b x_sample + h x_head (x_first: the column where
+// a joined projection's part starts, see JoinedDense). With t_ld, C^T is stored into Ct too (the
+// context's transpose, for the output projection's weight gradient).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
-void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_head, const int a_ld, const int a_along_k,
-                      __global const TYPE *B, const int b_sample, const int b_head, const int b_ld, const int b_along_k,
-                      __global TYPE *C, const int c_sample, const int c_head, const int c_ld,
+void AttentionProduct(__global const TYPE *A, const int a_first, const int a_sample, const int a_head, const int a_ld,
+                      const int a_along_k,
+                      __global const TYPE *B, const int b_first, const int b_sample, const int b_head, const int b_ld,
+                      const int b_along_k,
+                      __global TYPE *C, const int c_first, const int c_sample, const int c_head, const int c_ld,
                       __global TYPE *Ct, const int t_sample, const int t_head, const int t_ld,
                       const int M, const int N, const int K, const int heads, const TYPE scale, const int causal)
 {
@@ -287,14 +293,14 @@ void AttentionProduct(__global const TYPE *A, const int a_sample, const int a_he
     const int k_end = causal == KEYS_UP_TO_QUERIES ? min(K, m0 + TILE) : K;
     TILED_BEGIN
     const long b = get_group_id(2) / heads, h = get_group_id(2) % heads;
-    tiled_product(A + b * a_sample + h * a_head, a_ld, a_along_k, B + b * b_sample + h * b_head, b_ld, b_along_k,
-                  M, N, k_first, k_end, As, Bs, acc, 0);
+    tiled_product(A + a_first + b * a_sample + h * a_head, a_ld, a_along_k,
+                  B + b_first + b * b_sample + h * b_head, b_ld, b_along_k, M, N, k_first, k_end, As, Bs, acc, 0);
     #pragma unroll
     for (int i = 0; i < WPT; i++)
         #pragma unroll
         for (int j = 0; j < WPT; j++)
             acc[i][j] *= scale;
-    store_block(C + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
+    store_block(C + c_first + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
     if (t_ld)
         store_block(Ct + b * t_sample + h * t_head, t_ld, M, N, acc, 1);
 }

@@ -155,15 +155,19 @@ class MultiHeadAttention(Layer):
         # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
         # Self-attention projects its one input once, as a JoinedDense of three parts (the tiny
         # GPT's step on the H100: 6.13-6.16 -> 5.98 ms, RESULTS.md), whose rows the attention
-        # reads in place: each part a view from its first column on, which joinable's alignment
-        # allows, the rows QK_ROW and V_ROW apart (multi_head_attention.cl).
+        # reads in place: each part from its first column, the rows QK_ROW and V_ROW apart
+        # (multi_head_attention.cl; AttentionProduct takes them as arguments).
         features = self.input_shapes[self.wiring["query"]][1]
         self.joined = (self.wiring["query"] == self.wiring["key"] == self.wiring["value"]
                        and self.key_dim == self.value_dim
                        and JoinedDense.joinable(self.rt, self.dtype, features, heads * self.key_dim, len(PROJECTED)))
-        qk_row, v_row = ((len(PROJECTED) * heads * self.key_dim,) * 2 if self.joined else
-                         (heads * self.key_dim, heads * self.value_dim))
-        dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim, "QK_ROW": qk_row, "V_ROW": v_row}
+        rows = {"QK_ROW": heads * self.key_dim, "V_ROW": heads * self.value_dim, "Q_FIRST": 0, "K_FIRST": 0,
+                "V_FIRST": 0}
+        if self.joined:
+            width = heads * self.key_dim
+            rows = {"QK_ROW": len(PROJECTED) * width, "V_ROW": len(PROJECTED) * width, "Q_FIRST": 0, "K_FIRST": width,
+                    "V_FIRST": 2 * width}
+        dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim, **rows}
         dense = lambda units, part: Dense(units, None, self.use_bias, self.kernel_initializer, self.bias_initializer,
                                           name=f"{self.name}/{part}")
         if self.joined:
@@ -248,21 +252,21 @@ class MultiHeadAttention(Layer):
         self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         # What the context sums: the probabilities through the dropout (the products form, in fit).
         self.dropped = Tensor((capacity, heads, self.tq, self.tk), dt, rt) if self.tiles and self.dropout else None
-        # Each projection and its gradient, dL/d(projection): (tensor, row length), a tensor of its
-        # own or a part of the joined projection's rows, seen from its first column on.
+        # Each projection and its gradient, dL/d(projection): (tensor, first column, row length), a
+        # tensor of its own or a part of the joined projection's rows.
         self._projected, self._projected_grad = {}, {}
         if self.joined:
             width = heads * self.key_dim
             outputs = self.joined_projection.outputs                                         # (batch * T, 3 * width)
             self.joined_grad = Tensor((capacity * self.tq, len(PROJECTED) * width), dt, rt)  # dL/d(outputs)
             for part, role in enumerate(PROJECTED):
-                self._projected[role] = _columns_from(outputs, part * width), len(PROJECTED) * width
-                self._projected_grad[role] = _columns_from(self.joined_grad, part * width), len(PROJECTED) * width
+                self._projected[role] = outputs, part * width, len(PROJECTED) * width
+                self._projected_grad[role] = self.joined_grad, part * width, len(PROJECTED) * width
         else:
             for role, dim, length in (("query", self.key_dim, self.tq), ("key", self.key_dim, self.tk),
                                       ("value", self.value_dim, self.tk)):
-                self._projected[role] = self.projections[role].outputs, heads * dim
-                self._projected_grad[role] = Tensor((capacity * length, heads * dim), dt, rt), heads * dim
+                self._projected[role] = self.projections[role].outputs, 0, heads * dim
+                self._projected_grad[role] = Tensor((capacity * length, heads * dim), dt, rt), 0, heads * dim
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt, self.output_dense.outputs.buffer)
         self.input_grads = [Tensor((capacity, *s), dt, rt) for s in self.input_shapes]  # sums over projections
         # The projections' dL/dx, (capacity * time, features), as the engine reads a gradient:
@@ -325,19 +329,20 @@ class MultiHeadAttention(Layer):
 
     # -- the products form ---------------------------------------------------------------------
     def _operand(self, place, dim: int, length: int):
-        """Rows of heads x dim elements, `place` = (tensor, row length), as AttentionProduct's
-        operand: the buffer, its (sample, head) offsets and its row length."""
-        tensor, ld = place
-        return tensor, length * ld, dim, ld
+        """Rows of heads x dim elements, `place` = (tensor, first column, row length), as
+        AttentionProduct's operand: the buffer, the first column, its (sample, head) offsets and its
+        row length."""
+        tensor, first, ld = place
+        return tensor, first, length * ld, dim, ld
 
     def _square(self, tensor: Tensor):
         """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
-        return tensor, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
+        return tensor, 0, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
 
     def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0),
                   causal=0):
         """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
-        (tensor, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
+        (tensor, first column, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
         the product may leave out under the causal mask alone (multi_head_attention.cl)."""
         causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
@@ -362,7 +367,7 @@ class MultiHeadAttention(Layer):
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
                    self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
         ld = self.capacity * tq
-        context = self.context, self.context.shape[1]
+        context = self.context, 0, self.context.shape[1]
         self._products(rows, self._square(self._summed), 1, value, 0, self._operand(context, vd, tq),
                        tq, vd, tk, transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
 
@@ -372,7 +377,7 @@ class MultiHeadAttention(Layer):
         query, key, value = (self._operand(self._projected[role], dim, length) for role, dim, length in roles)
         query_grad, key_grad, value_grad = (self._operand(self._projected_grad[role], dim, length)
                                             for role, dim, length in roles)
-        grad = self._operand((context_grad, context_grad.shape[1]), vd, tq)
+        grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
         scores = self._square(self.score_grad)
         # dL/d(dropped p) = dL/dcontext V^T
         self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
@@ -475,15 +480,6 @@ class MultiHeadAttention(Layer):
                 "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
                 "output_shape": self.output_dim, "kernel_initializer": name(kernel_init),
                 "bias_initializer": name(bias_init), "seed": self.seed, "wiring": self.wiring}
-
-
-def _columns_from(tensor: Tensor, first: int) -> Tensor:
-    """`tensor`'s elements from `first` on, a view (a sub-buffer: `first` elements must be whole
-    alignment steps of the device, as JoinedDense.joinable makes a part's width)."""
-    if not first:
-        return tensor
-    item, size = tensor.dtype.itemsize, tensor.size - first
-    return Tensor((size,), tensor.dtype, tensor.rt, tensor.buffer.get_sub_region(first * item, size * item))
 
 
 def _positive(argument: str, value) -> int:

@@ -103,13 +103,13 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
     __global TYPE8 *p = (__global TYPE8 *)(probabilities + ((long)b * heads + h) * tk * tq_p + i0);  // p[j * tq_p / 8]
     const int stride = tq_p / LANES;
     TYPE8 q[KEY_DIM];  // Keras scales the query, then takes the product
-    GATHER_LANES(q, PROJECTED(query, (long)b * tq + i0, h, KEY_DIM, QK_ROW), QK_ROW, valid, KEY_DIM, scale);
+    GATHER_LANES(q, QUERY_ROW(query, (long)b * tq + i0, h), QK_ROW, valid, KEY_DIM, scale);
     int keys = causal ? min(i0 + LANES, tk) : tk;  // the block's last query's keys
 
     TYPE8 m = (TYPE8)(-INFINITY);
     for (int j = 0; j < keys; j++) {
         TYPE8 s;
-        LANE_DOT(s, q, PROJECTED(key, (long)b * tk + j, h, KEY_DIM, QK_ROW), KEY_DIM);
+        LANE_DOT(s, q, KEY_ROW(key, (long)b * tk + j, h), KEY_DIM);
         s = mask_lanes(s, MASKED_SCORE, mask, use_mask, causal, b, i0, j, tq, tk);
         p[j * stride] = s;
         m = fmax(m, s);
@@ -141,7 +141,7 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
         TYPE8 w = probability;
         if (dropout)
             w = drop_lanes(w, (((long)b * heads + h) * tq + i0) * tk + j, tk, valid, noise, seed, step, keep);
-        const __global TYPE *v = PROJECTED(value, (long)b * tk + j, h, VALUE_DIM, V_ROW);
+        const __global TYPE *v = VALUE_ROW(value, (long)b * tk + j, h);
         for (int d = 0; d < VALUE_DIM; d++)
             c[d] += w * v[d];
     }
@@ -190,7 +190,7 @@ __kernel void CalcHiddenGradientAttentionLanes(__global const TYPE *context_gr, 
     TYPE8 weighted = (TYPE8)(0);  // sum_j p_j dL/dp_j
     for (int j = 0; j < keys; j++) {
         TYPE8 g;
-        LANE_DOT(g, dc, PROJECTED(value, (long)b * tk + j, h, VALUE_DIM, V_ROW), VALUE_DIM);
+        LANE_DOT(g, dc, VALUE_ROW(value, (long)b * tk + j, h), VALUE_DIM);
         if (dropout)
             g = drop_lanes(g, (((long)b * heads + h) * tq + i0) * tk + j, tk, valid, noise, seed, step, keep);
         ds[j * stride] = g;
@@ -203,13 +203,13 @@ __kernel void CalcHiddenGradientAttentionLanes(__global const TYPE *context_gr, 
         const TYPE8 g = mask_lanes(p[j * stride] * (ds[j * stride] - weighted), 0, mask, use_mask, 0, b, i0, j,
                                    tq, tk);
         ds[j * stride] = g;
-        const __global TYPE *k = PROJECTED(key, (long)b * tk + j, h, KEY_DIM, QK_ROW);
+        const __global TYPE *k = KEY_ROW(key, (long)b * tk + j, h);
         for (int d = 0; d < KEY_DIM; d++)
             dq[d] += g * k[d];
     }
     for (int j = keys; j < tk; j++)
         ds[j * stride] = (TYPE8)(0);
-    SCATTER_LANES(PROJECTED(query_gr, (long)b * tq + i0, h, KEY_DIM, QK_ROW), QK_ROW, dq, valid, KEY_DIM, scale);
+    SCATTER_LANES(QUERY_ROW(query_gr, (long)b * tq + i0, h), QK_ROW, dq, valid, KEY_DIM, scale);
 }
 
 // Row `row` of DIM elements, chunk c of LANES, the elements past DIM read as 0.
@@ -254,7 +254,7 @@ __kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *cont
     // explicit mask every row is read.
     for (int i = causal && !use_mask ? j0 : 0; i < tq; i++) {
         const __global TYPE *dc_row = context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM;
-        const __global TYPE *q_row = PROJECTED(query, (long)b * tq + i, h, KEY_DIM, QK_ROW);
+        const __global TYPE *q_row = QUERY_ROW(query, (long)b * tq + i, h);
         TYPE8 dc[CHUNKS(VALUE_DIM)], q[CHUNKS(KEY_DIM)];
         for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
             dc[c] = row_chunk(dc_row, c, VALUE_DIM);
@@ -279,10 +279,10 @@ __kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *cont
             vstore8(dv[jj][c], c, t);
         for (int c = 0; c < CHUNKS(KEY_DIM); c++)
             vstore8(scale * dk[jj][c], c, u);
-        __global TYPE *out_v = PROJECTED(value_gr, (long)b * tk + j0 + jj, h, VALUE_DIM, V_ROW);
+        __global TYPE *out_v = VALUE_ROW(value_gr, (long)b * tk + j0 + jj, h);
         for (int d = 0; d < VALUE_DIM; d++)
             out_v[d] = t[d];
-        __global TYPE *out_k = PROJECTED(key_gr, (long)b * tk + j0 + jj, h, KEY_DIM, QK_ROW);
+        __global TYPE *out_k = KEY_ROW(key_gr, (long)b * tk + j0 + jj, h);
         for (int d = 0; d < KEY_DIM; d++)
             out_k[d] = u[d];
     }
