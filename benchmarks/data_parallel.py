@@ -7,6 +7,12 @@ of the step time on N GPUs from the measured compute and a stated all-reduce ban
 
     python -m benchmarks.data_parallel [--epochs 3] [--samples 60000] [--bandwidth 25e9]
     python -m benchmarks.data_parallel --run single     # one configuration's JSON (SYNTHETIC=1: random data)
+    python -m benchmarks.data_parallel --gpu --model wide --batch 8192 --samples 65536
+                                                        # two GPUs: clnet on 1, DataParallel on 2, MPI 1 + 1;
+                                                        # PyTorch on 1 and DDP (NCCL) on 2
+
+Models (--model): the README's MLP (784-256-128-10), `wide` (4096-4096-4096-10 on random inputs of
+4096 features) and the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10).
 
 Prints one table and one JSON line. Each configuration runs in its own process(es): OpenCL's device
 list is fixed per process, and MPI's ranks are processes.
@@ -34,25 +40,57 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
 
 
-def data(samples: int):
-    if os.environ.get("SYNTHETIC"):  # random images of Fashion-MNIST's shape, for a machine without it
+WIDE = 4096  # the wide MLP's inputs and hidden units
+
+
+def data(samples: int, model: str = "mlp"):
+    """(x, y): Fashion-MNIST's first `samples` (as images for the CNN), or random inputs for the
+    wide MLP (and with SYNTHETIC=1, for a machine without the dataset)."""
+    features = WIDE if model == "wide" else 784
+    if model == "wide" or os.environ.get("SYNTHETIC"):
         rng = np.random.default_rng(0)
-        return rng.random((samples, 784), np.float32), rng.integers(0, 10, samples)
-    (x, y), _ = fashion_mnist()
-    return x[:samples], y[:samples]
+        x, y = rng.random((samples, features), np.float32), rng.integers(0, 10, samples)
+    else:
+        (x, y), _ = fashion_mnist()
+        x, y = x[:samples], y[:samples]
+    return (x.reshape(-1, 28, 28, 1), y) if model == "cnn" else (x, y)
+
+
+def clnet_model(name: str):
+    import clnet
+    from clnet.layers import Conv2D, Dense, Flatten, Input, MaxPooling2D
+
+    layers = {"mlp": lambda: [Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")],
+              "wide": lambda: [Input((WIDE,)), Dense(WIDE, "relu"), Dense(WIDE, "relu"), Dense(10, "softmax")],
+              "cnn": lambda: [Input((28, 28, 1)), Conv2D(32, 3, activation="relu"), MaxPooling2D(),
+                              Conv2D(64, 3, activation="relu"), MaxPooling2D(), Flatten(), Dense(128, "relu"),
+                              Dense(10, "softmax")]}[name]()
+    return clnet.Sequential(layers, seed=0, floatx="float32")
+
+
+def torch_model(name: str):
+    nn = __import__("torch").nn
+    if name == "cnn":  # channels first, as PyTorch's own
+        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+    sizes = [784, 256, 128, 10] if name == "mlp" else [WIDE, WIDE, WIDE, 10]
+    layers = []
+    for n_in, n_out in zip(sizes, sizes[1:]):
+        layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
 
 
 # -- one configuration, in its own process ------------------------------------------------------
 def run_clnet(kind: str, args) -> dict:
     import clnet
-    from clnet.layers import Dense, Input
 
-    x, y = data(args.samples)
+    x, y = data(args.samples, args.model)
+    if kind == "mpi" and args.gpu:  # one GPU per rank
+        clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
     strategy = {"single": lambda: None, "dp": lambda: clnet.distribute.DataParallel(devices=[0, 1]),
                 "mpi": lambda: clnet.distribute.MPIDataParallel()}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
-        model = clnet.Sequential([Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")],
-                                 seed=0, floatx="float32")
+        model = clnet_model(args.model)
         model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
 
     class Timer(clnet.callbacks.Callback):
@@ -103,40 +141,50 @@ def run_clnet(kind: str, args) -> dict:
 
 
 def run_torch(kind: str, args) -> dict:
-    """PyTorch CPU, the same MLP, one process or DistributedDataParallel over gloo (each rank its
-    half of every batch, gradients all-reduced in buckets overlapping the backward pass)."""
+    """PyTorch, the same model, one process or DistributedDataParallel (each rank its part of every
+    batch, gradients all-reduced in buckets overlapping the backward pass): on the CPU over gloo,
+    with --gpu on one GPU per rank over NCCL (fp32, TF32 off, as clnet computes)."""
     import torch
     import torch.distributed as dist
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    device = torch.device(f"cuda:{rank}" if args.gpu else "cpu")
+    if args.gpu:
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     if world > 1:
-        dist.init_process_group("gloo")
-    x, y = (torch.from_numpy(a) for a in data(args.samples))
+        dist.init_process_group("nccl" if args.gpu else "gloo")
+    x, y = (torch.from_numpy(a).to(device) for a in data(args.samples, args.model))
+    if args.model == "cnn":
+        x = x.permute(0, 3, 1, 2).contiguous()
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
-                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    model = torch_model(args.model).to(device)
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if args.gpu else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
     loss_fn = torch.nn.CrossEntropyLoss()
     times = []
     share = args.batch // world
     for epoch in range(args.epochs):
         started = time.perf_counter()
-        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch)).to(device)
         for first in range(0, len(x), args.batch):
             index = order[first:first + args.batch][rank * share:(rank + 1) * share]
             optimizer.zero_grad()
             loss_fn(model(x[index]), y[index]).backward()
             optimizer.step()
+        if args.gpu:
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     if world > 1:
         dist.destroy_process_group()
     seconds = median(times[1:] or times)
     return {"framework": "torch", "config": kind, "replicas": world, "rank": rank, "seconds_per_epoch": seconds,
             "samples_per_second": len(x) / seconds, "step_ms": seconds / -(-len(x) // args.batch) * 1e3,
-            "device": f"{cpu_name()} ({torch.get_num_threads()} threads per process)", "versions": versions("torch")}
+            "device": torch.cuda.get_device_name(device) if args.gpu else
+            f"{cpu_name()} ({torch.get_num_threads()} threads per process)", "versions": versions("torch")}
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -191,27 +239,33 @@ def main(argv=None):
                         "h100-mlp-step-by-batch.json) for the N-GPU model")
     parser.add_argument("--run", choices=["single", "dp", "mpi", "torch", "torch-ddp"],
                         help="run one configuration in this process (mpi: under mpirun) and print its JSON")
+    parser.add_argument("--model", choices=["mlp", "wide", "cnn"], default="mlp")
+    parser.add_argument("--gpu", action="store_true", help="the first two OpenCL devices (two GPUs) and CUDA")
     args = parser.parse_args(argv)
     if args.run:  # a child: one configuration
         result = run_torch(args.run, args) if args.run.startswith("torch") else run_clnet(args.run, args)
         if result["rank"] == 0:
             print(json.dumps(result), flush=True)
         return
-    common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch)]
-    pocl = {"CLNET_DEVICE": "pthread"}  # every clnet configuration on pip's PoCL, the README's default device
+    common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch),
+              "--model", args.model, *(["--gpu"] if args.gpu else [])]
+    # Every clnet configuration on pip's PoCL (the README's default device), each replica one core;
+    # with --gpu on the first GPU, the first two, or one each.
+    one, two = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"},
+                                                             {"POCL_DEVICES": "pthread pthread", **ONE_CORE})
     mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
-    runs = [child(["--run", "single", *common], pocl),
-            child(["--run", "dp", *common], {"POCL_DEVICES": "pthread pthread", **ONE_CORE}),
-            child(["--run", "mpi", *common], {**pocl, **MPI_ENV, **ONE_CORE}, mpirun),
-            child(["--run", "torch", *common], {}),
-            child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
-                  processes=2)]
-    results = runs
+    results = [child(["--run", "single", *common], one),
+               child(["--run", "dp", *common], two),
+               child(["--run", "mpi", *common], {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)}, mpirun),
+               child(["--run", "torch", *common], {}),
+               child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
+                     processes=2)]
     base = {r["framework"]: r["samples_per_second"] for r in results if r["replicas"] == 1}
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
-    labels = {"single": "clnet, 1 device", "dp": "clnet DataParallel, 2 PoCL devices",
+    devices = "GPUs" if args.gpu else "PoCL devices"
+    labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, 2 {devices}",
               "mpi": "clnet MPIDataParallel, 2 ranks", "torch": "PyTorch, 1 process",
-              "torch-ddp": "PyTorch DDP (gloo), 2 processes"}
+              "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), 2 processes"}
     for r in results:
         comm = ""
         if r["framework"] == "clnet" and r["replicas"] > 1:
@@ -228,7 +282,7 @@ def main(argv=None):
           f"{args.bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
           f"{fixed:.2f} ms/step of host work not:")
     show(model)
-    result = {"benchmark": "data_parallel", "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
+    result = {"benchmark": "data_parallel", "model": args.model, "gpu": args.gpu, "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
               "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
               "model_efficient_up_to": efficient_up_to(model)}
     if args.gpu_steps:

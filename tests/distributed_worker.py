@@ -59,6 +59,8 @@ def main(mode: str, out: str) -> None:
     if mode.startswith("dp"):
         return data_parallel(mode, out)
     x, y = data()
+    if os.environ.get("WORKER_DEVICE") == "local-rank":  # one device per rank (two GPUs, test_distribute.py)
+        clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
     strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")))
     if mode in ("stuck", "dies"):
         class Stop(clnet.callbacks.Callback):

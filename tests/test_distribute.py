@@ -4,7 +4,9 @@ whole batch (1e-10 after 20 steps, shuffled and not); the replicas stay identica
 resume with another number of replicas; bad input is a clear error.
 
 Devices are fixed when a process first asks OpenCL for them, so the two-device runs happen in
-child processes (tests/distributed_worker.py) with PoCL asked for two pthread devices."""
+child processes (tests/distributed_worker.py) with PoCL asked for two pthread devices; with
+CLNET_TEST_DEVICES=own, on the environment's own first two devices (two GPUs: one process with
+both, or one MPI rank on each, by its local rank)."""
 import dataclasses
 import os
 import shutil
@@ -39,15 +41,20 @@ def assert_weights(expected: list, npz, tolerance=1e-10) -> None:
         np.testing.assert_allclose(g, e, rtol=0, atol=tolerance)
 
 
-def pocl_two_devices() -> dict:
+OWN_DEVICES = os.environ.get("CLNET_TEST_DEVICES") == "own"
+
+
+def two_devices() -> dict:
+    if OWN_DEVICES:
+        return {**os.environ, "CLNET_QUIET": "1"}
     return {**os.environ, "CLNET_QUIET": "1", "POCL_DEVICES": "pthread pthread"}
 
 
 @pytest.mark.parametrize("mode", ["dp", "dp-shuffled", "dp-uneven"])
 def test_data_parallel_equals_single_device_training(mode, tmp_path):
-    subprocess.run([sys.executable, WORKER, mode, str(tmp_path)], env=pocl_two_devices(), check=True, timeout=600)
+    subprocess.run([sys.executable, WORKER, mode, str(tmp_path)], env=two_devices(), check=True, timeout=600)
     result = np.load(tmp_path / "weights.npz")
-    assert all("pthread" in name for name in result["devices"]), result["devices"]
+    assert OWN_DEVICES or all("pthread" in name for name in result["devices"]), result["devices"]
     reference = single_device(4, shuffle=mode != "dp")  # 20 steps
     assert_weights(reference.get_weights(), result)
     np.testing.assert_allclose(result["loss"], reference.history.history["loss"], rtol=1e-12)
@@ -212,7 +219,8 @@ def mpirun(*args, timeout=600, **env) -> subprocess.CompletedProcess:
     launcher = shutil.which("mpirun")
     assert launcher, "mpirun not found: apt-get install openmpi-bin libopenmpi-dev (CI installs them, see .ci/run)"
     env = {**os.environ, "CLNET_QUIET": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", **env}
+           "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo",
+           **({"WORKER_DEVICE": "local-rank"} if OWN_DEVICES else {}), **env}
     return subprocess.run([launcher, "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2", sys.executable, WORKER,
                            *args], env=env, capture_output=True, text=True, timeout=timeout)
 
