@@ -87,7 +87,8 @@ def run_clnet(kind: str, args) -> dict:
     x, y = data(args.samples, args.model)
     if kind == "mpi" and args.gpu:  # one GPU per rank
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
-    strategy = {"single": lambda: None, "dp": lambda: clnet.distribute.DataParallel(devices=[0, 1]),
+    strategy = {"single": lambda: None,
+                "dp": lambda: clnet.distribute.DataParallel(devices=[0, 1], reduction=args.reduction),
                 "mpi": lambda: clnet.distribute.MPIDataParallel()}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = clnet_model(args.model)
@@ -241,6 +242,8 @@ def main(argv=None):
                         help="run one configuration in this process (mpi: under mpirun) and print its JSON")
     parser.add_argument("--model", choices=["mlp", "wide", "cnn"], default="mlp")
     parser.add_argument("--gpu", action="store_true", help="the first two OpenCL devices (two GPUs) and CUDA")
+    parser.add_argument("--reduction", choices=["host", "devices"], default="host",
+                        help="DataParallel's reduction (clnet.distribute.DataParallel)")
     args = parser.parse_args(argv)
     if args.run:  # a child: one configuration
         result = run_torch(args.run, args) if args.run.startswith("torch") else run_clnet(args.run, args)
@@ -248,7 +251,7 @@ def main(argv=None):
             print(json.dumps(result), flush=True)
         return
     common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch),
-              "--model", args.model, *(["--gpu"] if args.gpu else [])]
+              "--model", args.model, "--reduction", args.reduction, *(["--gpu"] if args.gpu else [])]
     # Every clnet configuration on pip's PoCL (the README's default device), each replica one core;
     # with --gpu on the first GPU, the first two, or one each.
     one, two = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"},
@@ -282,7 +285,8 @@ def main(argv=None):
           f"{args.bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
           f"{fixed:.2f} ms/step of host work not:")
     show(model)
-    result = {"benchmark": "data_parallel", "model": args.model, "gpu": args.gpu, "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
+    result = {"benchmark": "data_parallel", "model": args.model, "gpu": args.gpu, "reduction": args.reduction,
+              "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
               "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
               "model_efficient_up_to": efficient_up_to(model)}
     if args.gpu_steps:

@@ -42,16 +42,18 @@ def data_parallel(mode: str, out: str) -> None:
         launches = single.rt.launches
         single.fit(x, y, batch_size=8, epochs=1, verbose=0)
         single_launches.append(single.rt.launches - launches)
-    strategy = clnet.distribute.DataParallel(devices=[0, 1], split=[3, 2] if mode == "dp-uneven" else "even")
+    strategy = clnet.distribute.DataParallel(devices=[0, 1], split=[3, 2] if "uneven" in mode else "even",
+                                             reduction="devices" if "devices" in mode else "host")
     with strategy.scope():
         model = make()
         model.compile(clnet.optimizers.Adam(0.01), "mse")
     launches = model.rt.launches
-    history = model.fit(x, y, batch_size=8, epochs=4, verbose=0, shuffle=mode != "dp")
+    history = model.fit(x, y, batch_size=8, epochs=4, verbose=0, shuffle=mode not in ("dp", "dp-devices"))
     replica = strategy.replica_models[0]
     np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"],
              devices=[str(strategy.devices[0].name), str(strategy.devices[1].name)],
-             launches=[model.rt.launches - launches, replica.rt.launches, *single_launches])
+             launches=[model.rt.launches - launches, replica.rt.launches, *single_launches],
+             reduction_launches=strategy.launches_per_step, on_devices=strategy.on_devices)
     np.savez(os.path.join(out, "replica.npz"), *replica.get_weights())
 
 

@@ -50,23 +50,26 @@ def two_devices() -> dict:
     return {**os.environ, "CLNET_QUIET": "1", "POCL_DEVICES": "pthread pthread"}
 
 
-@pytest.mark.parametrize("mode", ["dp", "dp-shuffled", "dp-uneven"])
+# dp-devices: the reduction on the devices, in one shared context (and the rows split unevenly).
+@pytest.mark.parametrize("mode", ["dp", "dp-shuffled", "dp-uneven", "dp-devices", "dp-devices-uneven-shuffled"])
 def test_data_parallel_equals_single_device_training(mode, tmp_path):
     subprocess.run([sys.executable, WORKER, mode, str(tmp_path)], env=two_devices(), check=True, timeout=600)
     result = np.load(tmp_path / "weights.npz")
     assert OWN_DEVICES or all("pthread" in name for name in result["devices"]), result["devices"]
-    reference = single_device(4, shuffle=mode != "dp")  # 20 steps
+    reference = single_device(4, shuffle=mode not in ("dp", "dp-devices"))  # 20 steps
     assert_weights(reference.get_weights(), result)
     np.testing.assert_allclose(result["loss"], reference.history.history["loss"], rtol=1e-12)
     # The replica on the second device holds exactly the same weights (the same update of the same values).
     replica = np.load(tmp_path / "replica.npz")
     for i in range(len(reference.get_weights())):
         np.testing.assert_array_equal(replica[f"arr_{i}"], result[f"arr_{i}"])
-    # No kernel beyond a single device's: the reduction is copies, each replica launches its own
-    # step, and every epoch launches the same kernels as every other.
+    # No kernel beyond a single device's but the reduction's (on the devices of one context, as
+    # PoCL's two are, one a step and flat array on the first device; through the host, copies
+    # only): each replica launches its own step, and every epoch the same kernels as every other.
     data_parallel, on_replica, first_epoch, later_epoch = result["launches"]
-    assert first_epoch == later_epoch and data_parallel == 4 * later_epoch
-    assert on_replica == data_parallel
+    assert bool(result["on_devices"]) == ("devices" in mode) == (result["reduction_launches"] > 0)
+    assert first_epoch == later_epoch and data_parallel == 4 * later_epoch + 20 * result["reduction_launches"]
+    assert on_replica == 4 * later_epoch
 
 
 def test_split_shares_rows_by_weight():
@@ -125,6 +128,10 @@ def test_bad_arguments():
         clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[1, 0])
     with pytest.raises(ValueError, match="split must be one of"):
         clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split="fast")
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), reduction="nccl")
+    with pytest.raises(ValueError, match=r"reduction='devices' needs two or more distinct devices of one kind"):
+        clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), reduction="devices")
     model = make()
     with pytest.raises(TypeError, match="distribution must be a clnet.distribute strategy"):
         model.compile("adam", "mse", distribution="mirrored")

@@ -58,17 +58,21 @@ def sm90a_ptx(ptx: bytes) -> bytes:
 class Runtime:
     """One device, its context and in-order queues, and everything built for it."""
 
-    def __init__(self, info: DeviceInfo):
+    def __init__(self, info: DeviceInfo, context: cl.Context | None = None, programs: dict | None = None):
+        """`context`: one shared with other devices of the platform (DataParallel's, whose
+        replicas then reduce on the devices), and `programs`, the programs built in it, for all
+        of its devices (NVIDIA's runtime refuses a program built for some of a context's devices:
+        INVALID_KERNEL_DEFINITION, INVALID_BINARY); by default the device's own context."""
         self.info = info
         self.device = info.cl_device
-        self.context = cl.Context([self.device])
+        self.context = context or cl.Context([self.device])
         self.profiling = False
-        self.queue = cl.CommandQueue(self.context)
+        self.queue = cl.CommandQueue(self.context, self.device)
         # Streamed batches are copied to the device on a second queue, so that a copy runs while
         # the previous batch computes on the first; events order the two (see data.py).
-        self.transfer_queue = cl.CommandQueue(self.context)
+        self.transfer_queue = cl.CommandQueue(self.context, self.device)
         self._profiling_queue = None
-        self._programs: dict[tuple, cl.Program] = {}
+        self._programs: dict[tuple, cl.Program] = {} if programs is None else programs
         self.launches = 0       # kernel launches since the runtime started (a test counts per step)
         self.events: list[tuple[str, cl.Event, float]] = []  # (kernel, event, flops) while profiling
         # Sub-buffers must start on this boundary.
@@ -84,9 +88,9 @@ class Runtime:
     def set_profiling(self, enabled: bool) -> None:
         if enabled and self._profiling_queue is None:
             self._profiling_queue = cl.CommandQueue(
-                self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+                self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.queue.finish()
-        self.queue = self._profiling_queue if enabled else cl.CommandQueue(self.context)
+        self.queue = self._profiling_queue if enabled else cl.CommandQueue(self.context, self.device)
         self.profiling = enabled
 
     def check_dtype(self, dtype) -> np.dtype:
@@ -133,7 +137,7 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
-        try:
+        try:  # the first device's (a shared context's devices are alike: DataParallel)
             binary = program.binaries[0]
         except cl.Error:  # a runtime that gives no binaries: nothing to uncover, nothing to cache
             binary = None
@@ -154,7 +158,8 @@ class Runtime:
         (sm_90a only), and takes no option for the target; its program binaries are PTX text,
         which clCreateProgramWithBinary takes back."""
         try:
-            return cl.Program(self.context, [self.device], [ptx]).build(options=flags)
+            devices = self.context.devices
+            return cl.Program(self.context, devices, [ptx] * len(devices)).build(options=flags)
         except cl.Error as error:
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for {self.info.name!r} "
                              f"as sm_90a PTX (the wgmma form) failed:\n{error}") from None
@@ -170,8 +175,8 @@ class Runtime:
     def _cached_binary(self, text: str, flags: list[str]) -> cl.Program | None:
         path = self._binary_path(text, flags)
         try:
-            binary = path.read_bytes()
-            return cl.Program(self.context, [self.device], [binary]).build(options=flags)
+            binary, devices = path.read_bytes(), self.context.devices
+            return cl.Program(self.context, devices, [binary] * len(devices)).build(options=flags)
         except (OSError, cl.Error):  # missing, or unusable: build from source and replace it
             return None
 
