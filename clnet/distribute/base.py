@@ -193,24 +193,24 @@ class FlatState:
     def send(self, queue, target, wait_for) -> list[cl.Event]:
         """On `queue` (another device's, in the same context), copy this replica's flat arrays into
         `target`, a buffer of size + extra elements, once `wait_for` is done."""
-        item, grads, values = self.store.dtype.itemsize, self.store.grads.buffer, self.store.values.buffer
-        events = [cl.enqueue_copy(queue, target.buffer, grads, byte_count=self.size * item, wait_for=wait_for)]
-        if self.extra:
-            events.append(cl.enqueue_copy(queue, target.buffer, values, byte_count=self.extra * item,
-                                          src_offset=self.size * item, dst_offset=self.size * item, wait_for=wait_for))
-        return self._profiled("ReduceRead", events)
+        return self._profiled("ReduceRead", self._copy_flat(queue, target, target, self.store, wait_for))
 
     def receive(self, source: "FlatState", wait_for) -> list[cl.Event]:
         """On this replica's queue, copy `source`'s flat arrays (the sum, on another device of the
         context) into this replica's, once `wait_for` is done."""
+        return self._profiled("ReduceWrite", self._copy_flat(self.rt.queue, self.store.grads, self.store.values,
+                                                             source.store, wait_for))
+
+    def _copy_flat(self, queue, grads, values, store, wait_for) -> list[cl.Event]:
+        """Device-to-device copies of `store`'s flat arrays: its gradients into `grads`, its
+        non-trainable values (after `size`) into `values` at the same offset."""
         item = self.store.dtype.itemsize
-        events = [cl.enqueue_copy(self.rt.queue, self.store.grads.buffer, source.store.grads.buffer,
-                                  byte_count=self.size * item, wait_for=wait_for)]
+        events = [cl.enqueue_copy(queue, grads.buffer, store.grads.buffer, byte_count=self.size * item,
+                                  wait_for=wait_for)]
         if self.extra:
-            events.append(cl.enqueue_copy(self.rt.queue, self.store.values.buffer, source.store.values.buffer,
-                                          byte_count=self.extra * item, src_offset=self.size * item,
-                                          dst_offset=self.size * item, wait_for=wait_for))
-        return self._profiled("ReduceWrite", events)
+            events.append(cl.enqueue_copy(queue, values.buffer, store.values.buffer, byte_count=self.extra * item,
+                                          src_offset=self.size * item, dst_offset=self.size * item, wait_for=wait_for))
+        return events
 
     def _profiled(self, name: str, events: list[cl.Event]) -> list[cl.Event]:
         """Under clnet.profile() the copies appear in the table beside the kernels."""

@@ -107,9 +107,9 @@ class LayerNormalization(Layer):
         if not input_grad:
             return None
         size = self._group
-        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, self.input_grad if add_to is None else add_to,
-                     self._gamma(), self.group_mean, self.group_inv_std, self.features, self.inner,
-                     int(add_to is not None))
+        added = self.input_grad if add_to is None else add_to  # (read only when adding)
+        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, added, self._gamma(), self.group_mean,
+                     self.group_inv_std, self.features, self.inner, int(add_to is not None))
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

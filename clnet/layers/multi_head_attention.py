@@ -178,17 +178,15 @@ class MultiHeadAttention(Layer):
             kernels, biases = self.joined_projection.part_kernels, self.joined_projection.part_biases
             self.projections = {}
         else:
-            self.projections = {role: dense(heads * (self.value_dim if role == "value" else self.key_dim), role)
-                                for role in PROJECTED}
+            self.projections = {role: dense(heads * self._dim(role), role) for role in PROJECTED}
             for role in PROJECTED:
                 self.projections[role].build((self.input_shapes[self.wiring[role]][1],), store, rng)
             kernels = [self.projections[role].kernel for role in PROJECTED]
             biases = [self.projections[role].bias for role in PROJECTED] if self.use_bias else []
         for kernel, role in zip(kernels, PROJECTED):
-            dim = self.value_dim if role == "value" else self.key_dim
-            kernel.keras_index = kernel.keras_index.reshape(kernel.keras_index.shape[0], heads, dim)
+            kernel.keras_index = kernel.keras_index.reshape(kernel.keras_index.shape[0], heads, self._dim(role))
         for bias, role in zip(biases, PROJECTED):
-            bias.keras_index = bias.keras_index.reshape(heads, self.value_dim if role == "value" else self.key_dim)
+            bias.keras_index = bias.keras_index.reshape(heads, self._dim(role))
         self.output_dense = dense(out, "attention_output")
         self.output_dense.build((heads * self.value_dim,), store, rng)
         self.output_dense.kernel.keras_index = self.output_dense.kernel.keras_index.reshape(heads, self.value_dim, out)
@@ -230,6 +228,14 @@ class MultiHeadAttention(Layer):
         # Keras's order: query, key, value, output (each kernel, then bias).
         return [p for layer in self._projection_layers() for p in layer.parameters] + self.output_dense.parameters
 
+    def _dim(self, role: str) -> int:
+        """A projection's per-head width: key_dim for the query and the key, value_dim for the value."""
+        return self.value_dim if role == "value" else self.key_dim
+
+    def _length(self, role: str) -> int:
+        """The length of the sequence a projection reads: Tq for the query, Tk for the key and value."""
+        return self.tq if role == "query" else self.tk
+
     def _projection_layers(self) -> list[Dense]:
         return [self.joined_projection] if self.joined else [self.projections[role] for role in PROJECTED]
 
@@ -237,11 +243,10 @@ class MultiHeadAttention(Layer):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         heads = self.num_heads
-        length = lambda role: self.tq if role == "query" else self.tk
         if self.joined:
             self.joined_projection.allocate(capacity * self.tq)
         for role, layer in self.projections.items():
-            layer.allocate(capacity * length(role))
+            layer.allocate(capacity * self._length(role))
         self.output_dense.allocate(capacity * self.tq)
         # The softmax of the scores and dL/d(scores): (batch, heads, Tq, Tk), in the CPU form
         # lane-major, (batch, heads, Tk, Tq rounded up to LANES).
@@ -263,10 +268,10 @@ class MultiHeadAttention(Layer):
                 self._projected[role] = outputs, part * width, len(PROJECTED) * width
                 self._projected_grad[role] = self.joined_grad, part * width, len(PROJECTED) * width
         else:
-            for role, dim, length in (("query", self.key_dim, self.tq), ("key", self.key_dim, self.tk),
-                                      ("value", self.value_dim, self.tk)):
-                self._projected[role] = self.projections[role].outputs, 0, heads * dim
-                self._projected_grad[role] = Tensor((capacity * length, heads * dim), dt, rt), 0, heads * dim
+            for role in PROJECTED:
+                row = heads * self._dim(role)
+                self._projected[role] = self.projections[role].outputs, 0, row
+                self._projected_grad[role] = Tensor((capacity * self._length(role), row), dt, rt), 0, row
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt, self.output_dense.outputs.buffer)
         self.input_grads = [Tensor((capacity, *s), dt, rt) for s in self.input_shapes]  # sums over projections
         # The projections' dL/dx, (capacity * time, features), as the engine reads a gradient:
@@ -313,17 +318,17 @@ class MultiHeadAttention(Layer):
         if self.joined:
             self.joined_projection.forward(self.xs[self.wiring["query"]], rows * self.tq)
         for role, layer in self.projections.items():
-            layer.forward(self.xs[self.wiring[role]], rows * (self.tq if role == "query" else self.tk))
+            layer.forward(self.xs[self.wiring[role]], rows * self._length(role))
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
         if self.tiles:
             self._forward_products(rows)
             self.output_dense.forward(self.context, rows * self.tq)
             return self.outputs
         query, key, value = (self._projected[role][0] for role in PROJECTED)
-        self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask, self.probabilities, self.context, self.context.transposed,
-                      self._noise, self.tq, self.tk, self.num_heads, self.capacity * self.tq, self.scale,
-                      int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
-                      *self._dropout_arguments())
+        self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask,
+                      self.probabilities, self.context, self.context.transposed, self._noise, self.tq, self.tk,
+                      self.num_heads, self.capacity * self.tq, self.scale, int(self.wiring["mask"] is not None),
+                      int(self.wiring["causal"]), *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq)
         return self.outputs
 
@@ -335,6 +340,10 @@ class MultiHeadAttention(Layer):
         tensor, first, ld = place
         return tensor, first, length * ld, dim, ld
 
+    def _projection_operands(self, places: dict) -> tuple:
+        """The query's, key's and value's places (projections or their gradients) as operands."""
+        return tuple(self._operand(places[role], self._dim(role), self._length(role)) for role in PROJECTED)
+
     def _square(self, tensor: Tensor):
         """A (batch, heads, Tq, Tk) tensor as AttentionProduct's operand or result."""
         return tensor, 0, self.num_heads * self.tq * self.tk, self.tq * self.tk, self.tk
@@ -342,8 +351,8 @@ class MultiHeadAttention(Layer):
     def _products(self, rows, a, a_along_k, b, b_along_k, c, m, n, k, scale=1.0, transposed=(None, 0, 0, 0),
                   causal=0):
         """c (m x n per sample and head) = scale a b, through AttentionProduct; a and b as
-        (tensor, first column, sample offset, head offset, row length), b given as b^T (n x k). `causal`: what
-        the product may leave out under the causal mask alone (multi_head_attention.cl)."""
+        (tensor, first column, sample offset, head offset, row length), b given as b^T (n x k).
+        `causal`: what the product may leave out under the causal mask alone (multi_head_attention.cl)."""
         causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
         global_size = (-(-n // tile) * side, -(-m // tile) * side, rows * self.num_heads)
@@ -360,8 +369,7 @@ class MultiHeadAttention(Layer):
 
     def _forward_products(self, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
-        query, key = self._operand(self._projected["query"], kd, tq), self._operand(self._projected["key"], kd, tk)
-        value = self._operand(self._projected["value"], vd, tk)
+        query, key, value = self._projection_operands(self._projected)
         scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
         self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
         self._rows(self._softmax, rows, self.score_grad, self.probabilities,
@@ -373,10 +381,8 @@ class MultiHeadAttention(Layer):
 
     def _backward_products(self, context_grad, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
-        roles = (("query", kd, tq), ("key", kd, tk), ("value", vd, tk))
-        query, key, value = (self._operand(self._projected[role], dim, length) for role, dim, length in roles)
-        query_grad, key_grad, value_grad = (self._operand(self._projected_grad[role], dim, length)
-                                            for role, dim, length in roles)
+        query, key, value = self._projection_operands(self._projected)
+        query_grad, key_grad, value_grad = self._projection_operands(self._projected_grad)
         grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
         scores = self._square(self.score_grad)
         # dL/d(dropped p) = dL/dcontext V^T
@@ -412,8 +418,7 @@ class MultiHeadAttention(Layer):
             results[index] = self._projection_grads["query"] if input_grads[index] else None
         for role, layer in self.projections.items():
             index = self.wiring[role]
-            length = self.tq if role == "query" else self.tk
-            layer.backward(self._projected_grad[role][0], rows * length, input_grads[index])
+            layer.backward(self._projected_grad[role][0], rows * self._length(role), input_grads[index])
             if not input_grads[index]:
                 continue
             grad_x = self._projection_grads[role]
