@@ -91,9 +91,7 @@ class _Slot:
         step = rt.alignment // dtype.itemsize  # the y part is a sub-buffer: it must start aligned
         y_offset = -(-capacity * x_cols // step) * step
         size = y_offset + max(capacity * y_cols, 1)
-        pinned = cl.Buffer(rt.context, cl.mem_flags.ALLOC_HOST_PTR | cl.mem_flags.READ_WRITE, size * dtype.itemsize)
-        self.pinned = pinned
-        self.host, _ = cl.enqueue_map_buffer(rt.transfer_queue, pinned, cl.map_flags.WRITE, 0, (size,), dtype)
+        self.pinned, self.host = rt.pinned(size, dtype)
         self.x = self.host[:capacity * x_cols].reshape(capacity, x_cols)                     # (capacity, x_cols)
         self.y = self.host[y_offset:y_offset + capacity * y_cols].reshape(capacity, y_cols)  # (capacity, y_cols)
         self.y_offset = y_offset

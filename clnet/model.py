@@ -296,31 +296,37 @@ class Model:
                           self._sample_hit, first, positions, self.output_shape[-1], self.loss.mode,
                           SOFTMAX_HERE if logits else int(self._fold), 1.0 / (rows * positions))
 
-    def _backward(self, rows: int, plan: dict[int, list[bool]]) -> list[Tensor | None]:
+    def _backward(self, rows: int, plan: dict[int, list[bool]], done=None) -> list[Tensor | None]:
         """Parameter gradients for the last forward pass; returns dL/d(input) per model input
-        (None where `plan` did not ask for it)."""
+        (None where `plan` did not ask for it). `done(runner)`, if given, is called once each
+        layer's backward is enqueued (a distribution starts copying its gradients then)."""
         grads = {id(self._output): self._output_grad}
         for runner, call in reversed(self._steps):
             grad = grads.pop(id(call.output), None)
             if grad is None:  # nothing upstream of this call has parameters (or was asked for)
                 continue
-            wanted = plan[id(call)]
-            if runner.multi_input:
-                results = runner.backward(grad, rows, wanted)
-            else:
-                folded = self._fold and call.output is self._output
-                # The input's gradient from its later readers, where this layer adds its own to it.
-                earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
-                added = {} if earlier is None else {"add_to": earlier}
-                results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
-                if earlier is not None:
-                    grads[id(call.inputs[0])] = results[0]
-                    continue
-            for t, result, want in zip(call.inputs, results, wanted):
-                if want:
-                    self._add_gradient(grads, t, result, rows)
+            self._backward_call(runner, call, grad, rows, plan[id(call)], grads)
+            if done is not None:
+                done(runner)
         self.store.add_shared_gradients()
         return [grads.get(id(i.output)) for i in self._inputs]
+
+    def _backward_call(self, runner, call, grad: Tensor, rows: int, wanted: list[bool], grads: dict) -> None:
+        """One call's backward pass; the gradients of its inputs go into `grads`."""
+        if runner.multi_input:
+            results = runner.backward(grad, rows, wanted)
+        else:
+            folded = self._fold and call.output is self._output
+            # The input's gradient from its later readers, where this layer adds its own to it.
+            earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
+            added = {} if earlier is None else {"add_to": earlier}
+            results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
+            if earlier is not None:
+                grads[id(call.inputs[0])] = results[0]
+                return
+        for t, result, want in zip(call.inputs, results, wanted):
+            if want:
+                self._add_gradient(grads, t, result, rows)
 
     def _add_gradient(self, grads: dict, tensor: KerasTensor, grad: Tensor, rows: int) -> None:
         if id(tensor) not in grads:
@@ -389,8 +395,10 @@ class Model:
                 raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
             reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
             val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
+        done = None  # called as each layer's gradients are enqueued (the distribution's reduction starts)
         if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
             train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
+            done = self.distribution.gradients_done(self)
         chief = self.distribution is None or self.distribution.chief  # shows the progress
         input_grads = self._needs_input_grad(False)
         steps = train.steps
@@ -417,7 +425,7 @@ class Model:
                             callbacks.on_batch_begin(step, {"batch": step, "size": rows})
                         self._ensure_stats(seen + rows)
                         self._forward_loss(xb, yb, rows, seen, training=True)
-                        self._backward(rows, input_grads)
+                        self._backward(rows, input_grads, done)
                         if self.distribution is not None:  # the other replicas' steps, the gradient reduction
                             self.distribution.synchronize(self)
                         self.optimizer.step()

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 import clnet
+from clnet.distribute import base as distribute_base
+from clnet.distribute.base import FlatState
 from clnet.layers import BatchNormalization, Dense, Dropout, Input
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -64,12 +66,15 @@ def test_data_parallel_equals_single_device_training(mode, tmp_path):
     for i in range(len(reference.get_weights())):
         np.testing.assert_array_equal(replica[f"arr_{i}"], result[f"arr_{i}"])
     # No kernel beyond a single device's but the reduction's (on the devices of one context, as
-    # PoCL's two are, one a step and flat array on the first device; through the host, copies
-    # only): each replica launches its own step, and every epoch the same kernels as every other.
+    # PoCL's two are, one a step and flat array on the first device; through the host, one a step
+    # and flat array on every device): each replica launches its own step, and every epoch the
+    # same kernels as every other.
     data_parallel, on_replica, first_epoch, later_epoch = result["launches"]
-    assert bool(result["on_devices"]) == ("devices" in mode) == (result["reduction_launches"] > 0)
-    assert first_epoch == later_epoch and data_parallel == 4 * later_epoch + 20 * result["reduction_launches"]
-    assert on_replica == 4 * later_epoch
+    on_first, on_second = result["reduction_launches"]
+    assert bool(result["on_devices"]) == ("devices" in mode)
+    assert (on_first, on_second) == ((1, 0) if "devices" in mode else (1, 1))  # the model has no non-trainables
+    assert first_epoch == later_epoch and data_parallel == 4 * later_epoch + 20 * on_first
+    assert on_replica == 4 * later_epoch + 20 * on_second
 
 
 def test_split_shares_rows_by_weight():
@@ -184,6 +189,40 @@ def test_batch_normalization_moving_mean_is_the_whole_batch_mean():
     np.testing.assert_allclose(model.get_weights()[moving_mean], single.get_weights()[moving_mean], rtol=0, atol=1e-14)
     for a, b in zip(model.get_weights(), strategy.replica_models[0].get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_host_reduction_in_pieces_sums_as_in_one(monkeypatch):
+    """The host reduction moves the flat arrays in pieces (here of about 12 elements), each layer's
+    started down on the transfer queue once its backward pass is enqueued, and each piece up to the
+    other replica while the next comes down: the same bits as in one piece, on both replicas, and
+    BatchNormalization's moving statistics (not written by a backward pass) read after it."""
+    x, y = data()
+
+    def trained():
+        strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[3, 2])
+        with strategy.scope():
+            model = clnet.Sequential([Input((5,)), Dense(6), BatchNormalization(momentum=0.5), Dense(3)],
+                                     floatx="float64", seed=4)
+            model.compile(clnet.optimizers.Adam(0.01), "mse")
+        model.fit(x, y, epochs=2, **STEPS_ARGS)
+        return model, strategy
+
+    monkeypatch.setattr(distribute_base, "PIECE_ELEMENTS", 1 << 30)
+    whole, strategy = trained()
+    assert len(strategy.pieces) == 4  # three layers' gradients, then the moving statistics
+    reads = []
+    read = FlatState.read
+    monkeypatch.setattr(FlatState, "read", lambda state, *args: (reads.append((state, *args)), read(state, *args))[1])
+    monkeypatch.setattr(distribute_base, "PIECE_ELEMENTS", 12)
+    pieced, strategy = trained()
+    assert len(strategy.pieces) > 6
+    during_backward = {(start, end) for state, start, end, *queue in reads if queue and queue[0] is not None}
+    after = {(start, end) for state, start, end, *queue in reads if not queue or queue[0] is None}
+    assert len(during_backward) == len(strategy.pieces) - 1 and after == {strategy.pieces[-1]}
+    assert strategy.pieces[-1][0] == strategy.states[0].size  # the moving statistics, after the gradients
+    for a, b, c in zip(whole.get_weights(), pieced.get_weights(), strategy.replica_models[0].get_weights()):
+        np.testing.assert_array_equal(b, a)
+        np.testing.assert_array_equal(c, b)
 
 
 def test_dropout_and_the_last_partial_batch_keep_replicas_identical():

@@ -18,3 +18,27 @@ __kernel void ReduceReplicas(__global TYPE *total, const int total_first, __glob
     if (i < n)
         total[total_first + i] = w_total * total[total_first + i] + w_other * other[other_first + i];
 }
+
+// DataParallel's reduction through host memory (reduction="host"), run by every replica on its own
+// device: own[own_first + i] = sum over replicas r, in their order, of weights[r] part_r[i], where
+// this replica's part is `own` and the others' came from the host into `parts` (their slots in
+// replica order, this one's left out). Each product is rounded before it is added (no contraction
+// into an fma) and the order is the same everywhere, so that every replica gets the same bits: a
+// sum of two products is commutative, an fma is not. Summing on the devices leaves the host only
+// copies: numpy's weighted sum of two 134 MB replicas took 22 ms on 8 of an H100 host's threads.
+#pragma OPENCL FP_CONTRACT OFF
+__kernel void SumReplicas(__global TYPE *own, const int own_first,
+                          __global const TYPE *parts, const int parts_first, const int part_size,  // (replicas - 1, part_size)
+                          __constant TYPE *weights, const int self, const int replicas, const int n)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    TYPE sum = 0;
+    for (int r = 0; r < replicas; r++) {
+        const TYPE part = r == self ? own[own_first + i] : parts[parts_first + (long)(r - (r > self)) * part_size + i];
+        const TYPE term = weights[r] * part;
+        sum = r ? sum + term : term;
+    }
+    own[own_first + i] = sum;
+}

@@ -91,7 +91,22 @@ class Runtime:
                 self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.queue.finish()
         self.queue = self._profiling_queue if enabled else cl.CommandQueue(self.context, self.device)
+        self.transfer_queue.finish()  # its copies time too (DataParallel's gradients going up)
+        self.transfer_queue = cl.CommandQueue(self.context, self.device, properties=(
+            cl.command_queue_properties.PROFILING_ENABLE if enabled else 0))
         self.profiling = enabled
+
+    def pinned(self, size: int, dtype) -> tuple[cl.Buffer, np.ndarray]:
+        """A host array of `size` elements that the device copies to and from by DMA, without the
+        host waiting (pinned, where the driver pins ALLOC_HOST_PTR memory: on an H100, 134 MB went
+        down and up in 2.5 ms each, against 13 and 19 ms from a numpy array), and the buffer that
+        owns it, which must live as long as the array."""
+        dtype = np.dtype(dtype)
+        buffer = cl.Buffer(self.context, cl.mem_flags.ALLOC_HOST_PTR | cl.mem_flags.READ_WRITE,
+                           max(size, 1) * dtype.itemsize)
+        array, _ = cl.enqueue_map_buffer(self.transfer_queue, buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                         (size,), dtype)
+        return buffer, array
 
     def check_dtype(self, dtype) -> np.dtype:
         dtype = np.dtype(dtype)

@@ -34,8 +34,9 @@ class Distribution:
 
     def __init__(self):
         self.seen: list[int] = []  # rows each local replica has trained on this epoch
-        # Host seconds spent combining gradients (numpy's weighted sum, or the MPI all-reduce with
-        # any wait for a slower rank), after the device copies; benchmarks/data_parallel.py reads it.
+        # Host seconds spent combining gradients once the backward passes are done (DataParallel's
+        # pieces going down and up, or numpy's sum; the MPI all-reduce with any wait for a slower
+        # rank); benchmarks/data_parallel.py reads it.
         self.reduce_seconds = 0.0
 
     @contextmanager
@@ -94,6 +95,11 @@ class Distribution:
 
     def feed(self, model, train: ArrayFeed) -> "ShardedFeed":
         raise NotImplementedError
+
+    def gradients_done(self, model):
+        """A function that fit's backward pass calls with each layer once its gradients are
+        enqueued (the reduction can start on them), or None."""
+        return None
 
     def synchronize(self, model) -> None:
         """Between the model's backward pass and its optimizer step: the other local replicas'
@@ -165,7 +171,9 @@ class FlatState:
         self.model, self.rt, self.store = model, model.rt, store
         self.size = store.size
         self.extra = store.values.size - store.size
-        self.host = np.empty(self.size + self.extra, store.dtype)  # (trainable gradients + non-trainable values,)
+        # (trainable gradients + non-trainable values,), pinned: the copies run while the host waits
+        # on the other replicas.
+        self._pinned, self.host = self.rt.pinned(self.size + self.extra, store.dtype)
         # Where each element of the parameters in Keras layout sits in `host`, trainable ones first:
         # replicas on devices that lay parameters out differently (Dense's panels) meet there.
         trainable = [p for p in store.parameters if p.trainable]
@@ -174,21 +182,30 @@ class FlatState:
                                     or [np.zeros(0, int)]).astype(np.int64)
         self.trainable = sum(p.keras_index.size for p in trainable)
 
-    def read(self) -> list[cl.Event]:
-        """Start copying this replica's gradients and non-trainable values into `host`."""
-        events = [cl.enqueue_copy(self.rt.queue, self.host[:self.size], self.store.grads.buffer, is_blocking=False)]
-        if self.extra:
-            events.append(cl.enqueue_copy(self.rt.queue, self.host[self.size:], self.store.values.buffer,
-                                          src_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
-        return self._profiled("ReduceRead", events)
+    def read(self, start: int = 0, end: int | None = None, queue=None, wait_for=None) -> list[cl.Event]:
+        """Start copying this replica's gradients and non-trainable values, elements [start, end)
+        of the flat arrays (all by default), into `host`, on `queue` (the device's own by default)
+        once `wait_for` is done."""
+        item, end = self.host.itemsize, self.host.size if end is None else end
+        return self._profiled("ReduceRead", [
+            cl.enqueue_copy(queue or self.rt.queue, self.host[first:last], buffer, src_offset=first * item,
+                            is_blocking=False, wait_for=wait_for)
+            for buffer, first, last in self._pieces(start, end)])
 
-    def write(self, reduced: np.ndarray) -> list[cl.Event]:
-        """Start copying `reduced` (kept alive by the caller until the events complete) back."""
-        events = [cl.enqueue_copy(self.rt.queue, self.store.grads.buffer, reduced[:self.size], is_blocking=False)]
-        if self.extra:
-            events.append(cl.enqueue_copy(self.rt.queue, self.store.values.buffer, reduced[self.size:],
-                                          dst_offset=self.size * self.store.dtype.itemsize, is_blocking=False))
-        return self._profiled("ReduceWrite", events)
+    def write(self, reduced: np.ndarray, start: int = 0, end: int | None = None) -> list[cl.Event]:
+        """Start copying elements [start, end) of `reduced` (all by default; kept alive by the
+        caller until the events complete) back to the device's flat arrays."""
+        item, end = self.host.itemsize, self.host.size if end is None else end
+        return self._profiled("ReduceWrite", [
+            cl.enqueue_copy(self.rt.queue, buffer, reduced[first:last], dst_offset=first * item, is_blocking=False)
+            for buffer, first, last in self._pieces(start, end)])
+
+    def _pieces(self, start: int, end: int) -> list[tuple[cl.Buffer, int, int]]:
+        """(device buffer, first, last): where the flat elements [start, end) live, the gradients
+        below `size` (grads[i]) and the non-trainable values above it (values[i])."""
+        pieces = [(self.store.grads.buffer, start, min(end, self.size)),
+                  (self.store.values.buffer, max(start, self.size), end)]
+        return [piece for piece in pieces if piece[1] < piece[2]]
 
     def send(self, queue, target, wait_for) -> list[cl.Event]:
         """On `queue` (another device's, in the same context), copy this replica's flat arrays into
@@ -219,12 +236,83 @@ class FlatState:
         return events
 
 
-def run_shard(model, seen: int, shard: tuple) -> None:
-    """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)."""
+# The host reductions move the flat arrays in pieces: each layer's gradients in pieces of at least
+# PIECE_ELEMENTS, at most REDUCE_PIECES a layer, so that one piece goes on while the next comes down.
+REDUCE_PIECES = 8
+PIECE_ELEMENTS = 1 << 20
+
+
+def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[int, list[int]]]:
+    """`state`'s flat arrays cut into pieces, in the order the backward pass finishes them: each
+    layer's gradients (from its first parameter to the next layer's), the last layer's first; then
+    the non-trainable values. Returns the pieces as (start, end) and, by the layer's position in
+    model._steps, the indices of the pieces its backward pass completes. Where a layer is called
+    more than once (its gradients are summed after the whole backward pass), or a layer's
+    parameters are not all before the next layer's, every piece waits for the backward pass's end."""
+    spans = sorted((min(p.offset for p in trainable), max(p.offset + p.size for p in trainable), position)
+                   for position, (runner, _) in enumerate(model._steps)
+                   if (trainable := [p for p in runner.parameters if p.trainable]))
+    starts = [0] + [start for start, _, _ in spans[1:]] + [state.size]
+    if model.store.shared or not spans or any(end > starts[i + 1] for i, (_, end, _) in enumerate(spans)):
+        spans, starts = [(0, state.size, None)], [0, state.size]
+    layers = [(starts[i], starts[i + 1], position) for i, (_, _, position) in enumerate(spans)]
+    pieces, ready_after = [], {}
+    for start, end, position in sorted(layers, key=lambda layer: -1 if layer[2] is None else -layer[2]):
+        count = max(1, min(REDUCE_PIECES, (end - start) // PIECE_ELEMENTS))
+        bounds = np.linspace(start, end, count + 1).astype(int).tolist()
+        if position is not None:
+            ready_after[position] = list(range(len(pieces), len(pieces) + count))
+        pieces += zip(bounds[:-1], bounds[1:])
+    if state.extra:
+        pieces.append((state.size, state.size + state.extra))
+    return [p for p in pieces if p[0] < p[1]], ready_after
+
+
+class PieceReads:
+    """One replica's flat arrays coming down to its pinned `host` in the pieces of plan_pieces():
+    a layer's pieces start on the transfer queue as soon as its backward kernels are enqueued
+    (`done`, Model._backward's hook), while the device goes on with the layers below; the pieces
+    no backward pass writes are read after it (`finish`)."""
+
+    def __init__(self, state: FlatState, model, pieces: list[tuple[int, int]], ready_after: dict[int, list[int]]):
+        self.state, self.pieces = state, pieces
+        self.layer_pieces = {id(model._steps[position][0]): indices for position, indices in ready_after.items()}
+        self.events: list[list[cl.Event] | None] = [None] * len(pieces)  # this step's reads
+
+    def done(self, runner) -> None:
+        indices = self.layer_pieces.get(id(runner))
+        if indices:
+            rt = self.state.rt
+            after = [cl.enqueue_marker(rt.queue)]
+            for index in indices:
+                self.events[index] = self.state.read(*self.pieces[index], rt.transfer_queue, after)
+            rt.queue.flush()
+            rt.transfer_queue.flush()
+
+    def finish(self) -> cl.Event:
+        """Read what the backward pass did not; returns the event of the backward pass's end."""
+        queue = self.state.rt.queue
+        finished = cl.enqueue_marker(queue)
+        for index, piece in enumerate(self.pieces):
+            if self.events[index] is None:
+                self.events[index] = self.state.read(*piece)
+        queue.flush()
+        return finished
+
+    def wait(self, index: int) -> None:
+        """Until piece `index` is in `host` (then it is free for the next step's read)."""
+        cl.wait_for_events(self.events[index])
+        self.events[index] = None
+
+
+def run_shard(model, seen: int, shard: tuple, done=None) -> None:
+    """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)
+    (`done` as for Model._backward); handed to the device at once, so that the replicas run together."""
     rows, x, y = shard
     model._ensure_stats(seen + rows)
     model._forward_loss(x, y, rows, seen, training=True)
-    model._backward(rows, model._needs_input_grad(False))
+    model._backward(rows, model._needs_input_grad(False), done)
+    model.rt.queue.flush()
 
 
 def model_logs(model, loss: float, hits: float, count: int) -> dict:

@@ -1,15 +1,17 @@
 """DataParallel: one process, a replica of the model on each of several OpenCL devices.
 
-Each device has its own Runtime (queues, compiled programs). The reduction runs once per step,
-by default through host memory (reduction="host"): every replica's gradients are read with
-non-blocking copies, waited for together, summed with the shard weights in numpy, and written
-back. On two H200s that round trip of 134 MB took 97% of a step. With reduction="devices" the
-devices (of one kind on one platform) share a context and the reduction stays on them: each
-other replica's flat gradients are copied device to device into a buffer on the first device,
-summed there with the shard weights (ReduceReplicas), and the sum copied back to every replica.
-(Tested on PoCL's devices; not yet run on GPUs, where the host path is the measured one.) Then
-each replica runs its update. The replicas run their shards concurrently: every launch is
-asynchronous."""
+Each device has its own Runtime (queues, compiled programs). The reduction runs once per step.
+By default it goes through host memory (reduction="host"): every replica's flat gradients are
+read into a pinned host array in pieces; each piece, once there from every replica, is copied up
+to every other replica while the next piece comes down, and each replica sums all of them on its
+own device in the same order (SumReplicas), so that the replicas stay identical to the bit. (The
+first form, numpy's sum of unpinned arrays, took 97% of a step on two H200s: 134 MB read at
+2.6 GB/s and summed on one core.) With reduction="devices" the devices (of one kind on one
+platform) share a context and nothing passes the host: each other replica's flat gradients are
+copied device to device into a buffer on the first device, summed there with the shard weights
+(ReduceReplicas), and the sum copied back to every replica. (Tested on PoCL's devices; not yet run
+on GPUs.) Then each replica runs its update. The replicas run their shards concurrently: every
+launch is asynchronous."""
 from __future__ import annotations
 
 import time
@@ -23,7 +25,8 @@ from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
 from ..cl.runtime import Runtime
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
-from .base import Distribution, FlatState, ShardedFeed, model_logs, on_runtime, run_shard
+from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, on_runtime, plan_pieces,
+                   run_shard)
 
 SPLITS = ("even", "measured")
 REDUCTIONS = ("host", "devices")
@@ -36,8 +39,9 @@ class DataParallel(Distribution):
 
     `split`: "even", "measured" (each device's share of a batch in proportion to its speed in the
     device probe of clnet/cl/probe.py, measured once and cached), or a list of positive weights.
-    `reduction`: "host" (through host memory, any devices) or "devices" (device to device in
-    one shared context: devices of one kind on one platform; see the module's docstring)."""
+    `reduction`: "host" (through pinned host memory, any devices; the sum on each device) or
+    "devices" (device to device in one shared context: devices of one kind on one platform; see
+    the module's docstring)."""
 
     def __init__(self, devices=None, split="even", reduction="host"):
         super().__init__()
@@ -141,15 +145,33 @@ class DataParallel(Distribution):
                                      for r in self._others]
         self.states = [FlatState(m) for m in [model, *self._others]]
         self.same_layout = self._same_layout(self.states)
-        self.reduced = [np.zeros_like(s.host) for s in self.states]  # what each replica gets back (padding 0)
         self.on_devices = self.reduction == "devices" and self.same_layout
+        size = self.states[0].host.size
         if self.on_devices:  # each other replica's flat arrays, copied to the first device to be added
             first = self.runtimes[0]
-            self.incoming = [Tensor((s.host.size,), model.dtype, first) for s in self.states[1:]]
+            self.incoming = [Tensor((size,), model.dtype, first) for _ in self.states[1:]]
             self._reduce_kernel = first.kernel(first.program(("cl/parameters.cl",), model.dtype), "ReduceReplicas",
                                                model.dtype)
+        elif self.same_layout:  # every replica sums all of them on its own device
+            self.pieces, ready_after = plan_pieces(model, self.states[0])
+            self.reads = [PieceReads(s, m, self.pieces, ready_after) for s, m in zip(self.states, [model, *self._others])]
+            self._uploads = [cl.CommandQueue(s.rt.context, s.rt.device,
+                                             properties=cl.command_queue_properties.PROFILING_ENABLE)
+                             for s in self.states]
+            self.parts = [Tensor(((self.replicas - 1) * size,), model.dtype, s.rt)  # (replicas - 1, size)
+                          for s in self.states]
+            self.shard_weights = [Tensor((self.replicas,), model.dtype, s.rt) for s in self.states]  # (replicas,)
+            self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
+                                             model.dtype) for s in self.states]
+        else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context
+            self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(size, model.dtype) for s in self.states))
+            for reduced in self.reduced:
+                reduced.fill(0)
         self.sharded = ShardedFeed(self, train, [model, *self._others], batches, first=0)
         return self.sharded
+
+    def gradients_done(self, model):
+        return self.reads[0].done if self.same_layout and not self.on_devices else None
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -185,17 +207,22 @@ class DataParallel(Distribution):
             replica.optimizer.iterations = model.optimizer.iterations
 
     @property
-    def launches_per_step(self) -> int:
-        """Kernel launches the reduction adds to the first device's step: one per other replica
-        and flat array (gradients; non-trainable values) on the devices, none through the host."""
-        if not self.on_devices:
-            return 0
-        return (self.replicas - 1) * (1 + bool(self.states[0].extra))
+    def launches_per_step(self) -> list[int]:
+        """Kernel launches the reduction adds to each replica's step: on the devices of one
+        context, one per other replica and flat array (gradients; non-trainable values) on the
+        first device; through the host, one per flat array on every device (the sum); none where
+        the host sums (replicas laid out differently)."""
+        flat_arrays = 1 + bool(self.states[0].extra)
+        if self.on_devices:
+            return [(self.replicas - 1) * flat_arrays] + [0] * (self.replicas - 1)
+        return [flat_arrays if self.same_layout else 0] * self.replicas
 
     def synchronize(self, model) -> None:
         sharded = self.sharded
+        model.rt.queue.flush()  # the model's step runs while the replicas' are enqueued
+        pieces = self.same_layout and not self.on_devices
         for i, (replica, shard) in enumerate(zip(self._others, sharded.pending), start=1):
-            run_shard(replica, self.seen[i], shard)
+            run_shard(replica, self.seen[i], shard, self.reads[i].done if pieces else None)
             self.seen[i] += shard[0]
         weights = self.weights(sharded.rows, sharded.counts)
         if self.on_devices:
@@ -231,21 +258,55 @@ class DataParallel(Distribution):
         self.reduce_seconds += time.perf_counter() - started
 
     def _reduce_on_host(self, weights) -> None:
-        for event in [e for s in self.states for e in s.read()]:  # one context each: waited for one by one
+        """Every replica's flat arrays come down to its pinned host array in pieces, each started
+        as soon as the backward pass has written it (PieceReads); as soon as a piece is there
+        from every replica it goes up to every other replica (on a queue of its own, while the
+        devices compute and the next pieces come down), and each replica then sums them all on its
+        device (SumReplicas, in replica order: the same bits everywhere). Where replicas lay out
+        parameters differently, the host gathers, sums and scatters in Keras's layout instead."""
+        if not self.same_layout:
+            self._sum_on_host(weights)
+            return
+        first = self.states[0]
+        total, item = first.host.size, first.host.itemsize
+        finished = [reads.finish() for reads in self.reads]
+        sent: list[list[cl.Event]] = [[] for _ in self.states]
+        started = None  # when every backward pass was done: what the host spent after is the reduction's
+        for index, (start, end) in enumerate(self.pieces):
+            for reads in self.reads:  # one context each: waited for one by one
+                reads.wait(index)
+            if started is None and all(e.command_execution_status == cl.command_execution_status.COMPLETE
+                                       for e in finished):
+                started = time.perf_counter()
+            for k, (state, parts, upload) in enumerate(zip(self.states, self.parts, self._uploads)):
+                others = [other for r, other in enumerate(self.states) if r != k]
+                sent[k] += state._profiled("ReduceWrite", [
+                    cl.enqueue_copy(upload, parts.buffer, other.host[start:end],
+                                    dst_offset=(slot * total + start) * item, is_blocking=False)
+                    for slot, other in enumerate(others)])
+                upload.flush()
+        shares = np.asarray(weights, first.host.dtype)
+        for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
+            queue = state.rt.queue
+            cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False)
+            cl.enqueue_barrier(queue, wait_for=sent[k])
+            for target, at, count in ((state.store.grads, 0, state.size), (state.store.values, state.size,
+                                                                            state.extra)):
+                if count:  # whole work-groups (NVIDIA's runtime splits an odd global size into ones)
+                    group = state.rt.local_size
+                    kernel((-(-count // group) * group,), (group,), target, at, parts, at, total,
+                           self.shard_weights[k], k, self.replicas, count)
+        self.reduce_seconds += time.perf_counter() - (started or time.perf_counter())
+
+    def _sum_on_host(self, weights) -> None:
+        """Keras layout in between: each replica's elements gathered, summed, scattered back."""
+        for event in [e for s in self.states for e in s.read()]:
             event.wait()
         started = time.perf_counter()
-        if self.same_layout:
-            total = self.reduced[0]
-            np.multiply(self.states[0].host, weights[0], out=total)
-            for state, w in zip(self.states[1:], weights[1:]):  # in place: `host` is refilled next step
-                total += np.multiply(state.host, w, out=state.host)
-            for state in self.states:
-                state.write(total)
-        else:  # Keras layout in between: each replica's elements gathered, summed, scattered back
-            total = sum(w * s.host[s.index] for s, w in zip(self.states, weights))
-            for state, reduced in zip(self.states, self.reduced):
-                reduced[state.index] = total
-                state.write(reduced)
+        total = sum(w * s.host[s.index] for s, w in zip(self.states, weights))
+        for state, reduced in zip(self.states, self.reduced):
+            reduced[state.index] = total
+            state.write(reduced)
         self.reduce_seconds += time.perf_counter() - started
 
     def logs(self, model, seen: int, running: bool = False) -> dict:
