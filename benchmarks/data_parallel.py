@@ -10,6 +10,9 @@ of the step time on N GPUs from the measured compute and a stated all-reduce ban
     python -m benchmarks.data_parallel --gpu --model wide --batch 8192 --samples 65536
                                                         # two GPUs: clnet on 1, DataParallel on 2, MPI 1 + 1;
                                                         # PyTorch on 1 and DDP (NCCL) on 2
+    python -m benchmarks.data_parallel --gpu --one-device --model wide --batch 8192 --samples 65536
+                                                        # both replicas (and both ranks) on one GPU: the
+                                                        # reduction's cost, where one GPU is at hand
 
 Models (--model): the README's MLP (784-256-128-10), `wide` (4096-4096-4096-10 on random inputs of
 4096 features) and the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -85,10 +89,14 @@ def run_clnet(kind: str, args) -> dict:
     import clnet
 
     x, y = data(args.samples, args.model)
-    if kind == "mpi" and args.gpu:  # one GPU per rank
+    if kind == "mpi" and args.gpu and not args.one_device:  # one GPU per rank
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
+    devices = [0, 1]
+    if args.one_device:  # the first device twice, each replica with a context of its own
+        info = clnet.runtime().info
+        devices = [info, dataclasses.replace(info, index=info.index + 100)]
     strategy = {"single": lambda: None,
-                "dp": lambda: clnet.distribute.DataParallel(devices=[0, 1], reduction=args.reduction),
+                "dp": lambda: clnet.distribute.DataParallel(devices=devices, reduction=args.reduction),
                 "mpi": lambda: clnet.distribute.MPIDataParallel()}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = clnet_model(args.model)
@@ -244,6 +252,9 @@ def main(argv=None):
     parser.add_argument("--gpu", action="store_true", help="the first two OpenCL devices (two GPUs) and CUDA")
     parser.add_argument("--reduction", choices=["host", "devices"], default="host",
                         help="DataParallel's reduction (clnet.distribute.DataParallel)")
+    parser.add_argument("--one-device", action="store_true",
+                        help="both replicas (DataParallel: own contexts; MPI: both ranks) on the first device: what "
+                             "the reduction costs where two devices are not at hand; no DDP")
     args = parser.parse_args(argv)
     if args.run:  # a child: one configuration
         result = run_torch(args.run, args) if args.run.startswith("torch") else run_clnet(args.run, args)
@@ -251,21 +262,25 @@ def main(argv=None):
             print(json.dumps(result), flush=True)
         return
     common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch),
-              "--model", args.model, "--reduction", args.reduction, *(["--gpu"] if args.gpu else [])]
+              "--model", args.model, "--reduction", args.reduction, *(["--gpu"] if args.gpu else []),
+              *(["--one-device"] if args.one_device else [])]
     # Every clnet configuration on pip's PoCL (the README's default device), each replica one core;
     # with --gpu on the first GPU, the first two, or one each.
     one, two = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"},
                                                              {"POCL_DEVICES": "pthread pthread", **ONE_CORE})
     mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
+    if args.one_device:
+        two = one
     results = [child(["--run", "single", *common], one),
                child(["--run", "dp", *common], two),
                child(["--run", "mpi", *common], {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)}, mpirun),
-               child(["--run", "torch", *common], {}),
-               child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
-                     processes=2)]
+               child(["--run", "torch", *common], {})]
+    if not args.one_device:  # NCCL takes one GPU per process
+        results.append(child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
+                             processes=2))
     base = {r["framework"]: r["samples_per_second"] for r in results if r["replicas"] == 1}
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
-    devices = "GPUs" if args.gpu else "PoCL devices"
+    devices = ("GPUs" if args.gpu else "PoCL devices") if not args.one_device else "replicas on 1 device"
     labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, 2 {devices}",
               "mpi": "clnet MPIDataParallel, 2 ranks", "torch": "PyTorch, 1 process",
               "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), 2 processes"}
