@@ -305,6 +305,15 @@ void AttentionProduct(__global const TYPE *A, const int a_first, const int a_sam
         store_block(Ct + b * t_sample + h * t_head, t_ld, M, N, acc, 1);
 }
 
+// Under the causal mask alone the products read a query's probabilities and score gradients only
+// up to the end of its block of TILE queries (KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS), and the
+// scores past it were never written (ABOVE_DIAGONAL): the row kernels stop there too (the tiny
+// GPT's rows of 256 in blocks of 64: 160 elements a row on average).
+inline int attention_row_end(const int use_mask, const int causal, const int i, const int tk)
+{
+    return causal && !use_mask ? min(tk, (i / TILE + 1) * TILE) : tk;
+}
+
 // A work-group per row r = (sample, head, query i) of the scores (batch, heads, Tq, Tk), already
 // scaled: probabilities = softmax(where(mask, scores, -1e9)) as FeedForwardAttention computes
 // them; with dropout, `dropped` = the probabilities dropout.cl's hash keeps, / keep, and 0
@@ -321,19 +330,20 @@ __kernel void AttentionSoftmax(__global const TYPE *scores,   // (batch, heads, 
     const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
     const int i = r % tq, b = r / (tq * heads);
     const long row = (long)r * tk;
+    const int end = attention_row_end(use_mask, causal, i, tk);
     TYPE m = -INFINITY;
-    for (int j = lid; j < tk; j += size)
+    for (int j = lid; j < end; j += size)
         m = fmax(m, attention_kept(mask, use_mask, causal, b, i, j, tq, tk) ? scores[row + j] : MASKED_SCORE);
     m = group_reduce(scratch, m, 1);
     TYPE sum = 0;
-    for (int j = lid; j < tk; j += size) {
+    for (int j = lid; j < end; j += size) {
         const TYPE s = attention_kept(mask, use_mask, causal, b, i, j, tq, tk) ? scores[row + j] : MASKED_SCORE;
         const TYPE e = exp(s - m);
         probabilities[row + j] = e;
         sum += e;
     }
     sum = group_reduce(scratch, sum, 0);
-    for (int j = lid; j < tk; j += size) {
+    for (int j = lid; j < end; j += size) {
         const TYPE p = probabilities[row + j] / sum;
         probabilities[row + j] = p;
         if (dropout)
@@ -355,8 +365,9 @@ __kernel void CalcScoreGradientAttention(__global const TYPE *probabilities,  //
     const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
     const int i = r % tq, b = r / (tq * heads);
     const long row = (long)r * tk;
+    const int end = attention_row_end(use_mask, causal, i, tk);
     TYPE weighted = 0;  // sum_j p_j g_j
-    for (int j = lid; j < tk; j += size) {
+    for (int j = lid; j < end; j += size) {
         // Past the query's position under the causal mask alone, AttentionProduct left score_gr
         // unwritten (p is 0 there).
         TYPE g = causal && !use_mask && j > i ? 0 : score_gr[row + j];
@@ -366,7 +377,7 @@ __kernel void CalcScoreGradientAttention(__global const TYPE *probabilities,  //
         weighted += probabilities[row + j] * g;
     }
     weighted = group_reduce(scratch, weighted, 0);
-    for (int j = lid; j < tk; j += size)
+    for (int j = lid; j < end; j += size)
         score_gr[row + j] = attention_kept(mask, use_mask, causal, b, i, j, tq, tk)
                             ? probabilities[row + j] * (score_gr[row + j] - weighted) : 0;
 }
