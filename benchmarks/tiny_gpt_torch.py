@@ -5,7 +5,7 @@ same initial weights, on the same windows in the same order, with the same Adam 
     python -m benchmarks.tiny_gpt_torch --steps 90 --epochs 3 # a quicker look
     python -m benchmarks.tiny_gpt_torch --device 0 --torch-device cuda --blocks 4 --d-model 256 --context 256
     python -m benchmarks.tiny_gpt_torch ... --profile 40      # then clnet's kernels over 40 more steps
-    python -m benchmarks.tiny_gpt_torch ... --torch-device cuda --cuda-graph   # PyTorch's step as a CUDA graph
+    python -m benchmarks.tiny_gpt_torch ... --torch-device cuda --cuda-graph   # also PyTorch's step as a CUDA graph
 
 The PyTorch model is written out with the weights in Keras's layout (clnet's get_weights), so
 they are copied as they are: LayerNorm with Keras's epsilon 1e-3, the projections as matrix
@@ -79,7 +79,7 @@ class TorchGPT:
         return dense(norm(x))                                                          # logits
 
 
-def run_torch(args, weights, train, val):
+def run_torch(args, weights, train, val, graph=False):
     import torch
     import torch.nn.functional as F
 
@@ -88,7 +88,7 @@ def run_torch(args, weights, train, val):
     torch.backends.cudnn.allow_tf32 = False
     model = TorchGPT(weights, args, device)
     optimizer = torch.optim.Adam(model.params, lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-7,
-                                 capturable=args.cuda_graph)
+                                 capturable=graph)
     x, y = (torch.from_numpy(a.astype(np.int64)).to(device) for a in train)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     cross_entropy = lambda logits, target: F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
@@ -97,14 +97,14 @@ def run_torch(args, weights, train, val):
     total = torch.zeros((), device=device)  # the epoch's summed loss
 
     def train_step(rows):  # rows: a slice, or (in a CUDA graph) a static index tensor
-        optimizer.zero_grad(set_to_none=not args.cuda_graph)  # a graph's gradients stay where they are
+        optimizer.zero_grad(set_to_none=not graph)  # a graph's gradients stay where they are
         loss = cross_entropy(model(x[rows]), y[rows])
         loss.backward()
         optimizer.step()
         total.add_(loss.detach())
 
     step = train_step
-    if args.cuda_graph:  # warm-up and capture train on the first batch 3 more times
+    if graph:  # warm-up and capture train on the first batch 3 more times
         replay = cuda_graph_steps(torch, train_step, args.steps * args.batch_size, args.batch_size, device)
         positions = torch.arange(len(x), device=device)
         step = lambda rows: replay(positions[rows])
@@ -122,14 +122,15 @@ def run_torch(args, weights, train, val):
         val_loss = sum(float(cross_entropy(model(val_x[i:i + args.batch_size]), val_y[i:i + args.batch_size]))
                        * len(val_x[i:i + args.batch_size]) for i in range(0, len(val_x), args.batch_size)) / len(val_x)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()} ({torch.get_num_threads()} threads)"
-    return times, losses, val_loss, name + (", CUDA graph" if args.cuda_graph else "")
+    return times, losses, val_loss, name + (", CUDA graph" if graph else "")
 
 
 def main(argv=None):
     parser, _ = tiny_gpt.arguments([], description=__doc__)
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
     parser.add_argument("--cuda-graph", action="store_true",
-                        help="torch on cuda: the whole step captured in a CUDA graph (Adam capturable)")
+                        help="torch on cuda: also the whole step captured in a CUDA graph (Adam capturable), "
+                             "beside the eager step")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="after timing, profile clnet's kernels over this many more steps")
     args = parser.parse_args(argv)
@@ -141,27 +142,33 @@ def main(argv=None):
     model = tiny_gpt.build_model(len(vocabulary), args.context, args.d_model, args.heads, args.blocks, args.seed)
     weights = model.get_weights()  # before any step: PyTorch starts from these
     results = {"clnet": run_clnet(args, model, train, val), "torch": run_torch(args, weights, train, val)}
+    if args.cuda_graph:
+        results["torch_cuda_graph"] = run_torch(args, weights, train, val, graph=True)
+    labels = {"clnet": "clnet", "torch": "PyTorch eager", "torch_cuda_graph": "PyTorch CUDA graph"}
 
     per_epoch = args.steps // args.epochs
     step_seconds = {name: median(r[0][1:] or r[0]) / per_epoch for name, r in results.items()}
     for name, (_, losses, _, _) in results.items():
-        print(f"{name:6} training loss per epoch: " + "  ".join(f"{l:.4f}" for l in losses))
-    print("\n| | clnet | PyTorch | clnet / PyTorch |\n| --- | --- | --- | --- |")
-    val_ratio = results["clnet"][2] / results["torch"][2]
-    time_ratio = step_seconds["clnet"] / step_seconds["torch"]
-    print(f"| validation cross-entropy | {results['clnet'][2]:.4f} | {results['torch'][2]:.4f} | {val_ratio:.3f} |")
-    print(f"| ms per training step | {1e3 * step_seconds['clnet']:.2f} | {1e3 * step_seconds['torch']:.2f} | "
-          f"{time_ratio:.2f} |")
+        print(f"{labels[name]:18} training loss per epoch: " + "  ".join(f"{l:.4f}" for l in losses))
+    others = [name for name in results if name != "clnet"]
+    print("\n| | clnet | " + " | ".join(f"{labels[o]} | clnet / {labels[o]}" for o in others) + " |")
+    print("| --- | --- |" + " --- | --- |" * len(others))
+    clnet_val, clnet_step = results["clnet"][2], step_seconds["clnet"]
+    print(f"| validation cross-entropy | {clnet_val:.4f} | "
+          + " | ".join(f"{results[o][2]:.4f} | {clnet_val / results[o][2]:.3f}" for o in others) + " |")
+    print(f"| ms per training step | {1e3 * clnet_step:.2f} | "
+          + " | ".join(f"{1e3 * step_seconds[o]:.2f} | {clnet_step / step_seconds[o]:.2f}" for o in others) + " |")
     print(f"\nclnet on {results['clnet'][3]}; PyTorch on {results['torch'][3]}\n")
+    summary = {name: {"val_loss": round(r[2], 4), "train_loss": [round(l, 4) for l in r[1]],
+                      "ms_per_step": round(1e3 * step_seconds[name], 3), "device": r[3]} for name, r in results.items()}
     emit({"benchmark": "tiny_gpt", "blocks": args.blocks, "d_model": args.d_model, "heads": args.heads,
           "context": args.context, "batch": args.batch_size, "steps": per_epoch * args.epochs,
           "learning_rate": args.learning_rate, "vocabulary": len(vocabulary),
-          "validation_windows": len(val[0]),
-          "clnet": {"val_loss": round(results["clnet"][2], 4), "train_loss": [round(l, 4) for l in results["clnet"][1]],
-                    "ms_per_step": round(1e3 * step_seconds["clnet"], 3), "device": results["clnet"][3]},
-          "torch": {"val_loss": round(results["torch"][2], 4), "train_loss": [round(l, 4) for l in results["torch"][1]],
-                    "ms_per_step": round(1e3 * step_seconds["torch"], 3), "device": results["torch"][3]},
-          "val_loss_ratio": round(val_ratio, 4), "step_time_ratio": round(time_ratio, 3),
+          "validation_windows": len(val[0]), **summary,
+          "val_loss_ratio": round(clnet_val / results["torch"][2], 4),
+          "step_time_ratio": round(clnet_step / step_seconds["torch"], 3),
+          **({"step_time_ratio_cuda_graph": round(clnet_step / step_seconds["torch_cuda_graph"], 3)}
+             if args.cuda_graph else {}),
           "versions": versions("clnet", "pyopencl", "torch")})
 
 
