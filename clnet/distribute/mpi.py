@@ -9,10 +9,12 @@ CollectiveTimeout instead of waiting forever, and an uncaught error on any rank 
 job (MPI_Abort, as `python -m mpi4py` does), so that no rank is left waiting at the next one."""
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 import numpy as np
 from pyopencl import command_execution_status, wait_for_events
@@ -59,8 +61,10 @@ class MPIDataParallel(Distribution):
         # The gradient pieces' all-reduces, blocking ones on a thread of their own, one after
         # another while the main thread waits for the next piece: Open MPI 5's non-blocking
         # all-reduce moved 134 MB between two ranks of one host at 0.7-0.8 GB/s, its blocking one
-        # in 4 MB pieces at 3.7 GB/s. The main thread makes no MPI call until they are done.
-        self._allreduces = ThreadPoolExecutor(1, thread_name_prefix="clnet-allreduce")
+        # in 4 MB pieces at 3.7 GB/s. The main thread makes no MPI call until they are done. A
+        # daemon thread: one left waiting on a dead rank must not keep the process from exiting.
+        self._allreduces: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run_allreduces, name="clnet-allreduce", daemon=True).start()
 
     # -- collectives with a deadline ----------------------------------------------------------
     def _wait(self, request, what: str) -> None:
@@ -69,6 +73,20 @@ class MPIDataParallel(Distribution):
             if time.monotonic() > deadline:
                 raise self._timeout(what)
             time.sleep(0.0001)
+
+    def _run_allreduces(self) -> None:
+        while True:
+            piece, done = self._allreduces.get()
+            try:
+                self.comm.Allreduce(self.MPI.IN_PLACE, piece, op=self.MPI.SUM)
+                done.set_result(piece)
+            except BaseException as error:  # the main thread raises it
+                done.set_exception(error)
+
+    def _allreduce_on_thread(self, piece: np.ndarray) -> Future:
+        done: Future = Future()
+        self._allreduces.put((piece, done))
+        return done
 
     def _timeout(self, what: str) -> CollectiveTimeout:
         return CollectiveTimeout(
@@ -154,7 +172,7 @@ class MPIDataParallel(Distribution):
                 started = time.perf_counter()
             piece = state.host[start:end]
             piece *= share
-            summed.append(self._allreduces.submit(self.comm.Allreduce, self.MPI.IN_PLACE, piece, op=self.MPI.SUM))
+            summed.append(self._allreduce_on_thread(piece))
         deadline = time.monotonic() + self.timeout
         for (start, end), done in zip(self.pieces, summed):
             try:
