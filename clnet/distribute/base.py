@@ -278,11 +278,20 @@ class PieceReads:
         self.state, self.pieces = state, pieces
         self.layer_pieces = {id(model._steps[position][0]): indices for position, indices in ready_after.items()}
         self.events: list[list[cl.Event] | None] = [None] * len(pieces)  # this step's reads
+        # Copies out of `host` that the next step's reads must not overtake: other devices' (other
+        # contexts: waited for on the host, one by one, before the step's first read).
+        self.readers: list[cl.Event] = []
+
+    def _free_host(self) -> None:
+        for event in self.readers:
+            event.wait()
+        self.readers = []
 
     def done(self, runner) -> None:
         indices = self.layer_pieces.get(id(runner))
         if indices:
             rt = self.state.rt
+            self._free_host()
             after = [cl.enqueue_marker(rt.queue)]
             for index in indices:
                 self.events[index] = self.state.read(*self.pieces[index], rt.transfer_queue, after)
@@ -293,6 +302,7 @@ class PieceReads:
         """Read what the backward pass did not; returns the event of the backward pass's end."""
         queue = self.state.rt.queue
         finished = cl.enqueue_marker(queue)
+        self._free_host()
         for index, piece in enumerate(self.pieces):
             if self.events[index] is None:
                 self.events[index] = self.state.read(*piece)

@@ -154,7 +154,8 @@ class DataParallel(Distribution):
                                                model.dtype)
         elif self.same_layout:  # every replica sums all of them on its own device
             self.pieces, ready_after = plan_pieces(model, self.states[0])
-            self.reads = [PieceReads(s, m, self.pieces, ready_after) for s, m in zip(self.states, [model, *self._others])]
+            self.reads = [PieceReads(s, m, self.pieces, ready_after)
+                          for s, m in zip(self.states, [model, *self._others])]
             self._uploads = [cl.CommandQueue(s.rt.context, s.rt.device,
                                              properties=cl.command_queue_properties.PROFILING_ENABLE)
                              for s in self.states]
@@ -279,11 +280,13 @@ class DataParallel(Distribution):
                                        for e in finished):
                 started = time.perf_counter()
             for k, (state, parts, upload) in enumerate(zip(self.states, self.parts, self._uploads)):
-                others = [other for r, other in enumerate(self.states) if r != k]
-                sent[k] += state._profiled("ReduceWrite", [
-                    cl.enqueue_copy(upload, parts.buffer, other.host[start:end],
-                                    dst_offset=(slot * total + start) * item, is_blocking=False)
-                    for slot, other in enumerate(others)])
+                others = [r for r in range(self.replicas) if r != k]
+                copies = [cl.enqueue_copy(upload, parts.buffer, self.states[r].host[start:end],
+                                          dst_offset=(slot * total + start) * item, is_blocking=False)
+                          for slot, r in enumerate(others)]
+                for r, copy in zip(others, copies):  # replica r's next reads into its host wait for them
+                    self.reads[r].readers.append(copy)
+                sent[k] += state._profiled("ReduceWrite", copies)
                 upload.flush()
         shares = np.asarray(weights, first.host.dtype)
         for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
