@@ -261,12 +261,14 @@ def test_launches_per_training_step(rt):
 # The products form (a GPU's), forced here with small tiles; it needs dims and lengths that are
 # multiples of 4 (elsewhere the layer keeps the rows form). TILE 16 with 20 queries: two blocks;
 # with 36 queries and keys the causal mask leaves out three blocks of scores and parts of every
-# product's depth.
+# product's depth; 264 keys make rows longer than four times the row kernels' work-groups of 64
+# (under the causal mask alone, the row of 8 queries ends at their block's 16).
 TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
 
 
 @pytest.mark.parametrize("heads,key_dim,value_dim,tq,tk,rows", [(1, 4, None, 4, 8, 1), (3, 8, 4, 8, 4, 3),
-                                                                (2, 4, 12, 20, 12, 2), (2, 4, 8, 36, 36, 2)])
+                                                                (2, 4, 12, 20, 12, 2), (2, 4, 8, 36, 36, 2),
+                                                                (1, 4, None, 8, 264, 1)])
 @pytest.mark.parametrize("masking", ["none", "causal", "mask", "both"])
 def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, tk, rows, masking):
     forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking, TILES)
@@ -306,12 +308,13 @@ def test_products_form_gradients(fp64, masking):
     check_model(model, xs, rng.normal(size=(2, 4, 2)), rng, constant=KEY_BIAS)
 
 
-@pytest.mark.parametrize("length,dropout", [(8, 0.4), (36, 0.0), (36, 0.3)])
+@pytest.mark.parametrize("length,dropout", [(8, 0.4), (36, 0.0), (36, 0.3), (264, 0.3)])
 def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout):
     """In training the products form gives the rows form's loss and gradients (which
     test_dropout_gradients_with_the_steps_mask and the tests above check by central differences)
     to rounding: with dropout the context and dL/dV sum the step's dropped probabilities; at 36
-    positions the causal mask leaves parts of the products out. Per step it launches 3 kernels
+    positions the causal mask leaves parts of the products out; at 264 the last queries' rows are
+    longer than four times the row kernels' work-groups of 64. Per step it launches 3 kernels
     forward (1 in the rows form) and 5 backward (2)."""
     results, counts = [], []
     rt = clnet.runtime()
