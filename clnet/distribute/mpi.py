@@ -3,9 +3,10 @@
 Every rank runs the same script on the same arrays; each gathers only its shard of every batch
 (the epoch's order comes from the seed, the same on every rank), and the flat gradient array is
 all-reduced once per step through mpi4py's buffer interface, in place, in pieces that start as
-the backward pass writes them (base.PieceReads), each while the next comes down. Every collective is a
-non-blocking one waited for with a deadline: a rank that died or stopped makes the others raise
-CollectiveTimeout instead of waiting forever, and an uncaught error on any rank aborts the whole
+the backward pass writes them (base.PieceReads), each while the next comes down. Every collective
+is waited for with a deadline (a non-blocking one polled; the gradient pieces' blocking all-reduces
+run on a thread of their own, whose results the main thread awaits): a rank that died or stopped
+makes the others raise CollectiveTimeout instead of waiting forever, and an uncaught error on any rank aborts the whole
 job (MPI_Abort, as `python -m mpi4py` does), so that no rank is left waiting at the next one."""
 from __future__ import annotations
 
@@ -62,9 +63,9 @@ class MPIDataParallel(Distribution):
         # another while the main thread waits for the next piece: Open MPI 5's non-blocking
         # all-reduce moved 134 MB between two ranks of one host at 0.7-0.8 GB/s, its blocking one
         # in 4 MB pieces at 3.7 GB/s. The main thread makes no MPI call until they are done. A
-        # daemon thread: one left waiting on a dead rank must not keep the process from exiting.
-        self._allreduces: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._run_allreduces, name="clnet-allreduce", daemon=True).start()
+        # daemon thread (started at the first piece): one left waiting on a dead rank must not keep
+        # the process from exiting.
+        self._allreduces: queue.SimpleQueue | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------
     def _wait(self, request, what: str) -> None:
@@ -84,6 +85,9 @@ class MPIDataParallel(Distribution):
                 done.set_exception(error)
 
     def _allreduce_on_thread(self, piece: np.ndarray) -> Future:
+        if self._allreduces is None:
+            self._allreduces = queue.SimpleQueue()
+            threading.Thread(target=self._run_allreduces, name="clnet-allreduce", daemon=True).start()
         done: Future = Future()
         self._allreduces.put((piece, done))
         return done
