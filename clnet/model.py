@@ -168,8 +168,10 @@ class Model:
         self.store.allocate()
         self.output_shape = self._output.sample_shape
         self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
-        # The loss kernel's work-group per sample: a power of two of at most LOCAL_SIZE items.
-        self._loss_group = min(self.rt.local_size, 1 << max(self._output_positions - 1, 0).bit_length())
+        # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
+        # enough per sample for its positions; each writes its share of the sample's loss.
+        self._loss_group = self.rt.row_group(self._output_positions)
+        self._loss_blocks = -(-self._output_positions // self._loss_group)  # work-groups per sample
         consumers: dict[int, int] = {}
         for call in self._calls:
             for t in call.inputs:
@@ -235,8 +237,10 @@ class Model:
             self._output_grad = Tensor((self.capacity, *self.output_shape), self.dtype, self.rt)
 
     def _ensure_stats(self, samples: int) -> None:
-        """Per-sample loss and accuracy for `samples`. A stream's epoch grows them as it goes, at
-        least doubling, with a device-side copy of what the epoch has written so far."""
+        """Per-sample loss and accuracy for `samples`, in the loss kernel's blocks per sample. A
+        stream's epoch grows them as it goes, at least doubling, with a device-side copy of what
+        the epoch has written so far."""
+        samples *= self._loss_blocks
         if samples > self._stats_size:
             size = max(samples, 2 * self._stats_size)
             grown = Tensor((size,), self.dtype, self.rt), Tensor((size,), self.dtype, self.rt)
@@ -291,9 +295,9 @@ class Model:
         step (~9 us of host time on the H100, where small batches are launch-bound)."""
         logits = self._softmax_in_loss
         output = self._forward(x, rows, training, logits)
-        positions, group = self._output_positions, self._loss_group
-        self._loss_kernel((rows * group,), (group,), target, output, self._output_grad, self._sample_loss,
-                          self._sample_hit, first, positions, self.output_shape[-1], self.loss.mode,
+        positions, group, blocks = self._output_positions, self._loss_group, self._loss_blocks
+        self._loss_kernel((rows * blocks * group,), (group,), target, output, self._output_grad, self._sample_loss,
+                          self._sample_hit, first, positions, blocks, self.output_shape[-1], self.loss.mode,
                           SOFTMAX_HERE if logits else int(self._fold), 1.0 / (rows * positions))
 
     def _backward(self, rows: int, plan: dict[int, list[bool]], done=None) -> list[Tensor | None]:
@@ -340,7 +344,7 @@ class Model:
     def _totals_now(self, count: int) -> tuple[float, float]:
         """Sum of per-sample loss and accuracy over [0, count): the only read of a training loop."""
         self._reduce((self.rt.local_size,), (self.rt.local_size,), self._sample_loss, self._sample_hit,
-                     count, self._totals)
+                     count * self._loss_blocks, self._totals)
         loss, hits = self._totals.numpy()
         return float(loss), float(hits)
 

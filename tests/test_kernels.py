@@ -339,22 +339,33 @@ def test_dense_uses_only_the_rows_given(rt, rng):
 LOSSES = ["mse", "mae", "categorical_crossentropy", "binary_crossentropy"]
 
 
-def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold):
-    """CalcOutputGradient as the model launches it: a work-group per sample over its positions."""
-    group = min(rt.local_size, 1 << max(positions - 1, 0).bit_length())
+def loss_blocks(rt, positions, group=None) -> tuple[int, int]:
+    """The loss kernel's work-group and work-groups per sample, as the model chooses them."""
+    group = group or rt.row_group(positions)
+    return group, -(-positions // group)
+
+
+def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold, group=None):
+    """CalcOutputGradient as the model launches it: work-groups per sample over its positions."""
+    group, blocks = loss_blocks(rt, positions, group)
     rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
-        (rows * group,), (group,), Tensor.from_numpy(target, F32), Tensor.from_numpy(p, F32), grad,
-        sample_loss, sample_hit, first, positions, cols, loss.mode, fold, 1.0 / (rows * positions))
+        (rows * blocks * group,), (group,), Tensor.from_numpy(target, F32), Tensor.from_numpy(p, F32), grad,
+        sample_loss, sample_hit, first, positions, blocks, cols, loss.mode, fold, 1.0 / (rows * positions))
 
 
-@pytest.mark.parametrize("name,cols,positions", [(name, cols, positions) for name in LOSSES for cols in (1, 3, 10, 129)
-                                                 for positions in (1, 7)
-                                                 if (name, cols) != ("categorical_crossentropy", 1)])
-def test_loss_kernels(rt, rng, name, cols, positions):
+# 7 positions in work-groups of 4: two a sample; 130 in the model's groups (of 64 or fewer).
+LOSS_SHAPES = ((1, None), (7, None), (7, 4), (130, None))  # (positions, work-group)
+
+
+@pytest.mark.parametrize("name,cols,positions,group", [(name, cols, positions, group) for name in LOSSES
+                                                       for cols in (1, 3, 10, 129) for positions, group in LOSS_SHAPES
+                                                       if (name, cols) != ("categorical_crossentropy", 1)])
+def test_loss_kernels(rt, rng, name, cols, positions, group):
     """Every position's last axis is one sample of the loss, as in Keras; a sample's loss and
-    accuracy are the means over its positions."""
+    accuracy are the means over its positions, each block of positions writing its share."""
     loss = losses.get(name)
     rows, first = 13, 5
+    group, blocks = loss_blocks(rt, positions, group)
     tokens = rows * positions
     if name == "categorical_crossentropy":
         p = softmax(rng.normal(size=(tokens, cols)))
@@ -364,19 +375,21 @@ def test_loss_kernels(rt, rng, name, cols, positions):
         t = rng.integers(0, 2, (tokens, cols)).astype(float)
     p, t = p.astype(F32), t.astype(F32)
     grad = Tensor((tokens, cols), F32)
-    sample_loss, sample_hit = Tensor.zeros((first + rows,), F32), Tensor.zeros((first + rows,), F32)
-    launch_loss(rt, loss, t, p, grad, sample_loss, sample_hit, first, rows, positions, cols, 0)
+    stats = (first + rows) * blocks
+    sample_loss, sample_hit = Tensor.zeros((stats,), F32), Tensor.zeros((stats,), F32)
+    launch_loss(rt, loss, t, p, grad, sample_loss, sample_hit, first, rows, positions, cols, 0, group)
     want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))  # per token
     want_loss = want_loss.reshape(rows, positions).mean(1)
     want_hit = accuracy(name, p, t).reshape(rows, positions).mean(1)
     close(grad.numpy(), want_grad, rtol=1e-4, atol=1e-7)
-    close(sample_loss.numpy()[first:], want_loss, rtol=1e-4, atol=1e-6)
-    assert np.all(sample_loss.numpy()[:first] == 0)
-    close(sample_hit.numpy()[first:], want_hit)
+    per_sample = [t.numpy().reshape(first + rows, blocks).sum(1) for t in (sample_loss, sample_hit)]
+    close(per_sample[0][first:], want_loss, rtol=1e-4, atol=1e-6)
+    assert np.all(sample_loss.numpy()[:first * blocks] == 0)
+    close(per_sample[1][first:], want_hit)
 
     totals = Tensor((2,), F32)
     rt.kernel(loss.program(rt, F32), "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss,
-                                                           sample_hit, first + rows, totals)
+                                                           sample_hit, stats, totals)
     close(totals.numpy(), [want_loss.sum(), want_hit.sum()], rtol=1e-5)
 
 

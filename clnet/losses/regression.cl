@@ -1,4 +1,4 @@
-// Regression losses, one work-group per sample whose items take its positions in turn (see
+// Regression losses, `blocks` work-groups per sample whose items take its positions in turn (see
 // crossentropy.cl): the mean over the last axis of (p - t)^2 (MSE) or |p - t| (MAE), averaged
 // over positions. Writes dL/dp for the mean loss over the batch (scale = 1 / (rows * positions))
 // and the sample's loss and accuracy (argmax match, or p and t on the same side of 0.5 for one column).
@@ -10,13 +10,14 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
                                  __global const TYPE *outputs,    // p (rows, positions, cols)
                                  __global TYPE *gradients,        // dL/dp (rows, positions, cols)
                                  __global TYPE *sample_loss, __global TYPE *sample_hit,
-                                 const int first, const int positions, const int cols,
+                                 const int first, const int positions, const int blocks, const int cols,
                                  const int loss_function, const int fold_activation, const TYPE scale)
 {
     __local TYPE scratch[LOCAL_SIZE];
-    const int row = get_group_id(0), lid = get_local_id(0);
+    const int row = get_group_id(0) / blocks, block = get_group_id(0) % blocks, lid = get_local_id(0);
+    const int size = get_local_size(0);
     TYPE loss = 0, hits = 0;
-    for (int position = lid; position < positions; position += get_local_size(0)) {
+    for (int position = block * size + lid; position < positions; position += blocks * size) {
         const int token = row * positions + position;
         const __global TYPE *t = target + token * cols;
         const __global TYPE *p = outputs + token * cols;
@@ -33,7 +34,7 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
     loss = group_reduce(scratch, loss, 0);
     hits = group_reduce(scratch, hits, 0);
     if (lid == 0) {
-        sample_loss[first + row] = loss / positions;
-        sample_hit[first + row] = hits / positions;
+        sample_loss[(first + row) * blocks + block] = loss / positions;
+        sample_hit[(first + row) * blocks + block] = hits / positions;
     }
 }
