@@ -95,11 +95,13 @@ def test_layer_norm_kernels_match_numpy(rt, shape, axis, rows):
     layer_norm_matches_numpy(shape, axis, rows, seed=2)
 
 
-@pytest.mark.parametrize("shape,axis,rows", [((70, 5), -1, 4), ((300,), -1, 3), ((33, 2, 3), 1, 5)])
+@pytest.mark.parametrize("shape,axis,rows", [((70, 5), -1, 4), ((300,), -1, 3), ((33, 2, 3), 1, 5),
+                                             ((9, 4), -1, 250)])
 def test_layer_norm_chunked_form_matches_numpy(rt, monkeypatch, shape, axis, rows):
     """The GPU form (row work-groups, the weight gradient in chunks of CHUNK groups and their sum)
-    on whichever device runs the tests: 280 and 330 groups are three chunks, the last one short;
-    300 and 5 features part of a block of LANES; inner = 3 reads each feature's column apart."""
+    on whichever device runs the tests: 280 and 330 groups are five and six chunks, the last one
+    short, and 2250 groups 36, more than the sum's SLICES; 300 and 5 features part of a block of
+    LANES; inner = 3 reads each feature's column apart."""
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
     layer = layer_norm_matches_numpy(shape, axis, rows, seed=7)
     assert layer.chunked and layer._group > 1

@@ -10,10 +10,12 @@ from .batch_normalization import check_axis, check_positive, split_axis
 
 
 # The GPU form's weight gradient (see layer_normalization.cl): work-groups of LANES neighbouring
-# features by SLICES groups, each summing a chunk of CHUNK groups. The tiny GPT's (8192, 256)
-# norms on the H100, the two launches in us: chunks of 32 groups 12.5 + 14.4, 64 11.6 + 9.3, 128
-# 15.1 + 6.8, 256 23.3 + 5.6, 512 40.1 + 4.5 (a work-group per feature: 39.6).
-LANES, SLICES, CHUNK = 32, 8, 128
+# features by SLICES groups, each summing a chunk of CHUNK groups, then the chunks' sum in
+# work-groups of the same shape. The tiny GPT's (8192, 256) norms on the H100, the two launches
+# in us: chunks of 32 groups 12.0 + 6.6, 64 10.6 + 5.3, 128 13.5 + 5.2, 256 21.7 + 4.4 (with the
+# chunks summed by a work-item per feature: 64 11.6 + 9.3, 128 15.1 + 6.8; a work-group per
+# feature and no chunks: 39.6).
+LANES, SLICES, CHUNK = 32, 8, 64
 
 
 def chunked_form(rt) -> bool:
@@ -99,8 +101,8 @@ class LayerNormalization(Layer):
                 chunks = -(-groups // CHUNK)
                 self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
                                     *reads, self._partials, groups, self.features, self.inner, CHUNK)
-                self._sum_chunks((-(-self.features // LANES) * LANES,), (LANES,), self._partials, gamma_grad,
-                                 beta_grad, chunks, self.features)
+                self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES), self._partials,
+                                 gamma_grad, beta_grad, chunks, self.features)
             else:
                 self._delta_weights((-(-self.features // 8),), (1,), *reads, gamma_grad, beta_grad, groups,
                                     self.features, self.inner)
