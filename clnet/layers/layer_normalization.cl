@@ -73,6 +73,21 @@ __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         /
     }
 }
 
+// Two (slices, lanes) arrays in local memory: each lane's slices added into slice 0's, halving
+// the slices each round (a fixed order: the same sums on every run); an item's own entries are
+// last written by itself.
+inline void add_slices(__local TYPE *a, __local TYPE *b, const int own, const int slice, const int slices,
+                       const int lanes)
+{
+    for (int stride = slices / 2; stride > 0; stride /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (slice < stride) {
+            a[own] += a[own + stride * lanes];
+            b[own] += b[own + stride * lanes];
+        }
+    }
+}
+
 // dgamma[n] = sum over groups of dy x^, dbeta[n] = sum of dy, on a GPU in two launches. First a
 // work-group of (lanes, slices) items per block of `lanes` features and chunk of `chunk` groups:
 // item (l, s) walks the chunk's groups s, s + slices, ... for feature block + l, so that a warp
@@ -102,13 +117,7 @@ __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // 
         }
     dy[own] = dy_sum;
     dy_xhat[own] = dy_xhat_sum;
-    for (int stride = slices / 2; stride > 0; stride /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (slice < stride) {
-            dy[own] += dy[own + stride * lanes];
-            dy_xhat[own] += dy_xhat[own + stride * lanes];
-        }
-    }
+    add_slices(dy_xhat, dy, own, slice, slices, lanes);
     if (slice == 0 && n < features) {  // its own sums, last written by itself
         partials[(2 * c) * features + n] = dy_xhat[own];
         partials[(2 * c + 1) * features + n] = dy[own];
@@ -137,13 +146,7 @@ __kernel void SumChunksLayerNorm(__global const TYPE *partials,  // (chunks, 2, 
         }
     dgamma[own] = dgamma_sum;
     dbeta[own] = dbeta_sum;
-    for (int stride = slices / 2; stride > 0; stride /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (slice < stride) {
-            dgamma[own] += dgamma[own + stride * lanes];
-            dbeta[own] += dbeta[own + stride * lanes];
-        }
-    }
+    add_slices(dgamma, dbeta, own, slice, slices, lanes);
     if (slice == 0 && n < features) {  // its own sums, last written by itself
         gamma_gr[n] = dgamma[own];
         beta_gr[n] = dbeta[own];
