@@ -200,34 +200,35 @@ class FlatState:
             cl.enqueue_copy(self.rt.queue, buffer, reduced[first:last], dst_offset=first * item, is_blocking=False)
             for buffer, first, last in self._pieces(start, end)])
 
+    def arrays(self) -> list[tuple]:
+        """(device tensor, first, count) of each non-empty flat array: the gradients (grads[0:size])
+        and the non-trainable values after them (values[size:size + extra])."""
+        arrays = [(self.store.grads, 0, self.size), (self.store.values, self.size, self.extra)]
+        return [array for array in arrays if array[2]]
+
     def _pieces(self, start: int, end: int) -> list[tuple[cl.Buffer, int, int]]:
-        """(device buffer, first, last): where the flat elements [start, end) live, the gradients
-        below `size` (grads[i]) and the non-trainable values above it (values[i])."""
-        pieces = [(self.store.grads.buffer, start, min(end, self.size)),
-                  (self.store.values.buffer, max(start, self.size), end)]
+        """(device buffer, first, last): where the flat elements [start, end) live."""
+        pieces = [(tensor.buffer, max(start, first), min(end, first + count)) for tensor, first, count in self.arrays()]
         return [piece for piece in pieces if piece[1] < piece[2]]
 
     def send(self, queue, target, wait_for) -> list[cl.Event]:
         """On `queue` (another device's, in the same context), copy this replica's flat arrays into
         `target`, a buffer of size + extra elements, once `wait_for` is done."""
-        return self._profiled("ReduceRead", self._copy_flat(queue, target, target, self.store, wait_for))
+        return self._profiled("ReduceRead", [self._copy(queue, target, mine, first, count, wait_for)
+                                             for mine, first, count in self.arrays()])
 
     def receive(self, source: "FlatState", wait_for) -> list[cl.Event]:
         """On this replica's queue, copy `source`'s flat arrays (the sum, on another device of the
         context) into this replica's, once `wait_for` is done."""
-        return self._profiled("ReduceWrite", self._copy_flat(self.rt.queue, self.store.grads, self.store.values,
-                                                             source.store, wait_for))
+        return self._profiled("ReduceWrite", [self._copy(self.rt.queue, mine, theirs, first, count, wait_for)
+                                              for (mine, first, count), (theirs, _, _)
+                                              in zip(self.arrays(), source.arrays())])
 
-    def _copy_flat(self, queue, grads, values, store, wait_for) -> list[cl.Event]:
-        """Device-to-device copies of `store`'s flat arrays: its gradients into `grads`, its
-        non-trainable values (after `size`) into `values` at the same offset."""
+    def _copy(self, queue, target, source, first: int, count: int, wait_for) -> cl.Event:
+        """A device-to-device copy of elements [first, first + count) of `source` into `target`."""
         item = self.store.dtype.itemsize
-        events = [cl.enqueue_copy(queue, grads.buffer, store.grads.buffer, byte_count=self.size * item,
-                                  wait_for=wait_for)]
-        if self.extra:
-            events.append(cl.enqueue_copy(queue, values.buffer, store.values.buffer, byte_count=self.extra * item,
-                                          src_offset=self.size * item, dst_offset=self.size * item, wait_for=wait_for))
-        return events
+        return cl.enqueue_copy(queue, target.buffer, source.buffer, byte_count=count * item,
+                               src_offset=first * item, dst_offset=first * item, wait_for=wait_for)
 
     def _profiled(self, name: str, events: list[cl.Event]) -> list[cl.Event]:
         """Under clnet.profile() the copies appear in the table beside the kernels."""

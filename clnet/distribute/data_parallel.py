@@ -147,6 +147,7 @@ class DataParallel(Distribution):
         self.same_layout = self._same_layout(self.states)
         self.on_devices = self.reduction == "devices" and self.same_layout
         size = self.states[0].host.size
+        self.reads: list[PieceReads] = []  # the host reduction's pieces, where replicas are laid out alike
         if self.on_devices:  # each other replica's flat arrays, copied to the first device to be added
             first = self.runtimes[0]
             self.incoming = [Tensor((size,), model.dtype, first) for _ in self.states[1:]]
@@ -172,7 +173,7 @@ class DataParallel(Distribution):
         return self.sharded
 
     def gradients_done(self, model):
-        return self.reads[0].done if self.same_layout and not self.on_devices else None
+        return self.reads[0].done if self.reads else None
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -221,9 +222,8 @@ class DataParallel(Distribution):
     def synchronize(self, model) -> None:
         sharded = self.sharded
         model.rt.queue.flush()  # the model's step runs while the replicas' are enqueued
-        pieces = self.same_layout and not self.on_devices
         for i, (replica, shard) in enumerate(zip(self._others, sharded.pending), start=1):
-            run_shard(replica, self.seen[i], shard, self.reads[i].done if pieces else None)
+            run_shard(replica, self.seen[i], shard, self.reads[i].done if self.reads else None)
             self.seen[i] += shard[0]
         weights = self.weights(sharded.rows, sharded.counts)
         if self.on_devices:
@@ -242,16 +242,12 @@ class DataParallel(Distribution):
         every other replica; the first device waits for those copies before its next write to the
         arrays. Nothing waits on the host."""
         first = self.states[0]
-        rt, size, extra = first.rt, first.size, first.extra
+        rt = first.rt
         started = time.perf_counter()
         w_total = float(weights[0])
         for state, incoming, w in zip(self.states[1:], self.incoming, weights[1:]):
             state.send(rt.queue, incoming, [cl.enqueue_marker(state.rt.queue)])
-            for target, at, count in ((first.store.grads, 0, size), (first.store.values, size, extra)):
-                if count:  # whole work-groups (NVIDIA's runtime splits an odd global size into ones)
-                    group = rt.local_size
-                    self._reduce_kernel((-(-count // group) * group,), (group,), target, at, incoming, at, w_total,
-                                        float(w), count)
+            self._over_flat_arrays(first, self._reduce_kernel, incoming, w_total, float(w))
             w_total = 1.0
         summed = cl.enqueue_marker(rt.queue)
         received = [event for state in self.states[1:] for event in state.receive(first, [summed])]
@@ -293,13 +289,17 @@ class DataParallel(Distribution):
             queue = state.rt.queue
             cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False)
             cl.enqueue_barrier(queue, wait_for=sent[k])
-            for target, at, count in ((state.store.grads, 0, state.size), (state.store.values, state.size,
-                                                                            state.extra)):
-                if count:  # whole work-groups (NVIDIA's runtime splits an odd global size into ones)
-                    group = state.rt.local_size
-                    kernel((-(-count // group) * group,), (group,), target, at, parts, at, total,
-                           self.shard_weights[k], k, self.replicas, count)
-        self.reduce_seconds += time.perf_counter() - (started or time.perf_counter())
+            self._over_flat_arrays(state, kernel, parts, total, self.shard_weights[k], k, self.replicas)
+        if started is not None:
+            self.reduce_seconds += time.perf_counter() - started
+
+    @staticmethod
+    def _over_flat_arrays(state: FlatState, kernel, source, *arguments) -> None:
+        """kernel(target, first, source, first, *arguments, count) on each of `state`'s flat arrays,
+        in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
+        group = state.rt.local_size
+        for target, first, count in state.arrays():
+            kernel((-(-count // group) * group,), (group,), target, first, source, first, *arguments, count)
 
     def _sum_on_host(self, weights) -> None:
         """Keras layout in between: each replica's elements gathered, summed, scattered back."""

@@ -184,7 +184,8 @@ class MPIDataParallel(Distribution):
             except FutureTimeout:
                 raise self._timeout(what) from None
             state.write(state.host, start, end)
-        self.reduce_seconds += time.perf_counter() - (started or time.perf_counter())
+        if started is not None:
+            self.reduce_seconds += time.perf_counter() - started
         # The writes are non-blocking from state.host, which the next step's reads overwrite only
         # after the queue (in order) has finished them.
 
