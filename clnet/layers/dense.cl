@@ -21,6 +21,14 @@
 #ifndef STORE_PRE
 #define STORE_PRE 1
 #endif
+// STORE_SLOPES = 1 (the GPU form, where f' needs z): the forward stores f'(z) in z's place, and the
+// weight gradient multiplies dL/dy by it as it fetches it. It used to fetch y and z there and
+// compute f' inside the K loop: the tiny GPT's GELU layer (8192 x 256 -> 1024, WGMMA, H100) took
+// 123 us for its weight gradient against 82 for a linear layer's; now 92, while the forward,
+// whose erf f' shares, went 121 -> 125 us.
+#ifndef STORE_SLOPES
+#define STORE_SLOPES 0
+#endif
 
 #ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
@@ -78,21 +86,24 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 // rows, when the layer below did not provide it (Dense layers and the batch gather write theirs
 // as they go).
 #ifdef TILE
-// On a GPU a TRANSPOSE_SIDE-square block of x a work-group, through local memory, so that x is
-// read along its rows and x^T written along its own. An element a work-item, x^T was written
-// 4 bytes to a 32-byte sector: 40 us for the tiny GPT's (8192, 256) on the H100. TRANSPOSE_SIDE
-// is set by dense.py.
-__kernel __attribute__((reqd_work_group_size(TRANSPOSE_SIDE, TRANSPOSE_SIDE, 1)))
+// On a GPU a TRANSPOSE_SIDE-square block of x a work-group of TRANSPOSE_SIDE x TRANSPOSE_ROWS
+// items, through local memory, so that x is read along its rows and x^T written along its own.
+// An element a work-item, x^T was written 4 bytes to a 32-byte sector: 40 us for the tiny GPT's
+// (8192, 256) on the H100; 16-square blocks an element a work-item, 13 us; 32-square blocks, 4
+// elements a work-item, 9-11 us. TRANSPOSE_SIDE and TRANSPOSE_ROWS are set by dense.py.
+__kernel __attribute__((reqd_work_group_size(TRANSPOSE_SIDE, TRANSPOSE_ROWS, 1)))
 void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
 {
     __local TYPE block[TRANSPOSE_SIDE][TRANSPOSE_SIDE + 1];  // + 1: a column's items in distinct banks
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int col0 = get_group_id(0) * TRANSPOSE_SIDE, row0 = get_group_id(1) * TRANSPOSE_SIDE;
-    if (row0 + ty < rows && col0 + tx < cols)
-        block[ty][tx] = x[(row0 + ty) * cols + col0 + tx];
+    for (int r = ty; r < TRANSPOSE_SIDE; r += TRANSPOSE_ROWS)
+        if (row0 + r < rows && col0 + tx < cols)
+            block[r][tx] = x[(long)(row0 + r) * cols + col0 + tx];
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (col0 + ty < cols && row0 + tx < rows)
-        xt[(col0 + ty) * ld + row0 + tx] = block[tx][ty];
+    for (int c = ty; c < TRANSPOSE_SIDE; c += TRANSPOSE_ROWS)
+        if (col0 + c < cols && row0 + tx < rows)
+            xt[(long)(col0 + c) * ld + row0 + tx] = block[tx][c];
 }
 #else
 // On a CPU a work-item per element, the first axis along the rows: PoCL runs a work-group's items
@@ -465,14 +476,15 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
 }
 
 // The weight gradient's B operand, delta = dL/dz, is made from dL/dy as it is fetched (times
-// f'(z), unless a loss already gave dL/dz); the work-groups of the first block row also write it
+// f'(z), unless a loss already gave dL/dz: the stored f'(z) with STORE_SLOPES, else f' of y, where
+// f' follows from y; softmax's derivative is applied before); the work-groups of the first block row also write it
 // out row-major, (capacity, units_p), for the input gradient, and each work-item sums what it
 // fetched down the rows, for the bias gradient (its runs of 4 columns are the same in every
 // slice). This is what a separate CalcDeltaBias launch did before the products: on the H100,
 // whose MLP step at batch 32 is bound by ~9 us of host time per launch, one launch per layer
 // fewer.
 typedef struct {
-    const __global TYPE *outputs, *pre;  // y, z (rows, units)
+    const __global TYPE *slopes;         // f'(z) with STORE_SLOPES, else y (rows, units)
     __global TYPE *delta;                // dL/dz (capacity, units_p); 0: not written by this group
     int units, units_p, apply_derivative;
     TYPE a, b;
@@ -480,28 +492,25 @@ typedef struct {
 } DeltaSource;
 
 // Two steps, so that the loads of the first are on their way while a slice is multiplied: fetch
-// dL/dy into r, and y and z, into registers; make_delta() then forms delta from them, before the
-// slice is staged.
+// dL/dy into r, and f'(z) or y into s; make_delta() then forms delta from them, before the slice
+// is staged.
 inline void fetch_delta(const __global TYPE *output_gr, const DeltaSource *d, const int n0, const int k0,
-                        const int K, const int lid, TYPE4 r[LOADS], TYPE4 y[LOADS], TYPE4 z[LOADS])
+                        const int K, const int lid, TYPE4 r[LOADS], TYPE4 s[LOADS])
 {
     fetch(output_gr, d->units, ALONG_M, n0, k0, d->units, K, lid, r);
-    if (d->apply_derivative) {
-        fetch(d->outputs, d->units, ALONG_M, n0, k0, d->units, K, lid, y);
-        if (STORE_PRE)  // else z was not stored: the derivative follows from y (see STORE_PRE)
-            fetch(d->pre, d->units, ALONG_M, n0, k0, d->units, K, lid, z);
-    }
+    if (d->apply_derivative)
+        fetch(d->slopes, d->units, ALONG_M, n0, k0, d->units, K, lid, s);
 }
 
 inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, const int lid, TYPE4 r[LOADS],
-                       const TYPE4 y[LOADS], const TYPE4 z_stored[LOADS])
+                       const TYPE4 s[LOADS])
 {
-    const TYPE4 *z = STORE_PRE ? z_stored : y;
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
         if (d->apply_derivative)
-            r[l] *= (TYPE4)(ACT_DERIVATIVE(y[l].s0, z[l].s0, d->a, d->b), ACT_DERIVATIVE(y[l].s1, z[l].s1, d->a, d->b),
-                            ACT_DERIVATIVE(y[l].s2, z[l].s2, d->a, d->b), ACT_DERIVATIVE(y[l].s3, z[l].s3, d->a, d->b));
+            r[l] *= STORE_SLOPES ? s[l]
+                    : (TYPE4)(ACT_DERIVATIVE(s[l].s0, s[l].s0, d->a, d->b), ACT_DERIVATIVE(s[l].s1, s[l].s1, d->a, d->b),
+                              ACT_DERIVATIVE(s[l].s2, s[l].s2, d->a, d->b), ACT_DERIVATIVE(s[l].s3, s[l].s3, d->a, d->b));
         d->sums[l] += r[l];
         const int e = lid + l * ITEMS, n = n0 + e % (TILE / 4) * 4, k = k0 + e / (TILE / 4);
         if (d->delta && k < K && n < d->units_p)  // units_p is a multiple of 4: whole, aligned runs
@@ -799,27 +808,27 @@ inline void tiled_product_at(const __global TYPE *A, const int a_ld, const int a
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * SIDE + tx;
-    TYPE4 ra[LOADS], rb[LOADS], ry[LOADS], rz[LOADS];  // ry, rz: y and z beside dL/dy (fetch_delta)
+    TYPE4 ra[LOADS], rb[LOADS], rs[LOADS];  // rs: f'(z) or y beside dL/dy (fetch_delta)
 #if TRANSPOSED_PRODUCTS
 #define FETCH_A(k0)                                                  \
     if (delta_source)                                                \
-        fetch_delta(A, delta_source, m0, k0, K, lid, ra, ry, rz);    \
+        fetch_delta(A, delta_source, m0, k0, K, lid, ra, rs);        \
     else                                                             \
         fetch(A, a_ld, a_along_k, m0, k0, M, K, lid, ra)
 #define FETCH_B(k0) fetch(B, b_ld, b_along_k, n0, k0, N, K, lid, rb)
 #define PREPARE_SLICES(k0)                                           \
     if (delta_source)                                                \
-        make_delta(delta_source, m0, k0, K, lid, ra, ry, rz)
+        make_delta(delta_source, m0, k0, K, lid, ra, rs)
 #else
 #define FETCH_A(k0) fetch(A, a_ld, a_along_k, m0, k0, M, K, lid, ra)
 #define FETCH_B(k0)                                                  \
     if (delta_source)                                                \
-        fetch_delta(B, delta_source, n0, k0, K, lid, rb, ry, rz);    \
+        fetch_delta(B, delta_source, n0, k0, K, lid, rb, rs);        \
     else                                                             \
         fetch(B, b_ld, b_along_k, n0, k0, N, K, lid, rb)
 #define PREPARE_SLICES(k0)                                           \
     if (delta_source)                                                \
-        make_delta(delta_source, n0, k0, K, lid, rb, ry, rz)
+        make_delta(delta_source, n0, k0, K, lid, rb, rs)
 #endif
     TILED_LOOP(k_first, K, a_along_k, b_along_k)
 #undef FETCH_A
@@ -906,18 +915,19 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 // (m_block, n_block) as tiled_product_at() computes it, or with TRANSPOSED_PRODUCTS (the WGMMA
 // form) its transpose B^T A^T, the block at (n_block, m_block): tiled_product_at() takes its second
 // operand as the transpose, so the two operands just trade places, as they are stored.
-// store_result() stores either into C as the result (or, `transposed`, its transpose).
+// store_result() stores either (acc, or another array of the same layout) into C as the result
+// (or, `transposed`, its transpose).
 #if TRANSPOSED_PRODUCTS
 #define result_product(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, source) \
     tiled_product_at(B, b_ld, b_along_k, A, a_ld, a_along_k, N, M, n_block, m_block, first, end, As, Bs, acc, source)
-#define store_result(C, ldc, M, N, m_block, n_block, transposed) \
-    store_block_at(C, ldc, N, M, n_block, m_block, acc, !(transposed))
+#define store_result(C, ldc, M, N, m_block, n_block, values, transposed) \
+    store_block_at(C, ldc, N, M, n_block, m_block, values, !(transposed))
 #define RESULT_COL(i, j) ROW_OWN(i)  // the result's column that acc[i][j] belongs to, within the block
 #else
 #define result_product(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, source) \
     tiled_product_at(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, As, Bs, acc, source)
-#define store_result(C, ldc, M, N, m_block, n_block, transposed) \
-    store_block_at(C, ldc, M, N, m_block, n_block, acc, transposed)
+#define store_result(C, ldc, M, N, m_block, n_block, values, transposed) \
+    store_block_at(C, ldc, M, N, m_block, n_block, values, transposed)
 #define RESULT_COL(i, j) COL_OWN(j)
 #endif
 
@@ -928,9 +938,11 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
-                           __global const TYPE *bias, __global TYPE *pre, __global TYPE *outputs,
-                           __global TYPE *outputs_t, const int rows, const int n_in, const int units,
-                           const int units_p, const int ld, const TYPE a, const TYPE b, const int panel)
+                           __global const TYPE *bias,
+                           __global TYPE *kept,  // z (STORE_PRE) or f'(z) (STORE_SLOPES), (rows, units)
+                           __global TYPE *outputs, __global TYPE *outputs_t, const int rows, const int n_in,
+                           const int units, const int units_p, const int ld, const TYPE a, const TYPE b,
+                           const int panel)
 {
     TILED_BEGIN
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
@@ -944,16 +956,27 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
             acc[i][j] += n < units_p ? bias[n] : 0;
         }
 #if STORE_PRE
-    store_result(pre, units, rows, units, m_block, n_block, 0);
+    store_result(kept, units, rows, units, m_block, n_block, acc, 0);
+#endif
+#if STORE_SLOPES
+    TYPE slopes[ACC_ROWS][ACC_COLS];
 #endif
     #pragma unroll
     for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
-        for (int j = 0; j < ACC_COLS; j++)
-            acc[i][j] = ACT_FORWARD(acc[i][j], a, b);
-    store_result(outputs, units, rows, units, m_block, n_block, 0);
+        for (int j = 0; j < ACC_COLS; j++) {
+            const TYPE z = acc[i][j];
+            acc[i][j] = ACT_FORWARD(z, a, b);
+#if STORE_SLOPES
+            slopes[i][j] = ACT_DERIVATIVE(acc[i][j], z, a, b);
+#endif
+        }
+#if STORE_SLOPES
+    store_result(kept, units, rows, units, m_block, n_block, slopes, 0);
+#endif
+    store_result(outputs, units, rows, units, m_block, n_block, acc, 0);
     if (ld)
-        store_result(outputs_t, ld, rows, units, m_block, n_block, 1);
+        store_result(outputs_t, ld, rows, units, m_block, n_block, acc, 1);
 }
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
@@ -965,8 +988,7 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                       __global const TYPE *output_gr,    // dL/dy (rows, units)
-                      __global const TYPE *outputs,      // y (rows, units)
-                      __global const TYPE *pre,          // z (rows, units)
+                      __global const TYPE *slopes,       // f'(z) (STORE_SLOPES), else y (rows, units)
                       __global TYPE *delta,              // dL/dz (capacity, units_p)
                       __global TYPE *delta_weights,      // dL/dW (splits, n_in, units_p)
                       __global TYPE *delta_bias,         // dL/db (splits, units_p)
@@ -978,14 +1000,14 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
     const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
     const int first_row_of_blocks = m_block == 0;
-    DeltaSource source = {outputs, pre, first_row_of_blocks ? delta : 0, units, units_p, apply_derivative, a, b};
+    DeltaSource source = {slopes, first_row_of_blocks ? delta : 0, units, units_p, apply_derivative, a, b};
     #pragma unroll
     for (int l = 0; l < LOADS; l++)
         source.sums[l] = (TYPE4)(0);
     result_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, m_block, n_block, first, end,
                    &source);
     store_result(PANEL_BASE(delta_weights + (long)z_split * n_in * units_p, n_block, panel, n_in), panel, n_in,
-                 units_p, m_block, n_block, 0);
+                 units_p, m_block, n_block, acc, 0);
     if (!first_row_of_blocks)
         return;
     // The bias gradient: the work-items' column sums, added up per run of 4 columns (a run's

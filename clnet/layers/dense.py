@@ -89,7 +89,8 @@ K_BLOCKED = {"NB": 8, "KB": 256}
 KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
 LAUNCH_KEYS = ("WG",)
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
-TRANSPOSE_SIDE = 16  # the GPU form's Transpose: a block of x this square a work-group (see dense.cl)
+TRANSPOSE_SIDE = 32  # the GPU form's Transpose: a block of x this square a work-group (see dense.cl),
+TRANSPOSE_ROWS = 8   # of TRANSPOSE_SIDE x TRANSPOSE_ROWS work-items
 
 
 def per_kernel(depth: dict) -> dict:
@@ -100,29 +101,39 @@ def per_kernel(depth: dict) -> dict:
 def kernel_defines(tiles: dict) -> dict:
     """The program's defines for these tiles; CPU tiles without a kernel's NB and KB leave that
     kernel unblocked."""
-    defaults = {"TRANSPOSE_SIDE": TRANSPOSE_SIDE} if "TILE" in tiles else per_kernel(UNBLOCKED)
+    defaults = ({"TRANSPOSE_SIDE": TRANSPOSE_SIDE, "TRANSPOSE_ROWS": TRANSPOSE_ROWS} if "TILE" in tiles
+                else per_kernel(UNBLOCKED))
     if tiles.get("WGMMA"):
         defaults[SM90A] = 1  # the runtime must uncover HOPPER()'s instructions (Runtime._sm90a_program)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
 
 
-def program_defines(fused, store_pre: bool, tiles: dict) -> dict:
+def program_defines(fused, store_pre: bool, tiles: dict, store_slopes: bool = False) -> dict:
     """The dense program's defines: the activation fused into the forward (and whether it has a
-    vector form), whether it stores z (see stores_pre) and the tiles."""
+    vector form), whether it stores z or f'(z) (see stores_pre, stores_slopes) and the tiles."""
     return {"ACT": fused.function, "ACT_VECTOR": int(fused.vector_form), "STORE_PRE": int(store_pre),
-            **kernel_defines(tiles)}
+            "STORE_SLOPES": int(store_slopes), **kernel_defines(tiles)}
 
 
-def dense_program(rt, dtype, fused, store_pre: bool, tiles: dict):
-    """The dense kernels with this fused activation, z stored or not, and these tiles."""
+def dense_program(rt, dtype, activation, tiles: dict):
+    """The dense kernels of a layer with this activation (the elementwise ones fused into the
+    forward; softmax's input stored), with these tiles."""
+    fused = activation if activation.elementwise else activations.Linear()
+    slopes = stores_slopes(activation, tiles)
     return rt.program((fused.source, "activations/vector.cl", "layers/dense.cl"), dtype,
-                      program_defines(fused, store_pre, tiles))
+                      program_defines(fused, stores_pre(activation) and not slopes, tiles, slopes))
 
 
 def stores_pre(activation) -> bool:
-    """Whether a layer with this activation stores z: softmax reads it, and so does a derivative
-    that does not follow from y alone."""
+    """Whether a layer with this activation stores z (or, see stores_slopes, f'(z)): softmax reads
+    it, and so does a derivative that does not follow from y alone."""
     return not (activation.elementwise and activation.derivative_from_output)
+
+
+def stores_slopes(activation, tiles: dict) -> bool:
+    """Whether the forward stores f'(z) in z's place: the GPU form (TILE), where the derivative
+    needs z; the weight gradient then multiplies by it (see STORE_SLOPES in dense.cl)."""
+    return "TILE" in tiles and activation.elementwise and stores_pre(activation)
 
 
 def usable_candidates(rt, dtype) -> list[dict]:
@@ -131,7 +142,7 @@ def usable_candidates(rt, dtype) -> list[dict]:
     relu = activations.get("relu")
     for tiles in tile_candidates(rt, dtype):
         try:
-            dense_program(rt, dtype, relu, stores_pre(relu), tiles)
+            dense_program(rt, dtype, relu, tiles)
         except BuildError:
             continue
         usable.append(tiles)
@@ -321,13 +332,14 @@ class Dense(Layer):
         capacity = self.capacity = capacity * self.positions  # product rows: samples x positions
         self.tiles = self.fixed_tiles or self._tuned_tiles(capacity)
         assert layout(self.tiles) == self.layout, "every tuned size shares the weights' layout"
-        program = dense_program(rt, dt, self._fused, stores_pre(self.activation), self.tiles)
+        program = dense_program(rt, dt, self.activation, self.tiles)
         # y = f(z), (batch capacity, *positions, units): the same rows, seen with the sample shape.
         self.outputs = Tensor((self.batch_capacity, *self.output_shape), dt, rt)
-        # z = x W + b (capacity, units), for softmax and the derivative; where the derivative
-        # follows from y (ReLU, linear, tanh), the forward skips storing z and the derivative
-        # reads y in its place: one output fewer to write (see STORE_PRE in dense.cl).
-        self.pre = Tensor((capacity, self.units), dt, rt) if stores_pre(self.activation) else self.outputs
+        # What the forward keeps beside y for the backward, (capacity, units): z = x W + b, for
+        # softmax and the CPU form's derivative, or on the GPU its f'(z) (stores_slopes); where
+        # the derivative follows from y (ReLU, linear, tanh), nothing, and the derivative reads y
+        # in its place: one output fewer to write (see STORE_PRE in dense.cl).
+        self.kept = Tensor((capacity, self.units), dt, rt) if stores_pre(self.activation) else self.outputs
         # y^T, which the next layer's weight gradient reads along rows, where the model says a
         # layer reads it (writes_transposed): no layer reads a last layer's, whose forward is
         # then one output lighter (3-4% of the product at 1024^3 on Intel's runtime). Softmax is
@@ -413,7 +425,7 @@ class Dense(Layer):
         """target (cols, ld) = x^T for x's first `rows` rows of `cols`."""
         if self.tiled:  # a TRANSPOSE_SIDE-square block a work-group (see dense.cl)
             side = TRANSPOSE_SIDE
-            self._transpose((-(-cols // side) * side, -(-rows // side) * side), (side, side),
+            self._transpose((-(-cols // side) * side, -(-rows // side) * TRANSPOSE_ROWS), (side, TRANSPOSE_ROWS),
                             x, target, cols, rows, target.shape[1])
         else:
             self._transpose((rows, cols), None, x, target, cols, rows, target.shape[1])
@@ -431,7 +443,7 @@ class Dense(Layer):
         if not self.activation.elementwise:
             rows *= self.positions
             group = self._row_group()
-            self._softmax((rows * group,), (group,), self.pre, self.outputs, self.units)
+            self._softmax((rows * group,), (group,), self.kept, self.outputs, self.units)
         return self.outputs
 
     def forward_logits(self, x, rows):
@@ -442,10 +454,10 @@ class Dense(Layer):
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
         self._forward(*self._geometry("FF_RM", self.units, rows),
-                      x, self.kernel.value, bias, self.pre, self.outputs, self.outputs_t,
+                      x, self.kernel.value, bias, self.kept, self.outputs, self.outputs_t,
                       rows, self.n_in, self.units, self.units_p, self.capacity if self.outputs_t is not None else 0, a, b,
                       *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
-        return self.pre
+        return self.kept
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
@@ -463,7 +475,7 @@ class Dense(Layer):
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                     (self.kernel.grad, bias_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
-                                self._transposed_input(rows), grad, self.outputs, self.pre, self.delta,
+                                self._transposed_input(rows), grad, self.kept, self.delta,
                                 weight_out, bias_out, rows, self.n_in, self.units, self.units_p, self.capacity,
                                 chunk, a, b, int(apply_derivative), self.panel, flops=flops)
         else:
@@ -473,7 +485,7 @@ class Dense(Layer):
             panels = self.units_p // self.tiles["VW"]
             gpu = self.rt.info.is_gpu
             share = 1 if gpu else -(-panels // self.rt.info.compute_units)
-            self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.pre, self.delta,
+            self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.kept, self.delta,
                              self.delta_rows, bias_grad, rows, self.units, self.units_p, self.capacity, a, b,
                              int(apply_derivative), share)
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(rows),
