@@ -314,15 +314,17 @@ def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout)
     test_dropout_gradients_with_the_steps_mask and the tests above check by central differences)
     to rounding: with dropout the context and dL/dV sum the step's dropped probabilities; at 36
     positions the causal mask leaves parts of the products out; at 264 the last queries' rows are
-    longer than four times the row kernels' work-groups of 64. Per step it launches 3 kernels
-    forward (1 in the rows form) and 5 backward (2)."""
+    longer than four times the row kernels' work-groups of 64, and than the row-block kernels' 4
+    key tiles of 16. Per step it launches 2 kernels forward (3 with the row kernels; 1 in the rows
+    form) and 4 backward (5; 2)."""
     results, counts = [], []
     rt = clnet.runtime()
     for tiles in (False, TILES):  # False: the rows form
         rng = np.random.default_rng(9)
         x = Input((length, 4))
         h = LayerNormalization()(x)
-        h = Add()([x, MultiHeadAttention(2, 4, dropout=dropout, seed=5, tiles=tiles)(h, h, use_causal_mask=True)])
+        mha = MultiHeadAttention(2, 4, dropout=dropout, seed=5, tiles=tiles)
+        h = Add()([x, mha(h, h, use_causal_mask=True)])
         model = clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx="float64", seed=3)
         model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
         model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
@@ -336,7 +338,8 @@ def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout)
     assert abs(loss_rows - loss_products) < 1e-12
     for rows_grad, products_grad in zip(grads_rows, grads_products):
         np.testing.assert_allclose(products_grad, rows_grad, rtol=1e-10, atol=1e-13)
-    assert counts[1] - counts[0] == 3 - 1 + 5 - 2
+    assert (mha.row_tiles > 0) == (length <= 4 * TILES["TILE"])
+    assert counts[1] - counts[0] == (2 - 1 + 4 - 2 if mha.row_tiles else 3 - 1 + 5 - 2)
 
 
 # Self-attention with heads x key_dim a whole number of the store's alignment steps (32 floats on

@@ -314,6 +314,219 @@ inline int attention_row_end(const int use_mask, const int causal, const int i, 
     return causal && !use_mask ? min(tk, (i / TILE + 1) * TILE) : tk;
 }
 
+// Where a query block's keys fit in ROW_TILES blocks of TILE (a build define; the CUDA-core tiles
+// only), one work-group computes a block of TILE query rows of (sample b, head h) whole, keys up to
+// `end`, into registers, and the row kernel's work follows in the same launch, with the rows'
+// reductions across the work-items that share a row: scores and softmax in one launch
+// (AttentionScoresSoftmax), dL/dP and the score gradient in another (AttentionScoreGradient).
+// The scores never go through global memory, and two launches a layer and step go. The tiny
+// GPT's on the H100 (T 256, TILE 64: 4 key tiles), per layer and step: the scores' product and
+// AttentionSoftmax 33 + 46 us, now 72; dL/dP's product and CalcScoreGradientAttention 34 + 36,
+// now 54. A work-group has up to 4 products to make where one had 1 (starting the query blocks
+// with the most keys first did not change the times), but no row waits on a launch of its own.
+#if defined(ROW_TILES) && !MMA && !WGMMA
+typedef TYPE RowBlock[ROW_TILES][WPT][WPT];  // this work-item's values of the block: [key tile][row][column]
+
+// s = scale A B^T for this work-group's TILE rows from m0 (A: M x K; B given as N x K; both along
+// k) and the key tiles before `end` (the others 0).
+inline void row_block_product(const __global TYPE *A, const int a_ld, const __global TYPE *B, const int b_ld,
+                              const int M, const int N, const int K, const int m0, const int end, const TYPE scale,
+                              __local TYPE4 *As, __local TYPE4 *Bs, RowBlock s)
+{
+    #pragma unroll
+    for (int t = 0; t < ROW_TILES; t++) {
+        #pragma unroll
+        for (int i = 0; i < WPT; i++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j++)
+                s[t][i][j] = 0;
+        if (t * TILE < end)  // the same for the whole work-group: its barriers are all met
+            tiled_product_at(A, a_ld, ALONG_K, B, b_ld, ALONG_K, M, N, m0, t * TILE, 0, K, As, Bs, s[t], 0);
+        #pragma unroll
+        for (int i = 0; i < WPT; i++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j++)
+                s[t][i][j] *= scale;
+    }
+}
+
+// v[i] = the sum (use_max: the maximum) over the work-group of v[i] for this work-item's row i:
+// the SIDE work-items sharing a row leave their values in `partial` (TILE rows x SIDE), and each
+// adds the row's in the same order (the same result in every work-item and on every run).
+inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
+{
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++)
+        partial[OWN(ty, i) * SIDE + tx] = v[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const __local TYPE *row = partial + OWN(ty, i) * SIDE;
+        TYPE r = row[0];
+        for (int t = 1; t < SIDE; t++)
+            r = use_max ? fmax(r, row[t]) : r + row[t];
+        v[i] = r;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
+}
+
+// s[t][i][j..j+3], a run of 4 keys side by side (OWN), as a TYPE4.
+#define RUN4(s, t, i, j) ((TYPE4)((s)[t][i][j], (s)[t][i][(j) + 1], (s)[t][i][(j) + 2], (s)[t][i][(j) + 3]))
+
+// What the context sums for a probability p at index `at` under dropout: p / keep where
+// dropout.cl's hash keeps it, else 0 (as AttentionSoftmax's `dropped`).
+inline TYPE kept_by_dropout(const TYPE p, const int at, __global const int *noise, const int seed, const int step,
+                            const TYPE keep)
+{
+    return dropout_keep(at, 1, noise, 0, seed, step, keep) ? p / keep : 0;
+}
+
+// The query (row of the block) and key (column) of this work-item's s[t][i][j].
+#define BLOCK_QUERY(m0, i) ((m0) + OWN((int)get_local_id(1), i))
+#define BLOCK_KEY(t, j) ((t) * TILE + OWN((int)get_local_id(0), j))
+
+// probabilities (and `dropped`) of TILE queries from m0 of (b, h), as AttentionSoftmax computes
+// them, from scale A B^T: A the query's projection, B the key's (AttentionProduct's operands).
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int a_sample, const int a_head,
+                            const int a_ld, __global const TYPE *B, const int b_first, const int b_sample,
+                            const int b_head, const int b_ld,
+                            __global TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                            __global TYPE *dropped,        // (batch, heads, Tq, Tk) if dropout
+                            __global const TYPE *mask,     // (batch, Tq, Tk) if use_mask
+                            __global const int *noise, const int tq, const int tk, const int heads, const int depth,
+                            const TYPE scale, const int use_mask, const int causal, const int dropout,
+                            const int seed, const int step, const TYPE keep)
+{
+    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];
+    __local TYPE partial[TILE * SIDE];
+    const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads;
+    const int end = attention_row_end(use_mask, causal, m0, tk);
+    RowBlock s;
+    row_block_product(A + a_first + b * (long)a_sample + h * a_head, a_ld,
+                      B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, scale, As, Bs, s);
+    TYPE m[WPT], sum[WPT];
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        m[i] = -INFINITY;
+        #pragma unroll
+        for (int t = 0; t < ROW_TILES; t++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j++) {
+                const int key = BLOCK_KEY(t, j);
+                if (key < end) {
+                    if (!attention_kept(mask, use_mask, causal, b, min(BLOCK_QUERY(m0, i), tq - 1), key, tq, tk))
+                        s[t][i][j] = MASKED_SCORE;
+                    m[i] = fmax(m[i], s[t][i][j]);
+                }
+            }
+    }
+    row_block_reduce(partial, m, 1);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        sum[i] = 0;
+        #pragma unroll
+        for (int t = 0; t < ROW_TILES; t++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j++) {
+                s[t][i][j] = BLOCK_KEY(t, j) < end ? exp(s[t][i][j] - m[i]) : 0;
+                sum[i] += s[t][i][j];
+            }
+    }
+    row_block_reduce(partial, sum, 0);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const int query = BLOCK_QUERY(m0, i);
+        const long row = (((long)b * heads + h) * tq + query) * tk;
+        // Times 1 / sum: 64 divisions a work-item, correctly rounded as clnet builds its
+        // programs, took the tiny GPT's launch from 72 to 88 us on the H100.
+        const TYPE inverse = 1 / sum[i];
+        #pragma unroll
+        for (int t = 0; t < ROW_TILES; t++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j += 4) {
+                const int key = BLOCK_KEY(t, j);
+                if (query < tq && key < end) {
+                    const TYPE4 p = RUN4(s, t, i, j) * inverse;
+                    *(__global TYPE4 *)(probabilities + row + key) = p;
+                    if (dropout) {
+                        const int at = (int)(row + key);
+                        *(__global TYPE4 *)(dropped + row + key) =
+                            (TYPE4)(kept_by_dropout(p.s0, at, noise, seed, step, keep),
+                                    kept_by_dropout(p.s1, at + 1, noise, seed, step, keep),
+                                    kept_by_dropout(p.s2, at + 2, noise, seed, step, keep),
+                                    kept_by_dropout(p.s3, at + 3, noise, seed, step, keep));
+                    }
+                }
+            }
+    }
+}
+
+// dL/ds of TILE queries from m0 of (b, h), as CalcScoreGradientAttention computes it, from
+// dL/d(dropped p) = A B^T: A dL/dcontext, B the value's projection.
+__kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
+void AttentionScoreGradient(__global const TYPE *A, const int a_first, const int a_sample, const int a_head,
+                            const int a_ld, __global const TYPE *B, const int b_first, const int b_sample,
+                            const int b_head, const int b_ld,
+                            __global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
+                            __global TYPE *score_gr,             // (batch, heads, Tq, Tk)
+                            __global const TYPE *mask, __global const int *noise, const int tq, const int tk,
+                            const int heads, const int depth, const int use_mask, const int causal,
+                            const int dropout, const int seed, const int step, const TYPE keep)
+{
+    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];
+    __local TYPE partial[TILE * SIDE];
+    const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads;
+    const int end = attention_row_end(use_mask, causal, m0, tk);
+    RowBlock g;
+    row_block_product(A + a_first + b * (long)a_sample + h * a_head, a_ld,
+                      B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, 1, As, Bs, g);
+    TYPE weighted[WPT];  // sum_j p_j g_j
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const int query = BLOCK_QUERY(m0, i);
+        const long row = (((long)b * heads + h) * tq + query) * tk;
+        weighted[i] = 0;
+        #pragma unroll
+        for (int t = 0; t < ROW_TILES; t++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j += 4) {
+                const int key = BLOCK_KEY(t, j);
+                if (query < tq && key < end) {
+                    if (dropout) {
+                        const int at = (int)(row + key);
+                        #pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            g[t][i][j + e] = kept_by_dropout(g[t][i][j + e], at + e, noise, seed, step, keep);
+                    }
+                    weighted[i] += dot(*(const __global TYPE4 *)(probabilities + row + key), RUN4(g, t, i, j));
+                }
+            }
+    }
+    row_block_reduce(partial, weighted, 0);
+    #pragma unroll
+    for (int i = 0; i < WPT; i++) {
+        const int query = BLOCK_QUERY(m0, i);
+        const long row = (((long)b * heads + h) * tq + query) * tk;
+        #pragma unroll
+        for (int t = 0; t < ROW_TILES; t++)
+            #pragma unroll
+            for (int j = 0; j < WPT; j += 4) {
+                const int key = BLOCK_KEY(t, j);
+                if (query < tq && key < end) {
+                    const TYPE4 p = *(const __global TYPE4 *)(probabilities + row + key), d = p * (RUN4(g, t, i, j) - weighted[i]);
+                    *(__global TYPE4 *)(score_gr + row + key) =
+                        (TYPE4)(attention_kept(mask, use_mask, causal, b, query, key, tq, tk) ? d.s0 : 0,
+                                attention_kept(mask, use_mask, causal, b, query, key + 1, tq, tk) ? d.s1 : 0,
+                                attention_kept(mask, use_mask, causal, b, query, key + 2, tq, tk) ? d.s2 : 0,
+                                attention_kept(mask, use_mask, causal, b, query, key + 3, tq, tk) ? d.s3 : 0);
+                }
+            }
+    }
+}
+#endif
+
 // A work-group per row r = (sample, head, query i) of the scores (batch, heads, Tq, Tk), already
 // scaled: probabilities = softmax(where(mask, scores, -1e9)) as FeedForwardAttention computes
 // them; with dropout, `dropped` = the probabilities dropout.cl's hash keeps, / keep, and 0

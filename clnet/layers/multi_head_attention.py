@@ -3,8 +3,10 @@ projections and the output projection are Dense products over the batch's (batch
 between them, multi_head_attention.cl computes the masked softmax attention of every head of
 the whole batch: on a CPU in one launch (two for its gradient), a work-item per eight query rows
 on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
-head)'s operands in the Dense layer's local-memory tiles around a row softmax (three launches, five
-for the gradient), or, where dims or lengths are not multiples of 4, a work-item per query row.
+head)'s operands in the Dense layer's local-memory tiles, the softmax and the score gradient in
+the launches of the scores' products where a block of queries' keys fits in registers (two
+launches, four for the gradient; else three and five, row kernels between the products), or,
+where dims or lengths are not multiples of 4, a work-item per query row.
 A self-attention's three projections of its one input run as one layer (JoinedDense): one
 product forward, one weight and one input gradient backward.
 """
@@ -17,7 +19,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .dense import Dense, JoinedDense, check_tensor_core_form, program_defines, tile_candidates
+from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines, tile_candidates
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
@@ -26,6 +28,19 @@ PROJECTED = ("query", "key", "value")  # Keras's order of the projections' weigh
 ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
 LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
 KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor of LANES)
+
+
+# The most values of a block of scores a work-item holds in registers in the row-block kernels.
+ROW_BLOCK_VALUES = 64
+
+
+def row_tiles(tiles: dict, tk: int) -> int:
+    """How many key tiles the row-block kernels hold (multi_head_attention.cl's ROW_TILES), or 0
+    where the scores go through AttentionProduct and the row kernels: keys past ROW_BLOCK_VALUES
+    registers a work-item, or the tensor-core tiles (whose rows a line of work-items does not
+    share)."""
+    count = -(-tk // tiles["TILE"])
+    return count if not on_tensor_cores(tiles) and count * tiles["WPT"] ** 2 <= ROW_BLOCK_VALUES else 0
 
 
 def lanes_form(rt) -> bool:
@@ -147,7 +162,7 @@ class MultiHeadAttention(Layer):
         # time from offsets that are multiples of its dims and lengths.
         aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"MultiHeadAttention {self.name!r}")
-        self.tiles = None
+        self.tiles, self.row_tiles = None, 0
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
         self.lanes = not self.tiles and lanes_form(self.rt)
@@ -195,13 +210,19 @@ class MultiHeadAttention(Layer):
         self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
         if self.tiles:
             linear = activations.get("linear")
+            self.row_tiles = row_tiles(self.tiles, self.tk)
+            fused = {"ROW_TILES": self.row_tiles} if self.row_tiles else {}
             program = self.rt.program((linear.source, "activations/vector.cl", "layers/dense.cl", "layers/dropout.cl",
                                        "layers/multi_head_attention.cl"), self.dtype,
-                                      {**program_defines(linear, False, self.tiles), **dims})
+                                      {**program_defines(linear, False, self.tiles), **dims, **fused})
             kernel = lambda name: self.rt.kernel(program, name, self.dtype)
             self._product = kernel("AttentionProduct")
-            self._softmax = kernel("AttentionSoftmax")
-            self._score_grad = kernel("CalcScoreGradientAttention")
+            if self.row_tiles:
+                self._scores_softmax = kernel("AttentionScoresSoftmax")
+                self._score_grad_product = kernel("AttentionScoreGradient")
+            else:
+                self._softmax = kernel("AttentionSoftmax")
+                self._score_grad = kernel("CalcScoreGradientAttention")
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
             if self.lanes:
@@ -367,13 +388,28 @@ class MultiHeadAttention(Layer):
                self.tq, self.tk, self.num_heads, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
                *self._dropout_arguments())
 
+    def _row_blocks(self, kernel, rows, a, b, depth, *tensors, scale=None):
+        """A row-block kernel (AttentionScoresSoftmax, AttentionScoreGradient): the product of a and
+        b (as _products takes them, both along k) for TILE query rows a work-group, then the rows'
+        work, over `tensors`."""
+        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        scaled = () if scale is None else (float(scale),)
+        kernel((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *b, *tensors,
+               self._mask, self._noise, self.tq, self.tk, self.num_heads, depth, *scaled,
+               int(self.wiring["mask"] is not None), int(self.wiring["causal"]), *self._dropout_arguments(),
+               flops=2.0 * rows * self.num_heads * self.tq * self.tk * depth)
+
     def _forward_products(self, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
         query, key, value = self._projection_operands(self._projected)
-        scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
-        self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
-        self._rows(self._softmax, rows, self.score_grad, self.probabilities,
-                   self.probabilities if self.dropped is None else self.dropped)  # written only when dropping
+        dropped = self.probabilities if self.dropped is None else self.dropped  # written only when dropping
+        if self.row_tiles:
+            self._row_blocks(self._scores_softmax, rows, query, key, kd, self.probabilities, dropped,
+                             scale=self.scale)
+        else:
+            scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
+            self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
+            self._rows(self._softmax, rows, self.score_grad, self.probabilities, dropped)
         ld = self.capacity * tq
         context = self.context, 0, self.context.shape[1]
         self._products(rows, self._square(self._summed), 1, value, 0, self._operand(context, vd, tq),
@@ -385,9 +421,12 @@ class MultiHeadAttention(Layer):
         query_grad, key_grad, value_grad = self._projection_operands(self._projected_grad)
         grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
         scores = self._square(self.score_grad)
-        # dL/d(dropped p) = dL/dcontext V^T
-        self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
-        self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
+        # dL/d(dropped p) = dL/dcontext V^T, then dL/ds
+        if self.row_tiles:
+            self._row_blocks(self._score_grad_product, rows, grad, value, vd, self.probabilities, self.score_grad)
+        else:
+            self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
+            self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
         self._products(rows, scores, 1, key, 0, query_grad, tq, kd, tk, self.scale, causal=KEYS_UP_TO_QUERIES)
         self._products(rows, scores, 0, query, 0, key_grad, tk, kd, tq, self.scale, causal=QUERIES_FROM_KEYS)
         self._products(rows, self._square(self._summed), 0, grad, 0, value_grad, tk, vd, tq, causal=QUERIES_FROM_KEYS)
