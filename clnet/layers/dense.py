@@ -169,10 +169,13 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> d
     return min(choices, key=distance)["tiles"]
 
 
-def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 2) -> tuple[int, int]:
+def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1) -> tuple[int, int]:
     """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
     when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
-    of at least MIN_SPLIT_ROWS rows (a multiple of TK)."""
+    of at least MIN_SPLIT_ROWS rows (a multiple of TK). Dense fills it once: with the WGMMA
+    tiles, the tiny GPT's 17 weight gradients and their SumSplits took 1030-1038 + 100-105 us a
+    step on the H100 against 1078-1086 + 133-136 filling it twice, and 1181 + 215 four times
+    (alternated runs, 2026-11-25; with the CUDA-core tiles, 2026-11-24, it made no difference)."""
     tile = tiles["TILE"]
     blocks = -(-n_in // tile) * -(-units_p // tile)
     splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
