@@ -386,6 +386,27 @@ inline TYPE kept_by_dropout(const TYPE p, const int at, __global const int *nois
 #define BLOCK_QUERY(m0, i) ((m0) + OWN((int)get_local_id(1), i))
 #define BLOCK_KEY(t, j) ((t) * TILE + OWN((int)get_local_id(0), j))
 
+// A row-block kernel's start: local memory, the work-group's (sample b, head h), its first query
+// m0, the end of the keys it reads, and `values` = scale A B^T (row_block_product).
+#define ROW_BLOCK_BEGIN(values, scale_)                                                              \
+    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];                                                  \
+    __local TYPE partial[TILE * SIDE];                                                               \
+    const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads; \
+    const int end = attention_row_end(use_mask, causal, m0, tk);                                     \
+    RowBlock values;                                                                                 \
+    row_block_product(A + a_first + b * (long)a_sample + h * a_head, a_ld,                           \
+                      B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, scale_, As, Bs, values)
+
+// Where `query`'s row starts in the scores (batch, heads, Tq, Tk), and the loops over this
+// work-item's runs of 4 keys (key tile t, columns j..j+3, from `key`) of a row that hold scores.
+#define SCORE_ROW(query) ((((long)b * heads + h) * tq + (query)) * tk)
+#define FOR_KEY_RUNS(t, j, key, query)                                                   \
+    _Pragma("unroll")                                                                    \
+    for (int t = 0; t < ROW_TILES; t++)                                                  \
+        _Pragma("unroll")                                                                \
+        for (int j = 0, key = BLOCK_KEY(t, 0); j < WPT; j += 4, key = BLOCK_KEY(t, j))   \
+            if ((query) < tq && key < end)
+
 // probabilities (and `dropped`) of TILE queries from m0 of (b, h), as AttentionSoftmax computes
 // them, from scale A B^T: A the query's projection, B the key's (AttentionProduct's operands).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
@@ -399,13 +420,7 @@ void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int
                             const TYPE scale, const int use_mask, const int causal, const int dropout,
                             const int seed, const int step, const TYPE keep)
 {
-    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];
-    __local TYPE partial[TILE * SIDE];
-    const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads;
-    const int end = attention_row_end(use_mask, causal, m0, tk);
-    RowBlock s;
-    row_block_product(A + a_first + b * (long)a_sample + h * a_head, a_ld,
-                      B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, scale, As, Bs, s);
+    ROW_BLOCK_BEGIN(s, scale);
     TYPE m[WPT], sum[WPT];
     #pragma unroll
     for (int i = 0; i < WPT; i++) {
@@ -438,28 +453,22 @@ void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int
     #pragma unroll
     for (int i = 0; i < WPT; i++) {
         const int query = BLOCK_QUERY(m0, i);
-        const long row = (((long)b * heads + h) * tq + query) * tk;
+        const long row = SCORE_ROW(query);
         // Times 1 / sum: 64 divisions a work-item, correctly rounded as clnet builds its
         // programs, took the tiny GPT's launch from 72 to 88 us on the H100.
         const TYPE inverse = 1 / sum[i];
-        #pragma unroll
-        for (int t = 0; t < ROW_TILES; t++)
-            #pragma unroll
-            for (int j = 0; j < WPT; j += 4) {
-                const int key = BLOCK_KEY(t, j);
-                if (query < tq && key < end) {
-                    const TYPE4 p = RUN4(s, t, i, j) * inverse;
-                    *(__global TYPE4 *)(probabilities + row + key) = p;
-                    if (dropout) {
-                        const int at = (int)(row + key);
-                        *(__global TYPE4 *)(dropped + row + key) =
-                            (TYPE4)(kept_by_dropout(p.s0, at, noise, seed, step, keep),
-                                    kept_by_dropout(p.s1, at + 1, noise, seed, step, keep),
-                                    kept_by_dropout(p.s2, at + 2, noise, seed, step, keep),
-                                    kept_by_dropout(p.s3, at + 3, noise, seed, step, keep));
-                    }
-                }
+        FOR_KEY_RUNS(t, j, key, query) {
+            const TYPE4 p = RUN4(s, t, i, j) * inverse;
+            *(__global TYPE4 *)(probabilities + row + key) = p;
+            if (dropout) {
+                const int at = (int)(row + key);
+                *(__global TYPE4 *)(dropped + row + key) =
+                    (TYPE4)(kept_by_dropout(p.s0, at, noise, seed, step, keep),
+                            kept_by_dropout(p.s1, at + 1, noise, seed, step, keep),
+                            kept_by_dropout(p.s2, at + 2, noise, seed, step, keep),
+                            kept_by_dropout(p.s3, at + 3, noise, seed, step, keep));
             }
+        }
     }
 }
 
@@ -475,54 +484,36 @@ void AttentionScoreGradient(__global const TYPE *A, const int a_first, const int
                             const int heads, const int depth, const int use_mask, const int causal,
                             const int dropout, const int seed, const int step, const TYPE keep)
 {
-    __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];
-    __local TYPE partial[TILE * SIDE];
-    const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads;
-    const int end = attention_row_end(use_mask, causal, m0, tk);
-    RowBlock g;
-    row_block_product(A + a_first + b * (long)a_sample + h * a_head, a_ld,
-                      B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, 1, As, Bs, g);
+    ROW_BLOCK_BEGIN(g, 1);
     TYPE weighted[WPT];  // sum_j p_j g_j
     #pragma unroll
     for (int i = 0; i < WPT; i++) {
         const int query = BLOCK_QUERY(m0, i);
-        const long row = (((long)b * heads + h) * tq + query) * tk;
+        const long row = SCORE_ROW(query);
         weighted[i] = 0;
-        #pragma unroll
-        for (int t = 0; t < ROW_TILES; t++)
-            #pragma unroll
-            for (int j = 0; j < WPT; j += 4) {
-                const int key = BLOCK_KEY(t, j);
-                if (query < tq && key < end) {
-                    if (dropout) {
-                        const int at = (int)(row + key);
-                        #pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            g[t][i][j + e] = kept_by_dropout(g[t][i][j + e], at + e, noise, seed, step, keep);
-                    }
-                    weighted[i] += dot(*(const __global TYPE4 *)(probabilities + row + key), RUN4(g, t, i, j));
-                }
+        FOR_KEY_RUNS(t, j, key, query) {
+            if (dropout) {
+                const int at = (int)(row + key);
+                #pragma unroll
+                for (int e = 0; e < 4; e++)
+                    g[t][i][j + e] = kept_by_dropout(g[t][i][j + e], at + e, noise, seed, step, keep);
             }
+            weighted[i] += dot(*(const __global TYPE4 *)(probabilities + row + key), RUN4(g, t, i, j));
+        }
     }
     row_block_reduce(partial, weighted, 0);
     #pragma unroll
     for (int i = 0; i < WPT; i++) {
         const int query = BLOCK_QUERY(m0, i);
-        const long row = (((long)b * heads + h) * tq + query) * tk;
-        #pragma unroll
-        for (int t = 0; t < ROW_TILES; t++)
-            #pragma unroll
-            for (int j = 0; j < WPT; j += 4) {
-                const int key = BLOCK_KEY(t, j);
-                if (query < tq && key < end) {
-                    const TYPE4 p = *(const __global TYPE4 *)(probabilities + row + key), d = p * (RUN4(g, t, i, j) - weighted[i]);
-                    *(__global TYPE4 *)(score_gr + row + key) =
-                        (TYPE4)(attention_kept(mask, use_mask, causal, b, query, key, tq, tk) ? d.s0 : 0,
-                                attention_kept(mask, use_mask, causal, b, query, key + 1, tq, tk) ? d.s1 : 0,
-                                attention_kept(mask, use_mask, causal, b, query, key + 2, tq, tk) ? d.s2 : 0,
-                                attention_kept(mask, use_mask, causal, b, query, key + 3, tq, tk) ? d.s3 : 0);
-                }
-            }
+        const long row = SCORE_ROW(query);
+        FOR_KEY_RUNS(t, j, key, query) {
+            const TYPE4 p = *(const __global TYPE4 *)(probabilities + row + key), d = p * (RUN4(g, t, i, j) - weighted[i]);
+            *(__global TYPE4 *)(score_gr + row + key) =
+                (TYPE4)(attention_kept(mask, use_mask, causal, b, query, key, tq, tk) ? d.s0 : 0,
+                        attention_kept(mask, use_mask, causal, b, query, key + 1, tq, tk) ? d.s1 : 0,
+                        attention_kept(mask, use_mask, causal, b, query, key + 2, tq, tk) ? d.s2 : 0,
+                        attention_kept(mask, use_mask, causal, b, query, key + 3, tq, tk) ? d.s3 : 0);
+        }
     }
 }
 #endif
