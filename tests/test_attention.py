@@ -274,6 +274,15 @@ def test_products_form_matches_numpy_float32(rt, heads, key_dim, value_dim, tq, 
     forward_matches_numpy(heads, key_dim, value_dim, tq, tk, rows, masking, TILES)
 
 
+@pytest.mark.parametrize("tq,tk", [(4, 8), (36, 36), (132, 132), (8, 264)])
+@pytest.mark.parametrize("masking", ["none", "causal", "both"])
+def test_products_form_in_the_gpus_tiles(rt, tq, tk, masking):
+    """The tiles a GPU takes (PRODUCT_TILES, 64-square, 32 deep) on whichever device runs the
+    tests: slices deeper than the 4 and 8 dims, rows of up to 4 key tiles in the row blocks (132
+    keys: 3, the last almost empty), and past them (264 keys) the row kernels."""
+    forward_matches_numpy(2, 8, 12, tq, tk, 2, masking, attention.PRODUCT_TILES)
+
+
 @pytest.mark.parametrize("masking", ["none", "causal", "both"])
 def test_products_form_on_tensor_cores(rt, masking):
     """The products in dense.cl's tensor-core form (MMA: 128-square blocks; 132 keys take two,

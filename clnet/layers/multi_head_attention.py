@@ -19,7 +19,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer
-from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines, tile_candidates
+from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
@@ -32,6 +32,12 @@ KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor 
 
 # The most values of a block of scores a work-item holds in registers in the row-block kernels.
 ROW_BLOCK_VALUES = 64
+# The products form's tiles on a GPU: 64-square blocks, 4 x 4 outputs a work-item (so that the
+# row blocks hold the tiny GPT's 4 key tiles: 64 values), 32 deep a slice. That GPT on the H100,
+# µs a step (2026-11-25): 16 deep (the Dense tuner's first tiled candidate, taken before) row
+# blocks 288 + 212 and the other products 683, 32 deep 257 + 210 and 613. The other products
+# alone: 64/8/16 tiles 595 µs, 128/8/16 1381, 128/8/32 1426.
+PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32}
 
 
 def row_tiles(tiles: dict, tk: int) -> int:
@@ -164,7 +170,7 @@ class MultiHeadAttention(Layer):
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"MultiHeadAttention {self.name!r}")
         self.tiles, self.row_tiles = None, 0
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
-            self.tiles = self.fixed_tiles or next(t for t in tile_candidates(self.rt, self.dtype) if "TILE" in t)
+            self.tiles = self.fixed_tiles or PRODUCT_TILES
         self.lanes = not self.tiles and lanes_form(self.rt)
         # Keras's kernels are (features, heads, dim) and (heads, value_dim, output): the Dense
         # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
