@@ -477,12 +477,12 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
 
 // The weight gradient's B operand, delta = dL/dz, is made from dL/dy as it is fetched (times
 // f'(z), unless a loss already gave dL/dz: the stored f'(z) with STORE_SLOPES, else f' of y, where
-// f' follows from y; softmax's derivative is applied before); the work-groups of the first block row also write it
-// out row-major, (capacity, units_p), for the input gradient, and each work-item sums what it
-// fetched down the rows, for the bias gradient (its runs of 4 columns are the same in every
-// slice). This is what a separate CalcDeltaBias launch did before the products: on the H100,
-// whose MLP step at batch 32 is bound by ~9 us of host time per launch, one launch per layer
-// fewer.
+// f' follows from y; softmax's derivative is applied before); the work-groups of the first block
+// row also write it out row-major, (capacity, units_p), for the input gradient, and each
+// work-item sums what it fetched down the rows, for the bias gradient (its runs of 4 columns are
+// the same in every slice). This is what a separate CalcDeltaBias launch did before the
+// products: on the H100, whose MLP step at batch 32 is bound by ~9 us of host time per launch,
+// one launch per layer fewer.
 typedef struct {
     const __global TYPE *slopes;         // f'(z) with STORE_SLOPES, else y (rows, units)
     __global TYPE *delta;                // dL/dz (capacity, units_p); 0: not written by this group

@@ -26,6 +26,15 @@ inline bool attention_kept(__global const TYPE *mask, const int use_mask, const 
     return !use_mask || mask[((long)b * tq + i) * tk + j] > (TYPE)0.5;
 }
 
+// What the context sums for a probability p at index `at` of the probabilities under dropout:
+// p / keep where dropout.cl's hash keeps it, else 0. The dL/d(probability) coming back is the same
+// function of the gradient through the dropped one.
+inline TYPE kept_by_dropout(const TYPE p, const int at, __global const int *noise, const int seed, const int step,
+                            const TYPE keep)
+{
+    return dropout_keep(at, 1, noise, 0, seed, step, keep) ? p / keep : 0;
+}
+
 // The global rows the kernels read (a key, value, query or dL/dcontext row of one head) are read
 // four elements per load where DIM is a multiple of 4: a row then starts on a TYPE4 boundary (its
 // offset is a multiple of DIM), and a GPU issues one load instruction for four multiply-adds
@@ -144,7 +153,7 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
         p[j] = probability;
         TYPE w = probability;
         if (dropout)
-            w = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? w / keep : 0;
+            w = kept_by_dropout(w, (int)(row + j), noise, seed, step, keep);
         AXPY(c, w, VALUE_ROW(value, (long)b * tk + j, h), VALUE_DIM);
     }
     for (int j = keys; j < tk; j++)
@@ -190,7 +199,7 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
         TYPE g;
         DOT(g, dc, v, VALUE_DIM);
         if (dropout)
-            g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
+            g = kept_by_dropout(g, (int)(row + j), noise, seed, step, keep);
         ds[j] = g;
         weighted += p[j] * g;
     }
@@ -237,7 +246,7 @@ __kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_g
         const long at = column + (long)i * tk;
         TYPE w = probabilities[at];
         if (dropout)
-            w = dropout_keep((int)at, 1, noise, 0, seed, step, keep) ? w / keep : 0;
+            w = kept_by_dropout(w, (int)at, noise, seed, step, keep);
         AXPY(dv, w, context_gr + (((long)b * tq + i) * heads + h) * VALUE_DIM, VALUE_DIM);
         const TYPE g = score_gr[at];
         AXPY(dk, g, QUERY_ROW(query, (long)b * tq + i, h), KEY_DIM);
@@ -373,14 +382,6 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_m
 
 // s[t][i][j..j+3], a run of 4 keys side by side (OWN), as a TYPE4.
 #define RUN4(s, t, i, j) ((TYPE4)((s)[t][i][j], (s)[t][i][(j) + 1], (s)[t][i][(j) + 2], (s)[t][i][(j) + 3]))
-
-// What the context sums for a probability p at index `at` under dropout: p / keep where
-// dropout.cl's hash keeps it, else 0 (as AttentionSoftmax's `dropped`).
-inline TYPE kept_by_dropout(const TYPE p, const int at, __global const int *noise, const int seed, const int step,
-                            const TYPE keep)
-{
-    return dropout_keep(at, 1, noise, 0, seed, step, keep) ? p / keep : 0;
-}
 
 // The query (row of the block) and key (column) of this work-item's s[t][i][j].
 #define BLOCK_QUERY(m0, i) ((m0) + OWN((int)get_local_id(1), i))
@@ -551,7 +552,7 @@ __kernel void AttentionSoftmax(__global const TYPE *scores,   // (batch, heads, 
         const TYPE p = probabilities[row + j] / sum;
         probabilities[row + j] = p;
         if (dropout)
-            dropped[row + j] = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? p / keep : 0;
+            dropped[row + j] = kept_by_dropout(p, (int)(row + j), noise, seed, step, keep);
     }
 }
 
@@ -576,7 +577,7 @@ __kernel void CalcScoreGradientAttention(__global const TYPE *probabilities,  //
         // unwritten (p is 0 there).
         TYPE g = causal && !use_mask && j > i ? 0 : score_gr[row + j];
         if (dropout)
-            g = dropout_keep((int)(row + j), 1, noise, 0, seed, step, keep) ? g / keep : 0;
+            g = kept_by_dropout(g, (int)(row + j), noise, seed, step, keep);
         score_gr[row + j] = g;
         weighted += probabilities[row + j] * g;
     }

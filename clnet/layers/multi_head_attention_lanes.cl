@@ -79,7 +79,7 @@ inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, _
     TYPE t[LANES];
     vstore8(w, 0, t);
     for (int l = 0; l < valid; l++)
-        t[l] = dropout_keep((int)(at + (long)l * tk), 1, noise, 0, seed, step, keep) ? t[l] / keep : 0;
+        t[l] = kept_by_dropout(t[l], (int)(at + (long)l * tk), noise, seed, step, keep);
     return vload8(0, t);
 }
 
@@ -264,8 +264,8 @@ __kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *cont
             const long at = block + (long)jj * tq_p + i;
             TYPE w = jj < keys ? probabilities[at] : 0;
             if (dropout && jj < keys)
-                w = dropout_keep((int)((((long)b * heads + h) * tq + i) * tk + j0 + jj), 1, noise, 0, seed, step,
-                                 keep) ? w / keep : 0;
+                w = kept_by_dropout(w, (int)((((long)b * heads + h) * tq + i) * tk + j0 + jj), noise, seed, step,
+                                    keep);
             const TYPE g = jj < keys ? score_gr[at] : 0;
             for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
                 dv[jj][c] += w * dc[c];
