@@ -242,7 +242,9 @@ def test_launches_per_training_step(rt):
     input gradients and the transpose of its input (4); the output product's three (3, its input
     x^T written by the attention); the attention's two (2); one transpose of h shared by the three
     projections (1); their bias, weight and input gradients (9); two Sums of those (2); the
-    norm's gamma and beta gradients (1: x, an Input, needs no gradient); the update (1)."""
+    norm's gamma and beta gradients (1: x, an Input, needs no gradient); the update (1). That is
+    the CPU form's Dense; the GPU form's weight gradient makes delta and dL/db itself and reads x,
+    not x^T: no bias gradients, no transposes."""
     rng = np.random.default_rng(0)
     model = residual_block(6, floatx="float32")
     model.compile("adam", "categorical_crossentropy")
@@ -251,9 +253,10 @@ def test_launches_per_training_step(rt):
     before = rt.launches
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
     per_step = 1 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
-    if model.layers[-1].tiled:  # the GPU form's weight gradients make delta and dL/db: 5 products
-        per_step -= 5
-    if model.layers[1].chunked:  # the norm's GPU form sums its weight gradient's chunks: 1 more
+    norm, mha, head = model.layers[1], model.layers[2], model.layers[-1]
+    per_step -= sum(layer.tiled for layer in (head, mha.output_dense, *mha._projection_layers()))  # dL/db
+    per_step -= (not head.reads_transposed) + (not mha.reads_transposed)  # x^T
+    if norm.chunked:  # the norm's GPU form sums its weight gradient's chunks: 1 more
         per_step += 1
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
 

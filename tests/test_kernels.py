@@ -221,8 +221,9 @@ def test_warpgroup_form_refused_where_it_cannot_run(rt, rng):
 @pytest.mark.parametrize("form", ["blocks", "tiles"])
 def test_dense_writes_its_transpose_where_the_model_says(rt, rng, form):
     """A Dense writes y^T where the model's build says a layer reads it (writes_transposed): the
-    weight gradient above reads it, with the same launches every step; a Dense not told so writes
-    none, and the layer above transposes y itself, one launch more every step."""
+    CPU form's weight gradient above reads it, with the same launches every step; a Dense not told
+    so writes none, and the layer above transposes y itself, one launch more every step. The GPU
+    form's weight gradient reads y itself: it reads no y^T, and transposes nothing."""
     tiles = usable_candidates(rt, F32)[0] if form == "blocks" else {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
     rows, n_in, hidden, units = 13, 9, 17, 5
     launches = {}
@@ -242,7 +243,9 @@ def test_dense_writes_its_transpose_where_the_model_says(rt, rng, form):
             if told:
                 close(below.outputs_t.numpy()[:, :rows], h.T, rtol=1e-4, atol=1e-4)
             close(above.gradients()[0], h.T @ dy, rtol=1e-4, atol=1e-4)
-    assert launches[True] == [launches[True][0]] * 3 and launches[False] == [launches[True][0] + 1] * 3
+    transposes = int(form == "blocks")
+    assert above.reads_transposed == bool(transposes)
+    assert launches[True] == [launches[True][0]] * 3 and launches[False] == [launches[True][0] + transposes] * 3
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))

@@ -32,7 +32,8 @@
 // the image (or from dL/dy) as each slice is fetched (each kernel's FETCH_A and FETCH_B in
 // TILED_LOOP), four elements at a time: one aligned TYPE4 where they are one tap's contiguous
 // channels (channels a multiple of 4), else element by element, and staged as fetched
-// (TILED_LOOP's PREPARE_SLICES does nothing).
+// (TILED_LOOP's PREPARE_SLICES does nothing). The gathers along m number their runs as put()
+// stages them in the CUDA cores' tiles, the only ones a convolution takes (M_RUN_ROW's default).
 #define PREPARE_SLICES(k0)
 // A slice fetched along k gives a work-item the same columns (depths) in each of its LOADS runs,
 // so where those columns read is worked out once per slice, not once per run.

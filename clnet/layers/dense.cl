@@ -80,44 +80,19 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
         }
     }
 }
-#endif
 
-// The transposed input x^T (n_in, ld) of x (rows, cols), which the weight gradient reads along
-// rows, when the layer below did not provide it (Dense layers and the batch gather write theirs
-// as they go).
-#ifdef TILE
-// On a GPU a TRANSPOSE_SIDE-square block of x a work-group of TRANSPOSE_SIDE x TRANSPOSE_ROWS
-// items, through local memory, so that x is read along its rows and x^T written along its own.
-// An element a work-item, x^T was written 4 bytes to a 32-byte sector: 40 us for the tiny GPT's
-// (8192, 256) on the H100; 16-square blocks an element a work-item, 13 us; 32-square blocks, 4
-// elements a work-item, 9-11 us. TRANSPOSE_SIDE and TRANSPOSE_ROWS are set by dense.py.
-__kernel __attribute__((reqd_work_group_size(TRANSPOSE_SIDE, TRANSPOSE_ROWS, 1)))
-void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
-{
-    __local TYPE block[TRANSPOSE_SIDE][TRANSPOSE_SIDE + 1];  // + 1: a column's items in distinct banks
-    const int tx = get_local_id(0), ty = get_local_id(1);
-    const int col0 = get_group_id(0) * TRANSPOSE_SIDE, row0 = get_group_id(1) * TRANSPOSE_SIDE;
-    for (int r = ty; r < TRANSPOSE_SIDE; r += TRANSPOSE_ROWS)
-        if (row0 + r < rows && col0 + tx < cols)
-            block[r][tx] = x[(long)(row0 + r) * cols + col0 + tx];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int c = ty; c < TRANSPOSE_SIDE; c += TRANSPOSE_ROWS)
-        if (col0 + c < cols && row0 + tx < rows)
-            xt[(long)(col0 + c) * ld + row0 + tx] = block[tx][c];
-}
-#else
-// On a CPU a work-item per element, the first axis along the rows: PoCL runs a work-group's items
-// along it as the lanes of one loop, so x^T is written in whole vectors and x gathered, instead
-// of x read in vectors and x^T scattered one element at a time (tiny GPT, (2048, 64) on pip
-// PoCL 3.0: 0.28 -> 0.10 ms).
+// The transposed input x^T (n_in, ld) of x (rows, cols), which the CPU form's weight gradient
+// reads along rows, when the layer below did not provide it (Dense layers and the batch gather
+// write theirs as they go; the GPU form's weight gradient reads x itself). A work-item per
+// element, the first axis along the rows: PoCL runs a work-group's items along it as the lanes of
+// one loop, so x^T is written in whole vectors and x gathered, instead of x read in vectors and
+// x^T scattered one element at a time (tiny GPT, (2048, 64) on pip PoCL 3.0: 0.28 -> 0.10 ms).
 __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
 {
     const int row = get_global_id(0), col = get_global_id(1);
     xt[col * ld + row] = x[row * cols + col];
 }
-#endif
 
-#ifndef TILE
 // The CPU form: register blocks of wide vectors, no local memory.
 
 // acc[r] += sum_{k0 <= k < k1} a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K
@@ -384,6 +359,13 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 // staging B's 16-byte rows (and A's columns) hits distinct banks.
 #define K_RUN_ROW(e) ((e) % TILE)
 #define K_RUN_DEPTH(e) ((e) / TILE * 4)
+// Along m, a warp's 32 work-items fetch 4 depths by 8 TYPE4s (128 bytes of each of 4 rows), not
+// 32 TYPE4s of one depth: B fetched along n (the weight gradient's x) is staged K-major one
+// element at a time (see stage), and only with 4 depths and 8 rows among a warp's stores do they
+// fall in 32 distinct banks. A along m keeps whole-TYPE4 stores, 8 banks apart (STAGED's swizzle).
+#define M_RUN_ROW(e) ((e) / 4 % (TILE / 4) * 4)
+#define M_RUN_DEPTH(e) ((e) / TILE * 4 + (e) % 4)
+#define M_RUN_AT(m, k) ((k) / 4 * TILE + (m) / 4 * 4 + (k) % 4)  // the e of (m, k), m a multiple of 4
 // wgmma takes float operands from local memory K-major only (B[n][k], k contiguous): the forward
 // and the weight gradient, whose B (W, delta) is contiguous along n, compute their results'
 // transposes, W^T x^T and delta^T x, whose B operands, x and x^T, are contiguous along k.
@@ -420,6 +402,12 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 #define ACC_ROWS WPT
 #define ACC_COLS WPT
 #endif
+#ifndef M_RUN_ROW
+// Along m, neighbouring work-items read neighbouring TYPE4s of one depth.
+#define M_RUN_ROW(e) ((e) % (TILE / 4) * 4)
+#define M_RUN_DEPTH(e) ((e) / (TILE / 4))
+#define M_RUN_AT(m, k) ((k) * (TILE / 4) + (m) / 4)
+#endif
 #ifndef STAGED
 #define STAGED(k, m) ((k) * LT + (m))
 // Along k, neighbouring work-items read neighbouring TYPE4s.
@@ -442,9 +430,9 @@ inline void fetch(const __global TYPE *P, const int ld, const int along_k, const
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
         const int e = lid + l * ITEMS;
-        // Along m, neighbouring work-items read neighbouring TYPE4s; along k, see K_RUN_ROW.
-        const int m = m0 + (along_k ? K_RUN_ROW(e) : e % (TILE / 4) * 4);
-        const int k = k0 + (along_k ? K_RUN_DEPTH(e) : e / (TILE / 4));
+        // See K_RUN_ROW and M_RUN_ROW.
+        const int m = m0 + (along_k ? K_RUN_ROW(e) : M_RUN_ROW(e));
+        const int k = k0 + (along_k ? K_RUN_DEPTH(e) : M_RUN_DEPTH(e));
         const __global TYPE *p = along_k ? P + m * ld + k : P + k * ld + m;
         // The run is p[0..3]: along k if along_k, else along m.
         const int run = along_k ? K - k : M - m, other = along_k ? m < M : k < K;
@@ -470,7 +458,7 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
             L[STAGED(k + 2, m)] = r[l].s2;
             L[STAGED(k + 3, m)] = r[l].s3;
         } else {
-            L4[STAGED(e / (TILE / 4), e % (TILE / 4) * 4) / 4] = r[l];
+            L4[STAGED(M_RUN_DEPTH(e), M_RUN_ROW(e)) / 4] = r[l];
         }
     }
 }
@@ -512,7 +500,7 @@ inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, 
                     : (TYPE4)(ACT_DERIVATIVE(s[l].s0, s[l].s0, d->a, d->b), ACT_DERIVATIVE(s[l].s1, s[l].s1, d->a, d->b),
                               ACT_DERIVATIVE(s[l].s2, s[l].s2, d->a, d->b), ACT_DERIVATIVE(s[l].s3, s[l].s3, d->a, d->b));
         d->sums[l] += r[l];
-        const int e = lid + l * ITEMS, n = n0 + e % (TILE / 4) * 4, k = k0 + e / (TILE / 4);
+        const int e = lid + l * ITEMS, n = n0 + M_RUN_ROW(e), k = k0 + M_RUN_DEPTH(e);
         if (d->delta && k < K && n < d->units_p)  // units_p is a multiple of 4: whole, aligned runs
             *(__global TYPE4 *)(d->delta + k * d->units_p + n) = r[l];
     }
@@ -561,17 +549,36 @@ inline void split_tf32(const TYPE x, uint *big, uint *small)
 
 // Stage A's slice as As[k][m] (put) and B's as wgmma reads it, K-major "core matrices" of 8 rows
 // (n) by 16 bytes (4 depths): depths 4q .. 4q + 3 of row n at TYPE4 q * TILE + n, big then small
-// STAGE4 TYPE4s on. Neighbouring work-items hold neighbouring rows (K_RUN_ROW): 16-byte stores
-// to consecutive addresses.
-inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOADS], __local TYPE4 *As,
-                  __local TYPE4 *Bs, const int lid)
+// STAGE4 TYPE4s on. Fetched along k, neighbouring work-items hold neighbouring rows (K_RUN_ROW):
+// 16-byte stores to consecutive addresses. Fetched along n (the weight gradient's B, x itself
+// rather than an x^T written for it), a work-item holds rows n .. n + 3 at one depth: four 4-byte
+// stores, each work-item's TYPE4 turned by e / 8 % 4 first, so that store i puts row n + (i + turn)
+// % 4: with M_RUN_ROW's 4 depths by 8 rows a warp, the 32 stores of each fall in 32 banks.
+inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOADS], const int b_along_k,
+                  __local TYPE4 *As, __local TYPE4 *Bs, const int lid)
 {
     put(ra, a_along_k, As, lid);
     #pragma unroll
     for (int l = 0; l < LOADS; l++) {
-        const int e = lid + l * ITEMS, at = K_RUN_DEPTH(e) / 4 * TILE + K_RUN_ROW(e);
-        Bs[at] = rb[l];
-        Bs[STAGE4 + at] = as_float4(TF32_SMALL(rb[l], as_uint4, as_float4));
+        const int e = lid + l * ITEMS;
+        if (b_along_k) {
+            const int at = K_RUN_DEPTH(e) / 4 * TILE + K_RUN_ROW(e);
+            Bs[at] = rb[l];
+            Bs[STAGE4 + at] = as_float4(TF32_SMALL(rb[l], as_uint4, as_float4));
+        } else {
+            const int k = M_RUN_DEPTH(e), turn = e / 8 % 4;
+            TYPE4 big = rb[l];
+            big = turn & 1 ? big.s1230 : big;
+            big = turn & 2 ? big.s2301 : big;
+            const TYPE4 small = as_float4(TF32_SMALL(big, as_uint4, as_float4));
+            __local TYPE *row = (__local TYPE *)Bs + (k / 4 * TILE + M_RUN_ROW(e)) * 4 + k % 4;
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int at = (i + turn) % 4 * 4;  // row n + (i + turn) % 4
+                row[at] = i == 0 ? big.s0 : i == 1 ? big.s1 : i == 2 ? big.s2 : big.s3;
+                row[STAGE4 * 4 + at] = i == 0 ? small.s0 : i == 1 ? small.s1 : i == 2 ? small.s2 : small.s3;
+            }
+        }
     }
 }
 
@@ -658,33 +665,33 @@ inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_RO
     asm volatile(HOPPER("fence.proxy.async.shared::cta;") ::: "memory");     \
     barrier(CLK_LOCAL_MEM_FENCE)
 
-// The K loop (TILED_LOOP's contract; B is fetched along k, b_along_k ignored): As holds two
-// stages of A's slice, Bs two of B's (big and small each).
-#define TILED_LOOP(first, end, a_along_k, b_along_k)                                           \
-    FETCH_A(first);                                                                            \
-    FETCH_B(first);                                                                            \
-    PREPARE_SLICES(first);                                                                     \
-    stage(ra, a_along_k, rb, As, Bs, lid);                                                     \
-    if ((first) + TK < (end)) {                                                                \
-        FETCH_A((first) + TK);                                                                 \
-        FETCH_B((first) + TK);                                                                 \
-    }                                                                                          \
-    STAGED_BARRIER();                                                                          \
-    for (int k0 = (first), st = 0; k0 < (end); k0 += TK, st ^= 1) {                            \
-        uint a[TK / 8][2][4];                                                                  \
-        TYPE d[TILE / 2];                                                                      \
-        load_fragments(As + st * STAGE4, a);                                                   \
-        start_slice(a, Bs + st * 2 * STAGE4, d);                                               \
-        if (k0 + TK < (end)) {                                                                 \
-            PREPARE_SLICES(k0 + TK);                                                           \
-            stage(ra, a_along_k, rb, As + (st ^ 1) * STAGE4, Bs + (st ^ 1) * 2 * STAGE4, lid); \
-        }                                                                                      \
-        if (k0 + 2 * TK < (end)) {                                                             \
-            FETCH_A(k0 + 2 * TK);                                                              \
-            FETCH_B(k0 + 2 * TK);                                                              \
-        }                                                                                      \
-        finish_slice(a, d, acc);                                                               \
-        STAGED_BARRIER();                                                                      \
+// The K loop (TILED_LOOP's contract): As holds two stages of A's slice, Bs two of B's (big and
+// small each).
+#define TILED_LOOP(first, end, a_along_k, b_along_k)                                                    \
+    FETCH_A(first);                                                                                     \
+    FETCH_B(first);                                                                                     \
+    PREPARE_SLICES(first);                                                                              \
+    stage(ra, a_along_k, rb, b_along_k, As, Bs, lid);                                                   \
+    if ((first) + TK < (end)) {                                                                         \
+        FETCH_A((first) + TK);                                                                          \
+        FETCH_B((first) + TK);                                                                          \
+    }                                                                                                   \
+    STAGED_BARRIER();                                                                                   \
+    for (int k0 = (first), st = 0; k0 < (end); k0 += TK, st ^= 1) {                                     \
+        uint a[TK / 8][2][4];                                                                           \
+        TYPE d[TILE / 2];                                                                               \
+        load_fragments(As + st * STAGE4, a);                                                            \
+        start_slice(a, Bs + st * 2 * STAGE4, d);                                                        \
+        if (k0 + TK < (end)) {                                                                          \
+            PREPARE_SLICES(k0 + TK);                                                                    \
+            stage(ra, a_along_k, rb, b_along_k, As + (st ^ 1) * STAGE4, Bs + (st ^ 1) * 2 * STAGE4, lid); \
+        }                                                                                               \
+        if (k0 + 2 * TK < (end)) {                                                                      \
+            FETCH_A(k0 + 2 * TK);                                                                       \
+            FETCH_B(k0 + 2 * TK);                                                                       \
+        }                                                                                               \
+        finish_slice(a, d, acc);                                                                        \
+        STAGED_BARRIER();                                                                               \
     }
 
 #define TILED_BEGIN                                                      \
@@ -980,21 +987,24 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 }
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
-// dL/dy (see fetch_delta). The sums run over the batch's rows; a (n_in, units) block too small to
+// dL/dy (see fetch_delta). x^T is x read along m: no transpose of x is made for it (the CPU form's
+// does read one). On the H100 the tiny GPT's Transposes (9 a step, 88 us) and the y^T its GELU
+// layers stored for the next weight gradient (12-15 us each) went; the WGMMA form's staging of x
+// one element at a time (see stage) cost its weight gradients 2-6% (GELU layer 88 -> 94 us), and
+// one step's kernels went 5.15 -> 5.01 ms. The sums run over the batch's rows; a (n_in, units) block too small to
 // fill the device is split along them (split-K): work-group layer z sums rows [z chunk,
 // (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
 // slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them
 // all (73% of the CNN's step on the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
-void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
+void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_in)
                       __global const TYPE *output_gr,    // dL/dy (rows, units)
                       __global const TYPE *slopes,       // f'(z) (STORE_SLOPES), else y (rows, units)
                       __global TYPE *delta,              // dL/dz (capacity, units_p)
                       __global TYPE *delta_weights,      // dL/dW (splits, n_in, units_p)
                       __global TYPE *delta_bias,         // dL/db (splits, units_p)
                       const int rows, const int n_in, const int units, const int units_p,
-                      const int capacity, const int chunk, const TYPE a, const TYPE b,
-                      const int apply_derivative, const int panel)
+                      const int chunk, const TYPE a, const TYPE b, const int apply_derivative, const int panel)
 {
     TILED_BEGIN
     const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
@@ -1004,14 +1014,14 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
     #pragma unroll
     for (int l = 0; l < LOADS; l++)
         source.sums[l] = (TYPE4)(0);
-    result_product(inputs_t, capacity, ALONG_K, output_gr, 0, ALONG_M, n_in, units_p, m_block, n_block, first, end,
+    result_product(inputs, n_in, ALONG_M, output_gr, 0, ALONG_M, n_in, units_p, m_block, n_block, first, end,
                    &source);
     store_result(PANEL_BASE(delta_weights + (long)z_split * n_in * units_p, n_block, panel, n_in), panel, n_in,
                  units_p, m_block, n_block, acc, 0);
     if (!first_row_of_blocks)
         return;
     // The bias gradient: the work-items' column sums, added up per run of 4 columns (a run's
-    // partial sums sit TILE / 4 TYPE4s apart: e = row * TILE / 4 + run, as fetch() numbers them).
+    // partial sums are those of the TK items e = M_RUN_AT(run, depth), as fetch() numbers them).
     const int lid = get_local_id(1) * SIDE + get_local_id(0);
     #pragma unroll
     for (int l = 0; l < LOADS; l++)
@@ -1020,8 +1030,8 @@ void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
     const int n = n_block + lid * 4;
     if (lid < TILE / 4 && n < units_p) {
         TYPE4 sum = (TYPE4)(0);
-        for (int row = 0; row < TK; row++)
-            sum += Bs[row * (TILE / 4) + lid];
+        for (int depth = 0; depth < TK; depth++)
+            sum += Bs[M_RUN_AT(lid * 4, depth)];
         *(__global TYPE4 *)(delta_bias + z_split * units_p + n) = sum;
     }
 }

@@ -89,8 +89,6 @@ K_BLOCKED = {"NB": 8, "KB": 256}
 KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
 LAUNCH_KEYS = ("WG",)
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
-TRANSPOSE_SIDE = 32  # the GPU form's Transpose: a block of x this square a work-group (see dense.cl),
-TRANSPOSE_ROWS = 8   # of TRANSPOSE_SIDE x TRANSPOSE_ROWS work-items
 
 
 def per_kernel(depth: dict) -> dict:
@@ -101,8 +99,7 @@ def per_kernel(depth: dict) -> dict:
 def kernel_defines(tiles: dict) -> dict:
     """The program's defines for these tiles; CPU tiles without a kernel's NB and KB leave that
     kernel unblocked."""
-    defaults = ({"TRANSPOSE_SIDE": TRANSPOSE_SIDE, "TRANSPOSE_ROWS": TRANSPOSE_ROWS} if "TILE" in tiles
-                else per_kernel(UNBLOCKED))
+    defaults = {} if "TILE" in tiles else per_kernel(UNBLOCKED)
     if tiles.get("WGMMA"):
         defaults[SM90A] = 1  # the runtime must uncover HOPPER()'s instructions (Runtime._sm90a_program)
     return {**defaults, **{k: v for k, v in tiles.items() if k not in LAUNCH_KEYS}}
@@ -256,7 +253,6 @@ BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kerne
 
 
 class Dense(Layer):
-    reads_transposed = True  # the weight gradient reads x^T (see _transposed_input)
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, tiles=None):
@@ -273,6 +269,12 @@ class Dense(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
         self._initializer_names = (kernel_initializer, bias_initializer)
         self.output_activation = self.activation
+
+    @property
+    def reads_transposed(self):
+        """Whether the weight gradient reads x^T (the CPU form's, see _transposed_input); the GPU
+        form's reads x."""
+        return not self.tiled
 
     def compute_output_shape(self, input_shape):
         # As Keras: on (..., features) the kernel applies to the last axis, the same at every position.
@@ -376,7 +378,8 @@ class Dense(Layer):
             self._delta_bias = kernel("CalcDeltaBias")
         self._delta_weights = kernel("CalcDeltaWeights")
         self._hidden = kernel("CalcHiddenGradient")
-        self._transpose = kernel("Transpose")
+        if not self.tiled:
+            self._transpose = kernel("Transpose")
         self._panel_argument = (self.panel,) if self.tiled else ()  # the GPU form's panels (see dense.cl)
         self._input_t = None  # x^T, made here only when the layer below does not provide it
 
@@ -413,9 +416,10 @@ class Dense(Layer):
         return split_k(self.rt, self.tiles, self.n_in, self.units_p, rows) if self.tiled else (1, rows)
 
     def _transposed_input(self, rows: int) -> Tensor:
-        """x^T (n_in, capacity): from the layer below if it wrote one of that shape (a Dense on the
-        same positions, or a pooling layer, told by the model that this layer reads it; a Flatten
-        passes on a transpose of another shape), else transposed here."""
+        """x^T (n_in, capacity), for the CPU form's weight gradient: from the layer below if it
+        wrote one of that shape (a Dense on the same positions, or a pooling layer, told by the
+        model that this layer reads it; a Flatten passes on a transpose of another shape), else
+        transposed here."""
         given = getattr(self.x, "transposed", None)
         if given is not None and given.shape == (self.n_in, self.capacity):
             return given
@@ -425,13 +429,8 @@ class Dense(Layer):
         return self._input_t
 
     def transpose(self, x: Tensor, target: Tensor, cols: int, rows: int) -> None:
-        """target (cols, ld) = x^T for x's first `rows` rows of `cols`."""
-        if self.tiled:  # a TRANSPOSE_SIDE-square block a work-group (see dense.cl)
-            side = TRANSPOSE_SIDE
-            self._transpose((-(-cols // side) * side, -(-rows // side) * TRANSPOSE_ROWS), (side, TRANSPOSE_ROWS),
-                            x, target, cols, rows, target.shape[1])
-        else:
-            self._transpose((rows, cols), None, x, target, cols, rows, target.shape[1])
+        """target (cols, ld) = x^T for x's first `rows` rows of `cols` (the CPU form's kernel)."""
+        self._transpose((rows, cols), None, x, target, cols, rows, target.shape[1])
 
     def _row_group(self) -> int:
         # Softmax reduces a row with a work-group (Runtime.row_group) on a GPU; on a CPU with one
@@ -478,9 +477,8 @@ class Dense(Layer):
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                     (self.kernel.grad, bias_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
-                                self._transposed_input(rows), grad, self.kept, self.delta,
-                                weight_out, bias_out, rows, self.n_in, self.units, self.units_p, self.capacity,
-                                chunk, a, b, int(apply_derivative), self.panel, flops=flops)
+                                self.x, grad, self.kept, self.delta, weight_out, bias_out, rows, self.n_in,
+                                self.units, self.units_p, chunk, a, b, int(apply_derivative), self.panel, flops=flops)
         else:
             splits = 1
             # On a CPU a work-item per compute unit's share of the column panels, each its own

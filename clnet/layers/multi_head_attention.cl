@@ -89,11 +89,11 @@ inline int attention_keys(const int causal, const int i, const int tk)
 
 // probabilities = softmax(where(mask, (q / sqrt(key_dim)) . k, -1e9)) over the keys, the same
 // max-subtracted formula as SoftMaxActivation; context = dropout(probabilities) . v, written as
-// (batch * Tq, heads * value_dim) and transposed, (heads * value_dim, ld), for the output
-// projection's weight gradient. Dropout (`dropout` = 1, in fit only) keeps a probability where
-// dropout.cl's hash of (seed, step, its index in `probabilities`) says so, scaled by 1 / keep.
-// KEY_DIM and VALUE_DIM are build-time constants, so that a query row and the context row being
-// summed stay in registers.
+// (batch * Tq, heads * value_dim) and, unless ld = 0, transposed, (heads * value_dim, ld), for the
+// output projection's weight gradient where it reads that (the CPU form's). Dropout (`dropout` = 1,
+// in fit only) keeps a probability where dropout.cl's hash of (seed, step, its index in
+// `probabilities`) says so, scaled by 1 / keep. KEY_DIM and VALUE_DIM are build-time constants, so
+// that a query row and the context row being summed stay in registers.
 __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
                                    __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
                                    __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
@@ -162,7 +162,8 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
     const long column = (long)b * tq + i;
     for (int d = 0; d < VALUE_DIM; d++) {
         context[out + d] = c[d];
-        context_t[(long)(h * VALUE_DIM + d) * ld + column] = c[d];
+        if (ld)
+            context_t[(long)(h * VALUE_DIM + d) * ld + column] = c[d];
     }
 }
 

@@ -66,7 +66,6 @@ class MultiHeadAttention(Layer):
     first call (`wiring`, saved in its config). Self-attention, `mha(x, x)`, reads one tensor
     and sums the three projections' input gradients into one."""
     multi_input = True
-    reads_transposed = True  # the projections' weight gradients (see _view)
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", seed=None, name=None, wiring=None,
@@ -266,6 +265,11 @@ class MultiHeadAttention(Layer):
     def _projection_layers(self) -> list[Dense]:
         return [self.joined_projection] if self.joined else [self.projections[role] for role in PROJECTED]
 
+    @property
+    def reads_transposed(self):
+        """Whether a projection's weight gradient reads its input transposed (see _view)."""
+        return any(layer.reads_transposed for layer in self._projection_layers())
+
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
@@ -281,7 +285,8 @@ class MultiHeadAttention(Layer):
         self.probabilities = Tensor((capacity, heads, *scores), dt, rt)
         self.score_grad = Tensor((capacity, heads, *scores), dt, rt)
         self.context = Tensor((capacity * self.tq, heads * self.value_dim), dt, rt)  # (batch * Tq, heads * value_dim)
-        self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
+        if self.output_dense.reads_transposed:  # for its weight gradient
+            self.context.transposed = Tensor((heads * self.value_dim, capacity * self.tq), dt, rt)
         # What the context sums: the probabilities through the dropout (the products form, in fit).
         self.dropped = Tensor((capacity, heads, self.tq, self.tk), dt, rt) if self.tiles and self.dropout else None
         # Each projection and its gradient, dL/d(projection): (tensor, first column, row length), a
@@ -315,8 +320,8 @@ class MultiHeadAttention(Layer):
         projections reading it (instead of one transpose each)."""
         rows, features = self.capacity * self.input_shapes[index][0], self.input_shapes[index][1]
         given = getattr(x, "transposed", None)
-        if given is not None and given.shape == (features, rows):  # not a batch's (time * features, capacity)
-            return x
+        if not self.reads_transposed or given is not None and given.shape == (features, rows):
+            return x  # (a batch's x^T is (time * features, capacity): not that)
         view = self._views.get(index)
         if view is None or view.buffer is not x.buffer:
             view = Tensor((rows, features), self.dtype, self.rt, x.buffer)         # x as (batch * time, features)
@@ -352,9 +357,10 @@ class MultiHeadAttention(Layer):
             self.output_dense.forward(self.context, rows * self.tq)
             return self.outputs
         query, key, value = (self._projected[role][0] for role in PROJECTED)
+        context_ld = self.capacity * self.tq if self.context.transposed is not None else 0  # 0: no context^T
         self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask,
                       self.probabilities, self.context, self.context.transposed, self._noise, self.tq, self.tk,
-                      self.num_heads, self.capacity * self.tq, self.scale, int(self.wiring["mask"] is not None),
+                      self.num_heads, context_ld, self.scale, int(self.wiring["mask"] is not None),
                       int(self.wiring["causal"]), *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq)
         return self.outputs
@@ -418,8 +424,9 @@ class MultiHeadAttention(Layer):
             self._rows(self._softmax, rows, self.score_grad, self.probabilities, dropped)
         ld = self.capacity * tq
         context = self.context, 0, self.context.shape[1]
+        transposed = (None, 0, 0, 0) if self.context.transposed is None else (self.context.transposed, tq, vd * ld, ld)
         self._products(rows, self._square(self._summed), 1, value, 0, self._operand(context, vd, tq),
-                       tq, vd, tk, transposed=(self.context.transposed, tq, vd * ld, ld), causal=KEYS_UP_TO_QUERIES)
+                       tq, vd, tk, transposed=transposed, causal=KEYS_UP_TO_QUERIES)
 
     def _backward_products(self, context_grad, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
@@ -455,7 +462,8 @@ class MultiHeadAttention(Layer):
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]
-                self._projection_layers()[0].transpose(x, x.transposed, features, rows * self.input_shapes[index][0])
+                reader = next(layer for layer in self._projection_layers() if layer.reads_transposed)
+                reader.transpose(x, x.transposed, features, rows * self.input_shapes[index][0])
         results = [None] * len(self.xs)
         if self.joined:  # one input, one projection: its dL/dx is already the sum of the three parts'
             index = self.wiring["query"]

@@ -148,6 +148,8 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
     for (int j = keys; j < tk; j++)
         p[j * stride] = (TYPE8)(0);
     SCATTER_LANES(context + (((long)b * tq + i0) * heads + h) * VALUE_DIM, heads * VALUE_DIM, c, valid, VALUE_DIM, 1);
+    if (!ld)  // no transposed context read (see FeedForwardAttention)
+        return;
     const long column = (long)b * tq + i0;
     for (int d = 0; d < VALUE_DIM; d++) {
         __global TYPE *out = context_t + (long)(h * VALUE_DIM + d) * ld + column;
