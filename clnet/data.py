@@ -82,6 +82,20 @@ def order(seed: int | None, pass_index: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, 1, pass_index]).permutation(n)
 
 
+def batch_buffers(rt: Runtime, dtype, capacity: int, x_cols: int, y_cols: int, transposed: bool):
+    """x_batch (capacity, x_cols), with x_batch.transposed (x_cols, capacity) where the model's
+    first layer reads x^T (`transposed`), and y_batch (capacity, y_cols)."""
+    x_batch = Tensor((capacity, x_cols), dtype, rt)
+    if transposed:
+        x_batch.transposed = Tensor((x_cols, capacity), dtype, rt)
+    return x_batch, Tensor((capacity, y_cols), dtype, rt)
+
+
+def transposed_arguments(x_batch: Tensor) -> tuple:
+    """GatherRows's x_batch_t and ld: x^T and its row length, or none (ld 0)."""
+    return (None, 0) if x_batch.transposed is None else (x_batch.transposed, x_batch.transposed.shape[1])
+
+
 class _Slot:
     """One staging slot: a host array (pinned where the driver pins ALLOC_HOST_PTR memory, so the
     copy is a DMA the host does not wait for) and its device twin, x rows then y rows."""
@@ -101,20 +115,19 @@ class _Slot:
         # One kernel object per slot keeps its arguments set from step to step.
         self.gather = rt.kernel(staging.program, "GatherRows", dtype)
         self.arguments = (x_part, y_part, staging.identity, 0, x_cols, y_cols, staging.x_batch,
-                          staging.x_batch.transposed, capacity, staging.y_batch)
+                          *transposed_arguments(staging.x_batch), staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
 
 
 class Staging:
-    """Double-buffered upload of host batches into x_batch (and its transpose) and y_batch."""
+    """Double-buffered upload of host batches into x_batch (and its transpose, see batch_buffers)
+    and y_batch."""
 
-    def __init__(self, rt: Runtime, x_cols: int, y_cols: int, capacity: int, dtype):
+    def __init__(self, rt: Runtime, x_cols: int, y_cols: int, capacity: int, dtype, transposed: bool = True):
         self.rt, self.dtype = rt, np.dtype(dtype)
         self.x_cols, self.y_cols, self.capacity = x_cols, y_cols, capacity
-        self.x_batch = Tensor((capacity, x_cols), self.dtype, rt)
-        self.x_batch.transposed = Tensor((x_cols, capacity), self.dtype, rt)  # for the first weight gradient
-        self.y_batch = Tensor((capacity, y_cols), self.dtype, rt)
+        self.x_batch, self.y_batch = batch_buffers(rt, self.dtype, capacity, x_cols, y_cols, transposed)
         self.identity = Tensor.from_numpy(np.arange(capacity, dtype=np.int32), rt=rt)  # row r of the slot
         self.program = rt.program(("data.cl",), self.dtype)
         self.slots = [_Slot(self, rt) for _ in range(SLOTS)]
@@ -151,11 +164,13 @@ class Batches:
     """Batches of `x` (samples, features) and `y` (samples, outputs, or None), in an order set per
     epoch: resident on the device when they fit `budget` bytes (default: device_budget), else
     gathered on the host and streamed through a Staging. `x` and `y` are converted to `dtype`
-    (default x's) as they go to the device."""
+    (default x's) as they go to the device; x is also written transposed where `transposed` (the
+    model's first layer reads x^T)."""
 
     def __init__(self, rt: Runtime, x: np.ndarray, y: np.ndarray | None, capacity: int, dtype=None,
-                 budget: int | None = None):
+                 budget: int | None = None, transposed: bool = True):
         self.rt, self.dtype = rt, np.dtype(dtype or x.dtype)
+        self.transposed = transposed
         self.samples = len(x)
         self.arrays = (x, y)  # the host arrays, which a distributed fit's other replicas read too
         y_cols = 0 if y is None else y.shape[1]
@@ -178,11 +193,10 @@ class Batches:
         """Batch buffers of `capacity` rows: the model's, whose first layer reads x^T with it."""
         self.capacity = capacity
         if self.resident:
-            self.x_batch = Tensor((capacity, self.x_cols), self.dtype, self.rt)
-            self.x_batch.transposed = Tensor((self.x_cols, capacity), self.dtype, self.rt)
-            self.y_batch = Tensor((capacity, self.y_cols), self.dtype, self.rt)
+            self.x_batch, self.y_batch = batch_buffers(self.rt, self.dtype, capacity, self.x_cols, self.y_cols,
+                                                       self.transposed)
         else:
-            self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype)
+            self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype, self.transposed)
 
     def order(self, permutation: np.ndarray) -> None:
         self.permutation = np.asarray(permutation, np.int32)
@@ -194,8 +208,8 @@ class Batches:
         if self.resident:
             cols = max(self.x.shape[1], self.y.shape[1])
             self._gather((-(-cols // 4), rows), None, self.x, self.y, self.index, first,
-                         self.x.shape[1], self.y.shape[1], self.x_batch, self.x_batch.transposed,
-                         self.x_batch.shape[0], self.y_batch)
+                         self.x.shape[1], self.y.shape[1], self.x_batch, *transposed_arguments(self.x_batch),
+                         self.y_batch)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()
         self._fill(slot, first, rows)
@@ -263,8 +277,9 @@ class Stream:
     """
 
     def __init__(self, rt: Runtime, source, name: str, prepare, reserve, dtype, targets: bool,
-                 steps: int | None, seed: int | None):
+                 steps: int | None, seed: int | None, transposed=lambda: True):
         self.rt, self.source, self.name, self.dtype = rt, source, name, np.dtype(dtype)
+        self.transposed = transposed  # () -> whether the model's first layer reads x^T, once it is built
         self.prepare, self.reserve, self.targets = prepare, reserve, targets
         self.generator = isinstance(source, Iterator) and not isinstance(source, PyDataset)
         self.kind = "generator" if self.generator else "PyDataset"
@@ -350,7 +365,8 @@ class Stream:
         rows = len(x)
         capacity = self.reserve(rows)
         if self.staging is None or self.staging.capacity != capacity:
-            self.staging = Staging(self.rt, x.shape[1], 0 if y is None else y.shape[1], capacity, self.dtype)
+            self.staging = Staging(self.rt, x.shape[1], 0 if y is None else y.shape[1], capacity, self.dtype,
+                                   self.transposed())
         slot = self.staging.acquire()
         slot.x[:rows] = x
         if y is not None:

@@ -165,6 +165,11 @@ class Model:
                 for t in call.inputs:
                     if id(t) in producers:
                         producers[id(t)].writes_transposed = True
+        # The same for the batch gather, which writes the batch's x^T where a layer reading a
+        # single input reads it (a model of several inputs splits the batch, see _forward).
+        first = self._inputs[0].output if len(self._inputs) == 1 else None
+        self._batch_transposed = any(runner.reads_transposed and any(t is first for t in call.inputs)
+                                     for runner, call in self._steps)
         self.store.allocate()
         self.output_shape = self._output.sample_shape
         self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
@@ -515,7 +520,7 @@ class Model:
         rows = len(x)
         self._ensure_capacity(rows)
         self._ensure_stats(rows)
-        xb, yb = Batches(self.rt, x, y, self.capacity, self.dtype).batch(0, rows)
+        xb, yb = Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self._batch_transposed).batch(0, rows)
         self._forward_loss(xb, yb, rows, 0, training=True)
         input_grads = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
@@ -545,7 +550,8 @@ class Model:
                 return self._prepare(xb, yb, (names[0] + where, names[1] + where))
 
             stream = Stream(cl_runtime.runtime() if not self.built else self.rt, x, name or "x", prepare,
-                            self._reserve, self.dtype, targets, steps, self.seed if shuffle else None)
+                            self._reserve, self.dtype, targets, steps, self.seed if shuffle else None,
+                            lambda: self._batch_transposed)
             if not self.built:
                 stream.peek()
             return stream
@@ -562,8 +568,8 @@ class Model:
         budget = data.device_budget(self.rt) - reserved
         if y is not None:
             self._ensure_stats(len(x))
-        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget), batch_size, steps,
-                         self.seed if shuffle else None, self._reserve)
+        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self._batch_transposed), batch_size,
+                         steps, self.seed if shuffle else None, self._reserve)
 
     def _reserve(self, rows: int) -> int:
         """Buffers for batches of `rows`; the capacity every batch tensor must have (the first

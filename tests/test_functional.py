@@ -98,6 +98,7 @@ def test_launches_per_step_of_a_residual_graph(rng):
     per_step = 1 + (1 + 2) + 1 + (1 + 1 + 3) + 1 + 1
     inner, head = model.layers[1], model.layers[-1]
     per_step -= inner.tiled + head.tiled + (not head.reads_transposed)
+    assert model._batch_transposed == inner.reads_transposed  # the gather writes x^T for inner alone
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
 
 

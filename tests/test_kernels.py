@@ -429,17 +429,22 @@ def test_folded_gradient_is_the_logit_gradient(rt, rng, name, activation):
     close(grad.numpy(), want, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("transposed", [True, False])
 @pytest.mark.parametrize("x_cols,y_cols", [(1, 1), (5, 3), (784, 10), (129, 127)])
-def test_gather_rows(rt, rng, x_cols, y_cols):
+def test_gather_rows(rt, rng, x_cols, y_cols, transposed):
+    """The batch's rows, and x^T where the first layer reads it (`transposed`), else none."""
     x = rng.normal(size=(37, x_cols)).astype(F32)
     y = rng.normal(size=(37, y_cols)).astype(F32)
-    batches = Batches(rt, x, y, capacity=11)
+    batches = Batches(rt, x, y, capacity=11, transposed=transposed)
     assert batches.resident
     order = rng.permutation(37)
     batches.order(order)
     xb, yb = batches.batch(22, 11)
     np.testing.assert_array_equal(xb.numpy(), x[order[22:33]])
-    np.testing.assert_array_equal(xb.transposed.numpy(), x[order[22:33]].T)  # for the weight gradient
+    if transposed:
+        np.testing.assert_array_equal(xb.transposed.numpy(), x[order[22:33]].T)  # for the weight gradient
+    else:
+        assert xb.transposed is None
     np.testing.assert_array_equal(yb.numpy(), y[order[22:33]])
     xb, yb = batches.batch(33, 4)
     np.testing.assert_array_equal(xb.numpy()[:4], x[order[33:]])

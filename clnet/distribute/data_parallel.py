@@ -141,8 +141,8 @@ class DataParallel(Distribution):
         self._copy_state(model)
         x, y = train.batches.arrays
         largest = max(self.split(train.batch_size))
-        batches = [train.batches] + [Batches(r.rt, x, y, r._reserve(largest), model.dtype, device_budget(r.rt))
-                                     for r in self._others]
+        batches = [train.batches] + [Batches(r.rt, x, y, r._reserve(largest), model.dtype, device_budget(r.rt),
+                                             r._batch_transposed) for r in self._others]
         self.states = [FlatState(m) for m in [model, *self._others]]
         self.same_layout = self._same_layout(self.states)
         self.on_devices = self.reduction == "devices" and self.same_layout
