@@ -189,16 +189,19 @@ def layout(tiles: dict) -> tuple:
 
 def _sizes(rt) -> list[tuple[int, int, int]]:
     """The layer sizes (rows, n_in, units) the tuner measures. Layers large enough to fill the
-    device, small enough to take milliseconds. A GPU measures an MLP-sized layer, where more
-    work-groups win, larger ones, where bigger tiles do, and a tall one, a transformer's layer
-    over (batch x time) rows: without it the tiny GPT's layers (8192 rows of 256 or 1024) took
-    the tiles chosen at 1024^3, and ran at 20-29 TFLOP/s on an H100 where 128-tiles ran them at
-    26-38 (benchmarks/RESULTS.md, 2026-11-24). A CPU measures a small layer, a
+    device, small enough to take milliseconds. A GPU measures an MLP-sized layer at two batches,
+    where more work-groups win, larger ones, where bigger tiles do, and a tall one, a
+    transformer's layer over (batch x time) rows: without it the tiny GPT's layers (8192 rows of
+    256 or 1024) took the tiles chosen at 1024^3, and ran at 20-29 TFLOP/s on an H100 where
+    128-tiles ran them at 26-38 (benchmarks/RESULTS.md, 2026-11-24). Likewise the README MLP at
+    batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer on the H100's 132
+    SMs; with the 1024-row MLP layer measured it takes 64-tiles: its forwards 90 -> 60 us a step,
+    weight gradients 75 -> 65 (2026-11-25). A CPU measures a small layer, a
     cube, and a layer whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins
     (PoCL on 2 Zen 3 cores, 512 x 2048 x 2048: 96 -> 133 GFLOP/s forward; at 256 rows it made no
     difference, at 1024^3 PoCL 3.0 ran faster without)."""
     if rt.info.is_gpu:
-        return [(128, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024)]
+        return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024)]
     return [(256, 512, 512), (1024, 1024, 1024), (512, 2048, 2048)]
 
 
