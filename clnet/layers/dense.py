@@ -196,12 +196,15 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     128-tiles ran them at 26-38 (benchmarks/RESULTS.md, 2026-11-24). Likewise the README MLP at
     batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer on the H100's 132
     SMs; with the 1024-row MLP layer measured it takes 64-tiles: its forwards 90 -> 60 us a step,
-    weight gradients 75 -> 65 (2026-11-25). A CPU measures a small layer, a
+    weight gradients 75 -> 65 (2026-11-25). That size then stood nearest the GPT's second
+    feed-forward layer (8192 x 1024 -> 256), which lost its WGMMA tiles (the step's products
+    3.2 -> 4.2 ms): the tall layer is measured both ways round. A CPU measures a small layer, a
     cube, and a layer whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins
     (PoCL on 2 Zen 3 cores, 512 x 2048 x 2048: 96 -> 133 GFLOP/s forward; at 256 rows it made no
     difference, at 1024^3 PoCL 3.0 ran faster without)."""
     if rt.info.is_gpu:
-        return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024)]
+        return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
+                (8192, 1024, 256)]
     return [(256, 512, 512), (1024, 1024, 1024), (512, 2048, 2048)]
 
 
