@@ -237,8 +237,8 @@ def test_the_other_form_on_this_device(rt, fp64, monkeypatch, masking):
 
 def test_launches_per_training_step(rt):
     """Per step, for x -> LayerNorm -> x + mha(h, h, causal) -> Flatten -> Dense: the gather; the
-    norm (1); the query, key and value products (3), the attention (1), the output product (1);
-    the Add (1); the head's product (1; the loss takes its softmax); the loss (1); the head's bias, weight and
+    norm (1); the query, key and value products (3), the attention (1), the output product (1,
+    adding x: the residual Add launches nothing); the head's product (1; the loss takes its softmax); the loss (1); the head's bias, weight and
     input gradients and the transpose of its input (4); the output product's three (3, its input
     x^T written by the attention); the attention's two (2); one transpose of h shared by the three
     projections (1); their bias, weight and input gradients (9); two Sums of those (2); the
@@ -252,8 +252,9 @@ def test_launches_per_training_step(rt):
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
     before = rt.launches
     model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    per_step = 1 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
+    per_step = 1 + 1 + 3 + 1 + 1 + 1 + 1 + 4 + 3 + 2 + 1 + 9 + 2 + 1 + 1
     norm, mha, head = model.layers[1], model.layers[2], model.layers[-1]
+    assert [call.layer.name for call in model.calls if id(call) in model._folded] == ["residual"]
     per_step -= sum(layer.tiled for layer in (head, mha.output_dense, *mha._projection_layers()))  # dL/db
     per_step -= (not head.reads_transposed) + (not mha.reads_transposed)  # x^T
     if norm.chunked:  # the norm's GPU form sums its weight gradient's chunks: 1 more

@@ -31,10 +31,54 @@ def two_inputs_shared(floatx="float64"):
     return clnet.Model([a, b], Dense(2, name="out")(mixed), floatx=floatx, seed=1)
 
 
+def folded(floatx="float64", tiles=None):
+    """h + Dense(h), the Dense linear: the residual sum the model folds into its launch."""
+    x = Input((5,), name="x")
+    h = Dense(4, "tanh", name="inner", tiles=tiles)(x)
+    s = Add(name="skip")([Dense(4, name="proj", tiles=tiles)(h), h])
+    return clnet.Model(x, Dense(3, "softmax", name="head", tiles=tiles)(s), floatx=floatx, seed=4)
+
+
+# The GPU form of Dense, forced with small tiles (its epilogue adds the residual as the CPU form's does).
+TILED = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
+
+
 def test_residual_graph_gradients(fp64, rng):
     model = residual()
     model.loss_name = "categorical_crossentropy"
     check_model(model, rng.normal(size=(7, 5)), rng.integers(0, 3, 7), rng)
+
+
+@pytest.mark.parametrize("tiles", [None, TILED], ids=["device", "tiled"])
+def test_folded_residual_gradients(fp64, rng, tiles):
+    model = folded(tiles=tiles)
+    assert [call.layer.name for call in model.calls if id(call) in model._folded] == ["skip"]
+    model.loss_name = "categorical_crossentropy"
+    check_model(model, rng.normal(size=(7, 5)), rng.integers(0, 3, 7), rng)
+
+
+@pytest.mark.parametrize("tiles", [None, TILED], ids=["device", "tiled"])
+def test_a_folded_residual_sum_trains_as_the_add_does(rng, monkeypatch, tiles):
+    """The linear Dense adding the residual in its launch gives the Add's sums to the bit (the
+    same two terms added) in training and predict, with one launch fewer a step."""
+    x, y = rng.normal(size=(37, 5)), rng.integers(0, 3, 37)
+    results = []
+    for fold in (True, False):
+        if not fold:
+            monkeypatch.setattr(Dense, "adds_to_output", property(lambda self: False))
+        model = folded("float32", tiles)
+        assert bool(model._folded) == fold
+        model.compile("adam", "sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+        rt = clnet.runtime()
+        before = rt.launches
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+        results.append((rt.launches - before, model.predict(x, batch_size=16), model.get_weights()))
+    (folded_launches, folded_y, folded_w), (added_launches, added_y, added_w) = results
+    assert folded_launches == added_launches - 5  # 5 steps, one Sum each
+    np.testing.assert_array_equal(folded_y, added_y)
+    for a, b in zip(folded_w, added_w):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_shared_layer_merges_and_two_inputs_gradients(fp64, rng):
@@ -118,8 +162,9 @@ def test_fan_out_sums_gradients_with_one_launch(rng):
         before = rt.launches
         model.fit(rng.normal(size=(8, 4)), rng.normal(size=(8, 2)), batch_size=8, verbose=0)
         counts.append(rt.launches - before)
-    # + the Add, the Sum and, in the CPU form, the last Dense's transpose of the Add's output
-    assert counts[1] == counts[0] + 1 + 1 + forked.layers[-1].reads_transposed
+    # + the Sum and, in the CPU form, the last Dense's transpose of the Add's output (the Add
+    # itself is folded into the linear Dense(6), which adds h2 in its launch)
+    assert counts[1] == counts[0] + 1 + forked.layers[-1].reads_transposed
 
 
 def test_a_shared_layer_keeps_one_set_of_weights(rng):

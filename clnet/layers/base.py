@@ -168,6 +168,13 @@ class Layer:
     # returns dL/dx + t from the same launch: no separate sum (LayerNormalization, whose input in
     # a transformer is the residual stream, read by the norm and by the residual Add).
     adds_to_input_grad = False
+    # The forward counterpart: a layer that `adds_to_output` takes forward(..., add=t) and returns
+    # y + t from the same launch (a linear Dense, MultiHeadAttention through its output Dense). Where
+    # a layer that `sums_inputs` (Add) of two tensors is the only reader of one of them, made by
+    # such a layer, and the other is ready before that layer runs, the model has the layer add it
+    # and the Add launches nothing: a transformer's residual connections.
+    adds_to_output = False
+    sums_inputs = False
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).
     training = False

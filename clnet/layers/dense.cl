@@ -181,17 +181,19 @@ DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4, FF_NB, FF_KB)
 DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4, DW_NB, DW_KB)
 DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW, HG_NB, HG_KB)
 
-// z = x W + b, y = f(z); y is also stored transposed, (units, ld), for the next layer's weight
+// z = x W + b, y = f(z), plus a residual r where `adding` (a linear layer's, see
+// Layer.adds_to_output); y is also stored transposed, (units, ld), for the next layer's weight
 // gradient, unless ld = 0: no layer reads it (see Dense._transposed_input). FF_NB blocks of FF_RM
 // rows x VW columns per work-item. z is stored only with STORE_PRE (see STORE_PRE above).
-__kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n_in)
-                                    __global const TYPE *weights,  // W, column panels
-                                    __global const TYPE *bias,     // b (units_p)
-                                    __global TYPE *pre,            // z (rows, units)
-                                    __global TYPE *outputs,        // y = f(z) (rows, units)
-                                    __global TYPE *outputs_t,      // y^T (units, ld)
+__kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, n_in)
+                                    __global const TYPE *weights,   // W, column panels
+                                    __global const TYPE *bias,      // b (units_p)
+                                    __global const TYPE *residual,  // r (rows, units), if adding
+                                    __global TYPE *pre,             // z (rows, units)
+                                    __global TYPE *outputs,         // y = f(z) (+ r) (rows, units)
+                                    __global TYPE *outputs_t,       // y^T (units, ld)
                                     const int rows, const int n_in, const int units, const int units_p,
-                                    const int ld, const TYPE a, const TYPE b)
+                                    const int ld, const int adding, const TYPE a, const TYPE b)
 {
     const int col = get_global_id(0) * VW;
     const int row = get_global_id(1) * FF_RM * FF_NB;
@@ -212,9 +214,10 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,   // x (rows, n
             const int m = q * FF_RM + r;
             if (m >= height)
                 break;
-            const VEC z = acc[q][r] + bv, ym = ACT_FORWARD_V(z, a, b);
-            VSTORE(ym, 0, y[m]);
             const int o = (row + m) * units + col;
+            const VEC z = acc[q][r] + bv;
+            const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadColumns(residual + o, width) : (VEC)(0));
+            VSTORE(ym, 0, y[m]);
             if (width == VW) {
 #if STORE_PRE
                 VSTORE(z, 0, pre + o);
@@ -930,12 +933,14 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 #define store_result(C, ldc, M, N, m_block, n_block, values, transposed) \
     store_block_at(C, ldc, N, M, n_block, m_block, values, !(transposed))
 #define RESULT_COL(i, j) ROW_OWN(i)  // the result's column that acc[i][j] belongs to, within the block
+#define RESULT_ROW(i, j) COL_OWN(j)  // and its row
 #else
 #define result_product(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, source) \
     tiled_product_at(A, a_ld, a_along_k, B, b_ld, b_along_k, M, N, m_block, n_block, first, end, As, Bs, acc, source)
 #define store_result(C, ldc, M, N, m_block, n_block, values, transposed) \
     store_block_at(C, ldc, M, N, m_block, n_block, values, transposed)
 #define RESULT_COL(i, j) COL_OWN(j)
+#define RESULT_ROW(i, j) ROW_OWN(i)
 #endif
 
 // Where W's panel holding the columns from n (a multiple of `panel`) on would start if W were
@@ -946,10 +951,11 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
                            __global const TYPE *bias,
+                           __global const TYPE *residual,  // r (rows, units), added to y if adding
                            __global TYPE *kept,  // z (STORE_PRE) or f'(z) (STORE_SLOPES), (rows, units)
                            __global TYPE *outputs, __global TYPE *outputs_t, const int rows, const int n_in,
-                           const int units, const int units_p, const int ld, const TYPE a, const TYPE b,
-                           const int panel)
+                           const int units, const int units_p, const int ld, const int adding, const TYPE a,
+                           const TYPE b, const int panel)
 {
     TILED_BEGIN
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
@@ -981,6 +987,14 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 #if STORE_SLOPES
     store_result(kept, units, rows, units, m_block, n_block, slopes, 0);
 #endif
+    if (adding)
+        #pragma unroll
+        for (int i = 0; i < ACC_ROWS; i++)
+            #pragma unroll
+            for (int j = 0; j < ACC_COLS; j++) {
+                const int m = m_block + RESULT_ROW(i, j), n = n_block + RESULT_COL(i, j);
+                acc[i][j] += m < rows && n < units ? residual[(long)m * units + n] : 0;
+            }
     store_result(outputs, units, rows, units, m_block, n_block, acc, 0);
     if (ld)
         store_result(outputs_t, ld, rows, units, m_block, n_block, acc, 1);

@@ -277,6 +277,11 @@ class Dense(Layer):
         self.output_activation = self.activation
 
     @property
+    def adds_to_output(self):
+        """A linear layer adds a residual to y in its forward launch (see Layer.adds_to_output)."""
+        return isinstance(self.activation, activations.Linear)
+
+    @property
     def reads_transposed(self):
         """Whether the weight gradient reads x^T (the CPU form's, see _transposed_input); the GPU
         form's reads x."""
@@ -446,24 +451,29 @@ class Dense(Layer):
             return 1
         return self.rt.row_group(self.units)
 
-    def forward(self, x, rows):
-        self.forward_logits(x, rows)
+    def forward(self, x, rows, add=None):
+        """y = f(x W + b), or with `add` (a linear layer's, see Layer.adds_to_output) x W + b + add."""
+        self.forward_logits(x, rows, add)
         if not self.activation.elementwise:
             rows *= self.positions
             group = self._row_group()
             self._softmax((rows * group,), (group,), self.kept, self.outputs, self.units)
         return self.outputs
 
-    def forward_logits(self, x, rows):
+    def forward_logits(self, x, rows, add=None):
         """The product with the elementwise activation fused; returns z, softmax's input, for a
         loss that takes the softmax itself (see Model._forward_loss)."""
+        if add is not None and not self.adds_to_output:
+            raise ValueError(f"Dense {self.name!r} adds a residual only with a linear activation, not "
+                             f"{type(self.activation).__name__}")
         self.x = x
         rows *= self.positions
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
+        ld = self.capacity if self.outputs_t is not None else 0  # 0: no y^T
         self._forward(*self._geometry("FF_RM", self.units, rows),
-                      x, self.kernel.value, bias, self.kept, self.outputs, self.outputs_t,
-                      rows, self.n_in, self.units, self.units_p, self.capacity if self.outputs_t is not None else 0, a, b,
+                      x, self.kernel.value, bias, add, self.kept, self.outputs, self.outputs_t,
+                      rows, self.n_in, self.units, self.units_p, ld, int(add is not None), a, b,
                       *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
         return self.kept
 

@@ -48,7 +48,9 @@ class _Merge(Layer):
 
 
 class Add(_Merge):
-    """The sum of its inputs (a residual connection): dL/d(input) is dL/d(output) for each."""
+    """The sum of its inputs (a residual connection): dL/d(input) is dL/d(output) for each. The
+    model may fold a sum of two into the layer making one of them (see Layer.adds_to_output)."""
+    sums_inputs = True
 
     def forward(self, xs, rows):
         self._elementwise(self._sum, xs[0], xs[1], self.outputs, rows)

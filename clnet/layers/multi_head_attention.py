@@ -345,7 +345,13 @@ class MultiHeadAttention(Layer):
     def _dropout_arguments(self):
         return int(self._dropping), self.kernel_seed, self.step, 1.0 - self.dropout
 
-    def forward(self, xs, rows):
+    @property
+    def adds_to_output(self):
+        """Its output Dense adds a residual in its launch (see Layer.adds_to_output)."""
+        return self.output_dense.adds_to_output
+
+    def forward(self, xs, rows, add=None):
+        """The attention's output, plus `add` where the model folds a residual sum into it."""
         self.xs = [self._view(i, x) for i, x in enumerate(xs)]
         if self.joined:
             self.joined_projection.forward(self.xs[self.wiring["query"]], rows * self.tq)
@@ -354,7 +360,7 @@ class MultiHeadAttention(Layer):
         self._mask = self._no_mask if self.wiring["mask"] is None else xs[self.wiring["mask"]]
         if self.tiles:
             self._forward_products(rows)
-            self.output_dense.forward(self.context, rows * self.tq)
+            self.output_dense.forward(self.context, rows * self.tq, add)
             return self.outputs
         query, key, value = (self._projected[role][0] for role in PROJECTED)
         context_ld = self.capacity * self.tq if self.context.transposed is not None else 0  # 0: no context^T
@@ -362,7 +368,7 @@ class MultiHeadAttention(Layer):
                       self.probabilities, self.context, self.context.transposed, self._noise, self.tq, self.tk,
                       self.num_heads, context_ld, self.scale, int(self.wiring["mask"] is not None),
                       int(self.wiring["causal"]), *self._dropout_arguments())
-        self.output_dense.forward(self.context, rows * self.tq)
+        self.output_dense.forward(self.context, rows * self.tq, add)
         return self.outputs
 
     # -- the products form ---------------------------------------------------------------------
