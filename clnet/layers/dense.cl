@@ -371,7 +371,8 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 #define M_RUN_AT(m, k) ((k) / 4 * TILE + (m) / 4 * 4 + (k) % 4)  // the e of (m, k), m a multiple of 4
 // wgmma takes float operands from local memory K-major only (B[n][k], k contiguous): the forward
 // and the weight gradient, whose B (W, delta) is contiguous along n, compute their results'
-// transposes, W^T x^T and delta^T x, whose B operands, x and x^T, are contiguous along k.
+// transposes, W^T x^T and delta^T x. The forward's B, x, is then contiguous along k; the weight
+// gradient's, x again, along n, which stage() puts K-major one element at a time.
 #define TRANSPOSED_PRODUCTS 1
 #elif !MMA
 // The block's row (column) that a work-item's accumulator acc[i][j] belongs to; the rows (columns)
@@ -1005,11 +1006,11 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 // does read one). On the H100 the tiny GPT's Transposes (9 a step, 88 us) and the y^T its GELU
 // layers stored for the next weight gradient (12-15 us each) went; the WGMMA form's staging of x
 // one element at a time (see stage) cost its weight gradients 2-6% (GELU layer 88 -> 94 us), and
-// one step's kernels went 5.15 -> 5.01 ms. The sums run over the batch's rows; a (n_in, units) block too small to
-// fill the device is split along them (split-K): work-group layer z sums rows [z chunk,
-// (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
-// slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them
-// all (73% of the CNN's step on the H100).
+// one step's kernels went 5.15 -> 5.01 ms. The sums run over the batch's rows; a (n_in, units)
+// block too small to fill the device is split along them (split-K): work-group layer z sums rows [z
+// chunk, (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
+// slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them all
+// (73% of the CNN's step on the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_in)
                       __global const TYPE *output_gr,    // dL/dy (rows, units)

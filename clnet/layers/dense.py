@@ -259,7 +259,6 @@ BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kerne
 
 
 class Dense(Layer):
-
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, tiles=None):
         """`tiles` fixes the kernels' vector width and blocks (see tile_candidates); by default
