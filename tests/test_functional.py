@@ -57,6 +57,24 @@ def test_folded_residual_gradients(fp64, rng, tiles):
     check_model(model, rng.normal(size=(7, 5)), rng.integers(0, 3, 7), rng)
 
 
+def test_a_residual_sum_folds_only_where_its_other_term_is_ready(rng):
+    """The linear Dense runs before the tanh Dense that makes the Add's other term, so it cannot
+    add it: nothing folds, and the sum is the Add's. A sum of three, or of a Dense read twice, does
+    not fold either."""
+    x = Input((5,), name="x")
+    first = Dense(4, name="first")(x)            # linear, but made before `later`
+    later = Dense(4, "tanh", name="later")(x)
+    model = clnet.Model(x, Add(name="sum")([first, later]), floatx="float32", seed=2)
+    assert model._folded == {}
+    (w1, b1, w2, b2), xs = model.get_weights(), rng.normal(size=(9, 5)).astype(np.float32)
+    np.testing.assert_allclose(model.predict(xs), xs @ w1 + b1 + np.tanh(xs @ w2 + b2), rtol=1e-5, atol=1e-6)
+    h = Dense(4, "tanh")(x)
+    three = clnet.Model(x, Add()([h, Dense(4)(h), h]), floatx="float32")
+    read_twice = Dense(4)(h)
+    twice = clnet.Model(x, Concatenate()([Add()([h, read_twice]), read_twice]), floatx="float32")
+    assert three._folded == {} and twice._folded == {}
+
+
 @pytest.mark.parametrize("tiles", [None, TILED], ids=["device", "tiled"])
 def test_a_folded_residual_sum_trains_as_the_add_does(rng, monkeypatch, tiles):
     """The linear Dense adding the residual in its launch gives the Add's sums to the bit (the
