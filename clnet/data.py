@@ -91,11 +91,6 @@ def batch_buffers(rt: Runtime, dtype, capacity: int, x_cols: int, y_cols: int, t
     return x_batch, Tensor((capacity, y_cols), dtype, rt)
 
 
-def transposed_arguments(x_batch: Tensor) -> tuple:
-    """GatherRows's x_batch_t and ld: x^T and its row length, or none (ld 0)."""
-    return (None, 0) if x_batch.transposed is None else (x_batch.transposed, x_batch.transposed.shape[1])
-
-
 class _Slot:
     """One staging slot: a host array (pinned where the driver pins ALLOC_HOST_PTR memory, so the
     copy is a DMA the host does not wait for) and its device twin, x rows then y rows."""
@@ -115,7 +110,7 @@ class _Slot:
         # One kernel object per slot keeps its arguments set from step to step.
         self.gather = rt.kernel(staging.program, "GatherRows", dtype)
         self.arguments = (x_part, y_part, staging.identity, 0, x_cols, y_cols, staging.x_batch,
-                          *transposed_arguments(staging.x_batch), staging.y_batch)
+                          *staging.x_batch.transposed_arguments(), staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
 
@@ -208,7 +203,7 @@ class Batches:
         if self.resident:
             cols = max(self.x.shape[1], self.y.shape[1])
             self._gather((-(-cols // 4), rows), None, self.x, self.y, self.index, first,
-                         self.x.shape[1], self.y.shape[1], self.x_batch, *transposed_arguments(self.x_batch),
+                         self.x.shape[1], self.y.shape[1], self.x_batch, *self.x_batch.transposed_arguments(),
                          self.y_batch)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()

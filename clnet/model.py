@@ -170,7 +170,11 @@ class Model:
         first = self._inputs[0].output if len(self._inputs) == 1 else None
         self._batch_transposed = any(runner.reads_transposed and any(t is first for t in call.inputs)
                                      for runner, call in self._steps)
-        self._fold_residual_sums(producers)
+        consumers: dict[int, int] = {}  # calls reading each tensor
+        for call in self._calls:
+            for t in call.inputs:
+                consumers[id(t)] = consumers.get(id(t), 0) + 1
+        self._fold_residual_sums(producers, consumers)
         self.store.allocate()
         self.output_shape = self._output.sample_shape
         self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
@@ -178,10 +182,6 @@ class Model:
         # enough per sample for its positions; each writes its share of the sample's loss.
         self._loss_group = self.rt.row_group(self._output_positions)
         self._loss_blocks = -(-self._output_positions // self._loss_group)  # work-groups per sample
-        consumers: dict[int, int] = {}
-        for call in self._calls:
-            for t in call.inputs:
-                consumers[id(t)] = consumers.get(id(t), 0) + 1
         # Tensors read by several calls: their gradient is summed into a buffer of the engine's.
         self._output_consumed = consumers.get(id(self._output), 0) > 0  # also read by a layer
         self._fan_out = [t for t in {id(t): t for c in self._calls for t in c.inputs}.values()
@@ -228,7 +228,7 @@ class Model:
         if self.distribution is not None:
             self.distribution.attach(self)
 
-    def _fold_residual_sums(self, producers: dict) -> None:
+    def _fold_residual_sums(self, producers: dict, consumers: dict) -> None:
         """Residual sums folded into a term's producer (Layer.adds_to_output): an Add of two
         tensors, the only reader of one, b, whose producer adds the other, a, ready before it runs
         (an input, or made earlier). Sets self._residuals, id(b's call) -> a, and self._folded,
@@ -237,10 +237,6 @@ class Model:
         Dense; on the H100 the tiny GPT's 8 Sums took 10 us each."""
         order = {id(i.output): -1 for i in self._inputs}
         order.update({id(call.output): k for k, (_, call) in enumerate(self._steps)})
-        readers: dict[int, int] = {}
-        for _, call in self._steps:
-            for t in call.inputs:
-                readers[id(t)] = readers.get(id(t), 0) + 1
         self._residuals, self._folded = {}, {}
         calls = {id(call.output): call for _, call in self._steps}
         for runner, call in self._steps:
@@ -248,7 +244,7 @@ class Model:
                 continue
             for b, a in (call.inputs, call.inputs[::-1]):
                 maker = producers.get(id(b))
-                if (maker is not None and maker.adds_to_output and readers[id(b)] == 1 and b is not self._output
+                if (maker is not None and maker.adds_to_output and consumers[id(b)] == 1 and b is not self._output
                         and id(calls[id(b)]) not in self._residuals and order[id(a)] < order[id(b)]):
                     self._residuals[id(calls[id(b)])] = a
                     self._folded[id(call)] = b

@@ -16,11 +16,16 @@ class Tensor:
         self.dtype = np.dtype(dtype)
         self.size = int(np.prod(self.shape, dtype=np.int64))
         # A (features, capacity) tensor with the same values transposed, when the producer of
-        # this batch tensor writes one (see Dense.backward).
+        # this batch tensor writes one (see Layer.writes_transposed).
         self.transposed: Tensor | None = None
         # OpenCL refuses zero-sized buffers; a 1-element buffer stands in for an empty tensor.
         self.buffer = buffer if buffer is not None else cl.Buffer(
             self.rt.context, cl.mem_flags.READ_WRITE, max(self.nbytes, self.dtype.itemsize))
+
+    def transposed_arguments(self) -> tuple:
+        """The kernels' arguments for writing the transposed copy: it and its row length, or
+        (None, 0) where none is written."""
+        return (None, 0) if self.transposed is None else (self.transposed, self.transposed.shape[1])
 
     @property
     def nbytes(self) -> int:

@@ -469,9 +469,9 @@ class Dense(Layer):
         rows *= self.positions
         bias = self.bias.value if self.use_bias else self._zero_bias
         a, b = self._fused.a, self._fused.b
-        ld = self.capacity if self.outputs_t is not None else 0  # 0: no y^T
+        outputs_t, ld = self.outputs.transposed_arguments()  # ld 0: no y^T
         self._forward(*self._geometry("FF_RM", self.units, rows),
-                      x, self.kernel.value, bias, add, self.kept, self.outputs, self.outputs_t,
+                      x, self.kernel.value, bias, add, self.kept, self.outputs, outputs_t,
                       rows, self.n_in, self.units, self.units_p, ld, int(add is not None), a, b,
                       *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
         return self.kept

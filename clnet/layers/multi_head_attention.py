@@ -363,9 +363,9 @@ class MultiHeadAttention(Layer):
             self.output_dense.forward(self.context, rows * self.tq, add)
             return self.outputs
         query, key, value = (self._projected[role][0] for role in PROJECTED)
-        context_ld = self.capacity * self.tq if self.context.transposed is not None else 0  # 0: no context^T
+        context_t, context_ld = self.context.transposed_arguments()  # ld 0: no context^T
         self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask,
-                      self.probabilities, self.context, self.context.transposed, self._noise, self.tq, self.tk,
+                      self.probabilities, self.context, context_t, self._noise, self.tq, self.tk,
                       self.num_heads, context_ld, self.scale, int(self.wiring["mask"] is not None),
                       int(self.wiring["causal"]), *self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq, add)
