@@ -345,7 +345,9 @@ class Model:
                 continue
             self._backward_call(runner, call, grad, rows, plan[id(call)], grads)
             if done is not None:
+                self.rt.join_side()  # the distribution copies this layer's gradients now
                 done(runner)
+        self.rt.join_side()
         self.store.add_shared_gradients()
         return [grads.get(id(i.output)) for i in self._inputs]
 

@@ -55,6 +55,13 @@ def sm90a_ptx(ptx: bytes) -> bytes:
     return re.sub(rb"^(\s*\.target\s+)sm_90\b", rb"\1sm_90a", ptx, count=1, flags=re.M)
 
 
+def runs_beside(info: DeviceInfo) -> bool:
+    """Whether kernels launched `beside` the main queue get a queue of their own (see
+    Runtime.side_queue): on a GPU, whose in-order queue leaves SMs idle between dependent kernels
+    and under small ones; a CPU runtime's work-items already fill its cores."""
+    return info.is_gpu
+
+
 class Runtime:
     """One device, its context and in-order queues, and everything built for it."""
 
@@ -71,6 +78,21 @@ class Runtime:
         # Streamed batches are copied to the device on a second queue, so that a copy runs while
         # the previous batch computes on the first; events order the two (see data.py).
         self.transfer_queue = cl.CommandQueue(self.context, self.device)
+        # Work that nothing on the main queue reads until the next join (join_side): a layer's
+        # parameter-gradient sums, and weight gradients that the input gradient does not wait
+        # for, launched with `beside=True`. On a GPU they run on this second in-order queue, each
+        # after everything enqueued on the main queue before it, beside the rest of the backward
+        # pass: the tiny GPT's step on the H100 5.05-5.25 -> 4.76-4.88 ms on four machines
+        # (benchmarks/RESULTS.md, 2026-11-25). Model._backward joins it before the shared gradients' sums and before a
+        # distribution copies a layer's gradients; every host read or write of a tensor joins it.
+        self.side_queue = cl.CommandQueue(self.context, self.device) if runs_beside(info) else None
+        # The side queue's last kernel, until the main queue waits for it; the main queue's last
+        # command if it was a kernel (else None: a side launch then waits for a marker). Waiting
+        # for these events rather than for new markers: each marker cost the README's MLP at
+        # batch 1024 on the H100 ~20 us of its ~210 us step.
+        self.side_event: cl.Event | None = None
+        self.main_event: cl.Event | None = None
+        self.launches_beside = 0    # of `launches`, those on the side queue
         self._profiling_queue = None
         self._programs: dict[tuple, cl.Program] = {} if programs is None else programs
         self.launches = 0       # kernel launches since the runtime started (a test counts per step)
@@ -85,7 +107,14 @@ class Runtime:
         self._exact_division = (["-cl-fp32-correctly-rounded-divide-sqrt"]
                                 if self.device.single_fp_config & exact else [])
 
+    def join_side(self) -> None:
+        """Make everything enqueued on the main queue from now on wait for the side queue's work."""
+        if self.side_event is not None:
+            cl.enqueue_barrier(self.queue, wait_for=[self.side_event])
+            self.side_event = None
+
     def set_profiling(self, enabled: bool) -> None:
+        self.join_side()
         if enabled and self._profiling_queue is None:
             self._profiling_queue = cl.CommandQueue(
                 self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -242,11 +271,21 @@ class Kernel:
         self.arity = self.kernel.num_args
         self.last: tuple = ()
 
-    def __call__(self, global_size, local_size, *args, flops: float = 0.0) -> None:
+    def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False) -> None:
+        """`beside`: on the runtime's side queue where it has one (see Runtime.side_queue), unless
+        profiling, whose kernel times are those of one queue; it waits for the main queue's last
+        kernel (Runtime.main_event), so what it reads must come from kernels, from Tensor writes
+        (which make it wait for a marker instead) or from blocking copies."""
         if args != self.last:  # tensors compare by identity, numbers by value
             self._set(args)
         rt = self.rt
-        event = cl.enqueue_nd_range_kernel(rt.queue, self.kernel, global_size, local_size)
+        if beside and rt.side_queue is not None and not rt.profiling:
+            after = rt.main_event or cl.enqueue_marker(rt.queue)
+            event = rt.side_event = cl.enqueue_nd_range_kernel(rt.side_queue, self.kernel, global_size, local_size,
+                                                               wait_for=[after])
+            rt.launches_beside += 1
+        else:
+            event = rt.main_event = cl.enqueue_nd_range_kernel(rt.queue, self.kernel, global_size, local_size)
         rt.launches += 1
         if rt.profiling:
             rt.events.append((self.name, event, flops))

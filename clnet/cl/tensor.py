@@ -49,16 +49,21 @@ class Tensor:
         if array.size != self.size:
             raise ValueError(f"cannot write {array.shape} into a device tensor of shape {self.shape}")
         if self.size:
+            self.rt.join_side()
+            self.rt.main_event = None  # (see Runtime.main_event)
             cl.enqueue_copy(self.rt.queue, self.buffer, array, is_blocking=blocking)
 
     def numpy(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if self.size:
+            self.rt.join_side()
             cl.enqueue_copy(self.rt.queue, out, self.buffer, is_blocking=True)
         return out
 
     def fill(self, value) -> None:
         if self.size:
+            self.rt.join_side()
+            self.rt.main_event = None
             cl.enqueue_fill_buffer(self.rt.queue, self.buffer, self.dtype.type(value), 0, self.nbytes)
 
     def __repr__(self) -> str:

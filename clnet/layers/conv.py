@@ -270,7 +270,7 @@ class _Conv(Layer):
         if splits > 1:
             weights = self.patch_size * self.filters_p
             self._sum_splits((weights + self.filters_p,), None, self._weight_slices, self._bias_slices,
-                             self.kernel.grad, bias_grad, splits, weights, self.filters_p)
+                             self.kernel.grad, bias_grad, splits, weights, self.filters_p, beside=True)
 
     def get_weights(self):
         return self.product.get_weights() if self.built else []

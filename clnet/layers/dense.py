@@ -487,13 +487,20 @@ class Dense(Layer):
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
         flops = 2.0 * rows * self.n_in * self.units
+        # Where delta = dL/dz is dL/dy itself, as the GPU form's input gradient reads it (row-major,
+        # (rows, units_p): no derivative to apply, no padding columns), the input gradient reads
+        # dL/dy and need not wait for the weight gradient, which then runs beside it
+        # (Runtime.side_queue).
+        delta_is_grad = (self.tiled and self.units == self.units_p
+                         and (not apply_derivative or self.activation.name == "linear"))
         if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see dense.cl)
             splits, chunk = self._geometry("splits", 0, rows)
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                     (self.kernel.grad, bias_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
                                 self.x, grad, self.kept, self.delta, weight_out, bias_out, rows, self.n_in,
-                                self.units, self.units_p, chunk, a, b, int(apply_derivative), self.panel, flops=flops)
+                                self.units, self.units_p, chunk, a, b, int(apply_derivative), self.panel, flops=flops,
+                                beside=delta_is_grad)
         else:
             splits = 1
             # On a CPU a work-item per compute unit's share of the column panels, each its own
@@ -509,13 +516,14 @@ class Dense(Layer):
         if splits > 1:
             weights = self.n_in * self.units_p
             self._sum_splits((weights + self.units_p,), None, self._weight_slices, self._bias_slices,
-                             self.kernel.grad, bias_grad, splits, weights, self.units_p)
+                             self.kernel.grad, bias_grad, splits, weights, self.units_p, beside=True)
         if not input_grad:
             return None
         # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
         columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
         self._hidden(*self._geometry("HG_RM", columns, products),
-                     self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in, self.units_p,
+                     grad if delta_is_grad else self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in,
+                     self.units_p,
                      *self._panel_argument, flops=flops)
         return self.input_grad
 

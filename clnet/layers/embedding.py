@@ -94,9 +94,11 @@ class Embedding(Layer):
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim)
+        # Nothing in the backward pass reads the table's gradient: beside it (Runtime.side_queue).
+        self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim, beside=True)
         self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, self._counts,
-                            self._first, self.embeddings.grad, self.input_dim, self.output_dim, rows * self.positions)
+                            self._first, self.embeddings.grad, self.input_dim, self.output_dim, rows * self.positions,
+                            beside=True)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):

@@ -97,15 +97,17 @@ class LayerNormalization(Layer):
             gamma_grad = self.gamma.grad if self.scale else self._sink
             beta_grad = self.beta.grad if self.center else self._sink
             reads = (self.x, grad, self.group_mean, self.group_inv_std)  # x, dL/dy, the groups' statistics
+            # Nothing in the backward pass reads gamma's and beta's gradients: beside the input
+            # gradient (Runtime.side_queue).
             if self.chunked:
                 chunks = -(-groups // CHUNK)
                 self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
-                                    *reads, self._partials, groups, self.features, self.inner, CHUNK)
+                                    *reads, self._partials, groups, self.features, self.inner, CHUNK, beside=True)
                 self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES), self._partials,
-                                 gamma_grad, beta_grad, chunks, self.features)
+                                 gamma_grad, beta_grad, chunks, self.features, beside=True)
             else:
                 self._delta_weights((-(-self.features // 8),), (1,), *reads, gamma_grad, beta_grad, groups,
-                                    self.features, self.inner)
+                                    self.features, self.inner, beside=True)
         if not input_grad:
             return None
         size = self._group

@@ -58,7 +58,7 @@ class PositionEmbedding(Layer):
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         self._delta_weights((self.sequence_length * self.features,), None, grad, self.embeddings.grad,
-                            rows * self.repeats, self.width)
+                            rows * self.repeats, self.width, beside=True)  # (see Runtime.side_queue)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):

@@ -151,6 +151,7 @@ class Optimizer:
 
     def step(self) -> None:
         store = self.store
+        store.rt.join_side()  # the gradients' last sums may run beside (Runtime.side_queue)
         learning_rate = self.learning_rate  # at `iterations` before the increment, as Keras
         if self._clip_arguments:
             size = store.rt.local_size

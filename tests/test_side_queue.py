@@ -1,0 +1,97 @@
+"""Kernels launched beside the main queue (Runtime.side_queue): a GPU's parameter-gradient sums and
+the weight gradients that no input gradient waits for. On a CPU runtime there is no side queue;
+here one is made, so that the GPU forms' side launches run concurrently with the main queue's
+work on whichever device runs the tests, and training must come out the same to the bit."""
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import clnet
+from clnet.cl.runtime import Kernel
+from clnet.layers import Dense, LayerNormalization, MultiHeadAttention, dense, layer_normalization
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import tiny_gpt  # noqa: E402
+
+TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}  # the GPU form of Dense, with small tiles
+
+
+@pytest.fixture
+def gpu_forms(monkeypatch):
+    """Dense's tiled form (split-K where a layer's result is one tile: the attention's output
+    Dense, 16 x 16) and the norm's chunked form, as a GPU runs them."""
+    monkeypatch.setattr(dense, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None: TILES)
+    monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
+
+
+def trained(rt, monkeypatch, side: bool):
+    """The tiny GPT (16 wide, 2 blocks, context 8) after two epochs of 4 steps, with or without
+    the side queue; its weights and the kernels launched beside, by name, per step."""
+    monkeypatch.setattr(rt, "side_queue", cl.CommandQueue(rt.context, rt.device) if side else None)
+    beside = Counter()
+    launch = Kernel.__call__
+
+    def counted(kernel, *args, **kwargs):
+        if kwargs.get("beside"):
+            beside[kernel.name] += 1
+        return launch(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "__call__", counted)
+    model = tiny_gpt.build_model(11, 8, 16, 2, 2, seed=4)
+    model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 11, (256, 8)).astype(np.float32)
+    y = rng.integers(0, 11, (256, 8))
+    before = rt.launches_beside
+    model.fit(x, y, batch_size=64, epochs=2, verbose=0, shuffle=False)
+    assert rt.launches_beside - before == (sum(beside.values()) if side else 0)
+    return model, {name: count / 8 for name, count in beside.items()}
+
+
+def dense_layers(model):
+    """Every Dense of the model, those inside MultiHeadAttention too."""
+    for layer in model.layers:
+        if isinstance(layer, MultiHeadAttention):
+            yield from (*layer._projection_layers(), layer.output_dense)
+        elif isinstance(layer, Dense):
+            yield layer
+
+
+def test_training_beside_matches_one_queue(rt, monkeypatch, gpu_forms):
+    one, _ = trained(rt, monkeypatch, side=False)
+    two, beside = trained(rt, monkeypatch, side=True)
+    norms = sum(isinstance(layer, LayerNormalization) for layer in two.layers)
+    denses = list(dense_layers(two))
+    splits = sum(hasattr(layer, "_weight_slices") for layer in denses)
+    # The weight gradients of linear Dense layers of whole runs of 4 units: their input gradients
+    # read dL/dy (the head's 11 units are padded to 12: its delta is not dL/dy).
+    reading_dy = sum(layer.activation.name == "linear" and layer.units % 4 == 0 for layer in denses)
+    assert norms == 5 and splits >= 1 and reading_dy >= 4
+    assert beside == {"CalcDeltaWeightsLayerNorm": norms, "SumChunksLayerNorm": norms, "SumSplits": splits,
+                      "CalcDeltaWeights": reading_dy, "CountEmbeddingIds": 1, "CalcDeltaWeightsEmbedding": 1,
+                      "CalcDeltaWeightsPositionEmbedding": 1}
+    for a, b in zip(one.get_weights(), two.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_host_reads_wait_for_the_side_queue(rt, monkeypatch, gpu_forms):
+    """A layer's backward called alone, then its gradients read: the read joins the side queue."""
+    monkeypatch.setattr(rt, "side_queue", cl.CommandQueue(rt.context, rt.device))
+    rng = np.random.default_rng(1)
+    layer = clnet.layers.LayerNormalization()
+    from reference import device, layer_alone
+    layer = layer_alone(layer, (300,), 64, np.float32)
+    x = rng.normal(size=(64, 300)).astype(np.float32)
+    dy = rng.normal(size=(64, 300)).astype(np.float32)
+    layer.forward(device(x, np.float32), 64)
+    before = rt.launches_beside
+    layer.backward(device(dy, np.float32), 64, False)
+    assert rt.launches_beside - before == 2
+    xhat = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-3)
+    dgamma, dbeta = layer.gradients()
+    np.testing.assert_allclose(dgamma, (dy * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dbeta, dy.sum(0), rtol=1e-4, atol=1e-4)
