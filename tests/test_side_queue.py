@@ -23,9 +23,12 @@ TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}  # the GPU form of Dense, with 
 @pytest.fixture
 def gpu_forms(monkeypatch):
     """Dense's tiled form (split-K where a layer's result is one tile: the attention's output
-    Dense, 16 x 16) and the norm's chunked form, as a GPU runs them."""
+    Dense, 16 x 16), the attention's products form and the norm's chunked form, as a GPU runs them."""
     monkeypatch.setattr(dense, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None: TILES)
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
+    init = MultiHeadAttention.__init__
+    monkeypatch.setattr(MultiHeadAttention, "__init__", lambda self, *args, **kwargs: init(self, *args, tiles=TILES,
+                                                                                           **kwargs))
 
 
 def trained(rt, monkeypatch, side: bool):
@@ -70,10 +73,11 @@ def test_training_beside_matches_one_queue(rt, monkeypatch, gpu_forms):
     # The weight gradients of linear Dense layers of whole runs of 4 units: their input gradients
     # read dL/dy (the head's 11 units are padded to 12: its delta is not dL/dy).
     reading_dy = sum(layer.activation.name == "linear" and layer.units % 4 == 0 for layer in denses)
-    assert norms == 5 and splits >= 1 and reading_dy >= 4
+    attentions = [layer for layer in two.layers if isinstance(layer, MultiHeadAttention)]
+    assert norms == 5 and splits >= 1 and reading_dy >= 4 and all(layer.tiles for layer in attentions)
     assert beside == {"CalcDeltaWeightsLayerNorm": norms, "SumChunksLayerNorm": norms, "SumSplits": splits,
-                      "CalcDeltaWeights": reading_dy, "CountEmbeddingIds": 1, "CalcDeltaWeightsEmbedding": 1,
-                      "CalcDeltaWeightsPositionEmbedding": 1}
+                      "CalcDeltaWeights": reading_dy, "AttentionProduct": 2 * len(attentions),  # dL/dV, dL/dK
+                      "CountEmbeddingIds": 1, "CalcDeltaWeightsEmbedding": 1, "CalcDeltaWeightsPositionEmbedding": 1}
     for a, b in zip(one.get_weights(), two.get_weights()):
         np.testing.assert_array_equal(a, b)
 
