@@ -12,6 +12,7 @@ import pytest
 
 import clnet
 from clnet.cl.runtime import Kernel
+from clnet.cl.tuning import best_seconds
 from clnet.layers import Dense, LayerNormalization, MultiHeadAttention, dense, layer_normalization
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -99,3 +100,18 @@ def test_host_reads_wait_for_the_side_queue(rt, monkeypatch, gpu_forms):
     dgamma, dbeta = layer.gradients()
     np.testing.assert_allclose(dgamma, (dy * xhat).sum(0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(dbeta, dy.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_timing_waits_for_the_side_queue(rt, monkeypatch, gpu_forms):
+    """The tuners' best_seconds times a run until the side queue's work is done too."""
+    monkeypatch.setattr(rt, "side_queue", cl.CommandQueue(rt.context, rt.device))
+    from reference import device, layer_alone
+    layer = layer_alone(clnet.layers.LayerNormalization(), (40,), 64, np.float32)
+    layer.forward(device(np.ones((64, 40)), np.float32), 64)
+    dy = device(np.ones((64, 40)), np.float32)
+    joined = []  # the side queue's last kernel at each join
+    join = rt.join_side
+    monkeypatch.setattr(rt, "join_side", lambda: (joined.append(rt.side_event), join())[1])
+    best_seconds(rt, lambda: layer.backward(dy, 64, False), repeats=2)
+    assert len(joined) == 3 and all(event is not None for event in joined)  # a join after each run
+    assert all(event.command_execution_status == cl.command_execution_status.COMPLETE for event in joined)

@@ -113,6 +113,11 @@ class Runtime:
             cl.enqueue_barrier(self.queue, wait_for=[self.side_event])
             self.side_event = None
 
+    def finish(self) -> None:
+        """Wait until the device has done everything enqueued on the main and side queues."""
+        self.join_side()
+        self.queue.finish()
+
     def set_profiling(self, enabled: bool) -> None:
         self.join_side()
         if enabled and self._profiling_queue is None:

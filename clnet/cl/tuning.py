@@ -60,15 +60,15 @@ def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, defau
 
 
 def best_seconds(rt: Runtime, run, repeats=5) -> float:
-    """The fewest seconds `run` (which enqueues work on rt's queue) took of `repeats` calls, each
-    timed until the queue has finished, after one call that builds and warms up what it needs:
-    what a tuner compares its candidates by."""
+    """The fewest seconds `run` (which enqueues work on rt's queues) took of `repeats` calls, each
+    timed until the device has finished it (the side queue's work too), after one call that builds
+    and warms up what it needs: what a tuner compares its candidates by."""
     run()
-    rt.queue.finish()
+    rt.finish()
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
         run()
-        rt.queue.finish()
+        rt.finish()
         best = min(best, time.perf_counter() - started)
     return best
