@@ -1015,7 +1015,7 @@ __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_in)
                       __global const TYPE *output_gr,    // dL/dy (rows, units)
                       __global const TYPE *slopes,       // f'(z) (STORE_SLOPES), else y (rows, units)
-                      __global TYPE *delta,              // dL/dz (capacity, units_p)
+                      __global TYPE *delta,              // dL/dz (capacity, units_p); 0: not wanted
                       __global TYPE *delta_weights,      // dL/dW (splits, n_in, units_p)
                       __global TYPE *delta_bias,         // dL/db (splits, units_p)
                       const int rows, const int n_in, const int units, const int units_p,

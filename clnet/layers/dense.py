@@ -490,7 +490,7 @@ class Dense(Layer):
         # Where delta = dL/dz is dL/dy itself, as the GPU form's input gradient reads it (row-major,
         # (rows, units_p): no derivative to apply, no padding columns), the input gradient reads
         # dL/dy and need not wait for the weight gradient, which then runs beside it
-        # (Runtime.side_queue).
+        # (Runtime.side_queue) and writes no delta.
         delta_is_grad = (self.tiled and self.units == self.units_p
                          and (not apply_derivative or self.activation.name == "linear"))
         if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see dense.cl)
@@ -498,9 +498,9 @@ class Dense(Layer):
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                     (self.kernel.grad, bias_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
-                                self.x, grad, self.kept, self.delta, weight_out, bias_out, rows, self.n_in,
-                                self.units, self.units_p, chunk, a, b, int(apply_derivative), self.panel, flops=flops,
-                                beside=delta_is_grad)
+                                self.x, grad, self.kept, None if delta_is_grad else self.delta, weight_out, bias_out,
+                                rows, self.n_in, self.units, self.units_p, chunk, a, b, int(apply_derivative),
+                                self.panel, flops=flops, beside=delta_is_grad)
         else:
             splits = 1
             # On a CPU a work-item per compute unit's share of the column panels, each its own
