@@ -115,3 +115,27 @@ def test_timing_waits_for_the_side_queue(rt, monkeypatch, gpu_forms):
     best_seconds(rt, lambda: layer.backward(dy, 64, False), repeats=2)
     assert len(joined) == 3 and all(event is not None for event in joined)  # a join after each run
     assert all(event.command_execution_status == cl.command_execution_status.COMPLETE for event in joined)
+
+
+def test_recurrent_weight_gradients_beside(rt, monkeypatch):
+    """Stacked recurrent layers in the sequence form (a GPU's): each layer's two weight-gradient
+    products and their slices' sum run beside; the second layer's input gradient does not wait."""
+    from clnet.layers import GRU, LSTM, Input
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(40, 6, 3)), rng.normal(size=(40, 2))
+
+    def train(side):
+        monkeypatch.setattr(rt, "side_queue", cl.CommandQueue(rt.context, rt.device) if side else None)
+        inputs = Input((6, 3))
+        hidden = LSTM(8, return_sequences=True, whole_sequence=True)(inputs)
+        model = clnet.Model(inputs, Dense(2)(GRU(4, whole_sequence=True)(hidden)), seed=1)
+        model.compile(clnet.optimizers.Adam(1e-2), "mse")
+        before = rt.launches_beside
+        model.fit(x, y, batch_size=20, epochs=2, verbose=0, shuffle=False)
+        return model, (rt.launches_beside - before) / 4
+
+    one, none_beside = train(False)
+    two, beside = train(True)
+    assert none_beside == 0 and beside == 2 * 3
+    for a, b in zip(one.get_weights(), two.get_weights()):
+        np.testing.assert_array_equal(a, b)

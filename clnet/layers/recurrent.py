@@ -251,7 +251,8 @@ class _Recurrent(Layer):
 
     def _weight_gradients(self, rows: int) -> None:
         """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
-        the sequence form each split among batch rows into slices, then SumRecurrentSplits."""
+        the sequence form each split among batch rows into slices, then SumRecurrentSplits; beside
+        the input gradient, which does not read them (Runtime.side_queue)."""
         steps, cols, n_in, units, total = self.steps, self.cols, self.n_in, self.units, rows * self.steps
         bias_grad = self.bias.grad if self.use_bias else self._no_bias
         recurrent_bias = int(self._recurrent_bias and self.use_bias)
@@ -260,22 +261,22 @@ class _Recurrent(Layer):
         if not self.whole_sequence:
             self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.delta, self.kernel.grad,
                                 bias_grad, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias), 0,
-                                self.capacity * steps, 0, rows, 0, flops=flops * n_in)
+                                self.capacity * steps, 0, rows, 0, flops=flops * n_in, beside=True)
             self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, self._delta_rec,
                                   self.recurrent.grad, bias_grad, rows, steps, cols, units, 2, recurrent_bias, cols,
-                                  self.capacity * steps, 0, rows, 0, flops=flops * units)
+                                  self.capacity * steps, 0, rows, 0, flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
         self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.delta, self.split_sums,
                             self.split_sums, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias),
-                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in)
+                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in, beside=True)
         self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, self._delta_rec,
                               self.split_sums, self.split_sums, rows, steps, cols, units, 2, recurrent_bias,
                               (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
-                              height * cols, flops=flops * units)
+                              height * cols, flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, self.split_sums, self.kernel.grad, self.recurrent.grad, bias_grad,
-                         splits, n_in, units, cols, int(self.use_bias), recurrent_bias)
+                         splits, n_in, units, cols, int(self.use_bias), recurrent_bias, beside=True)
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
     @property
