@@ -1,7 +1,8 @@
-"""Kernels launched beside the main queue (Runtime.side_queue): a GPU's parameter-gradient sums and
-the weight gradients that no input gradient waits for. On a CPU runtime there is no side queue;
-here one is made, so that the GPU forms' side launches run concurrently with the main queue's
-work on whichever device runs the tests, and training must come out the same to the bit."""
+"""Kernels launched beside the main queue (Runtime.side_queue): on a GPU, the gradient sums, the
+weight gradients that no input gradient waits for, and the attention's dL/dV and dL/dK. On a CPU
+runtime there is no side queue; here one is made, so that the GPU forms' side launches run
+concurrently with the main queue's work on whichever device runs the tests, and training must
+come out the same to the bit."""
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,7 +35,7 @@ def gpu_forms(monkeypatch):
 
 def trained(rt, monkeypatch, side: bool):
     """The tiny GPT (16 wide, 2 blocks, context 8) after two epochs of 4 steps, with or without
-    the side queue; its weights and the kernels launched beside, by name, per step."""
+    the side queue; its weights and the kernels marked `beside`, by name, per step."""
     monkeypatch.setattr(rt, "side_queue", cl.CommandQueue(rt.context, rt.device) if side else None)
     beside = Counter()
     launch = Kernel.__call__
