@@ -238,8 +238,9 @@ def test_the_other_form_on_this_device(rt, fp64, monkeypatch, masking):
 def test_launches_per_training_step(rt):
     """Per step, for x -> LayerNorm -> x + mha(h, h, causal) -> Flatten -> Dense: the gather; the
     norm (1); the query, key and value products (3), the attention (1), the output product (1,
-    adding x: the residual Add launches nothing); the head's product (1; the loss takes its softmax); the loss (1); the head's bias, weight and
-    input gradients and the transpose of its input (4); the output product's three (3, its input
+    adding x: the residual Add launches nothing); the head's product (1; the loss takes its
+    softmax); the loss (1); the head's bias, weight and input gradients and the transpose of its
+    input (4); the output product's three (3, its input
     x^T written by the attention); the attention's two (2); one transpose of h shared by the three
     projections (1); their bias, weight and input gradients (9); two Sums of those (2); the
     norm's gamma and beta gradients (1: x, an Input, needs no gradient); the update (1). That is

@@ -55,13 +55,6 @@ def sm90a_ptx(ptx: bytes) -> bytes:
     return re.sub(rb"^(\s*\.target\s+)sm_90\b", rb"\1sm_90a", ptx, count=1, flags=re.M)
 
 
-def runs_beside(info: DeviceInfo) -> bool:
-    """Whether kernels launched `beside` the main queue get a queue of their own (see
-    Runtime.side_queue): on a GPU, whose in-order queue leaves SMs idle between dependent kernels
-    and under small ones; a CPU runtime's work-items already fill its cores."""
-    return info.is_gpu
-
-
 class Runtime:
     """One device, its context and in-order queues, and everything built for it."""
 
@@ -78,14 +71,16 @@ class Runtime:
         # Streamed batches are copied to the device on a second queue, so that a copy runs while
         # the previous batch computes on the first; events order the two (see data.py).
         self.transfer_queue = cl.CommandQueue(self.context, self.device)
-        # Work that nothing on the main queue reads until the next join (join_side): a layer's
-        # parameter-gradient sums, and weight gradients that the input gradient does not wait
-        # for, launched with `beside=True`. On a GPU they run on this second in-order queue, each
+        # Work that nothing on the main queue reads until the next join (join_side), launched with
+        # `beside=True`: gradient sums, weight gradients that no input gradient waits for, the
+        # attention's dL/dV and dL/dK. On a GPU, whose in-order queue leaves SMs idle between
+        # dependent kernels and under small ones, they run on this second in-order queue, each
         # after everything enqueued on the main queue before it, beside the rest of the backward
-        # pass: the tiny GPT's step on the H100 5.05-5.25 -> 4.76-4.88 ms on four machines
-        # (benchmarks/RESULTS.md, 2026-11-25). Model._backward joins it before the shared gradients' sums and before a
-        # distribution copies a layer's gradients; every host read or write of a tensor joins it.
-        self.side_queue = cl.CommandQueue(self.context, self.device) if runs_beside(info) else None
+        # pass: the tiny GPT's step on the H100 5.05-5.25 -> 4.52-4.60 ms (benchmarks/RESULTS.md,
+        # 2026-11-25). A CPU runtime's work-items already fill its cores: one queue. Model._backward
+        # joins it before the shared gradients' sums and before a distribution copies a layer's
+        # gradients; every host read or write of a tensor joins it.
+        self.side_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
         # The side queue's last kernel, until the main queue waits for it; the main queue's last
         # command if it was a kernel (else None: a side launch then waits for a marker). Waiting
         # for these events rather than for new markers: each marker cost the README's MLP at

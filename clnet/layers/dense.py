@@ -492,7 +492,7 @@ class Dense(Layer):
         # dL/dy and need not wait for the weight gradient, which then runs beside it
         # (Runtime.side_queue) and writes no delta.
         delta_is_grad = (self.tiled and self.units == self.units_p
-                         and (not apply_derivative or self.activation.name == "linear"))
+                         and (not apply_derivative or isinstance(self.activation, activations.Linear)))
         if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see dense.cl)
             splits, chunk = self._geometry("splits", 0, rows)
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
@@ -522,9 +522,8 @@ class Dense(Layer):
         # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
         columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
         self._hidden(*self._geometry("HG_RM", columns, products),
-                     grad if delta_is_grad else self.delta_rows, self.kernel.value, self.input_grad, rows, self.n_in,
-                     self.units_p,
-                     *self._panel_argument, flops=flops)
+                     grad if delta_is_grad else self.delta_rows, self.kernel.value, self.input_grad, rows,
+                     self.n_in, self.units_p, *self._panel_argument, flops=flops)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

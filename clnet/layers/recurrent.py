@@ -270,7 +270,8 @@ class _Recurrent(Layer):
         splits, height = _blocks(rows, chunk), n_in + units + 2
         self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.delta, self.split_sums,
                             self.split_sums, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias),
-                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in, beside=True)
+                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in,
+                            beside=True)
         self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, self._delta_rec,
                               self.split_sums, self.split_sums, rows, steps, cols, units, 2, recurrent_bias,
                               (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
