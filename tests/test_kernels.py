@@ -111,6 +111,30 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
         lrelu_layer_matches_numpy(rt, rng, x, dy, tiles)
 
 
+@pytest.mark.parametrize("rows,n_in,units", [(37, 19, 5), (64, 32, 48), (70, 33, 113)])
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_tiled_input_gradient_reads_dy(rt, rng, dtype, rows, n_in, units):
+    """The GPU form of a linear Dense: delta is dL/dy itself, so the input gradient reads dL/dy,
+    (rows, units), rows of a width that is no multiple of 4 as well (the tiny GPT's head, 113
+    classes), and the weight gradient writes no delta: dx and the weight and bias gradients
+    against numpy, also where the loss hands over dL/dz of a softmax (activation_done); and where
+    a linear activation's slope is not 1, delta is not dL/dy."""
+    x = rng.normal(size=(rows, n_in)).astype(dtype)
+    dy = rng.normal(size=(rows, units)).astype(dtype)
+    for tiles in [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]:
+        for act in (activations.get("linear"), activations.get("linear", a=1.5, b=-0.25), activations.get("softmax")):
+            layer = dense_layer(rt, rng, n_in, units, act, dtype, rows, tiles=tiles)
+            w = layer.get_weights()[0].astype(np.float64)
+            layer.forward(Tensor.from_numpy(x), rows)
+            folded = act.name == "softmax"
+            dx = layer.backward(Tensor.from_numpy(dy), rows, True, activation_done=folded).numpy()
+            grad_w, grad_b = layer.gradients()
+            dz = dy if folded else act.a * dy
+            close(dx, dz @ w.T, rtol=1e-4, atol=1e-5)
+            close(grad_w, x.T @ dz, rtol=1e-4, atol=1e-5)
+            close(grad_b, dz.sum(0), rtol=1e-4, atol=1e-5)
+
+
 def lrelu_layer_matches_numpy(rt, rng, x, dy, tiles, z_error=None):
     """A Dense(units, lrelu) with these tiles, in x's float type, writing y^T: y, what the forward
     keeps (z; the GPU form's f'(z)), y^T and the weight, bias and input gradients against numpy;

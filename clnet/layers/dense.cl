@@ -1070,15 +1070,17 @@ __kernel void SumSplits(__global const TYPE *weight_slices, __global const TYPE 
         delta_weights[e] = sum;
 }
 
-// dL/dx = delta W^T, summed panel after panel of W (one, unless the layer joins parts).
+// dL/dx = delta W^T, summed panel after panel of W (one, unless the layer joins parts). delta is
+// (rows, depth): the layer's (rows, units_p), or dL/dy itself, (rows, units), where that is delta
+// (see Dense.backward); W's columns from units on are 0, so the depth summed may stop at units.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcHiddenGradient(__global const TYPE *delta, __global const TYPE *weights,
-                        __global TYPE *input_gr, const int rows, const int n_in, const int units_p, const int panel)
+                        __global TYPE *input_gr, const int rows, const int n_in, const int depth, const int panel)
 {
     TILED_BEGIN
-    for (int first = 0; first < units_p; first += panel)
-        tiled_product(delta, units_p, ALONG_K, PANEL_BASE(weights, first, panel, n_in), panel, ALONG_K, rows, n_in,
-                      first, first + panel, As, Bs, acc, 0);
+    for (int first = 0; first < depth; first += panel)
+        tiled_product(delta, depth, ALONG_K, PANEL_BASE(weights, first, panel, n_in), panel, ALONG_K, rows, n_in,
+                      first, min(first + panel, depth), As, Bs, acc, 0);
     store_block(input_gr, n_in, rows, n_in, acc, 0);
 }
 #endif

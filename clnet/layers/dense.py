@@ -487,12 +487,11 @@ class Dense(Layer):
         bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
         a, b = self._fused.a, self._fused.b
         flops = 2.0 * rows * self.n_in * self.units
-        # Where delta = dL/dz is dL/dy itself, as the GPU form's input gradient reads it (row-major,
-        # (rows, units_p): no derivative to apply, no padding columns), the input gradient reads
-        # dL/dy and need not wait for the weight gradient, which then runs beside it
-        # (Runtime.side_queue) and writes no delta.
-        delta_is_grad = (self.tiled and self.units == self.units_p
-                         and (not apply_derivative or isinstance(self.activation, activations.Linear)))
+        # Where delta = dL/dz is dL/dy itself (no derivative to apply, or the identity's), the GPU
+        # form's input gradient reads dL/dy, (rows, units), and need not wait for the weight
+        # gradient, which then runs beside it (Runtime.side_queue) and writes no delta.
+        identity = isinstance(self.activation, activations.Linear) and self.activation.a == 1
+        delta_is_grad = self.tiled and (not apply_derivative or identity)
         if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see dense.cl)
             splits, chunk = self._geometry("splits", 0, rows)
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
@@ -523,7 +522,7 @@ class Dense(Layer):
         columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
         self._hidden(*self._geometry("HG_RM", columns, products),
                      grad if delta_is_grad else self.delta_rows, self.kernel.value, self.input_grad, rows,
-                     self.n_in, self.units_p, *self._panel_argument, flops=flops)
+                     self.n_in, self.units if delta_is_grad else self.units_p, *self._panel_argument, flops=flops)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
