@@ -70,6 +70,12 @@ class DeviceInfo:
         return self._compute_capability == (9, 0)
 
     @property
+    def warp_shuffles(self) -> bool:
+        """Whether this is an NVIDIA GPU, whose warps' 32 lanes exchange registers through PTX's
+        shfl.sync (compute capability 3.0 on), which LayerNormalization's sums use."""
+        return self._compute_capability >= (3, 0)
+
+    @property
     def _compute_capability(self) -> tuple[int, int]:
         """An NVIDIA GPU's compute capability; (0, 0) for any other device."""
         if self.cl_device.vendor_id != 0x10DE:

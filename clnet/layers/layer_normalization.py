@@ -49,7 +49,10 @@ class LayerNormalization(Layer):
         self._ones = Tensor.from_numpy(np.ones(f), self.dtype, self.rt)  # gamma without scale
         self._zeros = Tensor.zeros(f, self.dtype, self.rt)               # beta without center
         self._sink = Tensor(f, self.dtype, self.rt)                      # their unused gradients
-        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype)
+        # On an NVIDIA GPU, in float, a warp per group (WARP_GROUPS in layer_normalization.cl).
+        self.warp_groups = self.rt.info.warp_shuffles and np.dtype(self.dtype) == np.float32
+        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype,
+                                  {"WARP_GROUPS": int(self.warp_groups)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardLayerNorm")
         self._hidden = kernel("CalcHiddenGradientLayerNorm")
@@ -82,11 +85,18 @@ class LayerNormalization(Layer):
 
     def forward(self, x, rows):
         self.x = x
-        groups, size = rows * self.outer * self.inner, self._group
-        self._forward((groups * size,), (size,), x, self.outputs, self._gamma(),
+        groups = rows * self.outer * self.inner
+        self._forward(*self._group_sizes(groups), x, self.outputs, self._gamma(),
                       self.beta.value if self.center else self._zeros, self.group_mean, self.group_inv_std,
-                      self.features, self.inner, self.epsilon)
+                      groups, self.features, self.inner, self.epsilon)
         return self.outputs
+
+    def _group_sizes(self, groups):
+        """(global, local) sizes of the forward and input gradient: a warp per group, 8 to a
+        work-group, or a work-group of self._group items per group."""
+        if self.warp_groups:
+            return (-(-groups // 8) * 256,), (256,)
+        return (groups * self._group,), (self._group,)
 
     def _gamma(self):
         return self.gamma.value if self.scale else self._ones
@@ -110,10 +120,9 @@ class LayerNormalization(Layer):
                                     self.features, self.inner, beside=True)
         if not input_grad:
             return None
-        size = self._group
         added = self.input_grad if add_to is None else add_to  # (read only when adding)
-        self._hidden((groups * size,), (size,), self.x, grad, self.input_grad, added, self._gamma(), self.group_mean,
-                     self.group_inv_std, self.features, self.inner, int(add_to is not None))
+        self._hidden(*self._group_sizes(groups), self.x, grad, self.input_grad, added, self._gamma(), self.group_mean,
+                     self.group_inv_std, groups, self.features, self.inner, int(add_to is not None))
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
