@@ -102,10 +102,10 @@ def test_layer_norm_chunked_form_matches_numpy(rt, monkeypatch, shape, axis, row
     on whichever device runs the tests: 280 and 330 groups are five and six chunks, the last one
     short, and 2250 groups 36, more than the sum's SLICES; 300 and 5 features part of a block of
     LANES; inner = 3 reads each feature's column apart. On an NVIDIA GPU the forward and the input
-    gradient take a warp per group (WARP_GROUPS): 3 groups leave 5 of a work-group's 8 warps idle."""
+    gradient take a warp per group (WARP_SHUFFLES): 3 groups leave 5 of a work-group's 8 warps idle."""
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
     layer = layer_norm_matches_numpy(shape, axis, rows, seed=7)
-    assert layer.chunked and layer._group > 1 and layer.warp_groups == rt.info.warp_shuffles
+    assert layer.chunked and layer._group > 1 and layer.warp_groups == rt.warp_shuffles(np.float32)
 
 
 # -- gradients in float64 --------------------------------------------------------------------------

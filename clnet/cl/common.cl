@@ -56,6 +56,19 @@ inline TYPE group_reduce(__local TYPE *scratch, TYPE value, const int use_max)
     return result;
 }
 
+// WARP_SHUFFLES (Runtime.warp_shuffles: an NVIDIA GPU, float): v of the lane `lanes` away, by
+// the butterfly of PTX's shfl.sync (lanes a power of two below 32; every lane of the warp takes
+// part). Adding it to v in every lane gives every lane the same sum, bit for bit (each pair is
+// added once, in either order). No local memory and no barriers, where group_reduce has both.
+#if WARP_SHUFFLES
+inline TYPE shuffle_xor(const TYPE v, const int lanes)
+{
+    TYPE other;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(other) : "f"(v), "r"(lanes));
+    return other;
+}
+#endif
+
 // Elementwise activation chosen at build time (-D ACT=relu): ACT_FORWARD(x, a, b) and
 // ACT_DERIVATIVE(y, x, a, b) = d y / d x, given the output y and the input x.
 #ifdef ACT

@@ -154,7 +154,8 @@ class Runtime:
         """
         dtype = self.check_dtype(dtype)
         c_type = _C_TYPES[dtype]
-        options = {"TYPE": c_type, "TYPE4": f"{c_type}4", "LOCAL_SIZE": self.local_size, **(defines or {})}
+        options = {"TYPE": c_type, "TYPE4": f"{c_type}4", "LOCAL_SIZE": self.local_size,
+                   "WARP_SHUFFLES": int(self.warp_shuffles(dtype)), **(defines or {})}
         if c_type == "double":
             options["CLNET_FP64"] = 1
         key = (sources, tuple(sorted(options.items())))
@@ -233,6 +234,11 @@ class Runtime:
     @property
     def builds(self) -> int:
         return len(self._programs)
+
+    def warp_shuffles(self, dtype) -> bool:
+        """Whether kernels in this float type may add across a warp's lanes by shuffles
+        (common.cl's WARP_SHUFFLES): an NVIDIA GPU, in float."""
+        return self.info.warp_shuffles and self.check_dtype(dtype) == np.float32
 
     def row_group(self, width: int) -> int:
         """The work-group of a row kernel (softmax, LayerNorm, the attention's rows) over rows of

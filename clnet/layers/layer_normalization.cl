@@ -1,26 +1,19 @@
 // LayerNormalization over the features of axis `axis`: a sample is seen as (outer, features,
 // inner), so each of the rows * outer * inner groups normalises `features` elements at stride
 // `inner`, starting at ln_start(group). On a GPU a work-group of a power of two no larger than
-// LOCAL_SIZE items handles a group and reduces in local memory (an NVIDIA GPU's warp: see
-// WARP_GROUPS); on a CPU a work-item.
+// LOCAL_SIZE items handles a group and reduces in local memory (with WARP_SHUFFLES a warp, see
+// below); on a CPU a work-item.
 
-// WARP_GROUPS (NVIDIA GPUs, float; DeviceInfo.warp_shuffles): a warp per group instead, 8 to a
-// work-group of 256, its sums added across the warp's 32 lanes by shuffles (PTX's shfl.sync):
-// no local memory, no barriers. The tiny GPT's 9 norms of (8192, 256) on an H100, a step:
+// WARP_SHUFFLES (NVIDIA GPUs, float): a warp per group instead, 8 to a work-group of 256, its
+// sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers. The tiny GPT's 9 norms of (8192, 256) on an H100, a step:
 // forward 124 -> 84 us, input gradient 143 -> 116 (groups of 64 and group_reduce's 7 barriers
 // before; one barrier and every item adding the 64 partials itself was slower, 153 and 177).
-#ifndef WARP_GROUPS
-#define WARP_GROUPS 0
-#endif
-#if WARP_GROUPS
+#if WARP_SHUFFLES
 inline TYPE warp_sum(TYPE v)
 {
     #pragma unroll
-    for (int lanes = 16; lanes > 0; lanes >>= 1) {
-        TYPE other;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(other) : "f"(v), "r"(lanes));
-        v += other;
-    }
+    for (int lanes = 16; lanes > 0; lanes >>= 1)
+        v += shuffle_xor(v, lanes);
     return v;
 }
 #define GROUP_SUM(scratch, v) warp_sum(v)
@@ -52,7 +45,7 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int group = GROUP_INDEX, lid = GROUP_ITEM, step = GROUP_ITEMS;
-    if (WARP_GROUPS && group >= groups)  // a whole warp past the last group (a work-group's are whole)
+    if (WARP_SHUFFLES && group >= groups)  // a whole warp past the last group (a work-group's are whole)
         return;
     const int start = ln_start(group, features, inner);
     TYPE sum = 0;
@@ -88,7 +81,7 @@ __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         /
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int group = GROUP_INDEX, lid = GROUP_ITEM, step = GROUP_ITEMS;
-    if (WARP_GROUPS && group >= groups)  // a whole warp past the last group (a work-group's are whole)
+    if (WARP_SHUFFLES && group >= groups)  // a whole warp past the last group (a work-group's are whole)
         return;
     const int start = ln_start(group, features, inner);
     const TYPE mean = group_mean[group], inv_std = group_inv_std[group];

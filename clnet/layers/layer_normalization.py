@@ -49,10 +49,9 @@ class LayerNormalization(Layer):
         self._ones = Tensor.from_numpy(np.ones(f), self.dtype, self.rt)  # gamma without scale
         self._zeros = Tensor.zeros(f, self.dtype, self.rt)               # beta without center
         self._sink = Tensor(f, self.dtype, self.rt)                      # their unused gradients
-        # On an NVIDIA GPU, in float, a warp per group (WARP_GROUPS in layer_normalization.cl).
-        self.warp_groups = self.rt.info.warp_shuffles and np.dtype(self.dtype) == np.float32
-        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype,
-                                  {"WARP_GROUPS": int(self.warp_groups)})
+        # On an NVIDIA GPU, in float, a warp per group (WARP_SHUFFLES in layer_normalization.cl).
+        self.warp_groups = self.rt.warp_shuffles(self.dtype)
+        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype)
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         self._forward = kernel("FeedForwardLayerNorm")
         self._hidden = kernel("CalcHiddenGradientLayerNorm")

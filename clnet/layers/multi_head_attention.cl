@@ -362,7 +362,21 @@ inline void row_block_product(const __global TYPE *A, const int a_ld, const __gl
 
 // v[i] = the sum (use_max: the maximum) over the work-group of v[i] for this work-item's row i:
 // the SIDE work-items sharing a row leave their values in `partial` (TILE rows x SIDE), and each
-// adds the row's in the same order (the same result in every work-item and on every run).
+// adds the row's in the same order (the same result in every work-item and on every run). With
+// WARP_SHUFFLES the SIDE items of a row (neighbours in a warp: local index ty * SIDE + tx) take
+// it by shuffles instead, as bitwise the same in every item.
+#if WARP_SHUFFLES && SIDE <= 32
+inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
+{
+    #pragma unroll
+    for (int i = 0; i < WPT; i++)
+        #pragma unroll
+        for (int lanes = SIDE / 2; lanes > 0; lanes >>= 1) {
+            const TYPE other = shuffle_xor(v[i], lanes);
+            v[i] = use_max ? fmax(v[i], other) : v[i] + other;
+        }
+}
+#else
 inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
 {
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -380,6 +394,7 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_m
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
 }
+#endif
 
 // s[t][i][j..j+3], a run of 4 keys side by side (OWN), as a TYPE4.
 #define RUN4(s, t, i, j) ((TYPE4)((s)[t][i][j], (s)[t][i][(j) + 1], (s)[t][i][(j) + 2], (s)[t][i][(j) + 3]))
