@@ -5,9 +5,10 @@
 // below); on a CPU a work-item.
 
 // WARP_SHUFFLES (NVIDIA GPUs, float): a warp per group instead, 8 to a work-group of 256, its
-// sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers. The tiny GPT's 9 norms of (8192, 256) on an H100, a step:
-// forward 124 -> 84 us, input gradient 143 -> 116 (groups of 64 and group_reduce's 7 barriers
-// before; one barrier and every item adding the 64 partials itself was slower, 153 and 177).
+// sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers.
+// The tiny GPT's 9 norms of (8192, 256) on an H100, a step: forward 124 -> 84 us, input
+// gradient 143 -> 116 (groups of 64 and group_reduce's 7 barriers before; one barrier and every
+// item adding the 64 partials itself was slower, 153 and 177).
 #if WARP_SHUFFLES
 inline TYPE warp_sum(TYPE v)
 {
