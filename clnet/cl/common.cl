@@ -67,6 +67,18 @@ inline TYPE shuffle_xor(const TYPE v, const int lanes)
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(other) : "f"(v), "r"(lanes));
     return other;
 }
+
+// The sum (use_max: the maximum) of v over each run of `lanes` neighbouring lanes (a power of two
+// up to 32, the runs aligned), the same in every lane of the run: group_reduce for a warp.
+inline TYPE lanes_reduce(TYPE v, const int lanes, const int use_max)
+{
+    #pragma unroll
+    for (int away = lanes / 2; away > 0; away >>= 1) {
+        const TYPE other = shuffle_xor(v, away);
+        v = use_max ? fmax(v, other) : v + other;
+    }
+    return v;
+}
 #endif
 
 // Elementwise activation chosen at build time (-D ACT=relu): ACT_FORWARD(x, a, b) and

@@ -72,7 +72,7 @@ class DeviceInfo:
     @property
     def warp_shuffles(self) -> bool:
         """Whether this is an NVIDIA GPU, whose warps' 32 lanes exchange registers through PTX's
-        shfl.sync (compute capability 3.0 on), which LayerNormalization's sums use."""
+        shfl.sync (compute capability 3.0 on): common.cl's shuffle_xor (Runtime.warp_shuffles)."""
         return self._compute_capability >= (3, 0)
 
     @property

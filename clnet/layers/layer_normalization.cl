@@ -10,14 +10,7 @@
 // gradient 143 -> 116 (groups of 64 and group_reduce's 7 barriers before; one barrier and every
 // item adding the 64 partials itself was slower, 153 and 177).
 #if WARP_SHUFFLES
-inline TYPE warp_sum(TYPE v)
-{
-    #pragma unroll
-    for (int lanes = 16; lanes > 0; lanes >>= 1)
-        v += shuffle_xor(v, lanes);
-    return v;
-}
-#define GROUP_SUM(scratch, v) warp_sum(v)
+#define GROUP_SUM(scratch, v) lanes_reduce(v, 32, 0)
 #define GROUP_INDEX (get_global_id(0) / 32)
 #define GROUP_ITEM (get_local_id(0) % 32)
 #define GROUP_ITEMS 32

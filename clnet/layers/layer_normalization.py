@@ -16,6 +16,9 @@ from .batch_normalization import check_axis, check_positive, split_axis
 # chunks summed by a work-item per feature: 64 11.6 + 9.3, 128 15.1 + 6.8; a work-group per
 # feature and no chunks: 39.6).
 LANES, SLICES, CHUNK = 32, 8, 64
+# With WARP_SHUFFLES the forward and the input gradient take a group a warp (32 items), WARPS
+# warps to a work-group.
+WARPS = 8
 
 
 def chunked_form(rt) -> bool:
@@ -94,7 +97,7 @@ class LayerNormalization(Layer):
         """(global, local) sizes of the forward and input gradient: a warp per group, 8 to a
         work-group, or a work-group of self._group items per group."""
         if self.warp_groups:
-            return (-(-groups // 8) * 256,), (256,)
+            return (-(-groups // WARPS) * WARPS * 32,), (WARPS * 32,)
         return (groups * self._group,), (self._group,)
 
     def _gamma(self):

@@ -370,11 +370,7 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_m
 {
     #pragma unroll
     for (int i = 0; i < WPT; i++)
-        #pragma unroll
-        for (int lanes = SIDE / 2; lanes > 0; lanes >>= 1) {
-            const TYPE other = shuffle_xor(v[i], lanes);
-            v[i] = use_max ? fmax(v[i], other) : v[i] + other;
-        }
+        v[i] = lanes_reduce(v[i], SIDE, use_max);
 }
 #else
 inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
