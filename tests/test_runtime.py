@@ -1,4 +1,6 @@
 """Program builds and their cache, device tensors, the command line (device choice: test_devices.py)."""
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -105,3 +107,17 @@ def test_command_line_lists_devices():
     for d in clnet.devices():
         assert d.name[:34] in out.stdout
     assert "*" in out.stdout
+
+
+def test_no_kernel_source_redefines_a_common_helper():
+    """common.cl comes first in every program and OpenCL C has no overloading, so a helper of the
+    same name in a layer's .cl breaks that program's build; under `#if WARP_SHUFFLES` it breaks only
+    on NVIDIA GPUs, where CPU runs never see it (BatchNormalization's lanes_reduce did)."""
+    definition = re.compile(r"^(?:inline\s+)?\w+\s+(\w+)\s*\(", re.M)
+    package = pathlib.Path(clnet.__file__).parent
+    common = set(definition.findall((package / "cl" / "common.cl").read_text()))
+    assert {"group_reduce", "lanes_reduce", "shuffle_xor", "ToVect4"} <= common
+    for source in sorted(package.rglob("*.cl")):
+        if source.name != "common.cl":
+            clashes = common & set(definition.findall(source.read_text()))
+            assert not clashes, f"{source.relative_to(package)} redefines common.cl's {sorted(clashes)}"

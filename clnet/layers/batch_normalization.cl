@@ -15,7 +15,7 @@ inline int bn_index(const int j, const int c, const int channels, const int inne
 }
 
 // The sum of `value` over the lanes of this work-item's channel, for every lane.
-inline TYPE lanes_reduce(__local TYPE *scratch, const TYPE value)
+inline TYPE channel_lanes_sum(__local TYPE *scratch, const TYPE value)
 {
     const int c = get_local_id(0), lane = get_local_id(1), block = get_local_size(0);
     scratch[lane * block + c] = value;
@@ -50,13 +50,13 @@ __kernel void FeedForwardBatchNorm(__global const TYPE *inputs,      // (rows, o
     TYPE sum = 0;
     for (int j = lane; j < rows; j += lanes)
         sum += inputs[bn_index(j, c, channels, inner)];
-    const TYPE mean = lanes_reduce(scratch, sum) / count;
+    const TYPE mean = channel_lanes_sum(scratch, sum) / count;
     TYPE squares = 0;  // a second pass: sum (x - mean)^2 loses nothing to cancellation
     for (int j = lane; j < rows; j += lanes) {
         const TYPE d = inputs[bn_index(j, c, channels, inner)] - mean;
         squares += d * d;
     }
-    const TYPE variance = lanes_reduce(scratch, squares) / count;
+    const TYPE variance = channel_lanes_sum(scratch, squares) / count;
     if (c >= channels)
         return;
     const TYPE inv_std = 1 / sqrt(variance + epsilon);
@@ -114,8 +114,8 @@ __kernel void CalcHiddenGradientBatchNorm(__global const TYPE *inputs,         /
         dy_sum += output_gr[i];
         dy_xhat_sum += output_gr[i] * (inputs[i] - mean) * inv_std;
     }
-    const TYPE dbeta = lanes_reduce(scratch, dy_sum);
-    const TYPE dgamma = lanes_reduce(scratch, dy_xhat_sum);
+    const TYPE dbeta = channel_lanes_sum(scratch, dy_sum);
+    const TYPE dgamma = channel_lanes_sum(scratch, dy_xhat_sum);
     if (c >= channels)
         return;
     if (lane == 0) {
