@@ -57,7 +57,7 @@ class Model:
         if seed is None:
             seed = _global_seed if _global_seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.seed = _check_int("seed", seed, minimum=0)
-        self.layers: list[Layer] = []
+        self._layers: list[Layer] = []
         self.built = False
         self.compiled = False
         self.stop_training = False
@@ -103,11 +103,17 @@ class Model:
         if len({id(i) for i in self._inputs}) != len(self._inputs):
             raise ValueError("each Input may be given to Model only once")
         self._calls = [c for c in calls if not isinstance(c.layer, Input)]
-        self.layers = []
+        self._layers = []
         for layer in [*self._inputs, *(c.layer for c in self._calls)]:
-            if not any(layer is l for l in self.layers):
-                _name(layer, self.layers)
-                self.layers.append(layer)
+            if not any(layer is l for l in self._layers):
+                _name(layer, self._layers)
+                self._layers.append(layer)
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The model's layers in call order, each once, its Inputs first, as Keras's functional
+        `model.layers` (a Sequential's leaves its Input out, as Keras's does)."""
+        return list(self._layers)
 
     @property
     def inputs(self) -> list[KerasTensor]:
@@ -126,7 +132,7 @@ class Model:
     @property
     def input_shape(self):
         """The sample shape of the (first) input, or None while the model does not know it."""
-        first = self.layers[0] if self.layers else None
+        first = self._layers[0] if self._layers else None
         return None if first is None else first.input_shape
 
     def build(self, input_shape=None) -> None:
@@ -134,7 +140,7 @@ class Model:
         self.rt = cl_runtime.runtime()
         self.rt.check_dtype(self.dtype)
         self.store = ParameterStore(self.rt, self.dtype)
-        index = {id(layer): i for i, layer in enumerate(self.layers)}
+        index = {id(layer): i for i, layer in enumerate(self._layers)}
         for layer in self._inputs:
             layer.build(layer.input_shape, self.store, None)
         owned: dict[int, list] = {}   # layer -> the parameters its first call declared
@@ -511,16 +517,16 @@ class Model:
                              "is read once: give a generator that does not end and steps, or a PyDataset")
         return self._logs(seen, prefix)
 
-    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None):
+    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None, return_dict: bool = False):
         """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
-        generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy]."""
+        generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy], or
+        with `return_dict` a dict of them by name."""
         self._require_compiled("evaluate")
         batch_size = _check_int("batch_size", batch_size, minimum=1)
         logs = self._evaluate_feed(self._feed(x, y, batch_size, _check_steps("steps", steps)))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
-        values = list(logs.values())
-        return values[0] if len(values) == 1 else values
+        return _returned(logs, return_dict)
 
     def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
         """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
@@ -542,21 +548,61 @@ class Model:
         self.rt.queue.finish()
         return result if result is not None else np.concatenate(parts)
 
+    def train_on_batch(self, x, y=None, return_dict: bool = False):
+        """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
+        compiled with it), from the forward pass before the update; a dict with `return_dict`.
+        Callbacks do not run, as in Keras."""
+        self._require_compiled("train_on_batch")
+        if self.distribution is not None:
+            raise ValueError(f"train_on_batch runs one device's step, but model {self.name!r} was compiled "
+                             f"with the distribution {type(self.distribution).__name__}, whose replicas would "
+                             "fall out of step; use fit")
+        rows, xb, yb = self._one_batch(x, y, targets=True)
+        self._forward_loss(xb, yb, rows, 0, training=True)
+        self._backward(rows, self._needs_input_grad(False))
+        self.optimizer.step()
+        return _returned(self._logs(rows), return_dict)
+
+    def test_on_batch(self, x, y=None, return_dict: bool = False):
+        """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
+        self._require_compiled("test_on_batch")
+        rows, xb, yb = self._one_batch(x, y, targets=True)
+        self._forward_loss(xb, yb, rows, 0)
+        return _returned(self._logs(rows), return_dict)
+
+    def predict_on_batch(self, x) -> np.ndarray:
+        """The outputs for all of x in one launch sequence, as Keras's."""
+        rows, xb, _ = self._one_batch(x)
+        output = np.empty((rows, *self.output_shape), self.dtype)
+        cl_runtime.cl.enqueue_copy(self.rt.queue, output.reshape(rows, -1), self._forward(xb, rows).buffer)
+        return output
+
+    def _one_batch(self, x, y=None, targets: bool = False):
+        """(rows, x batch, y batch or None): all of x (and, with `targets`, y), checked as fit checks
+        them, on the device as one batch."""
+        if not targets:
+            x = self._prepare_x(x)
+        elif y is None:
+            raise ValueError("y (the targets) is required with an array x")
+        else:
+            x, y = self._prepare(x, y)
+        rows = len(x)
+        self._ensure_capacity(rows)
+        if y is not None:
+            self._ensure_stats(rows)
+        return (rows, *Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self._batch_transposed).batch(0, rows))
+
     def compute_gradients(self, x, y):
         """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
         training mode at the current step (the same Dropout masks each call; a non-trainable
         weight's gradient is zeros)."""
         self._require_compiled("compute_gradients")
-        x, y = self._prepare(x, y)
-        rows = len(x)
-        self._ensure_capacity(rows)
-        self._ensure_stats(rows)
-        xb, yb = Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self._batch_transposed).batch(0, rows)
+        rows, xb, yb = self._one_batch(x, y, targets=True)
         self._forward_loss(xb, yb, rows, 0, training=True)
         input_grads = self._backward(rows, self._needs_input_grad(True))
         loss = self._totals_now(rows)[0] / rows
         grads = []
-        for layer in self.layers:
+        for layer in self._layers:
             grads.extend(layer.gradients())
         arrays = [g.numpy()[:rows].reshape(rows, *i.input_shape) for g, i in zip(input_grads, self._inputs)]
         return loss, grads, arrays[0] if len(arrays) == 1 else arrays
@@ -660,15 +706,15 @@ class Model:
 
     def get_weights(self) -> list[np.ndarray]:
         self._require_built("get_weights")
-        return [w for layer in self.layers for w in layer.get_weights()]
+        return [w for layer in self._layers for w in layer.get_weights()]
 
     def set_weights(self, weights) -> None:
         self._require_built("set_weights")
         weights = list(weights)
-        expected = sum(len(layer.get_weights()) for layer in self.layers)
+        expected = sum(len(layer.get_weights()) for layer in self._layers)
         if len(weights) != expected:
             raise ValueError(f"set_weights expects {expected} arrays, got {len(weights)}")
-        for layer in self.layers:
+        for layer in self._layers:
             count = len(layer.get_weights())
             layer.set_weights(weights[:count])
             weights = weights[count:]
@@ -694,14 +740,30 @@ class Model:
         from .onnx import export
         export(self, filepath, **kwargs)
 
+    def get_layer(self, name: str | None = None, index: int | None = None) -> Layer:
+        """The layer called `name`, or at `index` in `layers`, as Keras's get_layer."""
+        if name is not None and index is not None:
+            raise ValueError(f"Provide only a layer name or a layer index, got index={index!r} and name={name!r}")
+        if index is not None:
+            if not isinstance(index, (int, np.integer)) or not -len(self.layers) <= index < len(self.layers):
+                raise ValueError(f"get_layer: index {index!r} is not a position in model {self.name!r}, "
+                                 f"which has {len(self.layers)} layers")
+            return self.layers[index]
+        if name is not None:
+            for layer in self.layers:
+                if layer.name == name:
+                    return layer
+            raise ValueError(f"No such layer: {name!r}. Existing layers are: {[l.name for l in self.layers]}")
+        raise ValueError("Provide either a layer name or a layer index to get_layer")
+
     def count_params(self) -> int:
         self._require_built("count_params")
-        return sum(layer.count_params() for layer in self.layers)
+        return sum(layer.count_params() for layer in self._layers)
 
     def get_config(self) -> dict:
         """The layers and, per call in the order made, which layer ran on which tensors; a tensor is
         [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0)."""
-        position = {id(l): i for i, l in enumerate(self.layers)}
+        position = {id(l): i for i, l in enumerate(self._layers)}
         refs = {id(i.output): [position[id(i)], 0] for i in self._inputs}
         made: dict[int, int] = {}
         calls = []
@@ -711,7 +773,7 @@ class Model:
             calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
             refs[id(call.output)] = [position[id(call.layer)], k]
         return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
-                "layers": [_layer_config(l) for l in self.layers], "calls": calls,
+                "layers": [_layer_config(l) for l in self._layers], "calls": calls,
                 "inputs": [position[id(i)] for i in self._inputs], "output": refs[id(self._output)]}
 
     @classmethod
@@ -736,16 +798,16 @@ class Model:
         print(f'Model "{self.name}"  ({self.dtype.name} on {device.name})', file=file)
         print(f"{'Layer (type)':<32}{'Output shape':<20}{'Params':>10}" + ("  Connected to" if graph else ""), file=file)
         print("=" * width, file=file)
-        sources = {id(l): [] for l in self.layers}
+        sources = {id(l): [] for l in self._layers}
         for call in self._calls:
             sources[id(call.layer)].extend(t.call.layer.name for t in call.inputs)
-        for layer in self.layers:
+        for layer in self.layers:  # a Sequential's Input has no row, as in Keras
             line = (f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{str((None, *layer.output_shape)):<20}"
                     f"{layer.count_params():>10,}")
             print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
         print("=" * width, file=file)
         total = self.count_params()
-        trainable = sum(w.size for layer in self.layers
+        trainable = sum(w.size for layer in self._layers
                         for p, w in zip(layer.parameters, layer.get_weights()) if p.trainable)
         print(f"Total params: {total:,}", file=file)
         print(f"Trainable params: {trainable:,}", file=file)
@@ -763,6 +825,10 @@ class Sequential(Model):
         if self.input_shape is not None:  # Keras: a model that knows its input is built at once
             self.build(self.input_shape)
 
+    @property
+    def layers(self) -> list[Layer]:
+        return [layer for layer in self._layers if not isinstance(layer, Input)]
+
     def add(self, layer: Layer) -> None:
         """Append a layer. A model that knows its input shape is rebuilt with the new layer at once,
         as Keras does; the layers it already had keep their weights."""
@@ -771,9 +837,9 @@ class Sequential(Model):
                                "optimizer state belongs to the layers it had; build a new model instead")
         self._append(layer)
         if self.input_shape is not None:
-            kept = [l.get_weights() for l in self.layers[:-1]] if self.built else []
+            kept = [l.get_weights() for l in self._layers[:-1]] if self.built else []
             self.build(self.input_shape)
-            for l, weights in zip(self.layers, kept):
+            for l, weights in zip(self._layers, kept):
                 l.set_weights(weights)
 
     def _append(self, layer: Layer) -> None:
@@ -782,23 +848,23 @@ class Sequential(Model):
         if layer.multi_input:
             raise TypeError(f"{layer.describe()} merges several inputs, which a Sequential stack cannot give "
                             "it; use the functional API: Model(inputs, outputs)")
-        if isinstance(layer, Input) and self.layers:
+        if isinstance(layer, Input) and self._layers:
             raise ValueError(f"an Input can only be the first layer of a Sequential model; {self.name!r} "
-                             f"already starts with {self.layers[0].describe()}")
-        _name(layer, self.layers)
-        self.layers.append(layer)
+                             f"already starts with {self._layers[0].describe()}")
+        _name(layer, self._layers)
+        self._layers.append(layer)
 
     def build(self, input_shape) -> None:
         """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
-        if not self.layers:
+        if not self._layers:
             raise ValueError("the model has no layers; add some before building it")
-        first = self.layers[0]
+        first = self._layers[0]
         source = first if isinstance(first, Input) else Input(input_shape)
         if tuple(input_shape) != source.input_shape:
             raise ValueError(f"model {self.name!r} starts with {first.describe()} of shape {source.input_shape}, "
                              f"cannot build it for samples of shape {tuple(input_shape)}")
         tensor, calls = source.output, []
-        for layer in self.layers[1:] if source is first else self.layers:
+        for layer in self._layers[1:] if source is first else self._layers:
             calls.append(Call(layer, [tensor], layer.compute_output_shape(tensor.sample_shape)))
             tensor = calls[-1].output
         self._inputs, self._calls, self._output = [source], calls, tensor
@@ -807,7 +873,7 @@ class Sequential(Model):
     def get_config(self) -> dict:
         return {"name": self.name, "floatx": self.dtype.name, "seed": self.seed,
                 "input_shape": None if not self.built else list(self._inputs[0].input_shape),
-                "layers": [_layer_config(l) for l in self.layers]}
+                "layers": [_layer_config(l) for l in self._layers]}
 
     @classmethod
     def from_config(cls, config: dict, floatx: str | None = None) -> "Sequential":
@@ -866,6 +932,15 @@ class _SharingStore(_DeclaringStore):
 
     def add(self, *args, **kwargs):
         return self.store.share(next(self._owned))
+
+
+def _returned(logs: dict, return_dict: bool):
+    """What evaluate and the *_on_batch methods return, as Keras: the logs, or their values in
+    order (the loss alone when it is the only one)."""
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values[0] if len(values) == 1 else values
 
 
 def _check_steps(argument: str, value) -> int | None:

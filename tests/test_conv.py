@@ -218,7 +218,7 @@ def test_keras_layout_and_initializer_fans(rt):
     # glorot_uniform with Keras's convolution fans: (3*2*3 + 3*2*8), limit sqrt(6 / 66)
     limit = np.sqrt(6 / (18 + 48))
     assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.9 * limit
-    assert model.layers[1].count_params() == 3 * 2 * 3 * 8 + 8
+    assert model.layers[0].count_params() == 3 * 2 * 3 * 8 + 8
 
 
 def conv_model():
@@ -241,7 +241,7 @@ def test_save_load_predict_and_config(tmp_path, rng):
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))  # optimizer state came along
     again = clnet.Sequential.from_config(model.get_config())
     assert again.get_config() == model.get_config()
-    config = model.layers[1].get_config()
+    config = model.layers[0].get_config()
     assert config == {"name": "conv2d", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same",
                       "dilation_rate": [1, 1], "activation": {"name": "relu"}, "use_bias": True,
                       "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
@@ -290,7 +290,7 @@ def test_launches_per_training_step(batch_size, tiles):
     rt = clnet.runtime()
     before = rt.launches
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
-    tiled = model.layers[1].tiled
+    tiled = model.layers[0].tiled
     assert tiled == (tiles is not None or rt.info.is_gpu)
     first, hidden = (2, 3) if tiled else (3, 4)
     dense = 3 if model.layers[-1].tiled else 4
@@ -301,7 +301,7 @@ def test_launches_per_training_step(batch_size, tiles):
     per_step = 1 + first + 2 + hidden + 2 + dense + dense + 1 + 1 + split_sums
     assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
     assert per_step - split_sums <= 4 * 6 + 3
-    assert hidden + (model.layers[3]._splits(batch_size * model.layers[3].positions)[0] > 1) <= 4
+    assert hidden + (model.layers[2]._splits(batch_size * model.layers[2].positions)[0] > 1) <= 4
 
 
 # -- bad input ---------------------------------------------------------------------------------

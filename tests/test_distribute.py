@@ -110,6 +110,17 @@ def test_float64_model_on_a_device_without_float64_is_refused():
     model32.compile("adam", "mse", distribution=strategy)
 
 
+def test_train_on_batch_is_refused_under_a_distribution():
+    """train_on_batch would step the main replica alone; fit is the way under DataParallel."""
+    x, y = data()
+    with clnet.distribute.DataParallel(devices=two_replicas_on_one_device()).scope():
+        model = make()
+        model.compile("adam", "mse")
+    with pytest.raises(ValueError, match=r"train_on_batch runs one device's step.*DataParallel.*use fit"):
+        model.train_on_batch(x[:8], y[:8])
+    assert model.optimizer.iterations == 0
+
+
 def test_batches_smaller_than_the_replicas_are_refused():
     x, y = data()
     strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device())

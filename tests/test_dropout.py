@@ -97,7 +97,7 @@ def test_gradients_with_a_fixed_mask(fp64):
     x = rng.normal(size=(5, 2, 3))
     check_model(model, x, rng.integers(0, 3, 5), rng, training=True)
     # The check is not vacuous: some of the hidden units are dropped.
-    hidden = model.layers[3]
+    hidden = model.layers[2]
     assert 0 < (hidden.outputs.numpy()[:5] == 0).mean() < 1
 
 

@@ -69,3 +69,28 @@ def test_unbuilt_model_builds_from_its_first_data():
     model.compile("sgd", "mse")
     model.fit(np.ones((4, 7)), np.zeros((4, 3)), verbose=0)
     assert model.built and model.layers[0].input_shape == (7,)
+
+
+def test_layers_and_get_layer_as_keras():
+    """Keras 3's `layers`: a Sequential's leaves its Input out, a functional model's lists its
+    Inputs first; get_layer by name or index, and errors that say what exists."""
+    hidden = Dense(4, "relu", name="hidden")
+    sequential = clnet.Sequential([Input((3,), name="x"), hidden, Dense(2, name="head")], seed=0)
+    assert [l.name for l in sequential.layers] == ["hidden", "head"]
+    assert sequential.get_layer("head") is sequential.layers[1] and sequential.get_layer(index=0) is hidden
+    assert sequential.get_layer(index=-1).name == "head"
+    x = Input((3,), name="x")
+    functional = clnet.Model(x, Dense(2, name="head")(Dense(4, name="hidden")(x)))
+    assert [type(l).__name__ for l in functional.layers] == ["Input", "Dense", "Dense"]
+    assert functional.get_layer(index=0) is x and functional.get_layer("hidden").units == 4
+    with pytest.raises(ValueError, match=r"No such layer: 'tail'. Existing layers are: \['hidden', 'head'\]"):
+        sequential.get_layer("tail")
+    with pytest.raises(ValueError, match=r"index 2 is not a position in model 'sequential', which has 2 layers"):
+        sequential.get_layer(index=2)
+    with pytest.raises(ValueError, match=r"only a layer name or a layer index"):
+        sequential.get_layer("head", 0)
+    with pytest.raises(ValueError, match=r"either a layer name or a layer index"):
+        sequential.get_layer()
+    text = io.StringIO()
+    sequential.summary(file=text)
+    assert "hidden (Dense)" in text.getvalue() and "(Input)" not in text.getvalue()

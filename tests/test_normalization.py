@@ -133,7 +133,7 @@ def test_layer_norm_gradients(fp64, shape, axis):
                   "binary_crossentropy")
     built(model, shape)
     features = (None, *shape)[axis]
-    model.layers[1].set_weights([rng.normal(size=features), rng.normal(size=features)])
+    model.layers[0].set_weights([rng.normal(size=features), rng.normal(size=features)])
     x = rng.normal(size=(4, *shape))
     check_model(model, x, rng.integers(0, 2, (4, 3)).astype(float), rng)
 

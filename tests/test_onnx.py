@@ -70,7 +70,7 @@ def check_file(model, path, rng, dtype):
     back gives the same layers, the same weights and the same predictions, bit for bit."""
     proto = onnx.load(path)
     onnx.checker.check_model(proto, full_check=True)
-    first = model.layers[1] if len(model.layers) > 1 else None
+    first = next((layer for layer in model.layers if not isinstance(layer, Input)), None)
     x = (rng.integers(0, first.input_dim, (7, *model.input_shape)) if isinstance(first, Embedding)  # token ids
          else rng.normal(size=(7, *model.input_shape))).astype(dtype)
     want = model.predict(x)
@@ -292,7 +292,7 @@ def example_models(name, dtype, rng):
     if name in LAYER_EXAMPLES:
         shape, layers = LAYER_EXAMPLES[name]
         model = built(layers(), shape, dtype)
-        first = model.layers[1] if len(model.layers) > 1 else None
+        first = next((layer for layer in model.layers if not isinstance(layer, Input)), None)
         xs = [(rng.integers(0, first.input_dim, (7, *shape)) if isinstance(first, Embedding)  # token ids
                else rng.normal(size=(7, *shape))).astype(dtype)]
         models = [(model, xs)]
@@ -371,8 +371,8 @@ def test_import_torch_sequence(name, recurrent, return_sequences, exporter):
     stored = np.load(DATA / f"{name}.npz")
     model = clnet.onnx.load(DATA / f"{name}{exporter}.onnx")
     assert type(model) is clnet.Sequential and model.input_shape == (6,)
-    assert [type(l) for l in model.layers] == [Input, Embedding, recurrent, Dense]
-    layer = model.layers[2]
+    assert [type(l) for l in model.layers] == [Embedding, recurrent, Dense]
+    layer = model.layers[1]
     assert (layer.units, layer.return_sequences, layer.go_backwards, layer.use_bias) == (5, return_sequences, False,
                                                                                          True)
     assert (layer.activation.name, layer.recurrent_activation.name) == ("tanh", "sigmoid")
@@ -444,8 +444,8 @@ def test_import_recurrent_forms(rng):
     for nodes, output, go_backwards, return_sequences in ((reverse, (4,), True, False), (layout, (6, 4), False, True)):
         proto = graph_model(nodes, weights, (6, 3), output, opset=14)
         model = clnet.onnx.load(proto)
-        assert [type(l) for l in model.layers] == [Input, LSTM]
-        assert (model.layers[1].go_backwards, model.layers[1].return_sequences) == (go_backwards, return_sequences)
+        assert [type(l) for l in model.layers] == [LSTM]
+        assert (model.layers[0].go_backwards, model.layers[0].return_sequences) == (go_backwards, return_sequences)
         want = ReferenceEvaluator(proto).run(None, {"x": x})[0]  # onnxruntime has no layout=1 LSTM
         assert_close(model.predict(x), want, 1e-5)
     gru = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
@@ -503,7 +503,7 @@ def test_recurrent_activation_exports(layer, tmp_path, rng):
     """The activations ONNX's recurrent ops take by name (with alpha, beta), in float32 on onnxruntime;
     one they do not take is refused, naming the layer."""
     model = built([layer()], (5, 3))
-    model.layers[1].set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.layers[1].get_weights()])
+    model.layers[0].set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.layers[0].get_weights()])
     model.export(tmp_path / "model.onnx")
     check_file(model, tmp_path / "model.onnx", rng, np.float32)
     with pytest.raises(ValueError, match=r"LSTM 'lstm' cannot be exported to ONNX with activation Swish\(b=1\): "
@@ -677,10 +677,10 @@ def test_import_trained_elsewhere(name, outputs, leak):
     and fine-tunes."""
     stored = np.load(DATA / outputs)
     model = clnet.onnx.load(DATA / name)
-    assert [(type(l).__name__, getattr(l, "activation", None).__class__.__name__) for l in model.layers[1:]] == [
+    assert [(type(l).__name__, getattr(l, "activation", None).__class__.__name__) for l in model.layers] == [
         ("Flatten", "NoneType"), ("Dense", "ReLU"), ("Dense", "Swish"), ("Dense", "LReLU"), ("Dense", "Tanh"),
         ("Dense", "Sigmoid"), ("Dense", "Softmax")]
-    assert model.layers[4].activation.a == leak and not model.layers[4].use_bias
+    assert model.layers[3].activation.a == leak and not model.layers[3].use_bias
     assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
 
     labels = np.arange(len(stored["x"])) % 3
@@ -729,11 +729,11 @@ def test_import_patterns(tmp_path, rng):
     path = tmp_path / "handmade.onnx"
     onnx.save(graph_model(nodes, constants, (2, 3), (4,)), path)
     model = clnet.onnx.load(path)
-    layers = [(type(l).__name__, l.get_config().get("activation")) for l in model.layers[1:]]
+    layers = [(type(l).__name__, l.get_config().get("activation")) for l in model.layers]
     assert layers == [("Flatten", None), ("Dense", {"name": "sigmoid", "a": 2.0, "b": 0.5}),
                       ("Dense", {"name": "linear", "a": 0.25, "b": 0.25}), ("Activation", "relu"),
                       ("Activation", "swish"), ("Softmax", None)]
-    assert model.layers[5].activation.b == 1.5
+    assert model.layers[4].activation.b == 1.5
     x = f(7, 2, 3)
     assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
 
@@ -755,7 +755,7 @@ def test_import_computed_flatten(tmp_path, rng):
     path = tmp_path / "computed.onnx"
     onnx.save(graph_model(nodes, constants, (2, 3), (4,)), path)
     model = clnet.onnx.load(path)
-    assert [type(l).__name__ for l in model.layers] == ["Input", "Flatten", "Dense"]
+    assert [type(l).__name__ for l in model.layers] == ["Flatten", "Dense"]
     x = rng.normal(size=(5, 2, 3)).astype(np.float32)
     assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
 
@@ -770,7 +770,7 @@ def test_import_float64_graph(rng):
     proto = graph_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"w": w}, (3,), (2,),
                         dtype=TensorProto.DOUBLE)
     model = clnet.onnx.load(proto)
-    assert model.dtype == np.float64 and not model.layers[1].use_bias
+    assert model.dtype == np.float64 and not model.layers[0].use_bias
     x = rng.normal(size=(5, 3))
     np.testing.assert_allclose(model.predict(x), x @ w, rtol=1e-12)
     assert clnet.onnx.load(proto, floatx="float32").dtype == np.float32
@@ -828,7 +828,7 @@ def test_import_dropout_identity_and_dead_branches(rng):
     nodes = [helper.make_node("Dropout", ["x", "ratio"], ["d"]), helper.make_node("Identity", ["d"], ["i"]),
              helper.make_node("Tanh", ["i"], ["unused"]), helper.make_node("MatMul", ["i", "w"], ["y"])]
     model = clnet.onnx.load(graph_model(nodes, {"ratio": np.array(0.5, np.float32), "w": w}, (3,), (2,)))
-    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Dense"]
+    assert [type(layer).__name__ for layer in model.layers] == ["Dense"]
     x = rng.normal(size=(4, 3)).astype(np.float32)
     assert_close(model.predict(x), x @ w, 1e-6)
 
@@ -855,7 +855,7 @@ def test_import_channels_first_graph(tmp_path, rng):
     model = clnet.onnx.load(path)
     assert model.input_shape == (9, 8, 3)
     assert [type(layer).__name__ for layer in model.layers] == [
-        "Input", "ZeroPadding2D", "Conv2D", "ZeroPadding2D", "AveragePooling2D", "MaxPooling2D", "Conv2D",
+        "ZeroPadding2D", "Conv2D", "ZeroPadding2D", "AveragePooling2D", "MaxPooling2D", "Conv2D",
         "GlobalAveragePooling2D", "Flatten", "Dense"]
     assert [layer.padding for layer in model.layers if isinstance(layer, (Conv2D, MaxPooling2D))] == [
         "valid", "same", "same"]
@@ -942,7 +942,7 @@ def test_import_keras_cnn():
     assert type(model) is clnet.Sequential and model.input_shape == (10, 10, 2)
     assert [(type(l).__name__, getattr(l, "use_bias", None), getattr(getattr(l, "activation", None), "name", None))
             for l in model.layers] == [
-        ("Input", None, None), ("Conv2D", True, "relu"), ("BatchNormalization", None, None),
+        ("Conv2D", True, "relu"), ("BatchNormalization", None, None),
         ("MaxPooling2D", None, None), ("Conv2D", True, "linear"), ("GlobalAveragePooling2D", None, None),
         ("Dense", True, "softmax")]
     assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
@@ -959,10 +959,10 @@ def test_import_torch_layer_norm(name):
     stored = np.load(DATA / "torch_ln.npz")
     model = clnet.onnx.load(DATA / name)
     assert type(model) is clnet.Sequential
-    assert [type(l).__name__ for l in model.layers] == ["Input", "Dense", "LayerNormalization", "Activation", "Dense"]
-    norm = model.layers[2]
+    assert [type(l).__name__ for l in model.layers] == ["Dense", "LayerNormalization", "Activation", "Dense"]
+    norm = model.layers[1]
     assert (norm.axis, norm.epsilon, norm.center, norm.scale) == (-1, 1e-5, True, True)
-    assert model.layers[3].activation.name == "gelu"
+    assert model.layers[2].activation.name == "gelu"
     assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
     labels = np.arange(len(stored["x"])) % 3
     model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")

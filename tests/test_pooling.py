@@ -154,7 +154,7 @@ def test_reshape_gradients(fp64):
     rng = np.random.default_rng(8)
     model = build([Input((12,)), Dense(12, "tanh"), Reshape((2, -1, 2)), Conv2D(2, (1, 2), activation="tanh"),
                    Reshape((-1,)), Dense(2)], "mse")
-    assert model.layers[2].compute_output_shape((12,)) == (2, 3, 2)
+    assert model.layers[1].compute_output_shape((12,)) == (2, 3, 2)
     check_model(model, rng.normal(size=(3, 12)), rng.normal(size=(3, 2)), rng)
 
 
@@ -174,10 +174,10 @@ def test_save_load_predict_and_config(tmp_path, rng):
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
     assert clnet.Sequential.from_config(model.get_config()).get_config() == model.get_config()
     configs = [layer.get_config() for layer in model.layers]
-    assert configs[1] == {"name": "zeropadding2d", "padding": [[1, 0], [0, 2]]}
-    assert configs[3] == {"name": "averagepooling2d", "pool_size": [3, 3], "strides": [2, 2], "padding": "same"}
-    assert configs[5] == {"name": "reshape", "target_shape": [-1, 3]}
-    assert configs[9] == {"name": "globalmaxpooling2d", "keepdims": True}
+    assert configs[0] == {"name": "zeropadding2d", "padding": [[1, 0], [0, 2]]}
+    assert configs[2] == {"name": "averagepooling2d", "pool_size": [3, 3], "strides": [2, 2], "padding": "same"}
+    assert configs[4] == {"name": "reshape", "target_shape": [-1, 3]}
+    assert configs[8] == {"name": "globalmaxpooling2d", "keepdims": True}
 
 
 @pytest.mark.parametrize("make,input_shape,message", [
@@ -226,14 +226,14 @@ def test_the_model_tells_the_layers_a_dense_reads_to_write_y_t(rng):
     weight gradient does; the GPU form's reads x, and then its input's producer is not told."""
     model = clnet.Sequential([Input((14, 14, 1)), Conv2D(2, 3), MaxPooling2D(), Conv2D(3, 3), MaxPooling2D(), Flatten(),
                               Dense(6, "relu"), Dense(5, "relu"), Dropout(0.5), Dense(4, "relu"), Dense(3)], seed=0)
-    pool1, pool2, first_dense, second_dense = model.layers[2], model.layers[4], model.layers[6], model.layers[7]
+    pool1, pool2, first_dense, second_dense = model.layers[1], model.layers[3], model.layers[5], model.layers[6]
     reads = [layer.reads_transposed for layer in model.layers if isinstance(layer, Dense)]
     told = [False, False, False, reads[0], reads[0], reads[1], False, reads[2], reads[3], False]
-    assert [layer.writes_transposed for layer in model.layers[1:]] == told
+    assert [layer.writes_transposed for layer in model.layers] == told
     assert not model._batch_transposed  # a convolution reads the batch
     model.compile("sgd", "mse")
     model.fit(rng.normal(size=(4, 14, 14, 1)), rng.normal(size=(4, 3)), batch_size=4, verbose=0)
     assert pool1.outputs.transposed is None and second_dense.outputs.transposed is None
     assert getattr(pool2.outputs.transposed, "shape", None) == ((12, 4) if reads[0] else None)
     assert getattr(first_dense.outputs.transposed, "shape", None) == ((6, 4) if reads[1] else None)
-    assert getattr(model.layers[8].outputs, "transposed", None) is None  # the Dropout
+    assert getattr(model.layers[7].outputs, "transposed", None) is None  # the Dropout

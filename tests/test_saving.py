@@ -290,7 +290,7 @@ def test_load_into_other_floatx(tmp_path, optimizer, saved, loaded):
     for slot, tensor in other.optimizer.moments.items():
         flat = tensor.numpy()
         outside = np.ones(flat.size, bool)
-        for layer in other.layers[2:]:
+        for layer in other.layers[1:]:
             for parameter in layer.parameters:
                 outside[parameter.offset + parameter.keras_index] = False
         assert outside.sum() > 0

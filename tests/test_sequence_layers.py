@@ -27,9 +27,9 @@ def test_dense_on_the_last_axis(rng, time, features, units):
         return clnet.Sequential([Input((time, features)), Dense(units, "tanh"), Dense(4, "softmax"), Flatten(),
                                  Dense(2)], floatx=floatx, seed=1)
     model = make("float32")
-    assert [l.output_shape for l in model.layers[1:]] == [(time, units), (time, 4), (time * 4,), (2,)]
+    assert [l.output_shape for l in model.layers] == [(time, units), (time, 4), (time * 4,), (2,)]
     x, y = rng.normal(size=(5, time, features)), rng.normal(size=(5, 2))
-    (k1, b1), (k2, b2), (k3, b3) = (model.layers[i].get_weights() for i in (1, 2, 4))
+    (k1, b1), (k2, b2), (k3, b3) = (model.layers[i].get_weights() for i in (0, 1, 3))
     h = softmax(np.tanh(x @ k1 + b1) @ k2 + b2)
     close(model.predict(x.astype(F32)), h.reshape(5, -1) @ k3 + b3, rtol=1e-4, atol=1e-5)
 
@@ -141,7 +141,7 @@ def test_token_mean_loss_and_accuracy(rng, case):
     model.compile(clnet.optimizers.Adam(0.05), loss, ["accuracy"])
     x = rng.normal(size=(11, time, 3)).astype(F32)
     y = sequence_targets(kind, rng, 11, time, classes)
-    kernel, bias = model.layers[1].get_weights()
+    kernel, bias = model.layers[0].get_weights()
     want_loss, want_accuracy = keras_style_loss(case, x @ kernel + bias, y)
     got_loss, got_accuracy = model.evaluate(x, y, batch_size=4)
     close(got_loss, want_loss, rtol=1e-5)

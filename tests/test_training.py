@@ -35,6 +35,49 @@ def test_fashion_mnist_learns(fashion):
     assert (probabilities.argmax(1) == y_test).mean() == pytest.approx(accuracy, abs=1e-6)
 
 
+def test_train_on_batch_is_a_step_of_fit(fashion):
+    """train_on_batch is fit's step on the same rows (the same weights after, bit for bit, a partial
+    batch of 37 too) and, as Keras's, returns the batch's loss and accuracy before the update: what
+    test_on_batch and numpy's cross-entropy of predict_on_batch give then."""
+    (x, y), _ = fashion
+    model, twin = mlp(), mlp()
+    for m in (model, twin):
+        m.compile("adam", "categorical_crossentropy", metrics=["accuracy"])
+    for rows in (slice(0, 64), slice(64, 101)):
+        xb, yb = x[rows], y[rows]
+        p = model.predict_on_batch(xb)
+        np.testing.assert_array_equal(p, twin.predict(xb, batch_size=len(xb)))
+        want_loss = -np.log(np.clip(p[np.arange(len(yb)), yb], 1e-7, 1)).mean()
+        want_accuracy = (p.argmax(1) == yb).mean()
+        before = model.test_on_batch(xb, yb, return_dict=True)
+        assert before == twin.evaluate(xb, yb, batch_size=len(xb), return_dict=True)
+        assert before["loss"] == pytest.approx(want_loss, rel=1e-5) and before["accuracy"] == want_accuracy
+        loss, accuracy = model.train_on_batch(xb, yb)
+        assert loss == pytest.approx(want_loss, rel=1e-5) and accuracy == want_accuracy
+        twin.fit(xb, yb, batch_size=len(xb), epochs=1, verbose=0, shuffle=False)
+    assert model.optimizer.iterations == 2
+    for a, b in zip(model.get_weights(), twin.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert model.train_on_batch(x[:8], y[:8], return_dict=True).keys() == {"loss", "accuracy"}
+
+
+def test_on_batch_methods_check_their_input():
+    model = mlp()
+    x, y = np.zeros((4, 28, 28)), np.zeros(4, int)
+    with pytest.raises(clnet.NotCompiledError, match=r"compile\(optimizer, loss\) before train_on_batch"):
+        model.train_on_batch(x, y)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match=r"y \(the targets\) is required"):
+        model.test_on_batch(x)
+    with pytest.raises(ValueError, match=r"x has shape \(4, 28\), but the model's first layer expects samples "
+                                         r"of shape \(28, 28\)"):
+        model.train_on_batch(x[:, 0], y)
+    with pytest.raises(ValueError, match=r"x has 4 samples but y has 3"):
+        model.train_on_batch(x, y[:3])
+    assert model.optimizer.iterations == 0
+    assert isinstance(model.train_on_batch(x, y), float)  # the loss alone, without metrics
+
+
 def test_same_seed_same_run(fashion):
     (x, y), _ = fashion
     x, y = x[:1000], y[:1000]
