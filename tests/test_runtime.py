@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import clnet
+from clnet.cl import runtime as runtime_module
 from clnet.cl.runtime import BuildError, Runtime, sm90a_ptx
+from clnet.layers import BatchNormalization, Dense, Flatten, Input, LayerNormalization, MultiHeadAttention
+from clnet.layers.multi_head_attention import PRODUCT_TILES
 
 
 def test_devices_are_listed_with_their_capabilities():
@@ -121,3 +124,22 @@ def test_no_kernel_source_redefines_a_common_helper():
         if source.name != "common.cl":
             clashes = common & set(definition.findall(source.read_text()))
             assert not clashes, f"{source.relative_to(package)} redefines common.cl's {sorted(clashes)}"
+
+
+def test_the_warp_shuffle_branches_compile_on_any_device(rt, monkeypatch):
+    """What only NVIDIA GPUs build (WARP_SHUFFLES: common.cl's shuffles in every program,
+    LayerNormalization's warps, the attention's row blocks in the GPU's tiles) is built here too,
+    its PTX shuffle stood in for by a copy: builds only, no numbers (a CPU has no warps)."""
+    shuffle = re.search(r"asm volatile\(\"shfl[^;]*;[^;]*;", runtime_module.read_source("cl/common.cl"))
+    assert shuffle, "common.cl's shuffle_xor is no longer one asm statement"
+    plain = runtime_module.read_source
+    monkeypatch.setattr(runtime_module, "read_source", lambda name: plain(name).replace(shuffle[0], "other = v;"))
+    monkeypatch.setattr(Runtime, "warp_shuffles", lambda self, dtype: self.check_dtype(dtype) == np.float32)
+    monkeypatch.setattr(rt, "_programs", {})  # builds of their own (an NVIDIA GPU's real ones have these keys)
+    x = Input((36, 8))
+    h = LayerNormalization()(x)
+    h = MultiHeadAttention(2, 8, tiles=PRODUCT_TILES)(h, h, use_causal_mask=True)
+    model = clnet.Model(x, Dense(3, "softmax")(Flatten()(BatchNormalization()(h))), floatx="float32", seed=0)
+    assert model.get_layer(index=1).warp_groups
+    model.compile("adam", "sparse_categorical_crossentropy")
+    assert rt.builds >= 6  # common.cl in each
