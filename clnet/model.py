@@ -163,7 +163,7 @@ class Model:
             self._steps.append((runner, call))
         # Which layers write y^T as well as y: those a layer reading x^T reads (a view, such as
         # Flatten, passes on its input's y^T, so it reads x^T where a layer above it does).
-        producers = {id(call.output): runner for runner, call in self._steps}
+        producers = {id(t): runner for runner, call in self._steps for t in call.outputs}
         for runner, _ in self._steps:
             runner.writes_transposed = False
         for runner, call in reversed(self._steps):  # the readers of a call's output come after it
@@ -204,7 +204,7 @@ class Model:
         if self.built and self.compiled:
             self.optimizer.bind(self.store)
             layer = self._output.call.layer
-            self._fold = self.loss.can_fold(layer.output_activation)
+            self._fold = self._output.index == 0 and self.loss.can_fold(layer.output_activation)
             # fit and evaluate read the output only through the loss: an output layer whose
             # softmax the loss folds may leave the softmax to the loss kernel (see _forward_loss).
             self._softmax_in_loss = (self._fold and self.loss.folds == "softmax" and not self._output_consumed
@@ -242,7 +242,7 @@ class Model:
         every block's two residual sums fold into the attention's and the feed-forward's last
         Dense; on the H100 the tiny GPT's 8 Sums took 10 us each."""
         order = {id(i.output): -1 for i in self._inputs}
-        order.update({id(call.output): k for k, (_, call) in enumerate(self._steps)})
+        order.update({id(t): k for k, (_, call) in enumerate(self._steps) for t in call.outputs})
         self._residuals, self._folded = {}, {}
         calls = {id(call.output): call for _, call in self._steps}
         for runner, call in self._steps:
@@ -250,7 +250,8 @@ class Model:
                 continue
             for b, a in (call.inputs, call.inputs[::-1]):
                 maker = producers.get(id(b))
-                if (maker is not None and maker.adds_to_output and consumers[id(b)] == 1 and b is not self._output
+                if (maker is not None and maker.adds_to_output and b.index == 0 and consumers[id(b)] == 1
+                        and b is not self._output
                         and id(calls[id(b)]) not in self._residuals and order[id(a)] < order[id(b)]):
                     self._residuals[id(calls[id(b)])] = a
                     self._folded[id(call)] = b
@@ -292,7 +293,8 @@ class Model:
             plan = {}
             for runner, call in self._steps:
                 plan[id(call)] = [upstream[id(t)] for t in call.inputs]
-                upstream[id(call.output)] = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
+                needed = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
+                upstream.update({id(t): needed for t in call.outputs})
             self._grad_plans[want_input_grad] = plan
         return self._grad_plans[want_input_grad]
 
@@ -324,7 +326,11 @@ class Model:
             forward = runner.forward_logits if logits and call.output is self._output else runner.forward
             residual = self._residuals.get(id(call))
             added = {} if residual is None else {"add": values[id(residual)]}
-            values[id(call.output)] = forward(xs if runner.multi_input else xs[0], rows, **added)
+            result = forward(xs if runner.multi_input else xs[0], rows, **added)
+            if len(call.outputs) == 1:
+                values[id(call.output)] = result
+            else:  # a list, an output per tensor (a recurrent layer's states)
+                values.update({id(t): value for t, value in zip(call.outputs, result)})
         return values[id(self._output)]
 
     def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
@@ -346,10 +352,10 @@ class Model:
         layer's backward is enqueued (a distribution starts copying its gradients then)."""
         grads = {id(self._output): self._output_grad}
         for runner, call in reversed(self._steps):
-            grad = grads.pop(id(call.output), None)
-            if grad is None:  # nothing upstream of this call has parameters (or was asked for)
+            output_grads = [grads.pop(id(t), None) for t in call.outputs]
+            if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
                 continue
-            self._backward_call(runner, call, grad, rows, plan[id(call)], grads)
+            self._backward_call(runner, call, output_grads, rows, plan[id(call)], grads)
             if done is not None:
                 self.rt.join_side()  # the distribution copies this layer's gradients now
                 done(runner)
@@ -357,8 +363,10 @@ class Model:
         self.store.add_shared_gradients()
         return [grads.get(id(i.output)) for i in self._inputs]
 
-    def _backward_call(self, runner, call, grad: Tensor, rows: int, wanted: list[bool], grads: dict) -> None:
-        """One call's backward pass; the gradients of its inputs go into `grads`."""
+    def _backward_call(self, runner, call, output_grads: list, rows: int, wanted: list[bool], grads: dict) -> None:
+        """One call's backward pass, given its outputs' gradients (None for an output nothing
+        read, of a call with several); the gradients of its inputs go into `grads`."""
+        grad = output_grads[0]
         if runner.multi_input:
             results = runner.backward(grad, rows, wanted)
         else:
@@ -366,6 +374,8 @@ class Model:
             # The input's gradient from its later readers, where this layer adds its own to it.
             earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
             added = {} if earlier is None else {"add_to": earlier}
+            if len(output_grads) > 1:
+                added["state_grads"] = output_grads[1:]
             results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
             if earlier is not None:
                 grads[id(call.inputs[0])] = results[0]
@@ -762,7 +772,8 @@ class Model:
 
     def get_config(self) -> dict:
         """The layers and, per call in the order made, which layer ran on which tensors; a tensor is
-        [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0)."""
+        [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0), or
+        [layer index, k, j]: its j-th output, j > 0 (a recurrent layer's states)."""
         position = {id(l): i for i, l in enumerate(self._layers)}
         refs = {id(i.output): [position[id(i)], 0] for i in self._inputs}
         made: dict[int, int] = {}
@@ -771,7 +782,7 @@ class Model:
             k = made.get(id(call.layer), 0)
             made[id(call.layer)] = k + 1
             calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
-            refs[id(call.output)] = [position[id(call.layer)], k]
+            refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
         return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
                 "layers": [_layer_config(l) for l in self._layers], "calls": calls,
                 "inputs": [position[id(i)] for i in self._inputs], "output": refs[id(self._output)]}
@@ -779,14 +790,16 @@ class Model:
     @classmethod
     def from_config(cls, config: dict, floatx: str | None = None) -> "Model":
         layers = [_layer_from_config(entry) for entry in config["layers"]]
-        tensors = {(i, 0): l.output for i, l in enumerate(layers) if isinstance(l, Input)}
+        outputs = {(i, 0): [l.output] for i, l in enumerate(layers) if isinstance(l, Input)}  # per call
+        tensor = lambda ref: outputs[ref[0], ref[1]][ref[2] if len(ref) > 2 else 0]
         made: dict[int, int] = {}
         for call in config["calls"]:
             index = call["layer"]
             k = made.get(index, 0)
             made[index] = k + 1
-            tensors[index, k] = layers[index]([tensors[tuple(ref)] for ref in call["inputs"]])
-        return cls([layers[i] for i in config["inputs"]], tensors[tuple(config["output"])], name=config["name"],
+            result = layers[index]([tensor(ref) for ref in call["inputs"]])
+            outputs[index, k] = result if isinstance(result, list) else [result]
+        return cls([layers[i] for i in config["inputs"]], tensor(config["output"]), name=config["name"],
                    floatx=floatx or config["floatx"], seed=config["seed"])
 
     def summary(self, file=None) -> None:
@@ -794,15 +807,21 @@ class Model:
         file = file or sys.stdout
         device = self.rt.info
         graph = type(self) is not Sequential
-        width = 62 + 30 * graph
-        print(f'Model "{self.name}"  ({self.dtype.name} on {device.name})', file=file)
-        print(f"{'Layer (type)':<32}{'Output shape':<20}{'Params':>10}" + ("  Connected to" if graph else ""), file=file)
-        print("=" * width, file=file)
         sources = {id(l): [] for l in self._layers}
+        shapes = {}  # a layer of several outputs shows them all, as Keras
         for call in self._calls:
             sources[id(call.layer)].extend(t.call.layer.name for t in call.inputs)
+            shapes.setdefault(id(call.layer), [t.shape for t in call.outputs])
+        listed = {id(l): shapes.get(id(l), [(None, *l.output_shape)]) for l in self.layers}  # Inputs have no call
+        shown = {key: str(shape[0] if len(shape) == 1 else shape) for key, shape in listed.items()}
+        column = max([20, *(len(text) + 2 for text in shown.values())])  # Output shape
+        width = 42 + column + 30 * graph
+        print(f'Model "{self.name}"  ({self.dtype.name} on {device.name})', file=file)
+        print(f"{'Layer (type)':<32}{'Output shape':<{column}}{'Params':>10}" + ("  Connected to" if graph else ""),
+              file=file)
+        print("=" * width, file=file)
         for layer in self.layers:  # a Sequential's Input has no row, as in Keras
-            line = (f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{str((None, *layer.output_shape)):<20}"
+            line = (f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{shown[id(layer)]:<{column}}"
                     f"{layer.count_params():>10,}")
             print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
         print("=" * width, file=file)
@@ -838,6 +857,11 @@ class Sequential(Model):
         self._append(layer)
         if self.input_shape is not None:
             kept = [l.get_weights() for l in self._layers[:-1]] if self.built else []
+            try:
+                self._chain(self.input_shape)
+            except Exception:  # a layer that does not fit leaves the model as it was
+                self._layers.pop()
+                raise
             self.build(self.input_shape)
             for l, weights in zip(self._layers, kept):
                 l.set_weights(weights)
@@ -856,6 +880,11 @@ class Sequential(Model):
 
     def build(self, input_shape) -> None:
         """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
+        self._inputs, self._calls, self._output = self._chain(input_shape)
+        super().build()
+
+    def _chain(self, input_shape) -> tuple[list[Input], list[Call], KerasTensor]:
+        """The stack as a graph: its Input, a call per layer, the last call's output."""
         if not self._layers:
             raise ValueError("the model has no layers; add some before building it")
         first = self._layers[0]
@@ -865,10 +894,14 @@ class Sequential(Model):
                              f"cannot build it for samples of shape {tuple(input_shape)}")
         tensor, calls = source.output, []
         for layer in self._layers[1:] if source is first else self._layers:
-            calls.append(Call(layer, [tensor], layer.compute_output_shape(tensor.sample_shape)))
+            shapes = layer.compute_output_shapes(tensor.sample_shape)
+            if len(shapes) > 1:
+                raise ValueError(f"all layers in a Sequential model should have a single output tensor; "
+                                 f"{layer.describe()} has {len(shapes)} (return_state=True): use the functional "
+                                 "API, Model(inputs, outputs), for multi-output layers")
+            calls.append(Call(layer, [tensor], shapes))
             tensor = calls[-1].output
-        self._inputs, self._calls, self._output = [source], calls, tensor
-        super().build()
+        return [source], calls, tensor
 
     def get_config(self) -> dict:
         return {"name": self.name, "floatx": self.dtype.name, "seed": self.seed,

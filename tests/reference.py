@@ -405,9 +405,10 @@ def _sigmoid(x):
 
 
 def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=False, go_backwards=False,
-              activation=np.tanh, recurrent_activation=_sigmoid):
+              activation=np.tanh, recurrent_activation=_sigmoid, return_state=False):
     """Keras's SimpleRNN/LSTM/GRU (reset_after=True) forward pass over x (batch, steps, features).
-    With go_backwards the reversed sequence is fed, and the outputs stay in processing order."""
+    With go_backwards the reversed sequence is fed, and the outputs stay in processing order.
+    With return_state, [output, h] (LSTM: [output, h, c]) of the last step processed."""
     x = x[:, ::-1] if go_backwards else x
     units = recurrent_kernel.shape[0]
     h = np.zeros((len(x), units))
@@ -431,7 +432,8 @@ def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=Fal
             z, r = recurrent_activation(xz + uz), recurrent_activation(xr + ur)
             h = z * h + (1 - z) * activation(xh + r * uh)
         outputs.append(h)
-    return np.stack(outputs, axis=1) if return_sequences else h
+    output = np.stack(outputs, axis=1) if return_sequences else h
+    return [output, h] + ([c] if kind == "LSTM" else []) if return_state else output
 
 
 def numeric_gradients(f, arrays, dy, step=1e-6):

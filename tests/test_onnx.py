@@ -420,8 +420,6 @@ def lstm_graph(rng, lstm_inputs=("t", "w", "r", "b"), outputs=("y_raw",), after=
      r"clnet reads one layer per op"),
     (dict(after=[helper.make_node("Relu", ["y_raw"], ["y"])]),
      r"ONNX node lstm \(LSTM\): its output is read by \(unnamed\) \(Relu\) before its batch axis is first again"),
-    (dict(outputs=("", "", "c"), after=[helper.make_node("Squeeze", ["c", "one"], ["y"])]),
-     r"\(LSTM\): its output Y_c \(the last cell state\) is read; clnet's LSTM returns h"),
 ])
 def test_import_recurrent_errors(arguments, message, rng):
     with pytest.raises(ValueError, match=message):
@@ -455,6 +453,43 @@ def test_import_recurrent_forms(rng):
                                          "reset_after=True"):
         clnet.onnx.load(graph_model(gru, {"w": f(1, 12, 3), "r": f(1, 12, 4), "zero": np.array([0], np.int64)},
                                     (6, 3), (4,)))
+
+
+def test_import_lstm_cell_state(rng):
+    """An LSTM whose last cell state Y_c is read (its h too, in the same Concat) is clnet's LSTM
+    with return_state=True: one layer, whose states the loaded model reads as onnxruntime does."""
+    zero = np.array([0], np.int64)
+    after = [helper.make_node("Squeeze", ["h", "zero"], ["h2"]), helper.make_node("Squeeze", ["c", "zero"], ["c2"]),
+             helper.make_node("Concat", ["c2", "h2"], ["y"], axis=1)]
+    proto = lstm_graph(rng, outputs=("", "h", "c"), after=after, constants={"zero": zero})
+    proto.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8]))
+    model = clnet.onnx.load(proto)
+    assert [type(l).__name__ for l in model.layers] == ["Input", "LSTM", "Concatenate"]
+    assert model.layers[1].return_state and not model.layers[1].return_sequences
+    x = rng.normal(size=(5, 6, 3)).astype(np.float32)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert_close(model.predict(x), session.run(["y"], {"x": x})[0], 1e-5)
+
+
+@pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_return_state_exports_and_loads(kind, dtype, tmp_path, rng):
+    """A recurrent layer's final states (ONNX's Y_h, and an LSTM's Y_c) read beside its output:
+    onnxruntime (float64: onnx's reference evaluator) matches predict; loaded back, the model
+    predicts the same, bit for bit."""
+    layer = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[kind]
+    for sequences, backwards in ((False, False), (True, True)):
+        x = Input((5, 3))
+        y, *states = layer(4, return_state=True, return_sequences=sequences, go_backwards=backwards)(x)
+        out = Dense(2)(Concatenate()([Flatten()(y) if sequences else y, *states]))
+        model = clnet.Model(x, out, floatx=np.dtype(dtype).name, seed=4)
+        model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
+        path = tmp_path / f"{kind}.onnx"
+        model.export(path)
+        xs = rng.normal(size=(7, 5, 3)).astype(dtype)
+        want = model.predict(xs)
+        assert_close(run_onnx(path, xs), want, RTOL[dtype])
+        np.testing.assert_array_equal(clnet.onnx.load(path).predict(xs), want)
 
 
 def test_import_attention_pattern_must_be_exact(tmp_path, rng):

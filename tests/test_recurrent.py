@@ -2,6 +2,7 @@
 formulas, tests/reference.py) in float32 at awkward sizes; Keras 3's own outputs for its weights
 (fixtures/keras_recurrent.npz); float64 gradient checks through time; training a stacked LSTM;
 launches per step; initializers; config, save/load; bad arguments."""
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.layers import GRU, LSTM, Dense, Flatten, Input, SimpleRNN
+from clnet.layers import GRU, LSTM, Concatenate, Dense, Flatten, Input, SimpleRNN
 from clnet.layers import recurrent as recurrent_layers
 from reference import ACTIVATIONS, built, device, layer_alone, numeric_gradients, recurrent
 from test_gradients import build, check_model
@@ -22,9 +23,12 @@ DIRECTIONS = [(False, False), (True, False), (False, True), (True, True)]
 FORMS = pytest.mark.parametrize("whole", [False, True], ids=["steps", "sequence"])
 
 
-def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0):
+def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0,
+                       read=None):
     """The layer's output, input gradient and weight gradients in float32 against the numpy
-    forward pass and central differences of it in float64."""
+    forward pass and central differences of it in float64. With return_state, its outputs are the
+    output and the final states, and `read` says which of them a gradient comes from (a list of
+    booleans; all by default)."""
     rng = np.random.default_rng(seed)
     f32 = np.float32
     # Weights of Glorot's scale past 16 units: wide layers' sums stay as well conditioned in float32.
@@ -37,16 +41,23 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
     x = rng.normal(size=(rows, steps, layer.n_in)).astype(f32)
     act = lambda name: (lambda z, f=ACTIVATIONS[name][0]: f(z, 1.0, 0.0))
 
-    def forward(x, *w):
-        return recurrent(kind, x, *w, return_sequences=layer.return_sequences, go_backwards=layer.go_backwards,
-                         activation=act(activation), recurrent_activation=act(recurrent_activation))
+    def outputs(x, *w):
+        result = recurrent(kind, x, *w, return_sequences=layer.return_sequences, go_backwards=layer.go_backwards,
+                           activation=act(activation), recurrent_activation=act(recurrent_activation),
+                           return_state=layer.return_state)
+        return result if layer.return_state else [result]
 
-    want = forward(x.astype(np.float64), *weights)
-    y = layer.forward(device(x, f32), rows).numpy()
-    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
-    dy = rng.normal(size=want.shape)
-    dx = layer.backward(device(dy, f32), rows, True).numpy()
-    want_dx, *want_dw = numeric_gradients(forward, [x, *weights], dy)
+    wants = outputs(x.astype(np.float64), *weights)
+    got = layer.forward(device(x, f32), rows)
+    for y, want in zip(got if layer.return_state else [got], wants, strict=True):
+        np.testing.assert_allclose(y.numpy()[:rows], want, rtol=1e-5, atol=1e-6)
+    read = read or [True] * len(wants)
+    dys = [rng.normal(size=want.shape) if used else np.zeros(want.shape) for want, used in zip(wants, read)]
+    grads = [device(dy, f32) if used else None for dy, used in zip(dys, read)]
+    states = {"state_grads": grads[1:]} if layer.return_state else {}
+    dx = layer.backward(grads[0], rows, True, **states).numpy()
+    flat = lambda *a: np.concatenate([y.ravel() for y in outputs(*a)])
+    want_dx, *want_dw = numeric_gradients(flat, [x, *weights], np.concatenate([dy.ravel() for dy in dys]))
     np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=2e-5)
     for got, expected in zip(layer.gradients(), want_dw):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
@@ -255,13 +266,113 @@ def test_config_round_trip_and_save(rt, tmp_path):
         "name": "g", "units": 4, "activation": {"name": "tanh"}, "recurrent_activation": {"name": "sigmoid", "a": 1.0,
                                                                                          "b": 0.0},
         "use_bias": True, "kernel_initializer": "glorot_uniform", "recurrent_initializer": "orthogonal",
-        "bias_initializer": "zeros", "return_sequences": True, "go_backwards": True, "reset_after": True}
+        "bias_initializer": "zeros", "return_sequences": True, "return_state": False, "go_backwards": True,
+        "reset_after": True}
     model.compile("adam", "mse")
     x, y = rng.normal(size=(6, 5, 3)), rng.normal(size=(6, 2))
     model.fit(x, y, batch_size=3, epochs=1, verbose=0)
     model.save(tmp_path / "rnn.h5")
     loaded = clnet.load_model(tmp_path / "rnn.h5")
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+
+
+# -- return_state -----------------------------------------------------------------------------
+# Which outputs of a layer with return_state a gradient comes from: all of them; the states only
+# (an encoder's: its output is read by nobody); LSTM's cell state only.
+READS = {"all": lambda n: [True] * n, "states": lambda n: [False] + [True] * (n - 1),
+         "last state": lambda n: [False] * (n - 1) + [True]}
+
+
+@FORMS
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("sequences,backwards", DIRECTIONS)
+@pytest.mark.parametrize("read", sorted(READS))
+def test_return_state_matches_numpy(rt, kind, sequences, backwards, read, whole):
+    """The output and the final states (h; LSTM's h and c) against Keras's formulas, and the
+    gradients that the states carry back into the last step: batch 3, 5 input features, 4 steps,
+    5 units (a partial block of units in the step form)."""
+    layer = layer_alone(KINDS[kind](5, return_sequences=sequences, go_backwards=backwards, return_state=True,
+                                    whole_sequence=whole), (4, 5), 3, np.float32)
+    compare_with_numpy(layer, kind, 4, 3, read=READS[read](1 + layer.state_count))
+
+
+def _with_states(kind, steps, read, sequences, backwards, whole, features=3):
+    """Input -> KIND(3, return_state=True) -> Dense(2, softmax) of what `read` takes of its
+    outputs, concatenated (the output flattened where it is every step's)."""
+    x = Input((steps, features))
+    y, *states = KINDS[kind](3, return_state=True, return_sequences=sequences, go_backwards=backwards,
+                             whole_sequence=whole, name="r")(x)
+    parts = [part for part, used in zip([Flatten()(y) if sequences else y, *states], READS[read](1 + len(states)))
+             if used]
+    return clnet.Model(x, Dense(2, "softmax")(Concatenate()(parts) if len(parts) > 1 else parts[0]),
+                       floatx="float64", seed=3)
+
+
+@FORMS
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("steps", [1, 2, 7])
+@pytest.mark.parametrize("read,sequences,backwards", [("all", False, False), ("all", True, True),
+                                                      ("states", True, False), ("last state", False, True)])
+def test_gradients_through_time_with_states(fp64, kind, steps, read, sequences, backwards, whole):
+    """Float64 central differences (check_model) with the final states read downstream: with the
+    output, which without return_sequences is the same h and so gets two gradients; without it."""
+    rng = np.random.default_rng(steps)
+    model = _with_states(kind, steps, read, sequences, backwards, whole)
+    model.loss_name = "categorical_crossentropy"
+    model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
+    check_model(model, rng.normal(size=(3, steps, 3)), rng.integers(0, 2, 3), rng, constant=(1,) if steps == 1 else ())
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_return_state_launches_nothing_more(rt, kind):
+    """The states are written by the last step and their gradients read by it: a training step
+    of a model reading the last state (LSTM's c) launches what one reading the output does."""
+    x, y = np.ones((4, 5, 3)), np.zeros(4, np.int64)
+    launches = []
+    for model in (_with_states(kind, 5, "last state", False, False, None),
+                  (lambda i: clnet.Model(i, Dense(2, "softmax")(KINDS[kind](3)(i))))(Input((5, 3)))):
+        model.compile("sgd", "sparse_categorical_crossentropy")
+        model.train_on_batch(x, y)
+        before = rt.launches
+        model.train_on_batch(x, y)
+        launches.append(rt.launches - before)
+    assert launches[0] == launches[1], launches
+
+
+def test_return_state_config_save_summary_and_sequential(rt, tmp_path):
+    """The states as graph tensors: config round trip (a tensor [layer, call, output]), a saved
+    model's predictions and exact resume, summary's shapes; a Sequential refuses the layer."""
+    rng = np.random.default_rng(6)
+    model = _with_states("LSTM", 4, "states", True, True, None)
+    config = model.get_config()
+    assert config["layers"][1]["config"]["return_state"] is True
+    assert [call["inputs"] for call in config["calls"]][1:3] == [[[1, 0, 1], [1, 0, 2]], [[2, 0]]]
+    again = clnet.Model.from_config(config)
+    assert again.get_config() == config
+    model.compile("adam", "sparse_categorical_crossentropy")
+    x, y = rng.normal(size=(8, 4, 3)), rng.integers(0, 2, 8)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    model.save(tmp_path / "states.h5")
+    loaded = clnet.load_model(tmp_path / "states.h5")
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    loaded.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    summary = io.StringIO()
+    model.summary(file=summary)
+    assert "[(None, 4, 3), (None, 3), (None, 3)]" in summary.getvalue()
+    # Keras's layer call returns the list; so does clnet's, in Keras's order.
+    y, h, c = LSTM(2, return_state=True, name="seq")(Input((3, 4)))
+    assert (y.shape, h.shape, c.shape, h.index, c.index) == ((None, 2), (None, 2), (None, 2), 1, 2)
+    assert "produced by LSTM 'seq' (output 2)" in repr(c)
+    with pytest.raises(ValueError, match=r"all layers in a Sequential model should have a single output tensor; "
+                                         r"GRU 'g' has 2 \(return_state=True\): use the functional API"):
+        clnet.Sequential([Input((3, 2)), GRU(2, return_state=True, name="g")])
+    stack = clnet.Sequential([Input((3, 2)), LSTM(2, return_sequences=True)])
+    with pytest.raises(ValueError, match="LSTM 'l' has 3"):
+        stack.add(LSTM(2, return_state=True, name="l"))
+    assert len(stack.layers) == 1  # the layer that did not fit is not kept
 
 
 def test_bad_arguments(rt):
@@ -275,12 +386,13 @@ def test_bad_arguments(rt):
         for units in (0, -3, 2.5, True):
             with pytest.raises(ValueError, match=rf"{kind} units must be a positive integer, got {units!r}"):
                 KINDS[kind](units)
-        with pytest.raises(ValueError, match=rf"{kind} return_state=True is not supported"):
-            KINDS[kind](2, return_state=True)
         with pytest.raises(ValueError, match=rf"{kind} activation must be an elementwise activation .* got 'softmax'"):
             KINDS[kind](2, activation="softmax")
         with pytest.raises(ValueError, match=rf"{kind} whole_sequence must be None, True or False, got 'yes'"):
             KINDS[kind](2, whole_sequence="yes")
+    with pytest.raises(ValueError, match="LSTM 'dec' was called with initial_state, which clnet does not support"):
+        _, h, c = LSTM(2, return_state=True)(Input((3, 2)))
+        LSTM(2, name="dec")(Input((3, 2)), initial_state=[h, c])
     with pytest.raises(ValueError, match="LSTM recurrent_activation must be an elementwise activation"):
         LSTM(2, recurrent_activation="softmax")
     with pytest.raises(ValueError, match="GRU reset_after=False is not supported"):

@@ -12,31 +12,38 @@ class KerasTensor:
     """A symbolic batch of samples: the output of a layer call, what `Model(inputs, outputs)` is
     made of. `shape` has the batch axis (None) first, as in Keras."""
 
-    def __init__(self, sample_shape: tuple, call: "Call"):
+    def __init__(self, sample_shape: tuple, call: "Call", index: int = 0):
         self.sample_shape = tuple(sample_shape)
         self.call = call
+        self.index = index  # which of the call's outputs (a recurrent layer's states follow its output)
 
     @property
     def shape(self) -> tuple:
         return (None, *self.sample_shape)
 
     def describe(self) -> str:
-        return f"{self.shape} from {self.call.layer.describe()}"
+        return f"{self.shape} from {self._producer()}"
+
+    def _producer(self) -> str:
+        return self.call.layer.describe() + (f" (output {self.index})" if self.index else "")
 
     def __repr__(self) -> str:
-        return f"<KerasTensor shape={self.shape}, produced by {self.call.layer.describe()}>"
+        return f"<KerasTensor shape={self.shape}, produced by {self._producer()}>"
 
 
 class Call:
     """One application of a layer to symbolic inputs. Calls are numbered as they are made, and a
-    call's inputs always exist before it, so that numbering is a topological order of any graph."""
+    call's inputs always exist before it, so that numbering is a topological order of any graph.
+    A call has an output per shape in `output_shapes`: most layers one, `output`; a recurrent
+    layer with return_state also its final states."""
     made = 0
 
-    def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shape: tuple):
+    def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shapes: list[tuple]):
         self.layer, self.inputs = layer, list(inputs)
         Call.made += 1
         self.number = Call.made
-        self.output = KerasTensor(output_shape, self)
+        self.outputs = [KerasTensor(shape, self, k) for k, shape in enumerate(output_shapes)]
+        self.output = self.outputs[0]
 
 
 class Layer:
@@ -64,9 +71,10 @@ class Layer:
         return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
 
     # -- the functional API -------------------------------------------------------------------
-    def __call__(self, inputs) -> KerasTensor:
+    def __call__(self, inputs) -> KerasTensor | list[KerasTensor]:
         """Apply the layer to symbolic tensors (Input layers or other calls' outputs). Calling one
-        layer twice shares its weights; shapes are checked here, when the graph is made."""
+        layer twice shares its weights; shapes are checked here, when the graph is made. A layer
+        of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`)."""
         tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         tensors = [t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor)
                    else t for t in tensors]
@@ -75,12 +83,13 @@ class Layer:
                 raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
                                 "Input(shape) or of another layer call")
         if self.multi_input:
-            shape = self.compute_output_shape([t.sample_shape for t in tensors], tensors)
+            shapes = [self.compute_output_shape([t.sample_shape for t in tensors], tensors)]
         elif len(tensors) != 1:
             raise ValueError(f"{self.describe()} takes one input, got {len(tensors)}")
         else:
-            shape = self.compute_output_shape(tensors[0].sample_shape)
-        return Call(self, tensors, shape).output
+            shapes = self.compute_output_shapes(tensors[0].sample_shape)
+        call = Call(self, tensors, shapes)
+        return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self, input_shape: tuple, store: ParameterStore, rng: np.random.Generator) -> tuple:
@@ -93,6 +102,12 @@ class Layer:
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return input_shape
+
+    def compute_output_shapes(self, input_shape: tuple) -> list[tuple]:
+        """Every output's shape. A layer of several outputs returns them all from forward, as a
+        list in this order, and takes their gradients in backward: the first as `grad`, the
+        others as `state_grads` (None where nothing reads one)."""
+        return [self.compute_output_shape(input_shape)]
 
     def check_input(self, x: np.ndarray, argument: str) -> None:
         """Check the values of `x`, a model input this layer reads directly, before anything is

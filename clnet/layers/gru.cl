@@ -75,6 +75,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
 
 #define GRU_BACKWARD_ARGS                                                                            \
     __global const TYPE *output_gr,   /* (rows, steps, units) or (rows, units) */                    \
+    __global const TYPE *state_gr,    /* dL/dh_T, (rows, units), read when grads & GRAD_STATE */     \
     __global const TYPE *pre,         /* z, (rows, steps, 3 units) */                                \
     __global const TYPE *states,      /* h, (rows, steps, units) */                                  \
     __global const TYPE *candidates,  /* u_h, (rows, steps, units) */                                \
@@ -85,7 +86,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global TYPE *step_delta,        /* (2, capacity, 3 units) */                                   \
     __global TYPE *carry,             /* dL/dh_s z_s, (rows, units) */                               \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int sequences, const int capacity
+    const TYPE rb, const int grads, const int capacity
 
 __kernel void FeedForwardGRU(GRU_FORWARD_ARGS, const int s)
 {
@@ -106,7 +107,7 @@ __kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 GRUForwardBlock(pre, bias, sums, states, candidates, last, row0 + q / blocks, s, steps, units,
-                                q % blocks * VW, use_bias, write_last && s == steps - 1, a, b, ra, rb);
+                                q % blocks * VW, use_bias, s == steps - 1 ? write_last : 0, a, b, ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -116,8 +117,8 @@ __kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS, const int s)
     const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, 3 * units,
-                        sequences, capacity);
+    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
+                        3 * units, grads, capacity);
     for (int i = 0; i < BB && row0 + i < rows; i++)
         GRUBackwardBlock(pre, states, candidates, sums, delta, delta_rec, step_delta, carry, row0 + i, s, steps,
                          units, j0, capacity, a, b, ra, rb);
@@ -127,8 +128,8 @@ __kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
-        SequenceOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, steps, units, 3 * units,
-                                sequences, capacity);
+        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
+                                3 * units, grads, capacity);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 GRUBackwardBlock(pre, states, candidates, sums, delta, delta_rec, step_delta, carry,

@@ -12,7 +12,7 @@ class Input(Layer):
 
     def __init__(self, shape, name=None):
         super().__init__(name, _shape("Input shape", shape))
-        self.output = Call(self, [], self.input_shape).output
+        self.output = Call(self, [], [self.input_shape]).output
 
     @property
     def shape(self) -> tuple:

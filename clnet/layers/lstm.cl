@@ -8,8 +8,8 @@
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
-                             __global TYPE *cells, __global TYPE *last, const int row, const int s, const int steps,
-                             const int units, const int j0, const int write_last,
+                             __global TYPE *cells, __global TYPE *last, __global TYPE *last_cell, const int row,
+                             const int s, const int steps, const int units, const int j0, const int write_last,
                              const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
@@ -24,17 +24,21 @@ HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __gl
     const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
     StoreBlock(c, cells + k, width);
     StoreBlock(h, states + k, width);
-    if (write_last)
+    if (write_last & 1)
         StoreBlock(h, last + row * units + j0, width);
+    if (write_last & 2)
+        StoreBlock(c, last_cell + row * units + j0, width);
 }
 
 // Step s of backpropagation through time, once `sums` holds the row's dL/dh_s.
 // dL/dc_s = dL/dh_s o f'(c_s) + dL/dc_{s+1} f_{s+1}; `carry` holds the second term, written by
-// this same block at step s + 1.
+// this same block at step s + 1. At the last step the second term is the final cell state's
+// gradient from above, when return_state gives c_T to a later layer (GRAD_CELL).
 HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cells, __global const TYPE *sums,
-                              __global TYPE *delta, __global TYPE *step_delta, __global TYPE *carry,
-                              const int row, const int s, const int steps, const int units, const int j0,
-                              const int capacity, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                              __global const TYPE *cell_gr, __global TYPE *delta, __global TYPE *step_delta,
+                              __global TYPE *carry, const int row, const int s, const int steps, const int units,
+                              const int j0, const int grads, const int capacity, const TYPE a, const TYPE b,
+                              const TYPE ra, const TYPE rb)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
@@ -45,8 +49,9 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
     const VEC c = LoadBlock(cells + k, width), c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
     const VEC fc = ACT_FORWARD_V(c, a, b);
-    const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b)
-                   + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
+    const VEC later = s < steps - 1 ? LoadBlock(carry + row * units + j0, width)
+                      : (grads & GRAD_CELL ? LoadBlock(cell_gr + row * units + j0, width) : (VEC)(0));
+    const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b) + later;
     StoreBlock(dc * gf, carry + row * units + j0, width);
     const VEC d[4] = {dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb),
                       dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b), dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb)};
@@ -63,12 +68,15 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global TYPE *sums,             /* h_{s-1} U, (capacity, 4 units) */                            \
     __global TYPE *states,           /* h, (rows, steps, units) */                                   \
     __global TYPE *cells,            /* c, (rows, steps, units) */                                   \
-    __global TYPE *last,             /* h of the last step, (rows, units) */                         \
+    __global TYPE *last,             /* h of the last step, (rows, units): write_last & 1 */         \
+    __global TYPE *last_cell,        /* c of the last step, (rows, units): write_last & 2 */         \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
     const TYPE rb, const int write_last
 
 #define LSTM_BACKWARD_ARGS                                                                           \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
+    __global const TYPE *state_gr,   /* dL/dh_T, (rows, units), read when grads & GRAD_STATE */      \
+    __global const TYPE *cell_gr,    /* dL/dc_T, (rows, units), read when grads & GRAD_CELL */       \
     __global const TYPE *pre,        /* z, (rows, steps, 4 units) */                                 \
     __global const TYPE *cells,      /* c, (rows, steps, units) */                                   \
     __global const TYPE *transposed, /* U^T, (4 units, units) */                                     \
@@ -77,7 +85,7 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global TYPE *step_delta,       /* (2, capacity, 4 units) */                                    \
     __global TYPE *carry,            /* dL/dc_s f_s, (rows, units) */                                \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int sequences, const int capacity
+    const TYPE rb, const int grads, const int capacity
 
 __kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS, const int s)
 {
@@ -86,7 +94,8 @@ __kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS, const int s)
         return;
     RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units);
     for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        LSTMForwardBlock(pre, sums, states, cells, last, row0 + i, s, steps, units, j0, write_last, a, b, ra, rb);
+        LSTMForwardBlock(pre, sums, states, cells, last, last_cell, row0 + i, s, steps, units, j0, write_last,
+                         a, b, ra, rb);
 }
 
 __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
@@ -96,8 +105,8 @@ __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
         SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, 4 * units);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMForwardBlock(pre, sums, states, cells, last, row0 + q / blocks, s, steps, units, q % blocks * VW,
-                                 write_last && s == steps - 1, a, b, ra, rb);
+                LSTMForwardBlock(pre, sums, states, cells, last, last_cell, row0 + q / blocks, s, steps, units,
+                                 q % blocks * VW, s == steps - 1 ? write_last : 0, a, b, ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -107,23 +116,23 @@ __kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS, const int s)
     const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, 4 * units,
-                        sequences, capacity);
+    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
+                        4 * units, grads, capacity);
     for (int i = 0; i < BB && row0 + i < rows; i++)
-        LSTMBackwardBlock(pre, cells, sums, delta, step_delta, carry, row0 + i, s, steps, units, j0, capacity,
-                          a, b, ra, rb);
+        LSTMBackwardBlock(pre, cells, sums, cell_gr, delta, step_delta, carry, row0 + i, s, steps, units, j0, grads,
+                          capacity, a, b, ra, rb);
 }
 
 __kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
-        SequenceOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, steps, units, 4 * units,
-                                sequences, capacity);
+        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
+                                4 * units, grads, capacity);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMBackwardBlock(pre, cells, sums, delta, step_delta, carry, row0 + q / blocks, s, steps, units,
-                                  q % blocks * VW, capacity, a, b, ra, rb);
+                LSTMBackwardBlock(pre, cells, sums, cell_gr, delta, step_delta, carry, row0 + q / blocks, s, steps,
+                                  units, q % blocks * VW, grads, capacity, a, b, ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

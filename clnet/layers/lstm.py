@@ -11,6 +11,7 @@ class LSTM(_Recurrent):
     gates = 4
     source = "layers/lstm.cl"
     step_names = ("FeedForwardLSTM", "CalcHiddenGradientLSTM")
+    state_count = 2
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
@@ -33,9 +34,16 @@ class LSTM(_Recurrent):
         super().allocate(capacity)
         self.cells = Tensor((capacity, self.steps, self.units), self.dtype, self.rt)  # c of each step
         self.carry = Tensor((capacity, self.units), self.dtype, self.rt)              # dL/dc_t f_t
+        # c of the last step, the second state return_state gives.
+        self.last_cell = Tensor((capacity, self.units), self.dtype, self.rt) if self.return_state else None
+
+    def _final_states(self):
+        return [self.last, self.last_cell]
 
     def _forward_buffers(self):
-        return self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._last
+        # Without return_state, `cells` stands in for last_cell, which the kernels then never write.
+        last_cell = self.last_cell if self.last_cell is not None else self.cells
+        return self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._last, last_cell
 
     def _backward_buffers(self):
         return self.pre, self.cells, self.transposed, self.sums, self.delta, self.step_delta, self.carry

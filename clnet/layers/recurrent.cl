@@ -180,18 +180,43 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
-// sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the output gradient (every step's
-// with return_sequences, else the last step's) plus, except at the last step, step s + 1's
-// recurrent deltas through U: sum over c of delta_rec[s + 1, c] U^T[c, j0 ..]. The deltas are
-// read from `step_delta`, where each step also writes its recurrent deltas row-major (half s % 2;
-// see StoreStepDelta), U^T from the copy FeedForwardRecurrentInput made, whose rows hold a unit's
-// weights side by side.
+// Which gradients reach a layer from above, the backward kernels' `grads` (a bitmask): its
+// output's (GRAD_OUTPUT), which with GRAD_SEQUENCES is every step's h, else the last step's; and
+// with return_state the final state's, dL/dh_T (GRAD_STATE) and LSTM's dL/dc_T (GRAD_CELL). A
+// state read downstream while the output is not (an encoder's) leaves GRAD_OUTPUT out.
+#define GRAD_OUTPUT 1
+#define GRAD_SEQUENCES 2
+#define GRAD_STATE 4
+#define GRAD_CELL 8
+
+// The gradient from above of step s's h, units j0 .. + VW of `row`: the output's, plus the
+// final state's at the last step.
+HELPER VEC GradientFromAbove(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
+                             __global const TYPE *state_gr,   // dL/dh_T, (rows, units)
+                             const int row, const int s, const int j0, const int steps, const int units,
+                             const int grads)
+{
+    const int width = units - j0, last = s == steps - 1;
+    VEC dh = (VEC)(0);
+    if ((grads & GRAD_SEQUENCES) || ((grads & GRAD_OUTPUT) && last))
+        dh = LoadBlock(output_gr + ((grads & GRAD_SEQUENCES) ? row * steps + s : row) * units + j0, width);
+    if ((grads & GRAD_STATE) && last)
+        dh += LoadBlock(state_gr + row * units + j0, width);
+    return dh;
+}
+
+// sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the gradient from above plus,
+// except at the last step, step s + 1's recurrent deltas through U: sum over c of
+// delta_rec[s + 1, c] U^T[c, j0 ..]. The deltas are read from `step_delta`, where each step also
+// writes its recurrent deltas row-major (half s % 2; see StoreStepDelta), U^T from the copy
+// FeedForwardRecurrentInput made, whose rows hold a unit's weights side by side.
 HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
+                                __global const TYPE *state_gr,    // dL/dh_T, (rows, units)
                                 __global const TYPE *step_delta,  // (2, capacity, cols)
                                 __global const TYPE *transposed,  // U^T, (cols, units)
                                 __global TYPE *sums,              // (capacity, cols)
                                 const int row0, const int rows, const int s, const int j0, const int steps,
-                                const int units, const int cols, const int sequences, const int capacity)
+                                const int units, const int cols, const int grads, const int capacity)
 {
     const int width = units - j0;
     __global const TYPE *d[BB];
@@ -199,8 +224,7 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
     #pragma unroll
     for (int i = 0; i < BB; i++) {
         const int row = min(row0 + i, rows - 1);
-        dh[i] = sequences ? LoadBlock(output_gr + (row * steps + s) * units + j0, width)
-                          : (s == steps - 1 ? LoadBlock(output_gr + row * units + j0, width) : (VEC)(0));
+        dh[i] = GradientFromAbove(output_gr, state_gr, row, s, j0, steps, units, grads);
         d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
     }
     __global const TYPE *w = transposed + j0;
@@ -267,17 +291,18 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
-// sums[row, j] = dL/dh_s for the work-group's rows: the output gradient plus, except at the last
+// sums[row, j] = dL/dh_s for the work-group's rows: the gradient from above plus, except at the last
 // step, step s + 1's recurrent deltas through U (see StepOutputGradients). With few units a
 // work-group has more work-items than units, so the sum over the columns is cut into `parts`
 // ranges (at most the gates: each part's partial sums go to its own block of `sums`), added up
 // after a barrier.
 HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
+                                    __global const TYPE *state_gr,    // dL/dh_T, (rows, units)
                                     __global const TYPE *step_delta,  // (2, capacity, cols)
                                     __global const TYPE *transposed,  // U^T, (cols, units)
                                     __global TYPE *sums,              // (capacity, cols)
                                     const int row0, const int rows, const int s, const int steps,
-                                    const int units, const int cols, const int sequences, const int capacity)
+                                    const int units, const int cols, const int grads, const int capacity)
 {
     const int parts = clamp((int)get_local_size(0) / units, 1, GATES), span = (cols + parts - 1) / parts;
     __global const TYPE *d[SEQ_ROWS];
@@ -293,8 +318,11 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
         const int row = row0 + q / units, j = q % units;
         if (row >= rows)
             continue;
-        TYPE dh = sequences ? output_gr[(row * steps + s) * units + j]
-                            : (s == steps - 1 ? output_gr[row * units + j] : 0);
+        const int last = s == steps - 1;
+        TYPE dh = (grads & GRAD_SEQUENCES) ? output_gr[(row * steps + s) * units + j]
+                  : ((grads & GRAD_OUTPUT) && last ? output_gr[row * units + j] : 0);
+        if ((grads & GRAD_STATE) && last)
+            dh += state_gr[row * units + j];
         for (int part = 0; part < parts; part++)  // each (row, j) reads and writes only its own sums
             dh += sums[row * cols + part * units + j];
         sums[row * cols + j] = dh;

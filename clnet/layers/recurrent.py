@@ -98,6 +98,10 @@ def _onnx_activation(layer: "_Recurrent", activation) -> tuple[str, list, list]:
                      "recurrent ops take tanh, sigmoid (a=1, b=0), relu, softplus, linear or lrelu")
 
 
+# The backward step kernels' `grads`: which gradients reach the layer from above (see recurrent.cl).
+GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
+
+
 class _Recurrent(Layer):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
     columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
@@ -105,6 +109,7 @@ class _Recurrent(Layer):
     gates = 1
     source = ""
     step_names = ("", "")     # (forward, backward) step kernels in `source`
+    state_count = 1           # the final states that return_state gives: h (LSTM: h and c)
 
     def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
                  recurrent_initializer="orthogonal", bias_initializer="zeros", return_sequences=False,
@@ -125,18 +130,25 @@ class _Recurrent(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
-        if return_state:
-            raise ValueError(f"{kind} return_state=True is not supported: clnet's layer calls have one output "
-                             "tensor; use return_sequences=True and take the last step, or the default output "
-                             "(the last step's h)")
         self.return_sequences = bool(return_sequences)
+        self.return_state = bool(return_state)
         self.go_backwards = bool(go_backwards)
+
+    def __call__(self, inputs, initial_state=None):
+        if initial_state is not None:
+            raise ValueError(f"{self.describe()} was called with initial_state, which clnet does not support: its "
+                             "recurrent layers start from zero states")
+        return super().__call__(inputs)
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 2:
             raise ValueError(f"{self.describe()} expects samples of shape (timesteps, features), got input_shape "
                              f"{tuple(input_shape)}")
         return (input_shape[0], self.units) if self.return_sequences else (self.units,)
+
+    def compute_output_shapes(self, input_shape):
+        """With return_state, the output and then the final states, (units,) each, as Keras."""
+        return [self.compute_output_shape(input_shape)] + [(self.units,)] * (self.state_count * self.return_state)
 
     # -- weights -----------------------------------------------------------------------------
     def _bias_shape(self) -> tuple:
@@ -194,7 +206,8 @@ class _Recurrent(Layer):
         # x W + b for every step, completed in place by the step kernels into the gates' inputs z.
         self.pre = Tensor((capacity, steps, self.cols), dt, rt)
         self.states = Tensor((capacity, steps, self.units), dt, rt)  # h of each step, processing order
-        self.last = None if self.return_sequences else Tensor((capacity, self.units), dt, rt)  # h of the last step
+        # h of the last step: the output without return_sequences, the state with return_state.
+        self.last = Tensor((capacity, self.units), dt, rt) if self._writes_last else None
         self.transposed = Tensor((self.cols, self.units), dt, rt)     # U^T, for the backward steps
         self.sums = Tensor((capacity, self.cols), dt, rt)             # a step's h_{s-1} U, or dL/dh_s
         self.delta = self._panels(capacity)                           # dL/dz
@@ -223,18 +236,35 @@ class _Recurrent(Layer):
                             flops=2.0 * rows * steps * self.n_in * cols)
         args = (*self._forward_buffers(), rows, steps, self.units, *self._forward_flags(), *self._act())
         flops = 2.0 * rows * self.units * cols
+        # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl).
+        last = int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
         if self.whole_sequence:
-            self._step_ff(*self._sequence_size(rows), *args, int(self.last is not None), flops=steps * flops)
+            self._step_ff(*self._sequence_size(rows), *args, last, flops=steps * flops)
         else:
             for s in range(steps):
-                self._step_ff(*self._step_size(rows), *args, int(s == steps - 1 and self.last is not None), s,
-                              flops=flops)
-        return self.states if self.return_sequences else self.last
+                self._step_ff(*self._step_size(rows), *args, last if s == steps - 1 else 0, s, flops=flops)
+        output = self.states if self.return_sequences else self.last
+        return [output, *self._final_states()] if self.return_state else output
 
-    def backward(self, grad, rows, input_grad, activation_done=False):
+    @property
+    def _writes_last(self) -> bool:
+        return not self.return_sequences or self.return_state
+
+    def _final_states(self) -> list[Tensor]:
+        """What return_state gives after the output: the last step's h, (rows, units)."""
+        return [self.last]
+
+    def backward(self, grad, rows, input_grad, activation_done=False, state_grads=None):
+        """`grad`: dL/d(output), or None where only a final state is read further on; `state_grads`,
+        with return_state: dL/d(each final state), None for one nothing reads."""
         steps, cols, total = self.steps, self.cols, rows * self.steps
-        args = (grad, *self._backward_buffers(), rows, steps, self.units, *self._act(), int(self.return_sequences),
-                self.capacity)
+        state_grads = list(state_grads or [None] * self.state_count)
+        grads = (grad is not None) * (GRAD_OUTPUT | GRAD_SEQUENCES * self.return_sequences)
+        for flag, state_grad in zip((GRAD_STATE, GRAD_CELL), state_grads):
+            grads |= flag * (state_grad is not None)
+        # The kernels read only the gradients `grads` names; a buffer stands in for each other.
+        given = [g if g is not None else self.states for g in (grad, *state_grads)]
+        args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads, self.capacity)
         flops = 2.0 * rows * self.units * cols
         if self.whole_sequence:
             self._step_bp(*self._sequence_size(rows), *args, flops=steps * flops)
@@ -301,8 +331,8 @@ class _Recurrent(Layer):
 
     @property
     def _last(self) -> Tensor:
-        # Without return_sequences the last step also writes h to `last`, the output; with them,
-        # a stand-in the kernels never write.
+        # The last step also writes h to `last` (the output without return_sequences, or the state
+        # with return_state); without either, a stand-in the kernels never write.
         return self.last if self.last is not None else self.states
 
     def _act(self) -> tuple:
@@ -325,7 +355,8 @@ class _Recurrent(Layer):
         """ONNX's RNN, LSTM or GRU op (one direction; its W, R are (1, gates * units, features) in
         ONNX's gate order, B the input and recurrent biases side by side), between Transposes:
         ONNX's sequences are time-major. go_backwards reverses the input first (as Keras, whose
-        outputs are in processing order), and without return_sequences the last step is taken."""
+        outputs are in processing order), and without return_sequences the last step is taken.
+        return_state adds the op's final states, Y_h (and LSTM's Y_c), (1, batch, units) each."""
         steps, units = self.steps, self.units
         x = inputs[0]
         if self.go_backwards:
@@ -346,11 +377,15 @@ class _Recurrent(Layer):
             betas += beta
         extra = {"activation_alpha": alphas} if alphas else {}
         extra |= {"activation_beta": betas} if betas else {}
-        y = graph.op(op, x, w, r, graph.constant("B", b[None]), hidden_size=units, activations=activation_names,
-                     **attributes, **extra)                                 # (steps, 1, batch, units)
+        y, *states = graph.op(op, x, w, r, graph.constant("B", b[None]), hidden_size=units,
+                              activations=activation_names, n_outputs=1 + (self.state_count if self.return_state else 0),
+                              **attributes, **extra)                        # (steps, 1, batch, units)
+        states = [graph.op("Reshape", state, graph.constant("state_shape", [-1, units])) for state in states]
         if self.return_sequences:
             y = graph.op("Transpose", y, perm=[2, 0, 1, 3])                 # (batch, steps, 1, units)
-            return [graph.op("Reshape", y, graph.constant("shape", [0, steps, units]))]
+            return [graph.op("Reshape", y, graph.constant("shape", [0, steps, units])), *states]
+        if states:  # the output is the last step's h, Y_h
+            return [states[0], *states]
         y = graph.op("Gather", y, graph.constant("last", np.int64(steps - 1)), axis=0)  # (1, batch, units)
         return [graph.op("Reshape", y, graph.constant("shape", [-1, units]))]
 
@@ -364,4 +399,5 @@ class _Recurrent(Layer):
         kernel, recurrent, bias = (name(i) for i in self._initializer_names)
         return {**super().get_config(), "units": self.units, "activation": self.activation.get_config(),
                 "use_bias": self.use_bias, "kernel_initializer": kernel, "recurrent_initializer": recurrent,
-                "bias_initializer": bias, "return_sequences": self.return_sequences, "go_backwards": self.go_backwards}
+                "bias_initializer": bias, "return_sequences": self.return_sequences, "return_state": self.return_state,
+                "go_backwards": self.go_backwards}

@@ -41,13 +41,14 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
 
 #define SIMPLE_RNN_BACKWARD_ARGS                                                                     \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
+    __global const TYPE *state_gr,   /* dL/dh_T, (rows, units), read when grads & GRAD_STATE */      \
     __global const TYPE *pre,        /* z, (rows, steps, units) */                                   \
     __global const TYPE *states,     /* h, (rows, steps, units) */                                   \
     __global const TYPE *transposed, /* U^T, (units, units) */                                       \
     __global TYPE *sums,             /* dL/dh_s, (capacity, units) */                                \
     __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
     __global TYPE *step_delta,       /* (2, capacity, units) */                                      \
-    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int sequences, \
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int grads,     \
     const int capacity
 
 __kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS, const int s)
@@ -68,7 +69,7 @@ __kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 SimpleRNNForwardBlock(pre, sums, states, last, row0 + q / blocks, s, steps, units, q % blocks * VW,
-                                      write_last && s == steps - 1, a, b);
+                                      s == steps - 1 ? write_last : 0, a, b);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -78,8 +79,8 @@ __kernel void CalcHiddenGradientSimpleRNN(SIMPLE_RNN_BACKWARD_ARGS, const int s)
     const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units, sequences,
-                        capacity);
+    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units,
+                        grads, capacity);
     for (int i = 0; i < BB && row0 + i < rows; i++)
         SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + i, s, steps, units, j0, capacity, a, b);
 }
@@ -88,8 +89,8 @@ __kernel void CalcHiddenGradientSimpleRNNSequence(SIMPLE_RNN_BACKWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
-        SequenceOutputGradients(output_gr, step_delta, transposed, sums, row0, rows, s, steps, units, units,
-                                sequences, capacity);
+        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
+                                units, grads, capacity);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + q / blocks, s, steps, units,

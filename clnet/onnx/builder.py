@@ -9,7 +9,8 @@ walks the registry and fails for a class that does not):
         return [self.activation.to_onnx(graph, z)]   # names of the tensors the layer writes
 
 `graph.op(op_type, *inputs, **attributes)` adds one node of the standard ONNX domain and returns
-its output's name; `graph.constant(name, array)` adds an initializer (float arrays are stored in
+its output's name (with `n_outputs=n`, the list of its first n outputs' names: an LSTM's Y, Y_h,
+Y_c); `graph.constant(name, array)` adds an initializer (float arrays are stored in
 the model's float type, integer ones as int64, e.g. a Reshape's shape) and returns its name;
 `graph.require_opset(version, why)` refuses an opset too old for what the layer emits;
 `graph.reduce(op_type, x, axes, keepdims)` writes a ReduceMean/ReduceMax/... in the form the
@@ -33,7 +34,7 @@ class GraphBuilder:
     def __init__(self, dtype, opset: int):
         self.dtype = np.dtype(dtype)       # the model's float type: float32 or float64
         self.opset = opset
-        self.nodes: list[tuple] = []       # (op_type, inputs, output, attributes, layer)
+        self.nodes: list[tuple] = []       # (op_type, inputs, outputs, attributes, layer)
         self.initializers: dict[str, np.ndarray] = {}
         self.layer = None                  # the layer exporting now: names and errors refer to it
         self._taken: set[str] = set()
@@ -59,11 +60,12 @@ class GraphBuilder:
         self.initializers[name] = np.ascontiguousarray(array)
         return name
 
-    def op(self, op_type: str, *inputs: str, **attributes) -> str:
-        """Add a node `op_type(inputs)` with `attributes`; returns the name of its one output."""
-        output = self._name(op_type)
-        self.nodes.append((op_type, tuple(inputs), output, attributes, self.layer))
-        return output
+    def op(self, op_type: str, *inputs: str, n_outputs: int | None = None, **attributes) -> str | list[str]:
+        """Add a node `op_type(inputs)` with `attributes`; returns the name of its output, or the
+        names of its first `n_outputs` outputs when that is given."""
+        outputs = [self._name(op_type if k == 0 else f"{op_type}_output{k}") for k in range(n_outputs or 1)]
+        self.nodes.append((op_type, tuple(inputs), tuple(outputs), attributes, self.layer))
+        return outputs if n_outputs is not None else outputs[0]
 
     def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
         """`op_type` (ReduceMean, ReduceMax, ...) of `x` over `axes`."""

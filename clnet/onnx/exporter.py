@@ -60,10 +60,11 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     for call in model.calls:  # in the order they were made: a topological order
         graph.layer = call.layer
         names = call.layer.to_onnx(graph, [tensors[id(t)] for t in call.inputs])
-        if not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str):
+        count = len(call.outputs)
+        if not isinstance(names, list) or len(names) != count or not all(isinstance(n, str) for n in names):
             raise TypeError(f"layer {call.layer.name!r} ({type(call.layer).__name__}).to_onnx must return a list "
-                            f"with the name of its one output tensor, got {names!r}")
-        tensors[id(call.output)] = names[0]
+                            f"with the names of its {count} output tensor(s), got {names!r}")
+        tensors.update({id(t): name for t, name in zip(call.outputs, names)})
     graph.layer = None
     nodes = _nodes(onnx, graph, tensors[id(model.outputs[0])], sources)
 
@@ -102,11 +103,11 @@ def _nodes(onnx, graph: GraphBuilder, last: str, sources: list[str]) -> list:
     from onnx import helper, numpy_helper
 
     if last in sources or last in graph.initializers:  # nothing computed: the graph still needs a node
-        graph.nodes.append(("Identity", (last,), OUTPUT, {}, None))
+        graph.nodes.append(("Identity", (last,), (OUTPUT,), {}, None))
         last = OUTPUT
     rename = lambda name: OUTPUT if name == last else name
     nodes = []
-    for op_type, inputs, output, attributes, layer in graph.nodes:
+    for op_type, inputs, outputs, attributes, layer in graph.nodes:
         try:
             onnx.defs.get_schema(op_type, graph.opset)
         except onnx.defs.SchemaError:
@@ -117,6 +118,6 @@ def _nodes(onnx, graph: GraphBuilder, last: str, sources: list[str]) -> list:
                              f"which {found}; got opset={graph.opset}") from None
         attributes = {key: numpy_helper.from_array(np.asarray(value)) if isinstance(value, np.ndarray) else value
                       for key, value in attributes.items()}
-        output = rename(output)
-        nodes.append(helper.make_node(op_type, [rename(i) for i in inputs], [output], name=output, **attributes))
+        outputs = [rename(o) for o in outputs]
+        nodes.append(helper.make_node(op_type, [rename(i) for i in inputs], outputs, name=outputs[0], **attributes))
     return nodes

@@ -17,11 +17,12 @@ dynamo exporters) and Keras's:
     Expand(table, Shape(x)) (clnet's)                              -> PositionEmbedding
     RNN, LSTM, GRU after Transpose(1, 0, 2) or with layout=1, zero
     initial states (ConstantOfShape, or Expand/Slice of a zero),
-    Y or Y_h read through Squeeze/Transpose/Reshape/Gather         -> SimpleRNN, LSTM, GRU (gates
+    Y, Y_h or Y_c read through Squeeze/Transpose/Reshape/Gather    -> SimpleRNN, LSTM, GRU (gates
                                                                       reordered; a reversing Slice
                                                                       or direction="reverse":
                                                                       go_backwards; Y read:
-                                                                      return_sequences)
+                                                                      return_sequences; Y_c read:
+                                                                      return_state)
     clnet's attention subgraph: MatMul [+ Add] projections,
     Reshape, Transpose, Mul(1/sqrt(key_dim)), MatMul, [Add(causal
     mask)], [Where(Greater(mask, 0.5))], Softmax, MatMul,
@@ -197,11 +198,13 @@ class _Pending:
     """A recurrent op's output (or a view of it) whose batch axis is not first: ONNX's sequences
     are time-major. `index` holds, for a batch of PROBE samples, which element of the op's output
     each element of this tensor is; `where` gives the processing step, batch row and unit of each
-    of those; `make(return_sequences)` calls the layer. View ops move the index (_Reader._moved)
-    until each row holds one sample's elements (_Reader._settle)."""
+    of those; `make(return_sequences, output)` calls the layer and gives its output `output` (2:
+    an LSTM's last cell state, Y_c). View ops move the index (_Reader._moved) until each row holds
+    one sample's elements (_Reader._settle)."""
 
-    def __init__(self, node, index: np.ndarray, where: dict, steps: int, make):
+    def __init__(self, node, index: np.ndarray, where: dict, steps: int, make, output: int = 0):
         self.node, self.index, self.where, self.steps, self.make = node, index, where, steps, make
+        self.output = output
 
 
 class _Reader:
@@ -273,7 +276,8 @@ class _Reader:
 
         chain, tensor = [], kt  # the layers from the output back to the input, if they form a chain
         while chain is not None and not isinstance(tensor.call.layer, Input):
-            chain = chain + [tensor.call.layer] if len(tensor.call.inputs) == 1 else None
+            single = len(tensor.call.inputs) == 1 and len(tensor.call.outputs) == 1
+            chain = chain + [tensor.call.layer] if single else None
             tensor = tensor.call.inputs[0]
         name, dtype = self.graph.name or None, self.dtype.name
         if chain is not None and len(inputs) == 1:
@@ -1139,7 +1143,8 @@ class _Reader:
         rows, as reset_after=True keeps them); go_backwards where the op reads its input reversed
         (clnet writes a reversing Slice before it) or runs in reverse. Its outputs Y and Y_h are
         time-major: they are kept as _Pending until the nodes reading them bring the batch axis
-        first, and the layer is made then, with return_sequences where more than the last h is read."""
+        first, and the layer is made then, with return_sequences where more than the last h is read.
+        An LSTM's Y_c, where it is read, is the layer's last cell state (return_state=True)."""
         from ..layers import GRU, LSTM, SimpleRNN
         op, roles = node.params
         form = self._recurrent_form(node, op)
@@ -1150,8 +1155,6 @@ class _Reader:
         for role in ("initial_h", "initial_c"):
             if roles.get(role) and (roles[role] not in self.constants or np.any(self.constants[roles[role]])):
                 raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states")
-        if len(node.outputs) > 2 and node.outputs[2] and self.readers[node.outputs[2]]:
-            raise _misused(node, "its output Y_c (the last cell state) is read; clnet's LSTM returns h")
         w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (1, gates * units, features)
         b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (1, 2 * gates * units)
         units = self._attribute(node, "hidden_size", r.shape[-1])
@@ -1175,12 +1178,13 @@ class _Reader:
         cls = {"RNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[op]
         use_bias = b is not None and bool(np.any(b))
         made = {}
+        cell_read = bool(len(node.outputs) > 2 and node.outputs[2] and self.readers[node.outputs[2]])
 
-        def make(return_sequences: bool):
-            """The layer's output (made once for each return_sequences that is read)."""
+        def make(return_sequences: bool, output: int):
+            """The layer's output `output` (made once for each return_sequences that is read)."""
             if return_sequences not in made:
                 layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences,
-                            go_backwards=go_backwards)
+                            return_state=cell_read, go_backwards=go_backwards)
                 order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
                 keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
                                                   for g in range(gates)], axis=-1)
@@ -1189,10 +1193,12 @@ class _Reader:
                     bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
                     weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
                 made[return_sequences] = self._layer(node, layer, [kt], weights)
-            return made[return_sequences]
+            outputs = made[return_sequences]
+            return outputs[output] if cell_read else outputs
 
         layout = self._attribute(node, "layout", 0)
-        for i, name in enumerate(node.outputs[:2]):  # Y (steps, 1, batch, units), Y_h (1, batch, units)
+        # Y (steps, 1, batch, units), Y_h and Y_c (1, batch, units)
+        for i, name in enumerate(node.outputs[:3]):
             if not name or not self.readers[name]:
                 continue
             axes = ("step", "direction", "batch", "units") if i == 0 else ("direction", "batch", "units")
@@ -1201,11 +1207,11 @@ class _Reader:
             sizes = {"step": steps, "direction": 1, "batch": PROBE, "units": units}
             index = _arange([sizes[a] for a in axes])
             where = dict(zip(axes, np.unravel_index(index.ravel(), index.shape)))
-            if i == 1:
+            if i:
                 where["step"] = np.full(index.size, steps - 1)
             elif reverse:
                 where["step"] = steps - 1 - where["step"]
-            self._settle(name, _Pending(node, index, where, steps, make))
+            self._settle(name, _Pending(node, index, where, steps, make, 2 if i == 2 else 0))
 
     def _settle(self, name: str, pending: "_Pending"):
         """Store a recurrent op's output, or a view of it: as a _Value once each row of its
@@ -1217,9 +1223,9 @@ class _Reader:
             return
         step, units = where["step"][index[0]], where["units"][index[0]]
         if np.all(step == pending.steps - 1):
-            self.values[name] = _Value(pending.make(False), units)
+            self.values[name] = _Value(pending.make(False, pending.output), units)
         else:
-            self.values[name] = _Value(pending.make(True), step * (int(where["units"].max()) + 1) + units)
+            self.values[name] = _Value(pending.make(True, 0), step * (int(where["units"].max()) + 1) + units)
 
     def _read_pending(self, node, pending: "_Pending"):
         """A node reading a recurrent op's output whose batch axis is not first yet: a view op
@@ -1240,7 +1246,7 @@ class _Reader:
         if node.op in VIEW_OPS and node.inputs[0] in self.values and self.values[node.inputs[0]] is pending and \
                 all(name in self.constants for name in node.inputs[1:] if name):
             return self._settle(node.outputs[0], _Pending(pending.node, self._moved(node, index), where,
-                                                          pending.steps, pending.make))
+                                                          pending.steps, pending.make, pending.output))
         stacked = node.op in ("RNN", "LSTM", "GRU", "Recurrent_pattern")
         raise _misused(pending.node, f"its output is read by {_label(node)} " + (
             "time-major (PyTorch's num_layers > 1); clnet reads one layer per op: stack num_layers=1 layers"
