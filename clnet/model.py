@@ -367,15 +367,14 @@ class Model:
         """One call's backward pass, given its outputs' gradients (None for an output nothing
         read, of a call with several); the gradients of its inputs go into `grads`."""
         grad = output_grads[0]
+        states = {"state_grads": output_grads[1:]} if len(output_grads) > 1 else {}
         if runner.multi_input:
-            results = runner.backward(grad, rows, wanted)
+            results = runner.backward(grad, rows, wanted, **states)
         else:
             folded = self._fold and call.output is self._output
             # The input's gradient from its later readers, where this layer adds its own to it.
             earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
-            added = {} if earlier is None else {"add_to": earlier}
-            if len(output_grads) > 1:
-                added["state_grads"] = output_grads[1:]
+            added = states | ({} if earlier is None else {"add_to": earlier})
             results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
             if earlier is not None:
                 grads[id(call.inputs[0])] = results[0]

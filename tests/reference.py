@@ -405,14 +405,17 @@ def _sigmoid(x):
 
 
 def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=False, go_backwards=False,
-              activation=np.tanh, recurrent_activation=_sigmoid, return_state=False):
+              activation=np.tanh, recurrent_activation=_sigmoid, return_state=False, initial_state=None):
     """Keras's SimpleRNN/LSTM/GRU (reset_after=True) forward pass over x (batch, steps, features).
     With go_backwards the reversed sequence is fed, and the outputs stay in processing order.
-    With return_state, [output, h] (LSTM: [output, h, c]) of the last step processed."""
+    With return_state, [output, h] (LSTM: [output, h, c]) of the last step processed. The states
+    start from zeros, or from initial_state ([h] or [h, c], (batch, units) each)."""
     x = x[:, ::-1] if go_backwards else x
     units = recurrent_kernel.shape[0]
     h = np.zeros((len(x), units))
     c = np.zeros_like(h)
+    if initial_state is not None:
+        h, c = (list(initial_state) + [c])[:2]
     input_bias = 0 if bias is None else (bias[0] if kind == "GRU" else bias)
     recurrent_bias = 0 if bias is None or kind != "GRU" else bias[1]
     outputs = []

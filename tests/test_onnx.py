@@ -492,6 +492,35 @@ def test_return_state_exports_and_loads(kind, dtype, tmp_path, rng):
         np.testing.assert_array_equal(clnet.onnx.load(path).predict(xs), want)
 
 
+@pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_initial_state_exports_and_loads(kind, dtype, tmp_path, rng):
+    """An encoder's final states starting a decoder (initial_state): ONNX's initial_h (and
+    initial_c) as Reshapes of them to (1, batch, units); onnxruntime (float64: onnx's reference
+    evaluator) matches predict, and the file loads back into a model that predicts the same, bit
+    for bit, its decoder called with initial_state."""
+    layer = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[kind]
+    x, z = Input((4, 3)), Input((5, 2))
+    _, *states = layer(4, return_state=True)(x)
+    y = layer(4, return_sequences=True, go_backwards=True)(z, initial_state=states)
+    model = clnet.Model([x, z], Dense(2)(Flatten()(y)), floatx=np.dtype(dtype).name, seed=4)
+    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
+    path = tmp_path / f"{kind}.onnx"
+    model.export(path)
+    xs = [rng.normal(size=(7, 4, 3)).astype(dtype), rng.normal(size=(7, 5, 2)).astype(dtype)]
+    want = model.predict(xs)
+    feeds = {"input_0": xs[0], "input_1": xs[1]}
+    if dtype == np.float64:
+        got = ReferenceEvaluator(onnx.load(path)).run(["output"], feeds)[0]
+    else:
+        got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["output"], feeds)[0]
+    assert_close(got, want, RTOL[dtype])
+    loaded = clnet.onnx.load(path)
+    decoder = [l for l in loaded.layers if type(l).__name__ == kind and l.return_sequences]
+    assert len(decoder) == 1 and decoder[0].called_with_initial_state
+    np.testing.assert_array_equal(loaded.predict(xs), want)
+
+
 def test_import_attention_pattern_must_be_exact(tmp_path, rng):
     """clnet's attention subgraph with another scale than 1/sqrt(key_dim) is not a
     MultiHeadAttention: its nodes stay, and the first the importer cannot read is named."""

@@ -28,7 +28,8 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
     """The layer's output, input gradient and weight gradients in float32 against the numpy
     forward pass and central differences of it in float64. With return_state, its outputs are the
     output and the final states, and `read` says which of them a gradient comes from (a list of
-    booleans; all by default)."""
+    booleans; all by default). A layer called with initial states takes random ones, and their
+    gradients are compared too."""
     rng = np.random.default_rng(seed)
     f32 = np.float32
     # Weights of Glorot's scale past 16 units: wide layers' sums stay as well conditioned in float32.
@@ -39,26 +40,31 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
         np.testing.assert_array_equal(got, want.astype(f32))
     weights = layer.get_weights()  # as float32 holds them
     x = rng.normal(size=(rows, steps, layer.n_in)).astype(f32)
+    initial = [rng.normal(size=(rows, layer.units)).astype(f32) for _ in range(layer.state_count * layer.multi_input)]
     act = lambda name: (lambda z, f=ACTIVATIONS[name][0]: f(z, 1.0, 0.0))
 
-    def outputs(x, *w):
+    def outputs(x, *rest):
+        states, w = rest[:len(initial)], rest[len(initial):]
         result = recurrent(kind, x, *w, return_sequences=layer.return_sequences, go_backwards=layer.go_backwards,
                            activation=act(activation), recurrent_activation=act(recurrent_activation),
-                           return_state=layer.return_state)
+                           return_state=layer.return_state, initial_state=states if initial else None)
         return result if layer.return_state else [result]
 
-    wants = outputs(x.astype(np.float64), *weights)
-    got = layer.forward(device(x, f32), rows)
+    wants = outputs(x.astype(np.float64), *initial, *weights)
+    inputs = [device(a, f32) for a in (x, *initial)]
+    got = layer.forward(inputs if initial else inputs[0], rows)
     for y, want in zip(got if layer.return_state else [got], wants, strict=True):
         np.testing.assert_allclose(y.numpy()[:rows], want, rtol=1e-5, atol=1e-6)
     read = read or [True] * len(wants)
     dys = [rng.normal(size=want.shape) if used else np.zeros(want.shape) for want, used in zip(wants, read)]
     grads = [device(dy, f32) if used else None for dy, used in zip(dys, read)]
     states = {"state_grads": grads[1:]} if layer.return_state else {}
-    dx = layer.backward(grads[0], rows, True, **states).numpy()
+    dxs = layer.backward(grads[0], rows, [True] * len(inputs) if initial else True, **states)
     flat = lambda *a: np.concatenate([y.ravel() for y in outputs(*a)])
-    want_dx, *want_dw = numeric_gradients(flat, [x, *weights], np.concatenate([dy.ravel() for dy in dys]))
-    np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=2e-5)
+    numeric = numeric_gradients(flat, [x, *initial, *weights], np.concatenate([dy.ravel() for dy in dys]))
+    want_dxs, want_dw = numeric[:len(inputs)], numeric[len(inputs):]
+    for dx, want_dx in zip(dxs if initial else [dxs], want_dxs, strict=True):
+        np.testing.assert_allclose(dx.numpy()[:rows], want_dx, rtol=1e-4, atol=2e-5)
     for got, expected in zip(layer.gradients(), want_dw):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
 
@@ -375,6 +381,102 @@ def test_return_state_config_save_summary_and_sequential(rt, tmp_path):
     assert len(stack.layers) == 1  # the layer that did not fit is not kept
 
 
+# -- initial_state ----------------------------------------------------------------------------
+def _with_initial_state(layer, steps, features, rows, dtype):
+    """`layer` called with initial states (Inputs), built alone for `rows` (see layer_alone)."""
+    layer(Input((steps, features)), initial_state=[Input((layer.units,)) for _ in range(layer.state_count)])
+    return layer_alone(layer, [(steps, features)] + [(layer.units,)] * layer.state_count, rows, dtype)
+
+
+@FORMS
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("sequences,backwards", [(False, False), (True, True)])
+@pytest.mark.parametrize("return_state", [False, True])
+def test_initial_state_matches_numpy(rt, kind, sequences, backwards, return_state, whole):
+    """The first step starts from the call's initial states; their gradients (through U, GRU's
+    through z too, LSTM's c through the forget gate) against central differences, with the
+    input's and the weights'. Batch 3, 5 features, 4 steps, 5 units."""
+    layer = _with_initial_state(KINDS[kind](5, return_sequences=sequences, go_backwards=backwards,
+                                            return_state=return_state, whole_sequence=whole), 4, 5, 3, np.float32)
+    compare_with_numpy(layer, kind, 4, 3)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_initial_state_launches(rt, kind):
+    """Initial states launch nothing more forward; backward, dL/dh_0 is one launch
+    (CalcInitialStateGradient) where it is wanted, LSTM's dL/dc_0 none."""
+    steps, rows = 6, 5
+    plain = layer_alone(KINDS[kind](3, whole_sequence=False), (steps, 2), rows, np.float32)
+    started = _with_initial_state(KINDS[kind](3, whole_sequence=False), steps, 2, rows, np.float32)
+    x, dy = device(np.ones((rows, steps, 2)), np.float32), device(np.ones((rows, 3)), np.float32)
+    states = [device(np.ones((rows, 3)), np.float32) for _ in range(started.state_count)]
+    counts = []
+    for layer, inputs, wanted in ((plain, x, True), (started, [x, *states], [True] * (1 + len(states))),
+                                  (started, [x, *states], [True] + [False] * len(states))):
+        launches = rt.launches
+        layer.forward(inputs, rows)
+        layer.backward(dy, rows, wanted)
+        counts.append(rt.launches - launches)
+    assert counts == [counts[0], counts[0] + 1, counts[0]], counts
+
+
+def _encoder_decoder(kind, steps, whole, dtype="float64"):
+    """An encoder's final states start a decoder (Keras's sequence-to-sequence pattern): two
+    inputs, the decoder's output every step, flattened, into Dense(2, softmax)."""
+    x, z = Input((3, 2), name="encoder_in"), Input((steps, 3), name="decoder_in")
+    _, *states = KINDS[kind](3, return_state=True, whole_sequence=whole, name="encoder")(x)
+    y = KINDS[kind](3, return_sequences=True, go_backwards=True, whole_sequence=whole, name="decoder")(
+        z, initial_state=states)
+    return clnet.Model([x, z], Dense(2, "softmax")(Flatten()(y)), floatx=dtype, seed=5)
+
+
+@FORMS
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("steps", [1, 2, 7])
+def test_gradients_through_time_with_initial_state(fp64, kind, steps, whole):
+    """Float64 central differences (check_model) of an encoder-decoder: the encoder learns only
+    through the states it hands the decoder."""
+    rng = np.random.default_rng(steps)
+    model = _encoder_decoder(kind, steps, whole)
+    model.loss_name = "categorical_crossentropy"
+    model.set_weights([0.7 * rng.normal(size=w.shape) for w in model.get_weights()])
+    check_model(model, [rng.normal(size=(3, 3, 2)), rng.normal(size=(3, steps, 3))], rng.integers(0, 2, 3), rng)
+
+
+def test_initial_state_config_save_and_errors(rt, tmp_path):
+    """The states are the call's inputs after x: config round trip, Keras's `layer([x, h, c])`
+    form, save and exact resume; wrong counts, shapes and mixed calls raise."""
+    rng = np.random.default_rng(8)
+    model = _encoder_decoder("LSTM", 4, None, "float32")
+    config = model.get_config()
+    assert config["calls"][1]["inputs"] == [[1, 0], [2, 0, 1], [2, 0, 2]]  # the decoder: z, h, c
+    assert clnet.Model.from_config(config).get_config() == config
+    model.compile("adam", "sparse_categorical_crossentropy")
+    xs, y = [rng.normal(size=(8, 3, 2)), rng.normal(size=(8, 4, 3))], rng.integers(0, 2, 8)
+    model.fit(xs, y, batch_size=4, epochs=1, verbose=0)
+    model.save(tmp_path / "seq2seq.h5")
+    loaded = clnet.load_model(tmp_path / "seq2seq.h5")
+    np.testing.assert_array_equal(loaded.predict(xs), model.predict(xs))
+    for m in (model, loaded):
+        m.fit(xs, y, batch_size=4, epochs=1, verbose=0)
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    x, h = Input((3, 2)), Input((4,))
+    with pytest.raises(ValueError, match=r"LSTM 'l' takes initial_state=\[h, c\], 2 tensor\(s\) of shape "
+                                         r"\(None, 4\), got 1"):
+        LSTM(4, name="l")(x, initial_state=[h])
+    with pytest.raises(ValueError, match=r"GRU 'g' takes initial states of shape \(None, 4\), got \(None, 3\) from"):
+        GRU(4, name="g")(x, initial_state=Input((3,)))
+    with pytest.raises(ValueError, match=r"SimpleRNN 's' was given initial states both in its inputs and as "
+                                         "initial_state"):
+        SimpleRNN(4, name="s")([x, h], initial_state=[h])
+    shared = GRU(4, name="shared")
+    shared(x, initial_state=h)
+    with pytest.raises(ValueError, match="GRU 'shared' was called with initial_state before; a shared recurrent "
+                                         "layer's calls all take one or none"):
+        shared(x)
+
+
 def test_bad_arguments(rt):
     with pytest.raises(ValueError, match=r"LSTM 'seq' expects samples of shape \(timesteps, features\), got "
                                          r"input_shape \(7,\)"):
@@ -390,9 +492,6 @@ def test_bad_arguments(rt):
             KINDS[kind](2, activation="softmax")
         with pytest.raises(ValueError, match=rf"{kind} whole_sequence must be None, True or False, got 'yes'"):
             KINDS[kind](2, whole_sequence="yes")
-    with pytest.raises(ValueError, match="LSTM 'dec' was called with initial_state, which clnet does not support"):
-        _, h, c = LSTM(2, return_state=True)(Input((3, 2)))
-        LSTM(2, name="dec")(Input((3, 2)), initial_state=[h, c])
     with pytest.raises(ValueError, match="LSTM recurrent_activation must be an elementwise activation"):
         LSTM(2, recurrent_activation="softmax")
     with pytest.raises(ValueError, match="GRU reset_after=False is not supported"):

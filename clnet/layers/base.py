@@ -75,13 +75,7 @@ class Layer:
         """Apply the layer to symbolic tensors (Input layers or other calls' outputs). Calling one
         layer twice shares its weights; shapes are checked here, when the graph is made. A layer
         of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`)."""
-        tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        tensors = [t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor)
-                   else t for t in tensors]
-        for t in tensors:
-            if not isinstance(t, KerasTensor):
-                raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
-                                "Input(shape) or of another layer call")
+        tensors = self._symbolic(inputs)
         if self.multi_input:
             shapes = [self.compute_output_shape([t.sample_shape for t in tensors], tensors)]
         elif len(tensors) != 1:
@@ -90,6 +84,17 @@ class Layer:
             shapes = self.compute_output_shapes(tensors[0].sample_shape)
         call = Call(self, tensors, shapes)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
+
+    def _symbolic(self, inputs) -> list[KerasTensor]:
+        """The tensors a call reads: `inputs` (one or a list), an Input standing for its output."""
+        tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        tensors = [t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor)
+                   else t for t in tensors]
+        for t in tensors:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
+                                "Input(shape) or of another layer call")
+        return tensors
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self, input_shape: tuple, store: ParameterStore, rng: np.random.Generator) -> tuple:

@@ -2,16 +2,18 @@
 // `units` columns (cols = 3 units), input bias b_x = bias[0] and recurrent bias b_h = bias[1]:
 //   u = h_{s-1} U + b_h,  z = g(x W_z + b_xz + u_z),  r = g(x W_r + b_xr + u_r),
 //   h~ = f(x W_h + b_xh + r u_h),  h_s = z h_{s-1} + (1 - z) h~
-// (f the activation, g the recurrent activation). FeedForwardRecurrentInput (recurrent.cl) has
+// (f the activation, g the recurrent activation; h before the first step: zeros, or the
+// call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has
 // put x W + b_x in `pre`; each step completes it in place and keeps u_h, which the backward pass
 // needs. The gate math runs on blocks of VW units of one batch row, in a launch per step (the
 // step form) or in one launch over every step (the sequence form; see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __global const TYPE *sums,
-                            __global TYPE *states, __global TYPE *candidates, __global TYPE *last, const int row,
-                            const int s, const int steps, const int units, const int j0, const int use_bias,
-                            const int write_last, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                            __global TYPE *states, __global const TYPE *initial_h, __global TYPE *candidates,
+                            __global TYPE *last, const int row, const int s, const int steps, const int units,
+                            const int j0, const int use_bias, const int with_initial, const int write_last,
+                            const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
     const int cols = 3 * units, width = units - j0, k = (row * steps + s) * units + j0;
     __global TYPE *zp = pre + (row * steps + s) * cols + j0;
@@ -25,7 +27,8 @@ HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __glo
     StoreBlock(zr, zp + units, width);
     StoreBlock(zh, zp + 2 * units, width);
     const VEC gz = RACT_FORWARD_V(zz, ra, rb);
-    const VEC h = gz * (s ? LoadBlock(states + k - units, width) : (VEC)(0)) + (1 - gz) * ACT_FORWARD_V(zh, a, b);
+    const VEC h = gz * PreviousState(states, initial_h, row, s, steps, units, j0, with_initial)
+                  + (1 - gz) * ACT_FORWARD_V(zh, a, b);
     StoreBlock(u[2], candidates + k, width);
     StoreBlock(h, states + k, width);
     if (write_last)
@@ -36,11 +39,12 @@ HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __glo
 // reaches h_s directly (through z h_{s-1}) and through U: `carry` holds dL/dh_s z_s for step
 // s - 1, written by this same block. The recurrent deltas differ from the input ones in the
 // candidate block only: u_h is scaled by r.
-HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *states,
+HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *states, __global const TYPE *initial_h,
                              __global const TYPE *candidates, __global const TYPE *sums, __global TYPE *delta,
                              __global TYPE *delta_rec, __global TYPE *step_delta, __global TYPE *carry,
                              const int row, const int s, const int steps, const int units, const int j0,
-                             const int capacity, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                             const int with_initial, const int capacity, const TYPE a, const TYPE b, const TYPE ra,
+                             const TYPE rb)
 {
     const int cols = 3 * units, width = units - j0, k = (row * steps + s) * units + j0;
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
@@ -48,7 +52,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
                     + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
     const VEC zz = LoadBlock(zp, width), zr = LoadBlock(zp + units, width), zh = LoadBlock(zp + 2 * units, width);
     const VEC gz = RACT_FORWARD_V(zz, ra, rb), gr = RACT_FORWARD_V(zr, ra, rb), gh = ACT_FORWARD_V(zh, a, b);
-    const VEC h_prev = s ? LoadBlock(states + k - units, width) : (VEC)(0);
+    const VEC h_prev = PreviousState(states, initial_h, row, s, steps, units, j0, with_initial);
     StoreBlock(dhs * gz, carry + row * units + j0, width);
     const VEC dz = dhs * (h_prev - gh) * RACT_DERIVATIVE_V(gz, zz, ra, rb);
     const VEC dc = dhs * (1 - gz) * ACT_DERIVATIVE_V(gh, zh, a, b);
@@ -68,16 +72,18 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global const TYPE *bias,       /* (2, 3 units), read when use_bias */                          \
     __global TYPE *sums,             /* h_{s-1} U, (capacity, 3 units) */                            \
     __global TYPE *states,           /* h, (rows, steps, units) */                                   \
+    __global const TYPE *initial_h,  /* h_0, (rows, units): read when with_initial */                \
     __global TYPE *candidates,       /* u_h, (rows, steps, units) */                                 \
     __global TYPE *last,             /* h of the last step, (rows, units) */                         \
     const int rows, const int steps, const int units, const int use_bias, const TYPE a, const TYPE b, \
-    const TYPE ra, const TYPE rb, const int write_last
+    const TYPE ra, const TYPE rb, const int with_initial, const int write_last
 
 #define GRU_BACKWARD_ARGS                                                                            \
     __global const TYPE *output_gr,   /* (rows, steps, units) or (rows, units) */                    \
     __global const TYPE *state_gr,    /* dL/dh_T, (rows, units), read when grads & GRAD_STATE */     \
     __global const TYPE *pre,         /* z, (rows, steps, 3 units) */                                \
     __global const TYPE *states,      /* h, (rows, steps, units) */                                  \
+    __global const TYPE *initial_h,   /* h_0, (rows, units): read when with_initial */               \
     __global const TYPE *candidates,  /* u_h, (rows, steps, units) */                                \
     __global const TYPE *transposed,  /* U^T, (3 units, units) */                                    \
     __global TYPE *sums,              /* dL/dh_s, (capacity, 3 units) */                             \
@@ -86,28 +92,29 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global TYPE *step_delta,        /* (2, capacity, 3 units) */                                   \
     __global TYPE *carry,             /* dL/dh_s z_s, (rows, units) */                               \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int grads, const int capacity
+    const TYPE rb, const int grads, const int with_initial, const int capacity
 
 __kernel void FeedForwardGRU(GRU_FORWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units);
+    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial);
     for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        GRUForwardBlock(pre, bias, sums, states, candidates, last, row0 + i, s, steps, units, j0, use_bias,
-                        write_last, a, b, ra, rb);
+        GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row0 + i, s, steps, units, j0, use_bias,
+                        with_initial, write_last, a, b, ra, rb);
 }
 
 __kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, 3 * units);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 3 * units, with_initial);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                GRUForwardBlock(pre, bias, sums, states, candidates, last, row0 + q / blocks, s, steps, units,
-                                q % blocks * VW, use_bias, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+                GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row0 + q / blocks, s, steps,
+                                units, q % blocks * VW, use_bias, with_initial, s == steps - 1 ? write_last : 0, a, b,
+                                ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -120,8 +127,8 @@ __kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS, const int s)
     StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
                         3 * units, grads, capacity);
     for (int i = 0; i < BB && row0 + i < rows; i++)
-        GRUBackwardBlock(pre, states, candidates, sums, delta, delta_rec, step_delta, carry, row0 + i, s, steps,
-                         units, j0, capacity, a, b, ra, rb);
+        GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry, row0 + i, s,
+                         steps, units, j0, with_initial, capacity, a, b, ra, rb);
 }
 
 __kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)
@@ -132,8 +139,9 @@ __kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)
                                 3 * units, grads, capacity);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                GRUBackwardBlock(pre, states, candidates, sums, delta, delta_rec, step_delta, carry,
-                                 row0 + q / blocks, s, steps, units, q % blocks * VW, capacity, a, b, ra, rb);
+                GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry,
+                                 row0 + q / blocks, s, steps, units, q % blocks * VW, with_initial, capacity, a, b,
+                                 ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -37,15 +37,20 @@ class GRU(_Recurrent):
     def _delta_rec(self):
         return self.delta_rec
 
+    @property
+    def _carry_to_h(self):
+        return self.carry
+
     def _forward_buffers(self):
-        return self.pre, self.recurrent.value, self._bias_value(), self.sums, self.states, self.candidates, self._last
+        return (self.pre, self.recurrent.value, self._bias_value(), self.sums, self.states, self._initial_h,
+                self.candidates, self._last)
 
     def _forward_flags(self):
         return (int(self.use_bias),)
 
     def _backward_buffers(self):
-        return (self.pre, self.states, self.candidates, self.transposed, self.sums, self.delta, self.delta_rec,
-                self.step_delta, self.carry)
+        return (self.pre, self.states, self._initial_h, self.candidates, self.transposed, self.sums, self.delta,
+                self.delta_rec, self.step_delta, self.carry)
 
     def _onnx_node(self):
         # ONNX's GRU has Keras's gate order; linear_before_reset=1 is reset_after=True.

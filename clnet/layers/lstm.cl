@@ -1,16 +1,18 @@
 // LSTM, Keras's gate order i, f, c, o in blocks of `units` columns (cols = 4 units):
 //   i = g(z_i), f = g(z_f), c~ = f(z_c), o = g(z_o), with z = x W + b + h_{s-1} U,
 //   c_s = f c_{s-1} + i c~,  h_s = o f(c_s)
-// (f the activation, g the recurrent activation). FeedForwardRecurrentInput (recurrent.cl) has
+// (f the activation, g the recurrent activation; h and c before the first step: zeros, or the
+// call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has
 // put x W + b in `pre`; each step adds h_{s-1} U in place. The gate math of a step runs on blocks
 // of VW units of one batch row, all four gates of them; the step form launches it once per step,
 // the sequence form loops over the steps in one launch (see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
-                             __global TYPE *cells, __global TYPE *last, __global TYPE *last_cell, const int row,
-                             const int s, const int steps, const int units, const int j0, const int write_last,
-                             const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                             __global TYPE *cells, __global const TYPE *initial_c, __global TYPE *last,
+                             __global TYPE *last_cell, const int row, const int s, const int steps, const int units,
+                             const int j0, const int with_initial, const int write_last, const TYPE a, const TYPE b,
+                             const TYPE ra, const TYPE rb)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
     __global TYPE *zp = pre + (row * steps + s) * cols + j0;
@@ -19,7 +21,7 @@ HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __gl
         z[g] = LoadBlock(zp + g * units, width) + LoadBlock(sums + row * cols + g * units + j0, width);
         StoreBlock(z[g], zp + g * units, width);
     }
-    const VEC c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+    const VEC c_prev = PreviousState(cells, initial_c, row, s, steps, units, j0, with_initial);
     const VEC c = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
     const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
     StoreBlock(c, cells + k, width);
@@ -34,11 +36,11 @@ HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __gl
 // dL/dc_s = dL/dh_s o f'(c_s) + dL/dc_{s+1} f_{s+1}; `carry` holds the second term, written by
 // this same block at step s + 1. At the last step the second term is the final cell state's
 // gradient from above, when return_state gives c_T to a later layer (GRAD_CELL).
-HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cells, __global const TYPE *sums,
-                              __global const TYPE *cell_gr, __global TYPE *delta, __global TYPE *step_delta,
-                              __global TYPE *carry, const int row, const int s, const int steps, const int units,
-                              const int j0, const int grads, const int capacity, const TYPE a, const TYPE b,
-                              const TYPE ra, const TYPE rb)
+HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cells, __global const TYPE *initial_c,
+                              __global const TYPE *sums, __global const TYPE *cell_gr, __global TYPE *delta,
+                              __global TYPE *step_delta, __global TYPE *carry, const int row, const int s,
+                              const int steps, const int units, const int j0, const int grads, const int with_initial,
+                              const int capacity, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
@@ -47,7 +49,8 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
     const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
     const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
-    const VEC c = LoadBlock(cells + k, width), c_prev = s ? LoadBlock(cells + k - units, width) : (VEC)(0);
+    const VEC c = LoadBlock(cells + k, width);
+    const VEC c_prev = PreviousState(cells, initial_c, row, s, steps, units, j0, with_initial);
     const VEC fc = ACT_FORWARD_V(c, a, b);
     const VEC later = s < steps - 1 ? LoadBlock(carry + row * units + j0, width)
                       : (grads & GRAD_CELL ? LoadBlock(cell_gr + row * units + j0, width) : (VEC)(0));
@@ -68,10 +71,12 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global TYPE *sums,             /* h_{s-1} U, (capacity, 4 units) */                            \
     __global TYPE *states,           /* h, (rows, steps, units) */                                   \
     __global TYPE *cells,            /* c, (rows, steps, units) */                                   \
+    __global const TYPE *initial_h,  /* h_0, (rows, units): read when with_initial */                \
+    __global const TYPE *initial_c,  /* c_0, (rows, units): read when with_initial */                \
     __global TYPE *last,             /* h of the last step, (rows, units): write_last & 1 */         \
     __global TYPE *last_cell,        /* c of the last step, (rows, units): write_last & 2 */         \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int write_last
+    const TYPE rb, const int with_initial, const int write_last
 
 #define LSTM_BACKWARD_ARGS                                                                           \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
@@ -79,34 +84,35 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global const TYPE *cell_gr,    /* dL/dc_T, (rows, units), read when grads & GRAD_CELL */       \
     __global const TYPE *pre,        /* z, (rows, steps, 4 units) */                                 \
     __global const TYPE *cells,      /* c, (rows, steps, units) */                                   \
+    __global const TYPE *initial_c,  /* c_0, (rows, units): read when with_initial */                \
     __global const TYPE *transposed, /* U^T, (4 units, units) */                                     \
     __global TYPE *sums,             /* dL/dh_s, (capacity, 4 units) */                              \
     __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
     __global TYPE *step_delta,       /* (2, capacity, 4 units) */                                    \
     __global TYPE *carry,            /* dL/dc_s f_s, (rows, units) */                                \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int grads, const int capacity
+    const TYPE rb, const int grads, const int with_initial, const int capacity
 
 __kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS, const int s)
 {
     const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units);
+    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial);
     for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        LSTMForwardBlock(pre, sums, states, cells, last, last_cell, row0 + i, s, steps, units, j0, write_last,
-                         a, b, ra, rb);
+        LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row0 + i, s, steps, units, j0,
+                         with_initial, write_last, a, b, ra, rb);
 }
 
 __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, 4 * units);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 4 * units, with_initial);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMForwardBlock(pre, sums, states, cells, last, last_cell, row0 + q / blocks, s, steps, units,
-                                 q % blocks * VW, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+                LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row0 + q / blocks, s, steps,
+                                 units, q % blocks * VW, with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -119,8 +125,8 @@ __kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS, const int s)
     StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
                         4 * units, grads, capacity);
     for (int i = 0; i < BB && row0 + i < rows; i++)
-        LSTMBackwardBlock(pre, cells, sums, cell_gr, delta, step_delta, carry, row0 + i, s, steps, units, j0, grads,
-                          capacity, a, b, ra, rb);
+        LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row0 + i, s, steps, units,
+                          j0, grads, with_initial, capacity, a, b, ra, rb);
 }
 
 __kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
@@ -131,8 +137,8 @@ __kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
                                 4 * units, grads, capacity);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMBackwardBlock(pre, cells, sums, cell_gr, delta, step_delta, carry, row0 + q / blocks, s, steps,
-                                  units, q % blocks * VW, grads, capacity, a, b, ra, rb);
+                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row0 + q / blocks,
+                                  s, steps, units, q % blocks * VW, grads, with_initial, capacity, a, b, ra, rb);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -40,13 +40,23 @@ class LSTM(_Recurrent):
     def _final_states(self):
         return [self.last, self.last_cell]
 
+    @property
+    def _initial_c(self) -> Tensor:
+        return self.initial[1] if self.multi_input else self.cells  # a stand-in the kernels never read
+
     def _forward_buffers(self):
         # Without return_state, `cells` stands in for last_cell, which the kernels then never write.
         last_cell = self.last_cell if self.last_cell is not None else self.cells
-        return self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._last, last_cell
+        return (self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._initial_h, self._initial_c,
+                self._last, last_cell)
 
     def _backward_buffers(self):
-        return self.pre, self.cells, self.transposed, self.sums, self.delta, self.step_delta, self.carry
+        return (self.pre, self.cells, self._initial_c, self.transposed, self.sums, self.delta, self.step_delta,
+                self.carry)
+
+    def _initial_gradients(self, rows, wanted):
+        # dL/dc_0 is what the first step carries back: dL/dc_0 f_0 (see lstm.cl).
+        return [*super()._initial_gradients(rows, wanted[:1]), self.carry if wanted[1] else None]
 
     def _onnx_node(self):
         # ONNX's LSTM gates are i, o, f, c; its activations (f, g, h) are ours (recurrent, act, act).

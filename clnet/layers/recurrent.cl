@@ -149,25 +149,42 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
 #define UNITS_BLOCK(p, width) LoadBlock(p, width)
 #endif
 
+// Row `row`'s h_{s-1}: the step before's, or at the first step the initial state (the call's
+// initial_state; without one the state is zeros, which the products skip and nothing reads).
+HELPER __global const TYPE *PreviousRow(__global const TYPE *per_step, __global const TYPE *initial, const int row,
+                                        const int s, const int steps, const int units)
+{
+    return s ? per_step + (row * steps + s - 1) * units : initial + row * units;
+}
+
+// Units j0 .. + VW of row `row`'s h_{s-1} (LSTM: c_{s-1}), zeros at s = 0 without initial state.
+HELPER VEC PreviousState(__global const TYPE *per_step, __global const TYPE *initial, const int row, const int s,
+                         const int steps, const int units, const int j0, const int with_initial)
+{
+    return s || with_initial ? LoadBlock(PreviousRow(per_step, initial, row, s, steps, units) + j0, units - j0)
+                             : (VEC)(0);
+}
+
 // sums[row, g * units + j0 .. + VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + VW) for the rows
-// row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step, whose state is
-// zeros); then a barrier, after which the work-group's sums are all there.
+// row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step without initial
+// state, whose state is zeros); then a barrier, after which the work-group's sums are all there.
 HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
+                              __global const TYPE *initial,    // h_0, (rows, units), read when with_initial
                               __global const TYPE *recurrent,  // U, (units, cols)
                               __global TYPE *sums,             // (capacity, cols)
                               const int row0, const int rows, const int s, const int steps, const int units,
-                              const int j0, const int cols)
+                              const int j0, const int cols, const int with_initial)
 {
     const int g = get_local_id(0), width = units - j0;
     __global const TYPE *h[RB];
     VEC acc[RB];
     #pragma unroll
     for (int i = 0; i < RB; i++) {
-        h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
+        h[i] = PreviousRow(states, initial, min(row0 + i, rows - 1), s, steps, units);
         acc[i] = (VEC)(0);
     }
     __global const TYPE *w = recurrent + g * units + j0;
-    for (int k = 0; k < (s ? units : 0); k++, w += cols) {
+    for (int k = 0; k < (s || with_initial ? units : 0); k++, w += cols) {
         const VEC u = UNITS_BLOCK(w, width);
         #pragma unroll
         for (int i = 0; i < RB; i++)
@@ -277,17 +294,18 @@ HELPER void SequenceColumn(__global TYPE *sums, __global const TYPE **x, __globa
 
 // sums[row, c] = h_{s-1}[row, :] U[:, c] for the work-group's rows, every column.
 HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps, units)
+                             __global const TYPE *initial,    // h_0, (rows, units), read when with_initial
                              __global const TYPE *recurrent,  // U, (units, cols)
                              __global TYPE *sums,             // (capacity, cols)
                              const int row0, const int rows, const int s, const int steps, const int units,
-                             const int cols)
+                             const int cols, const int with_initial)
 {
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
-        h[i] = states + (min(row0 + i, rows - 1) * steps + max(s - 1, 0)) * units;
+        h[i] = PreviousRow(states, initial, min(row0 + i, rows - 1), s, steps, units);
     for (int c = get_local_id(0); c < cols; c += get_local_size(0))
-        SequenceColumn(sums, h, recurrent + c, cols, 0, s ? units : 0, row0, rows, cols, c);
+        SequenceColumn(sums, h, recurrent + c, cols, 0, s || with_initial ? units : 0, row0, rows, cols, c);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
@@ -365,8 +383,8 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 }
 
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
-// reversed: go_backwards) for dL/dW, or the previous step's h (mode 2; the first step's is the
-// zero state) for dL/dU. A work-item sums RM rows of the gradient by two column panels (2 VW
+// reversed: go_backwards) for dL/dW, or the previous step's h for dL/dU: mode 2, where the first
+// step's is the zero state, mode 3, where it is the initial state `initial`. A work-item sums RM rows of the gradient by two column panels (2 VW
 // columns: 2 RM accumulators, which each pair of loads of delta serves RM times). The work-items
 // past the last block of RM rows of a (get_global_id(1) == blocks) write the bias gradient, sum
 // of delta, into bias_gr[bias_offset + c] when with_bias.
@@ -378,6 +396,7 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 // slice of a scratch buffer, split_stride apart, that SumRecurrentSplits adds up.
 __kernel __attribute__((vec_type_hint(VEC)))
 void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, n) or h (rows, steps, n)
+                               __global const TYPE *initial, // h_0 (rows, n), read in mode 3
                                __global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
                                __global TYPE *weights_gr,    // (n, cols), from weights_offset
                                __global TYPE *bias_gr,       // written when with_bias
@@ -420,7 +439,8 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
     for (int row = first_row; row < end_row; row++)
         for (int s = first; s < steps; s++) {
             const int r = row * steps + s;
-            __global const TYPE *x = a + (mode == 2 ? r - 1 : InputRow(r, steps, mode)) * n;
+            __global const TYPE *x = mode >= 2 ? PreviousRow(a, initial, row, s, steps, n)
+                                               : a + InputRow(r, steps, mode) * n;
             const VEC d = panel[r], d2 = panel2[r];
             #pragma unroll
             for (int i = 0; i < RM; i++) {
@@ -494,4 +514,24 @@ void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (c
     __global TYPE *out = input_gr + InputRow(r, steps, reverse) * n_in;
     for (int i = 0; i < RM && d0 + i < n_in; i++)
         out[d0 + i] = SumLanes(acc[i]);
+}
+
+// dL/dh_0, the initial state's gradient, once the backward steps are done: step 0's recurrent
+// deltas through U (which step_delta's half 0 and U^T hold, as for StepOutputGradients), plus
+// GRU's direct path z_0 dL/dh_0, which its step 0 left in `carry` (add_carry). LSTM's dL/dc_0
+// needs no launch: it is the carry its step 0 wrote. A work-item per (unit, batch row).
+__kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, capacity, cols)
+                                       __global const TYPE *transposed,  // U^T, (cols, units)
+                                       __global const TYPE *carry,       // (rows, units), read when add_carry
+                                       __global TYPE *initial_gr,        // dL/dh_0, (rows, units)
+                                       const int units, const int cols, const int add_carry)
+{
+    const int j = get_global_id(0), row = get_global_id(1);
+    if (j >= units)
+        return;
+    __global const TYPE *d = step_delta + row * cols;  // half 0: capacity rows from the start
+    TYPE sum = add_carry ? carry[row * units + j] : 0;
+    for (int c = 0; c < cols; c++)
+        sum += d[c] * transposed[c * units + j];
+    initial_gr[row * units + j] = sum;
 }

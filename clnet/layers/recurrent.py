@@ -17,6 +17,11 @@ kernel's, the recurrent kernel's and the input's gradients. The steps run in one
   a work-group that owns a few batch rows loops over the steps alone, with local barriers. The
   weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
   launch adds up. A training step is 6 launches (7 with the input's gradient) whatever T is.
+
+A call may start from initial states (inputs of the call after x): the first step reads them
+where it would read zeros, and their gradient, dL/dh_0, is one more launch after the backward
+steps (CalcInitialStateGradient; LSTM's dL/dc_0 is the cell carry its first step leaves).
+With return_state the call's outputs after the output are the last step's h (and c).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import Layer, check_weights
+from .base import Call, Layer, check_weights
 
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
@@ -132,13 +137,33 @@ class _Recurrent(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
         self.return_sequences = bool(return_sequences)
         self.return_state = bool(return_state)
+        # Whether its calls give initial states, which are then inputs after x (multi_input).
+        self.called_with_initial_state = None
         self.go_backwards = bool(go_backwards)
 
     def __call__(self, inputs, initial_state=None):
+        """`layer(x)`, or `layer(x, initial_state=[h])` (LSTM: `[h, c]`), the states (units,) each:
+        as Keras, also `layer([x, h, c])`. The states are inputs of the call, which trains them."""
+        x, *states = self._symbolic(inputs)
         if initial_state is not None:
-            raise ValueError(f"{self.describe()} was called with initial_state, which clnet does not support: its "
-                             "recurrent layers start from zero states")
-        return super().__call__(inputs)
+            if states:
+                raise ValueError(f"{self.describe()} was given initial states both in its inputs and as "
+                                 "initial_state; give them once")
+            states = self._symbolic(initial_state)
+        names = "[h, c]" if self.state_count == 2 else "[h]"
+        if states and len(states) != self.state_count:
+            raise ValueError(f"{self.describe()} takes initial_state={names}, {self.state_count} tensor(s) of shape "
+                             f"(None, {self.units}), got {len(states)}")
+        for state in states:
+            if state.sample_shape != (self.units,):
+                raise ValueError(f"{self.describe()} takes initial states of shape (None, {self.units}), got "
+                                 f"{state.describe()}")
+        if self.called_with_initial_state not in (None, bool(states)):
+            raise ValueError(f"{self.describe()} was called {'without' if states else 'with'} initial_state before; "
+                             "a shared recurrent layer's calls all take one or none")
+        self.called_with_initial_state = self.multi_input = bool(states)
+        call = Call(self, [x, *states], self.compute_output_shapes(x.sample_shape))
+        return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 2:
@@ -158,6 +183,9 @@ class _Recurrent(Layer):
         return self.bias_initializer(self._bias_shape(), rng)
 
     def build(self, input_shape, store, rng):
+        if self.multi_input:  # (x's shape, then the initial states')
+            self.input_shapes = [tuple(s) for s in input_shape]
+            input_shape = input_shape[0]
         shape = super().build(input_shape, store, rng)
         self.steps, self.n_in = self.input_shape
         self.cols = self.gates * self.units
@@ -187,6 +215,7 @@ class _Recurrent(Layer):
         self._delta_recurrent = kernel("CalcDeltaWeightsRecurrent")
         self._hidden = kernel("CalcHiddenGradientRecurrentInput")
         self._sum_splits = kernel("SumRecurrentSplits")
+        self._initial_gradient = kernel("CalcInitialStateGradient")
         suffix = "Sequence" if self.whole_sequence else ""
         self._step_ff, self._step_bp = (kernel(name + suffix) for name in self.step_names)
         return shape
@@ -213,6 +242,7 @@ class _Recurrent(Layer):
         self.delta = self._panels(capacity)                           # dL/dz
         self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
+        self.initial_grad = Tensor((capacity, self.units), dt, rt) if self.multi_input else None  # dL/dh_0
         if self.whole_sequence:  # the weight gradients' slices: dL/dW, its bias, dL/dU, the recurrent bias
             self.split_sums = Tensor((min(capacity, MAX_SPLITS), self.n_in + self.units + 2, self.cols), dt, rt)
 
@@ -226,6 +256,7 @@ class _Recurrent(Layer):
         return self.bias.value if self.use_bias else self._no_bias
 
     def forward(self, x, rows):
+        x, *self.initial = x if self.multi_input else [x]  # the initial states, (rows, units) each
         self.x = x
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
@@ -239,10 +270,11 @@ class _Recurrent(Layer):
         # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl).
         last = int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
         if self.whole_sequence:
-            self._step_ff(*self._sequence_size(rows), *args, last, flops=steps * flops)
+            self._step_ff(*self._sequence_size(rows), *args, int(self.multi_input), last, flops=steps * flops)
         else:
             for s in range(steps):
-                self._step_ff(*self._step_size(rows), *args, last if s == steps - 1 else 0, s, flops=flops)
+                self._step_ff(*self._step_size(rows), *args, int(self.multi_input), last if s == steps - 1 else 0, s,
+                              flops=flops)
         output = self.states if self.return_sequences else self.last
         return [output, *self._final_states()] if self.return_state else output
 
@@ -256,7 +288,10 @@ class _Recurrent(Layer):
 
     def backward(self, grad, rows, input_grad, activation_done=False, state_grads=None):
         """`grad`: dL/d(output), or None where only a final state is read further on; `state_grads`,
-        with return_state: dL/d(each final state), None for one nothing reads."""
+        with return_state: dL/d(each final state), None for one nothing reads. Called with initial
+        states, `input_grad` says for each input (x, then the states) whether its gradient is
+        wanted, and the list of them is returned (None where not wanted)."""
+        wanted = list(input_grad) if self.multi_input else [input_grad]
         steps, cols, total = self.steps, self.cols, rows * self.steps
         state_grads = list(state_grads or [None] * self.state_count)
         grads = (grad is not None) * (GRAD_OUTPUT | GRAD_SEQUENCES * self.return_sequences)
@@ -264,7 +299,8 @@ class _Recurrent(Layer):
             grads |= flag * (state_grad is not None)
         # The kernels read only the gradients `grads` names; a buffer stands in for each other.
         given = [g if g is not None else self.states for g in (grad, *state_grads)]
-        args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads, self.capacity)
+        args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads,
+                *self._backward_flags(), self.capacity)
         flops = 2.0 * rows * self.units * cols
         if self.whole_sequence:
             self._step_bp(*self._sequence_size(rows), *args, flops=steps * flops)
@@ -272,12 +308,28 @@ class _Recurrent(Layer):
             for s in reversed(range(steps)):
                 self._step_bp(*self._step_size(rows, True), *args, s, flops=flops)
         self._weight_gradients(rows)
-        if not input_grad:
-            return None
-        self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
-                     self.n_in, steps, int(self.go_backwards), self.capacity * steps,
-                     flops=2.0 * total * self.n_in * cols)
-        return self.input_grad
+        if wanted[0]:
+            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
+                         self.n_in, steps, int(self.go_backwards), self.capacity * steps,
+                         flops=2.0 * total * self.n_in * cols)
+        if not self.multi_input:
+            return self.input_grad if wanted[0] else None
+        return [self.input_grad if wanted[0] else None, *self._initial_gradients(rows, wanted[1:])]
+
+    def _initial_gradients(self, rows: int, wanted: list[bool]) -> list[Tensor | None]:
+        """dL/dh_0 (a launch: see CalcInitialStateGradient), and LSTM's dL/dc_0, where wanted."""
+        if not wanted[0]:
+            return [None]
+        self._initial_gradient((self.units, rows), None, self.step_delta, self.transposed, self._carry_to_h,
+                               self.initial_grad, self.units, self.cols, int(self._carry_to_h is not self.states),
+                               flops=2.0 * rows * self.units * self.cols)
+        return [self.initial_grad]
+
+    # The part of dL/dh_{s-1} that skips U, which the backward steps leave in a buffer (GRU's
+    # z_s dL/dh_s); `states` where there is none.
+    @property
+    def _carry_to_h(self) -> Tensor:
+        return self.states
 
     def _weight_gradients(self, rows: int) -> None:
         """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
@@ -288,22 +340,25 @@ class _Recurrent(Layer):
         recurrent_bias = int(self._recurrent_bias and self.use_bias)
         blocks = _blocks(cols, 2 * self.vw)
         flops = 2.0 * total * cols
+        # dL/dU reads h_{s-1}: mode 3 takes the first step's from the initial state, 2 skips it (zeros).
+        previous, mode = (self.initial[0], 3) if self.multi_input else (self.states, 2)
         if not self.whole_sequence:
-            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.delta, self.kernel.grad,
-                                bias_grad, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias), 0,
-                                self.capacity * steps, 0, rows, 0, flops=flops * n_in, beside=True)
-            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, self._delta_rec,
-                                  self.recurrent.grad, bias_grad, rows, steps, cols, units, 2, recurrent_bias, cols,
+            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.x, self.delta,
+                                self.kernel.grad, bias_grad, rows, steps, cols, n_in, int(self.go_backwards),
+                                int(self.use_bias), 0, self.capacity * steps, 0, rows, 0, flops=flops * n_in,
+                                beside=True)
+            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, previous, self._delta_rec,
+                                  self.recurrent.grad, bias_grad, rows, steps, cols, units, mode, recurrent_bias, cols,
                                   self.capacity * steps, 0, rows, 0, flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
-        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.delta, self.split_sums,
-                            self.split_sums, rows, steps, cols, n_in, int(self.go_backwards), int(self.use_bias),
-                            n_in * cols, self.capacity * steps, 0, chunk, height * cols, flops=flops * n_in,
-                            beside=True)
-        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, self._delta_rec,
-                              self.split_sums, self.split_sums, rows, steps, cols, units, 2, recurrent_bias,
+        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.x, self.delta,
+                            self.split_sums, self.split_sums, rows, steps, cols, n_in, int(self.go_backwards),
+                            int(self.use_bias), n_in * cols, self.capacity * steps, 0, chunk, height * cols,
+                            flops=flops * n_in, beside=True)
+        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, previous, self._delta_rec,
+                              self.split_sums, self.split_sums, rows, steps, cols, units, mode, recurrent_bias,
                               (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
                               height * cols, flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, self.split_sums, self.kernel.grad, self.recurrent.grad, bias_grad,
@@ -342,6 +397,17 @@ class _Recurrent(Layer):
     def _forward_flags(self) -> tuple:
         return ()
 
+    def _backward_flags(self) -> tuple:
+        """The backward step kernel's arguments between `grads` and `capacity`: whether the
+        first step's previous state is the initial state (LSTM, GRU; SimpleRNN's steps do not
+        read the previous state)."""
+        return (int(self.multi_input),)
+
+    @property
+    def _initial_h(self) -> Tensor:
+        # The initial h, or a stand-in the kernels never read.
+        return self.initial[0] if self.multi_input else self.states
+
     def _forward_buffers(self) -> tuple:
         """The step kernels' buffers, forward (see the layer's .cl)."""
         raise NotImplementedError
@@ -356,9 +422,11 @@ class _Recurrent(Layer):
         ONNX's gate order, B the input and recurrent biases side by side), between Transposes:
         ONNX's sequences are time-major. go_backwards reverses the input first (as Keras, whose
         outputs are in processing order), and without return_sequences the last step is taken.
-        return_state adds the op's final states, Y_h (and LSTM's Y_c), (1, batch, units) each."""
+        return_state adds the op's final states, Y_h (and LSTM's Y_c), (1, batch, units) each;
+        initial states are its initial_h (and initial_c), of the same shape."""
         steps, units = self.steps, self.units
-        x = inputs[0]
+        x, *initial = inputs
+        initial = [graph.op("Reshape", state, graph.constant("initial_shape", [1, -1, units])) for state in initial]
         if self.go_backwards:
             x = graph.op("Slice", x, graph.constant("start", [-1]), graph.constant("end", [np.iinfo(np.int64).min]),
                          graph.constant("axis", [1]), graph.constant("step", [-1]))
@@ -377,7 +445,8 @@ class _Recurrent(Layer):
             betas += beta
         extra = {"activation_alpha": alphas} if alphas else {}
         extra |= {"activation_beta": betas} if betas else {}
-        y, *states = graph.op(op, x, w, r, graph.constant("B", b[None]), hidden_size=units,
+        optional = ["", *initial] if initial else []  # sequence_lens (none: every sample runs every step)
+        y, *states = graph.op(op, x, w, r, graph.constant("B", b[None]), *optional, hidden_size=units,
                               activations=activation_names, n_outputs=1 + (self.state_count if self.return_state else 0),
                               **attributes, **extra)                        # (steps, 1, batch, units)
         states = [graph.op("Reshape", state, graph.constant("state_shape", [-1, units])) for state in states]

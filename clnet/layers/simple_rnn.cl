@@ -36,8 +36,10 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
     __global const TYPE *recurrent,  /* U, (units, units) */                                         \
     __global TYPE *sums,             /* h_{s-1} U, (capacity, units) */                              \
     __global TYPE *states,           /* h, (rows, steps, units) */                                   \
+    __global const TYPE *initial_h,  /* h_0, (rows, units): read when with_initial */                \
     __global TYPE *last,             /* h of the last step, (rows, units) */                         \
-    const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int write_last
+    const int rows, const int steps, const int units, const TYPE a, const TYPE b,                    \
+    const int with_initial, const int write_last
 
 #define SIMPLE_RNN_BACKWARD_ARGS                                                                     \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
@@ -56,7 +58,7 @@ __kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS, const int s)
     const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, recurrent, sums, row0, rows, s, steps, units, j0, units);
+    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, units, with_initial);
     for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
         SimpleRNNForwardBlock(pre, sums, states, last, row0 + i, s, steps, units, j0, write_last, a, b);
 }
@@ -65,7 +67,7 @@ __kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, recurrent, sums, row0, rows, s, steps, units, units);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, units, with_initial);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 SimpleRNNForwardBlock(pre, sums, states, last, row0 + q / blocks, s, steps, units, q % blocks * VW,

@@ -10,10 +10,13 @@ class SimpleRNN(_Recurrent):
     step_names = ("FeedForwardSimpleRNN", "CalcHiddenGradientSimpleRNN")
 
     def _forward_buffers(self):
-        return self.pre, self.recurrent.value, self.sums, self.states, self._last
+        return self.pre, self.recurrent.value, self.sums, self.states, self._initial_h, self._last
 
     def _backward_buffers(self):
         return self.pre, self.states, self.transposed, self.sums, self.delta, self.step_delta
+
+    def _backward_flags(self):
+        return ()  # its backward step reads no previous state
 
     def _act(self):
         return self.activation.a, self.activation.b  # one activation

@@ -16,13 +16,16 @@ dynamo exporters) and Keras's:
     input (torch) or float ids Cast to integers (clnet)            -> Embedding
     Expand(table, Shape(x)) (clnet's)                              -> PositionEmbedding
     RNN, LSTM, GRU after Transpose(1, 0, 2) or with layout=1, zero
-    initial states (ConstantOfShape, or Expand/Slice of a zero),
-    Y, Y_h or Y_c read through Squeeze/Transpose/Reshape/Gather    -> SimpleRNN, LSTM, GRU (gates
+    initial states (ConstantOfShape, or Expand/Slice of a zero) or
+    Reshape(state, [1, -1, units]) / Unsqueeze(state, 0) of
+    batch-first ones, Y, Y_h or Y_c read through
+    Squeeze/Transpose/Reshape/Gather                               -> SimpleRNN, LSTM, GRU (gates
                                                                       reordered; a reversing Slice
                                                                       or direction="reverse":
                                                                       go_backwards; Y read:
                                                                       return_sequences; Y_c read:
-                                                                      return_state)
+                                                                      return_state; given states:
+                                                                      initial_state)
     clnet's attention subgraph: MatMul [+ Add] projections,
     Reshape, Transpose, Mul(1/sqrt(key_dim)), MatMul, [Add(causal
     mask)], [Where(Greater(mask, 0.5))], Softmax, MatMul,
@@ -390,7 +393,7 @@ class _Reader:
     def _layer(self, node, layer, kts, weights=None):
         """Call `layer` on the clnet tensors `kts`; errors the layer raises name the node."""
         try:
-            kt = layer(kts if layer.multi_input else kts[0])
+            kt = layer(kts if layer.multi_input or len(kts) > 1 else kts[0])  # a recurrent layer: x, states
         except (TypeError, ValueError) as error:
             raise _misused(node, str(error)) from None
         if weights is not None:
@@ -1152,9 +1155,18 @@ class _Reader:
             if roles.get(role):
                 raise _misused(node, f"its input {role} is given; clnet's {op} has "
                                      f"{'no peepholes' if role == 'P' else 'every sample run every step'}")
-        for role in ("initial_h", "initial_c"):
-            if roles.get(role) and (roles[role] not in self.constants or np.any(self.constants[roles[role]])):
-                raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states")
+        initial = []  # the initial states, batch-first clnet tensors
+        for role in ("initial_h", "initial_c")[:1 + (op == "LSTM")]:
+            name = roles.get(role)
+            if not name or name in self.constants and not np.any(self.constants[name]):
+                continue  # zeros
+            if name in self.constants or not isinstance(self.values.get(name), _Value):
+                raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states or "
+                                     "from a call's initial_state, a (batch, units) tensor of the graph given as "
+                                     "Reshape(state, [1, -1, units]) or Unsqueeze(state, 0)")
+            initial.append(self._plain(self._value(node, name), None, node))
+        if len(initial) == 1 and op == "LSTM":
+            raise _misused(node, "only one of its initial_h and initial_c is given; clnet's LSTM takes both or none")
         w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (1, gates * units, features)
         b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (1, 2 * gates * units)
         units = self._attribute(node, "hidden_size", r.shape[-1])
@@ -1192,7 +1204,7 @@ class _Reader:
                 if use_bias:
                     bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
                     weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
-                made[return_sequences] = self._layer(node, layer, [kt], weights)
+                made[return_sequences] = self._layer(node, layer, [kt, *initial], weights)
             outputs = made[return_sequences]
             return outputs[output] if cell_read else outputs
 

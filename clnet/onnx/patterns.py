@@ -267,7 +267,9 @@ class Patterns:
     def _recurrent(self, node: Node):
         """ONNX's RNN, LSTM or GRU on a batch-first tensor: after a Transpose(1, 0, 2) (clnet and
         torch.onnx.export write one), or with layout=1. Zero initial states made in the graph
-        (see _zeros; torch writes them for a call without h0) are part of it. Which outputs are
+        (see _zeros; torch writes them for a call without h0) are part of it, and so is the view
+        that gives a batch-first state (batch, units) the op's (1, batch, units) (clnet writes a
+        Reshape for a call's initial_state), which is then read as it is. Which outputs are
         read, and how they are brought back to batch-first, the importer follows as it reads the
         nodes after it (see _Pending in importer.py), knowing the number of steps."""
         if node.op not in ("RNN", "LSTM", "GRU"):
@@ -284,9 +286,22 @@ class Patterns:
             if zeros is not None:
                 roles[role] = ""
                 parts[:0] = [n for n in zeros if n not in parts]  # torch gives h0 and c0 one tensor
+                continue
+            view = self._made(roles.get(role, ""), ("Reshape", "Unsqueeze"), node)
+            if view is not None and self._adds_leading_axis(view):
+                roles[role] = view.inputs[0]
+                parts[:0] = [view]
         roles["X"] = x
         inputs = [name for name in roles.values() if name]
         return Node("Recurrent_pattern", inputs, node.outputs, node.proto, (node.op, roles)), parts
+
+    def _adds_leading_axis(self, view: Node) -> bool:
+        """Whether a Reshape or Unsqueeze makes (1, batch, n) of a (batch, n) tensor: Reshape to
+        [1, -1, n] (or [1, 0, n]), Unsqueeze at axis 0."""
+        if view.op == "Unsqueeze":
+            return self.reader._axes_input(view) == [0]
+        shape = self.constants.get(view.inputs[1])
+        return shape is not None and shape.shape == (3,) and shape[0] == 1 and shape[1] in (-1, 0) and shape[2] > 0
 
     def _zeros(self, name: str, reader: Node) -> list[Node] | None:
         """The nodes making `name` (read by `reader` alone), if they make zeros whose shape
