@@ -475,8 +475,9 @@ def test_import_lstm_cell_state(rng):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_return_state_exports_and_loads(kind, dtype, tmp_path, rng):
     """A recurrent layer's final states (ONNX's Y_h, and an LSTM's Y_c) read beside its output:
-    onnxruntime (float64: onnx's reference evaluator) matches predict; loaded back, the model
-    predicts the same, bit for bit."""
+    onnxruntime (float64: onnx's reference evaluator) matches predict; loaded back, the model has
+    the one recurrent layer, return_sequences and return_state as they were, and predicts the
+    same, bit for bit."""
     layer = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[kind]
     for sequences, backwards in ((False, False), (True, True)):
         x = Input((5, 3))
@@ -489,7 +490,10 @@ def test_return_state_exports_and_loads(kind, dtype, tmp_path, rng):
         xs = rng.normal(size=(7, 5, 3)).astype(dtype)
         want = model.predict(xs)
         assert_close(run_onnx(path, xs), want, RTOL[dtype])
-        np.testing.assert_array_equal(clnet.onnx.load(path).predict(xs), want)
+        loaded = clnet.onnx.load(path)
+        recurrent = [l for l in loaded.layers if isinstance(l, layer)]
+        assert [(l.return_sequences, l.return_state) for l in recurrent] == [(sequences, kind == "LSTM" or sequences)]
+        np.testing.assert_array_equal(loaded.predict(xs), want)
 
 
 @pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])

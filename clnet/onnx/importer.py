@@ -1147,7 +1147,8 @@ class _Reader:
         (clnet writes a reversing Slice before it) or runs in reverse. Its outputs Y and Y_h are
         time-major: they are kept as _Pending until the nodes reading them bring the batch axis
         first, and the layer is made then, with return_sequences where more than the last h is read.
-        An LSTM's Y_c, where it is read, is the layer's last cell state (return_state=True)."""
+        An LSTM's Y_c, where it is read, is the layer's last cell state (return_state=True); Y read
+        beside Y_h or Y_c makes one layer with return_sequences and return_state."""
         from ..layers import GRU, LSTM, SimpleRNN
         op, roles = node.params
         form = self._recurrent_form(node, op)
@@ -1190,13 +1191,20 @@ class _Reader:
         cls = {"RNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[op]
         use_bias = b is not None and bool(np.any(b))
         made = {}
-        cell_read = bool(len(node.outputs) > 2 and node.outputs[2] and self.readers[node.outputs[2]])
+        read = [bool(name and self.readers[name]) for name in [*node.outputs, "", ""][:3]]  # Y, Y_h, Y_c
+        # Y beside a final state (PyTorch's `y, (h, c) = lstm(x)`, clnet's return_sequences with
+        # return_state) is one layer giving both; Y_c read needs return_state in any case.
+        joined = read[0] and (read[1] or read[2])
+        return_state = joined or read[2]
 
         def make(return_sequences: bool, output: int):
-            """The layer's output `output` (made once for each return_sequences that is read)."""
+            """The layer's output `output`: 0 the output (every step's h with return_sequences, else
+            the last step's), 2 the last cell state (made once for each return_sequences read)."""
+            if joined:  # the last step's h is the joined layer's state h
+                return_sequences, output = True, (output if return_sequences else max(output, 1))
             if return_sequences not in made:
                 layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences,
-                            return_state=cell_read, go_backwards=go_backwards)
+                            return_state=return_state, go_backwards=go_backwards)
                 order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
                 keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
                                                   for g in range(gates)], axis=-1)
@@ -1206,7 +1214,7 @@ class _Reader:
                     weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
                 made[return_sequences] = self._layer(node, layer, [kt, *initial], weights)
             outputs = made[return_sequences]
-            return outputs[output] if cell_read else outputs
+            return outputs[output] if return_state else outputs
 
         layout = self._attribute(node, "layout", 0)
         # Y (steps, 1, batch, units), Y_h and Y_c (1, batch, units)
