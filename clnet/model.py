@@ -48,7 +48,8 @@ class Model:
     training step runs the calls in the order they were made (a topological order), then their
     backward passes in reverse; a tensor read by several calls gets the sum of their gradients,
     and a layer called twice shares its weights (its extra calls run as copies whose gradients are
-    added into the owner's). `Sequential` is this engine over a chain."""
+    added into the owner's). A call may give several tensors (a recurrent layer's final states),
+    each read on its own. `Sequential` is this engine over a chain."""
 
     def __init__(self, inputs=None, outputs=None, name: str | None = None, floatx: str | None = None,
                  seed: int | None = None):

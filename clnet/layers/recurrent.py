@@ -161,8 +161,9 @@ class _Recurrent(Layer):
         if self.called_with_initial_state not in (None, bool(states)):
             raise ValueError(f"{self.describe()} was called {'without' if states else 'with'} initial_state before; "
                              "a shared recurrent layer's calls all take one or none")
+        shapes = self.compute_output_shapes(x.sample_shape)
         self.called_with_initial_state = self.multi_input = bool(states)
-        call = Call(self, [x, *states], self.compute_output_shapes(x.sample_shape))
+        call = Call(self, [x, *states], shapes)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     def compute_output_shape(self, input_shape):
@@ -320,16 +321,15 @@ class _Recurrent(Layer):
         """dL/dh_0 (a launch: see CalcInitialStateGradient), and LSTM's dL/dc_0, where wanted."""
         if not wanted[0]:
             return [None]
-        self._initial_gradient((self.units, rows), None, self.step_delta, self.transposed, self._carry_to_h,
-                               self.initial_grad, self.units, self.cols, int(self._carry_to_h is not self.states),
-                               flops=2.0 * rows * self.units * self.cols)
+        carry = self._carry_to_h
+        self._initial_gradient((self.units, rows), None, self.step_delta, self.transposed,
+                               self.states if carry is None else carry, self.initial_grad, self.units, self.cols,
+                               int(carry is not None), flops=2.0 * rows * self.units * self.cols)
         return [self.initial_grad]
 
     # The part of dL/dh_{s-1} that skips U, which the backward steps leave in a buffer (GRU's
-    # z_s dL/dh_s); `states` where there is none.
-    @property
-    def _carry_to_h(self) -> Tensor:
-        return self.states
+    # z_s dL/dh_s); None where there is none.
+    _carry_to_h = None
 
     def _weight_gradients(self, rows: int) -> None:
         """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
