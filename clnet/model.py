@@ -810,7 +810,8 @@ class Model:
         sources = {id(l): [] for l in self._layers}
         shapes = {}  # a layer of several outputs shows them all, as Keras
         for call in self._calls:
-            sources[id(call.layer)].extend(t.call.layer.name for t in call.inputs)
+            # A call's later outputs (a recurrent layer's states) by their index: lstm[1], lstm[2].
+            sources[id(call.layer)].extend(t.call.layer.name + (f"[{t.index}]" if t.index else "") for t in call.inputs)
             shapes.setdefault(id(call.layer), [t.shape for t in call.outputs])
         listed = {id(l): shapes.get(id(l), [(None, *l.output_shape)]) for l in self.layers}  # Inputs have no call
         shown = {key: str(shape[0] if len(shape) == 1 else shape) for key, shape in listed.items()}

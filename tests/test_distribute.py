@@ -77,6 +77,16 @@ def test_data_parallel_equals_single_device_training(mode, tmp_path):
     assert on_replica == 4 * later_epoch + 20 * on_second
 
 
+def test_data_parallel_trains_recurrent_states(tmp_path):
+    """A graph whose tensors include a recurrent layer's final states, read as another's
+    initial_state: two replicas give the single device's float64 weights."""
+    subprocess.run([sys.executable, WORKER, "dp-states", str(tmp_path)], env=two_devices(), check=True, timeout=600)
+    result = np.load(tmp_path / "states.npz")
+    count = len(result.files) // 2
+    for i in range(count):
+        np.testing.assert_allclose(result[f"arr_{count + i}"], result[f"arr_{i}"], rtol=0, atol=1e-12)
+
+
 def test_split_shares_rows_by_weight():
     strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), split=[3, 1])
     assert strategy.split(8) == [6, 2]

@@ -368,6 +368,7 @@ def test_return_state_config_save_summary_and_sequential(rt, tmp_path):
     summary = io.StringIO()
     model.summary(file=summary)
     assert "[(None, 4, 3), (None, 3), (None, 3)]" in summary.getvalue()
+    assert "r[1], r[2]" in summary.getvalue()  # the Concatenate reads the states, outputs 1 and 2
     # Keras's layer call returns the list; so does clnet's, in Keras's order.
     y, h, c = LSTM(2, return_state=True, name="seq")(Input((3, 4)))
     assert (y.shape, h.shape, c.shape, h.index, c.index) == ((None, 2), (None, 2), (None, 2), 1, 2)
