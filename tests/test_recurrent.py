@@ -478,6 +478,36 @@ def test_initial_state_config_save_and_errors(rt, tmp_path):
         shared(x)
 
 
+STATES_FIXTURE = np.load(Path(__file__).parent / "data" / "keras_recurrent_states.npz")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_keras_encoder_decoder_states(fp64, kind):
+    """Keras 3's own encoder-decoder (tests/make_keras_recurrent_states_fixture.py: the encoder's
+    final states, go_backwards, start the decoder, whose output and final states feed a Dense):
+    with Keras's weights clnet predicts Keras's outputs, computes its MSE, and after one SGD step
+    holds its weights: return_state and initial_state, forward and backward, as Keras has them."""
+    f = lambda key: STATES_FIXTURE[f"{kind}/{key}"]
+    source, target = Input((5, 3)), Input((4, 2))
+    _, *states = KINDS[kind](3, return_state=True, go_backwards=True, name="encoder")(source)
+    y, *decoded = KINDS[kind](3, return_sequences=True, return_state=True, name="decoder")(target,
+                                                                                         initial_state=states)
+    out = Dense(2, name="head")(Concatenate()([Flatten()(y), *decoded]))
+    model = clnet.Model([source, target], out, floatx="float64")
+    layers = ("encoder", "decoder", "head")
+    count = lambda name, key: sum(1 for k in STATES_FIXTURE.files if k.startswith(f"{kind}/{name}/{key}"))
+    for name in layers:
+        model.get_layer(name).set_weights([f(f"{name}/w{i}") for i in range(count(name, "w"))])
+    xs = [f("source"), f("target")]
+    np.testing.assert_allclose(model.predict(xs), f("y"), rtol=1e-12, atol=1e-12)
+    model.compile(clnet.optimizers.SGD(0.5), "mse")
+    assert model.evaluate(xs, f("labels"), verbose=0) == pytest.approx(float(f("loss")), rel=1e-12)
+    model.train_on_batch(xs, f("labels"))
+    for name in layers:
+        for i, got in enumerate(model.get_layer(name).get_weights()):
+            np.testing.assert_allclose(got, f(f"{name}/after{i}"), rtol=1e-10, atol=1e-12)
+
+
 def test_bad_arguments(rt):
     with pytest.raises(ValueError, match=r"LSTM 'seq' expects samples of shape \(timesteps, features\), got "
                                          r"input_shape \(7,\)"):
