@@ -272,8 +272,8 @@ def test_config_round_trip_and_save(rt, tmp_path):
         "name": "g", "units": 4, "activation": {"name": "tanh"}, "recurrent_activation": {"name": "sigmoid", "a": 1.0,
                                                                                          "b": 0.0},
         "use_bias": True, "kernel_initializer": "glorot_uniform", "recurrent_initializer": "orthogonal",
-        "bias_initializer": "zeros", "return_sequences": True, "return_state": False, "go_backwards": True,
-        "reset_after": True}
+        "bias_initializer": "zeros", "dropout": 0.0, "recurrent_dropout": 0.0, "seed": None, "return_sequences": True,
+        "return_state": False, "go_backwards": True, "reset_after": True}
     model.compile("adam", "mse")
     x, y = rng.normal(size=(6, 5, 3)), rng.normal(size=(6, 2))
     model.fit(x, y, batch_size=3, epochs=1, verbose=0)
@@ -478,6 +478,43 @@ def test_initial_state_config_save_and_errors(rt, tmp_path):
         shared(x)
 
 
+# -- dropout ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_dropout_drops_the_same_input_features_at_every_step(fp64, kind):
+    """dropout=0.5, as Keras: in fit each input feature is dropped (the rest scaled by 2) at
+    every step of a sequence alike; the training loss's gradients (that step's mask) by central
+    differences; evaluate and predict as without dropout; one launch more a training step
+    (the mask; the first layer needs no input gradient)."""
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(64, 5, 8)), rng.integers(0, 2, 64)
+
+    def model(dropout):
+        inputs = Input((5, 8))
+        return clnet.Model(inputs, Dense(2, "softmax")(KINDS[kind](3, dropout=dropout, seed=7, name="r")(inputs)),
+                           floatx="float64", seed=1)
+
+    dropped, plain = model(0.5), model(0.0)
+    plain.set_weights(dropped.get_weights())
+    for m in (dropped, plain):
+        m.compile("sgd", "sparse_categorical_crossentropy")
+    np.testing.assert_array_equal(dropped.predict(x), plain.predict(x))
+    assert dropped.evaluate(x, y, verbose=0) == plain.evaluate(x, y, verbose=0)
+    launches = []
+    for m in (dropped, plain):
+        m.train_on_batch(x, y)
+        before = m.rt.launches
+        m.train_on_batch(x, y)
+        launches.append(m.rt.launches - before)
+    assert launches[0] == launches[1] + 1, launches
+    kept = dropped.get_layer("r").x.numpy()[:64] / x  # the mask times 1 / (1 - rate), per element
+    np.testing.assert_allclose(kept, np.broadcast_to(kept[:, :1], kept.shape), atol=1e-12)  # alike at every step
+    assert set(np.round(np.unique(kept), 12)) == {0.0, 2.0} and 0.35 < (kept[:, 0] == 0).mean() < 0.65
+    small = model(0.5)
+    small.loss_name = "sparse_categorical_crossentropy"
+    small.set_weights([0.7 * rng.normal(size=w.shape) for w in small.get_weights()])
+    check_model(small, x[:4], y[:4], rng, training=True)
+
+
 STATES_FIXTURE = np.load(Path(__file__).parent / "data" / "keras_recurrent_states.npz")
 
 
@@ -523,6 +560,13 @@ def test_bad_arguments(rt):
             KINDS[kind](2, activation="softmax")
         with pytest.raises(ValueError, match=rf"{kind} whole_sequence must be None, True or False, got 'yes'"):
             KINDS[kind](2, whole_sequence="yes")
+    with pytest.raises(ValueError, match="LSTM recurrent_dropout=0.2 is not supported: clnet drops the inputs' "
+                                         r"features \(dropout=\), not the recurrent state's"):
+        LSTM(2, recurrent_dropout=0.2)
+    with pytest.raises(ValueError, match=r"GRU dropout must be a number in \[0, 1\), got 1"):
+        GRU(2, dropout=1)
+    with pytest.raises(ValueError, match="SimpleRNN seed must be a non-negative integer or None, got -1"):
+        SimpleRNN(2, seed=-1)
     with pytest.raises(ValueError, match="LSTM recurrent_activation must be an elementwise activation"):
         LSTM(2, recurrent_activation="softmax")
     with pytest.raises(ValueError, match="GRU reset_after=False is not supported"):

@@ -14,10 +14,11 @@ class GRU(_Recurrent):
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
-                 return_sequences=False, return_state=False, go_backwards=False, reset_after=True, name=None,
-                 input_shape=None, whole_sequence=None):
+                 dropout=0.0, recurrent_dropout=0.0, seed=None, return_sequences=False, return_state=False,
+                 go_backwards=False, reset_after=True, name=None, input_shape=None, whole_sequence=None):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
-                         return_sequences, return_state, go_backwards, name, input_shape, whole_sequence)
+                         dropout, recurrent_dropout, seed, return_sequences, return_state, go_backwards, name,
+                         input_shape, whole_sequence)
         self.recurrent_activation = _elementwise("GRU", "recurrent_activation", recurrent_activation)
         if reset_after is not True:
             raise ValueError(f"GRU reset_after={reset_after!r} is not supported: clnet implements Keras's default, "

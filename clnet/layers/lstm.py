@@ -15,10 +15,11 @@ class LSTM(_Recurrent):
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
-                 unit_forget_bias=True, return_sequences=False, return_state=False, go_backwards=False, name=None,
-                 input_shape=None, whole_sequence=None):
+                 unit_forget_bias=True, dropout=0.0, recurrent_dropout=0.0, seed=None, return_sequences=False,
+                 return_state=False, go_backwards=False, name=None, input_shape=None, whole_sequence=None):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
-                         return_sequences, return_state, go_backwards, name, input_shape, whole_sequence)
+                         dropout, recurrent_dropout, seed, return_sequences, return_state, go_backwards, name,
+                         input_shape, whole_sequence)
         self.recurrent_activation = _elementwise("LSTM", "recurrent_activation", recurrent_activation)
         self.unit_forget_bias = bool(unit_forget_bias)
 

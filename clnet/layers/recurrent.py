@@ -30,6 +30,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import Call, Layer, check_weights
+from .dropout import Dropout
 
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
@@ -117,11 +118,14 @@ class _Recurrent(Layer):
     state_count = 1           # the final states that return_state gives: h (LSTM: h and c)
 
     def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
-                 recurrent_initializer="orthogonal", bias_initializer="zeros", return_sequences=False,
-                 return_state=False, go_backwards=False, name=None, input_shape=None, whole_sequence=None):
-        """`whole_sequence` fixes the form of the step kernels: True, one launch over every step
-        (the sequence form), False, one launch per step; by default a GPU takes the first and a
-        CPU the second (see recurrent.cl)."""
+                 recurrent_initializer="orthogonal", bias_initializer="zeros", dropout=0.0, recurrent_dropout=0.0,
+                 seed=None, return_sequences=False, return_state=False, go_backwards=False, name=None,
+                 input_shape=None, whole_sequence=None):
+        """`dropout`: as Keras, in fit each input feature is dropped with this probability, the same
+        features at every step of a sequence (a Dropout of noise shape (None, 1, features) before
+        the input product; `seed` its seed). `whole_sequence` fixes the form of the step kernels:
+        True, one launch over every step (the sequence form), False, one launch per step; by
+        default a GPU takes the first and a CPU the second (see recurrent.cl)."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if whole_sequence is not None and not isinstance(whole_sequence, bool):
@@ -135,6 +139,14 @@ class _Recurrent(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float, np.floating)) or not 0 <= dropout < 1:
+            raise ValueError(f"{kind} dropout must be a number in [0, 1), got {dropout!r}")
+        if recurrent_dropout != 0:
+            raise ValueError(f"{kind} recurrent_dropout={recurrent_dropout!r} is not supported: clnet drops the "
+                             "inputs' features (dropout=), not the recurrent state's")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"{kind} seed must be a non-negative integer or None, got {seed!r}")
+        self.dropout, self.seed = float(dropout), seed
         self.return_sequences = bool(return_sequences)
         self.return_state = bool(return_state)
         # Whether its calls give initial states, which are then inputs after x (multi_input).
@@ -198,6 +210,12 @@ class _Recurrent(Layer):
             self.bias = store.add(self._initial_bias(rng))
         else:  # the input product always reads a bias and the weight gradient kernels write one
             self._no_bias = Tensor.zeros((self.cols,), self.dtype, self.rt)
+        # After the weights, so that its seed, drawn from rng without `seed`, leaves them as they were.
+        self._input_dropout = None
+        if self.dropout:
+            self._input_dropout = Dropout(self.dropout, noise_shape=(None, 1, self.n_in), seed=self.seed,
+                                          name=f"{self.name}/dropout")
+            self._input_dropout.build(self.input_shape, store, rng)
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
@@ -244,6 +262,8 @@ class _Recurrent(Layer):
         self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
         self.initial_grad = Tensor((capacity, self.units), dt, rt) if self.multi_input else None  # dL/dh_0
+        if self._input_dropout is not None:
+            self._input_dropout.allocate(capacity)
         if self.whole_sequence:  # the weight gradients' slices: dL/dW, its bias, dL/dU, the recurrent bias
             self.split_sums = Tensor((min(capacity, MAX_SPLITS), self.n_in + self.units + 2, self.cols), dt, rt)
 
@@ -258,6 +278,9 @@ class _Recurrent(Layer):
 
     def forward(self, x, rows):
         x, *self.initial = x if self.multi_input else [x]  # the initial states, (rows, units) each
+        if self._input_dropout is not None:  # in fit only; the weight gradient reads the dropped x
+            self._input_dropout.training, self._input_dropout.step = self.training, self.step
+            x = self._input_dropout.forward(x, rows)
         self.x = x
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
@@ -309,13 +332,17 @@ class _Recurrent(Layer):
             for s in reversed(range(steps)):
                 self._step_bp(*self._step_size(rows, True), *args, s, flops=flops)
         self._weight_gradients(rows)
+        input_grad = None
         if wanted[0]:
             self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
                          self.n_in, steps, int(self.go_backwards), self.capacity * steps,
                          flops=2.0 * total * self.n_in * cols)
+            input_grad = self.input_grad
+            if self._input_dropout is not None:  # through the mask of the forward pass
+                input_grad = self._input_dropout.backward(input_grad, rows, True)
         if not self.multi_input:
-            return self.input_grad if wanted[0] else None
-        return [self.input_grad if wanted[0] else None, *self._initial_gradients(rows, wanted[1:])]
+            return input_grad
+        return [input_grad, *self._initial_gradients(rows, wanted[1:])]
 
     def _initial_gradients(self, rows: int, wanted: list[bool]) -> list[Tensor | None]:
         """dL/dh_0 (a launch: see CalcInitialStateGradient), and LSTM's dL/dc_0, where wanted."""
@@ -468,5 +495,6 @@ class _Recurrent(Layer):
         kernel, recurrent, bias = (name(i) for i in self._initializer_names)
         return {**super().get_config(), "units": self.units, "activation": self.activation.get_config(),
                 "use_bias": self.use_bias, "kernel_initializer": kernel, "recurrent_initializer": recurrent,
-                "bias_initializer": bias, "return_sequences": self.return_sequences, "return_state": self.return_state,
+                "bias_initializer": bias, "dropout": self.dropout, "recurrent_dropout": 0.0, "seed": self.seed,
+                "return_sequences": self.return_sequences, "return_state": self.return_state,
                 "go_backwards": self.go_backwards}
