@@ -206,20 +206,32 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
 #define GRAD_STATE 4
 #define GRAD_CELL 8
 
-// The gradient from above of step s's h, units j0 .. + VW of `row`: the output's, plus the
-// final state's at the last step.
+// Where the gradients from above of step s's h lie for `row` (a row of `units` each): the
+// output's, and at the last step the final state's; 0 for one that gives step s nothing.
+HELPER __global const TYPE *OutputGradientRow(__global const TYPE *output_gr, const int row, const int s,
+                                              const int steps, const int units, const int grads)
+{
+    if (grads & GRAD_SEQUENCES)
+        return output_gr + (row * steps + s) * units;
+    return (grads & GRAD_OUTPUT) && s == steps - 1 ? output_gr + row * units : 0;
+}
+
+HELPER __global const TYPE *StateGradientRow(__global const TYPE *state_gr, const int row, const int s,
+                                             const int steps, const int units, const int grads)
+{
+    return (grads & GRAD_STATE) && s == steps - 1 ? state_gr + row * units : 0;
+}
+
+// The gradient from above of step s's h, units j0 .. + VW of `row`.
 HELPER VEC GradientFromAbove(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
                              __global const TYPE *state_gr,   // dL/dh_T, (rows, units)
                              const int row, const int s, const int j0, const int steps, const int units,
                              const int grads)
 {
-    const int width = units - j0, last = s == steps - 1;
-    VEC dh = (VEC)(0);
-    if ((grads & GRAD_SEQUENCES) || ((grads & GRAD_OUTPUT) && last))
-        dh = LoadBlock(output_gr + ((grads & GRAD_SEQUENCES) ? row * steps + s : row) * units + j0, width);
-    if ((grads & GRAD_STATE) && last)
-        dh += LoadBlock(state_gr + row * units + j0, width);
-    return dh;
+    __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads);
+    __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
+    const VEC dh = output ? LoadBlock(output + j0, units - j0) : (VEC)(0);
+    return state ? dh + LoadBlock(state + j0, units - j0) : dh;
 }
 
 // sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the gradient from above plus,
@@ -336,11 +348,9 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
         const int row = row0 + q / units, j = q % units;
         if (row >= rows)
             continue;
-        const int last = s == steps - 1;
-        TYPE dh = (grads & GRAD_SEQUENCES) ? output_gr[(row * steps + s) * units + j]
-                  : ((grads & GRAD_OUTPUT) && last ? output_gr[row * units + j] : 0);
-        if ((grads & GRAD_STATE) && last)
-            dh += state_gr[row * units + j];
+        __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads);
+        __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
+        TYPE dh = (output ? output[j] : 0) + (state ? state[j] : 0);
         for (int part = 0; part < parts; part++)  // each (row, j) reads and writes only its own sums
             dh += sums[row * cols + part * units + j];
         sums[row * cols + j] = dh;
