@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import Call, Layer, check_weights
+from .base import Call, KerasTensor, Layer, check_weights
 from .dropout import Dropout
 
 
@@ -104,6 +104,28 @@ def _onnx_activation(layer: "_Recurrent", activation) -> tuple[str, list, list]:
                      "recurrent ops take tanh, sigmoid (a=1, b=0), relu, softplus, linear or lrelu")
 
 
+def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> KerasTensor | list[KerasTensor]:
+    """A call of a recurrent layer (or Bidirectional) on symbolic tensors: `layer(x)`,
+    `layer(x, initial_state=states)` or `layer([x, *states])`. `check(states)` raises for states
+    of the wrong count or shapes. A call with initial states has them as inputs after x, and
+    makes the layer multi_input."""
+    x, *states = layer._symbolic(inputs)
+    if initial_state is not None:
+        if states:
+            raise ValueError(f"{layer.describe()} was given initial states both in its inputs and as "
+                             "initial_state; give them once")
+        states = layer._symbolic(initial_state)
+    if states:
+        check(states)
+    if layer.called_with_initial_state not in (None, bool(states)):
+        raise ValueError(f"{layer.describe()} was called {'without' if states else 'with'} initial_state before; "
+                         "a shared recurrent layer's calls all take one or none")
+    shapes = layer.compute_output_shapes(x.sample_shape)
+    layer.called_with_initial_state = layer.multi_input = bool(states)
+    call = Call(layer, [x, *states], shapes)
+    return call.output if len(call.outputs) == 1 else list(call.outputs)
+
+
 # The backward step kernels' `grads`: which gradients reach the layer from above (see recurrent.cl).
 GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
 
@@ -156,27 +178,17 @@ class _Recurrent(Layer):
     def __call__(self, inputs, initial_state=None):
         """`layer(x)`, or `layer(x, initial_state=[h])` (LSTM: `[h, c]`), the states (units,) each:
         as Keras, also `layer([x, h, c])`. The states are inputs of the call, which trains them."""
-        x, *states = self._symbolic(inputs)
-        if initial_state is not None:
-            if states:
-                raise ValueError(f"{self.describe()} was given initial states both in its inputs and as "
-                                 "initial_state; give them once")
-            states = self._symbolic(initial_state)
+        return call_with_initial_state(self, inputs, initial_state, self._check_initial_state)
+
+    def _check_initial_state(self, states: list) -> None:
         names = "[h, c]" if self.state_count == 2 else "[h]"
-        if states and len(states) != self.state_count:
+        if len(states) != self.state_count:
             raise ValueError(f"{self.describe()} takes initial_state={names}, {self.state_count} tensor(s) of shape "
                              f"(None, {self.units}), got {len(states)}")
         for state in states:
             if state.sample_shape != (self.units,):
                 raise ValueError(f"{self.describe()} takes initial states of shape (None, {self.units}), got "
                                  f"{state.describe()}")
-        if self.called_with_initial_state not in (None, bool(states)):
-            raise ValueError(f"{self.describe()} was called {'without' if states else 'with'} initial_state before; "
-                             "a shared recurrent layer's calls all take one or none")
-        shapes = self.compute_output_shapes(x.sample_shape)
-        self.called_with_initial_state = self.multi_input = bool(states)
-        call = Call(self, [x, *states], shapes)
-        return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 2:
@@ -458,24 +470,12 @@ class _Recurrent(Layer):
             x = graph.op("Slice", x, graph.constant("start", [-1]), graph.constant("end", [np.iinfo(np.int64).min]),
                          graph.constant("axis", [1]), graph.constant("step", [-1]))
         x = graph.op("Transpose", x, perm=[1, 0, 2])                        # (steps, batch, features)
-        op, order, biases, attributes = self._onnx_node()
-        kernel, recurrent, *bias = self.get_weights()
-        blocks = lambda w: np.concatenate([w[..., g * units:(g + 1) * units] for g in order], axis=-1)
-        w = graph.constant("W", blocks(kernel).T[None])                     # (1, gates * units, features)
-        r = graph.constant("R", blocks(recurrent).T[None])                  # (1, gates * units, units)
-        b = np.zeros(2 * self.cols) if not bias else np.concatenate([blocks(row) for row in biases(bias[0])])
-        activation_names, alphas, betas = [], [], []
-        for activation in attributes.pop("activations"):
-            name, alpha, beta = _onnx_activation(self, activation)
-            activation_names.append(name)
-            alphas += alpha
-            betas += beta
-        extra = {"activation_alpha": alphas} if alphas else {}
-        extra |= {"activation_beta": betas} if betas else {}
+        op, weights, attributes = self._onnx_direction()
+        w, r, b = (graph.constant(name, array[None]) for name, array in zip(("W", "R", "B"), weights))
         optional = ["", *initial] if initial else []  # sequence_lens (none: every sample runs every step)
-        y, *states = graph.op(op, x, w, r, graph.constant("B", b[None]), *optional, hidden_size=units,
-                              activations=activation_names, n_outputs=1 + (self.state_count if self.return_state else 0),
-                              **attributes, **extra)                        # (steps, 1, batch, units)
+        y, *states = graph.op(op, x, w, r, b, *optional, hidden_size=units,
+                              n_outputs=1 + (self.state_count if self.return_state else 0),
+                              **attributes)                                 # (steps, 1, batch, units)
         states = [graph.op("Reshape", state, graph.constant("state_shape", [-1, units])) for state in states]
         if self.return_sequences:
             y = graph.op("Transpose", y, perm=[2, 0, 1, 3])                 # (batch, steps, 1, units)
@@ -484,6 +484,27 @@ class _Recurrent(Layer):
             return [states[0], *states]
         y = graph.op("Gather", y, graph.constant("last", np.int64(steps - 1)), axis=0)  # (1, batch, units)
         return [graph.op("Reshape", y, graph.constant("shape", [-1, units]))]
+
+    def _onnx_direction(self) -> tuple[str, list[np.ndarray], dict]:
+        """This layer as one direction of ONNX's op: its type; W (gates * units, features), R
+        (gates * units, units) and B (2 * gates * units: the input and recurrent biases side by
+        side), in ONNX's gate order; its attributes, the activations by ONNX's names with their
+        alpha and beta (a bidirectional op lists the forward direction's, then the backward's)."""
+        units = self.units
+        op, order, biases, attributes = self._onnx_node()
+        kernel, recurrent, *bias = self.get_weights()
+        blocks = lambda w: np.concatenate([w[..., g * units:(g + 1) * units] for g in order], axis=-1)
+        b = np.zeros(2 * self.cols) if not bias else np.concatenate([blocks(row) for row in biases(bias[0])])
+        names, alphas, betas = [], [], []
+        for activation in attributes.pop("activations"):
+            name, alpha, beta = _onnx_activation(self, activation)
+            names.append(name)
+            alphas += alpha
+            betas += beta
+        attributes["activations"] = names
+        attributes |= {"activation_alpha": alphas} if alphas else {}
+        attributes |= {"activation_beta": betas} if betas else {}
+        return op, [blocks(kernel).T, blocks(recurrent).T, b], attributes
 
     def _onnx_node(self) -> tuple[str, list[int], callable, dict]:
         """(op type, Keras gate blocks in ONNX's order, bias -> its input and recurrent rows, the

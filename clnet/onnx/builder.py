@@ -70,7 +70,8 @@ class GraphBuilder:
     def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
         """`op_type` (ReduceMean, ReduceMax, ...) of `x` over `axes`."""
         axes = [int(a) for a in axes]
-        if self.opset >= 18:  # opset 18 moved the axes of the Reduce ops from an attribute to an input
+        # Opset 13 moved ReduceSum's axes from an attribute to an input, opset 18 the other Reduce ops'.
+        if self.opset >= (13 if op_type == "ReduceSum" else 18):
             return self.op(op_type, x, self.constant("axes", axes), keepdims=int(keepdims))
         return self.op(op_type, x, axes=axes, keepdims=int(keepdims))
 
