@@ -2,7 +2,8 @@
 MLPs exported by torch.onnx.export and by Keras 3, a small CNN, a LayerNorm MLP and token models with
 an LSTM and a GRU exported by torch.onnx.export, and their outputs on fixed inputs.
 
-    python tests/make_torch_onnx_fixture.py [mlp] [cnn] [layer_norm] [sequence]   # all without arguments;
+    python tests/make_torch_onnx_fixture.py [mlp] [cnn] [layer_norm] [sequence] [bidirectional]
+                                               # all without arguments;
                                                # needs torch, onnx, onnxscript (dynamo exporter), keras
 
 The MLPs use every activation clnet has, a layer without bias and a Flatten. Each exporter writes
@@ -29,9 +30,11 @@ them its own way, and clnet.onnx.load must read all of them:
   torch_lstm_dynamo.onnx, torch_gru_dynamo.onnx  the same by the dynamo exporter: zero states as Expand
                          and Slice of a constant, Y brought back through a Reshape whose shape is
                          computed from the Shape of a time-major tensor
-  torch_lstm_bidirectional.onnx  an nn.LSTM(bidirectional=True), which clnet refuses
-torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz, torch_ln.npz, torch_lstm.npz and torch_gru.npz hold
-the inputs x and the framework's outputs y.
+  torch_lstm_bidirectional.onnx  TorchScript exporter, the LSTM token model with nn.LSTM(bidirectional=True):
+                         one LSTM op with direction="bidirectional", its Y (steps, 2, batch, 5) brought
+                         back as Transpose(0, 2, 1, 3), Reshape(0, 0, -1), Transpose to (batch, steps, 10)
+torch_mlp.npz, keras_mlp.npz, torch_cnn.npz, keras_cnn.npz, torch_ln.npz, torch_lstm.npz, torch_gru.npz and
+torch_lstm_bidirectional.npz hold the inputs x and the framework's outputs y.
 """
 import os
 import sys
@@ -167,13 +170,20 @@ class TokenModel(torch.nn.Module):
         return self.head(out if self.every_step else h[-1])
 
 
-def torch_sequence_fixtures():
+# The token models: (name, recurrent, a Linear on every step's output, bidirectional).
+SEQUENCE_MODELS = (("lstm", torch.nn.LSTM, True, False), ("gru", torch.nn.GRU, False, False),
+                   ("lstm_bidirectional", torch.nn.LSTM, True, True))
+
+
+def torch_sequence_fixtures(bidirectional_only: bool):
+    """The token models (each from seed 0, on the same ids): the unidirectional ones, or only the
+    bidirectional one."""
     x = torch.randint(0, 11, (7, 6), generator=torch.Generator().manual_seed(0))
     common = dict(input_names=["input"], output_names=["output"], opset_version=17, dynamo=False,
                   dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-    for name, recurrent, every_step, bidirectional in (("lstm", torch.nn.LSTM, True, False),
-                                                       ("gru", torch.nn.GRU, False, False),
-                                                       ("lstm_bidirectional", torch.nn.LSTM, True, True)):
+    for name, recurrent, every_step, bidirectional in SEQUENCE_MODELS:
+        if bidirectional != bidirectional_only:
+            continue
         torch.manual_seed(0)
         model = TokenModel(recurrent, every_step, bidirectional).eval()
         with torch.no_grad():
@@ -183,12 +193,12 @@ def torch_sequence_fixtures():
             torch.onnx.export(model, (x,), DATA / f"torch_{name}_dynamo.onnx", dynamo=True, external_data=False,
                               input_names=["input"], output_names=["output"], opset_version=17,
                               dynamic_shapes=({0: torch.export.Dim("batch")},))
-            np.savez(DATA / f"torch_{name}.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
+        np.savez(DATA / f"torch_{name}.npz", x=x.numpy(), y=y.numpy(), torch_version=np.array(torch.__version__))
 
 
 def main():
     DATA.mkdir(exist_ok=True)
-    chosen = sys.argv[1:] or ["mlp", "cnn", "layer_norm", "sequence"]
+    chosen = sys.argv[1:] or ["mlp", "cnn", "layer_norm", "sequence", "bidirectional"]
     if "mlp" in chosen:
         torch_fixtures()
         keras_fixture()
@@ -198,7 +208,9 @@ def main():
     if "layer_norm" in chosen:
         torch_layer_norm_fixture()
     if "sequence" in chosen:
-        torch_sequence_fixtures()
+        torch_sequence_fixtures(bidirectional_only=False)
+    if "bidirectional" in chosen:
+        torch_sequence_fixtures(bidirectional_only=True)
     print("wrote", *sorted(p.name for p in DATA.glob("*_*.onnx")))
 
 

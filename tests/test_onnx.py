@@ -30,7 +30,7 @@ from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, B
                           Conv2D, Dense, Dropout, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D,
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Layer, LayerNormalization, LocallyConnected1D,
                           MaxPooling1D, MaxPooling2D, MultiHeadAttention, Multiply, Reshape, Softmax, ZeroPadding2D,
-                          SimpleRNN, LSTM, GRU)
+                          SimpleRNN, LSTM, GRU, Bidirectional)
 from clnet.onnx.importer import SUPPORTED_OPS
 
 DATA = Path(__file__).parent / "data"
@@ -186,6 +186,15 @@ LAYER_EXAMPLES = {
     "LSTM": ((6, 7), lambda: [LSTM(5, return_sequences=True), LSTM(3, go_backwards=True, use_bias=False),
                               Dense(2)]),
     "GRU": ((6, 7), lambda: [GRU(5, return_sequences=True, go_backwards=True), GRU(3, use_bias=False)]),
+    # One bidirectional op each: concat as a Reshape of both directions (a backward layer of its own, without
+    # bias, its outputs flipped into time order), sum/ave/mul as ReduceSum/ReduceMean/ReduceProd over them.
+    "Bidirectional": ((6, 7), lambda: [
+        Bidirectional(LSTM(5, return_sequences=True),
+                      backward_layer=LSTM(5, return_sequences=True, go_backwards=True, use_bias=False)),
+        Bidirectional(GRU(4, return_sequences=True), merge_mode="sum"),
+        Bidirectional(SimpleRNN(4, return_sequences=True, use_bias=False), merge_mode="ave"),
+        Bidirectional(GRU(3, return_sequences=True), merge_mode="mul"),
+        Bidirectional(LSTM(3), merge_mode="sum")]),
 }
 
 # Every activation, with its defaults and with other parameters.
@@ -360,6 +369,15 @@ def test_tiny_gpt_round_trip(tmp_path, rng):
     assert all(not np.array_equal(a, b) for a, b in zip(loaded.get_weights(), before, strict=True))
 
 
+def check_torch_token_model(model, stored):
+    """The loaded token model predicts what torch did, and fine-tunes."""
+    assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
+    labels = np.arange(np.prod(stored["y"].shape[:-1])).reshape(stored["y"].shape[:-1]) % 3
+    model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
+    history = model.fit(stored["x"], labels, batch_size=7, epochs=5, verbose=0, shuffle=False)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+
+
 @pytest.mark.parametrize("exporter", ["", "_dynamo"])
 @pytest.mark.parametrize("name,recurrent,return_sequences", [("torch_lstm", LSTM, True), ("torch_gru", GRU, False)])
 def test_import_torch_sequence(name, recurrent, return_sequences, exporter):
@@ -376,17 +394,24 @@ def test_import_torch_sequence(name, recurrent, return_sequences, exporter):
     assert (layer.units, layer.return_sequences, layer.go_backwards, layer.use_bias) == (5, return_sequences, False,
                                                                                          True)
     assert (layer.activation.name, layer.recurrent_activation.name) == ("tanh", "sigmoid")
-    assert_close(model.predict(stored["x"]), stored["y"], 1e-5)
-    labels = np.arange(np.prod(stored["y"].shape[:-1])).reshape(stored["y"].shape[:-1]) % 3
-    model.compile(clnet.optimizers.Adam(1e-2), "sparse_categorical_crossentropy")
-    history = model.fit(stored["x"], labels, batch_size=7, epochs=5, verbose=0, shuffle=False)
-    assert history.history["loss"][-1] < history.history["loss"][0]
+    check_torch_token_model(model, stored)
 
 
 def test_import_torch_bidirectional_lstm():
-    with pytest.raises(ValueError, match=r"ONNX node /recurrent/LSTM \(LSTM\): direction='bidirectional'; clnet's "
-                                         r"recurrent layers run one direction"):
-        clnet.onnx.load(DATA / "torch_lstm_bidirectional.onnx")
+    """The LSTM token model with nn.LSTM(bidirectional=True): one LSTM op with
+    direction="bidirectional", its Y (steps, 2, batch, 5) brought back by Transpose, Reshape and
+    Transpose as (batch, steps, 10), the directions side by side, is Bidirectional(LSTM) with
+    merge_mode="concat" and return_sequences, each direction's weights its layer's."""
+    stored = np.load(DATA / "torch_lstm_bidirectional.npz")
+    model = clnet.onnx.load(DATA / "torch_lstm_bidirectional.onnx")
+    assert type(model) is clnet.Sequential and model.input_shape == (6,)
+    assert [type(l) for l in model.layers] == [Embedding, Bidirectional, Dense]
+    layer = model.layers[1]
+    assert (layer.merge_mode, layer.return_sequences, layer.return_state) == ("concat", True, False)
+    assert [(type(l), l.units, l.go_backwards, l.use_bias, l.activation.name, l.recurrent_activation.name)
+            for l in (layer.forward_layer, layer.backward_layer)] == [(LSTM, 5, False, True, "tanh", "sigmoid"),
+                                                                      (LSTM, 5, True, True, "tanh", "sigmoid")]
+    check_torch_token_model(model, stored)
 
 
 def lstm_graph(rng, lstm_inputs=("t", "w", "r", "b"), outputs=("y_raw",), after=None, constants=None, **attributes):
@@ -523,6 +548,94 @@ def test_initial_state_exports_and_loads(kind, dtype, tmp_path, rng):
     decoder = [l for l in loaded.layers if type(l).__name__ == kind and l.return_sequences]
     assert len(decoder) == 1 and decoder[0].called_with_initial_state
     np.testing.assert_array_equal(loaded.predict(xs), want)
+
+
+@pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bidirectional_states_export_and_load(kind, dtype, tmp_path, rng):
+    """A bidirectional encoder (concat, its final states with return_state) starting a
+    bidirectional decoder (merge_mode None: both directions' outputs apart; its states too):
+    one bidirectional op each, initial states as a Concat of each direction's. onnxruntime
+    (float64: onnx's reference evaluator) matches predict; loaded back, the model has the two
+    Bidirectional layers as they were (the encoder's return_state too, which for SimpleRNN and
+    GRU only its directions' Y_h read beside their concat tell), the decoder called with
+    initial_state, and predicts the same, bit for bit."""
+    layer = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[kind]
+    x, z = Input((4, 3)), Input((5, 2))
+    encoded, *states = Bidirectional(layer(4, return_state=True))(x)
+    forward, backward, *final = Bidirectional(layer(4, return_sequences=True, return_state=True),
+                                              merge_mode=None)(z, initial_state=states)
+    out = Dense(2)(Concatenate()([encoded, Flatten()(forward), Flatten()(backward), *final]))
+    model = clnet.Model([x, z], out, floatx=np.dtype(dtype).name, seed=4)
+    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
+    path = tmp_path / f"{kind}.onnx"
+    model.export(path)
+    xs = [rng.normal(size=(7, 4, 3)).astype(dtype), rng.normal(size=(7, 5, 2)).astype(dtype)]
+    want = model.predict(xs)
+    feeds = {"input_0": xs[0], "input_1": xs[1]}
+    if dtype == np.float64:
+        got = ReferenceEvaluator(onnx.load(path)).run(["output"], feeds)[0]
+    else:
+        got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["output"], feeds)[0]
+    assert_close(got, want, RTOL[dtype])
+    loaded = clnet.onnx.load(path)
+    configs = lambda m: [{k: v for k, v in l.get_config().items() if k != "name"} for l in m.layers
+                         if isinstance(l, Bidirectional)]
+    assert configs(loaded) == configs(model)
+    decoder = [l for l in loaded.layers if isinstance(l, Bidirectional) and l.merge_mode is None]
+    assert len(decoder) == 1 and decoder[0].called_with_initial_state
+    np.testing.assert_array_equal(loaded.predict(xs), want)
+
+
+def test_import_bidirectional_forms(rng):
+    """Reads of a bidirectional GRU op that clnet's export does not write: PyTorch's h_n[-1] (the
+    backward direction's final state: merge_mode None), a reversed input (the forward layer
+    goes backwards), other activations for the backward direction (a backward layer of its
+    own), a ReduceMean of Y_h over the directions (keepdims=0); each loads as one Bidirectional
+    that computes what onnxruntime does. A Reduce over another axis, and an LSTM's Y_c read with
+    both directions together, are refused."""
+    f = lambda *shape: rng.normal(0.0, 0.5, size=shape).astype(np.float32)
+    values = {"w": f(2, 12, 3), "r": f(2, 12, 4), "b": f(2, 24), "w4": f(2, 16, 3), "r4": f(2, 16, 4),
+              "last": np.array(-1, np.int64), "axis0": np.array([0], np.int64), "flat": np.array([0, -1], np.int64),
+              "starts": np.array([-1], np.int64), "ends": np.array([np.iinfo(np.int64).min], np.int64),
+              "steps": np.array([-1], np.int64), "one": np.array([1], np.int64)}
+    gru = lambda x, outputs, **attributes: [
+        helper.make_node("Transpose", [x], ["t"], perm=[1, 0, 2]),
+        helper.make_node("GRU", ["t", "w", "r", "b"], outputs, hidden_size=4, direction="bidirectional",
+                         linear_before_reset=1, name="gru", **attributes)]
+    concat = [helper.make_node("Transpose", ["y_raw"], ["s"], perm=[2, 0, 1, 3]),
+              helper.make_node("Reshape", ["s", "flat"], ["y"])]
+    reversed_x = helper.make_node("Slice", ["x", "starts", "ends", "one", "steps"], ["x_reversed"])
+    cases = [  # (nodes, output shape, (merge_mode, return_sequences, go_backwards, activations))
+        (gru("x", ["", "h"]) + [helper.make_node("Gather", ["h", "last"], ["y"], axis=0)], (4,),
+         (None, False, [False, True], ["tanh", "tanh"])),
+        ([reversed_x, *gru("x_reversed", ["y_raw"])] + concat, (48,),
+         ("concat", True, [True, False], ["tanh", "tanh"])),
+        (gru("x", ["y_raw"], activations=["Sigmoid", "Tanh", "Sigmoid", "Relu"]) + concat, (48,),
+         ("concat", True, [False, True], ["tanh", "relu"])),
+        (gru("x", ["", "h"]) + [helper.make_node("ReduceMean", ["h"], ["y"], axes=[0], keepdims=0)], (4,),
+         ("ave", False, [False, True], ["tanh", "tanh"]))]
+    x = rng.normal(size=(5, 6, 3)).astype(np.float32)
+    for nodes, shape, (merge_mode, return_sequences, go_backwards, activations) in cases:
+        proto = graph_model(nodes, values, (6, 3), shape)
+        model = clnet.onnx.load(proto)
+        layer = next(l for l in model.layers if isinstance(l, Bidirectional))
+        both = (layer.forward_layer, layer.backward_layer)
+        assert (layer.merge_mode, layer.return_sequences, [l.go_backwards for l in both],
+                [l.activation.name for l in both]) == (merge_mode, return_sequences, go_backwards, activations)
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        assert_close(model.predict(x), session.run(["y"], {"x": x})[0], 1e-5)
+    with pytest.raises(ValueError, match=r"\(ReduceSum\): it reduces axes \[0\] of a recurrent op's output; clnet "
+                                         r"reads ReduceSum there only over the direction axis"):
+        clnet.onnx.load(graph_model(gru("x", ["y_raw"]) + [helper.make_node("ReduceSum", ["y_raw", "axis0"], ["y"])],
+                                    values, (6, 3), (1, 2, 4)))
+    lstm = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+            helper.make_node("LSTM", ["t", "w4", "r4"], ["", "", "c"], hidden_size=4, direction="bidirectional",
+                             name="lstm"),
+            helper.make_node("Transpose", ["c"], ["s"], perm=[1, 0, 2]),
+            helper.make_node("Reshape", ["s", "flat"], ["y"])]
+    with pytest.raises(ValueError, match=r"lstm \(LSTM\): its Y_c is read with both directions together"):
+        clnet.onnx.load(graph_model(lstm, values, (6, 3), (8,)))
 
 
 def test_import_attention_pattern_must_be_exact(tmp_path, rng):

@@ -19,10 +19,12 @@ from .position_embedding import PositionEmbedding
 from .simple_rnn import SimpleRNN
 from .lstm import LSTM
 from .gru import GRU
+from .bidirectional import Bidirectional
 from .multi_head_attention import MultiHeadAttention
 
 __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
-           "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "MultiHeadAttention"]
+           "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
+           "MultiHeadAttention"]

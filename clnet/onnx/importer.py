@@ -26,6 +26,15 @@ dynamo exporters) and Keras's:
                                                                       return_sequences; Y_c read:
                                                                       return_state; given states:
                                                                       initial_state)
+    the same with direction="bidirectional" (given states: a
+    Concat of both directions' along axis 0), Y or Y_h read with
+    both directions side by side, ReduceSum/ReduceMean/ReduceProd
+    over the direction axis, or one direction taken by Gather      -> Bidirectional of those
+                                                                      (merge_mode "concat", "sum",
+                                                                      "ave", "mul", None; a
+                                                                      direction's Y_h or Y_c read
+                                                                      beside other reads:
+                                                                      return_state)
     clnet's attention subgraph: MatMul [+ Add] projections,
     Reshape, Transpose, Mul(1/sqrt(key_dim)), MatMul, [Add(causal
     mask)], [Where(Greater(mask, 0.5))], Softmax, MatMul,
@@ -117,9 +126,9 @@ def load(source, floatx: str | None = None, seed: int | None = None):
 SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv",
                  "Div", "Dropout", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gelu", "Gemm",
                  "GlobalAveragePool", "GlobalMaxPool", "Greater", "Identity", "LSTM", "LayerNormalization", "LeakyRelu",
-                 "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean", "Relu",
-                 "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh",
-                 "Transpose", "Unsqueeze", "Where")
+                 "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
+                 "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
+                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze", "Where")
 # Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
 # how Keras and torch write a Flatten for a dynamic batch).
 CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
@@ -130,6 +139,10 @@ PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as 
                  "Pow": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
                  "Sqrt": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
                  "ConstantOfShape": "as the zero initial state of an RNN, LSTM or GRU",
+                 "ReduceSum": "over the directions of a bidirectional RNN, LSTM or GRU's output (Bidirectional's "
+                              "merge_mode='sum')",
+                 "ReduceProd": "over the directions of a bidirectional RNN, LSTM or GRU's output (Bidirectional's "
+                               "merge_mode='mul')",
                  "Expand": "as clnet's PositionEmbedding, Expand(table, Shape(x)) of a (positions, features) table",
                  "Greater": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
                             "scores, -1e9)",
@@ -150,6 +163,8 @@ RECURRENT_DEFAULTS = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU
 # Ops that only move a recurrent op's output around, through which it is followed until its batch
 # axis comes first (see _Pending), and the batch of the index that follows it.
 VIEW_OPS = ("Gather", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze")
+# The Reduce ops that merge a bidirectional op's directions, as Bidirectional's merge_mode.
+DIRECTION_MERGES = {"ReduceSum": "sum", "ReduceMean": "ave", "ReduceProd": "mul"}
 PROBE = 2
 
 
@@ -200,14 +215,30 @@ class _Value:
 class _Pending:
     """A recurrent op's output (or a view of it) whose batch axis is not first: ONNX's sequences
     are time-major. `index` holds, for a batch of PROBE samples, which element of the op's output
-    each element of this tensor is; `where` gives the processing step, batch row and unit of each
-    of those; `make(return_sequences, output)` calls the layer and gives its output `output` (2:
-    an LSTM's last cell state, Y_c). View ops move the index (_Reader._moved) until each row holds
-    one sample's elements (_Reader._settle)."""
+    each element of this tensor is; `where` gives, for each of those, its step (its place in the
+    layer's output sequence, which holds a bidirectional layer's backward direction in time
+    order; a final state's: the last), direction (0, or 1 for a bidirectional op's backward one),
+    batch row and unit, and whether it is its direction's final state ("final"). `output` is the
+    op's output it is (0 Y, 1 Y_h, 2 Y_c); `merge` the merge_mode of a Reduce over the directions
+    read before (its elements then are the forward direction's, standing for both).
+    `take(return_sequences, merge_mode, direction, output)` gives the layer output that a read
+    is (see _Reader._placed). View ops move the index (_Reader._moved) until each row holds one
+    sample's elements (_Reader._settle)."""
 
-    def __init__(self, node, index: np.ndarray, where: dict, steps: int, make, output: int = 0):
-        self.node, self.index, self.where, self.steps, self.make = node, index, where, steps, make
-        self.output = output
+    def __init__(self, node, index: np.ndarray, where: dict, output: int, take, merge: str | None = None):
+        self.node, self.index, self.where, self.output, self.take = node, index, where, output, take
+        self.merge = merge
+
+    def moved(self, index: np.ndarray, where: dict | None = None, merge: str | None = None) -> "_Pending":
+        """This output seen through a view: another index (and `where`, `merge` after a Reduce)."""
+        return _Pending(self.node, index, self.where if where is None else where, self.output, self.take,
+                        merge or self.merge)
+
+    def batch_first(self) -> bool:
+        """Whether each row of the index holds one sample's elements."""
+        batch = self.where["batch"]
+        return bool(self.index.ndim and self.index.shape[0] == PROBE and
+                    all(np.all(batch[self.index[n]] == n) for n in range(PROBE)))
 
 
 class _Reader:
@@ -334,9 +365,9 @@ class _Reader:
         for name in node.inputs:
             if name and name not in self.constants and name not in self.values:
                 raise _misused(node, f"it reads {name!r}, which is neither a constant nor computed before it")
-        pending = next((self.values[name] for name in node.inputs if isinstance(self.values.get(name), _Pending)), None)
-        if pending is not None:
-            return self._read_pending(node, pending)
+        pending = next((name for name in node.inputs if isinstance(self.values.get(name), _Pending)), None)
+        if pending is not None:  # (the name of) a recurrent op's output, time-major
+            return self._read_pending(node, pending, self.values[pending])
         read = getattr(self, "_op_" + node.op.lower(), None)
         if read is None:
             if node.op in PATTERN_PARTS:
@@ -956,8 +987,9 @@ class _Reader:
             p, value = tuple(range(rank - 1)), _Value(self._plain(value, None, node), _arange(value.shape))
         if 0 in axes or rank not in (3, 4) or {p[a - 1] for a in axes} != set(range(rank - 2)):
             raise _misused(node, f"it reduces axes {axes} of {(None, *value.shape)}; clnet reads {node.op} over "
-                                 "every axis but the batch and the channels (a global pooling), or as part of a "
-                                 "LayerNormalization")
+                                 "every axis but the batch and the channels (a global pooling), as part of a "
+                                 "LayerNormalization, or over the directions of a bidirectional RNN, LSTM or GRU's "
+                                 "output")
         cls = {(True, 3): GlobalMaxPooling1D, (True, 4): GlobalMaxPooling2D, (False, 3): GlobalAveragePooling1D,
                (False, 4): GlobalAveragePooling2D}[use_max, rank]
         kt = self._layer(node, cls(keepdims=keepdims), [value.kt])
@@ -1092,14 +1124,15 @@ class _Reader:
         kt = self._layer(node, PositionEmbedding(table.shape[0]), [self._plain(value, None, node)], [table])
         self._set(node, _Value(kt, _arange(kt.sample_shape)))
 
-    def _recurrent_form(self, node, op: str) -> dict:
-        """The arguments of the clnet layer for an ONNX RNN, LSTM or GRU node, or an error naming
+    def _recurrent_form(self, node, op: str) -> list[dict]:
+        """The arguments of the clnet layer for each direction of an ONNX RNN, LSTM or GRU node
+        (a bidirectional one: the forward direction's, then the backward's), or an error naming
         what no clnet layer computes."""
         from .. import activations
         direction = self._attribute(node, "direction", "forward")
-        if direction not in ("forward", "reverse"):
-            raise _misused(node, f"direction={direction!r}; clnet's recurrent layers run one direction (no "
-                                 "bidirectional layer)")
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise _misused(node, f"direction={direction!r}; ONNX's recurrent ops run 'forward', 'reverse' or "
+                                 "'bidirectional'")
         if self._attribute(node, "clip", None) is not None:
             raise _misused(node, f"clip={self._attribute(node, 'clip', None)}; clnet's recurrent layers do not clip")
         if self._attribute(node, "input_forget", 0):
@@ -1107,10 +1140,11 @@ class _Reader:
         if op == "GRU" and not self._attribute(node, "linear_before_reset", 0):
             raise _misused(node, "linear_before_reset=0; clnet's GRU is Keras's reset_after=True, "
                                  "linear_before_reset=1 (PyTorch's nn.GRU exports so)")
+        directions = 2 if direction == "bidirectional" else 1
         alphas = iter(self._attribute(node, "activation_alpha", []))
         betas = iter(self._attribute(node, "activation_beta", []))
         functions = []
-        for name in self._attribute(node, "activations", RECURRENT_DEFAULTS[op]):
+        for name in self._attribute(node, "activations", RECURRENT_DEFAULTS[op] * directions):
             name = name.decode() if isinstance(name, bytes) else name
             if name not in RECURRENT_ACTIVATIONS:
                 raise _misused(node, f"activation {name}; clnet's recurrent layers take "
@@ -1119,16 +1153,21 @@ class _Reader:
                                          "b": _number(np.float32(next(betas, 0.0)))},
                       "LeakyRelu": lambda: {"a": _number(np.float32(next(alphas, 0.01)))}}.get(name, dict)()
             functions.append(activations.get(RECURRENT_ACTIVATIONS[name], **params))
-        if len(functions) != len(RECURRENT_DEFAULTS[op]):
-            raise _misused(node, f"it lists {len(functions)} activations; one direction of {op} takes "
-                                 f"{len(RECURRENT_DEFAULTS[op])}")
-        if op == "LSTM" and functions[1].get_config() != functions[2].get_config():
-            raise _misused(node, f"activations g={functions[1]!r} and h={functions[2]!r} differ; clnet's LSTM "
-                                 "applies its one activation to both")
-        form = {"activation": functions[0] if op == "RNN" else functions[1]}
-        if op != "RNN":
-            form["recurrent_activation"] = functions[0]
-        return form
+        count = len(RECURRENT_DEFAULTS[op])
+        if len(functions) != count * directions:
+            raise _misused(node, f"it lists {len(functions)} activations; each of its {directions} direction(s) "
+                                 f"takes {count}")
+        forms = []
+        for first in range(0, len(functions), count):
+            functions_d = functions[first:first + count]
+            if op == "LSTM" and functions_d[1].get_config() != functions_d[2].get_config():
+                raise _misused(node, f"activations g={functions_d[1]!r} and h={functions_d[2]!r} differ; clnet's "
+                                     "LSTM applies its one activation to both")
+            form = {"activation": functions_d[0] if op == "RNN" else functions_d[1]}
+            if op != "RNN":
+                form["recurrent_activation"] = functions_d[0]
+            forms.append(form)
+        return forms
 
     def _op_rnn(self, node):
         """A recurrent op the pattern did not find (see Patterns._recurrent): errors for what
@@ -1140,42 +1179,56 @@ class _Reader:
 
     _op_lstm = _op_gru = _op_rnn
 
+    def _initial_states(self, node, op: str, roles: dict, states: dict, directions: int) -> list:
+        """The op's initial states (see Patterns._recurrent) as batch-first clnet tensors, each
+        direction's h (and c) in turn, as Bidirectional takes them; none where they are zeros."""
+        given = {}
+        for role in ("initial_h", "initial_c")[:1 + (op == "LSTM")]:
+            name = roles.get(role)
+            zeros = not name or name in self.constants and not np.any(self.constants[name])
+            if not zeros or len(states.get(role, ())) not in (0, directions):
+                raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states or "
+                                     "from a call's initial_state, a (batch, units) tensor of the graph given as "
+                                     "Reshape(state, [1, -1, units]) or Unsqueeze(state, 0) (a bidirectional op: "
+                                     "one for each direction, joined by a Concat along axis 0)")
+            if role in states:
+                given[role] = [self._plain(self._value(node, name), None, node) for name in states[role]]
+        if len(given) == 1 and op == "LSTM":
+            raise _misused(node, "only one of its initial_h and initial_c is given; clnet's LSTM takes both or none")
+        return [kts[d] for d in range(directions) for kts in given.values()]
+
     def _op_recurrent_pattern(self, node):
-        """ONNX's RNN, LSTM or GRU (see Patterns._recurrent) as SimpleRNN, LSTM or GRU: W, R in
-        Keras's gate order and layout; the input and recurrent biases summed (GRU: Keras's two
-        rows, as reset_after=True keeps them); go_backwards where the op reads its input reversed
-        (clnet writes a reversing Slice before it) or runs in reverse. Its outputs Y and Y_h are
-        time-major: they are kept as _Pending until the nodes reading them bring the batch axis
-        first, and the layer is made then, with return_sequences where more than the last h is read.
-        An LSTM's Y_c, where it is read, is the layer's last cell state (return_state=True); Y read
-        beside Y_h or Y_c makes one layer with return_sequences and return_state."""
-        from ..layers import GRU, LSTM, SimpleRNN
-        op, roles = node.params
-        form = self._recurrent_form(node, op)
+        """ONNX's RNN, LSTM or GRU (see Patterns._recurrent) as SimpleRNN, LSTM or GRU, and with
+        direction="bidirectional" as Bidirectional of two such layers, each direction's
+        activations, weights and bias its layer's: W, R in Keras's gate order and layout; the
+        input and recurrent biases summed (GRU: Keras's two rows, as reset_after=True keeps
+        them); go_backwards where a direction reads the input from its end (clnet writes a
+        reversing Slice before the op; reverse, the backward direction). Its outputs Y, Y_h and
+        Y_c are time-major: they are kept as _Pending until the nodes reading them bring the batch
+        axis first, and a layer is made then for each (return_sequences, merge_mode) read (see
+        _placed): return_sequences where more than the final states are read; merge_mode
+        "concat" where both directions are read side by side, a Reduce's over them, None where
+        one is read. A direction's final state read beside other reads (Y_h beside Y, as
+        PyTorch's `y, (h, c) = lstm(x)` and clnet's return_sequences with return_state; a
+        direction's Y_h beside a merge of both), and an LSTM's Y_c, are states of a layer with
+        return_state."""
+        from ..layers import GRU, LSTM, Bidirectional, SimpleRNN
+        op, roles, states = node.params
+        forms = self._recurrent_form(node, op)
+        directions = len(forms)
         for role in ("sequence_lens", "P"):
             if roles.get(role):
                 raise _misused(node, f"its input {role} is given; clnet's {op} has "
                                      f"{'no peepholes' if role == 'P' else 'every sample run every step'}")
-        initial = []  # the initial states, batch-first clnet tensors
-        for role in ("initial_h", "initial_c")[:1 + (op == "LSTM")]:
-            name = roles.get(role)
-            if not name or name in self.constants and not np.any(self.constants[name]):
-                continue  # zeros
-            if name in self.constants or not isinstance(self.values.get(name), _Value):
-                raise _misused(node, f"its {role} is given; clnet's recurrent layers start from zero states or "
-                                     "from a call's initial_state, a (batch, units) tensor of the graph given as "
-                                     "Reshape(state, [1, -1, units]) or Unsqueeze(state, 0)")
-            initial.append(self._plain(self._value(node, name), None, node))
-        if len(initial) == 1 and op == "LSTM":
-            raise _misused(node, "only one of its initial_h and initial_c is given; clnet's LSTM takes both or none")
-        w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (1, gates * units, features)
-        b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (1, 2 * gates * units)
+        initial = self._initial_states(node, op, roles, states, directions)
+        w, r = (self._constant(node, roles[role], role) for role in ("W", "R"))  # (directions, gates * units, ...)
+        b = self._constant(node, roles["B"], "B") if roles.get("B") else None     # (directions, 2 * gates * units)
         units = self._attribute(node, "hidden_size", r.shape[-1])
         gates = {"RNN": 1, "LSTM": 4, "GRU": 3}[op]
         value = self._value(node, roles["X"])
-        if w.shape[0] != 1 or len(value.shape) != 2 or w.shape[1:] != (gates * units, value.shape[1]):
-            raise _misused(node, f"its W has shape {w.shape} for samples of shape {value.shape}; clnet reads one "
-                                 f"direction, {(1, gates * units, value.shape[-1])} on (batch, steps, features)")
+        if w.shape[0] != directions or len(value.shape) != 2 or w.shape[1:] != (gates * units, value.shape[1]):
+            raise _misused(node, f"its W has shape {w.shape} for samples of shape {value.shape}; clnet reads "
+                                 f"{(directions, gates * units, value.shape[-1])} on (batch, steps, features)")
         # The clnet step the op reads at each of its steps: the input as it is, or reversed.
         steps, features = value.shape
         taken = value.index[:, 0] // features
@@ -1183,74 +1236,150 @@ class _Reader:
             kt = value.kt
         else:
             kt, taken = self._plain(value, None, node), np.arange(steps)
-        reverse = self._attribute(node, "direction", "forward") == "reverse"
-        processed = taken[::-1] if reverse else taken
-        if not np.array_equal(processed, np.arange(steps)) and not np.array_equal(processed, np.arange(steps)[::-1]):
+        if not np.array_equal(taken, np.arange(steps)) and not np.array_equal(taken, np.arange(steps)[::-1]):
             raise _misused(node, "it reads its input's steps in an order that is neither forward nor backward")
-        go_backwards = bool(processed[0] != 0) if steps > 1 else reverse
+        reverse = self._attribute(node, "direction", "forward") == "reverse"
+        # Whether each direction's layer reads the input from its last step: one running forward
+        # over a reversed input does, one running backward over it does not.
+        go_backwards = [bool(taken[0] != 0) != (reverse or d == 1) for d in range(directions)]
         cls = {"RNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}[op]
-        use_bias = b is not None and bool(np.any(b))
+        use_bias = [b is not None and bool(np.any(b[d])) for d in range(directions)]
         made = {}
-        read = [bool(name and self.readers[name]) for name in [*node.outputs, "", ""][:3]]  # Y, Y_h, Y_c
-        # Y beside a final state (PyTorch's `y, (h, c) = lstm(x)`, clnet's return_sequences with
-        # return_state) is one layer giving both; Y_c read needs return_state in any case.
-        joined = read[0] and (read[1] or read[2])
-        return_state = joined or read[2]
 
-        def make(return_sequences: bool, output: int):
-            """The layer's output `output`: 0 the output (every step's h with return_sequences, else
-            the last step's), 2 the last cell state (made once for each return_sequences read)."""
-            if joined:  # the last step's h is the joined layer's state h
-                return_sequences, output = True, (output if return_sequences else max(output, 1))
-            if return_sequences not in made:
-                layer = cls(units, **form, use_bias=use_bias, return_sequences=return_sequences,
-                            return_state=return_state, go_backwards=go_backwards)
-                order = layer._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
+        def make(return_sequences: bool, merge: str | None) -> list:
+            """The outputs of the layer for reads of (return_sequences, merge_mode), made once."""
+            if (return_sequences, merge) not in made:
+                layers = [cls(units, **form, use_bias=bias, return_sequences=return_sequences,
+                              return_state=return_state, go_backwards=backwards)
+                          for form, bias, backwards in zip(forms, use_bias, go_backwards)]
+                order = layers[0]._onnx_node()[1]  # ONNX's gate blocks: Keras's gates in ONNX's order
                 keras = lambda m: np.concatenate([m[..., order.index(g) * units:(order.index(g) + 1) * units]
                                                   for g in range(gates)], axis=-1)
-                weights = [keras(w[0].T), keras(r[0].T)]  # (features, gates * units), (units, gates * units)
-                if use_bias:
-                    bias_w, bias_r = keras(b[0, :gates * units]), keras(b[0, gates * units:])
-                    weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
-                made[return_sequences] = self._layer(node, layer, [kt, *initial], weights)
-            outputs = made[return_sequences]
-            return outputs[output] if return_state else outputs
+                weights = []  # each direction's: Bidirectional's forward layer's, then the backward's
+                for d, bias in enumerate(use_bias):
+                    weights += [keras(w[d].T), keras(r[d].T)]  # (features, gates * units), (units, gates * units)
+                    if bias:
+                        bias_w, bias_r = keras(b[d, :gates * units]), keras(b[d, gates * units:])
+                        weights.append(np.stack([bias_w, bias_r]) if op == "GRU" else bias_w + bias_r)
+                layer = layers[0] if directions == 1 else Bidirectional(layers[0], merge, backward_layer=layers[1])
+                outputs = self._layer(node, layer, [kt, *initial], weights)
+                made[return_sequences, merge] = outputs if isinstance(outputs, list) else [outputs]
+            return made[return_sequences, merge]
+
+        def take(return_sequences: bool, merge: str | None, direction: int | None, output: int):
+            """The layer output a read of the op's output `output` is (see _placed): a direction's
+            final state where the layer has return_state, else a (merged) output."""
+            if direction is None and output == 2:
+                raise _misused(node, "its Y_c is read with both directions together; clnet's Bidirectional "
+                                     "gives each direction's last cell state apart (return_state)")
+            if return_state and not return_sequences and direction is not None:
+                # The states of the layer the other reads make (every layer gives the same states).
+                return_sequences, merge = planned[0] if planned else next(iter(made), (False, None))
+                merged = 2 if directions == 2 and merge is None else 1  # the layer's outputs before its states
+                return make(return_sequences, merge)[merged + direction * cls.state_count + (output == 2)]
+            return make(return_sequences, merge)[direction if merge is None else 0]
 
         layout = self._attribute(node, "layout", 0)
-        # Y (steps, 1, batch, units), Y_h and Y_c (1, batch, units)
-        for i, name in enumerate(node.outputs[:3]):
+        pending = {}
+        for i, name in enumerate(node.outputs[:3]):  # Y (steps, directions, batch, units), Y_h, Y_c (directions, ...)
             if not name or not self.readers[name]:
                 continue
             axes = ("step", "direction", "batch", "units") if i == 0 else ("direction", "batch", "units")
             if layout:  # batch first
                 axes = ("batch", *(a for a in axes if a != "batch"))
-            sizes = {"step": steps, "direction": 1, "batch": PROBE, "units": units}
+            sizes = {"step": steps, "direction": directions, "batch": PROBE, "units": units}
             index = _arange([sizes[a] for a in axes])
             where = dict(zip(axes, np.unravel_index(index.ravel(), index.shape)))
             if i:
-                where["step"] = np.full(index.size, steps - 1)
-            elif reverse:
-                where["step"] = steps - 1 - where["step"]
-            self._settle(name, _Pending(node, index, where, steps, make, 2 if i == 2 else 0))
+                where["step"], where["final"] = np.full(index.size, steps - 1), np.ones(index.size, bool)
+            else:  # a direction running backward ends at Y's first step
+                where["final"] = where["step"] == np.where(reverse | (where["direction"] == 1), 0, steps - 1)
+                if reverse:  # its layer (go_backwards) writes the steps in the order it runs them
+                    where["step"] = steps - 1 - where["step"]
+            pending[name] = _Pending(node, index, where, i, take)
+        # How the outputs are read, looked ahead so that the layer gets return_state where final
+        # states are read beside other reads. (Y beside Y_h counts also where Y's reads cannot be
+        # followed yet: a Reshape to a shape computed from a Shape, as torch's dynamo exporter writes.)
+        reads = [self._placed(view)[:3] for name, p in pending.items() for view in self._views(name, p)]
+        finals = [not return_sequences and direction is not None for return_sequences, _, direction in reads]
+        planned = [read[:2] for read, final in zip(reads, finals) if not final]
+        outputs_read = {p.output for p in pending.values()}
+        return_state = 2 in outputs_read or {0, 1} <= outputs_read or any(finals) and bool(planned)
+        for name, p in pending.items():
+            self._settle(name, p)
 
-    def _settle(self, name: str, pending: "_Pending"):
+    @staticmethod
+    def _placed(pending: _Pending) -> tuple:
+        """What a read of a recurrent op's output whose batch axis is first is: (return_sequences,
+        whether it reads more than final states; merge_mode, "concat" where it reads both
+        directions, a Reduce's merge where one was read, else None; the one direction it reads,
+        None where it merges them; each element's flat position in that layer output)."""
+        where = pending.where
+        row = {key: values[pending.index[0]] for key, values in where.items()}  # the first sample's
+        directions = np.unique(row["direction"])
+        merge = pending.merge or ("concat" if len(directions) == 2 else None)
+        return_sequences = not np.all(row["final"])
+        units, concat = int(where["units"].max()) + 1, merge == "concat"
+        position = row["units"] + concat * units * row["direction"]
+        if return_sequences:
+            position = position + row["step"] * (1 + concat) * units
+        return return_sequences, merge, None if merge else int(directions[0]), position
+
+    def _settle(self, name: str, pending: _Pending):
         """Store a recurrent op's output, or a view of it: as a _Value once each row of its
         index holds one sample's elements (the batch axis is first), else as _Pending."""
-        index, where = pending.index, pending.where
-        if not (index.ndim and index.shape[0] == PROBE and
-                all(np.all(where["batch"][index[n]] == n) for n in range(PROBE))):
+        if not pending.batch_first():
             self.values[name] = pending
             return
-        step, units = where["step"][index[0]], where["units"][index[0]]
-        if np.all(step == pending.steps - 1):
-            self.values[name] = _Value(pending.make(False, pending.output), units)
-        else:
-            self.values[name] = _Value(pending.make(True, 0), step * (int(where["units"].max()) + 1) + units)
+        *read, position = self._placed(pending)
+        self.values[name] = _Value(pending.take(*read, pending.output), position)
 
-    def _read_pending(self, node, pending: "_Pending"):
-        """A node reading a recurrent op's output whose batch axis is not first yet: a view op
-        (moves the index), a Shape (the batch axis, where the elements of the samples lie apart,
-        reads as the dynamic batch), else an error."""
+    def _views(self, name: str, pending: _Pending) -> list[_Pending]:
+        """The views that the reads of a recurrent op's output `name` (`pending`) settle on (see
+        _settle): a look ahead through the nodes after the op, before its layer is made."""
+        if pending.batch_first():
+            return [pending]
+        views = []
+        for node in self.nodes:
+            view = self._view(node, pending) if node.inputs[:1] == [name] else None
+            if view is not None:
+                views += self._views(node.outputs[0], view)
+        return views
+
+    def _view(self, node, pending: _Pending) -> _Pending | None:
+        """What `node`, reading a recurrent op's output (or a view of it) as its first input,
+        makes of it: another view where it moves the elements (a view op) or merges the
+        directions (a Reduce over them); None for anything else."""
+        if node.op in DIRECTION_MERGES:
+            return self._merged(node, pending)
+        if node.op in VIEW_OPS and all(name in self.constants for name in node.inputs[1:] if name):
+            return pending.moved(self._moved(node, pending.index))
+        return None
+
+    def _merged(self, node, pending: _Pending) -> _Pending:
+        """A ReduceSum, ReduceMean or ReduceProd over the direction axis of a bidirectional op's Y
+        or Y_h (Bidirectional's merge_mode "sum", "ave", "mul"): the forward direction's elements
+        stand for both, final where both are."""
+        index, where = pending.index, pending.where
+        axes = self._axes_input(node) or []
+        if len(axes) == 1 and not pending.merge and index.shape[axes[0] % index.ndim] == 2:
+            axis = axes[0] % index.ndim
+            forward, backward = np.take(index, 0, axis), np.take(index, 1, axis)
+            if np.all(where["direction"][forward] == 0) and np.all(where["direction"][backward] == 1) and all(
+                    np.array_equal(where[key][forward], where[key][backward]) for key in ("step", "batch", "units")):
+                final = where["final"].copy()
+                final[forward] &= where["final"][backward]
+                kept = np.expand_dims(forward, axis) if self._attribute(node, "keepdims", 1) else forward
+                return pending.moved(kept, {**where, "final": final}, DIRECTION_MERGES[node.op])
+        raise _misused(node, f"it reduces axes {axes} of a recurrent op's output; clnet reads {node.op} there only "
+                             "over the direction axis of a bidirectional op's Y or Y_h, as Bidirectional's "
+                             f"merge_mode={DIRECTION_MERGES[node.op]!r}")
+
+    def _read_pending(self, node, name: str, pending: _Pending):
+        """A node reading a recurrent op's output `name` whose batch axis is not first yet: a
+        view op (moves the index), a Reduce over the directions (see _merged), a Shape (the
+        batch axis, where the elements of the samples lie apart, reads as the dynamic batch),
+        else an error."""
         index, where = pending.index, pending.where
         if node.op == "Shape":
             varies = where["batch"][index]
@@ -1263,15 +1392,15 @@ class _Reader:
             start, end = self._attribute(node, "start", 0), self._attribute(node, "end", None)
             self.constants[node.outputs[0]] = shape[start:end]
             return
-        if node.op in VIEW_OPS and node.inputs[0] in self.values and self.values[node.inputs[0]] is pending and \
-                all(name in self.constants for name in node.inputs[1:] if name):
-            return self._settle(node.outputs[0], _Pending(pending.node, self._moved(node, index), where,
-                                                          pending.steps, pending.make, pending.output))
+        view = self._view(node, pending) if node.inputs[0] == name else None
+        if view is not None:
+            return self._settle(node.outputs[0], view)
         stacked = node.op in ("RNN", "LSTM", "GRU", "Recurrent_pattern")
         raise _misused(pending.node, f"its output is read by {_label(node)} " + (
             "time-major (PyTorch's num_layers > 1); clnet reads one layer per op: stack num_layers=1 layers"
             if stacked else "before its batch axis is first again; clnet reads Y or Y_h through Transpose, Squeeze, "
-                            "Unsqueeze, Reshape and Gather that bring it first"))
+                            "Unsqueeze, Reshape and Gather that bring it first (and a bidirectional op's through "
+                            "ReduceSum, ReduceMean or ReduceProd over its directions)"))
 
     def _moved(self, node, index: np.ndarray) -> np.ndarray:
         """`index` (whole tensors, the batch axis included) through the view op `node`."""

@@ -267,11 +267,12 @@ class Patterns:
     def _recurrent(self, node: Node):
         """ONNX's RNN, LSTM or GRU on a batch-first tensor: after a Transpose(1, 0, 2) (clnet and
         torch.onnx.export write one), or with layout=1. Zero initial states made in the graph
-        (see _zeros; torch writes them for a call without h0) are part of it, and so is the view
-        that gives a batch-first state (batch, units) the op's (1, batch, units) (clnet writes a
-        Reshape for a call's initial_state), which is then read as it is. Which outputs are
-        read, and how they are brought back to batch-first, the importer follows as it reads the
-        nodes after it (see _Pending in importer.py), knowing the number of steps."""
+        (see _zeros; torch writes them for a call without h0) are part of it, and so are the
+        views that give batch-first states (batch, units) the op's (directions, batch, units)
+        (see _states; clnet writes them for a call's initial_state), whose inputs are then read
+        as they are: the Node's params are (op, its inputs by role, those states by role). Which
+        outputs are read, and how they are brought back to batch-first, the importer follows as
+        it reads the nodes after it (see _Pending in importer.py), knowing the number of steps."""
         if node.op not in ("RNN", "LSTM", "GRU"):
             return None
         x, parts = node.inputs[0], [node]
@@ -280,20 +281,36 @@ class Patterns:
             if transpose is None or list(self.reader._attribute(transpose, "perm", [])) != [1, 0, 2]:
                 return None
             x, parts = transpose.inputs[0], [transpose, node]
-        roles = dict(zip(RECURRENT_INPUTS[node.op], node.inputs))
+        roles, states = dict(zip(RECURRENT_INPUTS[node.op], node.inputs)), {}
         for role in ("initial_h", "initial_c"):
             zeros = self._zeros(roles.get(role, ""), node)
             if zeros is not None:
                 roles[role] = ""
                 parts[:0] = [n for n in zeros if n not in parts]  # torch gives h0 and c0 one tensor
                 continue
-            view = self._made(roles.get(role, ""), ("Reshape", "Unsqueeze"), node)
-            if view is not None and self._adds_leading_axis(view):
-                roles[role] = view.inputs[0]
-                parts[:0] = [view]
+            found = self._states(roles.get(role, ""), node)
+            if found is not None:
+                (states[role], views), roles[role] = found, ""
+                parts[:0] = views
         roles["X"] = x
-        inputs = [name for name in roles.values() if name]
-        return Node("Recurrent_pattern", inputs, node.outputs, node.proto, (node.op, roles)), parts
+        inputs = [name for name in roles.values() if name] + [name for names in states.values() for name in names]
+        return Node("Recurrent_pattern", inputs, node.outputs, node.proto, (node.op, roles, states)), parts
+
+    def _states(self, name: str, reader: Node) -> tuple[list[str], list[Node]] | None:
+        """(the batch-first states, the nodes) where `name`, read by `reader` alone, is made of
+        (batch, units) states, one for each direction: a view adding a leading axis (see
+        _adds_leading_axis), or a Concat along axis 0 of one for each direction of a
+        bidirectional op."""
+        view = self._made(name, ("Reshape", "Unsqueeze"), reader)
+        if view is not None and self._adds_leading_axis(view):
+            return [view.inputs[0]], [view]
+        concat = self._made(name, "Concat", reader)
+        if concat is None or self.reader._attribute(concat, "axis", None) not in (0, -3):
+            return None
+        views = [self._made(part, ("Reshape", "Unsqueeze"), concat) for part in concat.inputs]
+        if any(view is None or not self._adds_leading_axis(view) for view in views):
+            return None
+        return [view.inputs[0] for view in views], [*views, concat]
 
     def _adds_leading_axis(self, view: Node) -> bool:
         """Whether a Reshape or Unsqueeze makes (1, batch, n) of a (batch, n) tensor: Reshape to
