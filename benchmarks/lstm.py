@@ -4,6 +4,10 @@ turns in fresh processes.
 
     python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda] [--cuda-graph]
     python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
+    python -m benchmarks.lstm --bidirectional ...             # Bidirectional(LSTM(128)): both final states
+
+With --bidirectional the layer is clnet's Bidirectional(LSTM(128)) (concat) and PyTorch's
+nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10).
 
 Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
 and reports the median seconds per training step over the epochs after the first, which pays for
@@ -33,12 +37,13 @@ def data(args):
 
 def run_clnet(args):
     import clnet
-    from clnet.layers import LSTM, Dense, Input
+    from clnet.layers import LSTM, Bidirectional, Dense, Input
 
     if args.device is not None:
         clnet.set_device(args.device)
     x, y = data(args)
-    model = clnet.Sequential([Input((STEPS, FEATURES)), LSTM(UNITS), Dense(CLASSES, "softmax")], seed=0)
+    recurrent = Bidirectional(LSTM(UNITS)) if args.bidirectional else LSTM(UNITS)
+    model = clnet.Sequential([Input((STEPS, FEATURES)), recurrent, Dense(CLASSES, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy")
     times = []
     model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, shuffle=False,
@@ -57,11 +62,12 @@ def run_torch(args):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = torch.nn.LSTM(FEATURES, UNITS, batch_first=True)
-            self.head = torch.nn.Linear(UNITS, CLASSES)
+            self.lstm = torch.nn.LSTM(FEATURES, UNITS, batch_first=True, bidirectional=args.bidirectional)
+            self.head = torch.nn.Linear(UNITS * (1 + args.bidirectional), CLASSES)
 
         def forward(self, x):
-            return self.head(self.lstm(x)[0][:, -1])
+            _, (h, _) = self.lstm(x)  # (directions, batch, units): each direction's final h
+            return self.head(torch.cat(list(h), 1))
 
     model = Net().to(device)
     if device.type == "cuda":  # fp32 as clnet computes it, not TF32
@@ -102,9 +108,11 @@ def one_run(args):
 
 def compare(args):
     options = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)]
-    results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options + ["--cuda-graph"] * args.cuda_graph)
+    options += ["--cuda-graph"] * args.cuda_graph + ["--bidirectional"] * args.bidirectional
+    results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options)
     base = median(r["seconds_per_step"] for r in results["clnet"])
-    lines = [f"LSTM({UNITS}) over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
+    layer = f"Bidirectional(LSTM({UNITS}))" if args.bidirectional else f"LSTM({UNITS})"
+    lines = [f"{layer} over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
              f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
              "| framework | device | ms/step | × clnet's time |", "| --- | --- | ---: | ---: |"]
     summary = {}
@@ -115,7 +123,7 @@ def compare(args):
                          "versions": runs[0]["versions"]}
         lines.append(f"| {name} | {runs[0]['device'][:60]} | {1000 * seconds:.1f} | {seconds / base:.2f} |")
     print("\n".join(lines))
-    emit({"benchmark": "lstm", "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
+    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
           "rounds": args.rounds, "clnet_over_torch": round(base / summary["torch"]["seconds_per_step"], 3),
           "results": summary})
 
@@ -130,6 +138,7 @@ def main(argv=None):
     parser.add_argument("--device", help="clnet: device index or name")
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
     parser.add_argument("--cuda-graph", action="store_true", help="torch: capture the training step as a CUDA graph")
+    parser.add_argument("--bidirectional", action="store_true", help="Bidirectional(LSTM): both frameworks")
     args = parser.parse_args(argv)
     (one_run if args.framework else compare)(args)
 
