@@ -3,6 +3,7 @@ awkward sizes, float64 central differences through time, launches, config, savin
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 import clnet
@@ -191,6 +192,38 @@ def test_launches(rt, mode):
         dy = [device(np.ones(t.shape), np.float32) for t in (outputs if isinstance(outputs, list) else [outputs])]
         layer.backward(dy[0], rows, True, state_grads=dy[1:])
         assert rt.launches - launches == 2 * alone + 2 * merges + 1
+
+
+@FORMS
+@pytest.mark.parametrize("mode", ["concat", None])
+def test_branch_queue_trains_the_same(rt, monkeypatch, mode, whole):
+    """On a GPU the backward layer runs on the runtime's branch queue (Runtime.branch), beside
+    the forward layer on the main queue. A CPU runtime has none: here one is made, with a side
+    queue as a GPU has, and training (a Dense below, so that the input's gradient is summed from
+    both queues' layers) comes out the same to the bit as on one queue."""
+    joins = []
+    join = type(rt).join_branch
+    monkeypatch.setattr(type(rt), "join_branch", lambda self: joins.append(self.branch_event is not None) or join(self))
+
+    def trained(queues: bool):
+        for name in ("branch_queue", "side_queue"):
+            monkeypatch.setattr(rt, name, cl.CommandQueue(rt.context, rt.device) if queues else None)
+        x = Input((6, 3))
+        outputs = Bidirectional(GRU(5, return_sequences=True, whole_sequence=whole), merge_mode=mode)(Dense(4)(x))
+        parts = [Flatten()(t) for t in (outputs if isinstance(outputs, list) else [outputs])]
+        model = clnet.Model(x, Dense(2, "softmax")(Concatenate()(parts) if len(parts) > 1 else parts[0]), seed=5)
+        model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        rng = np.random.default_rng(1)
+        model.fit(rng.normal(size=(64, 6, 3)), rng.integers(0, 2, 64), batch_size=16, epochs=2, verbose=0,
+                  shuffle=False)
+        return model.get_weights()
+
+    alone = trained(False)
+    assert not any(joins)
+    branched = trained(True)
+    assert sum(joins) == 2 * 2 * 4  # forward and backward, 4 steps of 2 epochs (predict: none here)
+    for a, b in zip(alone, branched, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_learns_what_needs_both_directions(rt):

@@ -2,6 +2,7 @@
 the launch counter and the optional profiler."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -88,6 +89,15 @@ class Runtime:
         self.side_event: cl.Event | None = None
         self.main_event: cl.Event | None = None
         self.launches_beside = 0    # of `launches`, those on the side queue
+        # A whole layer's launches beside another's (Runtime.branch): Bidirectional's backward
+        # layer, independent of its forward one, runs here on a GPU while that one runs on the
+        # main queue. Its recurrent sequence kernels take one work-group per batch row, 64 of the
+        # H100's 132 SMs at batch 64, so two fit side by side: Bidirectional(LSTM(128)) over 64
+        # steps went from 2.06 to 1.40 ms a training step (benchmarks/RESULTS.md, 2026-11-25).
+        self.branch_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
+        self.branch_event: cl.Event | None = None  # the branch queue's last kernel, until joined
+        self._branch_start: cl.Event | None = None  # inside branch(): what its first launch waits for
+        self._branching = False
         self._profiling_queue = None
         self._programs: dict[tuple, cl.Program] = {} if programs is None else programs
         self.launches = 0       # kernel launches since the runtime started (a test counts per step)
@@ -108,9 +118,32 @@ class Runtime:
             cl.enqueue_barrier(self.queue, wait_for=[self.side_event])
             self.side_event = None
 
+    @contextlib.contextmanager
+    def branch(self):
+        """Inside, every launch (side ones too) goes to the branch queue, in order, after all
+        that the main queue holds at entry and beside what it is given next, until
+        join_branch. Without a branch queue (a CPU's) or while profiling, nothing changes."""
+        if self.branch_queue is None or self.profiling:
+            yield
+            return
+        # A marker, not main_event: it also waits for what a barrier on the main queue waits for
+        # (join_side's, join_branch's).
+        self._branch_start, self._branching = cl.enqueue_marker(self.queue), True
+        try:
+            yield
+        finally:
+            self._branching = False
+
+    def join_branch(self) -> None:
+        """Make everything enqueued on the main queue from now on wait for the branch's work."""
+        if self.branch_event is not None:
+            cl.enqueue_barrier(self.queue, wait_for=[self.branch_event])
+            self.branch_event = self.main_event = None  # a side launch now waits for a marker after it
+
     def finish(self) -> None:
         """Wait until the device has done everything enqueued on the main and side queues."""
         self.join_side()
+        self.join_branch()
         self.queue.finish()
 
     def set_profiling(self, enabled: bool) -> None:
@@ -285,7 +318,11 @@ class Kernel:
         if args != self.last:  # tensors compare by identity, numbers by value
             self._set(args)
         rt = self.rt
-        if beside and rt.side_queue is not None and not rt.profiling:
+        if rt._branching:
+            start, rt._branch_start = rt._branch_start, None
+            event = rt.branch_event = cl.enqueue_nd_range_kernel(rt.branch_queue, self.kernel, global_size,
+                                                                 local_size, wait_for=[start] if start else None)
+        elif beside and rt.side_queue is not None and not rt.profiling:
             after = rt.main_event or cl.enqueue_marker(rt.queue)
             event = rt.side_event = cl.enqueue_nd_range_kernel(rt.side_queue, self.kernel, global_size, local_size,
                                                                wait_for=[after])

@@ -6,9 +6,11 @@ the forward layer's, then the backward's, as Keras lists them). The backward lay
 sequence reversed (go_backwards) and writes its outputs in that order; one launch flips them into
 time order as it merges (FeedForwardBidirectional), and one takes the merged gradient back apart
 (CalcHiddenGradientBidirectional). The input's gradient is the sum of both layers': a Sum more.
+On a GPU the backward layer runs on the runtime's branch queue, beside the forward one.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -136,10 +138,13 @@ class Bidirectional(Layer):
     def forward(self, x, rows):
         x, *states = x if self.multi_input else [x]
         results = []
-        for layer, given in zip(self._layers, self._state_slices()):
+        # The backward layer first, on the runtime's branch queue (a GPU's): both layers at once.
+        for layer, given in reversed(list(zip(self._layers, self._state_slices()))):
             layer.training, layer.step = self.training, self.step
-            result = layer.forward([x, *states[given]] if self.multi_input else x, rows)
-            results.append(result if self.return_state else [result])
+            with self.rt.branch() if layer is self.backward_layer else contextlib.nullcontext():
+                result = layer.forward([x, *states[given]] if self.multi_input else x, rows)
+            results.insert(0, result if self.return_state else [result])
+        self.rt.join_branch()
         (self.y, *final_f), (self.y_rev, *final_b) = results
         global_size, local_size, units, steps, positions = self._size(rows)
         if self.merge_mode is None and not self.return_sequences:
@@ -174,10 +179,12 @@ class Bidirectional(Layer):
             grad_f = grad_b = None
         # A layer given no gradient still runs its backward pass: its weights' gradients are zeros.
         results = []
-        for layer, g, states in zip(self._layers, (grad_f, grad_b), self._state_slices()):
+        for layer, g, states in reversed(list(zip(self._layers, (grad_f, grad_b), self._state_slices()))):
             asked = [wanted[0], *wanted[1:][states]] if self.multi_input else wanted[0]
-            result = layer.backward(g, rows, asked, state_grads=later[states])
-            results.append(result if self.multi_input else [result])
+            with self.rt.branch() if layer is self.backward_layer else contextlib.nullcontext():
+                result = layer.backward(g, rows, asked, state_grads=later[states])
+            results.insert(0, result if self.multi_input else [result])
+        self.rt.join_branch()
         (dx_f, *initial_f), (dx_b, *initial_b) = results
         dx = None
         if wanted[0]:
