@@ -4,8 +4,8 @@ train:   20 float64 steps of the test model under MPIDataParallel, shuffled or n
          weights, the logs and a checkpoint (through ModelCheckpoint, on rank 0 only), then every rank
          resumes from that checkpoint for 5 more steps and rank 0 writes the weights again.
 dp, dp-shuffled, dp-uneven: the same 20 steps under DataParallel in one process (no MPI).
-dp-states: an encoder-decoder (an LSTM's final states starting another's) under DataParallel and on
-         one device; writes both runs' weights.
+dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidirectional GRU on the
+         decoder's outputs) under DataParallel and on one device; writes both runs' weights.
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
 """
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("CLNET_QUIET", "1")
 
 import clnet  # noqa: E402
-from clnet.layers import LSTM, Dense, Flatten, Input  # noqa: E402
+from clnet.layers import GRU, LSTM, Bidirectional, Dense, Flatten, Input  # noqa: E402
 
 
 def data():
@@ -61,7 +61,8 @@ def data_parallel(mode: str, out: str) -> None:
 
 def recurrent_states(out: str) -> None:
     """6 float64 steps of an encoder-decoder, whose states are tensors of the graph read by the
-    decoder's call, under DataParallel over devices 0 and 1 and on device 0 alone."""
+    decoder's call, then a Bidirectional GRU, under DataParallel over devices 0 and 1 and on
+    device 0 alone."""
     rng = np.random.default_rng(1)
     xs, y = [rng.normal(size=(16, 3, 2)), rng.normal(size=(16, 4, 3))], rng.normal(size=(16, 2))
     runs = []
@@ -70,6 +71,7 @@ def recurrent_states(out: str) -> None:
         source, target = Input((3, 2)), Input((4, 3))
         _, h, c = LSTM(3, return_state=True)(source)
         decoded = LSTM(3, return_sequences=True)(target, initial_state=[h, c])
+        decoded = Bidirectional(GRU(2, return_sequences=True), merge_mode="ave")(decoded)
         model = clnet.Model([source, target], Dense(2)(Flatten()(decoded)), floatx="float64", seed=3)
         model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=distribution)
         model.fit(xs, y, batch_size=8, epochs=3, verbose=0, shuffle=False)

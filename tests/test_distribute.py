@@ -79,7 +79,8 @@ def test_data_parallel_equals_single_device_training(mode, tmp_path):
 
 def test_data_parallel_trains_recurrent_states(tmp_path):
     """A graph whose tensors include a recurrent layer's final states, read as another's
-    initial_state: two replicas give the single device's float64 weights."""
+    initial_state, and a Bidirectional layer: two replicas give the single device's float64
+    weights."""
     subprocess.run([sys.executable, WORKER, "dp-states", str(tmp_path)], env=two_devices(), check=True, timeout=600)
     result = np.load(tmp_path / "states.npz")
     count = len(result.files) // 2
