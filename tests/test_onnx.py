@@ -49,8 +49,12 @@ NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Erf", "Softplus", "RNN", "LSTM", "GR
 
 
 def run_onnx(path, x):
+    """The file's output for `x`, its input "input", or a list, its inputs "input_0", "input_1", ...
+    (a model of several inputs), on onnxruntime, or on onnx's reference evaluator in float64 where
+    onnxruntime has no double kernel for one of its ops."""
+    feeds = {f"input_{i}": part for i, part in enumerate(x)} if isinstance(x, list) else {"input": x}
     proto = onnx.load(path)
-    if x.dtype == np.float64 and NO_DOUBLE_KERNEL & {n.op_type for n in proto.graph.node}:
+    if next(iter(feeds.values())).dtype == np.float64 and NO_DOUBLE_KERNEL & {n.op_type for n in proto.graph.node}:
         import math
         from onnx.reference.ops import op_erf
 
@@ -58,11 +62,11 @@ def run_onnx(path, x):
             def _run(self, x):
                 return (np.vectorize(math.erf, otypes=[x.dtype])(x),)
 
-        return ReferenceEvaluator(proto, new_ops=[Erf]).run(["output"], {"input": x})[0]
+        return ReferenceEvaluator(proto, new_ops=[Erf]).run(["output"], feeds)[0]
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # the machine is shared
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return session.run(["output"], {"input": x})[0]
+    return session.run(["output"], feeds)[0]
 
 
 def check_file(model, path, rng, dtype):
@@ -521,6 +525,18 @@ def test_return_state_exports_and_loads(kind, dtype, tmp_path, rng):
         np.testing.assert_array_equal(loaded.predict(xs), want)
 
 
+def exported_encoder_decoder(model, path, dtype, rng):
+    """`model` (inputs (4, 3) and (5, 2)) with random weights, exported to `path`: onnxruntime
+    (float64: onnx's reference evaluator) matches predict. Returns the file loaded back, the
+    inputs and the predictions, for the caller's checks."""
+    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
+    model.export(path)
+    xs = [rng.normal(size=(7, 4, 3)).astype(dtype), rng.normal(size=(7, 5, 2)).astype(dtype)]
+    want = model.predict(xs)
+    assert_close(run_onnx(path, xs), want, RTOL[dtype])
+    return clnet.onnx.load(path), xs, want
+
+
 @pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_initial_state_exports_and_loads(kind, dtype, tmp_path, rng):
@@ -533,18 +549,7 @@ def test_initial_state_exports_and_loads(kind, dtype, tmp_path, rng):
     _, *states = layer(4, return_state=True)(x)
     y = layer(4, return_sequences=True, go_backwards=True)(z, initial_state=states)
     model = clnet.Model([x, z], Dense(2)(Flatten()(y)), floatx=np.dtype(dtype).name, seed=4)
-    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
-    path = tmp_path / f"{kind}.onnx"
-    model.export(path)
-    xs = [rng.normal(size=(7, 4, 3)).astype(dtype), rng.normal(size=(7, 5, 2)).astype(dtype)]
-    want = model.predict(xs)
-    feeds = {"input_0": xs[0], "input_1": xs[1]}
-    if dtype == np.float64:
-        got = ReferenceEvaluator(onnx.load(path)).run(["output"], feeds)[0]
-    else:
-        got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["output"], feeds)[0]
-    assert_close(got, want, RTOL[dtype])
-    loaded = clnet.onnx.load(path)
+    loaded, xs, want = exported_encoder_decoder(model, tmp_path / f"{kind}.onnx", dtype, rng)
     decoder = [l for l in loaded.layers if type(l).__name__ == kind and l.return_sequences]
     assert len(decoder) == 1 and decoder[0].called_with_initial_state
     np.testing.assert_array_equal(loaded.predict(xs), want)
@@ -567,18 +572,7 @@ def test_bidirectional_states_export_and_load(kind, dtype, tmp_path, rng):
                                               merge_mode=None)(z, initial_state=states)
     out = Dense(2)(Concatenate()([encoded, Flatten()(forward), Flatten()(backward), *final]))
     model = clnet.Model([x, z], out, floatx=np.dtype(dtype).name, seed=4)
-    model.set_weights([rng.normal(0.0, 0.5, w.shape) for w in model.get_weights()])
-    path = tmp_path / f"{kind}.onnx"
-    model.export(path)
-    xs = [rng.normal(size=(7, 4, 3)).astype(dtype), rng.normal(size=(7, 5, 2)).astype(dtype)]
-    want = model.predict(xs)
-    feeds = {"input_0": xs[0], "input_1": xs[1]}
-    if dtype == np.float64:
-        got = ReferenceEvaluator(onnx.load(path)).run(["output"], feeds)[0]
-    else:
-        got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["output"], feeds)[0]
-    assert_close(got, want, RTOL[dtype])
-    loaded = clnet.onnx.load(path)
+    loaded, xs, want = exported_encoder_decoder(model, tmp_path / f"{kind}.onnx", dtype, rng)
     configs = lambda m: [{k: v for k, v in l.get_config().items() if k != "name"} for l in m.layers
                          if isinstance(l, Bidirectional)]
     assert configs(loaded) == configs(model)
