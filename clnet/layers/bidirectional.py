@@ -10,7 +10,6 @@ On a GPU the backward layer runs on the runtime's branch queue, beside the forwa
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -130,6 +129,16 @@ class Bidirectional(Layer):
         self.output_grads = [Tensor((*rows, layer.units), self.dtype, self.rt) for layer in self._layers]
         self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)  # both layers' summed
 
+    def _on_both(self, run, given) -> list:
+        """[run(forward layer, given[0]), run(backward layer, given[1])]: the backward layer's
+        launches first, on the runtime's branch queue (a GPU's), then the forward layer's on the
+        main queue, so that both layers run at once; the main queue then waits for the branch."""
+        with self.rt.branch():
+            backward = run(self.backward_layer, given[1])
+        forward = run(self.forward_layer, given[0])
+        self.rt.join_branch()
+        return [forward, backward]
+
     def _size(self, rows: int) -> tuple:
         positions = rows * self.steps
         return (*self.rt.four_per_item(positions * 4 * -(-self.forward_layer.units // 4)), self.forward_layer.units,
@@ -137,15 +146,13 @@ class Bidirectional(Layer):
 
     def forward(self, x, rows):
         x, *states = x if self.multi_input else [x]
-        results = []
-        # The backward layer first, on the runtime's branch queue (a GPU's): both layers at once.
-        for layer, given in reversed(list(zip(self._layers, self._state_slices()))):
+
+        def run(layer, given):
             layer.training, layer.step = self.training, self.step
-            with self.rt.branch() if layer is self.backward_layer else contextlib.nullcontext():
-                result = layer.forward([x, *states[given]] if self.multi_input else x, rows)
-            results.insert(0, result if self.return_state else [result])
-        self.rt.join_branch()
-        (self.y, *final_f), (self.y_rev, *final_b) = results
+            result = layer.forward([x, *states[given]] if self.multi_input else x, rows)
+            return result if self.return_state else [result]
+
+        (self.y, *final_f), (self.y_rev, *final_b) = self._on_both(run, self._state_slices())
         global_size, local_size, units, steps, positions = self._size(rows)
         if self.merge_mode is None and not self.return_sequences:
             outputs = [self.y, self.y_rev]  # the last steps: nothing to flip
@@ -178,14 +185,13 @@ class Bidirectional(Layer):
         else:
             grad_f = grad_b = None
         # A layer given no gradient still runs its backward pass: its weights' gradients are zeros.
-        results = []
-        for layer, g, states in reversed(list(zip(self._layers, (grad_f, grad_b), self._state_slices()))):
+        def run(layer, given):
+            g, states = given
             asked = [wanted[0], *wanted[1:][states]] if self.multi_input else wanted[0]
-            with self.rt.branch() if layer is self.backward_layer else contextlib.nullcontext():
-                result = layer.backward(g, rows, asked, state_grads=later[states])
-            results.insert(0, result if self.multi_input else [result])
-        self.rt.join_branch()
-        (dx_f, *initial_f), (dx_b, *initial_b) = results
+            result = layer.backward(g, rows, asked, state_grads=later[states])
+            return result if self.multi_input else [result]
+
+        (dx_f, *initial_f), (dx_b, *initial_b) = self._on_both(run, list(zip((grad_f, grad_b), self._state_slices())))
         dx = None
         if wanted[0]:
             total = rows * int(np.prod(self.input_shape))
