@@ -13,6 +13,8 @@ of the step time on N GPUs from the measured compute and a stated all-reduce ban
     python -m benchmarks.data_parallel --gpu --one-device --model wide --batch 8192 --samples 65536
                                                         # both replicas (and both ranks) on one GPU: the
                                                         # reduction's cost, where one GPU is at hand
+    python -m benchmarks.data_parallel --gpu --model wide --batch 8192 --reduction devices --configs dp
+                                                        # one configuration beside clnet's one device
 
 Models (--model): the README's MLP (784-256-128-10), `wide` (4096-4096-4096-10 on random inputs of
 4096 features) and the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10).
@@ -45,6 +47,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 
 WIDE = 4096  # the wide MLP's inputs and hidden units
+CONFIGS = ("single", "dp", "mpi", "torch", "torch-ddp")
 
 
 def data(samples: int, model: str = "mlp"):
@@ -255,7 +258,13 @@ def main(argv=None):
     parser.add_argument("--one-device", action="store_true",
                         help="both replicas (DataParallel: own contexts; MPI: both ranks) on the first device: what "
                              "the reduction costs where two devices are not at hand; no DDP")
+    parser.add_argument("--configs", type=lambda text: text.split(","), default=list(CONFIGS),
+                        help="which configurations to run, comma-separated (default: all of "
+                             f"{','.join(CONFIGS)}); single, the ratios' and the model's base, always runs")
     args = parser.parse_args(argv)
+    if set(args.configs) - set(CONFIGS) or ("torch-ddp" in args.configs and "torch" not in args.configs):
+        parser.error(f"--configs: a comma-separated subset of {','.join(CONFIGS)}, torch with torch-ddp (its ratios' "
+                     f"base), got {','.join(args.configs)}")
     if args.run:  # a child: one configuration
         result = run_torch(args.run, args) if args.run.startswith("torch") else run_clnet(args.run, args)
         if result["rank"] == 0:
@@ -271,13 +280,16 @@ def main(argv=None):
     mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
     if args.one_device:
         two = one
-    results = [child(["--run", "single", *common], one),
-               child(["--run", "dp", *common], two),
-               child(["--run", "mpi", *common], {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)}, mpirun),
-               child(["--run", "torch", *common], {})]
-    if not args.one_device:  # NCCL takes one GPU per process
-        results.append(child(["--run", "torch-ddp", *common], {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"},
-                             processes=2))
+    runs = {"single": lambda: child(["--run", "single", *common], one),
+            "dp": lambda: child(["--run", "dp", *common], two),
+            "mpi": lambda: child(["--run", "mpi", *common], {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)},
+                                 mpirun),
+            "torch": lambda: child(["--run", "torch", *common], {}),
+            "torch-ddp": lambda: child(["--run", "torch-ddp", *common],
+                                       {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}, processes=2)}
+    if args.one_device:  # NCCL takes one GPU per process
+        del runs["torch-ddp"]
+    results = [runs[name]() for name in runs if name == "single" or name in args.configs]
     base = {r["framework"]: r["samples_per_second"] for r in results if r["replicas"] == 1}
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
     devices = ("GPUs" if args.gpu else "PoCL devices") if not args.one_device else "replicas on 1 device"
