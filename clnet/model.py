@@ -5,7 +5,7 @@ import copy
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, nullcontext
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -347,19 +347,21 @@ class Model:
                           self._sample_hit, first, positions, blocks, self.output_shape[-1], self.loss.mode,
                           SOFTMAX_HERE if logits else int(self._fold), 1.0 / (rows * positions))
 
-    def _backward(self, rows: int, plan: dict[int, list[bool]], done=None) -> list[Tensor | None]:
+    def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
         """Parameter gradients for the last forward pass; returns dL/d(input) per model input
-        (None where `plan` did not ask for it). `done(runner)`, if given, is called once each
-        layer's backward is enqueued (a distribution starts copying its gradients then)."""
+        (None where `plan` did not ask for it). `reads`, a distribution's (PieceReads), if given:
+        its layers hand over gradients in parts meanwhile, and reads.done(runner) is called once
+        each layer's backward is enqueued (the distribution starts copying its gradients then)."""
         grads = {id(self._output): self._output_grad}
-        for runner, call in reversed(self._steps):
-            output_grads = [grads.pop(id(t), None) for t in call.outputs]
-            if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
-                continue
-            self._backward_call(runner, call, output_grads, rows, plan[id(call)], grads)
-            if done is not None:
-                self.rt.join_side()  # the distribution copies this layer's gradients now
-                done(runner)
+        with reads.handing_over() if reads is not None else nullcontext():
+            for runner, call in reversed(self._steps):
+                output_grads = [grads.pop(id(t), None) for t in call.outputs]
+                if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
+                    continue
+                self._backward_call(runner, call, output_grads, rows, plan[id(call)], grads)
+                if reads is not None:
+                    self.rt.join_side()  # the distribution copies this layer's gradients now
+                    reads.done(runner)
         self.rt.join_side()
         self.store.add_shared_gradients()
         return [grads.get(id(i.output)) for i in self._inputs]
@@ -451,10 +453,10 @@ class Model:
                 raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
             reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
             val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
-        done = None  # called as each layer's gradients are enqueued (the distribution's reduction starts)
+        reads = None  # told as each layer's gradients are enqueued (the distribution's reduction starts)
         if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
             train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
-            done = self.distribution.gradients_done(self)
+            reads = self.distribution.gradient_reads(self)
         chief = self.distribution is None or self.distribution.chief  # shows the progress
         input_grads = self._needs_input_grad(False)
         steps = train.steps
@@ -481,7 +483,7 @@ class Model:
                             callbacks.on_batch_begin(step, {"batch": step, "size": rows})
                         self._ensure_stats(seen + rows)
                         self._forward_loss(xb, yb, rows, seen, training=True)
-                        self._backward(rows, input_grads, done)
+                        self._backward(rows, input_grads, reads)
                         if self.distribution is not None:  # the other replicas' steps, the gradient reduction
                             self.distribution.synchronize(self)
                         self.optimizer.step()

@@ -55,7 +55,8 @@ def data_parallel(mode: str, out: str) -> None:
     np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"],
              devices=[str(strategy.devices[0].name), str(strategy.devices[1].name)],
              launches=[model.rt.launches - launches, replica.rt.launches, *single_launches],
-             reduction_launches=strategy.launches_per_step, on_devices=strategy.on_devices)
+             reduction_launches=strategy.launches_per_step, on_devices=strategy.on_devices,
+             one_context=strategy.one_context)
     np.savez(os.path.join(out, "replica.npz"), *replica.get_weights())
 
 

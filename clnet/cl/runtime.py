@@ -314,7 +314,7 @@ class Kernel:
         """`beside`: on the runtime's side queue where it has one (see Runtime.side_queue), unless
         profiling, whose kernel times are those of one queue; it waits for the main queue's last
         kernel (Runtime.main_event), so what it reads must come from kernels, from Tensor writes
-        (which make it wait for a marker instead) or from blocking copies."""
+        (which make it wait for a marker instead) or from blocking copies. Returns the launch's event."""
         if args != self.last:  # tensors compare by identity, numbers by value
             self._set(args)
         rt = self.rt
@@ -332,6 +332,7 @@ class Kernel:
         rt.launches += 1
         if rt.profiling:
             rt.events.append((self.name, event, flops))
+        return event
 
     def _set(self, args: tuple) -> None:
         # pyopencl's set_arg takes ~9 us for a Python or numpy scalar (it probes the value's

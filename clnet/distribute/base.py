@@ -96,9 +96,9 @@ class Distribution:
     def feed(self, model, train: ArrayFeed) -> "ShardedFeed":
         raise NotImplementedError
 
-    def gradients_done(self, model):
-        """A function that fit's backward pass calls with each layer once its gradients are
-        enqueued (the reduction can start on them), or None."""
+    def gradient_reads(self, model):
+        """What fit's backward pass tells as each layer's gradients are enqueued, so that the
+        reduction starts on them (a PieceReads, see Model._backward), or None."""
         return None
 
     def synchronize(self, model) -> None:
@@ -243,6 +243,11 @@ REDUCE_PIECES = 8
 PIECE_ELEMENTS = 1 << 20
 
 
+def piece_count(start: int, end: int) -> int:
+    """Pieces of the flat elements [start, end), one layer's."""
+    return max(1, min(REDUCE_PIECES, (end - start) // PIECE_ELEMENTS))
+
+
 def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[int, list[int]]]:
     """`state`'s flat arrays cut into pieces, in the order the backward pass finishes them: each
     layer's gradients (from its first parameter to the next layer's), the last layer's first; then
@@ -259,8 +264,14 @@ def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[in
     layers = [(starts[i], starts[i + 1], position) for i, (_, _, position) in enumerate(spans)]
     pieces, ready_after = [], {}
     for start, end, position in sorted(layers, key=lambda layer: -1 if layer[2] is None else -layer[2]):
-        count = max(1, min(REDUCE_PIECES, (end - start) // PIECE_ELEMENTS))
-        bounds = np.linspace(start, end, count + 1).astype(int).tolist()
+        count = piece_count(start, end)
+        # A layer that completes its gradients in parts (Layer.gradient_parts) is cut where they
+        # end, so that each part is a piece, read as soon as its launch is done.
+        parts = [] if position is None else model._steps[position][0].gradient_parts(count)
+        cuts = {cut for part in parts for cut in part if start < cut < end}
+        bounds = (sorted({start, end} | cuts) if cuts else
+                  np.linspace(start, end, count + 1).astype(int).tolist())
+        count = len(bounds) - 1
         if position is not None:
             ready_after[position] = list(range(len(pieces), len(pieces) + count))
         pieces += zip(bounds[:-1], bounds[1:])
@@ -272,28 +283,63 @@ def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[in
 class PieceReads:
     """One replica's flat arrays coming down to its pinned `host` in the pieces of plan_pieces():
     a layer's pieces start on the transfer queue as soon as its backward kernels are enqueued
-    (`done`, Model._backward's hook), while the device goes on with the layers below; the pieces
+    (`done`, Model._backward's hook), or a part of a layer's as soon as its launch is done
+    (`part_done`), while the device goes on with the layers below; the pieces
     no backward pass writes are read after it (`finish`)."""
 
-    def __init__(self, state: FlatState, model, pieces: list[tuple[int, int]], ready_after: dict[int, list[int]]):
+    def __init__(self, state: FlatState, model, pieces: list[tuple[int, int]], ready_after: dict[int, list[int]],
+                 one_context: bool = False):
         self.state, self.pieces = state, pieces
         self.layer_pieces = {id(model._steps[position][0]): indices for position, indices in ready_after.items()}
+        self.piece_at = {piece: index for index, piece in enumerate(pieces)}
+        # (layer, parts) for every layer whose pieces come from a backward pass, as plan_pieces asked
+        self.parts = [(model._steps[position][0], piece_count(pieces[indices[0]][0], pieces[indices[-1]][1]))
+                      for position, indices in ready_after.items()]
         self.events: list[list[cl.Event] | None] = [None] * len(pieces)  # this step's reads
-        # Copies out of `host` that the next step's reads must not overtake: other devices' (other
-        # contexts: waited for on the host, one by one, before the step's first read).
+        # Copies out of `host` that the next step's reads must not overtake: other devices'. Those
+        # of other contexts are waited for on the host, one by one, before the step's first read;
+        # where every replica shares `one_context`, the reads wait for them on the device.
         self.readers: list[cl.Event] = []
+        self.one_context = one_context
 
-    def _free_host(self) -> None:
-        for event in self.readers:
+    def _free_host(self) -> list[cl.Event]:
+        """What the next read into `host` must wait for, having waited for what the host must."""
+        readers, self.readers = self.readers, []
+        if self.one_context:
+            return readers
+        for event in readers:
             event.wait()
-        self.readers = []
+        return []
+
+    @contextmanager
+    def handing_over(self):
+        """Within (one backward pass of the distribution's), the layers hand over their gradients
+        in the parts that plan_pieces cut (Layer.hand_over_gradients); outside, whole again, so
+        that no other backward pass (compute_gradients) starts reads of this one's pieces."""
+        for layer, parts in self.parts:
+            layer.hand_over_gradients(parts, self.part_done)
+        try:
+            yield
+        finally:
+            for layer, _ in self.parts:
+                layer.hand_over_gradients(1, None)
+
+    def part_done(self, start: int, end: int, event: cl.Event) -> None:
+        """A layer's launch `event` writes the gradients [start, end) (Layer.hand_over_gradients):
+        where that is a piece, it starts down once the launch is done, while the next computes."""
+        index = self.piece_at.get((start, end))
+        if index is not None and self.events[index] is None:
+            rt = self.state.rt
+            self.events[index] = self.state.read(start, end, rt.transfer_queue, [event, *self._free_host()])
+            for queue in (rt.queue, rt.side_queue, rt.transfer_queue):  # NVIDIA's starts nothing unflushed
+                if queue is not None:
+                    queue.flush()
 
     def done(self, runner) -> None:
-        indices = self.layer_pieces.get(id(runner))
+        indices = [index for index in self.layer_pieces.get(id(runner), ()) if self.events[index] is None]
         if indices:
             rt = self.state.rt
-            self._free_host()
-            after = [cl.enqueue_marker(rt.queue)]
+            after = [cl.enqueue_marker(rt.queue), *self._free_host()]
             for index in indices:
                 self.events[index] = self.state.read(*self.pieces[index], rt.transfer_queue, after)
             rt.queue.flush()
@@ -303,26 +349,31 @@ class PieceReads:
         """Read what the backward pass did not; returns the event of the backward pass's end."""
         queue = self.state.rt.queue
         finished = cl.enqueue_marker(queue)
-        self._free_host()
+        readers = self._free_host()
         for index, piece in enumerate(self.pieces):
             if self.events[index] is None:
-                self.events[index] = self.state.read(*piece)
+                self.events[index] = self.state.read(*piece, None, readers or None)
         queue.flush()
         return finished
 
     def wait(self, index: int) -> None:
         """Until piece `index` is in `host` (then it is free for the next step's read)."""
-        cl.wait_for_events(self.events[index])
-        self.events[index] = None
+        cl.wait_for_events(self.take(index))
+
+    def take(self, index: int) -> list[cl.Event]:
+        """The reads of piece `index` into `host`, for what waits on them (then it is free for the
+        next step's read)."""
+        events, self.events[index] = self.events[index], None
+        return events
 
 
-def run_shard(model, seen: int, shard: tuple, done=None) -> None:
+def run_shard(model, seen: int, shard: tuple, reads=None) -> None:
     """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)
-    (`done` as for Model._backward); handed to the device at once, so that the replicas run together."""
+    (`reads` as for Model._backward); handed to the device at once, so that the replicas run together."""
     rows, x, y = shard
     model._ensure_stats(seen + rows)
     model._forward_loss(x, y, rows, seen, training=True)
-    model._backward(rows, model._needs_input_grad(False), done)
+    model._backward(rows, model._needs_input_grad(False), reads)
     model.rt.queue.flush()
 
 

@@ -1,17 +1,20 @@
 """DataParallel: one process, a replica of the model on each of several OpenCL devices.
 
-Each device has its own Runtime (queues, compiled programs). The reduction runs once per step.
-By default it goes through host memory (reduction="host"): every replica's flat gradients are
-read into a pinned host array in pieces; each piece, once there from every replica, is copied up
-to every other replica while the next piece comes down, and each replica sums all of them on its
-own device in the same order (SumReplicas), so that the replicas stay identical to the bit. (The
-first form, numpy's sum of unpinned arrays, took 97% of a step on two H200s: 134 MB read at
-2.6 GB/s and summed on one core.) With reduction="devices" the devices (of one kind on one
-platform) share a context and nothing passes the host: each other replica's flat gradients are
-copied device to device into a buffer on the first device, summed there with the shard weights
-(ReduceReplicas), and the sum copied back to every replica. (Tested on PoCL's devices; not yet run
-on GPUs.) Then each replica runs its update. The replicas run their shards concurrently: every
-launch is asynchronous."""
+Each device has its own Runtime (queues, compiled programs); devices alike (one platform, one name)
+share one context and its programs. The reduction runs once per step. By default it goes through
+host memory (reduction="host"): every replica's flat gradients are read into a pinned host array
+in pieces, a large Dense layer's as each part of its weight gradient is computed (Dense.gradient_parts);
+each piece, once there from every replica, is copied up to every other replica while the next
+comes down, and each replica sums all of them on its own device in the same order (SumReplicas),
+so that the replicas stay identical to the bit. In one context the copies wait for each other on
+the devices and the host runs on to the next step; across contexts (devices unlike, or a model
+made outside scope()) the host waits for each piece. On two H200s the wide MLP's step went from
+224 ms (numpy's sum of unpinned arrays) to 14.2 (benchmarks/RESULTS.md). With reduction="devices"
+nothing passes the host: each other replica's flat gradients are copied device to device into a
+buffer on the first device, summed there with the shard weights (ReduceReplicas), and the sum
+copied back to every replica; NVIDIA's runtime makes those copies slow (447 ms a step of the wide
+MLP on two H200s, against 24 on one), PoCL's not. Then each replica runs its update. The replicas
+run their shards concurrently: every launch is asynchronous."""
 from __future__ import annotations
 
 import time
@@ -39,9 +42,9 @@ class DataParallel(Distribution):
 
     `split`: "even", "measured" (each device's share of a batch in proportion to its speed in the
     device probe of clnet/cl/probe.py, measured once and cached), or a list of positive weights.
-    `reduction`: "host" (through pinned host memory, any devices; the sum on each device) or
-    "devices" (device to device in one shared context: devices of one kind on one platform; see
-    the module's docstring)."""
+    `reduction`: "host" (through pinned host memory, any devices; the sum on each device; the
+    fast one on NVIDIA GPUs) or "devices" (device to device in one shared context: devices of one
+    kind on one platform; see the module's docstring)."""
 
     def __init__(self, devices=None, split="even", reduction="host"):
         super().__init__()
@@ -61,15 +64,16 @@ class DataParallel(Distribution):
         if reduction not in REDUCTIONS:
             raise ValueError(f"DataParallel reduction must be one of {REDUCTIONS}, got {reduction!r}")
         self.reduction = reduction
-        context, programs = None, None
-        if reduction == "devices":  # one context and its programs for devices alike (one platform, one name)
-            cl_devices = [info.cl_device for info in infos]
-            if not (len({d.platform.int_ptr for d in cl_devices}) == 1 and len({d.name for d in cl_devices}) == 1
-                    and len({d.int_ptr for d in cl_devices}) == len(cl_devices) > 1):
-                raise ValueError(f"DataParallel reduction='devices' needs two or more distinct devices of one kind on "
-                                 f"one platform (they share an OpenCL context), got "
-                                 f"{[f'{i.index}: {i.name} ({i.platform})' for i in infos]}; use reduction='host'")
-            context, programs = cl.Context(cl_devices), {}
+        cl_devices = [info.cl_device for info in infos]
+        # Devices alike (one platform, one name) share one context and its programs: the host
+        # reduction's copies then wait for each other on the devices, not on the host.
+        alike = (len({d.platform.int_ptr for d in cl_devices}) == 1 and len({d.name for d in cl_devices}) == 1
+                 and len({d.int_ptr for d in cl_devices}) == len(cl_devices) > 1)
+        if reduction == "devices" and not alike:
+            raise ValueError(f"DataParallel reduction='devices' needs two or more distinct devices of one kind on "
+                             f"one platform (they share an OpenCL context), got "
+                             f"{[f'{i.index}: {i.name} ({i.platform})' for i in infos]}; use reduction='host'")
+        context, programs = (cl.Context(cl_devices), {}) if alike else (None, None)
         self.runtimes = [Runtime(info, context, programs) for info in infos]
         self.on_devices = False  # whether fit's reduction runs on the devices (feed decides)
         self._shares = self._check_split(split, infos)
@@ -145,6 +149,8 @@ class DataParallel(Distribution):
                                              r._batch_transposed) for r in self._others]
         self.states = [FlatState(m) for m in [model, *self._others]]
         self.same_layout = self._same_layout(self.states)
+        # A model made outside scope() has a context of its own, whatever its device.
+        self.one_context = len({s.rt.context.int_ptr for s in self.states}) == 1
         self.on_devices = self.reduction == "devices" and self.same_layout
         size = self.states[0].host.size
         self.reads: list[PieceReads] = []  # the host reduction's pieces, where replicas are laid out alike
@@ -155,7 +161,7 @@ class DataParallel(Distribution):
                                                model.dtype)
         elif self.same_layout:  # every replica sums all of them on its own device
             self.pieces, ready_after = plan_pieces(model, self.states[0])
-            self.reads = [PieceReads(s, m, self.pieces, ready_after)
+            self.reads = [PieceReads(s, m, self.pieces, ready_after, self.one_context)
                           for s, m in zip(self.states, [model, *self._others])]
             self._uploads = [cl.CommandQueue(s.rt.context, s.rt.device,
                                              properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -163,6 +169,7 @@ class DataParallel(Distribution):
             self.parts = [Tensor(((self.replicas - 1) * size,), model.dtype, s.rt)  # (replicas - 1, size)
                           for s in self.states]
             self.shard_weights = [Tensor((self.replicas,), model.dtype, s.rt) for s in self.states]  # (replicas,)
+            self._shares_written = None  # the shard weights last written to them
             self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
                                              model.dtype) for s in self.states]
         else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context
@@ -172,8 +179,8 @@ class DataParallel(Distribution):
         self.sharded = ShardedFeed(self, train, [model, *self._others], batches, first=0)
         return self.sharded
 
-    def gradients_done(self, model):
-        return self.reads[0].done if self.reads else None
+    def gradient_reads(self, model):
+        return self.reads[0] if self.reads else None
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -223,7 +230,7 @@ class DataParallel(Distribution):
         sharded = self.sharded
         model.rt.queue.flush()  # the model's step runs while the replicas' are enqueued
         for i, (replica, shard) in enumerate(zip(self._others, sharded.pending), start=1):
-            run_shard(replica, self.seen[i], shard, self.reads[i].done if self.reads else None)
+            run_shard(replica, self.seen[i], shard, self.reads[i] if self.reads else None)
             self.seen[i] += shard[0]
         weights = self.weights(sharded.rows, sharded.counts)
         if self.on_devices:
@@ -235,6 +242,7 @@ class DataParallel(Distribution):
             replica.optimizer._learning_rate = model.optimizer._learning_rate
             replica.optimizer.iterations = model.optimizer.iterations
             replica.optimizer.step()
+            replica.rt.queue.flush()  # NVIDIA's runtime starts nothing unflushed: the sum and the update now
 
     def _reduce_on_devices(self, weights) -> None:
         """Each other replica's flat arrays copied to the first device once its queue has done the
@@ -270,24 +278,37 @@ class DataParallel(Distribution):
         sent: list[list[cl.Event]] = [[] for _ in self.states]
         started = None  # when every backward pass was done: what the host spent after is the reduction's
         for index, (start, end) in enumerate(self.pieces):
-            for reads in self.reads:  # one context each: waited for one by one
-                reads.wait(index)
+            if self.one_context:  # each copy up waits on the devices for the piece's reads
+                after = [event for reads in self.reads for event in reads.take(index)]
+            else:  # one context each: waited for one by one
+                for reads in self.reads:
+                    reads.wait(index)
+                after = None
             if started is None and all(e.command_execution_status == cl.command_execution_status.COMPLETE
                                        for e in finished):
                 started = time.perf_counter()
             for k, (state, parts, upload) in enumerate(zip(self.states, self.parts, self._uploads)):
                 others = [r for r in range(self.replicas) if r != k]
+                # Every replica's reads of the piece, its own too: its sum of the last step has read parts.
                 copies = [cl.enqueue_copy(upload, parts.buffer, self.states[r].host[start:end],
-                                          dst_offset=(slot * total + start) * item, is_blocking=False)
+                                          dst_offset=(slot * total + start) * item, is_blocking=False,
+                                          wait_for=after)
                           for slot, r in enumerate(others)]
                 for r, copy in zip(others, copies):  # replica r's next reads into its host wait for them
                     self.reads[r].readers.append(copy)
                 sent[k] += state._profiled("ReduceWrite", copies)
                 upload.flush()
         shares = np.asarray(weights, first.host.dtype)
+        # Written only when they change (an epoch's last, smaller batch): NVIDIA's runtime returns
+        # from a write out of unpinned memory only once the queue has run up to it, and each step's
+        # held the host until the backward pass's end, so that it queued the other replica's next
+        # step 1.1 ms late on two H200s (the wide MLP's step 14.3 ms where its kernels take 12.6).
+        write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
+        self._shares_written = shares
         for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
             queue = state.rt.queue
-            cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False)
+            if write:
+                cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False)
             cl.enqueue_barrier(queue, wait_for=sent[k])
             self._over_flat_arrays(state, kernel, parts, total, self.shard_weights[k], k, self.replicas)
         if started is not None:

@@ -151,8 +151,8 @@ class MPIDataParallel(Distribution):
         count = self.broadcast(np.array([model.optimizer.iterations], np.int64), "broadcasting the step count")
         model.optimizer.iterations = int(count[0])
 
-    def gradients_done(self, model):
-        return self.reads.done if self.same_layout else None
+    def gradient_reads(self, model):
+        return self.reads if self.same_layout else None
 
     def synchronize(self, model) -> None:
         """The gradients come down in pieces as the backward pass writes them (PieceReads); each

@@ -200,6 +200,18 @@ class Layer:
     training = False
     step = 0
 
+    # A distribution that copies gradients off the device while the backward pass goes on
+    # (clnet/distribute/base.py, PieceReads) asks a layer whose gradients are large for them in
+    # parts: gradient_parts(parts) gives the flat ranges [start, end) of the store's gradients that
+    # the layer's backward pass completes one after another (none: all at its end, the default),
+    # and hand_over_gradients(parts, done) has the backward pass call done(start, end, event) as
+    # each is enqueued, `event` the launch that writes it (parts 1, done None: as without).
+    def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
+        return []
+
+    def hand_over_gradients(self, parts: int, done) -> None:
+        pass
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 

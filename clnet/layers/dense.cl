@@ -1010,7 +1010,11 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 // block too small to fill the device is split along them (split-K): work-group layer z sums rows [z
 // chunk, (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
 // slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them all
-// (73% of the CNN's step on the H100).
+// (73% of the CNN's step on the H100). A launch may compute only dL/dW's rows from `first_row` (a
+// multiple of TILE) on, as many as its work-groups cover: under data-parallel training a large
+// layer's rows are computed in parts, each copied off the device while the next computes, so that
+// what is left to copy when the backward pass ends is one part, not the layer (see
+// Dense.gradient_parts). delta and dL/db come from the part holding row 0.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_in)
                       __global const TYPE *output_gr,    // dL/dy (rows, units)
@@ -1019,11 +1023,12 @@ void CalcDeltaWeights(__global const TYPE *inputs,       // x (rows, n_in)
                       __global TYPE *delta_weights,      // dL/dW (splits, n_in, units_p)
                       __global TYPE *delta_bias,         // dL/db (splits, units_p)
                       const int rows, const int n_in, const int units, const int units_p,
-                      const int chunk, const TYPE a, const TYPE b, const int apply_derivative, const int panel)
+                      const int chunk, const TYPE a, const TYPE b, const int apply_derivative, const int panel,
+                      const int first_row)
 {
     TILED_BEGIN
     const int z_split = get_group_id(2), first = z_split * chunk, end = min(rows, first + chunk);
-    const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    const int m_block = first_row + get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
     const int first_row_of_blocks = m_block == 0;
     DeltaSource source = {slopes, first_row_of_blocks ? delta : 0, units, units_p, apply_derivative, a, b};
     #pragma unroll

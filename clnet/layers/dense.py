@@ -274,6 +274,7 @@ class Dense(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
         self._initializer_names = (kernel_initializer, bias_initializer)
         self.output_activation = self.activation
+        self._gradient_parts, self._part_done = 1, None  # see hand_over_gradients
 
     @property
     def adds_to_output(self):
@@ -420,6 +421,33 @@ class Dense(Layer):
             return work, None
         return tuple(-(-n // side) * side for n in work), (side, side)
 
+    def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
+        """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows
+        (see CalcDeltaWeights) where a distribution copies each off the device while the next
+        computes: on two H200s what is left to copy after the wide MLP's backward pass is its last
+        8 MB part, down and up in 0.34 ms, where the first layer's whole 67 MB took 2.5 ms
+        (benchmarks/RESULTS.md, 2026-11-27). The parts' flat ranges in the store's gradients."""
+        blocks = self._weight_row_blocks(parts)
+        return [self._flat_rows(first, end) for first, end in blocks] if len(blocks) > 1 else []
+
+    def hand_over_gradients(self, parts: int, done) -> None:
+        self._gradient_parts, self._part_done = (parts, done) if done is not None else (1, None)
+
+    def _weight_row_blocks(self, parts: int, splits: int = 1) -> list[tuple[int, int]]:
+        """dL/dW's rows, (n_in, units_p), that the GPU form's weight-gradient launches compute: all
+        in one, unless `parts` > 1 are asked for, dL/dW is one row-major panel (a part's rows are
+        then contiguous) and is not split along the batch; then up to `parts` of whole tiles."""
+        tiles = getattr(self, "tiles", None)
+        if parts <= 1 or not self.tiled or tiles is None or self.panels > 1 or splits > 1:
+            return [(0, self.n_in)]
+        count = -(-self.n_in // tiles["TILE"])
+        bounds = sorted({min(self.n_in, tiles["TILE"] * (count * i // parts)) for i in range(parts + 1)})
+        return list(zip(bounds, bounds[1:]))
+
+    def _flat_rows(self, first: int, end: int) -> tuple[int, int]:
+        """Where dL/dW's rows [first, end) lie in the store's flat gradients."""
+        return self.kernel.offset + first * self.units_p, self.kernel.offset + end * self.units_p
+
     def _splits(self, rows: int) -> tuple[int, int]:
         """(splits, rows per split) of the weight gradient's sum over the batch (see split_k);
         the CPU form never splits it."""
@@ -496,10 +524,15 @@ class Dense(Layer):
             splits, chunk = self._geometry("splits", 0, rows)
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
                                     (self.kernel.grad, bias_grad))
-            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in, splits),
-                                self.x, grad, self.kept, None if delta_is_grad else self.delta, weight_out, bias_out,
-                                rows, self.n_in, self.units, self.units_p, chunk, a, b, int(apply_derivative),
-                                self.panel, flops=flops, beside=delta_is_grad)
+            blocks = self._weight_row_blocks(self._gradient_parts, splits)  # or a launch per part
+            for first, end in blocks:
+                event = self._delta_weights(*self._geometry("DW_RM", self.units_p, end - first, splits),
+                                            self.x, grad, self.kept, None if delta_is_grad else self.delta,
+                                            weight_out, bias_out, rows, self.n_in, self.units, self.units_p, chunk,
+                                            a, b, int(apply_derivative), self.panel, first,
+                                            flops=flops * (end - first) / self.n_in, beside=delta_is_grad)
+                if len(blocks) > 1:
+                    self._part_done(*self._flat_rows(first, end), event)
         else:
             splits = 1
             # On a CPU a work-item per compute unit's share of the column panels, each its own
