@@ -155,32 +155,67 @@ def test_a_compiler_that_does_not_know_the_cpu_is_a_device_error(rt, monkeypatch
 
 
 PIP_POCL_ALONE = """
+import sys
 import pyopencl as cl
 import clnet
 from clnet.cl import probe
 (device,) = clnet.devices()
 assert device.platform == "Portable Computing Language", device
+source = {"scalar": "__kernel void k(__global float *a) { a[0] = 1; }",
+          # a 512-bit vector builtin, as clnet's kernels use on AVX-512 CPUs (VW=16)
+          "wide": "__kernel void k(__global float16 *a) { a[0] = select((float16)(0), (float16)(1), a[1] > 0); }"}
+if len(sys.argv) > 1:  # only build (a process of its own: LLVM may abort it)
+    program = cl.Program(cl.Context([device.cl_device]), source[sys.argv[1]]).build()
+    program.binaries  # PoCL generates code here
+    sys.exit(0)
 try:
-    cl.Program(cl.Context([device.cl_device]), "__kernel void k(__global float *a) { a[0] = 1; }").build()
+    cl.Program(cl.Context([device.cl_device]), source["scalar"]).build()
     knows = True
 except cl.RuntimeError as error:
     assert "unknown target CPU" in str(error), error
     knows = False
 try:
     seconds = probe.step_seconds(clnet.runtime().info)
-    print("trained" if knows else "UNEXPECTED", seconds)
+    print("trained", seconds)
 except clnet.DeviceError as error:
-    print("refused" if not knows else "UNEXPECTED", error)
+    print("refused", "knows" if knows else "unknown", error)
 """
 
 
 def test_pips_pocl_alone_trains_or_says_why_it_cannot(tmp_path):
-    """With nothing but pip's PoCL: where its compiler builds a kernel at all, a training step runs;
-    where it knows no target for this CPU (Zen 5 and pip's PoCL 3.0), the DeviceError says so."""
+    """With nothing but pip's PoCL: where its compiler builds a kernel at all, and a wide vector
+    builtin too, a training step runs; where it knows no target for this CPU (Zen 5 and pip's PoCL
+    3.0), or where building a wide vector builtin aborts the process (Zen 4: LLVM 14 compiles for
+    Zen 3, without AVX-512, beside its AVX-512 kernel library), the DeviceError says so."""
     env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path), "CLNET_INTEL": "0", "CLNET_DEVICE": "",
-           "CLNET_QUIET": "1"}
-    out = subprocess.run([sys.executable, "-c", PIP_POCL_ALONE], capture_output=True, text=True, env=env, check=True,
-                         timeout=600).stdout
-    assert out.startswith(("trained", "refused")), out
-    if out.startswith("refused"):
+           "CLNET_QUIET": "1", "POCL_CACHE_DIR": str(tmp_path / "pocl")}
+    run = lambda *args: subprocess.run([sys.executable, "-c", PIP_POCL_ALONE, *args], capture_output=True, text=True,
+                                       env=env, timeout=600)
+    out = run().stdout
+    wide_builds = run("wide").returncode == 0
+    if out.startswith("trained"):
+        assert wide_builds, out
+    elif out.startswith("refused unknown"):
         assert "cannot compile OpenCL kernels for this CPU" in out and "clnet[intel]" in out
+    else:
+        assert out.startswith("refused knows") and not wide_builds and run("scalar").returncode == 0, out
+        assert "takes AMD's Zen 4 for a Zen 3, without AVX-512" in out and "clnet[intel]" in out, out
+
+
+def test_pips_pocl_3_0_on_zen_4_is_refused_before_any_build(monkeypatch):
+    """The rule behind the refusal: pip's PoCL 3.0 (LLVM 14) on an AMD CPU of family 25 with
+    AVX-512; not on Zen 3 (no AVX-512), not an Intel CPU, not PoCL 3.1 (LLVM 15), not a GPU."""
+    from clnet.cl import runtime
+    zen4 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": {"avx2", "avx512f"}}
+    monkeypatch.setattr(cl_device, "host_cpu", lambda: zen4)
+    pocl30 = fake(0, "pthread-AMD EPYC", version="OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, RELOC, LLVM 14.0.6")
+    assert pocl30.builds_without_avx512
+    with pytest.raises(clnet.DeviceError, match=r"pip install 'clnet\[intel\]'.*apt install pocl-opencl-icd"):
+        runtime.Runtime(pocl30)
+    pocl31 = fake(1, "pthread-znver4-AMD EPYC", version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6")
+    gpu = fake(2, "gfx1100", version="OpenCL 3.0 PoCL 3.0 LLVM 14.0.6", kind="GPU")
+    assert not pocl31.builds_without_avx512 and not gpu.builds_without_avx512
+    for other in ({**zen4, "flags": {"avx2"}}, {**zen4, "vendor_id": "GenuineIntel", "cpu family": "6"},
+                  {**zen4, "cpu family": "26"}):
+        monkeypatch.setattr(cl_device, "host_cpu", lambda: other)
+        assert not pocl30.builds_without_avx512, other

@@ -76,6 +76,19 @@ class DeviceInfo:
         return self._compute_capability >= (3, 0)
 
     @property
+    def builds_without_avx512(self) -> bool:
+        """Whether this is pip's PoCL 3.0 on an AMD CPU of family 19h with AVX-512 (Zen 4): its LLVM
+        14 compiles for "znver3", which has no AVX-512, yet PoCL links the kernel library it built
+        for AVX-512, and LLVM aborts the process on the first 512-bit vector builtin (vload16,
+        select, exp, ...): "LLVM ERROR: Do not know how to scalarize this operator's operand"
+        (2-core EPYC, family 25 model 17, 2026-11-27). Nothing in its build options or environment
+        changes the target."""
+        if self.type != "CPU" or "PoCL" not in self.platform_version or "LLVM 14." not in self.platform_version:
+            return False
+        cpu = host_cpu()
+        return cpu.get("vendor_id") == "AuthenticAMD" and cpu.get("cpu family") == "25" and "avx512f" in cpu["flags"]
+
+    @property
     def _compute_capability(self) -> tuple[int, int]:
         """An NVIDIA GPU's compute capability; (0, 0) for any other device."""
         if self.cl_device.vendor_id != 0x10DE:
@@ -84,6 +97,23 @@ class DeviceInfo:
             return (self.cl_device.compute_capability_major_nv, self.cl_device.compute_capability_minor_nv)
         except cl.Error:  # an NVIDIA runtime without cl_nv_device_attribute_query
             return (0, 0)
+
+
+def host_cpu() -> dict:
+    """The first processor's /proc/cpuinfo fields (vendor_id, cpu family, ...), its flags as a
+    set; empty where there is no /proc/cpuinfo."""
+    fields: dict = {"flags": set()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return fields
+    fields["flags"] = set(str(fields.get("flags", "")).split())
+    return fields
 
 
 def _type_name(device_type: int) -> str:

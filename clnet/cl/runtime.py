@@ -50,6 +50,15 @@ def unknown_cpu_message(info: DeviceInfo) -> str:
             "'python -m clnet devices' lists what clnet finds")
 
 
+def without_avx512_message(info: DeviceInfo) -> str:
+    return (f"{info.describe()} cannot run OpenCL kernels on this CPU: its LLVM 14 (pip's PoCL 3.0, from "
+            "2022) takes AMD's Zen 4 for a Zen 3, without AVX-512, but links code built for AVX-512, and LLVM "
+            "aborts the process on the first wide vector. Install a CPU runtime that knows it and clnet chooses "
+            "it: pip install 'clnet[intel]' (Intel's runtime, x86-64 Linux, under Intel's EULA) or the system's "
+            "PoCL (Debian and Ubuntu: apt install pocl-opencl-icd); 'python -m clnet devices' lists what clnet "
+            "finds")
+
+
 def sm90a_ptx(ptx: bytes) -> bytes:
     """PTX with HOPPER()'s instructions uncovered and its target sm_90 made sm_90a."""
     ptx = ptx.replace(HOPPER_OPEN.encode(), b"").replace(HOPPER_CLOSE.encode(), b"")
@@ -64,6 +73,8 @@ class Runtime:
         replicas then reduce on the devices), and `programs`, the programs built in it, for all
         of its devices (NVIDIA's runtime refuses a program built for some of a context's devices:
         INVALID_KERNEL_DEFINITION, INVALID_BINARY); by default the device's own context."""
+        if info.builds_without_avx512:  # refused before any build can abort the process
+            raise DeviceError(without_avx512_message(info))
         self.info = info
         self.device = info.cl_device
         self.context = context or cl.Context([self.device])
