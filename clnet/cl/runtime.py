@@ -41,22 +41,22 @@ class BuildError(RuntimeError):
 UNKNOWN_CPU = "unknown target CPU"
 
 
+# What to do where pip's PoCL cannot run our kernels on this CPU.
+OTHER_CPU_RUNTIMES = ("Install a CPU runtime that knows it and clnet chooses it: pip install 'clnet[intel]' (Intel's "
+                      "runtime, x86-64 Linux, under Intel's EULA) or the system's PoCL (Debian and Ubuntu: apt "
+                      "install pocl-opencl-icd); 'python -m clnet devices' lists what clnet finds")
+
+
 def unknown_cpu_message(info: DeviceInfo) -> str:
     return (f"{info.describe()} cannot compile OpenCL kernels for this CPU: its compiler does not know the "
             f"processor ({UNKNOWN_CPU!r} on every build; pip's PoCL 3.0 has LLVM 14, from 2022, which "
-            "predates e.g. AMD's Zen 5). Install a CPU runtime that knows it and clnet chooses it: "
-            "pip install 'clnet[intel]' (Intel's runtime, x86-64 Linux, under Intel's EULA) or the "
-            "system's PoCL (Debian and Ubuntu: apt install pocl-opencl-icd); "
-            "'python -m clnet devices' lists what clnet finds")
+            f"predates e.g. AMD's Zen 5). {OTHER_CPU_RUNTIMES}")
 
 
 def without_avx512_message(info: DeviceInfo) -> str:
     return (f"{info.describe()} cannot run OpenCL kernels on this CPU: its LLVM 14 (pip's PoCL 3.0, from "
             "2022) takes AMD's Zen 4 for a Zen 3, without AVX-512, but links code built for AVX-512, and LLVM "
-            "aborts the process on the first wide vector. Install a CPU runtime that knows it and clnet chooses "
-            "it: pip install 'clnet[intel]' (Intel's runtime, x86-64 Linux, under Intel's EULA) or the system's "
-            "PoCL (Debian and Ubuntu: apt install pocl-opencl-icd); 'python -m clnet devices' lists what clnet "
-            "finds")
+            f"aborts the process on the first wide vector. {OTHER_CPU_RUNTIMES}")
 
 
 def sm90a_ptx(ptx: bytes) -> bytes:

@@ -293,7 +293,7 @@ class PieceReads:
         self.layer_pieces = {id(model._steps[position][0]): indices for position, indices in ready_after.items()}
         self.piece_at = {piece: index for index, piece in enumerate(pieces)}
         # (layer, parts) for every layer whose pieces come from a backward pass, as plan_pieces asked
-        self.parts = [(model._steps[position][0], piece_count(pieces[indices[0]][0], pieces[indices[-1]][1]))
+        self.layer_parts = [(model._steps[position][0], piece_count(pieces[indices[0]][0], pieces[indices[-1]][1]))
                       for position, indices in ready_after.items()]
         self.events: list[list[cl.Event] | None] = [None] * len(pieces)  # this step's reads
         # Copies out of `host` that the next step's reads must not overtake: other devices'. Those
@@ -316,12 +316,12 @@ class PieceReads:
         """Within (one backward pass of the distribution's), the layers hand over their gradients
         in the parts that plan_pieces cut (Layer.hand_over_gradients); outside, whole again, so
         that no other backward pass (compute_gradients) starts reads of this one's pieces."""
-        for layer, parts in self.parts:
+        for layer, parts in self.layer_parts:
             layer.hand_over_gradients(parts, self.part_done)
         try:
             yield
         finally:
-            for layer, _ in self.parts:
+            for layer, _ in self.layer_parts:
                 layer.hand_over_gradients(1, None)
 
     def part_done(self, start: int, end: int, event: cl.Event) -> None:
