@@ -20,14 +20,8 @@ def fashion_mnist():
 
 
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from clnet.cl.device import host_cpu
+    return host_cpu().get("model name") or platform.processor() or platform.machine()
 
 
 def device_name(info) -> str:
