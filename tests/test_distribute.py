@@ -218,7 +218,8 @@ def test_host_reduction_in_pieces_sums_as_in_one(monkeypatch):
     """The host reduction moves the flat arrays in pieces (here of about 12 elements), each layer's
     started down on the transfer queue once its backward pass is enqueued, and each piece up to the
     other replica while the next comes down: the same bits as in one piece, on both replicas, and
-    BatchNormalization's moving statistics (not written by a backward pass) read after it."""
+    BatchNormalization's moving statistics (not written by a backward pass) read after it. The
+    copies' events are kept until the step after next, so that the host need not wait for them."""
     x, y = data()
 
     def trained():
@@ -243,6 +244,9 @@ def test_host_reduction_in_pieces_sums_as_in_one(monkeypatch):
     after = {(start, end) for state, start, end, *queue in reads if not queue or queue[0] is None}
     assert len(during_backward) == len(strategy.pieces) - 1 and after == {strategy.pieces[-1]}
     assert strategy.pieces[-1][0] == strategy.states[0].size  # the moving statistics, after the gradients
+    # The last two steps' copies up (one a piece and replica) are kept: deleting the event of a copy
+    # from host memory makes pyopencl wait for it (with one context, the pieces' reads too).
+    assert [len(step) for step in strategy._in_flight] == [2 * len(strategy.pieces)] * 2
     for a, b, c in zip(whole.get_weights(), pieced.get_weights(), strategy.replica_models[0].get_weights()):
         np.testing.assert_array_equal(b, a)
         np.testing.assert_array_equal(c, b)
@@ -252,10 +256,11 @@ def test_large_dense_gradients_come_down_in_parts_as_they_are_computed(monkeypat
     """Dense's GPU form (its tiles forced here on every Dense) computes a large kernel's gradient in
     launches of whole tiles of rows, and the host reduction starts each part down as soon as its
     launch is done (the wide MLP's last 67 MB, copied after the backward pass, kept two H200s at
-    1.65x one): the same bits as one launch and one piece, on both replicas, and as one device's to
-    1e-10 in float64 (the shard weights, written only when they change, with each epoch's smaller
-    last batch too). Outside the distribution's backward pass (compute_gradients) the layers
-    launch once."""
+    1.65x one), the last launch's part in TAIL_PIECES pieces; each replica sums the pieces done
+    before that launch while the last ones are copied, then those: the same bits as one launch,
+    one piece and one sum, on both replicas, and as one device's to 1e-10 in float64 (the shard
+    weights, written only when they change, with each epoch's smaller last batch too). Outside the
+    distribution's backward pass (compute_gradients) the layers launch once."""
     import clnet.layers.dense as dense_module
     tiles = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
     monkeypatch.setattr(dense_module, "matrix_tiles", lambda *args, **kwargs: dict(tiles))
@@ -271,25 +276,45 @@ def test_large_dense_gradients_come_down_in_parts_as_they_are_computed(monkeypat
             model = make_wide()
             model.compile(clnet.optimizers.Adam(0.01), "mse")
         monkeypatch.setattr(distribute_base, "PIECE_ELEMENTS", 800 if pieces else 1 << 30)
-        parts = []
+        parts, order = [], []  # the parts handed over; the copies up and the sums, as enqueued
         part_done = distribute_base.PieceReads.part_done
         monkeypatch.setattr(distribute_base.PieceReads, "part_done",
                             lambda reads, *args: (parts.append(args[:2]), part_done(reads, *args))[1])
+        profiled = FlatState._profiled
+        monkeypatch.setattr(FlatState, "_profiled", lambda state, name, events: (
+            order.append(name) if name == "ReduceWrite" else None, profiled(state, name, events))[1])
+        over = clnet.distribute.DataParallel._over_flat_arrays
+        monkeypatch.setattr(clnet.distribute.DataParallel, "_over_flat_arrays", staticmethod(
+            lambda state, *args, within=None: (order.append(within), over(state, *args, within=within))[1]))
         launches = model.rt.launches
         model.fit(x, y, epochs=2, **STEPS_ARGS)  # 10 steps
-        return model, strategy, parts, model.rt.launches - launches
+        return model, strategy, parts, order, model.rt.launches - launches
 
-    whole, _, none, whole_launches = trained(pieces=False)
-    assert none == []
-    pieced, strategy, parts, pieced_launches = trained(pieces=True)
-    dense = pieced.layers[0]
+    whole, whole_strategy, none, _, whole_launches = trained(pieces=False)
+    assert none == [] and len(whole_strategy.sums) == 1  # one sum of everything
+    pieced, strategy, parts, order, pieced_launches = trained(pieces=True)
+    dense, second = pieced.layers[0], pieced.layers[1]
     assert dense.tiled and dense.units_p == 52 and dense.kernel.size == 70 * 52
-    # 70 rows are 5 tiles of 16 (the last of 6); 3640 elements make 4 pieces: rows 0-16, 16-32, 32-48, 48-70.
+    # 70 rows are 5 tiles of 16 (the last of 6); 3640 elements make 4 parts: rows 0-16, 16-32, 32-48, 48-70,
+    # each a piece of its own but the last, the backward pass's last launch, in TAIL_PIECES.
     rows = [(0, 16), (16, 32), (32, 48), (48, 70)]
     expected = [(dense.kernel.offset + a * 52, dense.kernel.offset + b * 52) for a, b in rows]
-    assert [p for p in strategy.pieces if p in expected] == expected  # each part a piece of its own
+    tail = np.linspace(*expected[-1], distribute_base.TAIL_PIECES + 1).astype(int).tolist()
+    kernel_end = dense.kernel.offset + dense.kernel.size
+    assert [p for p in strategy.pieces if dense.kernel.offset <= p[0] < kernel_end] == [
+        *expected[:-1], *zip(tail[:-1], tail[1:])]
     assert parts == expected * 20  # both replicas, 10 steps, every part as its launch was enqueued
-    assert pieced_launches == whole_launches + 10 * 3  # three more weight-gradient launches a step
+    # The second layer's piece and the first three parts are summed first (two ranges), then the
+    # last part's pieces and the first layer's bias (one), each sum after the copies up of its pieces.
+    late = strategy.pieces.index((tail[0], tail[1]))
+    second_end = second.bias.offset + second.bias.size
+    assert strategy.sums == [(late, [(dense.kernel.offset, tail[0]), (second.kernel.offset, second_end)]),
+                             (len(strategy.pieces), [(tail[0], second.kernel.offset)])]
+    step = ["ReduceWrite"] * 2 * late + [strategy.sums[0][1]] * 2 + \
+        ["ReduceWrite"] * 2 * (len(strategy.pieces) - late) + [strategy.sums[1][1]] * 2  # both replicas
+    assert order == step * 10
+    # Three more weight-gradient launches a step, and the sums in three launches instead of one.
+    assert strategy.launches_per_step == [3, 3] and pieced_launches == whole_launches + 10 * (3 + 2)
     for a, b, c in zip(whole.get_weights(), pieced.get_weights(), strategy.replica_models[0].get_weights()):
         np.testing.assert_array_equal(b, a)
         np.testing.assert_array_equal(c, b)

@@ -5,11 +5,12 @@ share one context and its programs. The reduction runs once per step. By default
 host memory (reduction="host"): every replica's flat gradients are read into a pinned host array
 in pieces, a large Dense layer's as each part of its weight gradient is computed (Dense.gradient_parts);
 each piece, once there from every replica, is copied up to every other replica while the next
-comes down, and each replica sums all of them on its own device in the same order (SumReplicas),
-so that the replicas stay identical to the bit. In one context the copies wait for each other on
-the devices and the host runs on to the next step; across contexts (devices unlike, or a model
-made outside scope()) the host waits for each piece. On two H200s the wide MLP's step went from
-224 ms (numpy's sum of unpinned arrays) to 14.2 (benchmarks/RESULTS.md). With reduction="devices"
+comes down, and each replica sums all of them on its own device in the same order (SumReplicas;
+the pieces done before the backward pass's last launch while the last ones are copied), so that
+the replicas stay identical to the bit. In one context the copies wait for each other on the
+devices and the host runs on to the next step; across contexts (devices unlike, or a model made
+outside scope()) the host waits for each piece. On two H200s the wide MLP's step went from 224 ms
+(numpy's sum of unpinned arrays) to 14.2 (benchmarks/RESULTS.md), then 13.2. With reduction="devices"
 nothing passes the host: each other replica's flat gradients are copied device to device into a
 buffer on the first device, summed there with the shard weights (ReduceReplicas), and the sum
 copied back to every replica; NVIDIA's runtime makes those copies slow (447 ms a step of the wide
@@ -18,6 +19,7 @@ run their shards concurrently: every launch is asynchronous."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from contextlib import contextmanager
 
 import numpy as np
@@ -28,6 +30,7 @@ from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
 from ..cl.runtime import Runtime
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
+from . import base
 from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, on_runtime, plan_pieces,
                    run_shard)
 
@@ -160,7 +163,8 @@ class DataParallel(Distribution):
             self._reduce_kernel = first.kernel(first.program(("cl/parameters.cl",), model.dtype), "ReduceReplicas",
                                                model.dtype)
         elif self.same_layout:  # every replica sums all of them on its own device
-            self.pieces, ready_after = plan_pieces(model, self.states[0])
+            self.pieces, ready_after, late = plan_pieces(model, self.states[0])
+            self.sums = self._sum_groups(self.pieces, late)
             self.reads = [PieceReads(s, m, self.pieces, ready_after, self.one_context)
                           for s, m in zip(self.states, [model, *self._others])]
             self._uploads = [cl.CommandQueue(s.rt.context, s.rt.device,
@@ -170,6 +174,13 @@ class DataParallel(Distribution):
                           for s in self.states]
             self.shard_weights = [Tensor((self.replicas,), model.dtype, s.rt) for s in self.states]  # (replicas,)
             self._shares_written = None  # the shard weights last written to them
+            # The last two steps' copies to and from host memory (the pieces' reads, the copies up,
+            # the shard weights), kept until done: pyopencl waits for such a copy when its event
+            # (a NannyEvent) is deleted. Dropping each piece's reads once its copies up were queued,
+            # the host waited every step for the devices to run up to the last piece and queued the
+            # next step late: the wide MLP's step on two H200s took 13.6-13.9 ms (1.74-1.78x one
+            # GPU; 12.9 in a profiled run, whose table keeps every event), and 13.17 (1.85x) kept.
+            self._in_flight: deque[list[cl.Event]] = deque(maxlen=2)
             self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
                                              model.dtype) for s in self.states]
         else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context
@@ -181,6 +192,28 @@ class DataParallel(Distribution):
 
     def gradient_reads(self, model):
         return self.reads[0] if self.reads else None
+
+    @staticmethod
+    def _sum_groups(pieces: list[tuple[int, int]], late: int) -> list[tuple[int, list[tuple[int, int]]]]:
+        """The host reduction's sums on each device (SumReplicas), in order, as (end, flat ranges):
+        each follows the copies up of pieces[:end] and sums its pieces' ranges. The pieces done
+        before the backward pass's last launch (pieces[:late], plan_pieces) are summed first, while
+        the last ones come down and go up, where they hold PIECE_ELEMENTS or more (worth the
+        launches); then the rest. On two H200s the wide MLP's step waited 0.34 ms after its last
+        kernel for the last part's copies, then 0.18 for one sum of everything: with the first sum
+        run meanwhile (and the last part in TAIL_PIECES), what follows the last kernel went from
+        0.75 to 0.52 ms, Adam's 0.23 included (profiled steps, 13.09 -> 12.86 ms)."""
+        early = sum(end - start for start, end in pieces[:late]) >= base.PIECE_ELEMENTS
+        groups = []
+        for first, end in [(0, late), (late, len(pieces))] if early else [(0, len(pieces))]:
+            ranges = []  # the pieces' ranges, sorted and joined where they meet
+            for start, stop in sorted(pieces[first:end]):
+                if ranges and ranges[-1][1] == start:
+                    ranges[-1] = (ranges[-1][0], stop)
+                else:
+                    ranges.append((start, stop))
+            groups.append((end, ranges))
+        return groups
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -219,12 +252,13 @@ class DataParallel(Distribution):
     def launches_per_step(self) -> list[int]:
         """Kernel launches the reduction adds to each replica's step: on the devices of one
         context, one per other replica and flat array (gradients; non-trainable values) on the
-        first device; through the host, one per flat array on every device (the sum); none where
-        the host sums (replicas laid out differently)."""
-        flat_arrays = 1 + bool(self.states[0].extra)
+        first device; through the host, on every device one per flat array and range of each sum
+        (_sum_groups); none where the host sums (replicas laid out differently)."""
+        state = self.states[0]
         if self.on_devices:
-            return [(self.replicas - 1) * flat_arrays] + [0] * (self.replicas - 1)
-        return [flat_arrays if self.same_layout else 0] * self.replicas
+            return [(self.replicas - 1) * len(state.arrays())] + [0] * (self.replicas - 1)
+        sums = sum(len(self._segments(state, ranges)) for _, ranges in self.sums) if self.same_layout else 0
+        return [sums] * self.replicas
 
     def synchronize(self, model) -> None:
         sharded = self.sharded
@@ -275,11 +309,22 @@ class DataParallel(Distribution):
         first = self.states[0]
         total, item = first.host.size, first.host.itemsize
         finished = [reads.finish() for reads in self.reads]
-        sent: list[list[cl.Event]] = [[] for _ in self.states]
+        shares = np.asarray(weights, first.host.dtype)
+        # Written only when they change (an epoch's last, smaller batch), the copy's event kept
+        # (_in_flight). Written every step, its event deleted at once, each held the host until the
+        # backward pass's end, so that it queued the other replica's next step 1.1 ms late on two
+        # H200s (the wide MLP's step 14.3 ms where its kernels take 12.6).
+        write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
+        self._shares_written = shares
+        held: list[cl.Event] = []  # this step's copies to and from host memory (_in_flight)
+        sent: list[list[cl.Event]] = [[] for _ in self.states]  # the copies up that the next sum waits for
+        sums = iter(self.sums)
+        sum_after, ranges = next(sums)
         started = None  # when every backward pass was done: what the host spent after is the reduction's
         for index, (start, end) in enumerate(self.pieces):
             if self.one_context:  # each copy up waits on the devices for the piece's reads
                 after = [event for reads in self.reads for event in reads.take(index)]
+                held += after
             else:  # one context each: waited for one by one
                 for reads in self.reads:
                     reads.wait(index)
@@ -297,29 +342,42 @@ class DataParallel(Distribution):
                 for r, copy in zip(others, copies):  # replica r's next reads into its host wait for them
                     self.reads[r].readers.append(copy)
                 sent[k] += state._profiled("ReduceWrite", copies)
+                held += copies
                 upload.flush()
-        shares = np.asarray(weights, first.host.dtype)
-        # Written only when they change (an epoch's last, smaller batch): NVIDIA's runtime returns
-        # from a write out of unpinned memory only once the queue has run up to it, and each step's
-        # held the host until the backward pass's end, so that it queued the other replica's next
-        # step 1.1 ms late on two H200s (the wide MLP's step 14.3 ms where its kernels take 12.6).
-        write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
-        self._shares_written = shares
-        for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
-            queue = state.rt.queue
-            if write:
-                cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False)
-            cl.enqueue_barrier(queue, wait_for=sent[k])
-            self._over_flat_arrays(state, kernel, parts, total, self.shard_weights[k], k, self.replicas)
+            if index + 1 == sum_after:
+                for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
+                    queue = state.rt.queue
+                    if write:
+                        held.append(cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False))
+                    cl.enqueue_barrier(queue, wait_for=sent[k])
+                    self._over_flat_arrays(state, kernel, parts, total, self.shard_weights[k], k, self.replicas,
+                                           within=ranges)
+                    queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
+                write, sent = False, [[] for _ in self.states]
+                sum_after, ranges = next(sums, (None, None))
+        self._in_flight.append(held)  # (deleting the step before last's, done unless the host is far ahead)
         if started is not None:
             self.reduce_seconds += time.perf_counter() - started
 
     @staticmethod
-    def _over_flat_arrays(state: FlatState, kernel, source, *arguments) -> None:
-        """kernel(target, first, source, first, *arguments, count) on each of `state`'s flat arrays,
-        in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
-        group = state.rt.local_size
+    def _segments(state: FlatState, within=None) -> list[tuple[Tensor, int, int]]:
+        """(flat array, first, count) of `state`'s flat arrays (gradients; non-trainable values),
+        or of their elements in the flat ranges `within`."""
+        segments = []
         for target, first, count in state.arrays():
+            for start, end in within or [(first, first + count)]:
+                start, end = max(start, first), min(end, first + count)
+                if start < end:
+                    segments.append((target, start, end - start))
+        return segments
+
+    @classmethod
+    def _over_flat_arrays(cls, state: FlatState, kernel, source, *arguments, within=None) -> None:
+        """kernel(target, first, source, first, *arguments, count) on each of `state`'s flat arrays
+        (or on their elements in the flat ranges `within`), in whole work-groups (NVIDIA's runtime
+        splits an odd global size into ones)."""
+        group = state.rt.local_size
+        for target, first, count in cls._segments(state, within):
             kernel((-(-count // group) * group,), (group,), target, first, source, first, *arguments, count)
 
     def _sum_on_host(self, weights) -> None:

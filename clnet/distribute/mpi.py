@@ -128,7 +128,7 @@ class MPIDataParallel(Distribution):
                              "clnet.set_seed(n) before making it")
         self.same_layout = bool((ranks[:, 1:] == mine[1:]).all())
         if self.same_layout:
-            self.pieces, ready_after = plan_pieces(model, self.state)
+            self.pieces, ready_after, _ = plan_pieces(model, self.state)
             self.reads = PieceReads(self.state, model, self.pieces, ready_after)
         self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
         self._start_alike(model)
