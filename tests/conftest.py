@@ -20,13 +20,11 @@ def pytest_sessionstart(session):
 
 
 # Prints the indices of the devices whose compiler builds a kernel (pip's PoCL 3.0 is listed on
-# AMD's Zen 5 but builds nothing there, and clnet refuses it on Zen 4, see DeviceInfo.builds_without_avx512).
+# AMD's Zen 5 but builds nothing there).
 USABLE_DEVICES = """
 import pyopencl as cl
 import clnet
 for device in clnet.devices():
-    if device.builds_without_avx512:
-        continue
     try:
         cl.Program(cl.Context([device.cl_device]), "__kernel void k(__global float *a) { a[0] = 1; }").build()
         print(device.index)

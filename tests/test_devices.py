@@ -4,7 +4,9 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import metadata
+from types import SimpleNamespace
 
 import numpy as np
 import pyopencl as cl
@@ -14,6 +16,8 @@ import clnet
 from clnet.cl import device as cl_device
 from clnet.cl import icd, probe
 from clnet.cl.device import DeviceInfo
+from clnet.layers.dense import tile_candidates
+from clnet.layers.recurrent import step_width
 
 
 def fake(index, name, platform="Portable Computing Language", version="OpenCL 3.0 PoCL 3.0", kind="CPU"):
@@ -176,46 +180,59 @@ except cl.RuntimeError as error:
     knows = False
 try:
     seconds = probe.step_seconds(clnet.runtime().info)
-    print("trained", seconds)
+    print("trained", int(device.builds_without_avx512), seconds)
 except clnet.DeviceError as error:
     print("refused", "knows" if knows else "unknown", error)
 """
 
 
 def test_pips_pocl_alone_trains_or_says_why_it_cannot(tmp_path):
-    """With nothing but pip's PoCL: where its compiler builds a kernel at all, and a wide vector
-    builtin too, a training step runs; where it knows no target for this CPU (Zen 5 and pip's PoCL
-    3.0), or where building a wide vector builtin aborts the process (Zen 4: LLVM 14 compiles for
-    Zen 3, without AVX-512, beside its AVX-512 kernel library), the DeviceError says so."""
+    """With nothing but pip's PoCL: where its compiler builds a kernel at all, a training step runs,
+    and clnet keeps to halves of 512-bit vectors exactly where a builtin on one aborts the build
+    (Zen 4: LLVM 14 compiles for Zen 3, without AVX-512, beside its AVX-512 kernel library); where
+    it knows no target for this CPU (Zen 5 and pip's PoCL 3.0), the DeviceError says so."""
     env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path), "CLNET_INTEL": "0", "CLNET_DEVICE": "",
-           "CLNET_QUIET": "1", "POCL_CACHE_DIR": str(tmp_path / "pocl")}
+           "CLNET_QUIET": "1", "POCL_CACHE_DIR": str(tmp_path / "pocl"), "CLNET_CACHE_DIR": str(tmp_path / "clnet")}
     run = lambda *args: subprocess.run([sys.executable, "-c", PIP_POCL_ALONE, *args], capture_output=True, text=True,
                                        env=env, timeout=600)
     out = run().stdout
-    wide_builds = run("wide").returncode == 0
     if out.startswith("trained"):
-        assert wide_builds, out
-    elif out.startswith("refused unknown"):
-        assert "cannot compile OpenCL kernels for this CPU" in out and "clnet[intel]" in out
+        halved = out.split()[1] == "1"
+        assert (run("wide").returncode == 0) != halved, out
     else:
-        assert out.startswith("refused knows") and not wide_builds and run("scalar").returncode == 0, out
-        assert "takes AMD's Zen 4 for a Zen 3, without AVX-512" in out and "clnet[intel]" in out, out
+        assert out.startswith("refused unknown"), out
+        assert "cannot compile OpenCL kernels for this CPU" in out and "clnet[intel]" in out
 
 
-def test_pips_pocl_3_0_on_zen_4_is_refused_before_any_build(monkeypatch):
-    """The rule behind the refusal: pip's PoCL 3.0 (LLVM 14) on an AMD CPU of family 25 with
-    AVX-512; not on Zen 3 (no AVX-512), not an Intel CPU, not PoCL 3.1 (LLVM 15), not a GPU."""
-    from clnet.cl import runtime
+def test_pips_pocl_3_0_on_zen_4_keeps_to_256_bit_vectors(monkeypatch):
+    """The rule: pip's PoCL 3.0 (LLVM 14) on an AMD CPU of family 25 with AVX-512; not on Zen 3 (no
+    AVX-512), not an Intel CPU, not PoCL 3.1 (LLVM 15), not a GPU. There the widest vector a kernel
+    holds is 32 bytes, the register width the tuner assumes too, and programs are built with
+    HALVED_BUILTINS (common.cl)."""
     zen4 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": {"avx2", "avx512f"}}
     monkeypatch.setattr(cl_device, "host_cpu", lambda: zen4)
-    pocl30 = fake(0, "pthread-AMD EPYC", version="OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, RELOC, LLVM 14.0.6")
+    avx512 = SimpleNamespace(native_vector_width_float=16, native_vector_width_double=8)
+    pocl30 = replace(fake(0, "pthread-AMD EPYC", version="OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, RELOC, LLVM 14.0.6"),
+                     cl_device=avx512)
     assert pocl30.builds_without_avx512
-    with pytest.raises(clnet.DeviceError, match=r"pip install 'clnet\[intel\]'.*apt install pocl-opencl-icd"):
-        runtime.Runtime(pocl30)
-    pocl31 = fake(1, "pthread-znver4-AMD EPYC", version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6")
+    assert pocl30.widest_vector_bytes == 32 and pocl30.vector_bytes(4) == pocl30.vector_bytes(8) == 32
+    as_runtime = SimpleNamespace(info=pocl30)
+    for dtype in (np.float32, np.float64):
+        assert {tiles["VW"] * np.dtype(dtype).itemsize for tiles in tile_candidates(as_runtime, dtype)} == {32}
+        assert step_width(as_runtime, dtype) * np.dtype(dtype).itemsize == 32
+    pocl31 = replace(fake(1, "pthread-znver4-AMD EPYC", version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6"),
+                     cl_device=avx512)
     gpu = fake(2, "gfx1100", version="OpenCL 3.0 PoCL 3.0 LLVM 14.0.6", kind="GPU")
     assert not pocl31.builds_without_avx512 and not gpu.builds_without_avx512
+    assert pocl31.widest_vector_bytes == 64 and pocl31.vector_bytes(4) == 64
+    assert step_width(SimpleNamespace(info=pocl31), np.float32) == 16
     for other in ({**zen4, "flags": {"avx2"}}, {**zen4, "vendor_id": "GenuineIntel", "cpu family": "6"},
                   {**zen4, "cpu family": "26"}):
         monkeypatch.setattr(cl_device, "host_cpu", lambda: other)
         assert not pocl30.builds_without_avx512, other
+
+
+def test_programs_say_whether_builtins_are_halved(rt):
+    """Every program is built with HALVED_BUILTINS, 1 exactly where the device needs it."""
+    flags = rt.program(("layers/merge.cl",), np.float32).get_build_info(rt.device, cl.program_build_info.OPTIONS)
+    assert f"-DHALVED_BUILTINS={int(rt.info.builds_without_avx512)}" in flags.split()

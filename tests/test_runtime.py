@@ -9,8 +9,10 @@ import pytest
 
 import clnet
 from clnet.cl import runtime as runtime_module
+from clnet.cl.device import DeviceInfo
 from clnet.cl.runtime import BuildError, Runtime, sm90a_ptx
-from clnet.layers import BatchNormalization, Dense, Flatten, Input, LayerNormalization, MultiHeadAttention
+from clnet.layers import (BatchNormalization, Dense, Flatten, Input, LayerNormalization, MaxPooling1D,
+                          MultiHeadAttention)
 from clnet.layers.multi_head_attention import PRODUCT_TILES
 
 
@@ -143,3 +145,30 @@ def test_the_warp_shuffle_branches_compile_on_any_device(rt, monkeypatch):
     assert model.get_layer(index=1).warp_groups
     model.compile("adam", "sparse_categorical_crossentropy")
     assert rt.builds >= 6  # common.cl in each
+
+
+def test_halved_builtins_give_the_default_builds_numbers(rt, monkeypatch):
+    """What pip's PoCL 3.0 on AMD's Zen 4 builds (DeviceInfo.builds_without_avx512: vectors of 32
+    bytes at most, common.cl's builtins on the halves of a double8, pooling's channels one at a
+    time) gives the default build's loss and gradients in float64: LayerNormalization's weight
+    gradient on lanes, the attention on lanes, pooling over 8 channels, the loss's row sums of 11
+    logits (an 8-lane chunk and 3 more)."""
+    def loss_and_gradients():
+        rng = np.random.default_rng(3)
+        x = Input((9, 8))
+        h = MultiHeadAttention(2, 4)(LayerNormalization()(x), x, use_causal_mask=True)
+        model = clnet.Model(x, Dense(11)(Flatten()(MaxPooling1D(2)(h))), floatx="float64", seed=0)
+        model.compile("sgd", clnet.losses.SparseCategoricalCrossentropy(from_logits=True))
+        assert model.get_layer(index=2).lanes
+        loss, gradients = model.compute_gradients(rng.normal(size=(5, 9, 8)), rng.integers(0, 11, 5))[:2]
+        return loss, gradients
+
+    default = loss_and_gradients()
+    monkeypatch.setattr(DeviceInfo, "builds_without_avx512", property(lambda self: True))
+    monkeypatch.setattr(rt, "_programs", {})  # builds of their own, as that device's
+    monkeypatch.setenv("CLNET_TUNE", "0")
+    halved = loss_and_gradients()
+    assert all(("HALVED_BUILTINS", 1) in options for _, options in rt._programs)
+    assert halved[0] == pytest.approx(default[0], rel=1e-13)
+    for a, b in zip(halved[1], default[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)

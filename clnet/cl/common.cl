@@ -8,6 +8,22 @@
 
 // Eight elements at once, for the kernels that put rows, features or channels on a CPU's SIMD lanes.
 #define TYPE8 CAT(TYPE, 8)
+// The builtins those kernels call on a TYPE8. pip's PoCL 3.0 on AMD's Zen 4 compiles for a target
+// without AVX-512 but links builtins built with it, and LLVM aborts on a builtin taking a 512-bit
+// vector, a double8 (DeviceInfo.builds_without_avx512); there (-D HALVED_BUILTINS=1) each runs on
+// the two halves. Arithmetic, comparisons and ?: on a double8 compile there as they are.
+#if HALVED_BUILTINS
+#define HALVES(f, v) ((TYPE8)(f((v).lo), f((v).hi)))
+inline TYPE8 exp8(const TYPE8 v) { return HALVES(exp, v); }
+inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.lo), fmax(a.hi, b.hi)); }
+#define VLOAD8(i, p) ((TYPE8)(vload4(2 * (i), p), vload4(2 * (i) + 1, p)))
+#define VSTORE8(v, i, p) (vstore4((v).lo, 2 * (i), p), vstore4((v).hi, 2 * (i) + 1, p))
+#else
+#define exp8 exp
+#define fmax8 fmax
+#define VLOAD8 vload8
+#define VSTORE8 vstore8
+#endif
 // Two: the runs a tensor-core tile's lane holds (dense.cl's MMA form).
 #define TYPE2 CAT(TYPE, 2)
 

@@ -52,10 +52,18 @@ class DeviceInfo:
     def vector_bytes(self, itemsize: int) -> int:
         """A CPU's SIMD register in bytes: 64 with AVX-512, else 32. PoCL 3.1 names its LLVM target
         in the device name (PoCL 3.0 and Intel's runtime do not); each reports a native vector
-        width, 16 floats on AVX-512."""
+        width, 16 floats on AVX-512. 32 where the compiler's target has no AVX-512 though the CPU
+        has it (builds_without_avx512)."""
         device = self.cl_device
         native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
-        return 64 if "avx512" in self.name.lower() or native * itemsize >= 64 else 32
+        return min(64 if "avx512" in self.name.lower() or native * itemsize >= 64 else 32, self.widest_vector_bytes)
+
+    @property
+    def widest_vector_bytes(self) -> int:
+        """The widest vector (VW) a kernel may hold, in bytes: 64, or 32 where a builtin on a 512-bit
+        vector aborts the build (builds_without_avx512). PoCL 3.1 crashes on double16, so never
+        more than 64."""
+        return 32 if self.builds_without_avx512 else 64
 
     @property
     def tensor_cores(self) -> bool:
@@ -79,10 +87,13 @@ class DeviceInfo:
     def builds_without_avx512(self) -> bool:
         """Whether this is pip's PoCL 3.0 on an AMD CPU of family 19h with AVX-512 (Zen 4): its LLVM
         14 compiles for "znver3", which has no AVX-512, yet PoCL links the kernel library it built
-        for AVX-512, and LLVM aborts the process on the first 512-bit vector builtin (vload16,
-        select, exp, ...): "LLVM ERROR: Do not know how to scalarize this operator's operand"
+        for AVX-512, and LLVM aborts the process on the first 512-bit vector builtin (vload8 and
+        exp on a double8, select, fmax, ...; arithmetic, comparisons and ?: on such vectors compile
+        to two 256-bit halves): "LLVM ERROR: Do not know how to scalarize this operator's operand"
         (2-core EPYC, family 25 model 17, 2026-11-27). Nothing in its build options or environment
-        changes the target."""
+        changes the target. There the matrix kernels take vectors of at most 32 bytes
+        (widest_vector_bytes) and the eight-lane kernels call each builtin on halves
+        (HALVED_BUILTINS in common.cl, Runtime.program)."""
         if self.type != "CPU" or "PoCL" not in self.platform_version or "LLVM 14." not in self.platform_version:
             return False
         cpu = host_cpu()

@@ -53,12 +53,6 @@ def unknown_cpu_message(info: DeviceInfo) -> str:
             f"predates e.g. AMD's Zen 5). {OTHER_CPU_RUNTIMES}")
 
 
-def without_avx512_message(info: DeviceInfo) -> str:
-    return (f"{info.describe()} cannot run OpenCL kernels on this CPU: its LLVM 14 (pip's PoCL 3.0, from "
-            "2022) takes AMD's Zen 4 for a Zen 3, without AVX-512, but links code built for AVX-512, and LLVM "
-            f"aborts the process on the first wide vector. {OTHER_CPU_RUNTIMES}")
-
-
 def sm90a_ptx(ptx: bytes) -> bytes:
     """PTX with HOPPER()'s instructions uncovered and its target sm_90 made sm_90a."""
     ptx = ptx.replace(HOPPER_OPEN.encode(), b"").replace(HOPPER_CLOSE.encode(), b"")
@@ -73,8 +67,6 @@ class Runtime:
         replicas then reduce on the devices), and `programs`, the programs built in it, for all
         of its devices (NVIDIA's runtime refuses a program built for some of a context's devices:
         INVALID_KERNEL_DEFINITION, INVALID_BINARY); by default the device's own context."""
-        if info.builds_without_avx512:  # refused before any build can abort the process
-            raise DeviceError(without_avx512_message(info))
         self.info = info
         self.device = info.cl_device
         self.context = context or cl.Context([self.device])
@@ -199,7 +191,8 @@ class Runtime:
         dtype = self.check_dtype(dtype)
         c_type = _C_TYPES[dtype]
         options = {"TYPE": c_type, "TYPE4": f"{c_type}4", "LOCAL_SIZE": self.local_size,
-                   "WARP_SHUFFLES": int(self.warp_shuffles(dtype)), **(defines or {})}
+                   "WARP_SHUFFLES": int(self.warp_shuffles(dtype)),
+                   "HALVED_BUILTINS": int(self.info.builds_without_avx512), **(defines or {})}
         if c_type == "double":
             options["CLNET_FP64"] = 1
         key = (sources, tuple(sorted(options.items())))

@@ -20,10 +20,10 @@ def tile_candidates(rt, dtype) -> list[dict]:
     CPUs want explicit vectors of one or two SIMD registers and several outputs per work-item:
     two registers by 6 rows (12 accumulators, the usual AVX2 micro-kernel) came first on a 2-core
     AMD EPYC with PoCL 3.0 (94-155 GFLOP/s against 62-82 for one register by 8 rows) and Intel's
-    runtime alike. GPUs want many work-items with a small block each. PoCL 3.1 crashes on
-    double16 and the CPU form's panels need VW >= 4, hence the limits on the width. The register
-    size is the device's native vector width (PoCL 3.1 also names its LLVM target in the device
-    name; PoCL 3.0 and Intel's runtime do not). FF_NB, FF_KB and the like: a CPU work-item's
+    runtime alike. GPUs want many work-items with a small block each. The device's widest vector
+    (at most 64 bytes) and the CPU form's panels' VW >= 4 limit the width. The register size is
+    the device's native vector width (PoCL 3.1 also names its LLVM target in the device name;
+    PoCL 3.0 and Intel's runtime do not). FF_NB, FF_KB and the like: a CPU work-item's
     register blocks and K-block depth (below), per kernel; a candidate gives all three kernels the
     same, and the tuner takes each kernel's from the candidate fastest for it (_fastest_setting).
     WG is the work-group side on a CPU (0: the runtime's choice), a launch setting rather than a
@@ -40,7 +40,8 @@ def tile_candidates(rt, dtype) -> list[dict]:
     itemsize = np.dtype(dtype).itemsize
     register_bytes = rt.info.vector_bytes(itemsize)
     lanes = register_bytes // itemsize
-    widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= 64]
+    widest = rt.info.widest_vector_bytes
+    widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= widest]
     return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "WG": wg}  # the first: CLNET_TUNE=0
             for vw in widths for depth in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
 

@@ -193,23 +193,23 @@ __kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,       
         const int start = ln_start(group, features, inner) + n0 * inner;
         TYPE8 dy, x;
         if (inner == 1 && width == 8) {
-            dy = vload8(0, output_gr + start);
-            x = vload8(0, inputs + start);
+            dy = VLOAD8(0, output_gr + start);
+            x = VLOAD8(0, inputs + start);
         } else {
             TYPE t[8], u[8];
             for (int l = 0; l < 8; l++) {
                 t[l] = l < width ? output_gr[start + l * inner] : 0;
                 u[l] = l < width ? inputs[start + l * inner] : 0;
             }
-            dy = vload8(0, t);
-            x = vload8(0, u);
+            dy = VLOAD8(0, t);
+            x = VLOAD8(0, u);
         }
         dy_sum += dy;
         dy_xhat_sum += dy * ((x - group_mean[group]) * group_inv_std[group]);
     }
     TYPE t[8], u[8];
-    vstore8(dy_xhat_sum, 0, t);
-    vstore8(dy_sum, 0, u);
+    VSTORE8(dy_xhat_sum, 0, t);
+    VSTORE8(dy_sum, 0, u);
     for (int l = 0; l < width; l++) {
         gamma_gr[n0 + l] = t[l];
         beta_gr[n0 + l] = u[l];

@@ -135,8 +135,8 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
     TYPE8 sums = (TYPE8)(0);
     int j = 0;
     for (; j + 8 <= keys; j += 8) {
-        const TYPE8 e = exp(vload8(0, p + j) - m);
-        vstore8(e, 0, p + j);
+        const TYPE8 e = exp8(VLOAD8(0, p + j) - m);
+        VSTORE8(e, 0, p + j);
         sums += e;
     }
     TYPE sum = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));

@@ -26,7 +26,7 @@
             for (int d_ = 0; d_ < (DIM); d_++)                                        \
                 t_[d_ * LANES + l_] = l_ < (valid) ? (rows)[l_ * (long)(stride) + d_] * (factor) : 0; \
         for (int d_ = 0; d_ < (DIM); d_++)                                            \
-            (out)[d_] = vload8(d_, t_);                                               \
+            (out)[d_] = VLOAD8(d_, t_);                                               \
     } while (0)
 
 // The inverse: row l of `rows` gets lane l of in[d], d < DIM, for the `valid` rows.
@@ -34,7 +34,7 @@
     do {                                                                              \
         TYPE t_[(DIM) * LANES];                                                       \
         for (int d_ = 0; d_ < (DIM); d_++)                                            \
-            vstore8((in)[d_] * (factor), d_, t_);                                     \
+            VSTORE8((in)[d_] * (factor), d_, t_);                                     \
         for (int l_ = 0; l_ < (valid); l_++)                                          \
             for (int d_ = 0; d_ < (DIM); d_++)                                        \
                 (rows)[l_ * (long)(stride) + d_] = t_[d_ * LANES + l_];               \
@@ -64,11 +64,11 @@ inline TYPE8 mask_lanes(TYPE8 s, const TYPE masked, __global const TYPE *mask, c
     if (!use_mask && !(causal && j > i0))
         return s;
     TYPE t[LANES];
-    vstore8(s, 0, t);
+    VSTORE8(s, 0, t);
     for (int l = 0; l < LANES && i0 + l < tq; l++)
         if (!attention_kept(mask, use_mask, causal, b, i0 + l, j, tq, tk))
             t[l] = masked;
-    return vload8(0, t);
+    return VLOAD8(0, t);
 }
 
 // Each lane's weight through dropout.cl's hash: kept ones divided by keep, the others 0. `at` is
@@ -77,10 +77,10 @@ inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, _
                         const int seed, const int step, const TYPE keep)
 {
     TYPE t[LANES];
-    vstore8(w, 0, t);
+    VSTORE8(w, 0, t);
     for (int l = 0; l < valid; l++)
         t[l] = kept_by_dropout(t[l], (int)(at + (long)l * tk), noise, seed, step, keep);
-    return vload8(0, t);
+    return VLOAD8(0, t);
 }
 
 // FeedForwardAttention's results for the query positions i0..i0+7 of (sample b, head h): the
@@ -112,12 +112,12 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
         LANE_DOT(s, q, KEY_ROW(key, (long)b * tk + j, h), KEY_DIM);
         s = mask_lanes(s, MASKED_SCORE, mask, use_mask, causal, b, i0, j, tq, tk);
         p[j * stride] = s;
-        m = fmax(m, s);
+        m = fmax8(m, s);
     }
     // A query masked entirely: Keras's softmax of -1e9 everywhere, future keys too. The block's
     // other queries get exp(-1e9 - max) = 0 there, as for the keys their causal mask cuts off.
     TYPE lanes_m[LANES];
-    vstore8(m, 0, lanes_m);
+    VSTORE8(m, 0, lanes_m);
     bool lost = false;
     for (int l = 0; l < valid; l++)
         lost |= lanes_m[l] == MASKED_SCORE;
@@ -128,7 +128,7 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
     }
     TYPE8 sum = (TYPE8)(0);
     for (int j = 0; j < keys; j++) {
-        const TYPE8 e = exp(p[j * stride] - m);
+        const TYPE8 e = exp8(p[j * stride] - m);
         p[j * stride] = e;
         sum += e;
     }
@@ -154,10 +154,10 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
     for (int d = 0; d < VALUE_DIM; d++) {
         __global TYPE *out = context_t + (long)(h * VALUE_DIM + d) * ld + column;
         if (valid == LANES) {
-            vstore8(c[d], 0, out);
+            VSTORE8(c[d], 0, out);
         } else {
             TYPE t[LANES];
-            vstore8(c[d], 0, t);
+            VSTORE8(c[d], 0, t);
             for (int l = 0; l < valid; l++)
                 out[l] = t[l];
         }
@@ -219,11 +219,11 @@ __attribute__((always_inline))
 TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
 {
     if ((c + 1) * LANES <= dim)
-        return vload8(c, row);
+        return VLOAD8(c, row);
     TYPE t[LANES];
     for (int l = 0; l < LANES; l++)
         t[l] = c * LANES + l < dim ? row[c * LANES + l] : 0;
-    return vload8(0, t);
+    return VLOAD8(0, t);
 }
 
 // CalcHiddenGradientAttentionKeyValue for the keys j0..j0+KV_KEYS-1 of (sample b, head h): the
@@ -278,9 +278,9 @@ __kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *cont
     for (int jj = 0; jj < keys; jj++) {
         TYPE t[CHUNKS(VALUE_DIM) * LANES], u[CHUNKS(KEY_DIM) * LANES];
         for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
-            vstore8(dv[jj][c], c, t);
+            VSTORE8(dv[jj][c], c, t);
         for (int c = 0; c < CHUNKS(KEY_DIM); c++)
-            vstore8(scale * dk[jj][c], c, u);
+            VSTORE8(scale * dk[jj][c], c, u);
         __global TYPE *out_v = VALUE_ROW(value_gr, (long)b * tk + j0 + jj, h);
         for (int d = 0; d < VALUE_DIM; d++)
             out_v[d] = t[d];

@@ -16,6 +16,13 @@
 // Where channels is a multiple of 8, eight channels at a time on a vector's lanes: one aligned
 // load per window pixel instead of eight strided ones (the CNN's first pooling layer, 128 x 26
 // x 26 x 32, on Debian's PoCL 3.1: 2.0 -> 0.6 ms per step); the other channels one at a time.
+// Not where a builtin on a double8 aborts the build (HALVED_BUILTINS, common.cl): the select()s
+// below take the whole vector, so there the channels go one at a time, the lane loops left dead.
+#if HALVED_BUILTINS && defined(CLNET_FP64)
+#define EIGHT_CHANNEL_LANES 0
+#else
+#define EIGHT_CHANNEL_LANES 1
+#endif
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
                               __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
@@ -28,7 +35,7 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
     const int x0 = max(ox * sw - pad_left, 0), x1 = min(ox * sw - pad_left + pw, width);
     const __global TYPE *image = inputs + (long)row * height * width * channels;
     const TYPE count = (y1 - y0) * (x1 - x0);
-    const int lanes = channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
+    const int lanes = EIGHT_CHANNEL_LANES && channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
     for (int c = 0; c < lanes; c += 8) {
         TYPE8 best = (TYPE8)(-INFINITY), sum = (TYPE8)(0);
         int8 at = (int8)(y0 * width + x0);
@@ -135,7 +142,7 @@ void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows
     const __global TYPE *g = output_gr + (long)m * channels;
     const __global int *at = argmax + (long)m * channels;
     __global TYPE *image = input_gr + (long)row * height * width * channels;
-    const int lanes = channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
+    const int lanes = EIGHT_CHANNEL_LANES && channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
     for (int y = cy0; y < cy1; y++)
         for (int x = cx0; x < cx1; x++) {
             const int here = y * width + x;

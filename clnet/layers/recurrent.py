@@ -51,11 +51,13 @@ MAX_SPLITS = 64
 
 
 def step_width(rt, dtype) -> int:
-    """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one.
+    """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one
+    (never wider than the device's widest vector).
     On a 2-core Zen 5, LSTM(128) over 64 steps at batch 64 took 7.8 ms of kernels a training step
     with 16 floats, 14.0 with 8 on Intel's runtime (12.9 against 15.3 on Debian's PoCL 3.1;
     benchmarks/RESULTS.md, 2026-11-24)."""
-    return 16 if np.dtype(dtype) == np.float32 and rt.info.vector_bytes(4) == 64 else 8
+    itemsize = np.dtype(dtype).itemsize
+    return min(16 if itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8, rt.info.widest_vector_bytes // itemsize)
 
 
 def backward_rows(vw: int) -> int:

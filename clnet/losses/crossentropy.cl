@@ -30,7 +30,7 @@ inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *l
     TYPE8 sums = (TYPE8)(0);
     int j = 0;
     for (; j + 8 <= cols; j += 8)
-        sums += exp(vload8(0, z + j) - top);
+        sums += exp8(VLOAD8(0, z + j) - top);
     TYPE s = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
     for (; j < cols; j++)
         s += exp(z[j] - top);
