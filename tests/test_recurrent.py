@@ -19,8 +19,9 @@ KINDS = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}
 FIXTURE = np.load(Path(__file__).parent / "fixtures" / "keras_recurrent.npz")
 # (return_sequences, go_backwards)
 DIRECTIONS = [(False, False), (True, False), (False, True), (True, True)]
-# whole_sequence: one launch per step (a CPU's form) or one over the whole sequence (a GPU's).
-FORMS = pytest.mark.parametrize("whole", [False, True], ids=["steps", "sequence"])
+# whole_sequence: the CPU form (a work-item per block of units) or the sequence form (a GPU's, a
+# work-item per column of U); both loop over the steps in one launch each way.
+FORMS = pytest.mark.parametrize("whole", [False, True], ids=["cpu", "sequence"])
 
 
 def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0,
@@ -94,15 +95,32 @@ def test_blocks_of_units_and_rows_match_numpy(rt, kind, units, rows, sequences, 
 
 @pytest.mark.parametrize("width", [8, 16])
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_step_form_in_both_cpu_widths(rt, kind, width, monkeypatch):
-    """The step form's vector width VW, 8 (AVX2) or 16 floats (AVX-512; step_width), whichever
-    this CPU has: 40 units, five whole blocks of 8 or two of 16 and half of one."""
+def test_cpu_form_in_both_cpu_widths(rt, kind, width, monkeypatch):
+    """The CPU form's vector width VW, 8 (AVX2) or 16 floats (AVX-512; step_width), whichever
+    this CPU has, two vectors a block: 40 units, two whole blocks of 16 and one of 8 in its first
+    vector, or one of 32 and one of 8 (its second vector past the units); 11 rows, a block of 6
+    and one of 5."""
     if width * 4 > rt.info.widest_vector_bytes:
         pytest.skip(f"{rt.info.name!r} builds no kernel holding {width} floats (DeviceInfo.widest_vector_bytes)")
     monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: width)
     layer = layer_alone(KINDS[kind](40, return_sequences=True, whole_sequence=False), (5, 6), 11, np.float32)
     assert layer.vw == width
     compare_with_numpy(layer, kind, 5, 11, seed=40)
+
+
+def test_cpu_form_needs_a_work_group_of_every_block(rt, monkeypatch):
+    """The CPU form's work-group holds a work-item per (block of units, gate): a layer with more
+    than the device allows takes the sequence form by default, and says so where
+    whole_sequence=False asks for the CPU form. (Blocks of one unit make such a layer small.)"""
+    monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: 1)
+    monkeypatch.setitem(recurrent_layers.STEP_BLOCKS, "SV", 1)
+    limit = rt.info.cl_device.max_work_group_size
+    fits, too_many = limit // 4, limit // 4 + 1
+    assert not layer_alone(LSTM(fits, recurrent_initializer="zeros"), (2, 3), 1, np.float32).whole_sequence
+    assert layer_alone(LSTM(too_many, recurrent_initializer="zeros"), (2, 3), 1, np.float32).whole_sequence
+    with pytest.raises(ValueError, match=rf"lstm.*whole_sequence=False needs work-groups of {4 * too_many} "
+                                         rf"work-items .* which allows {limit}"):
+        layer_alone(LSTM(too_many, recurrent_initializer="zeros", whole_sequence=False), (2, 3), 1, np.float32)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -221,12 +239,12 @@ def test_stacked_lstm_trains(rt):
 @FORMS
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_launches_per_training_step(rt, kind, whole):
-    """Forward: the input product and the steps (one launch per step, or one for them all);
-    backward: the steps, then the kernel, recurrent kernel and input gradient products (the
-    sequence form adds the sum of its weight gradients' slices). The count depends on the steps
-    and the form only, never on the batch."""
+    """Forward: the input product and the time loop (one launch for every step); backward: the
+    loop, then the kernel, recurrent kernel and input gradient products (the sequence form adds
+    the sum of its weight gradients' slices). The count depends on the form only, never on the
+    batch or the steps."""
     steps = 6
-    loop, sums = (1, 1) if whole else (steps, 0)
+    loop, sums = 1, int(whole)
     for rows in (1, 5, 70):
         layer = layer_alone(KINDS[kind](3, return_sequences=True, whole_sequence=whole), (steps, 2), rows, np.float32)
         assert layer.whole_sequence == whole
@@ -241,7 +259,7 @@ def test_launches_per_training_step(rt, kind, whole):
 
 
 def test_the_device_chooses_the_form(rt):
-    """By default a GPU runs the whole sequence in one launch, a CPU a launch per step."""
+    """By default a GPU takes the sequence form, a CPU the CPU form."""
     layer = layer_alone(LSTM(3), (4, 2), 2, np.float32)
     assert layer.whole_sequence == rt.info.is_gpu
 

@@ -5,8 +5,8 @@
 // (f the activation, g the recurrent activation; h before the first step: zeros, or the
 // call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has
 // put x W + b_x in `pre`; each step completes it in place and keeps u_h, which the backward pass
-// needs. The gate math runs on blocks of VW units of one batch row, in a launch per step (the
-// step form) or in one launch over every step (the sequence form; see recurrent.cl).
+// needs. The gate math runs on blocks of VW units of one batch row, in one launch over every step
+// (the CPU form or the sequence form; see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __global const TYPE *sums,
@@ -65,7 +65,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     }
 }
 
-// Both forms' arguments (the step form's kernels add the step s).
+// Both forms' arguments.
 #define GRU_FORWARD_ARGS                                                                             \
     __global TYPE *pre,              /* z, (rows, steps, 3 units) */                                 \
     __global const TYPE *recurrent,  /* U, (units, 3 units) */                                       \
@@ -94,15 +94,21 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
     const TYPE rb, const int grads, const int with_initial, const int capacity
 
-__kernel void FeedForwardGRU(GRU_FORWARD_ARGS, const int s)
+__kernel void FeedForwardGRU(GRU_FORWARD_ARGS)
 {
-    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
+    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial);
-    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row0 + i, s, steps, units, j0, use_bias,
-                        with_initial, write_last, a, b, ra, rb);
+    for (int s = 0; s < steps; s++) {
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial);
+        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row, s, steps, units, j, use_bias,
+                                with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
+    }
 }
 
 __kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
@@ -119,16 +125,22 @@ __kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
     }
 }
 
-__kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS, const int s)
+__kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS)
 {
-    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
+    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                        3 * units, grads, capacity);
-    for (int i = 0; i < BB && row0 + i < rows; i++)
-        GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry, row0 + i, s,
-                         steps, units, j0, with_initial, capacity, a, b, ra, rb);
+    for (int s = steps - 1; s >= 0; s--) {
+        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
+                            3 * units, grads, capacity);
+        for (int q = 0; q < RB * SV; q++) {
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry, row, s,
+                                 steps, units, j, with_initial, capacity, a, b, ra, rb);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
+    }
 }
 
 __kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)

@@ -4,8 +4,8 @@
 // (f the activation, g the recurrent activation; h and c before the first step: zeros, or the
 // call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has
 // put x W + b in `pre`; each step adds h_{s-1} U in place. The gate math of a step runs on blocks
-// of VW units of one batch row, all four gates of them; the step form launches it once per step,
-// the sequence form loops over the steps in one launch (see recurrent.cl).
+// of VW units of one batch row, all four gates of them; both forms loop over the steps in one
+// launch (see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
@@ -64,7 +64,7 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     }
 }
 
-// Both forms' arguments (the step form's kernels add the step s).
+// Both forms' arguments.
 #define LSTM_FORWARD_ARGS                                                                            \
     __global TYPE *pre,              /* z, (rows, steps, 4 units) */                                 \
     __global const TYPE *recurrent,  /* U, (units, 4 units) */                                       \
@@ -93,15 +93,21 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
     const TYPE rb, const int grads, const int with_initial, const int capacity
 
-__kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS, const int s)
+__kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS)
 {
-    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
+    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial);
-    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row0 + i, s, steps, units, j0,
-                         with_initial, write_last, a, b, ra, rb);
+    for (int s = 0; s < steps; s++) {
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial);
+        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row, s, steps, units, j,
+                                 with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
+    }
 }
 
 __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
@@ -117,16 +123,22 @@ __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
     }
 }
 
-__kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS, const int s)
+__kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS)
 {
-    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
+    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                        4 * units, grads, capacity);
-    for (int i = 0; i < BB && row0 + i < rows; i++)
-        LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row0 + i, s, steps, units,
-                          j0, grads, with_initial, capacity, a, b, ra, rb);
+    for (int s = steps - 1; s >= 0; s--) {
+        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
+                            4 * units, grads, capacity);
+        for (int q = 0; q < RB * SV; q++) {
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row, s, steps,
+                                  units, j, grads, with_initial, capacity, a, b, ra, rb);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
+    }
 }
 
 __kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)

@@ -14,8 +14,10 @@
 #define RACT_DERIVATIVE CAT(RACT, _derivative)
 
 // The products over all time steps keep a block of VW columns (a VEC, one or two SIMD registers)
-// by RM rows of the result per work-item, so that each load feeds several multiply-adds. Columns
-// need not be a multiple of VW: the last block reads and writes only its `width` columns.
+// by RM rows of the result per work-item, so that each load feeds several multiply-adds; the step
+// kernels' products SV such vectors of units by RB batch rows (see recurrent.py). Columns need not
+// be a multiple of VW: the last block reads and writes only its `width` columns, and a step
+// kernel's vector wholly past them reads the block's first again and stores nothing.
 
 // Written for PoCL 3.0 (LLVM 14), pip's default, as dense.cl is: it defines `inline` away and calls
 // vload8 as a library function, so the helpers are forced inline (their accumulator arrays then
@@ -52,8 +54,11 @@ HELPER VEC LoadBlock(__global const TYPE *p, const int width)
 
 HELPER void StoreBlock(VEC v, __global TYPE *p, const int width)
 {
-    if (width >= VW) {
-        VSTORE(v, 0, p);
+    if (width >= VW) {  // an aligned block as a plain store: PoCL 3.0 calls vstore8 out of line
+        if ((ulong)p & (sizeof(VEC) - 1))
+            VSTORE(v, 0, p);
+        else
+            *(__global VEC *)p = v;
         return;
     }
     TYPE lanes[VW];
@@ -129,16 +134,19 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
         StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 
-// The step kernels sum their products in VEC registers, as the products over all steps do, each
-// load of U feeding a block of rows. Forward, a work-group of GATES work-items per (VW units from
-// j0, RB batch rows from row0): work-item g sums gate g's h_{s-1} U for the block and stores it
-// to `sums`, row-major; after a barrier the group's work-items share out the rows for the gate
-// math, which needs every gate of a unit. Backward, a work-item per (VW units, BB rows) sums
-// dL/dh_s the same way (one "gate"), then runs the gate math of its rows. The gate math runs on
-// VEC blocks (see ACT_FORWARD_V) and reads the sums back from L1; the accumulators are indexed by
-// constants only, so that they stay in registers. A work-item holding all four LSTM gates of two
-// rows instead (8 accumulators too, but each load of U serving two rows, not eight) left LSTM(128)'s
-// training step at 1.65x PyTorch CPU's time, against 1.38x (benchmarks/RESULTS.md).
+// The CPU form: a work-group owns RB batch rows from row0 and all of their units, and loops over
+// the steps alone (one launch each way), a barrier ending each step. Its kernels sum their
+// products in VEC registers, as the products over all steps do, each load of U feeding a block
+// of rows. Forward, GATES work-items per SV VW units from j0: work-item g sums gate g's h_{s-1} U
+// for the block and stores it to `sums`, row-major; after a barrier those GATES work-items share
+// out the block's (row, vector) pairs for the gate math, which needs every gate of a unit.
+// Backward, a work-item per SV VW units sums dL/dh_s the same way (one "gate"), then runs the
+// gate math of its block. The gate math runs on VEC blocks (see ACT_FORWARD_V) and reads the sums
+// back from L1; the accumulators are indexed by constants only, so that they stay in registers.
+// A work-item holding all four LSTM gates of two rows instead (8 accumulators too, but each load
+// of U serving two rows, not eight) left LSTM(128)'s training step at 1.65x PyTorch CPU's time,
+// against 1.38x (benchmarks/RESULTS.md). The kernels return where j0 >= units, which their
+// launches never reach: without it PoCL 3.0 ran LSTM(128)'s forward loop 2.3x as long.
 
 // A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
 // such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
@@ -165,8 +173,17 @@ HELPER VEC PreviousState(__global const TYPE *per_step, __global const TYPE *ini
                              : (VEC)(0);
 }
 
-// sums[row, g * units + j0 .. + VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + VW) for the rows
-// row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step without initial
+// Where each of a step kernel's SV vectors starts in its block of `width` units: v VW, or for a
+// vector wholly past the units the block's first (its sums are computed and never stored).
+HELPER void VectorOffsets(int *offset, const int width)
+{
+    #pragma unroll
+    for (int v = 0; v < SV; v++)
+        offset[v] = v * VW < width ? v * VW : 0;
+}
+
+// sums[row, g * units + j0 .. + SV VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + SV VW) for the
+// rows row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step without initial
 // state, whose state is zeros); then a barrier, after which the work-group's sums are all there.
 HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
                               __global const TYPE *initial,    // h_0, (rows, units), read when with_initial
@@ -175,25 +192,38 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
                               const int row0, const int rows, const int s, const int steps, const int units,
                               const int j0, const int cols, const int with_initial)
 {
-    const int g = get_local_id(0), width = units - j0;
+    const int g = get_global_id(0) % GATES, width = units - j0;
     __global const TYPE *h[RB];
-    VEC acc[RB];
+    VEC acc[RB][SV];
+    int offset[SV];
+    VectorOffsets(offset, width);
     #pragma unroll
     for (int i = 0; i < RB; i++) {
         h[i] = PreviousRow(states, initial, min(row0 + i, rows - 1), s, steps, units);
-        acc[i] = (VEC)(0);
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            acc[i][v] = (VEC)(0);
     }
     __global const TYPE *w = recurrent + g * units + j0;
     for (int k = 0; k < (s || with_initial ? units : 0); k++, w += cols) {
-        const VEC u = UNITS_BLOCK(w, width);
+        VEC u[SV];
         #pragma unroll
-        for (int i = 0; i < RB; i++)
-            acc[i] += (VEC)(h[i][k]) * u;
+        for (int v = 0; v < SV; v++)
+            u[v] = UNITS_BLOCK(w + offset[v], width - offset[v]);
+        #pragma unroll
+        for (int i = 0; i < RB; i++) {
+            const VEC hk = (VEC)(h[i][k]);
+            #pragma unroll
+            for (int v = 0; v < SV; v++)
+                acc[i][v] += hk * u[v];
+        }
     }
     #pragma unroll
     for (int i = 0; i < RB; i++)
-        if (row0 + i < rows)
-            StoreBlock(acc[i], sums + (row0 + i) * cols + g * units + j0, width);
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            if (row0 + i < rows && v * VW < width)
+                StoreBlock(acc[i][v], sums + (row0 + i) * cols + g * units + j0 + v * VW, width - v * VW);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
@@ -234,7 +264,7 @@ HELPER VEC GradientFromAbove(__global const TYPE *output_gr,  // (rows, steps, u
     return state ? dh + LoadBlock(state + j0, units - j0) : dh;
 }
 
-// sums[row, j0 .. + VW) = dL/dh_s for the rows row0 .. + BB: the gradient from above plus,
+// sums[row, j0 .. + SV VW) = dL/dh_s for the rows row0 .. + RB: the gradient from above plus,
 // except at the last step, step s + 1's recurrent deltas through U: sum over c of
 // delta_rec[s + 1, c] U^T[c, j0 ..]. The deltas are read from `step_delta`, where each step also
 // writes its recurrent deltas row-major (half s % 2; see StoreStepDelta), U^T from the copy
@@ -248,25 +278,38 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
                                 const int units, const int cols, const int grads, const int capacity)
 {
     const int width = units - j0;
-    __global const TYPE *d[BB];
-    VEC dh[BB];
+    __global const TYPE *d[RB];
+    VEC dh[RB][SV];
+    int offset[SV];
+    VectorOffsets(offset, width);
     #pragma unroll
-    for (int i = 0; i < BB; i++) {
+    for (int i = 0; i < RB; i++) {
         const int row = min(row0 + i, rows - 1);
-        dh[i] = GradientFromAbove(output_gr, state_gr, row, s, j0, steps, units, grads);
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            dh[i][v] = GradientFromAbove(output_gr, state_gr, row, s, j0 + offset[v], steps, units, grads);
         d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
     }
     __global const TYPE *w = transposed + j0;
     for (int c = 0; c < (s < steps - 1 ? cols : 0); c++, w += units) {
-        const VEC u = UNITS_BLOCK(w, width);
+        VEC u[SV];
         #pragma unroll
-        for (int i = 0; i < BB; i++)
-            dh[i] += (VEC)(d[i][c]) * u;
+        for (int v = 0; v < SV; v++)
+            u[v] = UNITS_BLOCK(w + offset[v], width - offset[v]);
+        #pragma unroll
+        for (int i = 0; i < RB; i++) {
+            const VEC dc = (VEC)(d[i][c]);
+            #pragma unroll
+            for (int v = 0; v < SV; v++)
+                dh[i][v] += dc * u[v];
+        }
     }
     #pragma unroll
-    for (int i = 0; i < BB; i++)
-        if (row0 + i < rows)
-            StoreBlock(dh[i], sums + (row0 + i) * cols + j0, width);
+    for (int i = 0; i < RB; i++)
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            if (row0 + i < rows && v * VW < width)
+                StoreBlock(dh[i][v], sums + (row0 + i) * cols + j0 + v * VW, width - v * VW);
 }
 
 // The sequence form (a GPU's): one launch runs every step. Step s of batch row r needs only row
@@ -274,10 +317,11 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // over the steps alone, with a barrier between steps: work-groups never wait for each other. Its
 // work-items share a step's products by columns (a work-item per column of U, SEQ_ROWS
 // accumulators, neighbours reading neighbouring columns) and then its gate math by blocks of VW
-// units of a row. The step form's launches cost an H100 ~100 us each for LSTM(128) at batch 64
-// (a few hundred work-items, each a long chain of float8 multiply-adds), 12.3 ms a training
-// step; this form, 1.3 ms. The sums stay in `sums`, global memory the work-group alone touches,
-// which its barriers (CLK_GLOBAL_MEM_FENCE) make visible to its own work-items. The loops over
+// units of a row. A launch per step (the CPU form's kernels, as they were) cost an H100 ~100 us
+// each for LSTM(128) at batch 64 (a few hundred work-items, each a long chain of float8
+// multiply-adds), 12.3 ms a training step; this form, 1.3 ms. The sums stay in `sums`, global
+// memory the work-group alone touches, which its barriers (CLK_GLOBAL_MEM_FENCE) make visible to
+// its own work-items (in both forms). The loops over
 // U are unrolled by 8, so that a work-item has eight loads in flight: a step is latency-bound
 // (U comes from L2 at every step), and unrolling took the forward pass from 0.56 to 0.41 ms.
 

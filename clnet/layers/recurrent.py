@@ -5,18 +5,19 @@ FeedForwardRecurrentInput computes x W + b for all batch rows and time steps in 
 spare work-items also copy U transposed, for the backward pass); then the steps add h_{t-1} U and
 apply the gates, forward, and backward (from the last step) compute each step's deltas, taking
 dL/dh_t through U from the step after it; then three products over all (row, step) pairs give the
-kernel's, the recurrent kernel's and the input's gradients. The steps run in one of two forms
-(see recurrent.cl):
+kernel's, the recurrent kernel's and the input's gradients. The time loop is one launch each
+way: step t needs all of h_{t-1}, and OpenCL has no barrier across work-groups, but only the same
+batch row's h_{t-1}, so a work-group that owns a few batch rows, and all of their units, loops
+over the steps alone, with barriers between them. It runs in one of two forms (see recurrent.cl):
 
-- the step form (a CPU's): one launch per step each way, a work-item per (8 units, a few batch
-  rows) summing every gate's product for its block in vector registers, then running the gate
-  math on vectors. A training step is 2T + 3 launches (2T + 4 with its input's gradient). A
-  launch per step leaves the whole device to each step, which on 2 cores beats anything finer.
-- the sequence form (a GPU's): one launch each way for the whole sequence. Step t needs all of
-  h_{t-1}, and OpenCL has no barrier across work-groups, but only the same batch row's h_{t-1}:
-  a work-group that owns a few batch rows loops over the steps alone, with local barriers. The
+- the CPU form: a work-group per RB batch rows, a work-item per (SV VW units, gate) summing its
+  gate's product for the block in vector registers, then the gate math on vectors. A training
+  step is 5 launches (6 with its input's gradient) whatever T is. (It launched each step once
+  until 2026-11-27: on a 2-core Zen 4 the gaps between 130 launches cost 2-8 ms of a 23-30 ms
+  step; benchmarks/RESULTS.md.)
+- the sequence form (a GPU's): a work-group per batch row, a work-item per column of U. The
   weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
-  launch adds up. A training step is 6 launches (7 with the input's gradient) whatever T is.
+  launch adds up: 6 launches (7 with the input's gradient).
 
 A call may start from initial states (inputs of the call after x): the first step reads them
 where it would read zeros, and their gradient, dL/dh_0, is one more launch after the backward
@@ -34,10 +35,17 @@ from .dropout import Dropout
 
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
-# A step kernel's work-item sums VW units of one gate (forward) or of dL/dh (backward) for RB or
-# backward_rows(VW) batch rows (see recurrent.cl): 8 accumulators, which with the loads of U and h
-# fill AVX2's 16 registers.
-RM, RB = 4, 8
+RM = 4
+# A step kernel's work-item sums SV vectors of VW units of one gate (forward) or of dL/dh
+# (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads of U
+# and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before) each
+# multiply-add waited on the one before it. On a 2-core Zen 4 with pip's PoCL 3.0 the product
+# H (64, 128) U (128, 512) alone took 65 us with one vector by 8 rows, 47-51 with two by 6 (or
+# three by 4), 96 with four by 3 (which spills). LSTM(128)'s step kernels at batch 64, us a launch
+# forward / backward: pip's PoCL 111 / 95 before, 83 / 81 with two by 6; Debian's PoCL 3.1 (16
+# floats) 68 / 65 with one by 6, 64 / 65; Intel's 71 / 65, 60 / 60 (benchmarks/RESULTS.md,
+# 2026-11-27). The sequence form takes neither (SV and RB 1).
+STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
 # an H100 for LSTM(128), 64 steps, batch 64, ms per training step: one row per work-group 1.30,
@@ -58,14 +66,6 @@ def step_width(rt, dtype) -> int:
     benchmarks/RESULTS.md, 2026-11-24)."""
     itemsize = np.dtype(dtype).itemsize
     return min(16 if itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8, rt.info.widest_vector_bytes // itemsize)
-
-
-def backward_rows(vw: int) -> int:
-    """BB, the backward step's batch rows per work-item: 64 floats of accumulators. With 16-float
-    vectors, 4 rows where 8 would be 8 registers: on a 2-core Zen 5 (LSTM(128), 64 steps, batch 64)
-    Debian's PoCL 3.1 took 104 ms of backward steps over 16 training steps with 8 rows, 73 with 4;
-    Intel's runtime 38 and 48."""
-    return 64 // vw
 
 
 def _blocks(n: int, size: int) -> int:
@@ -147,9 +147,10 @@ class _Recurrent(Layer):
                  input_shape=None, whole_sequence=None):
         """`dropout`: as Keras, in fit each input feature is dropped with this probability, the same
         features at every step of a sequence (a Dropout of noise shape (None, 1, features) before
-        the input product; `seed` its seed). `whole_sequence` fixes the form of the step kernels:
-        True, one launch over every step (the sequence form), False, one launch per step; by
-        default a GPU takes the first and a CPU the second (see recurrent.cl)."""
+        the input product; `seed` its seed). `whole_sequence` fixes the form of the time loop:
+        True, the sequence form (a work-item per column of U), False, the CPU form (a work-item
+        per block of units in vector registers); by default a GPU takes the first and a CPU the
+        second (see recurrent.cl)."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if whole_sequence is not None and not isinstance(whole_sequence, bool):
@@ -231,13 +232,22 @@ class _Recurrent(Layer):
                                           name=f"{self.name}/dropout")
             self._input_dropout.build(self.input_shape, store, rng)
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
+        if not self.whole_sequence:  # the CPU form's work-group holds a work-item per block of units and gate
+            vw, limit = step_width(self.rt, self.dtype), self.rt.info.cl_device.max_work_group_size
+            items = _blocks(self.units, STEP_BLOCKS["SV"] * vw) * self.gates
+            if items > limit and self.fixed_form is False:
+                raise ValueError(f"{self.describe()} with whole_sequence=False needs work-groups of {items} "
+                                 f"work-items on {self.rt.info.name!r}, which allows {limit}: use fewer units or "
+                                 "whole_sequence=None")
+            self.whole_sequence = items > limit
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
+        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "GATES": self.gates,
-                                                        "RB": RB, "BB": backward_rows(self.vw), "SEQ_ROWS": SEQ_ROWS,
+                                                        **self.blocks, "SEQ_ROWS": SEQ_ROWS,
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
@@ -307,12 +317,7 @@ class _Recurrent(Layer):
         flops = 2.0 * rows * self.units * cols
         # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl).
         last = int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
-        if self.whole_sequence:
-            self._step_ff(*self._sequence_size(rows), *args, int(self.multi_input), last, flops=steps * flops)
-        else:
-            for s in range(steps):
-                self._step_ff(*self._step_size(rows), *args, int(self.multi_input), last if s == steps - 1 else 0, s,
-                              flops=flops)
+        self._step_ff(*self._loop_size(rows), *args, int(self.multi_input), last, flops=steps * flops)
         output = self.states if self.return_sequences else self.last
         return [output, *self._final_states()] if self.return_state else output
 
@@ -340,16 +345,12 @@ class _Recurrent(Layer):
         args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads,
                 *self._backward_flags(), self.capacity)
         flops = 2.0 * rows * self.units * cols
-        if self.whole_sequence:
-            self._step_bp(*self._sequence_size(rows), *args, flops=steps * flops)
-        else:
-            for s in reversed(range(steps)):
-                self._step_bp(*self._step_size(rows, True), *args, s, flops=flops)
+        self._step_bp(*self._loop_size(rows, True), *args, flops=steps * flops)
         self._weight_gradients(rows)
         input_grad = None
         if wanted[0]:
-            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
-                         self.n_in, steps, int(self.go_backwards), self.capacity * steps,
+            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value,
+                         self.input_grad, cols, self.n_in, steps, int(self.go_backwards), self.capacity * steps,
                          flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
@@ -412,18 +413,16 @@ class _Recurrent(Layer):
 
     _recurrent_bias = False   # GRU: a second bias row added to h U
 
-    def _step_size(self, rows: int, backward: bool = False) -> tuple:
-        """The step form's (global, local) sizes: forward, a work-group of `gates` work-items per
-        (VW units, RB batch rows); backward, a work-item per (VW units, BB rows)."""
-        if backward:
-            return (_blocks(self.units, self.vw), _blocks(rows, backward_rows(self.vw))), None
-        return (self.gates * _blocks(self.units, self.vw), _blocks(rows, RB)), (self.gates, 1)
-
-    def _sequence_size(self, rows: int) -> tuple:
-        """The sequence form's (global, local) sizes: a work-group per SEQ_ROWS batch rows, a
-        work-item per column of U (cols) up to SEQ_ITEMS, in whole warps."""
-        items = min(SEQ_ITEMS, self.rt.info.cl_device.max_work_group_size, -(-self.cols // 32) * 32)
-        return (_blocks(rows, SEQ_ROWS) * items,), (items,)
+    def _loop_size(self, rows: int, backward: bool = False) -> tuple:
+        """The time loop's (global, local) sizes. The CPU form: a work-group per RB batch rows,
+        of a work-item per (SV VW units, gate) forward and per SV VW units backward. The sequence
+        form: a work-group per SEQ_ROWS batch rows, a work-item per column of U (cols) up to
+        SEQ_ITEMS, in whole warps."""
+        if self.whole_sequence:
+            items = min(SEQ_ITEMS, self.rt.info.cl_device.max_work_group_size, -(-self.cols // 32) * 32)
+            return (_blocks(rows, SEQ_ROWS) * items,), (items,)
+        items = _blocks(self.units, self.blocks["SV"] * self.vw) * (1 if backward else self.gates)
+        return (items, _blocks(rows, self.blocks["RB"])), (items, 1)
 
     @property
     def _last(self) -> Tensor:

@@ -1,7 +1,7 @@
 // SimpleRNN: h_s = f(x_s W + b + h_{s-1} U). FeedForwardRecurrentInput (recurrent.cl) has put
 // x_s W + b in `pre`; each step adds h_{s-1} U in place, keeping z for the backward pass. The
-// activation runs on blocks of VW units of one batch row, in a launch per step (the step form)
-// or in one launch over every step (the sequence form; see recurrent.cl).
+// activation runs on blocks of VW units of one batch row, in one launch over every step (the CPU
+// form or the sequence form; see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
 HELPER void SimpleRNNForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
@@ -30,7 +30,7 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
     StoreStepDeltaBlock(step_delta, dz, row, s, j0, width, units, capacity);
 }
 
-// Both forms' arguments (the step form's kernels add the step s).
+// Both forms' arguments.
 #define SIMPLE_RNN_FORWARD_ARGS                                                                      \
     __global TYPE *pre,              /* z, (rows, steps, units) */                                   \
     __global const TYPE *recurrent,  /* U, (units, units) */                                         \
@@ -53,14 +53,21 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int grads,     \
     const int capacity
 
-__kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS, const int s)
+__kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS)
 {
-    const int j0 = get_global_id(0) / GATES * VW, row0 = get_global_id(1) * RB;
+    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, units, with_initial);
-    for (int i = get_local_id(0); i < RB && row0 + i < rows; i += GATES)
-        SimpleRNNForwardBlock(pre, sums, states, last, row0 + i, s, steps, units, j0, write_last, a, b);
+    for (int s = 0; s < steps; s++) {
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, units, with_initial);
+        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                SimpleRNNForwardBlock(pre, sums, states, last, row, s, steps, units, j, s == steps - 1 ? write_last : 0,
+                                      a, b);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
+    }
 }
 
 __kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
@@ -76,15 +83,21 @@ __kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
     }
 }
 
-__kernel void CalcHiddenGradientSimpleRNN(SIMPLE_RNN_BACKWARD_ARGS, const int s)
+__kernel void CalcHiddenGradientSimpleRNN(SIMPLE_RNN_BACKWARD_ARGS)
 {
-    const int j0 = get_global_id(0) * VW, row0 = get_global_id(1) * BB;
+    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;
     if (j0 >= units)
         return;
-    StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units,
-                        grads, capacity);
-    for (int i = 0; i < BB && row0 + i < rows; i++)
-        SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + i, s, steps, units, j0, capacity, a, b);
+    for (int s = steps - 1; s >= 0; s--) {
+        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units,
+                            grads, capacity);
+        for (int q = 0; q < RB * SV; q++) {
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;
+            if (row < rows && j < units)
+                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row, s, steps, units, j, capacity, a, b);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
+    }
 }
 
 __kernel void CalcHiddenGradientSimpleRNNSequence(SIMPLE_RNN_BACKWARD_ARGS)
