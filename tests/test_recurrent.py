@@ -110,13 +110,15 @@ def test_cpu_form_in_both_cpu_widths(rt, kind, width, monkeypatch):
 
 def test_cpu_form_needs_a_work_group_of_every_block(rt, monkeypatch):
     """The CPU form's work-group holds a work-item per (block of units, gate): a layer with more
-    than the device allows takes the sequence form by default, and says so where
-    whole_sequence=False asks for the CPU form. (Blocks of one unit make such a layer small.)"""
+    than the device allows takes the sequence form by default (a GPU's default anyway), and says
+    so where whole_sequence=False asks for the CPU form. (Blocks of one unit make such a layer
+    small.)"""
     monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: 1)
     monkeypatch.setitem(recurrent_layers.STEP_BLOCKS, "SV", 1)
     limit = rt.info.cl_device.max_work_group_size
     fits, too_many = limit // 4, limit // 4 + 1
-    assert not layer_alone(LSTM(fits, recurrent_initializer="zeros"), (2, 3), 1, np.float32).whole_sequence
+    fitting = LSTM(fits, recurrent_initializer="zeros", whole_sequence=False)
+    assert not layer_alone(fitting, (2, 3), 1, np.float32).whole_sequence
     assert layer_alone(LSTM(too_many, recurrent_initializer="zeros"), (2, 3), 1, np.float32).whole_sequence
     with pytest.raises(ValueError, match=rf"lstm.*whole_sequence=False needs work-groups of {4 * too_many} "
                                          rf"work-items .* which allows {limit}"):
