@@ -14,10 +14,10 @@
 #define RACT_DERIVATIVE CAT(RACT, _derivative)
 
 // The products over all time steps keep a block of VW columns (a VEC, one or two SIMD registers)
-// by RM rows of the result per work-item, so that each load feeds several multiply-adds; the step
-// kernels' products SV such vectors of units by RB batch rows (see recurrent.py). Columns need not
-// be a multiple of VW: the last block reads and writes only its `width` columns, and a step
-// kernel's vector wholly past them reads the block's first again and stores nothing.
+// by RM rows of the result per work-item, so that each load feeds several multiply-adds; the CPU
+// form's time loop SV such vectors of units by RB batch rows (see recurrent.py). Columns need not
+// be a multiple of VW: the last block reads and writes only its `width` columns, and a time-loop
+// vector wholly past them reads the block's first again and stores nothing.
 
 // Written for PoCL 3.0 (LLVM 14), pip's default, as dense.cl is: it defines `inline` away and calls
 // vload8 as a library function, so the helpers are forced inline (their accumulator arrays then
@@ -173,8 +173,8 @@ HELPER VEC PreviousState(__global const TYPE *per_step, __global const TYPE *ini
                              : (VEC)(0);
 }
 
-// Where each of a step kernel's SV vectors starts in its block of `width` units: v VW, or for a
-// vector wholly past the units the block's first (its sums are computed and never stored).
+// Where each of a CPU-form work-item's SV vectors starts in its block of `width` units: v VW, or
+// for a vector wholly past the units the block's first (its sums are computed and never stored).
 HELPER void VectorOffsets(int *offset, const int width)
 {
     #pragma unroll
@@ -183,8 +183,9 @@ HELPER void VectorOffsets(int *offset, const int width)
 }
 
 // sums[row, g * units + j0 .. + SV VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + SV VW) for the
-// rows row0 .. + RB, gate g = get_local_id(0)'s recurrent input (0 at the first step without initial
-// state, whose state is zeros); then a barrier, after which the work-group's sums are all there.
+// rows row0 .. + RB, gate g = get_global_id(0) % GATES's recurrent input (0 at the first step
+// without initial state, whose state is zeros); then a barrier, after which the work-group's sums
+// are all there.
 HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, steps, units)
                               __global const TYPE *initial,    // h_0, (rows, units), read when with_initial
                               __global const TYPE *recurrent,  // U, (units, cols)

@@ -36,15 +36,15 @@ from .dropout import Dropout
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
 RM = 4
-# A step kernel's work-item sums SV vectors of VW units of one gate (forward) or of dL/dh
-# (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads of U
-# and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before) each
-# multiply-add waited on the one before it. On a 2-core Zen 4 with pip's PoCL 3.0 the product
-# H (64, 128) U (128, 512) alone took 65 us with one vector by 8 rows, 47-51 with two by 6 (or
-# three by 4), 96 with four by 3 (which spills). LSTM(128)'s step kernels at batch 64, us a launch
-# forward / backward: pip's PoCL 111 / 95 before, 83 / 81 with two by 6; Debian's PoCL 3.1 (16
-# floats) 68 / 65 with one by 6, 64 / 65; Intel's 71 / 65, 60 / 60 (benchmarks/RESULTS.md,
-# 2026-11-27). The sequence form takes neither (SV and RB 1).
+# The CPU form's work-item sums, at each step, SV vectors of VW units of one gate (forward) or of
+# dL/dh (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads
+# of U and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before)
+# each multiply-add waited on the one before it. On a 2-core Zen 4 with pip's PoCL 3.0 the
+# product H (64, 128) U (128, 512) alone took 65 us with one vector by 8 rows, 47-51 with two by
+# 6 (or three by 4), 96 with four by 3 (which spills); LSTM(128)'s steps at batch 64, launched
+# one by one, us a step forward / backward: 111 / 95 before, 83 / 81 with two by 6 (Debian's
+# PoCL 3.1, 16 floats: 68 / 65 with one by 6, 64 / 65; Intel's: 71 / 65, 60 / 60;
+# benchmarks/RESULTS.md, 2026-11-27). The sequence form takes neither (SV and RB 1).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
@@ -233,8 +233,8 @@ class _Recurrent(Layer):
             self._input_dropout.build(self.input_shape, store, rng)
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
         if not self.whole_sequence:  # the CPU form's work-group holds a work-item per block of units and gate
-            vw, limit = step_width(self.rt, self.dtype), self.rt.info.cl_device.max_work_group_size
-            items = _blocks(self.units, STEP_BLOCKS["SV"] * vw) * self.gates
+            limit = self.rt.info.cl_device.max_work_group_size
+            items = _blocks(self.units, STEP_BLOCKS["SV"] * step_width(self.rt, self.dtype)) * self.gates
             if items > limit and self.fixed_form is False:
                 raise ValueError(f"{self.describe()} with whole_sequence=False needs work-groups of {items} "
                                  f"work-items on {self.rt.info.name!r}, which allows {limit}: use fewer units or "
@@ -349,8 +349,8 @@ class _Recurrent(Layer):
         self._weight_gradients(rows)
         input_grad = None
         if wanted[0]:
-            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value,
-                         self.input_grad, cols, self.n_in, steps, int(self.go_backwards), self.capacity * steps,
+            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
+                         self.n_in, steps, int(self.go_backwards), self.capacity * steps,
                          flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
