@@ -5,6 +5,7 @@ import pytest
 
 import clnet
 from clnet.layers import Activation, Dense, Flatten, Input, Softmax
+from clnet.layers.dense import usable_candidates
 
 ACTIVATIONS = {"linear": {"a": 1.3, "b": 0.2}, "sigmoid": {"a": 1.5, "b": 0.3}, "tanh": {}, "relu": {},
                "lrelu": {"a": 0.2}, "swish": {"b": 1.2}, "gelu": {}, "softplus": {}, "softmax": {}}
@@ -127,6 +128,18 @@ def test_single_output_binary(fp64):
     rng = np.random.default_rng(2)
     model = build([Input((4,)), Dense(3, "relu"), Dense(1, "sigmoid")], "binary_crossentropy")
     check_model(model, rng.normal(size=(6, 4)), rng.integers(0, 2, 6).astype(float), rng)
+
+
+def test_dense_input_gradient_forms(fp64):
+    """Each form of the input gradient the device has (the CPU form's from W's rows and, HG_T, from
+    W^T, which the launch making delta writes; the GPU's tiles), through three Dense layers of
+    sizes no multiple of a vector width."""
+    forms = {tiles.get("HG_T"): tiles for tiles in usable_candidates(clnet.runtime(), np.float64)}
+    for tiles in forms.values():
+        rng = np.random.default_rng(13)
+        model = build([Input((7,)), Dense(11, "tanh", tiles=tiles), Dense(5, "gelu", tiles=tiles),
+                       Dense(3, "softmax", tiles=tiles)], "categorical_crossentropy")
+        check_model(model, rng.normal(size=(9, 7)), targets("categorical_crossentropy", 9, 3, rng), rng)
 
 
 def test_gradients_match_float32(rt):

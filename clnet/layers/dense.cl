@@ -29,6 +29,16 @@
 #ifndef STORE_SLOPES
 #define STORE_SLOPES 0
 #endif
+// HG_T = 1 (the CPU form): the input gradient reads W^T, which CalcDeltaBias writes from this
+// step's W beside a row-major delta, and is the forward's product: rows of delta times W^T's column
+// panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
+// a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime, 2 Zen 4 cores, the
+// product's kernel alone: 2048^3 163-193 -> 198-211 GFLOP/s, 1024^3 192-209 -> 213-225 (numpy
+// 182-199), while writing W^T took about what the row panels it replaces took (1024^3: 0.9-1.2 ms
+// a step against 1.1-1.25). PoCL 3.0 (VW 8) ran it slower at 1024^3. The tuner chooses.
+#ifndef HG_T
+#define HG_T 0
+#endif
 
 #ifndef TILE
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
@@ -52,30 +62,70 @@ VEC LoadColumns(const __global TYPE *p, const int width)
     return VLOAD(0, lanes);
 }
 
+// Row m of delta, columns col.., as the input gradient reads it: row-major with HG_T (next to W^T,
+// see CalcHiddenGradient), else in row panels.
+__attribute__((always_inline))
+void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const int col, const int units_p)
+{
+#if HG_T
+    VSTORE(g, 0, delta_rows + m * units_p + col);
+#else
+    __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
+    TYPE lanes[VW];
+    VSTORE(g, 0, lanes);
+    for (int j = 0; j < VW; j++)
+        row_panel[(col + j) * VW] = lanes[j];
+#endif
+}
+
+// W's column panel p as rows p * VW.. of W^T's column panels: each row of the panel read as a
+// vector, its elements stored VW apart, down VW rows of W^T that stay in L1 while VW rows of W
+// fill them. 1-1.7 ms for W of 2048 x 2048 (16 MiB each way) on 2 Zen 4 cores, Intel's runtime,
+// as long as a VW x VW block read and written whole through a private array took. W^T's lanes
+// past n_in are never written: zeros from the allocation.
+__attribute__((always_inline))
+void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, const int p, const int n_in,
+                    const int units_p)
+{
+    for (int k = 0; k < n_in; k++) {
+        TYPE row[VW];
+        VSTORE(VLOAD(0, weights + (p * n_in + k) * VW), 0, row);
+        __global TYPE *out = weights_t + (k / VW) * units_p * VW + p * VW * VW + k % VW;
+        for (int j = 0; j < VW; j++)
+            out[j * VW] = row[j];
+    }
+}
+
+// Where the layer passes its input gradient on (`input_gradient`), delta in the input gradient's
+// layout too, and with HG_T W^T of this step's weights; the first layer's backward writes neither.
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *pre,         // z (rows, units)
                             __global TYPE *delta,             // dL/dz in column panels
-                            __global TYPE *delta_rows,        // dL/dz in row panels
+                            __global TYPE *delta_rows,        // dL/dz for the input gradient (StoreDeltaRow)
                             __global TYPE *delta_bias,        // dL/db (units_p)
+                            __global const TYPE *weights,     // W, column panels (units_p / VW, n_in, VW)
+                            __global TYPE *weights_t,         // W^T with HG_T, column panels (n_in_p / VW, units_p, VW)
                             const int rows, const int units, const int units_p, const int capacity,
-                            const TYPE a, const TYPE b, const int apply_derivative, const int panels)
+                            const TYPE a, const TYPE b, const int apply_derivative, const int panels,
+                            const int n_in, const int input_gradient)
 {
     const int first = get_global_id(0) * panels, end = min(first + panels, units_p / VW);
+#if HG_T
+    for (int p = first; p < (input_gradient ? end : first); p++)
+        TransposePanel(weights, weights_t, p, n_in, units_p);
+#endif
     for (int p = first; p < end; p++)  // summed in place, where its few panels stay in L1
         VSTORE((VEC)(0), p, delta_bias);
     for (int m = 0; m < rows; m++) {
-        __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
         for (int p = first; p < end; p++) {
             const int col = p * VW, width = min(VW, units - col), o = m * units + col;
             VEC g = LoadColumns(output_gr + o, width);
             if (apply_derivative)
                 g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
             ((__global VEC *)(delta + col * capacity))[m] = g;
-            TYPE lanes[VW];
-            VSTORE(g, 0, lanes);
-            for (int j = 0; j < VW; j++)
-                row_panel[(col + j) * VW] = lanes[j];
+            if (input_gradient)
+                StoreDeltaRow(g, delta_rows, m, col, units_p);
             VSTORE(VLOAD(p, delta_bias) + g, p, delta_bias);
         }
     }
@@ -179,7 +229,11 @@ void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel
 }
 DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4, FF_NB, FF_KB)
 DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4, DW_NB, DW_KB)
+#if HG_T
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, 4, HG_NB, HG_KB)
+#else
 DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW, HG_NB, HG_KB)
+#endif
 
 // z = x W + b, y = f(z), plus a residual r where `adding` (a linear layer's, see
 // Layer.adds_to_output); y is also stored transposed, (units, ld), for the next layer's weight
@@ -268,6 +322,42 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
                 VSTORE(acc[q][r], 0, delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW);
 }
 
+#if HG_T
+// dL/dx = delta W^T as the forward computes x W (see HG_T above): HG_NB blocks of HG_RM batch rows x
+// VW inputs per work-item.
+__kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows, units_p)
+                                 __global const TYPE *weights_t,  // W^T, column panels
+                                 __global TYPE *input_gr,         // dL/dx (rows, n_in)
+                                 const int rows, const int n_in, const int units_p)
+{
+    const int col = get_global_id(0) * VW;
+    const int row = get_global_id(1) * HG_RM * HG_NB;
+    if (col >= n_in || row >= rows)
+        return;
+    VEC acc[HG_NB][HG_RM];
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < HG_RM; r++)
+            acc[q][r] = (VEC)(0);
+    input_product_blocks(delta_rows, units_p, VW, rows, row, weights_t + col * units_p, units_p, acc);
+    const int width = min(VW, n_in - col);
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < HG_RM; r++) {
+            const int m = row + q * HG_RM + r;
+            if (m >= rows)
+                break;
+            if (width == VW) {
+                VSTORE(acc[q][r], 0, input_gr + m * n_in + col);
+            } else {
+                TYPE g[VW];
+                VSTORE(acc[q][r], 0, g);
+                for (int j = 0; j < width; j++)
+                    input_gr[m * n_in + col + j] = g[j];
+            }
+        }
+}
+#else
 // dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
 // panels) times a row panel of delta, VW batch rows wide. HG_NB blocks of HG_RM inputs x VW batch
 // rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * HG_NB inputs per
@@ -309,6 +399,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
         for (int i = 0; i < count; i++)
             input_gr[(row + r) * n_in + i0 + i] = g[i][r];
 }
+#endif
 
 #else
 // The GPU form of the same three products: a work-group of (TILE/WPT)^2 work-items computes a

@@ -10,7 +10,7 @@ from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.runtime import SM90A, BuildError
 from ..cl.tensor import Tensor
-from ..cl.tuning import best_seconds, tuned
+from ..cl.tuning import best_seconds, kernel_seconds, tuned
 from .base import Layer, check_weights
 
 
@@ -42,8 +42,9 @@ def tile_candidates(rt, dtype) -> list[dict]:
     lanes = register_bytes // itemsize
     widest = rt.info.widest_vector_bytes
     widths = [lanes * n for n in (2, 1) if 4 <= lanes * n <= 16 and lanes * n * itemsize <= widest]
-    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "WG": wg}  # the first: CLNET_TUNE=0
-            for vw in widths for depth in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)]
+    return [{"VW": vw, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, **per_kernel(depth), "HG_T": hg_t, "WG": wg}
+            for vw in widths for depth in (UNBLOCKED, K_BLOCKED) for rm in (6, 8, 4) for wg in (4, 2)
+            for hg_t in ((0, 1) if wg == 4 else (0,))]  # the first: CLNET_TUNE=0
 
 
 def tensor_core_form(rt, dtype) -> bool:
@@ -202,16 +203,20 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     3.2 -> 4.2 ms): the tall layer is measured both ways round. A CPU measures a small layer, a
     cube, and a layer whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins
     (PoCL on 2 Zen 3 cores, 512 x 2048 x 2048: 96 -> 133 GFLOP/s forward; at 256 rows it made no
-    difference, at 1024^3 PoCL 3.0 ran faster without)."""
+    difference, at 1024^3 PoCL 3.0 ran faster without). That layer has 1024 rows: at 512 the input
+    gradient's W^T (HG_T), 1-1.7 ms a step for its 16 MiB on Intel's runtime (2 Zen 4 cores), cost
+    what its product gained (21.6 -> 20.4 ms), and the tuner gave 2048^3 the form without, 8-10%
+    slower there (2026-11-27)."""
     if rt.info.is_gpu:
         return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
                 (8192, 1024, 256)]
-    return [(256, 512, 512), (1024, 1024, 1024), (512, 2048, 2048)]
+    return [(256, 512, 512), (1024, 1024, 1024), (1024, 2048, 2048)]
 
 
 def _tune(rt, dtype, candidates) -> list[dict]:
     sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
+    seconds = best_seconds if rt.info.is_gpu else kernel_seconds  # (see kernel_seconds)
     for size in sizes:
         rows, n_in, units = size
         rng = np.random.default_rng(0)
@@ -223,9 +228,9 @@ def _tune(rt, dtype, candidates) -> list[dict]:
             layer.build((n_in,), store, rng)
             store.allocate()
             layer.allocate(rows)
-            forward = best_seconds(rt, lambda: layer.forward(x, rows))
-            weight_grad = best_seconds(rt, lambda: layer.backward(grad, rows, False))
-            input_grad = best_seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
+            forward = seconds(rt, lambda: layer.forward(x, rows))
+            weight_grad = seconds(rt, lambda: layer.backward(grad, rows, False))
+            input_grad = seconds(rt, lambda: layer.backward(grad, rows, True)) - weight_grad
             times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
     # The fastest setting per (layout, size); then the layout that does best over all sizes,
     # each size counted relative to its fastest setting of any layout.
@@ -257,6 +262,7 @@ def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, flo
 
 
 BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kernel in KERNEL_PREFIXES}
+BLOCK_KEYS["HG"] += ("HG_T",)  # the input gradient's form, too (see HG_T in dense.cl)
 
 
 class Dense(Layer):
@@ -365,8 +371,15 @@ class Dense(Layer):
         self.outputs_t = Tensor((self.units, capacity), dt, rt) if written else None
         self.outputs.transposed = self.outputs_t
         self.delta = Tensor((self.panels, capacity, self.panel), dt, rt)  # dL/dz, column panels
-        if self.tiled:  # the GPU form reads the row-major delta for every product
+        # The input gradient's operands: on the GPU the row-major delta and W; on a CPU delta in
+        # row panels and W (see CalcHiddenGradient), or, with HG_T, the row-major delta and W^T.
+        self.weights_t = None
+        if self.tiled:
             self.delta_rows = self.delta
+        elif self.tiles.get("HG_T"):
+            vw = self.tiles["VW"]
+            self.delta_rows = Tensor((capacity, self.units_p), dt, rt)  # (rows, units_p)
+            self.weights_t = Tensor.zeros((-(-self.n_in // vw), self.units_p, vw), dt, rt)  # W^T, column panels
         else:
             vw = self.tiles["VW"]
             self.delta_rows = Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
@@ -542,8 +555,9 @@ class Dense(Layer):
             gpu = self.rt.info.is_gpu
             share = 1 if gpu else -(-panels // self.rt.info.compute_units)
             self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.kept, self.delta,
-                             self.delta_rows, bias_grad, rows, self.units, self.units_p, self.capacity, a, b,
-                             int(apply_derivative), share)
+                             self.delta_rows, bias_grad, self.kernel.value, self.weights_t, rows, self.units,
+                             self.units_p, self.capacity, a, b, int(apply_derivative), share, self.n_in,
+                             int(input_grad))
             self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(rows),
                                 self.delta, self.kernel.grad, rows, self.n_in, self.units_p, self.capacity, flops=flops)
         if splits > 1:
@@ -552,10 +566,12 @@ class Dense(Layer):
                              self.kernel.grad, bias_grad, splits, weights, self.units_p, beside=True)
         if not input_grad:
             return None
-        # The CPU form computes the transpose, (n_in, rows), one VW-row panel of the batch at a time.
-        columns, products = (self.n_in, rows) if self.tiled else (rows, self.n_in)
+        # The CPU form without HG_T computes the transpose, (n_in, rows), a VW-row panel of the batch at a time.
+        hg_t = self.tiles.get("HG_T")
+        columns, products = (self.n_in, rows) if self.tiled or hg_t else (rows, self.n_in)
+        weights = self.weights_t if hg_t else self.kernel.value
         self._hidden(*self._geometry("HG_RM", columns, products),
-                     grad if delta_is_grad else self.delta_rows, self.kernel.value, self.input_grad, rows,
+                     grad if delta_is_grad else self.delta_rows, weights, self.input_grad, rows,
                      self.n_in, self.units if delta_is_grad else self.units_p, *self._panel_argument, flops=flops)
         return self.input_grad
 
