@@ -34,8 +34,9 @@
 // panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
 // a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime, 2 Zen 4 cores, the
 // product's kernel alone: 2048^3 163-193 -> 198-211 GFLOP/s, 1024^3 192-209 -> 213-225 (numpy
-// 182-199), while writing W^T took about what the row panels it replaces took (1024^3: 0.9-1.2 ms
-// a step against 1.1-1.25). PoCL 3.0 (VW 8) ran it slower at 1024^3. The tuner chooses.
+// 164-199), while writing W^T took about what the row panels it replaces took (1024^3: 0.9-1.2 ms
+// a step against 1.1-1.25). PoCL 3.0 (VW 8) ran it slower at 1024^3 (81-127 against 109-131,
+// wall clock). The tuner chooses.
 #ifndef HG_T
 #define HG_T 0
 #endif
