@@ -1,11 +1,19 @@
 import os
 import subprocess
 import sys
+from itertools import combinations
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("CLNET_QUIET", "1")
+# The products' tuner measures every candidate at three sizes the first time a device meets a
+# dtype: minutes of compiling and timing on a 2-core CPU, which would land in whichever test comes
+# first. The tests take the first candidate instead (results already cached are still used), set
+# here so that the processes the tests start inherit it. Every candidate is checked for
+# correctness by test_kernels' candidate tests, and the real sweep is a slow test of its own
+# (test_profiling_and_tuning).
+os.environ.setdefault("CLNET_TUNE", "0")
 
 import clnet  # noqa: E402
 
@@ -49,6 +57,44 @@ def two_devices_env() -> tuple[dict, tuple[int, int]]:
         if len(usable) >= 2:
             return env, (usable[0], usable[1])
     raise AssertionError(f"no two OpenCL devices that build kernels, even with POCL_DEVICES: {usable}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects what is marked here
+def pytest_collection_modifyitems(config, items):
+    """The quick suite (the README's test command) runs each parametrized test on a pairwise cover
+    of its cases: every value of every parameter together with every value of every other at least
+    once (all layer kinds in both dtypes, every form with every direction, ...); the rest of its
+    cross product is marked slow, and CI runs it (`pytest -m slow`). The cover is chosen greedily,
+    the case that covers most pairs not yet covered first, ties in collection order, so that every
+    process (xdist's workers) picks the same cases."""
+    groups: dict[tuple, list] = {}
+    for item in items:
+        if getattr(item, "callspec", None) is not None and not item.get_closest_marker("slow"):
+            groups.setdefault((item.path, item.originalname), []).append(item)
+    for group in groups.values():
+        pairs = [_value_pairs(item) for item in group]
+        uncovered, chosen = set().union(*pairs), set()
+        while uncovered:
+            best = max(range(len(group)), key=lambda i: len(pairs[i] & uncovered))
+            uncovered -= pairs[best]
+            chosen.add(best)
+        for i, item in enumerate(group):
+            if i not in chosen:
+                item.add_marker("slow")
+
+
+def _value_pairs(item) -> set:
+    """A case's values, two at a time (one, where it has one): a value per parametrize mark (its
+    argnames together) or parametrized fixture, by repr, as some (arrays, dicts) do not hash."""
+    params, axes = item.callspec.params, {}
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0]
+        names = tuple(n.strip() for n in names.split(",")) if isinstance(names, str) else tuple(names)
+        axes[names] = repr([params[n] for n in names])
+    for name in set(params) - {n for names in axes for n in names}:
+        axes[(name,)] = repr(params[name])
+    values = sorted(axes.items())
+    return {tuple(pair) for pair in combinations(values, 2)} if len(values) > 1 else {tuple(values)}
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 
 import clnet
 from clnet.cl import tuning
@@ -31,7 +32,13 @@ def test_profile_counts_every_kernel():
     assert not clnet.runtime().profiling
 
 
-def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch):
+@pytest.fixture
+def tuner_on(monkeypatch):
+    """The tuner as a user meets it: the suite turns it off (conftest.py)."""
+    monkeypatch.delenv("CLNET_TUNE", raising=False)
+
+
+def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch, tuner_on):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tuning, "_memory", {})
     rt = clnet.runtime()
@@ -47,7 +54,7 @@ def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch):
     assert measured == [1]
 
 
-def test_a_layer_takes_the_choice_for_the_nearest_tuned_size(tmp_path, monkeypatch):
+def test_a_layer_takes_the_choice_for_the_nearest_tuned_size(tmp_path, monkeypatch, tuner_on):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tuning, "_memory", {})
     rt = clnet.runtime()
@@ -77,6 +84,7 @@ def test_tuning_can_be_skipped(tmp_path, monkeypatch):
     assert not (tmp_path / "tuning.json").exists()
 
 
+@pytest.mark.slow  # every candidate built and timed at three sizes: minutes on two cores
 def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     rt = clnet.runtime()
