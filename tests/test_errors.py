@@ -73,10 +73,19 @@ def test_non_finite_inputs(model, value):
         model.fit(X, y)
 
 
-@pytest.mark.parametrize("x", [np.array([["a"] * 4] * 10), np.zeros((10, 4), dtype=object), np.zeros((10, 4), bool)])
+@pytest.mark.parametrize("x", [np.array([["a"] * 4] * 10), np.zeros((10, 4), dtype=object)])
 def test_non_numeric_dtypes(model, x):
     with pytest.raises(TypeError, match="x must hold integers or floats, got dtype"):
         model.fit(x, Y)
+
+
+def test_boolean_arrays_are_zeros_and_ones(model):
+    """As in Keras, boolean inputs and one-hot targets read as 0/1."""
+    x = X > 0
+    one_hot = np.eye(3, dtype=bool)[Y]
+    assert model.evaluate(x, one_hot) == model.evaluate(x.astype(np.float64), one_hot.astype(np.float64))
+    model.fit(x, one_hot, epochs=1, verbose=0)
+    np.testing.assert_array_equal(model.predict(x), model.predict(x.astype(np.float64)))
 
 
 @pytest.mark.parametrize("batch_size,error", [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])

@@ -56,12 +56,15 @@ class Loss:
 
 
 def as_numeric(array, argument: str) -> np.ndarray:
-    """An ndarray of numbers, all finite, or a TypeError/ValueError naming the argument."""
+    """An ndarray of numbers, all finite, or a TypeError/ValueError naming the argument.
+    A boolean array comes back as uint8 0/1, as Keras reads a boolean input or target."""
     try:
         array = np.asarray(array)
     except Exception as error:
         raise TypeError(f"{argument} must be an array of numbers, got {type(array).__name__}: {error}") from None
-    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+    if array.dtype == bool:
+        return array.astype(np.uint8)  # a copy of the same size; no NaN to look for
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
         raise TypeError(f"{argument} must hold integers or floats, got dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.floating):
         bad = ~np.isfinite(array)
