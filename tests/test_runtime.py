@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 import clnet
@@ -38,7 +39,26 @@ def test_one_build_per_options(rt):
     assert rt.builds == builds + 2
 
 
+def test_a_runtime_that_caches_programs_is_left_to_it(rt, tmp_path, monkeypatch):
+    """PoCL keeps its builds (unless POCL_KERNEL_CACHE=0): clnet stores no copy, and never asks
+    for the binary, which would compile every kernel of the program (here on any device, made to
+    look so)."""
+    pocl = "PoCL" in rt.info.platform_version
+    assert rt.info.caches_programs == pocl
+    monkeypatch.setenv("POCL_KERNEL_CACHE", "0")
+    assert not rt.info.caches_programs
+    monkeypatch.setattr(DeviceInfo, "caches_programs", property(lambda info: True))
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(Runtime, "_store_binary", lambda *a: pytest.fail("stored a binary the runtime keeps"))
+    monkeypatch.setattr(Runtime, "_cached_binary", lambda *a: pytest.fail("looked for a binary the runtime keeps"))
+    defines = {"ACT": "swish", "ACT_KERNEL": "Swish", "RUNTIME_CACHE_TEST": 1}
+    program = Runtime(rt.info).program(("activations/swish.cl", "activations/elementwise.cl"), np.float32, defines)
+    assert program.get_info(cl.program_info.NUM_KERNELS) > 0 and not (tmp_path / "programs").exists()
+
+
 def test_compiled_programs_are_cached_on_disk(rt, tmp_path, monkeypatch):
+    """On a runtime that keeps no cache of its own (this one is made to look so)."""
+    monkeypatch.setattr(DeviceInfo, "caches_programs", property(lambda info: False))
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     sources = ("activations/swish.cl", "activations/elementwise.cl")
     defines = {"ACT": "swish", "ACT_KERNEL": "Swish", "DISK_CACHE_TEST": 1}

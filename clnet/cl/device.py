@@ -84,6 +84,15 @@ class DeviceInfo:
         return self._compute_capability >= (3, 0)
 
     @property
+    def caches_programs(self) -> bool:
+        """Whether the runtime keeps the programs it builds in a cache of its own, keyed by their
+        source and options, so that a second process's build is a cache read and clnet keeps no
+        copy (Runtime.program). PoCL does, unless POCL_KERNEL_CACHE=0; and there, asking for a
+        program's binary would compile the generic form of every kernel in it, launched or not,
+        which costs more than the build itself (benchmarks/RESULTS.md, the test suite's time)."""
+        return "PoCL" in self.platform_version and os.environ.get("POCL_KERNEL_CACHE") != "0"
+
+    @property
     def builds_without_avx512(self) -> bool:
         """Whether this is pip's PoCL 3.0 on an AMD CPU of family 19h with AVX-512 (Zen 4): its LLVM
         14 compiles for "znver3", which has no AVX-512, yet PoCL links the kernel library it built

@@ -204,7 +204,8 @@ class Runtime:
                 # Clang's notes (e.g. that float16 without AVX-512 changes the ABI of helper
                 # functions) are not errors; a failed build raises with its log below.
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                program = self._cached_binary(text, flags) or self._build(text, flags, sources)
+                program = ((None if self.info.caches_programs else self._cached_binary(text, flags))
+                           or self._build(text, flags, sources))
             self._programs[key] = program
         return program
 
@@ -219,6 +220,8 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
+        if self.info.caches_programs and f"-D{SM90A}=1" not in flags:
+            return program  # the runtime keeps it (DeviceInfo.caches_programs)
         try:  # the first device's (a shared context's devices are alike: DataParallel)
             binary = program.binaries[0]
         except cl.Error:  # a runtime that gives no binaries: nothing to uncover, nothing to cache
@@ -247,7 +250,8 @@ class Runtime:
                              f"as sm_90a PTX (the wgmma form) failed:\n{error}") from None
 
     # Compiled programs are kept in $CLNET_CACHE_DIR/programs, keyed by everything that shapes
-    # the binary, so a second process skips the compiler (seconds on PoCL for the dense kernels).
+    # the binary, so a second process skips the compiler, on runtimes that keep no cache of their
+    # own (DeviceInfo.caches_programs).
     def _binary_path(self, text: str, flags: list[str]) -> Path:
         from .. import __version__
         info = self.info
