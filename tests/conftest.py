@@ -1,7 +1,6 @@
 import os
 import subprocess
 import sys
-from itertools import combinations
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ os.environ.setdefault("CLNET_QUIET", "1")
 os.environ.setdefault("CLNET_TUNE", "0")
 
 import clnet  # noqa: E402
+from reference import pairwise_cover  # noqa: E402
 
 
 def pytest_sessionstart(session):
@@ -62,39 +62,32 @@ def two_devices_env() -> tuple[dict, tuple[int, int]]:
 @pytest.hookimpl(tryfirst=True)  # before -m deselects what is marked here
 def pytest_collection_modifyitems(config, items):
     """The quick suite (the README's test command) runs each parametrized test on a pairwise cover
-    of its cases: every value of every parameter together with every value of every other at least
-    once (all layer kinds in both dtypes, every form with every direction, ...); the rest of its
-    cross product is marked slow, and CI runs it (`pytest -m slow`). The cover is chosen greedily,
-    the case that covers most pairs not yet covered first, ties in collection order, so that every
-    process (xdist's workers) picks the same cases."""
+    of its cases (reference.pairwise_cover): every value of every parameter together with every
+    value of every other at least once (every layer kind in both dtypes, every form with every
+    direction, ...); the rest of its cross product is marked slow, and CI runs it (`pytest -m
+    slow`). A parametrize mark's argnames count as one parameter, as do a parametrized fixture's."""
     groups: dict[tuple, list] = {}
     for item in items:
         if getattr(item, "callspec", None) is not None and not item.get_closest_marker("slow"):
             groups.setdefault((item.path, item.originalname), []).append(item)
     for group in groups.values():
-        pairs = [_value_pairs(item) for item in group]
-        uncovered, chosen = set().union(*pairs), set()
-        while uncovered:
-            best = max(range(len(group)), key=lambda i: len(pairs[i] & uncovered))
-            uncovered -= pairs[best]
-            chosen.add(best)
+        chosen = set(pairwise_cover([_parameters(item) for item in group]))
         for i, item in enumerate(group):
             if i not in chosen:
                 item.add_marker("slow")
 
 
-def _value_pairs(item) -> set:
-    """A case's values, two at a time (one, where it has one): a value per parametrize mark (its
-    argnames together) or parametrized fixture, by repr, as some (arrays, dicts) do not hash."""
-    params, axes = item.callspec.params, {}
+def _parameters(item) -> dict:
+    """A case's value of each parameter: of each parametrize mark (its argnames together) and of
+    each parametrized fixture."""
+    params, values = item.callspec.params, {}
     for mark in item.iter_markers("parametrize"):
         names = mark.args[0]
         names = tuple(n.strip() for n in names.split(",")) if isinstance(names, str) else tuple(names)
-        axes[names] = repr([params[n] for n in names])
-    for name in set(params) - {n for names in axes for n in names}:
-        axes[(name,)] = repr(params[name])
-    values = sorted(axes.items())
-    return {tuple(pair) for pair in combinations(values, 2)} if len(values) > 1 else {tuple(values)}
+        values[names] = [params[n] for n in names]
+    for name in set(params) - {n for names in values for n in names}:
+        values[(name,)] = params[name]
+    return values
 
 
 @pytest.fixture(scope="session")

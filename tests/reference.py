@@ -1,5 +1,6 @@
 """numpy references for every kernel: the formulas the OpenCL code must reproduce."""
 import math
+from itertools import combinations
 
 import numpy as np
 
@@ -479,3 +480,23 @@ def multi_head_attention(query, value, key, weights, num_heads, mask=None, causa
     dropped = probabilities if keep is None else dropout(probabilities, keep, rate)
     context = np.einsum("bhts,bshk->bthk", dropped, v)
     return np.einsum("bthk,hko->bto", context, wo) + bo, probabilities
+
+
+def pairwise_cover(cases: list[dict]) -> list[int]:
+    """The indices of a few of `cases` (dicts of the same keys) among which every value of every
+    key meets every value of every other key at least once (where there is one key, every value
+    appears): greedily, the case covering most pairs not yet covered first, ties to the earlier,
+    so that every process picks the same. Values are compared by repr, as some (arrays, dicts) do
+    not hash."""
+    pairs = [_value_pairs(case) for case in cases]
+    uncovered, chosen = set().union(*pairs), []
+    while uncovered:
+        best = max(range(len(cases)), key=lambda i: len(pairs[i] & uncovered))
+        uncovered -= pairs[best]
+        chosen.append(best)
+    return sorted(chosen)
+
+
+def _value_pairs(case: dict) -> set:
+    values = sorted((key, repr(value)) for key, value in case.items())
+    return set(combinations(values, 2)) if len(values) > 1 else set(values)

@@ -8,8 +8,8 @@ from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Conv2D, Dense, MultiHeadAttention
-from clnet.layers.dense import on_tensor_cores, usable_candidates
-from reference import ACTIVATIONS, accuracy, loss_and_grad, softmax, softmax_backward
+from clnet.layers.dense import on_tensor_cores, tile_candidates, usable_candidates
+from reference import ACTIVATIONS, accuracy, loss_and_grad, pairwise_cover, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
 F32 = np.float32
@@ -100,14 +100,20 @@ def test_dense_kernels(rt, rng, rows, n_in, units, name):
 
 @pytest.mark.parametrize("rows,n_in,units", [(1, 3, 5), (13, 129, 17), (129, 5, 127), (64, 32, 48)])
 @pytest.mark.parametrize("dtype", [F32, np.float64])
-def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units):
-    """Whatever the autotuner picks on whatever device, the products are right at awkward sizes."""
+@pytest.mark.parametrize("which", ["a pairwise cover", pytest.param("every one", marks=pytest.mark.slow)])
+def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units, which):
+    """Whatever the autotuner picks on whatever device, the products are right at awkward sizes:
+    in the quick suite, candidates among which every setting (vector width, blocks, K-blocking,
+    input-gradient form, work-group) meets every other; all of them in the slow one."""
     x = rng.normal(size=(rows, n_in)).astype(dtype)
     dy = rng.normal(size=(rows, units)).astype(dtype)
     # The GPU's local-memory tiles run here too (small ones, for speed), so CI checks them; at
     # 64x32x48 every slice is whole and aligned, so the TYPE4 staging paths run.
     tiled = [{"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}, {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}]
-    for tiles in usable_candidates(rt, dtype) + tiled:
+    candidates = tile_candidates(rt, dtype)
+    if which != "every one":
+        candidates = [candidates[i] for i in pairwise_cover(candidates)]
+    for tiles in usable_candidates(rt, dtype, candidates) + tiled:
         lrelu_layer_matches_numpy(rt, rng, x, dy, tiles)
 
 
@@ -248,7 +254,7 @@ def test_dense_writes_its_transpose_where_the_model_says(rt, rng, form):
     CPU form's weight gradient above reads it, with the same launches every step; a Dense not told
     so writes none, and the layer above transposes y itself, one launch more every step. The GPU
     form's weight gradient reads y itself: it reads no y^T, and transposes nothing."""
-    tiles = usable_candidates(rt, F32)[0] if form == "blocks" else {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
+    tiles = tile_candidates(rt, F32)[0] if form == "blocks" else {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
     rows, n_in, hidden, units = 13, 9, 17, 5
     launches = {}
     for told in (True, False):
@@ -283,7 +289,7 @@ def test_dense_keeps_what_its_derivative_needs(rt, rng, name):
     rows, n_in, units = 13, 129, 17
     x = rng.normal(size=(rows, n_in)).astype(F32)
     dy = rng.normal(size=(rows, units)).astype(F32)
-    for tiles in [usable_candidates(rt, F32)[0], {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}]:
+    for tiles in [tile_candidates(rt, F32)[0], {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}]:
         layer = dense_layer(rt, rng, n_in, units, act, F32, rows, tiles=tiles)
         w, bias = [v.astype(np.float64) for v in layer.get_weights()]
         z = x.astype(np.float64) @ w + bias
@@ -312,7 +318,7 @@ def test_dense_gelu_accuracy(rt, dtype):
     rows = len(x)
     store = ParameterStore(rt, dtype)
     # Not the tensor-core form, which keeps 22 of x's 24 bits (test_tensor_core_form_keeps_22_bits).
-    tiles = next(t for t in usable_candidates(rt, dtype) if not on_tensor_cores(t))
+    tiles = next(t for t in tile_candidates(rt, dtype) if not on_tensor_cores(t))
     layer = Dense(1, "gelu", name="d", tiles=tiles)
     layer.build((1,), store, np.random.default_rng(0))
     store.allocate()

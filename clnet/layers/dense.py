@@ -136,11 +136,11 @@ def stores_slopes(activation, tiles: dict) -> bool:
     return "TILE" in tiles and activation.elementwise and stores_pre(activation)
 
 
-def usable_candidates(rt, dtype) -> list[dict]:
-    """The candidates whose programs build on this device."""
+def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[dict]:
+    """The candidates (by default every one of tile_candidates) whose programs build on this device."""
     usable = []
     relu = activations.get("relu")
-    for tiles in tile_candidates(rt, dtype):
+    for tiles in tile_candidates(rt, dtype) if candidates is None else candidates:
         try:
             dense_program(rt, dtype, relu, tiles)
         except BuildError:
