@@ -24,13 +24,13 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import clnet
-from clnet.activations import Activation as ActivationFunction, ReLU
+from clnet.activations import Activation as ActivationFunction, ReLU as ReLUFunction
 from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, BatchNormalization, Concatenate, Conv1D,
                           Embedding, PositionEmbedding,
                           Conv2D, Dense, Dropout, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D,
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Layer, LayerNormalization, LocallyConnected1D,
                           MaxPooling1D, MaxPooling2D, MultiHeadAttention, Multiply, Reshape, Softmax, ZeroPadding2D,
-                          SimpleRNN, LSTM, GRU, Bidirectional)
+                          SimpleRNN, LSTM, GRU, Bidirectional, ELU, LeakyReLU, Permute, ReLU, RepeatVector)
 from clnet.onnx.importer import SUPPORTED_OPS
 
 DATA = Path(__file__).parent / "data"
@@ -42,10 +42,10 @@ def assert_close(got, want, rtol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
-# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Conv, AveragePool, RNN, LSTM and GRU;
+# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Elu, Conv, AveragePool, RNN, LSTM and GRU;
 # float64 files that use them are run by onnx's own reference evaluator, which implements every op of the standard,
 # with its Erf (computed in float32 by onnx 1.23's evaluator) replaced by a double one.
-NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Erf", "Softplus", "RNN", "LSTM", "GRU"}
+NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Elu", "Erf", "Softplus", "RNN", "LSTM", "GRU"}
 
 
 def run_onnx(path, x):
@@ -91,7 +91,9 @@ def check_file(model, path, rng, dtype):
 
 def structure(model):
     """Each layer's class and config but its name, as the ONNX file keeps them: Activation("softmax")
-    is a Softmax layer; an identity Activation and Dropout, which export to nothing, are left out;
+    is a Softmax layer, Activation("relu") a ReLU, Activation("lrelu", a) a LeakyReLU(a) (a >= 0),
+    Activation("elu", a) an ELU(a) (the layers the importer makes of a standalone activation); an
+    identity Activation and Dropout, which export to nothing, are left out;
     a Reshape's target shape has its -1 worked out; BatchNormalization always has a scale and a
     shift (the op's), and a float64 one's epsilon is in its variance (see weights); a
     PositionEmbedding's table has the rows its input's length uses."""
@@ -102,7 +104,12 @@ def structure(model):
         if kind == "Dropout" or kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
             continue
         if kind == "Activation" and config == {"activation": "softmax"}:
-            kind, config = "Softmax", {}
+            kind, config = "Softmax", {"axis": -1}
+        if kind == "Activation" and (config["activation"] in ("relu", "elu") or
+                                     config["activation"] == "lrelu" and config["a"] >= 0):
+            kind, config = {"relu": ("ReLU", {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}),
+                            "lrelu": ("LeakyReLU", {"negative_slope": config.get("a")}),
+                            "elu": ("ELU", {"alpha": config.get("a")})}[config["activation"]]
         if kind == "Reshape":
             config["target_shape"] = list(layer.output_shape)
         if kind == "BatchNormalization":
@@ -146,8 +153,9 @@ LAYER_EXAMPLES = {
     "Input": ((3, 5), lambda: []),
     "Flatten": ((2, 3, 5), lambda: [Flatten()]),
     "Dense": ((7,), lambda: [Dense(5, "tanh"), Dense(4, use_bias=False)]),
-    "Activation": ((3, 5), lambda: [Activation("lrelu", a=0.2)]),
-    "Softmax": ((3, 5), lambda: [Softmax()]),   # along the last axis of a rank-3 tensor
+    # A standalone Activation("lrelu") loads as a LeakyReLU layer (see structure); tanh has none.
+    "Activation": ((3, 5), lambda: [Activation("lrelu", a=0.2), Activation("tanh")]),
+    "Softmax": ((3, 5), lambda: [Softmax(), Softmax(axis=1)]),   # along the last axis of a rank-3 tensor, then axis 1
     "Dropout": ((3, 5), lambda: [Dropout(0.5, noise_shape=(None, 1, 5)), Flatten(), Dense(4, "tanh")]),
     # Weights are drawn anew after build (see test_layer_exports): moving statistics, gamma and
     # beta far from 0 and 1, so that the inference form is not the identity.
@@ -178,6 +186,15 @@ LAYER_EXAMPLES = {
     "GlobalAveragePooling1D": ((9, 5), lambda: [GlobalAveragePooling1D()]),
     "Reshape": ((6, 5), lambda: [Reshape((3, -1)), Reshape((5, 2, 3)), GlobalAveragePooling2D()]),
     "ZeroPadding2D": ((3, 5, 3), lambda: [ZeroPadding2D(((1, 2), (0, 3))), ZeroPadding2D(1), MaxPooling2D(3)]),
+    # Unsqueeze + Tile, read back as one RepeatVector; Transpose, read back as a Permute where a
+    # layer (the Dense) or the output needs the transposed tensor.
+    "RepeatVector": ((5,), lambda: [Dense(4), RepeatVector(3), Dense(2, "tanh")]),
+    "Permute": ((3, 4, 5), lambda: [Permute((3, 1, 2)), Dense(2, "tanh"), Permute((2, 1, 3))]),
+    # Clip(0, max_value), Relu, the general Where form (Clip first: onnxruntime 1.32's Relu -> Clip
+    # fusion fails on doubles); LeakyRelu (float64: PRelu); Elu standalone and fused into a Dense.
+    "ReLU": ((3, 5), lambda: [ReLU(max_value=1.5), ReLU(), ReLU(0.4, negative_slope=0.2, threshold=0.1)]),
+    "LeakyReLU": ((3, 5), lambda: [LeakyReLU(), LeakyReLU(0.05)]),
+    "ELU": ((3, 5), lambda: [ELU(), Dense(4, "elu"), ELU(0.5)]),
     # Gather of the table, then Dense on (time, features): MatMul + Add, and MatMul alone.
     "Embedding": ((5,), lambda: [Embedding(11, 4), Dense(5, "tanh"), Dense(3, use_bias=False)]),
     # Slice of the table's first 3 of 6 rows, expanded to the input's shape.
@@ -204,7 +221,7 @@ LAYER_EXAMPLES = {
 # Every activation, with its defaults and with other parameters.
 ACTIVATIONS = [("linear", {}), ("linear", {"a": 0.5, "b": -0.25}), ("sigmoid", {}), ("sigmoid", {"a": 2.0, "b": 0.5}),
                ("tanh", {}), ("relu", {}), ("lrelu", {}), ("lrelu", {"a": 0.1}), ("swish", {}), ("swish", {"b": 1.5}),
-               ("gelu", {}), ("softplus", {}), ("softmax", {})]
+               ("gelu", {}), ("softplus", {}), ("elu", {}), ("elu", {"a": 0.5}), ("softmax", {})]
 
 
 def test_every_layer_class_has_an_export_and_a_test():
@@ -906,7 +923,7 @@ def test_import_patterns(tmp_path, rng):
     model = clnet.onnx.load(path)
     layers = [(type(l).__name__, l.get_config().get("activation")) for l in model.layers]
     assert layers == [("Flatten", None), ("Dense", {"name": "sigmoid", "a": 2.0, "b": 0.5}),
-                      ("Dense", {"name": "linear", "a": 0.25, "b": 0.25}), ("Activation", "relu"),
+                      ("Dense", {"name": "linear", "a": 0.25, "b": 0.25}), ("ReLU", None),
                       ("Activation", "swish"), ("Softmax", None)]
     assert model.layers[4].activation.b == 1.5
     x = f(7, 2, 3)
@@ -962,7 +979,7 @@ def test_import_float64_graph(rng):
     (helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="c"), {},
      r"ONNX node c \(Cast\): it casts to float64; clnet computes in the graph input's float type throughout"),
     (helper.make_node("Softmax", ["x"], ["y"], axis=0, name="sm"), {},
-     r"ONNX node sm \(Softmax\): axis=0 on a tensor of rank 2; clnet's softmax normalises along the last axis"),
+     r"ONNX node sm \(Softmax\): axis=0 on a tensor of rank 2; clnet's softmax normalises along one sample axis"),
     (helper.make_node("Gemm", ["x", "w"], ["y"], transA=1, name="g"), {"w": np.ones((3, 3), np.float32)},
      r"ONNX node g \(Gemm\): clnet reads Gemm\(x, W, C\) with x a computed tensor, not transposed"),
     (helper.make_node("Mul", ["x", "w"], ["y"], name="m"), {"w": np.ones(3, np.float32)},
@@ -984,14 +1001,14 @@ def test_import_errors(node, constants, message):
 
 
 def test_import_fork_and_merge(rng):
-    """A tensor read by two nodes and merged again: a functional Model of two Activation layers
-    and an Add, which computes what onnxruntime computes."""
+    """A tensor read by two nodes and merged again: a functional Model of a ReLU, an Activation
+    layer and an Add, which computes what onnxruntime computes."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
              helper.make_node("Add", ["r", "t"], ["y"], name="add")]
     proto = graph_model(nodes, {}, (3,), (3,))
     model = clnet.onnx.load(proto)
     assert type(model) is clnet.Model
-    assert sorted(type(layer).__name__ for layer in model.layers) == ["Activation", "Activation", "Add", "Input"]
+    assert sorted(type(layer).__name__ for layer in model.layers) == ["Activation", "Add", "Input", "ReLU"]
     x = rng.normal(size=(5, 3)).astype(np.float32)
     assert_close(model.predict(x), np.maximum(x, 0) + np.tanh(x), 1e-6)
 
@@ -1069,9 +1086,6 @@ def test_import_conv1d_and_sequence_ops(tmp_path, rng):
      r"ONNX node mp \(MaxPool\): pads=\[1, 1, 1, 1\]; clnet's max pools pad only as Keras's 'same'"),
     ([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], name="dil")], {},
      r"ONNX node dil \(MaxPool\): dilations=\[2, 2\]; clnet's pooling layers have no dilation"),
-    ([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1], name="c")],
-     {"w": np.ones((2, 2, 1, 1), np.float32)},
-     r"the graph's output needs its input as clnet holds it transposed; clnet has no Transpose layer"),
     ([helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=2, name="ln")], {"g": np.ones((4, 4), np.float32)},
      r"ONNX node ln \(LayerNormalization\): axis=2 normalises axes \[2, 3\] of \(None, 2, 4, 4\) together; clnet's "
      r"LayerNormalization normalises one axis"),
@@ -1181,7 +1195,7 @@ def test_export_errors(tmp_path):
 
 def test_op_missing_from_opset(tmp_path):
     """A layer whose op is newer than the opset asked for is named in the error."""
-    class Gelu(ReLU):
+    class Gelu(ReLUFunction):
         name = ""  # not registered
 
         def to_onnx(self, graph, x):

@@ -7,6 +7,7 @@ from .relu import ReLU, LReLU
 from .swish import Swish
 from .gelu import GELU
 from .softplus import Softplus
+from .elu import ELU
 from .softmax import Softmax
 
-__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "GELU", "Softplus", "Softmax"]
+__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "GELU", "Softplus", "ELU", "Softmax"]

@@ -14,6 +14,9 @@ from .pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D
                       GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
 from .reshape import Reshape
 from .zero_padding import ZeroPadding2D
+from .repeat_vector import RepeatVector
+from .permute import Permute
+from .relu import ELU, LeakyReLU, ReLU
 from .embedding import Embedding
 from .position_embedding import PositionEmbedding
 from .simple_rnn import SimpleRNN
@@ -26,5 +29,6 @@ __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
+           "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
            "MultiHeadAttention"]

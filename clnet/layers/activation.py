@@ -81,8 +81,59 @@ class Activation(Layer):
 
 
 class Softmax(Activation):
-    def __init__(self, name=None, input_shape=None):
+    """Softmax along `axis`, as Keras's layer: the last by default, or any sample axis, counted as
+    Keras counts them (the batch is axis 0). Along the last it runs the "softmax" activation's row
+    kernels, which a cross-entropy loss may take over; along another, SoftMaxAxis* (softmax.cl)."""
+
+    def __init__(self, axis=-1, name=None, input_shape=None):
         super().__init__("softmax", name, input_shape)
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis == 0:
+            raise ValueError(f"Softmax {name!r}: axis must be a nonzero integer, one axis of the samples (0 is the "
+                             f"batch), got {axis!r}")
+        self.axis = int(axis)
+
+    def compute_output_shape(self, input_shape):
+        if not -len(input_shape) <= self.axis <= len(input_shape):
+            raise ValueError(f"Softmax {self.name!r}: axis {self.axis} is not a sample axis of inputs of shape "
+                             f"{(None, *input_shape)}")
+        return tuple(input_shape)
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        along = self.axis - 1 if self.axis > 0 else len(shape) + self.axis
+        self.cols, self.inner = shape[along], int(np.prod(shape[along + 1:]))
+        if self.inner > 1:
+            self.output_activation = None  # a loss takes over a softmax along the last axis only
+        return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        if self.inner > 1:
+            self._forward = self.rt.kernel(self.program, "SoftMaxAxisActivation", self.dtype)
+            self._derivative = self.rt.kernel(self.program, "SoftMaxAxisDerivative", self.dtype)
+
+    def _columns(self, rows) -> tuple[int, tuple[int]]:
+        columns = rows * self.width // self.cols
+        return columns, (-(-columns // 64) * 64,)
+
+    def forward(self, x, rows):
+        if self.inner == 1:
+            return super().forward(x, rows)
+        self.x = x
+        columns, size = self._columns(rows)
+        self._forward(size, None, x, self.outputs, self.cols, self.inner, columns)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        if self.inner == 1:
+            return super().backward(grad, rows, input_grad, activation_done)
+        columns, size = self._columns(rows)
+        self._derivative(size, None, self.outputs, grad, self.input_grad, self.cols, self.inner, columns)
+        return self.input_grad
+
+    def to_onnx(self, graph, inputs):
+        graph.require_opset(13, "Softmax normalising along one axis alone")
+        return [graph.op("Softmax", inputs[0], axis=self.axis)]
 
     def get_config(self):
-        return Layer.get_config(self)
+        return {**Layer.get_config(self), "axis": self.axis}

@@ -64,7 +64,10 @@ dynamo exporters) and Keras's:
     MatMul(kernel), Transpose(1, 0, 2) [, Add(bias)] (clnet's)    -> LocallyConnected1D
     Add or Sum, Mul, Concat of computed tensors                     -> Add, Multiply, Concatenate
     Relu, Tanh, Sigmoid, LeakyRelu, PRelu (scalar slope),
-    Softplus, Softmax, Gelu (exact)                                -> that activation
+    Softplus, Softmax, Gelu (exact), Elu                           -> that activation
+    Clip(x, 0, max)                                                -> ReLU(max_value=max)
+    Where(Greater(x, t), x or Min(x, max), Mul(Sub(x, t), slope))  -> ReLU(max, slope, t) (clnet's)
+    Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)   -> RepeatVector(n)
     Mul, Add, Sub, Div by a scalar constant                        -> Linear(a, b), or folded into
                                                                       the Linear or Sigmoid(a, b)
                                                                       before it
@@ -72,12 +75,16 @@ dynamo exporters) and Keras's:
     0.5 x (1 + Erf(x / sqrt(2))), any association                  -> GELU
     Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice         -> nothing, or a Flatten or
                                                                       Reshape where the order
-                                                                      allows
+                                                                      allows, or a Permute where
+                                                                      a layer (or the output)
+                                                                      needs a transpose of what
+                                                                      clnet holds
     Identity, Dropout, Cast to the graph's float type              -> nothing
     Shape, Gather, Slice, Concat, ... on constants and shapes      -> evaluated while loading
 
 An activation straight after a Dense or convolution becomes that layer's activation (as clnet
-exports it); others become Activation layers (Softmax layers for softmax). A graph input that
+exports it); others become Keras's layer of it where clnet has one (Softmax, ReLU, LeakyReLU
+for a non-negative slope, ELU), else an Activation layer. A graph input that
 feeds a Conv or a pool is channels-first (batch, channels, *spatial), as PyTorch writes it:
 clnet's layers are channels_last, so the loaded model takes that input as (batch, *spatial,
 channels), x.transpose(0, 2, 3, 1) for an image.
@@ -123,17 +130,18 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Reader(proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "ConstantOfShape", "Conv",
-                 "Div", "Dropout", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gelu", "Gemm",
+SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
+                 "Conv", "Div", "Dropout", "Elu", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gelu", "Gemm",
                  "GlobalAveragePool", "GlobalMaxPool", "Greater", "Identity", "LSTM", "LayerNormalization", "LeakyRelu",
-                 "MatMul", "MaxPool", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
+                 "MatMul", "MaxPool", "Min", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
                  "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
-                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Transpose", "Unsqueeze", "Where")
+                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where")
 # Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
 # how Keras and torch write a Flatten for a dynamic batch).
 CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
                 "Sub", "Transpose", "Unsqueeze")
 # Ops read only as part of a pattern, and which.
+RELU = "ReLU's general form, Where(Greater(x, t), x or Min(x, max), Mul(Sub(x, t), slope))"
 PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as part of Swish, x / (1 + Exp(Neg(b x)))",
                  "Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
                  "Pow": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
@@ -144,15 +152,17 @@ PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as 
                  "ReduceProd": "over the directions of a bidirectional RNN, LSTM or GRU's output (Bidirectional's "
                                "merge_mode='mul')",
                  "Expand": "as clnet's PositionEmbedding, Expand(table, Shape(x)) of a (positions, features) table",
+                 "Tile": "as RepeatVector, Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)",
                  "Greater": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
-                            "scores, -1e9)",
+                            f"scores, -1e9), or of {RELU}",
                  "Where": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
-                          "scores, -1e9)"}
+                          f"scores, -1e9), or of {RELU}",
+                 "Min": f"as part of {RELU}"}
 # Ops that read (batch, channels, *spatial): a graph input feeding one is channels-first.
 CHANNELS_FIRST_OPS = ("AveragePool", "Conv", "GlobalAveragePool", "GlobalMaxPool", "MaxPool")
 # Ops that keep each element where it is, through which an input's layout is looked for.
-ELEMENTWISE_OPS = ("BatchNormalization", "Cast", "Dropout", "Identity", "LeakyRelu", "Pad", "PRelu", "Relu", "Sigmoid",
-                   "Softplus", "Tanh")
+ELEMENTWISE_OPS = ("BatchNormalization", "Cast", "Clip", "Dropout", "Elu", "Identity", "LeakyRelu", "Pad", "PRelu",
+                   "Relu", "Sigmoid", "Softplus", "Tanh")
 BATCH = 2**31 - 1  # the batch size a Shape reports while shapes are evaluated: a value no axis has
 DTYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, TensorProto.DOUBLE
 # The activations ONNX's RNN, LSTM and GRU take by name, as clnet's (see clnet/layers/recurrent.py),
@@ -433,15 +443,19 @@ class _Reader:
 
     def _plain(self, value: _Value, order, node_or_what) -> object:
         """A clnet tensor holding the ONNX tensor with its sample axes in `order` (None: as they
-        are), row-major: `value.kt`, or a Flatten/Reshape of it where only the shape differs."""
-        from ..layers import Flatten, Reshape
+        are), row-major: `value.kt`, a Flatten/Reshape of it where only the shape differs, or a
+        Permute of it where the ONNX tensor is a transpose of it."""
+        from ..layers import Flatten, Permute, Reshape
         index = value.index if order is None else value.index.transpose(order)
         if not np.array_equal(index.ravel(), np.arange(index.size)):
+            axes = _Value(value.kt, index).axes()
+            if axes is not None:  # a transpose of what clnet holds, which no layer around undoes
+                return self._layer(node_or_what, Permute([a + 1 for a in axes]), [value.kt])
             what = node_or_what if isinstance(node_or_what, str) else f"ONNX node {_label(node_or_what)}"
             wanted = "" if order is None else f" with its axes in the order {[0, *(a + 1 for a in order)]}"
-            raise ValueError(f"{self.where}: {what} needs its input{wanted} as clnet holds it transposed; clnet has "
-                             "no Transpose layer (its layers are channels_last, and a Transpose is read only "
-                             "where the layers around it undo it)")
+            raise ValueError(f"{self.where}: {what} needs its input{wanted} in an order that no Permute of the "
+                             "tensor clnet holds gives (a Transpose is read as a Permute layer, or as nothing where "
+                             "the layers around it undo it)")
         if value.kt.sample_shape == index.shape:
             return value.kt
         layer = Flatten() if index.ndim == 1 else Reshape(index.shape)
@@ -595,27 +609,32 @@ class _Reader:
     # -- activations -------------------------------------------------------------------------
     def _activate(self, node, name: str, params: dict):
         """The node's output, `name`(params) of its input: the activation of the layer that
-        computed the input where it has none yet (see _Value.owner), else an Activation layer."""
+        computed the input where it has none yet (see _Value.owner), else a layer of its own."""
         from .. import activations
-        from ..layers import Activation, LocallyConnected1D, Softmax
+        from ..layers import ELU, Activation, LeakyReLU, LocallyConnected1D, ReLU, Softmax
         from ..layers.conv import _Conv
         from ..layers.dense import Dense
         value = self._value(node, node.inputs[0])
+        along = None  # softmax: the axis of value.kt it normalises
         if name == "softmax":
             rank = len(value.shape) + 1
             axis = self._attribute(node, "axis", -1 if self.opset >= 13 else 1)
             axes = value.axes()
-            if axis % rank == 0 or axes is None or axes[axis % rank - 1] != len(axes) - 1 or (
-                    self.opset < 13 and axis % rank != rank - 1):
-                raise _misused(node, f"axis={axis} on a tensor of rank {rank}; clnet's softmax normalises along the "
-                                     "last axis")
+            if axis % rank == 0 or axes is None or (self.opset < 13 and axis % rank != rank - 1):
+                raise _misused(node, f"axis={axis} on a tensor of rank {rank}; clnet's softmax normalises along one "
+                                     "sample axis (before opset 13, the last)")
+            along = axes[axis % rank - 1]
         owner = value.owner
         fusable = (Dense, _Conv) if name == "softmax" else (Dense, _Conv, LocallyConnected1D)
         if (isinstance(owner, fusable) and owner.activation.name == "linear"
-                and owner.activation.params == {"a": 1.0, "b": 0.0}):
+                and owner.activation.params == {"a": 1.0, "b": 0.0} and along in (None, len(value.shape) - 1)):
             _set_activation(owner, activations.get(name, **params))
             return self._set(node, _Value(value.kt, value.index), owner)
-        layer = Softmax() if name == "softmax" else Activation(name, **params)
+        # Keras's layer of the activation where clnet has one, as Keras's own export came from it.
+        keras_layers = {"softmax": lambda: Softmax() if along == len(value.shape) - 1 else Softmax(along + 1),
+                        "relu": ReLU, "elu": lambda: ELU(params["a"]),
+                        "lrelu": lambda: LeakyReLU(params["a"]) if params["a"] >= 0 else Activation(name, **params)}
+        layer = keras_layers.get(name, lambda: Activation(name, **params))()
         self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
     def _op_relu(self, node):
@@ -638,6 +657,32 @@ class _Reader:
 
     def _op_prelu(self, node):
         self._activate(node, "lrelu", {"a": self._scalar(node, node.inputs[1], "slope")})
+
+    def _op_elu(self, node):
+        self._activate(node, "elu", {"a": _number(np.float32(self._attribute(node, "alpha", 1.0)))})
+
+    def _op_clip(self, node):
+        """Clip(x, 0, max), its bounds inputs from opset 11 (attributes before): a ReLU(max_value=max),
+        as Keras's ReLU(max_value) and torch's ReLU6 write it."""
+        from ..layers import ReLU
+        if self.opset >= 11:
+            bounds = (node.inputs[1:] + ["", ""])[:2]
+            low, high = [self._scalar(node, name, what) if name else None for name, what in zip(bounds, ("min", "max"))]
+        else:
+            bounds = [self._attribute(node, what, None) for what in ("min", "max")]
+            low, high = [None if v is None else _number(np.float32(v)) for v in bounds]
+        if low != 0 or high is None or high < 0:
+            raise _misused(node, f"min={low}, max={high}; clnet reads Clip(x, 0, max), max >= 0, as a ReLU(max_value)")
+        value = self._value(node, node.inputs[0])
+        layer = ReLU(max_value=high)
+        self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
+
+    def _op_relu_pattern(self, node):
+        """Keras's ReLU(max_value, negative_slope, threshold) (see Patterns._relu)."""
+        from ..layers import ReLU
+        value = self._value(node, node.inputs[0])
+        layer = ReLU(**node.params)
+        self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
     def _op_gelu(self, node):
         if self._attribute(node, "approximate", "none") != "none":
@@ -1108,6 +1153,13 @@ class _Reader:
         table = node.params  # (input_dim, output_dim)
         kt = self._plain(self._value(node, node.inputs[0], "ids"), None, node)
         kt = self._layer(node, Embedding(*table.shape), [kt], [table])
+        self._set(node, _Value(kt, _arange(kt.sample_shape)))
+
+    def _op_repeatvector_pattern(self, node):
+        """Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) (see Patterns._repeat_vector): a RepeatVector(n)."""
+        from ..layers import RepeatVector
+        kt = self._plain(self._value(node, node.inputs[0]), None, node)
+        kt = self._layer(node, RepeatVector(node.params), [kt])
         self._set(node, _Value(kt, _arange(kt.sample_shape)))
 
     def _op_positionembedding_pattern(self, node):

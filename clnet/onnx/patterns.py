@@ -1,8 +1,9 @@
 """The patterns of several ONNX nodes that clnet.onnx.load reads as one op: Swish, GELU, a
 decomposed LayerNormalization, a BatchNormalization whose constants the exporter folded, clnet's
-LocallyConnected1D, an Embedding (Gather of a table), clnet's PositionEmbedding, a recurrent op
-with the Transpose before it, clnet's MultiHeadAttention. Found before the graph is read, each
-becomes one Node in place of its nodes, where the last of them was."""
+LocallyConnected1D, an Embedding (Gather of a table), clnet's PositionEmbedding, a RepeatVector, a
+ReLU with a threshold, a recurrent op with the Transpose before it, clnet's MultiHeadAttention.
+Found before the graph is read, each becomes one Node in place of its nodes, where the last of
+them was."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -47,7 +48,8 @@ class Patterns:
         position = {id(n): i for i, n in enumerate(self.nodes)}
         for node in self.nodes:
             for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected,
-                          self._embedding, self._position_embedding, self._recurrent, self._attention):
+                          self._embedding, self._position_embedding, self._repeat_vector, self._relu,
+                          self._recurrent, self._attention):
                 found = match(node)
                 if found is not None and not {id(n) for n in found[1]} & taken:
                     pattern, parts = found
@@ -263,6 +265,41 @@ class Patterns:
                 self.reader._attribute(shape, "end", None) is not None:
             return None
         return Node("PositionEmbedding_pattern", shape.inputs, expand.outputs, expand.proto, table), [shape, expand]
+
+    def _repeat_vector(self, tile: Node):
+        """Keras's RepeatVector as clnet and tf2onnx write it: Tile(Unsqueeze(x, axes=[1]), [1, n, 1])."""
+        if tile.op != "Tile" or tile.inputs[1] not in self.constants:
+            return None
+        unsqueeze = self._made(tile.inputs[0], "Unsqueeze", tile)
+        repeats = [int(r) for r in self.constants[tile.inputs[1]].ravel()]
+        if unsqueeze is None or [a % 3 for a in self.reader._axes_input(unsqueeze) or []] != [1] or \
+                len(repeats) != 3 or repeats[0] != 1 or repeats[2] != 1:
+            return None
+        return (Node("RepeatVector_pattern", unsqueeze.inputs[:1], tile.outputs, tile.proto, repeats[1]),
+                [unsqueeze, tile])
+
+    def _relu(self, where: Node):
+        """Keras's ReLU(max_value, negative_slope, threshold) as clnet writes its general form:
+        Where(Greater(x, threshold), x or Min(x, max_value), Mul(Sub(x, threshold), negative_slope)),
+        the three non-negative scalars."""
+        def scalar(name):  # the shortest decimal of a non-negative scalar constant (float32's 0.1 as 0.1)
+            c = self.constants.get(name)
+            value = float(str(c.reshape(())[()])) if c is not None and c.size == 1 else None
+            return value if value is not None and value >= 0 else None
+        greater = self._made(where.inputs[0], "Greater", where) if where.op == "Where" else None
+        if greater is None:
+            return None
+        x, threshold, above, below = greater.inputs[0], scalar(greater.inputs[1]), where.inputs[1], where.inputs[2]
+        top = None if above == x else self._made(above, "Min", where)
+        max_value = None if top is None else scalar(top.inputs[1])
+        scaled = self._scaled(below, where)
+        sub = scaled and self._made(scaled[0], "Sub", self.producer[below])
+        if (threshold is None or above != x and (max_value is None or top.inputs[0] != x) or sub is None
+                or sub.inputs[0] != x or scalar(sub.inputs[1]) != threshold or not scaled[1] >= 0):
+            return None
+        params = {"max_value": max_value, "negative_slope": float(str(scaled[1])), "threshold": threshold}
+        parts = [greater, *([top] if top else []), sub, self.producer[below], where]
+        return Node("ReLU_pattern", [x], where.outputs, where.proto, params), parts
 
     def _recurrent(self, node: Node):
         """ONNX's RNN, LSTM or GRU on a batch-first tensor: after a Transpose(1, 0, 2) (clnet and
