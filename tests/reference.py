@@ -309,6 +309,19 @@ def built(model, sample_shape):
     if not model.built:
         model.build(sample_shape)
     return model
+def trains_saves_and_reloads(model, x, y, path, loss):
+    """`model`, compiled with Adam and `loss` and fitted an epoch, saved to `path` and loaded back:
+    the same config and predictions, and from_config gives the same config."""
+    import clnet
+    model.compile("adam", loss)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    model.save(path)
+    loaded = clnet.load_model(path)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    assert type(model).from_config(model.get_config()).get_config() == model.get_config()
+
+
 # -- convolution and pooling, channels_last, as Keras (TensorFlow's formulas) computes them --------
 def same_padding(length, size, stride, dilation=1):
     """(before, after) padding of Keras's padding='same': ceil(length / stride) outputs, the

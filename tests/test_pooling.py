@@ -9,7 +9,7 @@ from clnet.cl.tensor import Tensor
 from clnet.layers import (AveragePooling1D, AveragePooling2D, Conv1D, Conv2D, Dense, Dropout, Flatten,
                           GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D, GlobalMaxPooling2D, Input,
                           MaxPooling1D, MaxPooling2D, Reshape, ZeroPadding2D)
-from reference import pool2d, pool2d_backward
+from reference import pool2d, pool2d_backward, trains_saves_and_reloads
 from test_gradients import build, check_model
 
 F32 = np.float32
@@ -166,13 +166,7 @@ def test_save_load_predict_and_config(tmp_path, rng):
                               GlobalMaxPooling2D(keepdims=True), Reshape((1, 3)), GlobalAveragePooling1D(),
                               Dense(3, "softmax")], seed=2)
     x, y = rng.normal(size=(30, 9, 8, 2)), rng.integers(0, 3, 30)
-    model.compile("adam", "categorical_crossentropy")
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    model.save(tmp_path / "m.h5")
-    loaded = clnet.load_model(tmp_path / "m.h5")
-    assert loaded.get_config() == model.get_config()
-    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
-    assert clnet.Sequential.from_config(model.get_config()).get_config() == model.get_config()
+    trains_saves_and_reloads(model, x, y, tmp_path / "m.h5", "categorical_crossentropy")
     configs = [layer.get_config() for layer in model.layers]
     assert configs[0] == {"name": "zeropadding2d", "padding": [[1, 0], [0, 2]]}
     assert configs[2] == {"name": "averagepooling2d", "pool_size": [3, 3], "strides": [2, 2], "padding": "same"}

@@ -8,6 +8,7 @@ import pytest
 
 import clnet
 from clnet.layers import ELU, Activation, Dense, Flatten, Input, LeakyReLU, ReLU
+from reference import trains_saves_and_reloads
 from test_gradients import build, check_model
 from test_onnx import LAYER_EXAMPLES, assert_close, built, check_file, run_onnx, structure
 from test_pooling import device_pass
@@ -117,13 +118,7 @@ def test_config_and_checkpoint(tmp_path, rng):
     model = clnet.Sequential([Input((4,)), Dense(6), ReLU(max_value=1.0, threshold=0.1), Dense(5, "elu"),
                               LeakyReLU(0.1), ELU(0.5), Dense(2)], seed=3)
     x, y = rng.normal(size=(20, 4)), rng.normal(size=(20, 2))
-    model.compile("adam", "mse")
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    model.save(tmp_path / "m.h5")
-    loaded = clnet.load_model(tmp_path / "m.h5")
-    assert loaded.get_config() == model.get_config()
-    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
-    assert clnet.Sequential.from_config(model.get_config()).get_config() == model.get_config()
+    trains_saves_and_reloads(model, x, y, tmp_path / "m.h5", "mse")
 
 
 @pytest.mark.parametrize("name", ["ReLU", "LeakyReLU", "ELU", "Activation"])

@@ -8,6 +8,7 @@ from onnx import helper
 
 import clnet
 from clnet.layers import Dense, Flatten, Input, Permute, RepeatVector
+from reference import trains_saves_and_reloads
 from test_gradients import build, check_model
 from test_onnx import (LAYER_EXAMPLES, assert_close, built, check_file, graph_model, run_onnx, run_onnx_io,
                        structure)
@@ -79,13 +80,7 @@ def test_config_and_checkpoint(tmp_path, rng):
     model = clnet.Sequential([Input((4,)), Dense(3, "tanh"), RepeatVector(5), Permute((2, 1)), Dense(2)], seed=3)
     assert [layer.output_shape for layer in model.layers] == [(3,), (5, 3), (3, 5), (3, 2)]
     x, y = rng.normal(size=(20, 4)), rng.normal(size=(20, 3, 2))
-    model.compile("adam", "mse")
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    model.save(tmp_path / "m.h5")
-    loaded = clnet.load_model(tmp_path / "m.h5")
-    assert loaded.get_config() == model.get_config()
-    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
-    assert clnet.Sequential.from_config(model.get_config()).get_config() == model.get_config()
+    trains_saves_and_reloads(model, x, y, tmp_path / "m.h5", "mse")
 
 
 @pytest.mark.parametrize("name", ["RepeatVector", "Permute"])

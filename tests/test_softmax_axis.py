@@ -6,7 +6,7 @@ import pytest
 
 import clnet
 from clnet.layers import Dense, Flatten, Input, Permute, Softmax
-from reference import softmax_backward
+from reference import softmax_backward, trains_saves_and_reloads
 from test_gradients import build, check_model
 from test_onnx import LAYER_EXAMPLES, built, check_file
 from test_pooling import device_pass
@@ -68,12 +68,7 @@ def test_config_and_checkpoint(tmp_path, rng):
     model = clnet.Sequential([Input((4,)), Dense(6), clnet.layers.Reshape((2, 3)), Softmax(1), Flatten(), Dense(2)],
                              seed=3)
     x, y = rng.normal(size=(20, 4)), rng.normal(size=(20, 2))
-    model.compile("adam", "mse")
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    model.save(tmp_path / "m.h5")
-    loaded = clnet.load_model(tmp_path / "m.h5")
-    assert loaded.get_config() == model.get_config()
-    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    trains_saves_and_reloads(model, x, y, tmp_path / "m.h5", "mse")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
