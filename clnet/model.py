@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import closing, nullcontext
 
@@ -13,7 +14,7 @@ from tqdm.auto import tqdm
 from . import losses, optimizers
 from .callbacks import CallbackList, History
 from .cl import runtime as cl_runtime
-from .cl.parameters import ParameterStore
+from .cl.parameters import ParameterStore, parameter_ranges
 from .cl.tensor import Tensor
 from . import data
 from .data import ArrayFeed, Batches, Stream, checked, is_stream
@@ -137,41 +138,60 @@ class Model:
         return None if first is None else first.input_shape
 
     def build(self, input_shape=None) -> None:
-        """Build every layer on the current device (a functional model is built when made)."""
+        """Build every layer on the current device (a functional model is built when made). A
+        layer built already (by another model, or trained) is not built again: it keeps its
+        weights, which this model then reads and trains where they are, as Keras's shared layers."""
         self.rt = cl_runtime.runtime()
         self.rt.check_dtype(self.dtype)
-        self.store = ParameterStore(self.rt, self.dtype)
+        store = ParameterStore(self.rt, self.dtype)  # for the layers this model builds
         index = {id(layer): i for i, layer in enumerate(self._layers)}
         for layer in self._inputs:
-            layer.build(layer.input_shape, self.store, None)
-        owned: dict[int, list] = {}   # layer -> the parameters its first call declared
+            layer.build(layer.input_shape, store, None)
+        owned: dict[int, list] = {}   # layer -> the parameters its build declared, in order
         self._steps = []              # (layer or its copy, call), in call order
+        fresh = set()                 # the layers (and copies) this build made
         for call in self._calls:
             layer = call.layer
             shapes = [t.sample_shape for t in call.inputs]
             shape = shapes if layer.multi_input else shapes[0]
-            if id(layer) not in owned:
-                recorder = _DeclaringStore(self.store)
-                layer.build(shape, recorder, np.random.default_rng([self.seed, index[id(layer)]]))
-                owned[id(layer)] = recorder.declared
-                runner = layer
-            else:  # another call of a built layer: a copy reading the same parameters
-                if shape != (layer.input_shapes if layer.multi_input else layer.input_shape):
-                    raise ValueError(f"{layer.describe()} is called on inputs of shape {shape} after being built "
-                                     f"for {layer.input_shape}; a shared layer needs one input shape")
+            if layer.built and (layer.rt is not self.rt or layer.dtype != self.dtype):
+                raise ValueError(f"{layer.describe()} was built in {layer.dtype.name} on {layer.rt.info.name}; "
+                                 f"model {self.name!r} computes in {self.dtype.name} on {self.rt.info.name}: "
+                                 "a model shares a layer's weights only on the same device and float type")
+            if id(layer) in owned or layer.built and shape != _built_shape(layer):
+                # Another call of a layer, or a call on another shape than it was built for (a
+                # recurrent layer over fewer steps): a copy with buffers of its own, reading the
+                # same parameters, whose shapes must be the same (_SharingStore checks).
+                owned.setdefault(id(layer), _declared[layer])
                 runner = copy.copy(layer)
-                runner.build(shape, _SharingStore(self.store, owned[id(layer)]), np.random.default_rng(0))
+                runner.allocated_rows = 0  # (its own batch buffers, made by allocate)
+                runner.build(shape, _SharingStore(store, owned[id(layer)], layer, shape), np.random.default_rng(0))
+                fresh.add(id(runner))
+            elif layer.built:  # built by another model: it runs as it is
+                owned[id(layer)] = _declared[layer]
+                runner = layer
+            else:
+                recorder = _DeclaringStore(store)
+                layer.build(shape, recorder, np.random.default_rng([self.seed, index[id(layer)]]))
+                owned[id(layer)] = _declared[layer] = recorder.declared
+                runner = layer
+                fresh.add(id(runner))
             self._steps.append((runner, call))
         # Which layers write y^T as well as y: those a layer reading x^T reads (a view, such as
-        # Flatten, passes on its input's y^T, so it reads x^T where a layer above it does).
+        # Flatten, passes on its input's y^T, so it reads x^T where a layer above it does). A
+        # layer another model built keeps writing its y^T where that model's readers need it.
         producers = {id(t): runner for runner, call in self._steps for t in call.outputs}
         for runner, _ in self._steps:
-            runner.writes_transposed = False
+            if id(runner) in fresh:
+                runner.writes_transposed = False
         for runner, call in reversed(self._steps):  # the readers of a call's output come after it
             if runner.reads_transposed:
                 for t in call.inputs:
-                    if id(t) in producers:
-                        producers[id(t)].writes_transposed = True
+                    maker = producers.get(id(t))
+                    if maker is not None and not maker.writes_transposed:
+                        maker.writes_transposed = True
+                        if maker.allocated_rows:  # allocated by another model: now with its y^T too
+                            maker.allocate(maker.allocated_rows)
         # The same for the batch gather, which writes the batch's x^T where a layer reading a
         # single input reads it (a model of several inputs splits the batch, see _forward).
         first = self._inputs[0].output if len(self._inputs) == 1 else None
@@ -182,7 +202,17 @@ class Model:
             for t in call.inputs:
                 consumers[id(t)] = consumers.get(id(t), 0) + 1
         self._fold_residual_sums(producers, consumers)
-        self.store.allocate()
+        store.allocate()
+        self._own_store = store
+        parameters = list({id(p): p for layer in self._layers for p in _declared.get(layer, ())}.values())
+        stores = {id(p.store): p.store for p in parameters}
+        # The one store that holds exactly this model's parameters, if one does (the model built
+        # all its layers): what a distribution reads and writes flat.
+        whole = stores.popitem()[1] if len(stores) == 1 else store if not stores else None
+        self._whole_store = whole if whole is not None and len(whole.parameters) == len(parameters) else None
+        self._ranges = parameter_ranges(parameters)
+        for s in [store, *(p.store for p in parameters)]:
+            s.users.add(self)
         self.output_shape = self._output.sample_shape
         self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
         # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
@@ -201,9 +231,19 @@ class Model:
         self.built = True
         self._check_ready()
 
+    @property
+    def store(self) -> ParameterStore:
+        """The parameter store holding exactly this model's parameters, flat (see
+        cl/parameters.py): a model that built all of its layers has one."""
+        if self._whole_store is None:
+            raise ValueError(f"model {self.name!r} has layers whose weights another model built and keeps in its "
+                             "own parameter store, so its parameters are not one flat store; this needs a model "
+                             "that built all of its layers")
+        return self._whole_store
+
     def _check_ready(self):
         if self.built and self.compiled:
-            self.optimizer.bind(self.store)
+            self.optimizer.bind(self._ranges, self.rt, self.dtype)
             layer = self._output.call.layer
             self._fold = self._output.index == 0 and self.loss.can_fold(layer.output_activation)
             # fit and evaluate read the output only through the loss: an output layer whose
@@ -233,6 +273,10 @@ class Model:
         self._check_ready()
         self.distribution = distribution or current()
         if self.distribution is not None:
+            if self.built and self._whole_store is None:
+                raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
+                                 f"store, but model {self.name!r} shares layers another model built (their "
+                                 "weights stay in that model's store); distribute the model that built them")
             self.distribution.attach(self)
 
     def _fold_residual_sums(self, producers: dict, consumers: dict) -> None:
@@ -261,10 +305,9 @@ class Model:
     # -- device buffers ----------------------------------------------------------------------
     def _ensure_capacity(self, rows: int) -> None:
         if rows > self.capacity:
-            for layer in self._inputs:
-                layer.allocate(rows)
-            for runner, _ in self._steps:
-                runner.allocate(rows)
+            # A layer shared with another model may hold more rows already: it never shrinks.
+            for layer in [*self._inputs, *(runner for runner, _ in self._steps)]:
+                layer.ensure_rows(rows)
             self._grad_sums = {id(t): Tensor((rows, *t.sample_shape), self.dtype, self.rt) for t in self._fan_out}
             self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
                                    if len(self._inputs) > 1 else [])
@@ -363,7 +406,7 @@ class Model:
                     self.rt.join_side()  # the distribution copies this layer's gradients now
                     reads.done(runner)
         self.rt.join_side()
-        self.store.add_shared_gradients()
+        self._own_store.add_shared_gradients()
         return [grads.get(id(i.output)) for i in self._inputs]
 
     def _backward_call(self, runner, call, output_grads: list, rows: int, wanted: list[bool], grads: dict) -> None:
@@ -859,12 +902,19 @@ class Sequential(Model):
                                "optimizer state belongs to the layers it had; build a new model instead")
         self._append(layer)
         if self.input_shape is not None:
-            kept = [l.get_weights() for l in self._layers[:-1]] if self.built else []
             try:
                 self._chain(self.input_shape)
             except Exception:  # a layer that does not fit leaves the model as it was
                 self._layers.pop()
                 raise
+            # Layers only this model reads are built again with the new one, keeping their
+            # weights, so that all of them stay in one store (one update launch); layers that
+            # another model reads keep their parameters where they are, and the new layer gets a
+            # store of its own.
+            private = self.built and self._whole_store is self._own_store and set(self._own_store.users) == {self}
+            kept = [l.get_weights() for l in self._layers[:-1]] if private else []
+            for l in self._layers[:-1] if private else ():
+                l.built = False
             self.build(self.input_shape)
             for l, weights in zip(self._layers, kept):
                 l.set_weights(weights)
@@ -944,6 +994,15 @@ def _name(layer: Layer, taken_by: list[Layer]) -> None:
             f"{base}_{i}" for i in range(1, len(taken) + 2) if f"{base}_{i}" not in taken)
 
 
+# The parameters each built layer declared, in the order its build declared them: what a later
+# call's copy shares, in any model.
+_declared: "weakref.WeakKeyDictionary[Layer, list]" = weakref.WeakKeyDictionary()
+
+
+def _built_shape(layer: Layer):
+    return layer.input_shapes if layer.multi_input else layer.input_shape
+
+
 class _DeclaringStore:
     """The parameter store as a layer's first call builds against it, remembering what it declared."""
 
@@ -960,14 +1019,20 @@ class _DeclaringStore:
 
 
 class _SharingStore(_DeclaringStore):
-    """For a later call of a built layer: each parameter its copy declares is the owner's, in order."""
+    """For a later call of a built layer: each parameter its copy declares is the owner's, in
+    order, and of the owner's shape; a call on inputs that would need other weights raises."""
 
-    def __init__(self, store: ParameterStore, owned: list):
+    def __init__(self, store: ParameterStore, owned: list, layer: Layer, shape):
         super().__init__(store)
-        self._owned = iter(owned)
+        self._owned, self._layer, self._shape = iter(owned), layer, shape
 
-    def add(self, *args, **kwargs):
-        return self.store.share(next(self._owned))
+    def add(self, initial, *args, **kwargs):
+        owner = next(self._owned, None)
+        if owner is None or owner.shape != np.shape(initial):
+            raise ValueError(f"{self._layer.describe()} was built for inputs of shape {_built_shape(self._layer)} and "
+                             f"cannot be called on inputs of shape {self._shape}: its weights have other shapes "
+                             "(a layer keeps the weights it was built with)")
+        return self.store.share(owner)
 
 
 def _returned(logs: dict, return_dict: bool):

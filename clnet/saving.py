@@ -106,11 +106,10 @@ def _weight_names(layer) -> list[str]:
 
 def _moment_records(model: Model, layers: list) -> dict[str, np.ndarray]:
     """'<slot>/<layer group>/<weight>' -> that parameter's slice of the flat moment, in Keras layout."""
-    values = model.store.values.numpy()
     for _, layer, weights in layers:
         for name, parameter, array in weights:
             # Moments are unpadded like the weights; that is only right if the weights are too.
-            if not np.array_equal(parameter.to_keras(parameter.own(values)), array, equal_nan=True):
+            if not np.array_equal(parameter.to_keras(parameter.value.numpy()), array, equal_nan=True):
                 raise NotImplementedError(
                     f"layer {layer.name!r} ({type(layer).__name__}) returns weight {name!r} from get_weights() "
                     "in another layout than its parameter's keras_index says; its optimizer state cannot "
@@ -121,7 +120,7 @@ def _moment_records(model: Model, layers: list) -> dict[str, np.ndarray]:
         for group, _, weights in layers:
             for name, parameter, array in weights:
                 if parameter.trainable:  # the optimizer keeps no moments for the others
-                    records[f"{slot}/{group}/{name}"] = parameter.to_keras(parameter.own(flat))
+                    records[f"{slot}/{group}/{name}"] = parameter.to_keras(model.optimizer.moment(parameter, flat))
     return records
 
 
@@ -355,15 +354,15 @@ class _Checkpoint:
     def set_moments(self, model: Model, layers: list) -> None:
         """Scatter each slot's per-parameter arrays into this store's flat layout. Padding keeps the
         slot's initial value: what it holds in an uninterrupted run, where its gradient is always 0."""
-        store, optimizer = model.store, model.optimizer
+        optimizer = model.optimizer
         for slot, tensor in optimizer.moments.items():
-            flat = np.full(store.size, optimizer.slots[slot], store.dtype)
+            flat = np.full(tensor.size, optimizer.slots[slot], tensor.dtype)
             for group, _, weights in layers:
                 for name, parameter, shape in weights:
                     if not parameter.trainable:
                         continue
                     saved = self.array(f"optimizer/{slot}/{group}/{name}", shape)
-                    parameter.from_keras(saved, parameter.own(flat))
+                    parameter.from_keras(saved, optimizer.moment(parameter, flat))
             tensor.write(flat)
 
 

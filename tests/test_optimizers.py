@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet.cl.parameters import ParameterStore
+from clnet.cl.parameters import ParameterStore, parameter_ranges
 from clnet.layers import Dense, Input
 from clnet.optimizers import schedules
 from reference import OptimizerReference, schedule_reference
@@ -58,6 +58,13 @@ def make_store(dtype, shapes, rng):
     return store, [w.ravel().copy() for w in initial]
 
 
+def bind(optimizer, store):
+    """The optimizer over every parameter of `store`: one range, the whole store."""
+    ranges = parameter_ranges(store.parameters)
+    assert len(ranges) == 1 and ranges[0].whole
+    optimizer.bind(ranges, store.rt, store.dtype)
+
+
 def write_grads(store, grads):
     host = np.zeros(store.size)  # the padding's gradient is 0, as the layers leave it
     for p, g in zip(store.parameters, grads):
@@ -79,7 +86,7 @@ def run(case, dtype, size=130, steps=50, extra=None, seed=0):
     rng = np.random.default_rng(seed)
     store, weights = make_store(dtype, [(size,), *SHAPES], rng)
     optimizer = clnet.optimizers.get(name).__class__(**{"learning_rate": 0.05, **arguments})
-    optimizer.bind(store)
+    bind(optimizer, store)
     config = {k: v for k, v in optimizer.get_config().items() if k != "name"}
     reference = OptimizerReference(name, [w.size for w in weights], **config)
     for _ in range(steps):
@@ -131,6 +138,46 @@ def test_float32_follows_float64(case):
     assert np.all(padding == 0)
 
 
+@pytest.mark.parametrize("argument", ["none", "clipnorm", "global_clipnorm", "l1l2_clipnorm_decay"])
+@pytest.mark.parametrize("case", ["adam_amsgrad", "rmsprop_centered_momentum", "sgd_nesterov"])
+def test_parameters_of_several_stores_step_as_one_list(fp64, case, argument):
+    """A model sharing layers that other models built trains runs of their stores: here two of
+    store A's three parameters (the middle one skipped: a layer of another model) and all of
+    store B's, four update launches. Each follows the reference of those four parameters, global
+    norms included, and the skipped parameter and all padding stay as they were."""
+    name, arguments = OPTIMIZERS[case]
+    rng = np.random.default_rng(3)
+    a, a_weights = make_store(np.float64, [(130,), (37,), (5, 3)], rng)
+    b, b_weights = make_store(np.float64, [(2, 9), (1,)], rng)
+    trained = [a.parameters[0], a.parameters[2], *b.parameters]
+    weights = [a_weights[0], a_weights[2], *b_weights]
+    optimizer = clnet.optimizers.get(name).__class__(learning_rate=0.05, **arguments,
+                                                     **ARGUMENTS.get(argument, {}))
+    ranges = parameter_ranges(trained)
+    assert [(r.store, len(r.parameters), r.whole) for r in ranges] == [(a, 1, False), (a, 1, False), (b, 2, True)]
+    optimizer.bind(ranges, a.rt, np.float64)
+    config = {k: v for k, v in optimizer.get_config().items() if k != "name"}
+    reference = OptimizerReference(name, [w.size for w in weights], **config)
+    with clnet.profile(print_table=False) as launches:
+        for _ in range(30):
+            grads = [rng.normal(size=w.size) for w in weights]
+            write_grads(a, [grads[0], rng.normal(size=37), grads[1]])  # the skipped one's gradient is not used
+            write_grads(b, grads[2:])
+            optimizer.step()
+            weights = reference.step(weights, grads)
+    norms = "clip" in argument  # a norm pass per range, then the scale
+    assert sum(calls for calls, _, _ in launches.rows.values()) == 30 * (3 + 4 * norms)  # an update per range
+    for p, want in zip(trained, weights):
+        np.testing.assert_allclose(p.value.numpy().ravel(), want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(a.parameters[1].value.numpy().ravel(), a_weights[1])
+    for store in (a, b):
+        assert np.all(padding_of(store, store.values.numpy()) == 0)
+    flat = next(iter(optimizer.moments.values())).numpy()
+    assert optimizer.moment(trained[1], flat).shape == (trained[1].size,)
+    with pytest.raises(ValueError, match="keeps no moments"):
+        optimizer.moment(a.parameters[1], flat)
+
+
 # -- real Keras numbers --------------------------------------------------------------------------
 def keras_fixture():
     data = np.load(FIXTURE)
@@ -148,7 +195,7 @@ def test_matches_real_keras(fp64, case):
         store.add(w)
     store.allocate()
     optimizer = getattr(clnet.optimizers, class_name)(**config)
-    optimizer.bind(store)
+    bind(optimizer, store)
     for step in range(len(grads[0])):
         write_grads(store, [g[step].ravel() for g in grads])
         optimizer.step()
@@ -189,7 +236,7 @@ def test_schedule_is_evaluated_at_the_iteration_count_before_the_step(fp64):
     rng = np.random.default_rng(3)
     store, weights = make_store(np.float64, [(4,)], rng)
     optimizer = clnet.optimizers.SGD(schedules.PiecewiseConstantDecay([0, 1], [0.5, 0.1, 0.0]))
-    optimizer.bind(store)
+    bind(optimizer, store)
     assert optimizer.iterations == 0 and optimizer.learning_rate == 0.5
     for step, rate in enumerate([0.5, 0.1, 0.0]):
         assert optimizer.learning_rate == rate

@@ -1,9 +1,17 @@
-"""All parameters of a model in one flat device buffer (and the trainable ones' gradients in a
-second), so that an optimizer updates every trainable parameter with a single kernel launch.
+"""The parameters of the layers a model builds, in one flat device buffer (and the trainable
+ones' gradients in a second), so that an optimizer updates every trainable parameter with a single
+kernel launch.
 
 Non-trainable parameters (BatchNormalization's moving statistics) sit after the trainable ones:
-the optimizer's range, its moments and the gradients cover only `values[:size]`."""
+the optimizer's range, its moments and the gradients cover only `values[:size]`.
+
+A layer is built once and keeps its parameters in the store it was built in: a model made of
+layers another model built reads and trains them there, as Keras's shared layers. Its trainable
+parameters are then `ParameterRange`s, runs of one or several stores, one update launch each; a
+model that built all of its layers has one range, its whole store."""
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -20,6 +28,7 @@ class Parameter:
 
     def __init__(self, initial: np.ndarray, keras_index: np.ndarray | None, trainable: bool):
         self.offset: int | None = None  # set when the store is allocated
+        self.store: ParameterStore | None = None  # the store whose buffers hold it
         self.trainable = trainable
         self.shape = initial.shape
         self.size = initial.size
@@ -52,6 +61,7 @@ class ParameterStore:
         # A layer called more than once runs as one copy per call; the copies' parameters read the
         # owner's values and write their gradients to a second buffer, added into the owner's.
         self.shared: list[tuple[Parameter, Parameter]] = []  # (copy, owner)
+        self.users: weakref.WeakSet = weakref.WeakSet()  # the models that read its parameters
 
     def _aligned(self, size: int) -> int:
         step = self.rt.alignment // self.dtype.itemsize  # sub-buffers must start aligned
@@ -61,6 +71,7 @@ class ParameterStore:
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
         parameter = Parameter(np.asarray(initial, self.dtype), keras_index, trainable)
+        parameter.store = self
         self.parameters.append(parameter)
         return parameter
 
@@ -69,7 +80,7 @@ class ParameterStore:
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
         copy = Parameter(np.broadcast_to(np.zeros((), self.dtype), owner.shape), owner.keras_index, owner.trainable)
-        copy.initial = None
+        copy.initial, copy.store = None, owner.store
         self.shared.append((copy, owner))
         return copy
 
@@ -133,8 +144,10 @@ class ParameterStore:
             copy.offset = self._aligned(end)
             end = copy.offset + copy.size
             # A layer called n times has n - 1 copies: each round adds at most one copy per owner,
-            # so no two work-items of a launch add into the same gradient.
-            taken = next((r for r in rounds if all(o is not owner for _, o in r)), None)
+            # so no two work-items of a launch add into the same gradient; and its owners share a
+            # store (one built by another model keeps its parameters in that model's store).
+            taken = next((r for r in rounds if r[0][1].store is owner.store and all(o is not owner for _, o in r)),
+                         None)
             if taken is None:
                 rounds.append(taken := [])
             taken.append((copy, owner))
@@ -146,12 +159,57 @@ class ParameterStore:
                                    self.shared_grads.buffer.get_sub_region(copy.offset * item, copy.size * item))
             source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _ in pairs]).astype(np.int32)
             target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o in pairs]).astype(np.int32)
-            self._rounds.append((Tensor.from_numpy(source, rt=self.rt), Tensor.from_numpy(target, rt=self.rt),
-                                 len(source)))
+            self._rounds.append((pairs[0][1].store.grads, Tensor.from_numpy(source, rt=self.rt),
+                                 Tensor.from_numpy(target, rt=self.rt), len(source)))
         program = self.rt.program(("cl/parameters.cl",), self.dtype)
         self._add_shared = self.rt.kernel(program, "AddSharedGradients", self.dtype)
 
     def add_shared_gradients(self) -> None:
         """Owner gradient += each copy's gradient: one launch per round (one for a layer called twice)."""
-        for source, target, count in getattr(self, "_rounds", ()):
-            self._add_shared((count,), None, self.grads, self.shared_grads, source, target)
+        for grads, source, target, count in getattr(self, "_rounds", ()):
+            self._add_shared((count,), None, grads, self.shared_grads, source, target)
+
+
+class ParameterRange:
+    """A run of a store's trainable parameters that one update launch covers: elements [start,
+    start + size) of its values and gradients (sub-buffer views), size a whole number of TYPE4
+    vectors. What lies between its parameters is padding, whose gradient is always 0."""
+
+    def __init__(self, store: ParameterStore, parameters: list[Parameter]):
+        self.store, self.parameters = store, parameters
+        self.start = parameters[0].offset
+        end = parameters[-1].offset + parameters[-1].size
+        # A whole store's range ends where its trainable range does; a run inside one is rounded up
+        # to whole vectors, within the padding up to the next (aligned) parameter.
+        self.size = store.size - self.start if end == _trainable_end(store) else -(-(end - self.start) // 4) * 4
+        self.whole = self.start == 0 and self.size == store.size
+        if self.whole:
+            self.values, self.grads = store.values, store.grads
+        else:
+            item = store.dtype.itemsize
+            region = (self.start * item, self.size * item)
+            self.values = Tensor((self.size,), store.dtype, store.rt, store.values.buffer.get_sub_region(*region))
+            self.grads = Tensor((self.size,), store.dtype, store.rt, store.grads.buffer.get_sub_region(*region))
+
+
+def _trainable_end(store: ParameterStore) -> int:
+    return max((p.offset + p.size for p in store.parameters if p.trainable), default=0)
+
+
+def parameter_ranges(parameters: list[Parameter]) -> list[ParameterRange]:
+    """The trainable `parameters` (of allocated stores) as maximal runs of their stores: one
+    range per store whose trainable parameters they all are, more where they skip some."""
+    wanted = {id(p) for p in parameters if p.trainable}
+    stores = list({id(p.store): p.store for p in parameters if p.trainable}.values())
+    ranges = []
+    for store in stores:
+        run: list[Parameter] = []
+        for p in sorted((p for p in store.parameters if p.trainable), key=lambda p: p.offset):
+            if id(p) in wanted:
+                run.append(p)
+            elif run:
+                ranges.append(ParameterRange(store, run))
+                run = []
+        if run:
+            ranges.append(ParameterRange(store, run))
+    return ranges

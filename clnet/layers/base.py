@@ -2,6 +2,8 @@
 allocate() makes the per-batch device buffers, forward()/backward() launch kernels."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..cl.parameters import ParameterStore
@@ -76,6 +78,9 @@ class Layer:
         layer twice shares its weights; shapes are checked here, when the graph is made. A layer
         of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`)."""
         tensors = self._symbolic(inputs)
+        if self.built:
+            shapes = [t.sample_shape for t in tensors]
+            self.check_weights_fit(shapes if self.multi_input else shapes[0])
         if self.multi_input:
             shapes = [self.compute_output_shape([t.sample_shape for t in tensors], tensors)]
         elif len(tensors) != 1:
@@ -84,6 +89,22 @@ class Layer:
             shapes = self.compute_output_shapes(tensors[0].sample_shape)
         call = Call(self, tensors, shapes)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
+
+    def check_weights_fit(self, input_shape) -> None:
+        """A built layer called on inputs of another shape than it was built for runs with the
+        weights it has (a recurrent layer over fewer steps): a trial build for that shape, on a
+        store never allocated, must declare weights of the same shapes, or the call raises here."""
+        built = self.input_shapes if self.multi_input else self.input_shape
+        if input_shape == built:
+            return
+        trial = copy.copy(self)
+        trial.allocated_rows = 0
+        scratch = ParameterStore(self.rt, self.dtype)
+        trial.build(input_shape, scratch, np.random.default_rng(0))
+        if sorted(p.shape for p in scratch.parameters) != sorted(p.shape for p in self.parameters):
+            raise ValueError(f"{self.describe()} was built for inputs of shape {built} and cannot be called on "
+                             f"inputs of shape {input_shape}: its weights have other shapes (a layer keeps the "
+                             "weights it was built with)")
 
     def _symbolic(self, inputs) -> list[KerasTensor]:
         """The tensors a call reads: `inputs` (one or a list), an Input standing for its output."""
@@ -122,6 +143,16 @@ class Layer:
     def allocate(self, capacity: int) -> None:
         """Make the device buffers for batches of up to `capacity` rows."""
         self.capacity = capacity
+
+    # The batch rows allocate() was last given by a model: a layer that several models read holds
+    # the most any of them asked for, never fewer (see ensure_rows).
+    allocated_rows = 0
+
+    def ensure_rows(self, rows: int) -> None:
+        """Buffers for batches of at least `rows` rows: allocate(rows) unless they are there."""
+        if rows > self.allocated_rows:
+            self.allocate(rows)
+            self.allocated_rows = rows
 
     def forward(self, x: Tensor, rows: int) -> Tensor:
         raise NotImplementedError

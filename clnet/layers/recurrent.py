@@ -122,6 +122,8 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> Keras
     if layer.called_with_initial_state not in (None, bool(states)):
         raise ValueError(f"{layer.describe()} was called {'without' if states else 'with'} initial_state before; "
                          "a shared recurrent layer's calls all take one or none")
+    if layer.built:
+        layer.check_weights_fit([x.sample_shape, *(s.sample_shape for s in states)] if states else x.sample_shape)
     shapes = layer.compute_output_shapes(x.sample_shape)
     layer.called_with_initial_state = layer.multi_input = bool(states)
     call = Call(layer, [x, *states], shapes)

@@ -15,7 +15,8 @@ import numbers
 
 import numpy as np
 
-from ..cl.parameters import ParameterStore
+from ..cl.parameters import Parameter, ParameterRange
+from ..cl.runtime import Runtime
 from ..cl.tensor import Tensor
 from . import schedules
 from .schedules import LearningRateSchedule
@@ -69,7 +70,7 @@ class Optimizer:
         self.check()
         self.slots = self.slot_initials()   # moment buffer -> initial value, in kernel order
         self.iterations = 0                  # steps taken; a schedule is evaluated at this count
-        self.store: ParameterStore | None = None
+        self.ranges: list[ParameterRange] = []  # set by bind
 
     # -- what a subclass describes -------------------------------------------------------------
     def check(self) -> None:
@@ -116,53 +117,90 @@ class Optimizer:
     def _clip_norm(self) -> float:
         return self.clipnorm or self.global_clipnorm or 0.0
 
-    def bind(self, store: ParameterStore) -> None:
-        """Allocate the moment buffers for every parameter in the store (and, when clipping by
-        norm, the tables and scratch of the two norm passes)."""
-        self.store = store
-        rt, dtype = store.rt, store.dtype
-        self.moments = {name: Tensor((store.size,), dtype, rt) for name in self.slots}
+    def bind(self, ranges: list[ParameterRange], rt: Runtime, dtype) -> None:
+        """Allocate the moment buffers for the model's trainable parameters, `ranges` of their
+        stores (one, the whole store, for a model that built its layers; see cl/parameters.py),
+        and, when clipping by norm, the tables and scratch of the two norm passes. Each range's
+        section of a moment starts on the sub-buffer alignment; one range's is the whole moment."""
+        self.ranges, self.rt, self.dtype = ranges, rt, np.dtype(dtype)
+        self._moment_starts = _sections([r.size for r in ranges], rt.alignment // self.dtype.itemsize)
+        total = self._moment_starts[-1] if len(ranges) > 1 else ranges[0].size if ranges else 0
+        self.moments = {name: Tensor((total,), dtype, rt) for name in self.slots}
         for name, initial in self.slots.items():
             self.moments[name].fill(initial)
+        self._range_moments = [[m if len(ranges) == 1 else _view(m, start, r.size) for m in self.moments.values()]
+                               for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
         program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
         self._kernel = rt.kernel(program, self.kernel_name, dtype)
-        self._clip_arguments = ()
+        self._clip_arguments = [() for _ in ranges]
         if clip:
-            self._bind_clip_norm(store, program)
+            self._bind_clip_norm(program)
 
-    def _bind_clip_norm(self, store: ParameterStore, program) -> None:
-        rt, dtype = store.rt, store.dtype
-        parameters = store.parameters
-        block = rt.local_size * _NORM_ELEMENTS_PER_ITEM
-        blocks, first_block = [], [0]
-        for p in parameters:
-            blocks += [(start, min(start + block, p.offset + p.size)) for start in range(p.offset, p.offset + p.size, block)]
-            first_block.append(len(blocks))
-        starts = [p.offset for p in parameters]
-        self._blocks = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
-        self._first_block = Tensor.from_numpy(np.array(first_block, np.int32), rt=rt)     # (parameters + 1,)
-        self._starts = Tensor.from_numpy(np.array(starts, np.int32), rt=rt)               # (parameters,)
-        self._partial = Tensor((max(len(blocks), 1),), dtype, rt)                          # (blocks,) sums of g^2
-        self._clip_scale = Tensor((max(len(parameters), 1),), dtype, rt)                   # (parameters,)
+    def moment(self, parameter: Parameter, flat: np.ndarray) -> np.ndarray:
+        """`parameter`'s part of `flat`, a moment read to the host (a view, in device layout)."""
+        for r, start in zip(self.ranges, self._moment_starts):
+            if any(p is parameter for p in r.parameters):
+                first = start + parameter.offset - r.start
+                return flat[first:first + parameter.size]
+        raise ValueError(f"the optimizer keeps no moments for a parameter of shape {parameter.shape}: it is not "
+                         "among the trainable parameters of the model it was compiled with")
+
+    def _bind_clip_norm(self, program) -> None:
+        """The norm passes' tables. Each range has its own blocks (offsets in the range) and its
+        own sections of the partial sums and of the factors, starting aligned so that each launch
+        gets views of them; the sections' padding is zero partial sums and unread factors."""
+        rt, dtype = self.rt, self.dtype
+        step, block = rt.alignment // dtype.itemsize, rt.local_size * _NORM_ELEMENTS_PER_ITEM
+        per_range = []
+        for r in self.ranges:
+            blocks, ends = [], []
+            for p in r.parameters:
+                local = p.offset - r.start
+                blocks += [(start, min(start + block, local + p.size)) for start in range(local, local + p.size, block)]
+                ends.append(len(blocks))
+            per_range.append((blocks, ends))
+        block_starts = _sections([len(blocks) for blocks, _ in per_range], step)
+        slot_starts = _sections([len(r.parameters) for r in self.ranges], step)
+        first_block = [0]
+        for (blocks, ends), first, slots, next_first, next_slots in zip(
+                per_range, block_starts, slot_starts, block_starts[1:], slot_starts[1:]):
+            first_block += [first + end for end in ends[:-1]]
+            first_block += [next_first] * (next_slots - slots - len(ends) + 1)  # the last takes the zero padding
+        self._partial = Tensor((max(block_starts[-1], 1),), dtype, rt)  # (blocks,) sums of g^2
+        self._partial.fill(0)
+        self._clip_scale = Tensor((max(slot_starts[-1], 1),), dtype, rt)  # (parameter slots,)
+        self._first_block = Tensor.from_numpy(np.array(first_block, np.int32), rt=rt)  # (slots + 1,)
+        self._slots = slot_starts[-1]
+        self._norm_launches = []
+        for r, (blocks, _), first, slots in zip(self.ranges, per_range, block_starts, slot_starts):
+            table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
+            self._norm_launches.append((r, table, len(blocks), _view(self._partial, first, len(blocks))))
+        self._clip_arguments = [
+            (_view(self._clip_scale, slots, len(r.parameters)),
+             Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),  # (parameters,)
+             len(r.parameters))
+            for r, slots in zip(self.ranges, slot_starts)]
         self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
         self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
-        self._clip_arguments = (self._clip_scale, self._starts, len(parameters))
 
     def step(self) -> None:
-        store = self.store
-        store.rt.join_side()  # the gradients' last sums may run beside (Runtime.side_queue)
+        """One update launch per range (one for a model that built its layers), after the two
+        norm passes' launches (one per range, one in all) when clipping by norm."""
+        rt = self.rt
+        rt.join_side()  # the gradients' last sums may run beside (Runtime.side_queue)
         learning_rate = self.learning_rate  # at `iterations` before the increment, as Keras
-        if self._clip_arguments:
-            size = store.rt.local_size
-            self._norm_kernel((self._blocks.shape[0] * size,), (size,), store.values, store.grads, self._blocks,
-                              self.l1, self.l2, self._partial)
-            self._scale_kernel((size,), (size,), self._partial, self._first_block, len(store.parameters),
+        if self._clip_norm > 0:
+            size = rt.local_size
+            for r, table, count, partial in self._norm_launches:
+                self._norm_kernel((count * size,), (size,), r.values, r.grads, table, self.l1, self.l2, partial)
+            self._scale_kernel((size,), (size,), self._partial, self._first_block, self._slots,
                                self._clip_norm, int(self.global_clipnorm is not None), self._clip_scale)
         decay = (self.weight_decay or 0.0) * learning_rate
-        self._kernel(*store.rt.four_per_item(store.size), store.values, store.grads, *self.moments.values(), store.size,
-                     *self.scalars(learning_rate), self.l1, self.l2, self.clipvalue or 0.0, decay,
-                     *self._clip_arguments)
+        scalars = self.scalars(learning_rate)
+        for r, moments, clip in zip(self.ranges, self._range_moments, self._clip_arguments):
+            self._kernel(*rt.four_per_item(r.size), r.values, r.grads, *moments, r.size, *scalars, self.l1, self.l2,
+                         self.clipvalue or 0.0, decay, *clip)
         self.iterations += 1
 
     # -- config --------------------------------------------------------------------------------
@@ -190,6 +228,22 @@ def _number(kind: str, argument: str, value) -> float:
     if not (value >= 0 and math.isfinite(value)):
         raise ValueError(f"{kind} {argument} must be a non-negative number, got {value!r}")
     return float(value)
+
+
+def _sections(sizes: list[int], step: int) -> list[int]:
+    """Where sections of `sizes` start when each starts on a multiple of `step`, and their end."""
+    starts = [0]
+    for size in sizes:
+        starts.append(starts[-1] + -(-size // step) * step)
+    return starts
+
+
+def _view(tensor: Tensor, start: int, size: int) -> Tensor:
+    """Elements [start, start + size) of a flat tensor, a sub-buffer (start aligned); one element
+    where `size` is 0, as OpenCL refuses an empty region."""
+    item = tensor.dtype.itemsize
+    return Tensor((max(size, 1),), tensor.dtype, tensor.rt,
+                  tensor.buffer.get_sub_region(start * item, max(size, 1) * item))
 
 
 def get(identifier) -> Optimizer:
