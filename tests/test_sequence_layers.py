@@ -6,7 +6,7 @@ import pytest
 import clnet
 from clnet.layers import (Activation, Add, Concatenate, Dense, Dropout, Flatten, Input, LayerNormalization,
                           Multiply, Softmax)
-from clnet.losses import CategoricalCrossentropy, SparseCategoricalCrossentropy
+from clnet.losses import BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy
 from reference import ACTIVATIONS, softmax
 from test_gradients import check_model
 
@@ -93,6 +93,7 @@ LOSSES = {  # name: (loss, output activation, targets)
     "softmax_layer": ("sparse_categorical_crossentropy", "softmax layer", "ids"),
     "mse": ("mse", "softmax", "real"),
     "binary": ("binary_crossentropy", "sigmoid", "binary"),
+    "binary_logits": (BinaryCrossentropy(from_logits=True), None, "binary"),
 }
 
 

@@ -11,7 +11,8 @@
 // layer left its softmax to this kernel and `outputs` holds its input z (fit and evaluate need
 // only the loss: one launch fewer per step); p = softmax(z) is taken here, the loss as on p. With FROM_LOGITS the outputs are logits z
 // (a final Dense without activation): the loss takes log softmax(z) itself, the maximum
-// subtracted before exp so that no logit overflows, and the gradient is softmax(z) * sum(t) - t.
+// subtracted before exp so that no logit overflows, and the gradient is softmax(z) * sum(t) - t;
+// the binary loss takes max(z, 0) - t z + log(1 + exp(-|z|)), whose gradient is sigmoid(z) - t.
 // SPARSE targets are class ids, one per position (exact in float32 below 2^24 classes).
 
 #define CATEGORICAL 0
@@ -101,10 +102,16 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
             const __global TYPE *t = target + token * cols;
             TYPE position_loss = 0;
             for (int j = 0; j < cols; j++) {
+#if FROM_LOGITS
+                const TYPE z = p[j];
+                position_loss += fmax(z, (TYPE)0) - t[j] * z + log1p(exp(-fabs(z)));
+                g[j] = scale / cols * (1 / (1 + exp(-z)) - t[j]);
+#else
                 const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
                 position_loss -= t[j] * log(pj) + (1 - t[j]) * log(1 - pj);
                 g[j] = scale / cols * (fold_activation ? p[j] - t[j]
                                                        : (p[j] == pj ? (pj - t[j]) / (pj * (1 - pj)) : 0));
+#endif
             }
             loss += position_loss / cols;
             hits += binary_hit(p, t, cols);

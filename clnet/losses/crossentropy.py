@@ -4,14 +4,10 @@ from ..cl.runtime import EXACT_INTEGERS
 from .base import Loss, as_numeric
 
 
-class CategoricalCrossentropy(Loss):
-    """-sum t log p over the last axis, averaged over the other axes and the batch (Keras's
-    reduction). Targets: one-hot rows, or integer class labels (made one-hot on the host).
-
-    `from_logits=True`, as Keras: the outputs are logits (a final Dense without activation) and
-    the loss applies the softmax itself, inside its kernel."""
-    names = ("categorical_crossentropy", "crossentropy")
-    source, mode, folds = "losses/crossentropy.cl", 0, "softmax"
+class _Crossentropy(Loss):
+    """What the cross-entropies share: `from_logits=True`, as Keras: the outputs are logits (a
+    final Dense without activation) and the loss applies the softmax (sigmoid) itself, inside its
+    kernel, where it is exact for logits far from 0."""
 
     def __init__(self, from_logits=False):
         if not isinstance(from_logits, (bool, np.bool_)):
@@ -26,6 +22,13 @@ class CategoricalCrossentropy(Loss):
 
     def get_config(self):
         return {"name": self.name, "from_logits": True} if self.from_logits else self.name
+
+
+class CategoricalCrossentropy(_Crossentropy):
+    """-sum t log p over the last axis, averaged over the other axes and the batch (Keras's
+    reduction). Targets: one-hot rows, or integer class labels (made one-hot on the host)."""
+    names = ("categorical_crossentropy", "crossentropy")
+    source, mode, folds = "losses/crossentropy.cl", 0, "softmax"
 
     def prepare_targets(self, y, output_shape, dtype, argument="y"):
         y = as_numeric(y, argument)
@@ -78,7 +81,8 @@ def class_ids(y, output_shape, argument) -> np.ndarray:
     return labels
 
 
-class BinaryCrossentropy(Loss):
-    """mean over outputs of -(t log p + (1 - t) log(1 - p))."""
+class BinaryCrossentropy(_Crossentropy):
+    """mean over outputs of -(t log p + (1 - t) log(1 - p)); with from_logits, of the same for
+    p = sigmoid(z), taken as max(z, 0) - t z + log(1 + exp(-|z|))."""
     names = ("binary_crossentropy",)
     source, mode, folds = "losses/crossentropy.cl", 1, "sigmoid"
