@@ -257,8 +257,9 @@ class ArrayFeed:
 
 
 def is_stream(x) -> bool:
-    """A generator (any iterator) or a PyDataset-like object (__len__ and __getitem__, not an array)."""
-    if isinstance(x, (np.ndarray, list, tuple, str, bytes)) or hasattr(x, "__array__"):
+    """A generator (any iterator) or a PyDataset-like object (__len__ and __getitem__, not an
+    array, nor a dict of arrays by input name)."""
+    if isinstance(x, (np.ndarray, list, tuple, dict, str, bytes)) or hasattr(x, "__array__"):
         return False
     return isinstance(x, (Iterator, PyDataset)) or (hasattr(x, "__len__") and hasattr(x, "__getitem__"))
 

@@ -80,12 +80,22 @@ class Model:
                                  for i in inputs):
             raise TypeError(f"Model inputs must be Input(shape) objects (or their outputs), got {inputs!r}")
         self._inputs = [i if isinstance(i, Input) else i.call.layer for i in inputs]
-        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        if len(outputs) != 1 or not isinstance(outputs[0], KerasTensor):
-            raise TypeError(f"Model outputs must be one layer call's output (clnet models have one output), "
-                            f"got {outputs!r}")
-        self._output = outputs[0]
-        calls, stack, seen = [], [self._output.call], set()
+        # Keras's structures: one tensor, a list (or tuple) of them, or a dict of them by name;
+        # predict gives back the same structure, and losses, weights and targets follow it.
+        if isinstance(outputs, dict):
+            self._output_structure = "dict"
+            names, outputs = [str(k) for k in outputs], list(outputs.values())
+        else:
+            self._output_structure = "list" if isinstance(outputs, (list, tuple)) else "single"
+            outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+            names = None
+        if not outputs or not all(isinstance(o, KerasTensor) for o in outputs):
+            raise TypeError(f"Model outputs must be layer calls' outputs: one, a list or a dict of them, got {outputs!r}")
+        if len({id(o) for o in outputs}) != len(outputs):
+            raise ValueError("each output tensor may be given to Model only once")
+        self._outputs = outputs
+        self._output_names = names  # set below from the layers' names where not given
+        calls, stack, seen = [], [o.call for o in outputs], set()
         while stack:  # every call the output depends on
             call = stack.pop()
             if id(call) not in seen:
@@ -94,14 +104,15 @@ class Model:
                 stack.extend(t.call for t in call.inputs)
         calls.sort(key=lambda c: c.number)
         reached = [c.layer for c in calls if isinstance(c.layer, Input)]
+        described = ", ".join(o.describe() for o in outputs)
         for layer in reached:
             if not any(layer is i for i in self._inputs):
-                raise ValueError(f"the output {self._output.describe()} is not reachable from the model's "
-                                 f"inputs alone: it also depends on {layer.describe()}, which is not among them")
+                raise ValueError(f"the output {described} is not reachable from the model's inputs alone: it also "
+                                 f"depends on {layer.describe()}, which is not among them")
         for layer in self._inputs:
             if not any(layer is r for r in reached):
-                raise ValueError(f"model input {layer.describe()} reaches no output: the output "
-                                 f"{self._output.describe()} does not depend on it")
+                raise ValueError(f"model input {layer.describe()} reaches no output: the output {described} does "
+                                 "not depend on it")
         if len({id(i) for i in self._inputs}) != len(self._inputs):
             raise ValueError("each Input may be given to Model only once")
         self._calls = [c for c in calls if not isinstance(c.layer, Input)]
@@ -110,6 +121,8 @@ class Model:
             if not any(layer is l for l in self._layers):
                 _name(layer, self._layers)
                 self._layers.append(layer)
+        if self._output_names is None:  # Keras: each output by its layer's name (lstm, lstm_1 for its states)
+            self._output_names = [_output_name(o, taken) for taken in [set()] for o in outputs]
 
     @property
     def layers(self) -> list[Layer]:
@@ -124,7 +137,14 @@ class Model:
 
     @property
     def outputs(self) -> list[KerasTensor]:
-        return [self._output]
+        """The model's output tensors, in order, as Keras's `model.outputs`."""
+        return list(self._outputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        """Each output's name: its dict key, else its layer's name, as Keras's; the keys of
+        compile's loss and metrics dicts, of fit's target dicts and of the History's logs."""
+        return list(self._output_names)
 
     @property
     def calls(self) -> list[Call]:
@@ -201,6 +221,8 @@ class Model:
         for call in self._calls:
             for t in call.inputs:
                 consumers[id(t)] = consumers.get(id(t), 0) + 1
+        for o in self._outputs:  # an output's loss reads it too
+            consumers[id(o)] = consumers.get(id(o), 0) + 1
         self._fold_residual_sums(producers, consumers)
         store.allocate()
         self._own_store = store
@@ -213,15 +235,12 @@ class Model:
         self._ranges = parameter_ranges(parameters)
         for s in [store, *(p.store for p in parameters)]:
             s.users.add(self)
-        self.output_shape = self._output.sample_shape
-        self._output_positions = int(np.prod(self.output_shape[:-1]))  # time steps, or 1
-        # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
-        # enough per sample for its positions; each writes its share of the sample's loss.
-        self._loss_group = self.rt.row_group(self._output_positions)
-        self._loss_blocks = -(-self._output_positions // self._loss_group)  # work-groups per sample
-        # Tensors read by several calls: their gradient is summed into a buffer of the engine's.
-        self._output_consumed = consumers.get(id(self._output), 0) > 0  # also read by a layer
-        self._fan_out = [t for t in {id(t): t for c in self._calls for t in c.inputs}.values()
+        shapes = [o.sample_shape for o in self._outputs]
+        self.output_shape = shapes[0] if len(shapes) == 1 else shapes
+        # Tensors read by several calls (an output's loss counting as one): their gradient is
+        # summed into a buffer of the engine's.
+        self._heads = [_Head(self.rt, o, name, consumers[id(o)] > 1) for o, name in zip(self._outputs, self._output_names)]
+        self._fan_out = [t for t in {id(t): t for t in [*self._outputs, *(t for c in self._calls for t in c.inputs)]}.values()
                          if consumers[id(t)] > 1]
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
@@ -244,40 +263,59 @@ class Model:
     def _check_ready(self):
         if self.built and self.compiled:
             self.optimizer.bind(self._ranges, self.rt, self.dtype)
-            layer = self._output.call.layer
-            self._fold = self._output.index == 0 and self.loss.can_fold(layer.output_activation)
-            # fit and evaluate read the output only through the loss: an output layer whose
-            # softmax the loss folds may leave the softmax to the loss kernel (see _forward_loss).
-            self._softmax_in_loss = (self._fold and self.loss.folds == "softmax" and not self._output_consumed
-                                     and hasattr(layer, "forward_logits"))
-            self._loss_kernel = self.rt.kernel(self.loss.program(self.rt, self.dtype), "CalcOutputGradient", self.dtype)
-            self._reduce = self.rt.kernel(self.loss.program(self.rt, self.dtype), "ReduceMetrics", self.dtype)
-            self._totals = Tensor((2,), self.dtype, self.rt)
+            for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
+                head.compile(loss, weight, metrics)
             self._stats_size = 0
-            self._output_grad = None
 
-    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None) -> None:
-        """`distribution`: a clnet.distribute strategy (default: the one whose scope() is open)."""
+    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
+                loss_weights=None) -> None:
+        """As Keras's compile. A model of several outputs takes `loss` and `loss_weights` as one
+        for all, a list in output order or a dict by output name, and `metrics` as a list per
+        output or a dict by output name; the loss it minimises is the weighted sum of its
+        outputs' losses. `distribution`: a clnet.distribute strategy (default: the one whose
+        scope() is open)."""
         from .distribute import Distribution, current
         if distribution is not None and not isinstance(distribution, Distribution):
             raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
                             f"or None, got {distribution!r}")
+        names = self.output_names if self.built or type(self) is Model else ["output"]
+        if isinstance(loss, dict) and "name" in loss and "name" not in names:  # a loss's own config
+            loss = losses.get(loss)
+        self._losses = _per_output(loss, names, "loss", _loss)
+        self._loss_weights = _per_output(loss_weights, names, "loss_weights", _loss_weight)
+        if metrics is not None and len(names) > 1 and not isinstance(metrics, dict) and not (
+                isinstance(metrics, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in metrics)):
+            raise ValueError(f"metrics of a model of several outputs {names} must be a dict by output name or a list "
+                             f"of one list per output, as Keras's; got {metrics!r}")
+        self._metrics = _per_output(metrics, names, "metrics", _metric_names, listed=len(names) > 1)
         self.optimizer = optimizers.get(optimizer)
-        self.loss = losses.get(loss)
-        metrics = list(metrics or [])
-        for metric in metrics:
-            if metric not in METRICS:
-                raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
-        self.metrics = sorted({METRICS[m] for m in metrics})
+        self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
+        self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
+        self.loss_weights = None if loss_weights is None else dict(zip(names, self._loss_weights))
         self.compiled = True
         self._check_ready()
         self.distribution = distribution or current()
         if self.distribution is not None:
+            if len(names) > 1:
+                raise ValueError(f"{type(self.distribution).__name__} trains models of one output; model "
+                                 f"{self.name!r} has {len(names)} ({names})")
             if self.built and self._whole_store is None:
                 raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
                                  f"store, but model {self.name!r} shares layers another model built (their "
                                  "weights stay in that model's store); distribute the model that built them")
             self.distribution.attach(self)
+
+    def compile_config(self) -> dict:
+        """compile's loss, metrics and loss weights as JSON-able values (a checkpoint's training
+        config): compile(optimizer, **compile_config()) compiles the same step again."""
+        self._require_compiled("compile_config")
+        several = len(self._heads) > 1
+        config = {"loss": ({n: l.get_config() for n, l in zip(self.output_names, self._losses)} if several
+                           else self._losses[0].get_config()),
+                  "metrics": dict(zip(self.output_names, self._metrics)) if several else self._metrics[0]}
+        if self.loss_weights is not None:
+            config["loss_weights"] = self.loss_weights
+        return config
 
     def _fold_residual_sums(self, producers: dict, consumers: dict) -> None:
         """Residual sums folded into a term's producer (Layer.adds_to_output): an Add of two
@@ -296,7 +334,6 @@ class Model:
             for b, a in (call.inputs, call.inputs[::-1]):
                 maker = producers.get(id(b))
                 if (maker is not None and maker.adds_to_output and b.index == 0 and consumers[id(b)] == 1
-                        and b is not self._output
                         and id(calls[id(b)]) not in self._residuals and order[id(a)] < order[id(b)]):
                     self._residuals[id(calls[id(b)])] = a
                     self._folded[id(call)] = b
@@ -312,21 +349,18 @@ class Model:
             self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
                                    if len(self._inputs) > 1 else [])
             self.capacity = rows
-        if self.compiled and (self._output_grad is None or self._output_grad.shape[0] < self.capacity):
-            self._output_grad = Tensor((self.capacity, *self.output_shape), self.dtype, self.rt)
+        if self.compiled:
+            for head in self._heads:
+                head.ensure_rows(self.capacity, len(self._heads) > 1)
 
     def _ensure_stats(self, samples: int) -> None:
         """Per-sample loss and accuracy for `samples`, in the loss kernel's blocks per sample. A
         stream's epoch grows them as it goes, at least doubling, with a device-side copy of what
         the epoch has written so far."""
-        samples *= self._loss_blocks
         if samples > self._stats_size:
             size = max(samples, 2 * self._stats_size)
-            grown = Tensor((size,), self.dtype, self.rt), Tensor((size,), self.dtype, self.rt)
-            if self._stats_size:
-                for old, new in zip((self._sample_loss, self._sample_hit), grown):
-                    cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=old.nbytes)
-            self._sample_loss, self._sample_hit = grown
+            for head in self._heads:
+                head.grow_stats(size, self._stats_size)
             self._stats_size = size
 
     def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
@@ -343,9 +377,10 @@ class Model:
         return self._grad_plans[want_input_grad]
 
     # -- one batch ---------------------------------------------------------------------------
-    def _forward(self, x: Tensor, rows: int, training: bool = False, logits: bool = False) -> Tensor:
-        """The output for a batch `x` (rows, all inputs' features side by side); with `logits`,
-        the output layer's softmax input instead (its forward_logits)."""
+    def _forward(self, x: Tensor, rows: int, training: bool = False, logits: bool = False) -> list[Tensor]:
+        """The outputs for a batch `x` (rows, all inputs' features side by side), in order; with
+        `logits`, where an output's loss takes its layer's softmax (_Head.softmax_in_loss), that
+        layer's softmax input instead (its forward_logits)."""
         # The mode every layer sees: fit trains (Dropout drops, BatchNormalization normalises with
         # and updates batch statistics); evaluate, predict and validation infer. `step`, the
         # optimizer's update count (restored from a checkpoint), seeds per-step randomness, so a
@@ -367,7 +402,7 @@ class Model:
                 continue
             runner.training, runner.step = training, step
             xs = [values[id(t)] for t in call.inputs]
-            forward = runner.forward_logits if logits and call.output is self._output else runner.forward
+            forward = runner.forward_logits if logits and id(call.output) in self._logit_outputs else runner.forward
             residual = self._residuals.get(id(call))
             added = {} if residual is None else {"add": values[id(residual)]}
             result = forward(xs if runner.multi_input else xs[0], rows, **added)
@@ -375,7 +410,11 @@ class Model:
                 values[id(call.output)] = result
             else:  # a list, an output per tensor (a recurrent layer's states)
                 values.update({id(t): value for t, value in zip(call.outputs, result)})
-        return values[id(self._output)]
+        return [values[id(o)] for o in self._outputs]
+
+    @property
+    def _logit_outputs(self) -> set[int]:
+        return {id(head.tensor) for head in self._heads if head.softmax_in_loss}
 
     def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
         """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
@@ -383,19 +422,25 @@ class Model:
         over the other axes (time). Where the loss folds the output layer's softmax, the layer
         hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
         step (~9 us of host time on the H100, where small batches are launch-bound)."""
-        logits = self._softmax_in_loss
-        output = self._forward(x, rows, training, logits)
-        positions, group, blocks = self._output_positions, self._loss_group, self._loss_blocks
-        self._loss_kernel((rows * blocks * group,), (group,), target, output, self._output_grad, self._sample_loss,
-                          self._sample_hit, first, positions, blocks, self.output_shape[-1], self.loss.mode,
-                          SOFTMAX_HERE if logits else int(self._fold), 1.0 / (rows * positions))
+        outputs = self._forward(x, rows, training, logits=True)
+        if len(self._heads) == 1:
+            self._heads[0].launch(target, outputs[0], rows, first)
+            return
+        # The batch's targets lie side by side, an output's after another's: each loss reads its own.
+        offset, total = 0, sum(head.width for head in self._heads)
+        for head, output in zip(self._heads, outputs):
+            self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
+            head.launch(head.target, output, rows, first)
+            offset += head.width
 
     def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
         """Parameter gradients for the last forward pass; returns dL/d(input) per model input
         (None where `plan` did not ask for it). `reads`, a distribution's (PieceReads), if given:
         its layers hand over gradients in parts meanwhile, and reads.done(runner) is called once
         each layer's backward is enqueued (the distribution starts copying its gradients then)."""
-        grads = {id(self._output): self._output_grad}
+        grads = {}
+        for head in self._heads:
+            self._add_gradient(grads, head.tensor, head.output_grad, rows)
         with reads.handing_over() if reads is not None else nullcontext():
             for runner, call in reversed(self._steps):
                 output_grads = [grads.pop(id(t), None) for t in call.outputs]
@@ -417,7 +462,7 @@ class Model:
         if runner.multi_input:
             results = runner.backward(grad, rows, wanted, **states)
         else:
-            folded = self._fold and call.output is self._output
+            folded = any(head.fold and call.output is head.tensor for head in self._heads)
             # The input's gradient from its later readers, where this layer adds its own to it.
             earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
             added = states | ({} if earlier is None else {"add_to": earlier})
@@ -439,18 +484,21 @@ class Model:
         grads[id(tensor)] = into
 
     def _totals_now(self, count: int) -> tuple[float, float]:
-        """Sum of per-sample loss and accuracy over [0, count): the only read of a training loop."""
-        self._reduce((self.rt.local_size,), (self.rt.local_size,), self._sample_loss, self._sample_hit,
-                     count * self._loss_blocks, self._totals)
-        loss, hits = self._totals.numpy()
-        return float(loss), float(hits)
+        """Sum of per-sample loss and accuracy over [0, count) of a model of one output: the only
+        read of a training loop."""
+        return self._heads[0].totals(count)
 
     def _logs(self, count: int, prefix: str = "") -> dict:
-        loss, hits = self._totals_now(count)
-        logs = {prefix + "loss": loss / count}
-        if "accuracy" in self.metrics:
-            logs[prefix + "accuracy"] = hits / count
-        return logs
+        """The logs Keras writes: `loss`, the weighted sum of the outputs' losses; with several
+        outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name."""
+        totals = [head.totals(count) for head in self._heads]
+        logs = {prefix + "loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
+        several = len(self._heads) > 1
+        if several:
+            logs.update({f"{prefix}{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
+        metrics = {f"{prefix}{head.name + '_' if several else ''}{metric}": hits / count
+                   for head, (_, hits) in zip(self._heads, totals) for metric in head.metrics}
+        return logs | dict(sorted(metrics.items()))
 
     def _train_logs(self, seen: int, running: bool = False) -> dict:
         """The epoch's training logs, over every replica's rows under a distribution (`running`:
@@ -588,20 +636,28 @@ class Model:
         (x,) or (x, y)), in order."""
         batch_size = _check_int("batch_size", batch_size, minimum=1)
         feed = self._feed(x, None, batch_size, _check_steps("steps", steps), targets=False)
-        result = None if feed.samples is None else np.empty((feed.samples, *self.output_shape), self.dtype)
+        shapes = [o.sample_shape for o in self._outputs]
+        results = None if feed.samples is None else [np.empty((feed.samples, *shape), self.dtype) for shape in shapes]
         parts, seen = [], 0
         with closing(feed.epoch(0)) as batches:
             for rows, xb, _ in batches:
-                output = self._forward(xb, rows)
-                part = np.empty((rows, *self.output_shape), self.dtype) if result is None else result[seen:seen + rows]
+                part = ([np.empty((rows, *shape), self.dtype) for shape in shapes] if results is None
+                        else [result[seen:seen + rows] for result in results])
                 # Reads queue behind the kernels without waiting; finish() below waits for them all.
-                cl_runtime.cl.enqueue_copy(self.rt.queue, part.reshape(rows, -1), output.buffer, is_blocking=False)
+                for array, output in zip(part, self._forward(xb, rows)):
+                    cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer, is_blocking=False)
                 parts.append(part)
                 seen += rows
         if not seen:
             raise ValueError("x (a generator) yielded no batches")
         self.rt.queue.finish()
-        return result if result is not None else np.concatenate(parts)
+        return self._structured(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
+
+    def _structured(self, arrays: list):
+        """Per-output arrays in the structure the model's outputs were given in (Keras's)."""
+        if self._output_structure == "single":
+            return arrays[0]
+        return dict(zip(self._output_names, arrays)) if self._output_structure == "dict" else arrays
 
     def train_on_batch(self, x, y=None, return_dict: bool = False):
         """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
@@ -628,9 +684,10 @@ class Model:
     def predict_on_batch(self, x) -> np.ndarray:
         """The outputs for all of x in one launch sequence, as Keras's."""
         rows, xb, _ = self._one_batch(x)
-        output = np.empty((rows, *self.output_shape), self.dtype)
-        cl_runtime.cl.enqueue_copy(self.rt.queue, output.reshape(rows, -1), self._forward(xb, rows).buffer)
-        return output
+        arrays = [np.empty((rows, *o.sample_shape), self.dtype) for o in self._outputs]
+        for array, output in zip(arrays, self._forward(xb, rows)):
+            cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer)
+        return self._structured(arrays)
 
     def _one_batch(self, x, y=None, targets: bool = False):
         """(rows, x batch, y batch or None): all of x (and, with `targets`, y), checked as fit checks
@@ -655,7 +712,7 @@ class Model:
         rows, xb, yb = self._one_batch(x, y, targets=True)
         self._forward_loss(xb, yb, rows, 0, training=True)
         input_grads = self._backward(rows, self._needs_input_grad(True))
-        loss = self._totals_now(rows)[0] / rows
+        loss = self._logs(rows)["loss"]
         grads = []
         for layer in self._layers:
             grads.extend(layer.gradients())
@@ -719,16 +776,15 @@ class Model:
         side by side (a copy)."""
         if self.built and len(self._inputs) > 1:
             names = [i.name for i in self._inputs]
-            if not isinstance(x, (list, tuple)) or len(x) != len(self._inputs):
-                raise ValueError(f"{name} must be a list of {len(self._inputs)} arrays, one per input {names}, "
-                                 f"got {type(x).__name__}" + (f" of {len(x)}" if isinstance(x, (list, tuple)) else ""))
-            parts = [self._prepare_one(part, f"{name}[{i}] (input {n!r})", layer.input_shape, layer)
-                     for i, (part, n, layer) in enumerate(zip(x, names, self._inputs))]
+            parts = [self._prepare_one(part, f"{name}[{key!r}] (input {n!r})", layer.input_shape, layer)
+                     for (key, part), n, layer in zip(_by_name(x, names, name, "input"), names, self._inputs)]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
             return np.concatenate(parts, axis=1)
         if isinstance(x, (list, tuple)) and len(x) == 1 and not np.isscalar(x[0]):
             x = x[0]  # Keras takes [x] for a model of one input
+        elif isinstance(x, dict) and self.built and list(x) == [self._inputs[0].name]:
+            x = x[self._inputs[0].name]
         return self._prepare_one(x, name, self.input_shape)
 
     def _prepare_one(self, x, name: str, expected, source: Input | None = None) -> np.ndarray:
@@ -747,7 +803,18 @@ class Model:
 
     def _prepare(self, x, y, names=("x", "y")):
         x = self._prepare_x(x, names[0])
-        y = self.loss.prepare_targets(y, self.output_shape, self.dtype, names[1])
+        if len(self._heads) == 1:
+            if isinstance(y, (list, tuple)) and len(y) == 1 and not np.isscalar(y[0]):
+                y = y[0]  # Keras takes [y] for a model of one output
+            y = self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, names[1])
+        else:  # each output's targets by its loss, side by side
+            parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{names[1]}[{key!r}] (output {head.name!r})")
+                     for head, (key, part) in zip(self._heads, _by_name(y, self.output_names, names[1], "output"))]
+            if len({len(p) for p in parts}) > 1:
+                raise ValueError(f"the arrays of {names[1]} have {[len(p) for p in parts]} samples; they must match")
+            for head, part in zip(self._heads, parts):
+                head.width = part.shape[1]
+            y = np.concatenate(parts, axis=1)
         if len(x) != len(y):
             raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
         return x, np.ascontiguousarray(y)
@@ -830,7 +897,14 @@ class Model:
             refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
         return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
                 "layers": [_layer_config(l) for l in self._layers], "calls": calls,
-                "inputs": [position[id(i)] for i in self._inputs], "output": refs[id(self._output)]}
+                "inputs": [position[id(i)] for i in self._inputs], **self._outputs_config(refs)}
+
+    def _outputs_config(self, refs: dict) -> dict:
+        """A model of one output keeps the one-output form ("output"), which older files have."""
+        if self._output_structure == "single":
+            return {"output": refs[id(self._outputs[0])]}
+        return {"outputs": [refs[id(o)] for o in self._outputs],
+                **({"output_names": self._output_names} if self._output_structure == "dict" else {})}
 
     @classmethod
     def from_config(cls, config: dict, floatx: str | None = None) -> "Model":
@@ -844,7 +918,13 @@ class Model:
             made[index] = k + 1
             result = layers[index]([tensor(ref) for ref in call["inputs"]])
             outputs[index, k] = result if isinstance(result, list) else [result]
-        return cls([layers[i] for i in config["inputs"]], tensor(config["output"]), name=config["name"],
+        if "output" in config:
+            outputs = tensor(config["output"])
+        else:
+            outputs = [tensor(ref) for ref in config["outputs"]]
+            if "output_names" in config:
+                outputs = dict(zip(config["output_names"], outputs))
+        return cls([layers[i] for i in config["inputs"]], outputs, name=config["name"],
                    floatx=floatx or config["floatx"], seed=config["seed"])
 
     def summary(self, file=None) -> None:
@@ -933,7 +1013,8 @@ class Sequential(Model):
 
     def build(self, input_shape) -> None:
         """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
-        self._inputs, self._calls, self._output = self._chain(input_shape)
+        self._inputs, self._calls, output = self._chain(input_shape)
+        self._outputs, self._output_names, self._output_structure = [output], [output.call.layer.name], "single"
         super().build()
 
     def _chain(self, input_shape) -> tuple[list[Input], list[Call], KerasTensor]:
@@ -1033,6 +1114,134 @@ class _SharingStore(_DeclaringStore):
                              f"cannot be called on inputs of shape {self._shape}: its weights have other shapes "
                              "(a layer keeps the weights it was built with)")
         return self.store.share(owner)
+
+
+class _Head:
+    """One output as the loss sees it (Keras's per-output loss): its tensor and name, its loss,
+    weight and metrics, and its loss kernel's buffers. `consumed`: a layer reads the output too,
+    so its gradient is a sum, and its layer's activation stays out of the loss."""
+
+    def __init__(self, rt, tensor: KerasTensor, name: str, consumed: bool):
+        self.rt, self.tensor, self.name, self.consumed = rt, tensor, name, consumed
+        self.shape = tensor.sample_shape
+        self.positions = int(np.prod(self.shape[:-1]))  # time steps, or 1
+        # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
+        # enough per sample for its positions; each writes its share of the sample's loss.
+        self.group = rt.row_group(self.positions)
+        self.blocks = -(-self.positions // self.group)  # work-groups per sample
+        self.width = int(np.prod(self.shape))  # its targets' columns (a sparse loss's: set by _prepare)
+
+    def compile(self, loss, weight: float, metrics: list[str]) -> None:
+        rt, dtype, layer = self.rt, self.tensor.call.layer.dtype, self.tensor.call.layer
+        self.loss, self.weight, self.metrics = loss, weight, metrics
+        self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
+        # fit and evaluate read the output only through the loss: an output layer whose softmax
+        # the loss folds may leave the softmax to the loss kernel (see Model._forward_loss).
+        self.softmax_in_loss = self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
+        self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
+        self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
+        self._totals = Tensor((2,), dtype, rt)
+        self.output_grad = self.target = None
+        self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
+
+    def ensure_rows(self, rows: int, split_targets: bool) -> None:
+        dtype = self.tensor.call.layer.dtype
+        if self.output_grad is None or self.output_grad.shape[0] < rows:
+            self.output_grad = Tensor((rows, *self.shape), dtype, self.rt)
+            # A model of several outputs copies each one's targets out of the batch's.
+            self.target = Tensor((rows, self.width), dtype, self.rt) if split_targets else None
+
+    def grow_stats(self, samples: int, kept: int) -> None:
+        """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
+        dtype = self.tensor.call.layer.dtype
+        grown = tuple(Tensor((samples * self.blocks,), dtype, self.rt) for _ in range(2))
+        if kept:
+            for old, new in zip(self.stats, grown):
+                cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
+        self.stats = grown
+
+    def launch(self, target: Tensor, output: Tensor, rows: int, first: int) -> None:
+        """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
+        rows [first, first + rows). As in Keras the last axis is what a loss compares (the
+        classes), averaged over the other axes (time). Where the loss takes the output layer's
+        softmax, `output` is the softmax's input: one launch fewer per step (~9 us of host time
+        on the H100, where small batches are launch-bound)."""
+        self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
+                     *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
+                     SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
+                     self.weight / (rows * self.positions))
+
+    def totals(self, count: int) -> tuple[float, float]:
+        """Sum of per-sample loss and accuracy over [0, count)."""
+        size = self.rt.local_size
+        self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
+        loss, hits = self._totals.numpy()
+        return float(loss), float(hits)
+
+
+def _output_name(tensor: KerasTensor, taken: set) -> str:
+    """An output's name, as Keras's: its layer's, made unique (a recurrent layer's states follow
+    its output: lstm, lstm_1, lstm_2)."""
+    base = tensor.call.layer.name
+    name = base if base not in taken else next(f"{base}_{i}" for i in range(1, len(taken) + 2)
+                                               if f"{base}_{i}" not in taken)
+    taken.add(name)
+    return name
+
+
+def _by_name(value, names: list[str], argument: str, what: str) -> list[tuple]:
+    """(key, item) per name of `value`, a list in order or a dict by name, as Keras takes a
+    model's several inputs or outputs."""
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in names]
+        missing = [n for n in names if n not in value]
+        if unknown or missing:
+            raise ValueError(f"{argument} is a dict by {what} name; the model's {what}s are {names}, got keys "
+                             f"{list(value)}" + (f" ({unknown} unknown)" if unknown else "")
+                             + (f" ({missing} missing)" if missing else ""))
+        return [(n, value[n]) for n in names]
+    if not isinstance(value, (list, tuple)) or len(value) != len(names):
+        raise ValueError(f"{argument} must be a list of {len(names)} arrays, one per {what} {names}, or a dict by "
+                         f"{what} name, got {type(value).__name__}"
+                         + (f" of {len(value)}" if isinstance(value, (list, tuple)) else ""))
+    return list(enumerate(value))
+
+
+def _per_output(value, names: list[str], argument: str, check, listed: bool = True) -> list:
+    """compile's `value` for each output, as Keras reads it: a dict by output name, a list in
+    output order (where `listed`), or one value for all."""
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            raise ValueError(f"{argument} names {unknown}, which are not outputs of the model; its outputs are {names}")
+        return [check(value.get(n), f"{argument}[{n!r}]") for n in names]
+    if listed and isinstance(value, (list, tuple)):
+        if len(value) != len(names):
+            raise ValueError(f"{argument} must have one entry per output {names}, got {len(value)}: {value!r}")
+        return [check(v, f"{argument}[{i}]") for i, v in enumerate(value)]
+    return [check(value, argument) for _ in names]
+
+
+def _loss(value, argument: str):
+    if value is None:
+        raise ValueError(f"{argument} is None: every output of a clnet model needs a loss")
+    return losses.get(value)
+
+
+def _loss_weight(value, argument: str) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{argument} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _metric_names(metrics, argument: str) -> list[str]:
+    metrics = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
+    for metric in metrics:
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r} in {argument}; expected one of {sorted(METRICS)}")
+    return sorted({METRICS[m] for m in metrics})
 
 
 def _returned(logs: dict, return_dict: bool):

@@ -75,7 +75,7 @@ def _save(model: Model, path, training: bool) -> None:
         if training:
             opt = model.optimizer
             f.attrs["training_config"] = _json({
-                "loss": model.loss.get_config(), "metrics": model.metrics,
+                **model.compile_config(),
                 "optimizer": {"class_name": type(opt).__name__, "config": opt.get_config()}})
             group = f.create_group("optimizer")
             group.attrs["iterations"] = opt.iterations
@@ -203,7 +203,7 @@ def load_model(path, floatx: str | None = None) -> Model:
         model = checkpoint.build_model(floatx)
         try:
             optimizer = _optimizer(training["optimizer"])
-            model.compile(optimizer, training["loss"], training["metrics"])
+            model.compile(optimizer, training["loss"], training["metrics"], loss_weights=training.get("loss_weights"))
         except (KeyError, TypeError, ValueError) as error:
             raise checkpoint.error(f"its training_config {training!r} is not valid: {error}") from error
         layers = checkpoint.set_weights(model)

@@ -234,7 +234,7 @@ def test_unreachable_inputs_and_outputs():
         clnet.Model(a, out)
     with pytest.raises(TypeError, match=r"Dense was called on ndarray"):
         Dense(2)(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match=r"x must be a list of 2 arrays, one per input \['a', 'b'\], got ndarray"):
+    with pytest.raises(ValueError, match=r"x must be a list of 2 arrays, one per input \['a', 'b'\], or a dict by input name, got ndarray"):
         clnet.Model([a, b], out).predict(np.zeros((2, 3)))
     with pytest.raises(TypeError, match=r"Add 'add' merges several inputs, which a Sequential stack cannot give"):
         clnet.Sequential([Input((3,)), Add(name="add")])

@@ -126,3 +126,37 @@ def test_adding_layers_keeps_one_store_unless_another_model_reads_them(rng):
     before = reader.predict(np.ones((1, 4)))
     model.fit(rng.normal(size=(8, 4)), rng.normal(size=(8, 1)), epochs=1, verbose=0)
     assert not np.array_equal(reader.predict(np.ones((1, 4))), before)  # the reader sees the training
+
+
+def test_seq2seq_inference_models_decode_what_the_trained_model_predicts(rng):
+    """The sequence-to-sequence pattern: an encoder LSTM's final states start a decoder LSTM, a
+    softmax over its outputs; trained, then split into an encoder model (its states) and a
+    decoder model of one step (states in, states out) built from the same layers. Decoding the
+    targets step by step (teacher-forced) gives what the trained model predicts, exactly."""
+    steps, tokens, units = 5, 7, 6
+    encoder_inputs = Input((4, tokens))
+    _, h, c = LSTM(units, return_state=True)(encoder_inputs)
+    decoder_inputs = Input((steps, tokens))
+    decoder_lstm = LSTM(units, return_sequences=True, return_state=True)
+    decoder_outputs, _, _ = decoder_lstm(decoder_inputs, initial_state=[h, c])
+    decoder_dense = Dense(tokens, "softmax")
+    model = Model([encoder_inputs, decoder_inputs], decoder_dense(decoder_outputs), floatx="float64")
+    model.compile(clnet.optimizers.RMSprop(0.01), "categorical_crossentropy", ["accuracy"])
+    one_hot = lambda shape: np.eye(tokens)[rng.integers(0, tokens, shape)]
+    source, target = one_hot((12, 4)), one_hot((12, steps))
+    model.fit([source, target], np.roll(target, -1, axis=1), batch_size=4, epochs=3, verbose=0)
+    trained = model.get_weights()
+
+    encoder_model = Model(encoder_inputs, [h, c], floatx="float64")
+    state_inputs = [Input((units,)), Input((units,))]
+    step_input = Input((1, tokens))
+    step_outputs, step_h, step_c = decoder_lstm(step_input, initial_state=state_inputs)
+    decoder_model = Model([step_input, *state_inputs], [decoder_dense(step_outputs), step_h, step_c],
+                          floatx="float64")
+    predicted = model.predict([source, target])
+    states = encoder_model.predict(source)
+    for t in range(steps):
+        probabilities, *states = decoder_model.predict([target[:, t:t + 1], *states])
+        np.testing.assert_array_equal(probabilities[:, 0], predicted[:, t])
+    for before, after in zip(trained, model.get_weights()):
+        np.testing.assert_array_equal(before, after)

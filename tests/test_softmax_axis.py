@@ -55,7 +55,7 @@ def test_loss_folds_the_last_axis_only(rng):
     for axis, folds in ((-1, True), (1, False)):
         model = clnet.Sequential([Input((3, 4)), Dense(4), Softmax(axis)], seed=1)
         model.compile("sgd", "sparse_categorical_crossentropy")
-        assert model._fold is folds
+        assert model._heads[0].fold is folds
         kernel, bias = model.layers[0].get_weights()
         p = softmax(x @ kernel + bias, axis)
         want = -np.log(np.clip(np.take_along_axis(p, y[..., None], -1), 1e-7, 1)).mean()

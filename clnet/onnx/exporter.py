@@ -29,8 +29,9 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     """`model` as an onnx.ModelProto, checked by onnx.checker (full_check).
 
     One input named "input", shape (batch, *model.input_shape) (a model of several inputs has
-    "input_0", "input_1", ... in the order of model.inputs), and one output named "output",
-    shape (batch, *model.output_shape), both in the model's float type (float32 or float64).
+    "input_0", "input_1", ... in the order of model.inputs), and one output named "output" of
+    the output's shape with the batch axis first (several: "output_0", "output_1", ... in the
+    order of model.outputs), all in the model's float type (float32 or float64).
     `batch="dynamic"` leaves the batch axis free (a symbolic dimension named "batch"); an integer
     fixes it. The IR version is the lowest that carries `opset`, so older runtimes read the file.
     """
@@ -66,15 +67,17 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
                             f"with the names of its {count} output tensor(s), got {names!r}")
         tensors.update({id(t): name for t, name in zip(call.outputs, names)})
     graph.layer = None
-    nodes = _nodes(onnx, graph, tensors[id(model.outputs[0])], sources)
+    results = output_names(model)
+    nodes = _nodes(onnx, graph, [tensors[id(t)] for t in model.outputs], results, sources)
 
     elem_type = helper.np_dtype_to_tensor_dtype(model.dtype)
     dtype = model.dtype.name
     inputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
                                             f"{dtype} samples, one per row along axis 0, as model.predict takes them")
               for name, t in zip(sources, model.inputs)]
-    outputs = [helper.make_tensor_value_info(OUTPUT, elem_type, [batch_dim, *model.output_shape],
-                                             f"{dtype}, what model.predict returns for the same rows")]
+    outputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
+                                             f"{dtype}, what model.predict returns for the same rows")
+               for name, t in zip(results, model.outputs)]
     initializers = [numpy_helper.from_array(array, name) for name, array in graph.initializers.items()]
     opsets = [helper.make_opsetid("", opset)]
     ir_version = helper.find_min_ir_version_for(opsets)
@@ -97,15 +100,25 @@ def input_names(model) -> list[str]:
     return [INPUT] if count == 1 else [f"{INPUT}_{i}" for i in range(count)]
 
 
-def _nodes(onnx, graph: GraphBuilder, last: str, sources: list[str]) -> list:
-    """The builder's nodes as NodeProtos, with the last tensor renamed to OUTPUT; each op must
-    exist in the chosen opset."""
+def output_names(model) -> list[str]:
+    """The graph's output names: "output" for a model of one output, else "output_0", ... in
+    the order of the model's outputs (as predict returns its list of arrays)."""
+    count = len(model.outputs)
+    return [OUTPUT] if count == 1 else [f"{OUTPUT}_{i}" for i in range(count)]
+
+
+def _nodes(onnx, graph: GraphBuilder, lasts: list[str], results: list[str], sources: list[str]) -> list:
+    """The builder's nodes as NodeProtos, with each output tensor renamed to its name in
+    `results`; each op must exist in the chosen opset."""
     from onnx import helper, numpy_helper
 
-    if last in sources or last in graph.initializers:  # nothing computed: the graph still needs a node
-        graph.nodes.append(("Identity", (last,), (OUTPUT,), {}, None))
-        last = OUTPUT
-    rename = lambda name: OUTPUT if name == last else name
+    renamed = {}
+    for last, result in zip(lasts, results):
+        if last in sources or last in graph.initializers:  # nothing computed: the graph still needs a node
+            graph.nodes.append(("Identity", (last,), (result,), {}, None))
+        else:
+            renamed[last] = result
+    rename = lambda name: renamed.get(name, name)
     nodes = []
     for op_type, inputs, outputs, attributes, layer in graph.nodes:
         try:
