@@ -136,6 +136,17 @@ class Model:
         return [i.output for i in self._inputs]
 
     @property
+    def input(self):
+        """The model's input tensor, or their list for a model of several, as Keras's."""
+        inputs = self.inputs
+        return inputs[0] if len(inputs) == 1 else inputs
+
+    @property
+    def output(self):
+        """The model's output tensor, or their list (dict) as the model was given them, as Keras's."""
+        return self._structured(self.outputs)
+
+    @property
     def outputs(self) -> list[KerasTensor]:
         """The model's output tensors, in order, as Keras's `model.outputs`."""
         return list(self._outputs)
@@ -265,6 +276,7 @@ class Model:
             self.optimizer.bind(self._ranges, self.rt, self.dtype)
             for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
                 head.compile(loss, weight, metrics)
+            self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
             self._stats_size = 0
 
     def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
@@ -411,10 +423,6 @@ class Model:
             else:  # a list, an output per tensor (a recurrent layer's states)
                 values.update({id(t): value for t, value in zip(call.outputs, result)})
         return [values[id(o)] for o in self._outputs]
-
-    @property
-    def _logit_outputs(self) -> set[int]:
-        return {id(head.tensor) for head in self._heads if head.softmax_in_loss}
 
     def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
         """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
@@ -1067,12 +1075,12 @@ def _layer_from_config(entry: dict) -> Layer:
 
 
 def _name(layer: Layer, taken_by: list[Layer]) -> None:
-    """Give an unnamed layer its class's name, made unique within the model (dense, dense_1, ...)."""
-    if layer.name is None:
-        base = type(layer).__name__.lower()
-        taken = {l.name for l in taken_by}
-        layer.name = base if base not in taken else next(
-            f"{base}_{i}" for i in range(1, len(taken) + 2) if f"{base}_{i}" not in taken)
+    """Check that `layer`'s name is not another layer's of the model, as Keras: names find
+    layers (get_layer), outputs and checkpoint groups."""
+    other = next((l for l in taken_by if l.name == layer.name and l is not layer), None)
+    if other is not None:
+        raise ValueError(f"the name {layer.name!r} is used by two layers of the model, {other.describe()} and "
+                         f"{type(layer).__name__}; all layer names of a model must be unique")
 
 
 # The parameters each built layer declared, in the order its build declared them: what a later

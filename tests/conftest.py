@@ -105,3 +105,9 @@ def fp64(rt):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def fresh_names():
+    """Each test's automatic layer names start at dense, dense_1, ..., as in a new Keras session."""
+    clnet.utils.clear_session()

@@ -232,7 +232,7 @@ def test_unreachable_inputs_and_outputs():
         clnet.Model([a, b, c], out)
     with pytest.raises(ValueError, match=r"not reachable from the model's inputs alone: it also depends on Input 'b'"):
         clnet.Model(a, out)
-    with pytest.raises(TypeError, match=r"Dense was called on ndarray"):
+    with pytest.raises(TypeError, match=r"Dense 'dense_1' was called on ndarray"):
         Dense(2)(np.zeros((2, 3)))
     with pytest.raises(ValueError, match=r"x must be a list of 2 arrays, one per input \['a', 'b'\], or a dict by input name, got ndarray"):
         clnet.Model([a, b], out).predict(np.zeros((2, 3)))

@@ -94,3 +94,30 @@ def test_layers_and_get_layer_as_keras():
     text = io.StringIO()
     sequential.summary(file=text)
     assert "hidden (Dense)" in text.getvalue() and "(Input)" not in text.getvalue()
+
+
+def test_layers_are_named_at_construction_as_keras_names_them():
+    assert [Dense(2).name, Dense(2).name, clnet.layers.LSTM(3).name, Input((2,)).name, Input((2,)).name] == [
+        "dense", "dense_1", "lstm", "input_layer", "input_layer_1"]
+    assert clnet.layers.BatchNormalization().name == "batch_normalization"
+    with pytest.raises(ValueError, match="GlobalAveragePooling1D 'global_average_pooling1d' expects"):
+        clnet.layers.GlobalAveragePooling1D()(Input((5,)))  # named in errors before any build
+    clnet.utils.clear_session()
+    assert Dense(2).name == "dense"
+    x = Input((3,))
+    with pytest.raises(ValueError, match=r"the name 'twin' is used by two layers of the model"):
+        clnet.Model(x, Dense(2, name="twin")(Dense(3, name="twin")(x)))
+
+
+def test_inputs_and_outputs_of_layers_and_models():
+    x, y = Input((3,)), Input((2,))
+    hidden = Dense(4)
+    h = hidden(x)
+    out = Dense(1)(clnet.layers.Concatenate()([h, y]))
+    model = clnet.Model([x, y], out)
+    assert hidden.input is x.output and hidden.output is h and x.input is x.output
+    assert model.input == [x.output, y.output] and model.output is out
+    assert clnet.Model(x, h).input is x.output
+    assert clnet.Model(x, {"h": h}).output == {"h": h}
+    with pytest.raises(AttributeError, match="Dense 'never' has never been called and thus has no defined output"):
+        Dense(2, name="never").output

@@ -168,10 +168,10 @@ def test_save_load_predict_and_config(tmp_path, rng):
     x, y = rng.normal(size=(30, 9, 8, 2)), rng.integers(0, 3, 30)
     trains_saves_and_reloads(model, x, y, tmp_path / "m.h5", "categorical_crossentropy")
     configs = [layer.get_config() for layer in model.layers]
-    assert configs[0] == {"name": "zeropadding2d", "padding": [[1, 0], [0, 2]]}
-    assert configs[2] == {"name": "averagepooling2d", "pool_size": [3, 3], "strides": [2, 2], "padding": "same"}
+    assert configs[0] == {"name": "zero_padding2d", "padding": [[1, 0], [0, 2]]}
+    assert configs[2] == {"name": "average_pooling2d", "pool_size": [3, 3], "strides": [2, 2], "padding": "same"}
     assert configs[4] == {"name": "reshape", "target_shape": [-1, 3]}
-    assert configs[8] == {"name": "globalmaxpooling2d", "keepdims": True}
+    assert configs[8] == {"name": "global_max_pooling2d", "keepdims": True}
 
 
 @pytest.mark.parametrize("make,input_shape,message", [

@@ -110,7 +110,7 @@ def test_gradients(fp64, rng):
 
 def test_config_and_checkpoint(tmp_path, rng):
     assert ReLU(name="r").get_config() == {"name": "r", "max_value": None, "negative_slope": 0.0, "threshold": 0.0}
-    assert ReLU(6, 0.1, 2).get_config() == {"name": None, "max_value": 6.0, "negative_slope": 0.1, "threshold": 2.0}
+    assert ReLU(6, 0.1, 2).get_config() == {"name": "re_lu", "max_value": 6.0, "negative_slope": 0.1, "threshold": 2.0}
     assert LeakyReLU(name="l").get_config() == {"name": "l", "negative_slope": 0.3}
     assert ELU(name="e").get_config() == {"name": "e", "alpha": 1.0}
     for layer in (ReLU(4.0, 0.25, 0.5, name="r"), LeakyReLU(0.1, name="l"), ELU(0.5, name="e")):

@@ -48,6 +48,7 @@ def data(samples=240):
 
 def mlp(optimizer="adam", floatx="float64", seed=7, units=10):
     # units=10 and 3 are padded to the vector width on the device: the layout code is exercised.
+    clnet.utils.clear_session()  # the same layer names, and checkpoint groups, for every one
     model = clnet.Sequential([Input((2, 3)), Flatten(), Dense(units, "tanh"), Dense(3, "softmax")],
                              seed=seed, floatx=floatx)
     model.compile(OPTIMIZERS[optimizer]() if optimizer in OPTIMIZERS else optimizer,
@@ -90,7 +91,7 @@ def test_file_layout_opens_with_plain_h5py(tmp_path):
                 "name": "adam", "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.99, "epsilon": 1e-7,
                 "amsgrad": False, "weight_decay": None, "clipnorm": None, "global_clipnorm": None,
                 "clipvalue": None, "l1": 1e-5, "l2": 1e-4}}}
-        assert list(f["layers"]) == ["000_input", "001_flatten", "002_dense", "003_dense_1"]
+        assert list(f["layers"]) == ["000_input_layer", "001_flatten", "002_dense", "003_dense_1"]
         assert [f["layers"][g].attrs["type"].decode() for g in f["layers"]] == ["Input", "Flatten", "Dense", "Dense"]
         assert list(f["layers/002_dense"].attrs["weight_names"]) == [b"kernel", b"bias"]
         assert len(f["layers/001_flatten"].attrs["weight_names"]) == 0
@@ -157,7 +158,7 @@ def test_save_weights_and_load_weights(tmp_path):
     model.save_weights(tmp_path / "w.h5")
     with h5py.File(tmp_path / "w.h5", "r") as f:
         assert "training_config" not in f.attrs and "optimizer" not in f
-        assert set(f["layers"]) == {"000_input", "001_flatten", "002_dense", "003_dense_1"}
+        assert set(f["layers"]) == {"000_input_layer", "001_flatten", "002_dense", "003_dense_1"}
     other = mlp("SGD", seed=99)  # built on construction (its first layer is an Input), other weights
     other.load_weights(tmp_path / "w.h5")
     for a, b in zip(other.get_weights(), model.get_weights()):
@@ -531,10 +532,10 @@ def test_weights_that_do_not_fit_change_nothing(tmp_path):
     for a, b in zip(other.get_weights(), before):
         np.testing.assert_array_equal(a, b)
     fewer = clnet.Sequential([Input((2, 3)), Flatten(), Dense(10, "tanh")], seed=1)
-    with pytest.raises(CheckpointError, match=r"holds 4 layers \(000_input, 001_flatten, 002_dense, 003_dense_1\), "
+    with pytest.raises(CheckpointError, match=r"holds 4 layers \(000_input_layer, 001_flatten, 002_dense, 003_dense_1\), "
                                               r"but the model has 3"):
         fewer.load_weights(tmp_path / "w.h5")
-    typed = clnet.Sequential([Input((2, 3)), Flatten(), Dense(10, "tanh"), Flatten()], seed=1)
+    typed = clnet.Sequential([Input((2, 3)), Flatten(), Dense(10, "tanh"), Flatten(name="flatten_1")], seed=1)
     with pytest.raises(CheckpointError, match=r"layer group '003_dense_1' holds a Dense layer, but the model's "
                                               r"layer 'flatten_1' is a Flatten"):
         typed.load_weights(tmp_path / "w.h5")

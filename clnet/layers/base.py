@@ -3,6 +3,7 @@ allocate() makes the per-batch device buffers, forward()/backward() launch kerne
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class Call:
         self.number = Call.made
         self.outputs = [KerasTensor(shape, self, k) for k, shape in enumerate(output_shapes)]
         self.output = self.outputs[0]
+        layer.__dict__.setdefault("inbound_calls", []).append(self)
 
 
 class Layer:
@@ -63,14 +65,35 @@ class Layer:
     def __init__(self, name: str | None = None, input_shape=None):
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a string, got {name!r}")
-        self.name = name
+        # Keras's automatic names, given at construction: dense, dense_1, ... (clear_session()
+        # starts them again).
+        self.name = unique_name(self.name_prefix or snake_case(type(self).__name__)) if name is None else name
+        self.inbound_calls: list[Call] = []  # its calls, in the order made
         self.input_shape = None if input_shape is None else _shape("input_shape", input_shape)
         self.output_shape = None
         self.built = False
         self.capacity = 0  # rows the per-batch buffers hold
 
+    name_prefix: str | None = None  # the automatic names' stem, if not the class's name in snake case
+
     def describe(self) -> str:
         return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
+
+    @property
+    def output(self):
+        """The output of the layer's first call (a list for a layer of several), as Keras's."""
+        return self._first_call("output", lambda call: call.output if len(call.outputs) == 1 else list(call.outputs))
+
+    @property
+    def input(self):
+        """The input of the layer's first call (a list for a layer of several), as Keras's."""
+        return self._first_call("input", lambda call: call.inputs[0] if len(call.inputs) == 1 else list(call.inputs))
+
+    def _first_call(self, what: str, pick):
+        calls = self.__dict__.get("inbound_calls")
+        if not calls:
+            raise AttributeError(f"{self.describe()} has never been called and thus has no defined {what}")
+        return pick(calls[0])
 
     # -- the functional API -------------------------------------------------------------------
     def __call__(self, inputs) -> KerasTensor | list[KerasTensor]:
@@ -245,6 +268,28 @@ class Layer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+_name_counts: dict[str, int] = {}
+
+
+def unique_name(stem: str) -> str:
+    """`stem`, then stem_1, stem_2, ... on later calls: Keras's automatic names."""
+    count = _name_counts.get(stem, 0)
+    _name_counts[stem] = count + 1
+    return stem if count == 0 else f"{stem}_{count}"
+
+
+def clear_names() -> None:
+    """Start the automatic names again (clnet.utils.clear_session)."""
+    _name_counts.clear()
+
+
+def snake_case(name: str) -> str:
+    """A class name as Keras writes it in layer names: BatchNormalization -> batch_normalization,
+    LSTM -> lstm, Conv2D -> conv2d."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 def _shape(argument: str, value) -> tuple:

@@ -10,9 +10,15 @@ class Input(Layer):
     `x = Input((28, 28)); y = Dense(10)(Flatten()(x)); Model(x, y)`. `output` is the symbolic
     tensor it stands for, so it can be passed wherever a layer's output can."""
 
+    name_prefix = "input_layer"  # as Keras's InputLayer
+
     def __init__(self, shape, name=None):
         super().__init__(name, _shape("Input shape", shape))
-        self.output = Call(self, [], [self.input_shape]).output
+        Call(self, [], [self.input_shape])  # its output, the tensor it stands for
+
+    @property
+    def input(self):
+        return self.output
 
     @property
     def shape(self) -> tuple:
