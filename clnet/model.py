@@ -11,7 +11,7 @@ from contextlib import closing, nullcontext
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import losses, optimizers
+from . import losses, ops, optimizers
 from .callbacks import CallbackList, History
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
@@ -19,7 +19,7 @@ from .cl.tensor import Tensor
 from . import data
 from .data import ArrayFeed, Batches, Stream, checked, is_stream
 from .layers import Input, Layer
-from .layers.base import Call, KerasTensor
+from .layers.base import Call, KerasTensor, leaves_of, tensors_of, check_call_arguments
 from .layers.merge import merge_program
 from .losses.base import SOFTMAX_HERE
 
@@ -124,6 +124,71 @@ class Model:
         if self._output_names is None:  # Keras: each output by its layer's name (lstm, lstm_1 for its states)
             self._output_names = [_output_name(o, taken) for taken in [set()] for o in outputs]
 
+    def describe(self) -> str:
+        return f"model {self.name!r}"
+
+    # -- a model as a layer, and subclassed models -------------------------------------------------
+    def __call__(self, inputs, training=None, mask=None):
+        """Apply the model to symbolic tensors, as Keras's nested models: each of its layer calls
+        again, on `inputs` (one, a list, or a dict by input name), sharing the layers' weights;
+        returns its outputs in the structure it was made with. An unbuilt Sequential is first
+        built for the input's shape. The calls are the outer model's own (its `layers` list the
+        nested model's layers, not the model)."""
+        check_call_arguments(self, (), training=training, mask=mask)
+        given = tensors_of(inputs)
+        if not self.built:
+            leaves = leaves_of(given)
+            if not leaves or not all(isinstance(t, KerasTensor) for t in leaves):
+                raise TypeError(f"model {self.name!r} was called on {inputs!r}; expected symbolic tensors")
+            # Its layers (or its call()) on the tensors, as in Keras: the model that reads them builds
+            # them, in its own float type; this one, built later, shares them.
+            if type(self).call is not Model.call:
+                return self.call(given)
+            tensor = given
+            for layer in self._layers:
+                if isinstance(layer, Input):
+                    if leaves[0].sample_shape != layer.input_shape:
+                        raise ValueError(f"model {self.name!r} starts with {layer.describe()} of shape "
+                                         f"{layer.output.shape}, got a tensor of shape {leaves[0].shape}")
+                    continue
+                tensor = layer(tensor)
+            return tensor
+        names = [i.name for i in self._inputs]
+        pairs = (_by_name(given, names, "inputs", "input") if len(names) > 1 or isinstance(given, dict)
+                 else [(0, given[0] if isinstance(given, (list, tuple)) and len(given) == 1 else given)])
+        made = {}
+        for (_, tensor), source in zip(pairs, self._inputs):
+            if not isinstance(tensor, KerasTensor) or tensor.sample_shape != source.input_shape:
+                raise ValueError(f"model {self.name!r} input {source.name!r} takes tensors of shape "
+                                 f"{source.output.shape}, got {getattr(tensor, 'shape', tensor)!r}")
+            made[id(source.output)] = tensor
+        for call in self._calls:  # as from_config: each layer on the list of its inputs
+            result = call.layer([made[id(t)] for t in call.inputs])
+            made.update(zip(map(id, call.outputs), result if isinstance(result, list) else [result]))
+        return self._structured([made[id(o)] for o in self._outputs])
+
+    def call(self, inputs, *args, **kwargs):
+        """A subclass's computation, as Keras's Model.call: traced once, on Input tensors of the
+        shape of the first data it meets (or of build(input_shape)), into the model's graph."""
+        raise NotImplementedError(f"model {self.name!r} defines no call()")
+
+    def _trace(self, input_shape) -> None:
+        """A subclassed model's graph: call() on Inputs of `input_shape` (a list of shapes: one
+        Input each), its layers called as in any functional model."""
+        several = isinstance(input_shape, list) and input_shape and isinstance(input_shape[0], (list, tuple))
+        inputs = [Input(shape) for shape in input_shape] if several else [Input(input_shape)]
+        try:
+            outputs = self.call(inputs if several else inputs[0])
+        except Exception as error:
+            error.add_note(f"(raised while tracing {type(self).__name__}.call() of model {self.name!r} on symbolic "
+                           "tensors)")
+            raise
+        outputs = tensors_of(outputs)
+        if not leaves_of(outputs) or not all(isinstance(t, KerasTensor) for t in leaves_of(outputs)):
+            raise TypeError(f"{type(self).__name__}.call() returned {outputs!r}; a traced call() must return the "
+                            "symbolic tensors that clnet layers and ops gave it (one, a list or a dict of them)")
+        self._set_graph(inputs, outputs)
+
     @property
     def layers(self) -> list[Layer]:
         """The model's layers in call order, each once, its Inputs first, as Keras's functional
@@ -171,7 +236,13 @@ class Model:
     def build(self, input_shape=None) -> None:
         """Build every layer on the current device (a functional model is built when made). A
         layer built already (by another model, or trained) is not built again: it keeps its
-        weights, which this model then reads and trains where they are, as Keras's shared layers."""
+        weights, which this model then reads and trains where they are, as Keras's shared layers.
+        A subclassed model's call() is traced first, on Inputs of `input_shape`."""
+        if type(self).call is not Model.call and not self._layers:
+            if input_shape is None:
+                raise NotBuiltError(f"model {self.name!r} ({type(self).__name__}) is traced on Inputs of the "
+                                    "first data's shape: call build(input_shape), fit or predict first")
+            self._trace(input_shape)
         self.rt = cl_runtime.runtime()
         self.rt.check_dtype(self.dtype)
         store = ParameterStore(self.rt, self.dtype)  # for the layers this model builds
@@ -181,7 +252,10 @@ class Model:
         owned: dict[int, list] = {}   # layer -> the parameters its build declared, in order
         self._steps = []              # (layer or its copy, call), in call order
         fresh = set()                 # the layers (and copies) this build made
-        for call in self._calls:
+        # What runs: the graph's calls, each chain of elementwise ops one generated kernel (a
+        # layer of its own, made here; the graph, self._calls, stays as made).
+        runs = ops.fuse_elementwise(self._calls, self._outputs)
+        for call in runs:
             layer = call.layer
             shapes = [t.sample_shape for t in call.inputs]
             shape = shapes if layer.multi_input else shapes[0]
@@ -203,7 +277,7 @@ class Model:
                 runner = layer
             else:
                 recorder = _DeclaringStore(store)
-                layer.build(shape, recorder, np.random.default_rng([self.seed, index[id(layer)]]))
+                layer.build(shape, recorder, np.random.default_rng([self.seed, index.get(id(layer), 0)]))
                 owned[id(layer)] = _declared[layer] = recorder.declared
                 runner = layer
                 fresh.add(id(runner))
@@ -229,7 +303,7 @@ class Model:
         self._batch_transposed = any(runner.reads_transposed and any(t is first for t in call.inputs)
                                      for runner, call in self._steps)
         consumers: dict[int, int] = {}  # calls reading each tensor
-        for call in self._calls:
+        for call in runs:
             for t in call.inputs:
                 consumers[id(t)] = consumers.get(id(t), 0) + 1
         for o in self._outputs:  # an output's loss reads it too
@@ -250,8 +324,9 @@ class Model:
         self.output_shape = shapes[0] if len(shapes) == 1 else shapes
         # Tensors read by several calls (an output's loss counting as one): their gradient is
         # summed into a buffer of the engine's.
-        self._heads = [_Head(self.rt, o, name, consumers[id(o)] > 1) for o, name in zip(self._outputs, self._output_names)]
-        self._fan_out = [t for t in {id(t): t for t in [*self._outputs, *(t for c in self._calls for t in c.inputs)]}.values()
+        self._heads = [_Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
+                       for o, name in zip(self._outputs, self._output_names)]
+        self._fan_out = [t for t in {id(t): t for t in [*self._outputs, *(t for c in runs for t in c.inputs)]}.values()
                          if consumers[id(t)] > 1]
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
@@ -1129,8 +1204,8 @@ class _Head:
     weight and metrics, and its loss kernel's buffers. `consumed`: a layer reads the output too,
     so its gradient is a sum, and its layer's activation stays out of the loss."""
 
-    def __init__(self, rt, tensor: KerasTensor, name: str, consumed: bool):
-        self.rt, self.tensor, self.name, self.consumed = rt, tensor, name, consumed
+    def __init__(self, rt, dtype, tensor: KerasTensor, name: str, consumed: bool):
+        self.rt, self.dtype, self.tensor, self.name, self.consumed = rt, dtype, tensor, name, consumed
         self.shape = tensor.sample_shape
         self.positions = int(np.prod(self.shape[:-1]))  # time steps, or 1
         # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
@@ -1140,7 +1215,7 @@ class _Head:
         self.width = int(np.prod(self.shape))  # its targets' columns (a sparse loss's: set by _prepare)
 
     def compile(self, loss, weight: float, metrics: list[str]) -> None:
-        rt, dtype, layer = self.rt, self.tensor.call.layer.dtype, self.tensor.call.layer
+        rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
         self.loss, self.weight, self.metrics = loss, weight, metrics
         self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
         # fit and evaluate read the output only through the loss: an output layer whose softmax
@@ -1153,7 +1228,7 @@ class _Head:
         self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
 
     def ensure_rows(self, rows: int, split_targets: bool) -> None:
-        dtype = self.tensor.call.layer.dtype
+        dtype = self.dtype
         if self.output_grad is None or self.output_grad.shape[0] < rows:
             self.output_grad = Tensor((rows, *self.shape), dtype, self.rt)
             # A model of several outputs copies each one's targets out of the batch's.
@@ -1161,7 +1236,7 @@ class _Head:
 
     def grow_stats(self, samples: int, kept: int) -> None:
         """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
-        dtype = self.tensor.call.layer.dtype
+        dtype = self.dtype
         grown = tuple(Tensor((samples * self.blocks,), dtype, self.rt) for _ in range(2))
         if kept:
             for old, new in zip(self.stats, grown):

@@ -367,6 +367,13 @@ def read_source(name: str) -> str:
     return _SOURCE_CACHE[name]
 
 
+def add_source(name: str, text: str) -> None:
+    """Generated OpenCL `text` as a source Runtime.program builds like a package file, under
+    `name`, a path no package file has (clnet.ops's fused kernels: "ops/fused/<hash>.cl"): built
+    once per context and options, and its binary kept on disk, as every program's."""
+    _SOURCE_CACHE[name] = text
+
+
 _runtime: Runtime | None = None
 _floatx = FLOATX["float32"]
 

@@ -24,6 +24,7 @@ from .lstm import LSTM
 from .gru import GRU
 from .bidirectional import Bidirectional
 from .multi_head_attention import MultiHeadAttention
+from .lambda_layer import Lambda
 
 __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
@@ -31,4 +32,4 @@ __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
            "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
-           "MultiHeadAttention"]
+           "MultiHeadAttention", "Lambda"]

@@ -33,6 +33,100 @@ class KerasTensor:
     def __repr__(self) -> str:
         return f"<KerasTensor shape={self.shape}, produced by {self._producer()}>"
 
+    # Python's operators, as Keras's KerasTensor has them: each a clnet.ops call of the graph.
+    # clnet.ops is imported inside each, not above: it imports the layers, and this file is the
+    # bottom of that ladder. == and != are not ops (as in Keras): tensors stay dict keys and set
+    # members compared by identity. numpy defers to these (`array * x` calls x.__rmul__) rather
+    # than making an object array of one op per element.
+    __array_ufunc__ = None
+
+    def __add__(self, other):
+        from .. import ops
+        return ops.add(self, other)
+
+    def __radd__(self, other):
+        from .. import ops
+        return ops.add(other, self)
+
+    def __sub__(self, other):
+        from .. import ops
+        return ops.subtract(self, other)
+
+    def __rsub__(self, other):
+        from .. import ops
+        return ops.subtract(other, self)
+
+    def __mul__(self, other):
+        from .. import ops
+        return ops.multiply(self, other)
+
+    def __rmul__(self, other):
+        from .. import ops
+        return ops.multiply(other, self)
+
+    def __truediv__(self, other):
+        from .. import ops
+        return ops.divide(self, other)
+
+    def __rtruediv__(self, other):
+        from .. import ops
+        return ops.divide(other, self)
+
+    def __pow__(self, other):
+        from .. import ops
+        return ops.power(self, other)
+
+    def __rpow__(self, other):
+        from .. import ops
+        return ops.power(other, self)
+
+    def __matmul__(self, other):
+        from .. import ops
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from .. import ops
+        return ops.matmul(other, self)
+
+    def __neg__(self):
+        from .. import ops
+        return ops.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        from .. import ops
+        return ops.abs(self)
+
+    def __gt__(self, other):
+        from .. import ops
+        return ops.greater(self, other)
+
+    def __ge__(self, other):
+        from .. import ops
+        return ops.greater_equal(self, other)
+
+    def __lt__(self, other):
+        from .. import ops
+        return ops.less(self, other)
+
+    def __le__(self, other):
+        from .. import ops
+        return ops.less_equal(self, other)
+
+    def __getitem__(self, key):
+        """Basic slicing of the sample axes: x[:, 1:], x[:, :, 0], x[..., :3] (see ops.slice_key)."""
+        from .. import ops
+        return ops.getitem(self, key)
+
+    # __getitem__ would otherwise make Python iterate a tensor by indexing 0, 1, ... forever.
+    __iter__ = None
+
+    def __bool__(self):
+        raise TypeError(f"a symbolic tensor {self.shape} from {self._producer()} has no truth value: Python's `if`, "
+                        "`while`, `and`, `or` on a tensor cannot be traced; use clnet.ops (ops.where, ops.maximum)")
+
 
 class Call:
     """One application of a layer to symbolic inputs. Calls are numbered as they are made, and a
@@ -58,8 +152,9 @@ class Layer:
     def __init_subclass__(cls, registered=True, **kwargs):
         super().__init_subclass__(**kwargs)
         # A shared base such as _Merge, or a part another layer builds for itself (JoinedDense,
-        # registered=False), is no layer of a config of its own.
-        if registered and not cls.__name__.startswith("_"):
+        # registered=False), is no layer of a config of its own; nor is a subclass with call(),
+        # which is traced into the layers it calls.
+        if registered and not cls.__name__.startswith("_") and cls.call is Layer.call:
             Layer.registry[cls.__name__] = cls
 
     def __init__(self, name: str | None = None, input_shape=None):
@@ -75,6 +170,7 @@ class Layer:
         self.capacity = 0  # rows the per-batch buffers hold
 
     name_prefix: str | None = None  # the automatic names' stem, if not the class's name in snake case
+    is_input = False  # an Input, which stands for its output tensor wherever a tensor is taken
 
     def describe(self) -> str:
         return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
@@ -96,10 +192,14 @@ class Layer:
         return pick(calls[0])
 
     # -- the functional API -------------------------------------------------------------------
-    def __call__(self, inputs) -> KerasTensor | list[KerasTensor]:
+    def __call__(self, inputs, *args, **kwargs) -> KerasTensor | list[KerasTensor]:
         """Apply the layer to symbolic tensors (Input layers or other calls' outputs). Calling one
         layer twice shares its weights; shapes are checked here, when the graph is made. A layer
-        of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`)."""
+        of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`).
+        A subclass that defines call(), as Keras's, is traced instead (see call)."""
+        if type(self).call is not Layer.call:
+            return self._traced(inputs, args, kwargs)
+        check_call_arguments(self, args, **kwargs)
         tensors = self._symbolic(inputs)
         if self.built:
             shapes = [t.sample_shape for t in tensors]
@@ -112,6 +212,43 @@ class Layer:
             shapes = self.compute_output_shapes(tensors[0].sample_shape)
         call = Call(self, tensors, shapes)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
+
+    # -- subclasses written as Keras's ----------------------------------------------------------
+    def call(self, inputs, *args, **kwargs):
+        """A subclass's computation, as Keras's Layer.call: clnet layers (made in __init__ or
+        build) and clnet.ops applied to `inputs`, symbolic tensors. It is traced when the layer
+        is called: what it calls becomes calls of the graph (the layer itself adds none, so a
+        model lists and saves the layers it is made of), and calling it again shares their
+        weights. The first call first runs build(input_shape), the shape with the batch axis
+        (None) first, as Keras's. What call() does to tensors must be layers and ops: Python
+        control flow on a tensor, or numpy on one, raises while tracing."""
+        raise NotImplementedError(f"{self.describe()} defines no call()")
+
+    def add_weight(self, shape=None, initializer="glorot_uniform", dtype=None, trainable=True, name=None, **kwargs):
+        raise NotImplementedError(
+            f"{self.describe()}: add_weight is not supported yet, so a subclassed layer cannot own weights of its "
+            "own; make them clnet layers (Dense, Embedding, ...) in __init__ and call those in call()")
+
+    def _traced(self, inputs, args, kwargs):
+        inputs = tensors_of(inputs)
+        leaves = leaves_of(inputs)
+        if not leaves or not all(isinstance(t, KerasTensor) for t in leaves):
+            raise TypeError(f"{self.describe()} was called on {inputs!r}; expected the output of Input(shape) or of "
+                            "another layer call (or a list or dict of them)")
+        if not self.built:
+            shapes = _structure_like(inputs, [t.shape for t in leaves])
+            self.build(shapes)
+            self.built = True
+        try:
+            result = self.call(inputs, *args, **kwargs)
+        except Exception as error:
+            error.add_note(f"(raised while tracing {self.describe()}.call() on symbolic tensors)")
+            raise
+        outputs = leaves_of(tensors_of(result))
+        if not outputs or not all(isinstance(t, KerasTensor) for t in outputs):
+            raise TypeError(f"{self.describe()}.call() returned {result!r}; a traced call() must return the symbolic "
+                            "tensors that clnet layers and ops gave it (one, a list or a dict of them)")
+        return tensors_of(result)
 
     def check_weights_fit(self, input_shape) -> None:
         """A built layer called on inputs of another shape than it was built for runs with the
@@ -132,8 +269,7 @@ class Layer:
     def _symbolic(self, inputs) -> list[KerasTensor]:
         """The tensors a call reads: `inputs` (one or a list), an Input standing for its output."""
         tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        tensors = [t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor)
-                   else t for t in tensors]
+        tensors = [t.output if isinstance(t, Layer) and t.is_input else t for t in tensors]
         for t in tensors:
             if not isinstance(t, KerasTensor):
                 raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
@@ -141,8 +277,12 @@ class Layer:
         return tensors
 
     # -- lifecycle -------------------------------------------------------------------------
-    def build(self, input_shape: tuple, store: ParameterStore, rng: np.random.Generator) -> tuple:
-        """Check the input shape (without the batch axis), declare parameters, return the output shape."""
+    def build(self, input_shape: tuple, store: ParameterStore | None = None, rng: np.random.Generator | None = None):
+        """Check the input shape (without the batch axis), declare parameters, return the output
+        shape. A subclass with call() is built as Keras's: build(input_shape), which marks it built."""
+        if store is None:
+            self.built = True
+            return None
         self.input_shape = tuple(input_shape)
         self.rt, self.dtype = store.rt, store.dtype
         self.output_shape = self.compute_output_shape(self.input_shape)
@@ -268,6 +408,52 @@ class Layer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def check_call_arguments(layer: "Layer", args: tuple, training=None, mask=None, **kwargs) -> None:
+    """A layer call's arguments beyond its inputs, as Keras code passes them: `training` and
+    `mask` may be given as None (a traced call() passes its own along); the model's mode decides
+    training, and masks are not supported yet."""
+    if args or kwargs:
+        raise TypeError(f"{layer.describe()} was called with unexpected arguments "
+                        f"{[*map(repr, args), *kwargs]}; it takes its inputs (and training=None, mask=None)")
+    if training is not None:
+        raise ValueError(f"{layer.describe()} was called with training={training!r}: clnet runs each layer in the "
+                         "model's mode (fit trains, evaluate and predict infer); leave training=None")
+    if mask is not None:
+        raise ValueError(f"{layer.describe()} was called with a mask; clnet layers take no masks yet")
+
+
+def tensors_of(structure):
+    """`structure` with each Input (a layer that stands for its tensor) as its output tensor."""
+    if isinstance(structure, dict):
+        return {k: tensors_of(v) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(tensors_of(v) for v in structure)
+    if isinstance(structure, Layer) and structure.is_input:
+        return structure.output
+    return structure
+
+
+def leaves_of(structure) -> list:
+    if isinstance(structure, dict):
+        return [leaf for v in structure.values() for leaf in leaves_of(v)]
+    if isinstance(structure, (list, tuple)):
+        return [leaf for v in structure for leaf in leaves_of(v)]
+    return [structure]
+
+
+def _structure_like(structure, leaves: list):
+    """`leaves`, in order, put back into the shape of `structure`."""
+    items = iter(leaves)
+
+    def fill(s):
+        if isinstance(s, dict):
+            return {k: fill(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(fill(v) for v in s)
+        return next(items)
+    return fill(structure)
 
 
 _name_counts: dict[str, int] = {}

@@ -15,7 +15,7 @@ import copy
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, check_call_arguments
 from .merge import merge_program
 from .recurrent import _Recurrent, call_with_initial_state
 
@@ -66,9 +66,10 @@ class Bidirectional(Layer):
         return slice(0, count), slice(count, count + self.backward_layer.state_count)
 
     # -- the functional API -------------------------------------------------------------------
-    def __call__(self, inputs, initial_state=None):
+    def __call__(self, inputs, initial_state=None, training=None, mask=None):
         """`layer(x)`, or with initial states, as Keras: the forward layer's, then the backward
         layer's (`initial_state=[h_f, h_b]`; LSTM: `[h_f, c_f, h_b, c_b]`), or `layer([x, *states])`."""
+        check_call_arguments(self, (), training=training, mask=mask)
         return call_with_initial_state(self, inputs, initial_state, self._check_initial_state)
 
     def _check_initial_state(self, states: list) -> None:

@@ -11,6 +11,7 @@ class Input(Layer):
     tensor it stands for, so it can be passed wherever a layer's output can."""
 
     name_prefix = "input_layer"  # as Keras's InputLayer
+    is_input = True
 
     def __init__(self, shape, name=None):
         super().__init__(name, _shape("Input shape", shape))
@@ -35,3 +36,23 @@ class Input(Layer):
 
     def get_config(self):
         return {"name": self.name, "shape": list(self.input_shape)}
+
+
+def _forwarded(name: str):
+    def method(self, *args):
+        return getattr(self.output, name)(*args)
+    method.__name__ = name
+    return method
+
+
+# Keras's Input is the tensor itself (`x = Input((4,)); y = x * 2`); clnet's stands for its
+# output, so Python's operators on it are its output's (clnet.ops calls). == and != stay
+# identity, as on the tensor.
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__", "__gt__", "__ge__",
+              "__lt__", "__le__", "__getitem__"):
+    setattr(Input, _name, _forwarded(_name))
+Input.__array_ufunc__ = None  # numpy defers to these (`array * x` calls x.__rmul__)
+Input.__iter__ = None
+del _name
+

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import KerasTensor, Layer
+from .base import KerasTensor, Layer, check_call_arguments
 from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines
 from .merge import merge_program
 
@@ -106,7 +106,8 @@ class MultiHeadAttention(Layer):
         self.fixed_tiles = tiles
 
     # -- the call --------------------------------------------------------------------------
-    def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False):
+    def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None):
+        check_call_arguments(self, (), training=training)
         if value is None and isinstance(query, (list, tuple)):  # the engine's form: this layer's inputs, wired
             if self.wiring is None:
                 raise ValueError(f"{self.describe()} is called as mha(query, value, key=None, attention_mask=None, "

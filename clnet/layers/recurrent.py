@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import Call, KerasTensor, Layer, check_weights
+from .base import Call, KerasTensor, Layer, check_call_arguments, check_weights
 from .dropout import Dropout
 
 
@@ -180,9 +180,10 @@ class _Recurrent(Layer):
         self.called_with_initial_state = None
         self.go_backwards = bool(go_backwards)
 
-    def __call__(self, inputs, initial_state=None):
+    def __call__(self, inputs, initial_state=None, training=None, mask=None):
         """`layer(x)`, or `layer(x, initial_state=[h])` (LSTM: `[h, c]`), the states (units,) each:
         as Keras, also `layer([x, h, c])`. The states are inputs of the call, which trains them."""
+        check_call_arguments(self, (), training=training, mask=mask)
         return call_with_initial_state(self, inputs, initial_state, self._check_initial_state)
 
     def _check_initial_state(self, states: list) -> None:

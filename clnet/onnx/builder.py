@@ -14,7 +14,9 @@ Y_c); `graph.constant(name, array)` adds an initializer (float arrays are stored
 the model's float type, integer ones as int64, e.g. a Reshape's shape) and returns its name;
 `graph.require_opset(version, why)` refuses an opset too old for what the layer emits;
 `graph.reduce(op_type, x, axes, keepdims)` writes a ReduceMean/ReduceMax/... in the form the
-opset takes (axes an attribute before opset 18, an input from it).
+opset takes (axes an attribute before opset 18, an input from it), and `graph.squeeze`,
+`graph.unsqueeze` (axes an input from opset 13), `graph.slice` (starts, ends and axes inputs from
+opset 10) theirs; `graph.cast(x, dtype)` writes a Cast to bool or a float type.
 Attributes are Python values: int, float, str, lists of them, or a numpy array (a tensor).
 Names get the layer's name as a prefix, so they stay readable and unique. Activations export
 the same way, `activation.to_onnx(graph, x) -> name`, elementwise on one tensor.
@@ -28,6 +30,10 @@ Flatten(axis=1), or a Reshape whose shape starts with 0).
 from __future__ import annotations
 
 import numpy as np
+
+
+# TensorProto's element types, as Cast's `to` takes them (layer files never import onnx).
+TENSOR_TYPES = {"float32": 1, "bool": 9, "float64": 11}
 
 
 class GraphBuilder:
@@ -57,7 +63,9 @@ class GraphBuilder:
         else:
             raise TypeError(f"constant {name!r} must hold numbers, got dtype {array.dtype}")
         name = self._name(name)
-        self.initializers[name] = np.ascontiguousarray(array)
+        # (np.asarray, not np.ascontiguousarray, which makes a number of shape () one of shape (1,):
+        # a Gather's scalar index would keep the axis it takes.)
+        self.initializers[name] = np.asarray(array, order="C")
         return name
 
     def op(self, op_type: str, *inputs: str, n_outputs: int | None = None, **attributes) -> str | list[str]:
@@ -74,6 +82,32 @@ class GraphBuilder:
         if self.opset >= (13 if op_type == "ReduceSum" else 18):
             return self.op(op_type, x, self.constant("axes", axes), keepdims=int(keepdims))
         return self.op(op_type, x, axes=axes, keepdims=int(keepdims))
+
+    def squeeze(self, x: str, axes) -> str:
+        """Squeeze of `x`'s `axes` (counting the batch axis)."""
+        axes = [int(a) for a in axes]
+        if self.opset >= 13:  # opset 13 moved Squeeze's and Unsqueeze's axes from an attribute to an input
+            return self.op("Squeeze", x, self.constant("axes", axes))
+        return self.op("Squeeze", x, axes=axes)
+
+    def unsqueeze(self, x: str, axes) -> str:
+        """Unsqueeze of `x`: axes of length 1 inserted at `axes` (of the output, counting the batch)."""
+        axes = [int(a) for a in axes]
+        if self.opset >= 13:
+            return self.op("Unsqueeze", x, self.constant("axes", axes))
+        return self.op("Unsqueeze", x, axes=axes)
+
+    def slice(self, x: str, starts, ends, axes) -> str:
+        """Slice of `x`: [starts[i], ends[i]) of each axis axes[i] (counting the batch), step 1."""
+        starts, ends, axes = ([int(v) for v in values] for values in (starts, ends, axes))
+        if self.opset >= 10:  # opset 10 moved Slice's starts, ends and axes from attributes to inputs
+            return self.op("Slice", x, self.constant("starts", starts), self.constant("ends", ends),
+                           self.constant("axes", axes))
+        return self.op("Slice", x, starts=starts, ends=ends, axes=axes)
+
+    def cast(self, x: str, dtype) -> str:
+        """Cast of `x` to `dtype`: bool, or a float type (float32, float64)."""
+        return self.op("Cast", x, to=TENSOR_TYPES[np.dtype(dtype).name])
 
     def require_opset(self, version: int, why: str) -> None:
         if self.opset < version:

@@ -10,7 +10,8 @@ of that Dense's kernel rows. Forks and merges (Add, Sum, Mul, Concat) make a fun
 What is read, which covers clnet's own export (every layer), torch.onnx.export (TorchScript and
 dynamo exporters) and Keras's:
 
-    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)]          -> Dense (MatMul also on
+    Gemm(x, W, C) (transA=0), MatMul(x, W) [+ Add(bias)] of a
+    matrix W                                                       -> Dense (MatMul also on
                                                                       (batch, ..., features))
     Gather(table, ids) of a float table, the ids an integer graph
     input (torch) or float ids Cast to integers (clnet)            -> Embedding
@@ -62,24 +63,47 @@ dynamo exporters) and Keras's:
     Pad (constant zeros on height and width)                       -> ZeroPadding2D
     Gather(x, windows, axis=1), Reshape, Transpose(1, 0, 2),
     MatMul(kernel), Transpose(1, 0, 2) [, Add(bias)] (clnet's)    -> LocallyConnected1D
-    Add or Sum, Mul, Concat of computed tensors                     -> Add, Multiply, Concatenate
+    Add or Sum, Mul, Concat of computed tensors of one shape       -> Add, Multiply, Concatenate
     Relu, Tanh, Sigmoid, LeakyRelu, PRelu (scalar slope),
     Softplus, Softmax, Gelu (exact), Elu                           -> that activation
     Clip(x, 0, max)                                                -> ReLU(max_value=max)
     Where(Greater(x, t), x or Min(x, max), Mul(Sub(x, t), slope))  -> ReLU(max, slope, t) (clnet's)
     Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)   -> RepeatVector(n)
-    Mul, Add, Sub, Div by a scalar constant                        -> Linear(a, b), or folded into
+    Mul, Add, Sub by a scalar constant, Div by one after a Linear
+    or Sigmoid(a, b)                                               -> Linear(a, b), or folded into
                                                                       the Linear or Sigmoid(a, b)
                                                                       before it
     x * Sigmoid(b x), x / (1 + Exp(Neg(b x)))                      -> Swish(b)
     0.5 x (1 + Erf(x / sqrt(2))), any association                  -> GELU
-    Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice         -> nothing, or a Flatten or
+    and, where no layer stands for them, as clnet.ops (clnet/ops: layers of the graph, which
+    clnet's export writes as these nodes):
+    Add, Sub, Mul, Div, Pow, Min, Max (two operands) of computed
+    tensors (broadcast as numpy) or constants; Pow(x, 2)           -> ops.add, ... (ops.square)
+    Exp, Log, Sqrt, Abs, Neg                                       -> ops.exp, ops.log, ...
+    Greater, Less, GreaterOrEqual, LessOrEqual, Equal, Not of one
+    (the opposite), Not, [Cast to the float type]                  -> ops.greater, ... (0 and 1)
+    Where (a bool, or floats Cast to bool: nonzero is true)         -> ops.where
+    Clip(x, min, max) (other bounds than ReLU's)                   -> ops.clip (ops.maximum or
+                                                                      ops.minimum for one bound)
+    x (1 + Tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2, Gelu
+    (approximate="tanh")                                           -> ops.gelu (Keras's default)
+    Expand(a number, Shape(x))                                     -> ops.ones_like, zeros_like
+    ReduceSum, ReduceMean, ReduceMax, ReduceMin over sample axes   -> ops.sum, ... (a mean or max
+                                                                      over the spatial axes: a
+                                                                      global pooling layer)
+    Slice of step 1 [+ Squeeze of axes it cut to 1]                -> ops.slice (one Slice layer)
+    Gather of constant indices along a sample axis                 -> ops.take
+    MatMul of two computed tensors, of a constant by a tensor, or
+    of a tensor by a constant of another rank than 2               -> ops.matmul
+    Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice of
+    another step                                                   -> nothing, or a Flatten or
                                                                       Reshape where the order
-                                                                      allows, or a Permute where
-                                                                      a layer (or the output)
-                                                                      needs a transpose of what
-                                                                      clnet holds
-    Identity, Dropout, Cast to the graph's float type              -> nothing
+                                                                      allows, or a Permute (and a
+                                                                      Reshape) where a layer (or
+                                                                      the output) needs a
+                                                                      transpose (or a reshape of
+                                                                      one) of what clnet holds
+    Identity, Dropout, Cast to the graph's float type or to bool   -> nothing
     Shape, Gather, Slice, Concat, ... on constants and shapes      -> evaluated while loading
 
 An activation straight after a Dense or convolution becomes that layer's activation (as clnet
@@ -130,39 +154,33 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Reader(proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
-                 "Conv", "Div", "Dropout", "Elu", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gelu", "Gemm",
-                 "GlobalAveragePool", "GlobalMaxPool", "Greater", "Identity", "LSTM", "LayerNormalization", "LeakyRelu",
-                 "MatMul", "MaxPool", "Min", "Mul", "Neg", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
-                 "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus",
-                 "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where")
+SUPPORTED_OPS = ("Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
+                 "ConstantOfShape", "Conv", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "GRU",
+                 "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual",
+                 "Identity", "LSTM", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max",
+                 "MaxPool", "Min", "Mul", "Neg", "Not", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
+                 "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax",
+                 "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where")
 # Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
 # how Keras and torch write a Flatten for a dynamic batch).
 CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
                 "Sub", "Transpose", "Unsqueeze")
 # Ops read only as part of a pattern, and which.
-RELU = "ReLU's general form, Where(Greater(x, t), x or Min(x, max), Mul(Sub(x, t), slope))"
-PATTERN_PARTS = {"Exp": "as part of Swish, x / (1 + Exp(Neg(b x)))", "Neg": "as part of Swish, x / (1 + Exp(Neg(b x)))",
-                 "Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
-                 "Pow": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
-                 "Sqrt": "as part of a LayerNormalization, (x - mean) / Sqrt(ReduceMean(Pow(x - mean, 2)) + epsilon)",
+PATTERN_PARTS = {"Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
                  "ConstantOfShape": "as the zero initial state of an RNN, LSTM or GRU",
-                 "ReduceSum": "over the directions of a bidirectional RNN, LSTM or GRU's output (Bidirectional's "
-                              "merge_mode='sum')",
                  "ReduceProd": "over the directions of a bidirectional RNN, LSTM or GRU's output (Bidirectional's "
                                "merge_mode='mul')",
-                 "Expand": "as clnet's PositionEmbedding, Expand(table, Shape(x)) of a (positions, features) table",
-                 "Tile": "as RepeatVector, Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)",
-                 "Greater": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
-                            f"scores, -1e9), or of {RELU}",
-                 "Where": "as part of clnet's MultiHeadAttention, its attention_mask: Where(Greater(mask, 0.5), "
-                          f"scores, -1e9), or of {RELU}",
-                 "Min": f"as part of {RELU}"}
+                 "Expand": "as clnet's PositionEmbedding, Expand(table, Shape(x)) of a (positions, features) table, "
+                           "or as ones_like or zeros_like, Expand(a number, Shape(x))",
+                 "Tile": "as RepeatVector, Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)"}
 # Ops that read (batch, channels, *spatial): a graph input feeding one is channels-first.
 CHANNELS_FIRST_OPS = ("AveragePool", "Conv", "GlobalAveragePool", "GlobalMaxPool", "MaxPool")
 # Ops that keep each element where it is, through which an input's layout is looked for.
-ELEMENTWISE_OPS = ("BatchNormalization", "Cast", "Clip", "Dropout", "Elu", "Identity", "LeakyRelu", "Pad", "PRelu",
-                   "Relu", "Sigmoid", "Softplus", "Tanh")
+ELEMENTWISE_OPS = ("Abs", "BatchNormalization", "Cast", "Clip", "Dropout", "Elu", "Exp", "Identity", "LeakyRelu", "Log",
+                   "Neg", "Pad", "PRelu", "Relu", "Sigmoid", "Softplus", "Sqrt", "Tanh")
+BOOL = 9  # TensorProto.BOOL
+# The clnet.ops op of each ONNX arithmetic op read as one (see _Reader._binary).
+ELEMENTWISE = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
 BATCH = 2**31 - 1  # the batch size a Shape reports while shapes are evaluated: a value no axis has
 DTYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, TensorProto.DOUBLE
 # The activations ONNX's RNN, LSTM and GRU take by name, as clnet's (see clnet/layers/recurrent.py),
@@ -197,10 +215,13 @@ class _Value:
     """A tensor of the graph computed by the clnet model: ONNX element [n, *i] is the element at
     flat position index[i] of sample n of the clnet tensor `kt`. `owner` is the layer whose
     activation an activation read from here can become: the layer that computed `kt`, while
-    nothing else reads the tensors between it and here."""
+    nothing else reads the tensors between it and here. `truth` marks an ONNX bool tensor, which
+    clnet holds in its float type: "binary" where kt is 1 for true and 0 for false (a comparison's
+    output), "nonzero" where kt is true wherever it is not 0 (a Cast of floats to bool); None for
+    numbers."""
 
-    def __init__(self, kt, index: np.ndarray, owner=None):
-        self.kt, self.index, self.owner = kt, index, owner
+    def __init__(self, kt, index: np.ndarray, owner=None, truth: str | None = None):
+        self.kt, self.index, self.owner, self.truth = kt, index, owner, truth
 
     @property
     def shape(self) -> tuple:
@@ -320,7 +341,8 @@ class _Reader:
 
         chain, tensor = [], kt  # the layers from the output back to the input, if they form a chain
         while chain is not None and not isinstance(tensor.call.layer, Input):
-            single = len(tensor.call.inputs) == 1 and len(tensor.call.outputs) == 1
+            single = (len(tensor.call.inputs) == 1 and len(tensor.call.outputs) == 1
+                      and not tensor.call.layer.multi_input)  # (an op layer cannot be in a Sequential)
             chain = chain + [tensor.call.layer] if single else None
             tensor = tensor.call.inputs[0]
         name, dtype = self.graph.name or None, self.dtype.name
@@ -443,14 +465,21 @@ class _Reader:
 
     def _plain(self, value: _Value, order, node_or_what) -> object:
         """A clnet tensor holding the ONNX tensor with its sample axes in `order` (None: as they
-        are), row-major: `value.kt`, a Flatten/Reshape of it where only the shape differs, or a
-        Permute of it where the ONNX tensor is a transpose of it."""
+        are), row-major: `value.kt`, a Flatten/Reshape of it where only the shape differs, a
+        Permute of it where the ONNX tensor is a transpose of it, or a Reshape of such a Permute
+        where it is a reshape of a transpose (an attention's heads merged again)."""
         from ..layers import Flatten, Permute, Reshape
         index = value.index if order is None else value.index.transpose(order)
         if not np.array_equal(index.ravel(), np.arange(index.size)):
             axes = _Value(value.kt, index).axes()
             if axes is not None:  # a transpose of what clnet holds, which no layer around undoes
                 return self._layer(node_or_what, Permute([a + 1 for a in axes]), [value.kt])
+            shape = value.kt.sample_shape
+            axes = next((p for p in itertools.permutations(range(len(shape))) if np.array_equal(
+                _arange(shape).transpose(p).ravel(), index.ravel())), None) if len(shape) <= 6 else None
+            if axes is not None:
+                kt = self._layer(node_or_what, Permute([a + 1 for a in axes]), [value.kt])
+                return self._plain(_Value(kt, _arange(kt.sample_shape).reshape(index.shape)), None, node_or_what)
             what = node_or_what if isinstance(node_or_what, str) else f"ONNX node {_label(node_or_what)}"
             wanted = "" if order is None else f" with its axes in the order {[0, *(a + 1 for a in order)]}"
             raise ValueError(f"{self.where}: {what} needs its input{wanted} in an order that no Permute of the "
@@ -517,7 +546,8 @@ class _Reader:
         self._set(node, _Value(value.kt, value.index), value.owner)
 
     def _op_identity(self, node):
-        self._alias(node, self._value(node, node.inputs[0]))
+        value = self._value(node, node.inputs[0])
+        self._set(node, _Value(value.kt, value.index, truth=value.truth), value.owner)
 
     def _op_dropout(self, node):  # an imported model is run and fine-tuned without the graph's dropout
         if len(node.outputs) > 1 and node.outputs[1] and self.readers[node.outputs[1]]:
@@ -525,20 +555,35 @@ class _Reader:
         self._alias(node, self._value(node, node.inputs[0]))
 
     def _op_cast(self, node):
+        """A Cast to the graph's float type: nothing, or 0 and 1 of a bool that is a Cast of floats
+        (not_equal(x, 0)); to bool: nothing, the floats standing for the bool (nonzero: true)."""
         to = self._attribute(node, "to", 0)
+        value = self._value(node, node.inputs[0])
+        if to == BOOL:
+            return self._set(node, _Value(value.kt, value.index, truth=value.truth or "nonzero"))
         if to != self.elem_type:
             raise _misused(node, f"it casts to {self.helper.tensor_dtype_to_np_dtype(to)}; clnet computes in the "
                                  "graph input's float type throughout")
-        self._alias(node, self._value(node, node.inputs[0]))
+        if value.truth == "nonzero":
+            return self._elementwise(node, "not_equal", [node.inputs[0], np.array(0.0)])
+        self._alias(node, value)
 
     def _op_slice(self, node):
-        """A Slice of a computed tensor's sample axes (clnet writes go_backwards as a reversing
-        one): another index, no layer."""
+        """A Slice of a computed tensor's sample axes: ops.slice (a Slice layer) where its steps
+        are 1; other steps (clnet writes go_backwards as a reversing Slice) another index, no
+        layer, which a recurrent layer reads."""
+        from .. import ops
         value = self._value(node, node.inputs[0])
         index = self._slices(node, len(value.shape) + 1)
         if index[0] != slice(None):
             raise _misused(node, "it slices the batch axis; clnet reads a Slice of sample axes")
-        self._set(node, _Value(value.kt, value.index[index[1:]]))
+        if any(s.step not in (None, 1) for s in index[1:]):
+            return self._set(node, _Value(value.kt, value.index[index[1:]]))
+        kt = self._plain(value, None, node)
+        sliced = self._ops(node, ops.getitem, kt, index)
+        if sliced is kt:  # every axis whole
+            return self._set(node, _Value(kt, _arange(value.shape)), value.owner)
+        self._set(node, _Value(sliced, _arange(sliced.sample_shape)), sliced.call.layer)
 
     def _op_transpose(self, node):
         value = self._value(node, node.inputs[0])
@@ -586,6 +631,8 @@ class _Reader:
         self._reshaped(node, value, target[1:])
 
     def _op_squeeze(self, node):
+        from .. import ops
+        from ..ops.indexing import Slice
         value = self._value(node, node.inputs[0])
         rank = len(value.shape) + 1
         axes = self._axes_input(node) or [a + 1 for a, n in enumerate(value.shape) if n == 1]
@@ -593,6 +640,15 @@ class _Reader:
         if 0 in axes or any(value.shape[a - 1] != 1 for a in axes):
             raise _misused(node, f"it squeezes axes {sorted(axes)} of {(None, *value.shape)}; clnet reads a Squeeze "
                                  "of sample axes of length 1")
+        if isinstance(value.owner, Slice) and value.is_plain():
+            # A Squeeze of a Slice's axes (ops.slice indexing by an integer, x[:, 2]): one Slice
+            # layer of the Slice's input that drops them (the first is left unread).
+            layer = value.owner
+            kept = [k for k, (_, _, keep) in enumerate(layer.spec) if keep]
+            key = [slice(start, start + length) if keep and kept.index(k) + 1 not in axes else start
+                   for k, (start, length, keep) in enumerate(layer.spec)]
+            kt = self._ops(node, ops.getitem, layer.inbound_calls[-1].inputs[0], (slice(None), *key))
+            return self._set(node, _Value(kt, _arange(kt.sample_shape)), kt.call.layer)
         self._reshaped(node, value, [n for a, n in enumerate(value.shape) if a + 1 not in axes])
 
     def _op_unsqueeze(self, node):
@@ -662,8 +718,9 @@ class _Reader:
         self._activate(node, "elu", {"a": _number(np.float32(self._attribute(node, "alpha", 1.0)))})
 
     def _op_clip(self, node):
-        """Clip(x, 0, max), its bounds inputs from opset 11 (attributes before): a ReLU(max_value=max),
-        as Keras's ReLU(max_value) and torch's ReLU6 write it."""
+        """Clip(x, min, max), its bounds inputs from opset 11 (attributes before): a ReLU(max_value=max)
+        for min 0, max >= 0, as Keras's ReLU(max_value) and torch's ReLU6 write it; else ops.clip
+        (ops.maximum, ops.minimum for one bound, nothing for none)."""
         from ..layers import ReLU
         if self.opset >= 11:
             bounds = (node.inputs[1:] + ["", ""])[:2]
@@ -671,11 +728,17 @@ class _Reader:
         else:
             bounds = [self._attribute(node, what, None) for what in ("min", "max")]
             low, high = [None if v is None else _number(np.float32(v)) for v in bounds]
-        if low != 0 or high is None or high < 0:
-            raise _misused(node, f"min={low}, max={high}; clnet reads Clip(x, 0, max), max >= 0, as a ReLU(max_value)")
         value = self._value(node, node.inputs[0])
-        layer = ReLU(max_value=high)
-        self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
+        if low == 0 and high is not None and high >= 0:
+            layer = ReLU(max_value=high)
+            return self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
+        if low is None and high is None:
+            return self._alias(node, value)
+        x = node.inputs[0]
+        if low is None or high is None:
+            return self._elementwise(node, "minimum" if low is None else "maximum",
+                                     [x, np.array(high if low is None else low)])
+        self._elementwise(node, lambda t: self._ops_module().clip(t, low, high), [x])
 
     def _op_relu_pattern(self, node):
         """Keras's ReLU(max_value, negative_slope, threshold) (see Patterns._relu)."""
@@ -685,9 +748,15 @@ class _Reader:
         self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
     def _op_gelu(self, node):
-        if self._attribute(node, "approximate", "none") != "none":
-            raise _misused(node, "approximate='tanh'; clnet's GELU is the exact x Phi(x)")
+        """Gelu (opset 20): the exact one is the GELU activation, approximate='tanh' ops.gelu (Keras's
+        default, the tanh approximation)."""
+        if self._attribute(node, "approximate", "none") == "tanh":
+            return self._op_gelutanh_pattern(node)
         self._activate(node, "gelu", {})
+
+    def _op_gelutanh_pattern(self, node):
+        """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 (see Patterns._gelu_tanh): ops.gelu."""
+        self._elementwise(node, lambda t: self._ops_module().gelu(t, approximate=True), node.inputs[:1])
 
     def _op_swish_pattern(self, node):
         self._activate(node, "swish", {"b": _number(node.params["b"])})
@@ -713,48 +782,188 @@ class _Reader:
         layer = Activation("linear", a=scale, b=shift)
         self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
-    # -- arithmetic: merges of computed tensors, or scalars ----------------------------------
+    # -- arithmetic: merges of computed tensors, or scalars, else clnet.ops --------------------
     def _binary(self, node):
+        """Add, Sub, Mul, Div: a merge layer (Add, Multiply) of two computed tensors of one shape, an
+        activation's parameters (scale x + shift) for a scalar, a bias after a Dense or convolution
+        without one, else clnet.ops's op of the operands (broadcast as numpy)."""
         a, b = node.inputs[:2]
         computed = [name in self.values for name in (a, b)]
-        if all(computed):
-            return self._merge(node, [self.values[a], self.values[b]])
         if not any(computed):
             raise _misused(node, "both its operands are constants")
+        op = node.op
+        if all(computed):
+            if op in ("Add", "Mul") and self.values[a].shape == self.values[b].shape:
+                return self._merge(node, [self.values[a], self.values[b]])
+            return self._elementwise(node, ELEMENTWISE[op], [a, b])
         x_first = computed[0]
         value = self.values[a if x_first else b]
         constant = self.constants[b if x_first else a]
-        if constant.size > 1 and node.op in ("Add", "Sub") and x_first:
-            return self._bias(node, value, constant if node.op == "Add" else -constant)
+        if constant.size > 1:
+            if op in ("Add", "Sub") and x_first and self._bias(node, value, constant if op == "Add" else -constant):
+                return None
+            return self._elementwise(node, ELEMENTWISE[op], [a, b])
         c = self._scalar(node, b if x_first else a, "operand")
-        op = node.op
         if op == "Mul":
             return self._affine(node, value, c, 0.0)
         if op == "Add":
             return self._affine(node, value, 1.0, c)
         if op == "Sub":
             return self._affine(node, value, *((1.0, -c) if x_first else (-1.0, c)))
-        if x_first and c != 0:
-            return self._affine(node, value, 1.0 / c, 0.0)
-        raise _misused(node, "clnet reads a Div of a computed tensor by a nonzero constant")
+        act = getattr(value.owner, "activation", None)
+        if x_first and c != 0 and act is not None and act.name in ("linear", "sigmoid"):
+            return self._affine(node, value, 1.0 / c, 0.0)  # into the activation before it
+        self._elementwise(node, "divide", [a, b])
 
     _op_add = _op_mul = _op_sub = _op_div = _binary
 
-    def _bias(self, node, value: _Value, constant):
+    def _op_pow(self, node):
+        """Pow: ops.square for the exponent 2 (as clnet writes ops.square), else ops.power."""
+        base, exponent = node.inputs[:2]
+        if base in self.values and exponent in self.constants and self.constants[exponent].size == 1 \
+                and float(self.constants[exponent].reshape(())) == 2.0:
+            return self._elementwise(node, "square", [base])
+        self._elementwise(node, "power", [base, exponent])
+
+    def _op_min(self, node):
+        self._extremum(node, "minimum")
+
+    def _op_max(self, node):
+        self._extremum(node, "maximum")
+
+    def _extremum(self, node, op: str):
+        names = [name for name in node.inputs if name]
+        if len(names) == 1:
+            return self._alias(node, self._value(node, names[0]))
+        if len(names) != 2:
+            raise _misused(node, f"it takes {len(names)} operands; clnet reads {node.op} of two (ops.{op})")
+        self._elementwise(node, op, names)
+
+    def _op_exp(self, node):
+        self._elementwise(node, "exp", node.inputs[:1])
+
+    def _op_log(self, node):
+        self._elementwise(node, "log", node.inputs[:1])
+
+    def _op_sqrt(self, node):
+        self._elementwise(node, "sqrt", node.inputs[:1])
+
+    def _op_abs(self, node):
+        self._elementwise(node, "abs", node.inputs[:1])
+
+    def _op_neg(self, node):
+        self._elementwise(node, "negative", node.inputs[:1])
+
+    # -- comparisons and where: ONNX's bools as 0 and 1 in the float type --------------------
+    def _compare(self, node, op: str):
+        if any(getattr(self.values.get(name), "truth", None) == "nonzero" for name in node.inputs[:2]):
+            raise _misused(node, "it compares bools Cast from floats (clnet holds them as those floats); clnet "
+                                 "compares numbers, and bools that comparisons give")
+        self._elementwise(node, op, node.inputs[:2]).truth = "binary"
+
+    def _op_greater(self, node):
+        self._compare(node, "greater")
+
+    def _op_greaterorequal(self, node):
+        self._compare(node, "greater_equal")
+
+    def _op_less(self, node):
+        self._compare(node, "less")
+
+    def _op_lessorequal(self, node):
+        self._compare(node, "less_equal")
+
+    def _op_equal(self, node):
+        self._compare(node, "equal")
+
+    def _op_notequal_pattern(self, node):
+        """Not(Equal(a, b)) (see Patterns._negation): ops.not_equal."""
+        self._compare(node, "not_equal")
+
+    def _op_not(self, node):
+        """Not of a bool that is not a comparison's (Patterns._negation reads those): equal(x, 0)."""
+        self._elementwise(node, "equal", [node.inputs[0], np.array(0.0)]).truth = "binary"
+
+    def _op_where(self, node):
+        """Where(condition, x, y): ops.where, the condition's floats nonzero where it is true."""
+        self._elementwise(node, "where", node.inputs[:3])
+
+    def _op_like_pattern(self, node):
+        """Expand(c, Shape(x)) of a number c (see Patterns._like): ops.ones_like, ops.zeros_like,
+        or c + zeros_like(x)."""
+        ops, c = self._ops_module(), _number(node.params)
+        function = {1.0: ops.ones_like, 0.0: ops.zeros_like}.get(c, lambda t: ops.add(ops.zeros_like(t), c))
+        self._elementwise(node, function, node.inputs[:1])
+
+    def _ops_module(self):
+        from .. import ops
+        return ops
+
+    def _ops(self, node, function, *args, **kwargs):
+        """clnet.ops's `function` of clnet tensors and constants; errors it raises name the node."""
+        try:
+            return function(*args, **kwargs)
+        except (TypeError, ValueError, IndexError) as error:
+            raise _misused(node, str(error)) from None
+
+    def _elementwise(self, node, op, operands, elementwise: bool = True) -> _Value:
+        """The node's output: clnet.ops.`op` (a name, or a function of them) of `operands`: names
+        of computed tensors or constants, or constant arrays. An `elementwise` op takes its
+        tensors as clnet holds them where they are one tensor seen alike (and constants are
+        scalars); other ops, and elementwise ones otherwise, take them in the ONNX layout."""
+        ops = self._ops_module()
+        function = getattr(ops, op) if isinstance(op, str) else op
+        values = [self.values.get(o) if isinstance(o, str) else None for o in operands]
+        computed = [v for v in values if v is not None]
+        if not computed:
+            raise _misused(node, "its operands are constants; clnet computes ops of tensors computed from the "
+                                 "graph's input")
+        constants = [None if v is not None else self._operand(node, o) for o, v in zip(operands, values)]
+        first = computed[0]
+        plain = all(v.is_plain() for v in computed)
+        shared = (elementwise and not plain
+                  and all(c is None or c.size == 1 and c.ndim <= len(first.shape) for c in constants)
+                  and all(v.kt.sample_shape == first.kt.sample_shape and np.array_equal(v.index, first.index)
+                          for v in computed))
+        args = [(c.reshape(()) if shared else c) if v is None else v.kt if plain or shared else
+                self._plain(v, None, node) for v, c in zip(values, constants)]
+        kt = self._ops(node, function, *args)
+        value = _Value(kt, first.index if shared else _arange(kt.sample_shape))
+        self._set(node, value)
+        return value
+
+    def _operand(self, node, operand) -> np.ndarray:
+        """A constant operand as an array of floats: a stored number (of shape () or (1,), which
+        broadcast alike against tensors with a batch axis) as a scalar, and as the decimal it was
+        written from (see _number), so that configs read back as they were written."""
+        if not isinstance(operand, str):
+            return np.asarray(operand, np.float64)
+        if operand not in self.constants:
+            raise _misused(node, f"it reads {operand!r}, which is neither a constant nor computed before it")
+        value = self.constants[operand]
+        if value.size == 1 and value.ndim <= 1:
+            value = value.reshape(())
+            return np.asarray(_number(value) if np.issubdtype(value.dtype, np.floating) else float(value))
+        return value.astype(np.float64)
+
+    def _bias(self, node, value: _Value, constant) -> bool:
         """x + constant, where x comes from a Dense or convolution without bias or activation and
         the constant has one value per unit or filter (Keras writes a Conv's bias so): that
-        layer's bias."""
+        layer's bias. False (nothing done) for any other."""
         from ..layers.conv import _Conv
         from ..layers.dense import Dense
         owner, p = value.owner, value.axes()
         if not (isinstance(owner, (Dense, _Conv)) and not owner.use_bias and owner.activation.name == "linear"
                 and owner.activation.params == {"a": 1.0, "b": 0.0} and p is not None):
-            raise _misused(node, f"its operand has shape {constant.shape}; clnet takes a scalar here (an activation's "
-                                 "parameter), or a bias straight after a Dense or convolution")
-        bias = self._along(node, constant, value.shape, p.index(len(p) - 1), "bias")
+            return False
+        try:
+            bias = self._along(node, constant, value.shape, p.index(len(p) - 1), "bias")
+        except ValueError:  # not one value per unit
+            return False
         owner.use_bias = True
         next(arrays for layer, arrays in self.weights if layer is owner).append(bias)
         self._set(node, _Value(value.kt, value.index), owner)
+        return True
 
     def _op_channelaffine_pattern(self, node):
         """(x - mean) * scale + shift with one value per channel (the last axis in clnet), as
@@ -842,8 +1051,11 @@ class _Reader:
         self._dense(node, node, kernel, bias)
 
     def _op_matmul(self, node):
-        if node.inputs[0] not in self.values:
-            raise _misused(node, "clnet reads MatMul(x, W) with x a computed tensor first")
+        """MatMul(x, W) of a matrix W: a Dense (with the Add of a bias after it); of two computed
+        tensors, a constant first, or W of another rank: ops.matmul."""
+        a, b = node.inputs[:2]
+        if a not in self.values or b not in self.constants or self.constants[b].ndim != 2:
+            return self._elementwise(node, "matmul", [a, b], elementwise=False)
         kernel = self._constant(node, node.inputs[1], "weight")
         # A Linear layer exported as MatMul + Add, maybe with no-op Casts between (Keras): the
         # Add is read here and skipped when reached.
@@ -1012,34 +1224,68 @@ class _Reader:
         kt = self._layer(node, cls(keepdims=True), [kt])
         self._set(node, _Value(kt, _channels_first(kt.sample_shape)))
 
+    def _op_reducesum(self, node):
+        self._reduce(node, "sum")
+
     def _op_reducemean(self, node):
-        self._reduce(node, False)
+        self._reduce(node, "mean")
 
     def _op_reducemax(self, node):
-        self._reduce(node, True)
+        self._reduce(node, "max")
 
-    def _reduce(self, node, use_max: bool):
-        """A ReduceMean/ReduceMax over every spatial axis (all sample axes but the channels)."""
-        from ..layers import (GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D,
-                              GlobalMaxPooling2D)
+    def _op_reducemin(self, node):
+        self._reduce(node, "min")
+
+    def _reduce(self, node, op: str):
+        """ReduceSum, ReduceMean, ReduceMax, ReduceMin over sample axes: a global pooling layer for a
+        mean or max over every axis but the batch and the channels (clnet's channels_last: the
+        last), else ops.sum, ops.mean, ops.max, ops.min."""
         value = self._value(node, node.inputs[0])
         rank = len(value.shape) + 1
-        axes = self._axes_input(node) or list(range(rank))
-        axes = sorted({a % rank for a in axes})
+        axes = self._axes_input(node)
         keepdims = bool(self._attribute(node, "keepdims", 1))
+        if not axes:
+            if self._attribute(node, "noop_with_empty_axes", 0):
+                return self._alias(node, value)
+            axes = list(range(rank))
+        axes = sorted({a % rank for a in axes})
+        if 0 in axes:
+            raise _misused(node, f"it reduces axes {axes} of {(None, *value.shape)}, the batch axis among them; clnet "
+                                 "reduces the sample axes")
+        if op in ("mean", "max") and self._pooled(node, value, axes, keepdims, op == "max"):
+            return None
+        self._elementwise(node, lambda t: getattr(self._ops_module(), op)(t, axis=tuple(axes), keepdims=keepdims),
+                          node.inputs[:1], elementwise=False)
+
+    def _pooled(self, node, value: _Value, axes: list, keepdims: bool, use_max: bool) -> bool:
+        """A mean or max over every spatial axis (every sample axis but the channels, which clnet
+        holds last) as a global pooling layer; False (nothing done) for other axes."""
+        from ..layers import (GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D,
+                              GlobalMaxPooling2D)
+        rank = len(value.shape) + 1
         p = value.axes()
+        if rank not in (3, 4) or {(tuple(range(rank - 1)) if p is None else p)[a - 1] for a in axes} != set(
+                range(rank - 2)):
+            return False
         if p is None:
             p, value = tuple(range(rank - 1)), _Value(self._plain(value, None, node), _arange(value.shape))
-        if 0 in axes or rank not in (3, 4) or {p[a - 1] for a in axes} != set(range(rank - 2)):
-            raise _misused(node, f"it reduces axes {axes} of {(None, *value.shape)}; clnet reads {node.op} over "
-                                 "every axis but the batch and the channels (a global pooling), as part of a "
-                                 "LayerNormalization, or over the directions of a bidirectional RNN, LSTM or GRU's "
-                                 "output")
         cls = {(True, 3): GlobalMaxPooling1D, (True, 4): GlobalMaxPooling2D, (False, 3): GlobalAveragePooling1D,
                (False, 4): GlobalAveragePooling2D}[use_max, rank]
         kt = self._layer(node, cls(keepdims=keepdims), [value.kt])
         index = _arange(kt.sample_shape).transpose(p) if keepdims else _arange(kt.sample_shape)
         self._set(node, _Value(kt, index))
+        return True
+
+    def _op_gather(self, node):
+        """Gather(x, indices) of a computed x along a sample axis, constant integer indices: ops.take."""
+        data, indices = node.inputs[:2]
+        value = self._value(node, data)
+        rank = len(value.shape) + 1
+        axis = self._attribute(node, "axis", 0) % rank
+        positions = self._constant(node, indices, "indices")
+        if axis == 0:
+            raise _misused(node, "it gathers along the batch axis; clnet takes along sample axes (ops.take)")
+        self._elementwise(node, lambda t: self._ops_module().take(t, positions, axis=axis), [data], elementwise=False)
 
     def _op_pad(self, node):
         from ..layers import ZeroPadding2D

@@ -1,11 +1,13 @@
-"""The patterns of several ONNX nodes that clnet.onnx.load reads as one op: Swish, GELU, a
-decomposed LayerNormalization, a BatchNormalization whose constants the exporter folded, clnet's
-LocallyConnected1D, an Embedding (Gather of a table), clnet's PositionEmbedding, a RepeatVector, a
-ReLU with a threshold, a recurrent op with the Transpose before it, clnet's MultiHeadAttention.
-Found before the graph is read, each becomes one Node in place of its nodes, where the last of
-them was."""
+"""The patterns of several ONNX nodes that clnet.onnx.load reads as one op: Swish, GELU (exact, and
+the tanh approximation), a decomposed LayerNormalization, a BatchNormalization whose constants
+the exporter folded, clnet's LocallyConnected1D, an Embedding (Gather of a table), clnet's
+PositionEmbedding, a RepeatVector, a ReLU with a threshold, a recurrent op with the Transpose
+before it, clnet's MultiHeadAttention, the Not of a comparison (the opposite comparison), and
+ones_like/zeros_like as clnet.ops writes them. Found before the graph is read, each becomes one
+Node in place of its nodes, where the last of them was."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
@@ -15,6 +17,9 @@ RECURRENT_INPUTS = {"RNN": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
                     "GRU": ("X", "W", "R", "B", "sequence_lens", "initial_h"),
                     "LSTM": ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")}
 INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)  # TensorProto's UINT8 ... INT64, UINT32, UINT64
+# The comparison a Not of each comparison is (where no operand is NaN), as the op the reader reads.
+OPPOSITE = {"Greater": "LessOrEqual", "Less": "GreaterOrEqual", "GreaterOrEqual": "Less", "LessOrEqual": "Greater",
+            "Equal": "NotEqual_pattern"}
 
 
 class Node:
@@ -47,9 +52,9 @@ class Patterns:
         taken: set[int] = set()
         position = {id(n): i for i, n in enumerate(self.nodes)}
         for node in self.nodes:
-            for match in (self._layer_norm, self._gelu, self._swish, self._channel_affine, self._locally_connected,
-                          self._embedding, self._position_embedding, self._repeat_vector, self._relu,
-                          self._recurrent, self._attention):
+            for match in (self._layer_norm, self._gelu, self._gelu_tanh, self._swish, self._channel_affine,
+                          self._locally_connected, self._embedding, self._position_embedding, self._repeat_vector,
+                          self._relu, self._recurrent, self._attention, self._negation, self._like):
                 found = match(node)
                 if found is not None and not {id(n) for n in found[1]} & taken:
                     pattern, parts = found
@@ -160,6 +165,76 @@ class Patterns:
             if len(rest) == 2 and x in rest and any(f in halves for f in rest if f != x):
                 return Node("GELU_pattern", [x], final.outputs, final.proto), [scale, erf, add, *parts]
         return None
+
+    def _gelu_tanh(self, final: Node):
+        """Keras's default GELU, the tanh approximation, as clnet writes it below opset 20 (and torch
+        its gelu(approximate='tanh')): a product of x, 0.5 and Add(1, Tanh(Mul(sqrt(2 / pi), Add(x,
+        Mul(0.044715, x^3))))), x^3 a Pow(x, 3) or Mul(x, Mul(x, x)), products in any association."""
+        if final.op != "Mul":
+            return None
+        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
+        while stack:
+            name, reader = stack.pop()
+            inner = self._made(name, "Mul", reader) if name not in self.constants else None
+            if inner is not None and len(parts) < 3:
+                parts.append(inner)
+                stack.extend((i, inner) for i in inner.inputs)
+            else:
+                factors.append(name)
+        if len(factors) != 3:
+            return None
+        for one_plus in factors:
+            add = self.producer.get(one_plus)
+            if add is None or add.op != "Add" or self._only(one_plus, "Mul") is None:
+                continue
+            one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
+            tanh = one and self._made(self._other(add, one), "Tanh", add)
+            scaled = tanh and self._made(tanh.inputs[0], "Mul", tanh)
+            c = scaled and next((i for i in scaled.inputs if self._is(i, math.sqrt(2 / math.pi))), None)
+            inner = c and self._made(self._other(scaled, c), "Add", scaled)
+            for x in (inner.inputs if inner else []):
+                cubic = self._made(self._other(inner, x), "Mul", inner)
+                k = cubic and next((i for i in cubic.inputs if self._is(i, 0.044715)), None)
+                cube = k and self._cube(self._other(cubic, k), x, cubic)
+                rest = [f for f in factors if f != one_plus]
+                if cube and len(rest) == 2 and x in rest and any(self._is(f, 0.5) for f in rest if f != x):
+                    return (Node("GeluTanh_pattern", [x], final.outputs, final.proto),
+                            [*cube, cubic, inner, scaled, tanh, add, *parts])
+        return None
+
+    def _cube(self, name: str, x: str, reader: Node) -> list[Node] | None:
+        """The nodes making `name` = x^3, Pow(x, 3) or Mul(x, Mul(x, x)) either way, read by `reader` alone."""
+        power = self._made(name, "Pow", reader)
+        if power is not None:
+            return [power] if power.inputs[0] == x and self._is(power.inputs[1], 3.0, 0) else None
+        product = self._made(name, "Mul", reader)
+        if product is None or x not in product.inputs:
+            return None
+        square = self._made(self._other(product, x), "Mul", product)
+        return [square, product] if square is not None and square.inputs == [x, x] else None
+
+    def _negation(self, node: Node):
+        """Not of a comparison read by it alone: the opposite comparison (clnet writes greater_equal
+        and less_equal so before opset 12, and not_equal as Not(Equal))."""
+        if node.op != "Not":
+            return None
+        comparison = self._made(node.inputs[0], tuple(OPPOSITE), node)
+        if comparison is None:
+            return None
+        return Node(OPPOSITE[comparison.op], comparison.inputs, node.outputs, node.proto), [comparison, node]
+
+    def _like(self, expand: Node):
+        """ones_like, zeros_like as clnet.ops writes them: Expand(a number, Shape(x)) (not the zero
+        initial state of a recurrent op, which _recurrent reads)."""
+        if expand.op != "Expand" or expand.inputs[0] not in self.constants:
+            return None
+        value = self.constants[expand.inputs[0]]
+        shape = self._made(expand.inputs[1], "Shape", expand)
+        if shape is None or value.size != 1 or value.ndim > 1 or self.reader._attribute(shape, "start", 0) != 0 or \
+                self.reader._attribute(shape, "end", None) is not None or \
+                any(user.op in RECURRENT_INPUTS for user in self.users.get(expand.outputs[0], [])):
+            return None
+        return Node("Like_pattern", shape.inputs, expand.outputs, expand.proto, value.reshape(())[()]), [shape, expand]
 
     def _locally_connected(self, gather: Node):
         """clnet's LocallyConnected1D: Gather(x, windows, axis=1) -> Reshape(0, positions, taps) ->

@@ -1,0 +1,137 @@
+"""Layers and models written as Keras's subclasses (call() traced into the graph), and models
+called on tensors as layers."""
+import numpy as np
+import pytest
+
+import clnet
+from clnet import layers, ops
+from clnet.model import Model, Sequential
+
+
+class ResidualBlock(layers.Layer):
+    """The transformer pattern: layers made in __init__, a residual sum and a normalisation,
+    `training` passed along as Keras code does."""
+
+    def __init__(self, width, rate=0.25, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = Sequential([layers.Dense(2 * width, "relu"), layers.Dense(width)])
+        self.dropout = layers.Dropout(rate)
+        self.norm = layers.LayerNormalization(epsilon=1e-6)
+
+    def call(self, inputs, training=None):
+        return self.norm(inputs + self.dropout(self.inner(inputs), training=training))
+
+
+def block_model(block, floatx="float64"):
+    x = layers.Input((3, 4))
+    return Model(x, layers.Dense(2)(block(x)), floatx=floatx, seed=2)
+
+
+def test_a_subclassed_layer_is_its_layers_calls(rng):
+    """The traced block computes what the same layers wired by hand compute, and its layers are
+    the model's (built once: the model holds them, the block adds no call of its own)."""
+    block = ResidualBlock(4, name="block")
+    model = block_model(block)
+    assert [l.name for l in model.layers] == ["input_layer", "dense", "dense_1", "dropout", "add", "layer_normalization",
+                                              "dense_2"]
+    assert block.built and not block.inner.built  # (its layers are built, by the model that holds them)
+    x = layers.Input((3, 4))
+    first, second, dropout, norm, head = (layers.Dense(8, "relu"), layers.Dense(4), layers.Dropout(0.25),
+                                          layers.LayerNormalization(epsilon=1e-6), layers.Dense(2))
+    wired = Model(x, head(norm(ops.add(x, dropout(second(first(x)))))), floatx="float64", seed=2)
+    wired.set_weights(model.get_weights())
+    data = rng.normal(size=(5, 3, 4))
+    np.testing.assert_array_equal(model.predict(data), wired.predict(data))
+    for m in (model, wired):
+        m.compile(clnet.optimizers.SGD(0.1), "mse")
+        m.fit(data, rng.normal(size=(5, 3, 2)) * 0 + 1, batch_size=5, epochs=2, shuffle=False, verbose=0)
+    for got, want in zip(model.get_weights(), wired.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+def test_a_subclassed_layer_called_twice_shares_its_weights(rng):
+    block = ResidualBlock(4)
+    a, b = layers.Input((3, 4)), layers.Input((3, 4))
+    model = Model([a, b], ops.concatenate([block(a), block(b)], axis=1), floatx="float64")
+    assert len(model.get_weights()) == 6  # two Dense, one LayerNormalization: once
+    x = rng.normal(size=(2, 3, 4))
+    out = model.predict([x, x])
+    np.testing.assert_array_equal(out[:, :3], out[:, 3:])
+
+
+class TwoLayers(clnet.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = layers.Dense(6, "tanh")
+        self.head = layers.Dense(3, "softmax")
+
+    def call(self, inputs):
+        return self.head(self.hidden(inputs) * 2.0)
+
+
+def test_a_subclassed_model_traces_on_its_first_data_and_saves(tmp_path, rng):
+    model = TwoLayers(floatx="float64", seed=1)
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    x, y = rng.normal(size=(16, 5)), rng.integers(0, 3, 16)
+    history = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    assert sorted(history.history) == ["accuracy", "loss"] and model.built
+    w1, b1, w2, b2 = model.get_weights()
+    z = np.tanh(x @ w1 + b1) * 2 @ w2 + b2
+    np.testing.assert_allclose(model.predict(x), np.exp(z) / np.exp(z).sum(-1, keepdims=True), rtol=1e-12)
+    model.save(tmp_path / "sub.h5")
+    loaded = clnet.load_model(tmp_path / "sub.h5")  # as the functional graph call() traced
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    with pytest.raises(clnet.model.NotBuiltError, match="traced on Inputs of the first data's shape"):
+        TwoLayers().build()
+
+
+def test_a_model_called_on_a_tensor_is_a_nested_model(rng):
+    """A Sequential made without an Input, called on a tensor, is built for it and its layers
+    called in the outer model: training the outer model trains the inner one's weights."""
+    inner = Sequential([layers.Dense(4, "relu"), layers.Dense(2)], floatx="float64")
+    x = layers.Input((3,))
+    outer = Model(x, layers.Dense(1)(inner(x)), floatx="float64")
+    assert [l.name for l in outer.layers] == ["input_layer", "dense", "dense_1", "dense_2"]
+    data = rng.normal(size=(8, 3))
+    inner.build((3,))  # its layers, built by the outer model, are shared
+    before = inner.predict(data)
+    outer.compile("sgd", "mse")
+    outer.fit(data, rng.normal(size=(8, 1)), epochs=1, verbose=0)
+    assert not np.array_equal(inner.predict(data), before)
+    functional = Model(x, {"a": inner(x)}, floatx="float64")
+    np.testing.assert_array_equal(functional(x)["a"].shape, (None, 2))
+    with pytest.raises(ValueError, match=r"input 'input_layer' takes tensors of shape \(None, 3\), got \(None, 4\)"):
+        functional(layers.Input((4,)))
+
+
+class ReturnsNumbers(layers.Layer):
+    def call(self, inputs):
+        return np.zeros(3)
+
+
+class Branches(layers.Layer):
+    def call(self, inputs):
+        return inputs if inputs > 0 else -inputs
+
+
+class OwnWeights(layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], 2))
+
+    def call(self, inputs):
+        return ops.matmul(inputs, self.w)
+
+
+def test_what_cannot_be_traced_says_so():
+    x = layers.Input((3,))
+    with pytest.raises(TypeError, match=r"ReturnsNumbers 'returns_numbers'.call\(\) returned array"):
+        ReturnsNumbers()(x)
+    with pytest.raises(TypeError, match="has no truth value") as raised:
+        Branches()(x)
+    assert "while tracing Branches 'branches'.call()" in "".join(raised.value.__notes__)
+    with pytest.raises(NotImplementedError, match="add_weight is not supported yet"):
+        OwnWeights()(x)
+    with pytest.raises(ValueError, match="training=True: clnet runs each layer in the model's mode"):
+        layers.Dropout(0.5)(x, training=True)
+    with pytest.raises(TypeError, match=r"ResidualBlock 'residual_block' was called on 3"):
+        ResidualBlock(3)(3)
