@@ -88,10 +88,11 @@ def test_elu_kernels(rt, rng, rows, width, alpha):
 @pytest.mark.parametrize("units", [1, 5, 129])
 @pytest.mark.parametrize("rows", [1, 3, 13])
 def test_activation_strings(rng, units, rows):
-    """activation="elu" (alpha 1) and "leaky_relu" (clnet's lrelu, slope 0.3) fused into Dense
-    (the CPU form's vector lanes, any width), against numpy."""
+    """activation="elu" (alpha 1) and "leaky_relu" (Keras's function: clnet's lrelu with slope 0.2,
+    where Keras's LeakyReLU layer and lrelu have 0.3) fused into Dense (the CPU form's vector
+    lanes, any width), against numpy."""
     x = rng.normal(size=(rows, 6)).astype(F32)
-    for name, reference in (("elu", keras_elu), ("leaky_relu", lambda z: np.where(z > 0, z, 0.3 * z))):
+    for name, reference in (("elu", keras_elu), ("leaky_relu", lambda z: np.where(z > 0, z, 0.2 * z))):
         model = clnet.Sequential([Input((6,)), Dense(units, name)], seed=2)
         kernel, bias = model.get_weights()
         assert_close(model.predict(x), reference(x.astype(float) @ kernel + bias).astype(F32), 1e-5)
@@ -191,3 +192,11 @@ def test_import_keeps_a_negative_slope_as_an_activation(tmp_path):
 def test_bad_arguments(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+
+def test_the_leaky_relu_activation_keeps_its_slope():
+    assert clnet.activations.get("leaky_relu").a == 0.2 and clnet.activations.get("lrelu").a == 0.3
+    assert clnet.activations.get("leaky_relu", a=0.1).a == 0.1
+    model = clnet.Sequential([Input((3,)), Dense(4, "leaky_relu")])
+    assert type(model).from_config(model.get_config()).layers[0].activation.a == 0.2

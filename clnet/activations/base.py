@@ -79,10 +79,12 @@ def get(identifier=None, **params) -> Activation:
         params = {k: v for k, v in identifier.items() if k != "name"} | params
         identifier = identifier.get("name")
     key = "linear" if identifier in (None, "none", "None") else str(identifier).lower()
-    key = ALIASES.get(key, key)
+    key, preset = ALIASES.get(key, (key, {}))
     if key not in Activation.registry:
         raise ValueError(f"unknown activation {identifier!r}; expected one of {sorted(Activation.registry)} or None")
-    return Activation.registry[key](**params)
+    return Activation.registry[key](**(preset | params))
 
 
-ALIASES = {"leaky_relu": "lrelu", "silu": "swish"}
+# Keras's names for activations of ours, with Keras's defaults where they differ: its leaky_relu
+# function's slope is 0.2 (its LeakyReLU layer's, and our lrelu's, 0.3).
+ALIASES = {"leaky_relu": ("lrelu", {"a": 0.2}), "silu": ("swish", {})}
