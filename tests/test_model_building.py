@@ -121,3 +121,17 @@ def test_inputs_and_outputs_of_layers_and_models():
     assert clnet.Model(x, {"h": h}).output == {"h": h}
     with pytest.raises(AttributeError, match="Dense 'never' has never been called and thus has no defined output"):
         Dense(2, name="never").output
+
+
+def test_an_input_takes_keras_dtype(rng):
+    """Input(shape, dtype="int32"), as Keras's text examples write it: token ids in, the model's
+    float type inside; kept in the config; a dtype that is no number is refused."""
+    ids = Input((6,), dtype="int32")
+    model = clnet.Model(ids, clnet.layers.GlobalAveragePooling1D()(clnet.layers.Embedding(10, 3)(ids)))
+    assert model.get_config()["layers"][0]["config"]["dtype"] == "int32"
+    assert clnet.Model.from_config(model.get_config()).layers[0].input_dtype == "int32"
+    tokens = rng.integers(0, 10, (4, 6)).astype(np.int32)
+    table = model.layers[1].get_weights()[0]
+    np.testing.assert_allclose(model.predict(tokens), table[tokens].mean(1), rtol=1e-6)
+    with pytest.raises(ValueError, match="Input dtype must be a numeric dtype such as 'int32'.*got 'string'"):
+        Input((3,), dtype="string")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import numpy as np
+
 from .base import Call, Layer, _shape
 
 
@@ -13,8 +15,20 @@ class Input(Layer):
     name_prefix = "input_layer"  # as Keras's InputLayer
     is_input = True
 
-    def __init__(self, shape, name=None):
+    def __init__(self, shape, name=None, dtype=None):
         super().__init__(name, _shape("Input shape", shape))
+        # Keras's dtype says what the input holds (int32 token ids, floats); clnet's values all
+        # travel in the model's float type (ids exactly up to 2^24 in float32), so it is checked
+        # and kept for the config, not computed in.
+        if dtype is not None:
+            try:
+                kind = np.dtype(dtype)
+            except TypeError:
+                kind = None
+            if kind is None or not (np.issubdtype(kind, np.number) or kind == np.bool_):
+                raise ValueError(f"Input dtype must be a numeric dtype such as 'int32' or 'float32', got {dtype!r}")
+            dtype = kind.name
+        self.input_dtype = dtype
         Call(self, [], [self.input_shape])  # its output, the tensor it stands for
 
     @property
@@ -35,7 +49,8 @@ class Input(Layer):
         return inputs
 
     def get_config(self):
-        return {"name": self.name, "shape": list(self.input_shape)}
+        config = {"name": self.name, "shape": list(self.input_shape)}
+        return config if self.input_dtype is None else {**config, "dtype": self.input_dtype}
 
 
 def _forwarded(name: str):
