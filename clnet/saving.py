@@ -20,6 +20,7 @@ import numpy as np
 from . import optimizers
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
+from .layers import Layer
 from .model import Model, model_from_config
 
 FORMAT_VERSION = 1
@@ -193,11 +194,21 @@ def _alive(pid: int) -> bool:
 
 
 # -- reading ------------------------------------------------------------------------------------
-def load_model(path, floatx: str | None = None) -> Model:
+def load_model(path, floatx: str | None = None, custom_objects: dict | None = None, compile: bool = True) -> Model:
     """The model saved by `model.save(path)`, compiled, with its optimizer state and epoch, ready to
-    `fit(..., initial_epoch=model.epoch)` or `predict`. `floatx` overrides the saved float type."""
+    `fit(..., initial_epoch=model.epoch)` or `predict`. `floatx` overrides the saved float type.
+    As Keras's: `custom_objects`, {name: class}, for layer classes of your own that a file names
+    (a subclass with call() is saved as the layers it is made of, and needs none: it may be
+    given, and is not used); `compile=False` gives the model with its weights and epoch, not
+    compiled (the optimizer state is not read)."""
     floatx_dtype(floatx)  # a bad argument is the caller's error, not the file's
+    _register(custom_objects)
     with _Checkpoint(path) as checkpoint:
+        if not compile:
+            model = checkpoint.build_model(floatx)
+            checkpoint.set_weights(model)
+            model.epoch = checkpoint.int_attr(checkpoint.file, "epoch")
+            return model
         training = checkpoint.json("training_config", missing=(
             "it holds weights only (written by save_weights); build the model and call load_weights"))
         model = checkpoint.build_model(floatx)
@@ -211,6 +222,19 @@ def load_model(path, floatx: str | None = None) -> Model:
         checkpoint.set_moments(model, layers)
         model.epoch = checkpoint.int_attr(checkpoint.file, "epoch")
     return model
+
+
+def _register(custom_objects) -> None:
+    """Layer classes of `custom_objects` under the names a file may give them."""
+    if custom_objects is None:
+        return
+    if not isinstance(custom_objects, dict):
+        raise TypeError(f"custom_objects must be a dict of names to layer classes, got {type(custom_objects).__name__}")
+    for name, cls in custom_objects.items():
+        if not (isinstance(name, str) and isinstance(cls, type) and issubclass(cls, Layer)):
+            raise TypeError(f"custom_objects[{name!r}] must be a clnet Layer class, got {cls!r}")
+        if cls.call is Layer.call:  # (a traced subclass is never named in a file)
+            Layer.registry[name] = cls
 
 
 def load_weights(model: Model, path) -> None:

@@ -135,3 +135,22 @@ def test_what_cannot_be_traced_says_so():
         layers.Dropout(0.5)(x, training=True)
     with pytest.raises(TypeError, match=r"ResidualBlock 'residual_block' was called on 3"):
         ResidualBlock(3)(3)
+
+
+def test_load_model_takes_keras_arguments(tmp_path, rng):
+    """load_model(path, custom_objects=..., compile=False), as Keras scripts call it: a traced
+    class given as a custom object is not needed (the file holds its layers); compile=False gives
+    the weights without the optimizer."""
+    x = layers.Input((3, 4))
+    model = Model(x, layers.Dense(2)(ResidualBlock(4)(x)), floatx="float64")
+    model.compile("adam", "mse")
+    data = rng.normal(size=(4, 3, 4))
+    model.fit(data, rng.normal(size=(4, 3, 2)), epochs=1, verbose=0)
+    model.save(tmp_path / "block.h5")
+    loaded = clnet.load_model(tmp_path / "block.h5", custom_objects={"ResidualBlock": ResidualBlock})
+    np.testing.assert_array_equal(loaded.predict(data), model.predict(data))
+    bare = clnet.load_model(tmp_path / "block.h5", compile=False)
+    assert not bare.compiled and bare.epoch == 1
+    np.testing.assert_array_equal(bare.predict(data), model.predict(data))
+    with pytest.raises(TypeError, match=r"custom_objects\['f'\] must be a clnet Layer class"):
+        clnet.load_model(tmp_path / "block.h5", custom_objects={"f": len})
