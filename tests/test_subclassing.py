@@ -154,3 +154,20 @@ def test_load_model_takes_keras_arguments(tmp_path, rng):
     np.testing.assert_array_equal(bare.predict(data), model.predict(data))
     with pytest.raises(TypeError, match=r"custom_objects\['f'\] must be a clnet Layer class"):
         clnet.load_model(tmp_path / "block.h5", custom_objects={"f": len})
+
+
+def test_time_distributed_applies_a_last_axis_layer_to_every_step(rng):
+    """TimeDistributed(Dense) is the Dense over (time, features) rows, one set of weights (the
+    wrapper traces to the inner layer's call); layers that need a whole step say they are not
+    supported."""
+    x = layers.Input((5, 3))
+    inner = layers.Dense(4, "tanh")
+    model = Model(x, layers.TimeDistributed(layers.Dropout(0.5))(layers.TimeDistributed(inner)(x)), floatx="float64")
+    assert [l.name for l in model.layers] == ["input_layer", "dense", "dropout"]
+    data = rng.normal(size=(2, 5, 3))
+    kernel, bias = inner.get_weights()
+    np.testing.assert_allclose(model.predict(data), np.tanh(data @ kernel + bias), rtol=1e-13)
+    with pytest.raises(NotImplementedError, match=r"TimeDistributed\(Conv2D 'conv2d'\) is not supported yet"):
+        layers.TimeDistributed(layers.Conv2D(2, 3))
+    with pytest.raises(ValueError, match=r"needs inputs of shape \(batch, time, ...\), got \(None, 3\)"):
+        layers.TimeDistributed(layers.Dense(2))(layers.Input((3,)))

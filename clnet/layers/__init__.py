@@ -25,6 +25,7 @@ from .gru import GRU
 from .bidirectional import Bidirectional
 from .multi_head_attention import MultiHeadAttention
 from .lambda_layer import Lambda
+from .time_distributed import TimeDistributed
 
 __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
@@ -32,4 +33,4 @@ __all__ = ["Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
            "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
-           "MultiHeadAttention", "Lambda"]
+           "MultiHeadAttention", "Lambda", "TimeDistributed"]

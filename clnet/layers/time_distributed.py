@@ -1,0 +1,43 @@
+"""TimeDistributed(layer), Keras's wrapper: `layer` applied to every time step of a (time, ...)
+input, with one set of weights. The layers that act on the last axis alone already do that here,
+over all the leading axes in one launch (Dense: one product over batch × time rows), so for them
+the wrapper is the layer's own call; a layer that needs a step's whole sample (a convolution per
+frame) is not supported yet, and the wrapper says so when it is made."""
+from __future__ import annotations
+
+from .activation import Activation, Softmax
+from .base import Layer
+from .dense import Dense
+from .dropout import Dropout
+from .embedding import Embedding
+from .layer_normalization import LayerNormalization
+from .relu import ELU, LeakyReLU, ReLU
+
+
+def _per_position(layer: Layer) -> bool:
+    """Whether `layer` computes each position of its leading axes on its own, from the last axis."""
+    if isinstance(layer, (Dense, Activation, ReLU, LeakyReLU, ELU, Embedding)):
+        return True
+    if isinstance(layer, Dropout):
+        return layer.noise_shape is None  # (a noise shape names the sample's axes)
+    if isinstance(layer, (Softmax, LayerNormalization)):
+        return layer.axis == -1
+    return False
+
+
+class TimeDistributed(Layer):
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(layer, Layer):
+            raise TypeError(f"TimeDistributed wraps a clnet layer, got {type(layer).__name__}")
+        if not _per_position(layer):
+            raise NotImplementedError(
+                f"TimeDistributed({layer.describe()}) is not supported yet: clnet applies Dense, Activation, "
+                "ReLU/LeakyReLU/ELU, Dropout, Embedding, and Softmax or LayerNormalization over the last axis to "
+                "every time step (those layers already act on the last axis alone)")
+        self.layer = layer
+
+    def call(self, inputs, training=None):
+        if len(inputs.shape) < 3:
+            raise ValueError(f"{self.describe()} needs inputs of shape (batch, time, ...), got {inputs.shape}")
+        return self.layer(inputs, training=training)
