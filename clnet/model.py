@@ -122,7 +122,8 @@ class Model:
                 _name(layer, self._layers)
                 self._layers.append(layer)
         if self._output_names is None:  # Keras: each output by its layer's name (lstm, lstm_1 for its states)
-            self._output_names = [_output_name(o, taken) for taken in [set()] for o in outputs]
+            taken: set[str] = set()
+            self._output_names = [_output_name(o, taken) for o in outputs]
 
     def describe(self) -> str:
         return f"model {self.name!r}"
@@ -131,9 +132,9 @@ class Model:
     def __call__(self, inputs, training=None, mask=None):
         """Apply the model to symbolic tensors, as Keras's nested models: each of its layer calls
         again, on `inputs` (one, a list, or a dict by input name), sharing the layers' weights;
-        returns its outputs in the structure it was made with. An unbuilt Sequential is first
-        built for the input's shape. The calls are the outer model's own (its `layers` list the
-        nested model's layers, not the model)."""
+        returns its outputs in the structure it was made with. An unbuilt model calls its layers
+        (or its call()) on them, and the model that reads them builds them. The calls are the
+        outer model's own (its `layers` list the nested model's layers, not the model)."""
         check_call_arguments(self, (), training=training, mask=mask)
         given = tensors_of(inputs)
         if not self.built:
@@ -263,7 +264,7 @@ class Model:
                 raise ValueError(f"{layer.describe()} was built in {layer.dtype.name} on {layer.rt.info.name}; "
                                  f"model {self.name!r} computes in {self.dtype.name} on {self.rt.info.name}: "
                                  "a model shares a layer's weights only on the same device and float type")
-            if id(layer) in owned or layer.built and shape != _built_shape(layer):
+            if id(layer) in owned or layer.built and shape != layer.built_input_shape:
                 # Another call of a layer, or a call on another shape than it was built for (a
                 # recurrent layer over fewer steps): a copy with buffers of its own, reading the
                 # same parameters, whose shapes must be the same (_SharingStore checks).
@@ -315,17 +316,20 @@ class Model:
         stores = {id(p.store): p.store for p in parameters}
         # The one store that holds exactly this model's parameters, if one does (the model built
         # all its layers): what a distribution reads and writes flat.
-        whole = stores.popitem()[1] if len(stores) == 1 else store if not stores else None
-        self._whole_store = whole if whole is not None and len(whole.parameters) == len(parameters) else None
+        if not stores:
+            self._whole_store = store
+        else:
+            only = stores.popitem()[1] if len(stores) == 1 else None
+            self._whole_store = only if only is not None and len(only.parameters) == len(parameters) else None
         self._ranges = parameter_ranges(parameters)
         for s in [store, *(p.store for p in parameters)]:
             s.users.add(self)
         shapes = [o.sample_shape for o in self._outputs]
         self.output_shape = shapes[0] if len(shapes) == 1 else shapes
-        # Tensors read by several calls (an output's loss counting as one): their gradient is
-        # summed into a buffer of the engine's.
         self._heads = [_Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
                        for o, name in zip(self._outputs, self._output_names)]
+        # Tensors read by several calls (an output's loss counting as one): their gradient is
+        # summed into a buffer of the engine's.
         self._fan_out = [t for t in {id(t): t for t in [*self._outputs, *(t for c in runs for t in c.inputs)]}.values()
                          if consumers[id(t)] > 1]
         self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
@@ -895,8 +899,6 @@ class Model:
                      for head, (key, part) in zip(self._heads, _by_name(y, self.output_names, names[1], "output"))]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {names[1]} have {[len(p) for p in parts]} samples; they must match")
-            for head, part in zip(self._heads, parts):
-                head.width = part.shape[1]
             y = np.concatenate(parts, axis=1)
         if len(x) != len(y):
             raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
@@ -1163,10 +1165,6 @@ def _name(layer: Layer, taken_by: list[Layer]) -> None:
 _declared: "weakref.WeakKeyDictionary[Layer, list]" = weakref.WeakKeyDictionary()
 
 
-def _built_shape(layer: Layer):
-    return layer.input_shapes if layer.multi_input else layer.input_shape
-
-
 class _DeclaringStore:
     """The parameter store as a layer's first call builds against it, remembering what it declared."""
 
@@ -1193,9 +1191,10 @@ class _SharingStore(_DeclaringStore):
     def add(self, initial, *args, **kwargs):
         owner = next(self._owned, None)
         if owner is None or owner.shape != np.shape(initial):
-            raise ValueError(f"{self._layer.describe()} was built for inputs of shape {_built_shape(self._layer)} and "
-                             f"cannot be called on inputs of shape {self._shape}: its weights have other shapes "
-                             "(a layer keeps the weights it was built with)")
+            layer = self._layer
+            raise ValueError(f"{layer.describe()} was built for inputs of shape {layer.built_input_shape} and cannot "
+                             f"be called on inputs of shape {self._shape}: its weights have other shapes (a layer "
+                             "keeps the weights it was built with)")
         return self.store.share(owner)
 
 
@@ -1212,11 +1211,11 @@ class _Head:
         # enough per sample for its positions; each writes its share of the sample's loss.
         self.group = rt.row_group(self.positions)
         self.blocks = -(-self.positions // self.group)  # work-groups per sample
-        self.width = int(np.prod(self.shape))  # its targets' columns (a sparse loss's: set by _prepare)
 
     def compile(self, loss, weight: float, metrics: list[str]) -> None:
         rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
         self.loss, self.weight, self.metrics = loss, weight, metrics
+        self.width = loss.target_width(self.shape)  # its targets' columns in a batch
         self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
         # fit and evaluate read the output only through the loss: an output layer whose softmax
         # the loss folds may leave the softmax to the loss kernel (see Model._forward_loss).
@@ -1228,16 +1227,14 @@ class _Head:
         self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
 
     def ensure_rows(self, rows: int, split_targets: bool) -> None:
-        dtype = self.dtype
         if self.output_grad is None or self.output_grad.shape[0] < rows:
-            self.output_grad = Tensor((rows, *self.shape), dtype, self.rt)
+            self.output_grad = Tensor((rows, *self.shape), self.dtype, self.rt)
             # A model of several outputs copies each one's targets out of the batch's.
-            self.target = Tensor((rows, self.width), dtype, self.rt) if split_targets else None
+            self.target = Tensor((rows, self.width), self.dtype, self.rt) if split_targets else None
 
     def grow_stats(self, samples: int, kept: int) -> None:
         """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
-        dtype = self.dtype
-        grown = tuple(Tensor((samples * self.blocks,), dtype, self.rt) for _ in range(2))
+        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2))
         if kept:
             for old, new in zip(self.stats, grown):
                 cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)

@@ -172,3 +172,21 @@ def test_bad_loss_metrics_and_targets_name_what_is_wrong(rng):
         model.fit(data, {"a": rng.normal(size=(4, 3))}, verbose=0)
     with pytest.raises(ValueError, match=r"y\[1\] \(output 'b'\) has shape \(4, 3\)"):
         model.fit(data, [rng.normal(size=(4, 3)), rng.normal(size=(4, 3))], verbose=0)
+
+
+def test_a_sparse_output_beside_another_takes_its_ids(rng):
+    """An output under sparse_categorical_crossentropy reads one id per sample out of the batch's
+    targets (its loss's target width), beside a one-hot output: each output's loss is what a model
+    of it alone reports."""
+    x = Input((4,))
+    h = Dense(6, "tanh")(x)
+    a, b = Dense(3, "softmax", name="a")(h), Dense(5, "softmax", name="b")(h)
+    both = Model(x, [a, b], floatx="float64")
+    both.compile("sgd", loss=["sparse_categorical_crossentropy", "categorical_crossentropy"],
+                 metrics=[["accuracy"], []])
+    data, ids, one_hot = rng.normal(size=(9, 4)), rng.integers(0, 3, 9), np.eye(5)[rng.integers(0, 5, 9)]
+    logs = both.evaluate(data, [ids, one_hot], batch_size=4, return_dict=True)
+    alone = Model(x, a, floatx="float64")
+    alone.compile("sgd", "sparse_categorical_crossentropy", ["accuracy"])
+    want_loss, want_accuracy = alone.evaluate(data, ids, batch_size=4)
+    np.testing.assert_allclose([logs["a_loss"], logs["a_accuracy"]], [want_loss, want_accuracy], rtol=1e-13)

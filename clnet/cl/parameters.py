@@ -99,12 +99,10 @@ class ParameterStore:
             p.initial = None
         self.values = Tensor.from_numpy(host, rt=self.rt)
         self.grads = Tensor.zeros((self.size,), self.dtype, self.rt)
-        item = self.dtype.itemsize
         for p in self.parameters:
-            region = (p.offset * item, p.size * item)
-            p.value = Tensor(p.shape, self.dtype, self.rt, self.values.buffer.get_sub_region(*region))
+            p.value = self.values.region(p.offset, p.shape)
             if p.trainable:
-                p.grad = Tensor(p.shape, self.dtype, self.rt, self.grads.buffer.get_sub_region(*region))
+                p.grad = self.grads.region(p.offset, p.shape)
         if self.shared:
             self._allocate_shared()
 
@@ -123,18 +121,15 @@ class ParameterStore:
         copies = {id(p) in owners for p in parameters}
         if copies != {False} and copies != {True}:
             raise RuntimeError("a joined parameter is a run of a layer's own parameters or of their shared copies")
-        size, item = sum(p.size for p in parameters), self.dtype.itemsize
+        size = sum(p.size for p in parameters)
         span = Parameter(np.broadcast_to(np.zeros((), self.dtype), (size,)), None, True)
         span.initial, span.offset = None, parameters[0].offset
-        span.value = Tensor((size,), self.dtype, self.rt,
-                            self.values.buffer.get_sub_region(holders[0].offset * item, size * item))
+        span.value = self.values.region(holders[0].offset, (size,))
         grads = self.shared_grads if copies == {True} else self.grads
-        span.grad = Tensor((size,), self.dtype, self.rt,
-                           grads.buffer.get_sub_region(parameters[0].offset * item, size * item))
+        span.grad = grads.region(parameters[0].offset, (size,))
         return span
 
     def _allocate_shared(self) -> None:
-        item = self.dtype.itemsize
         end = 0
         rounds: list[list[tuple[Parameter, Parameter]]] = []
         for copy, owner in self.shared:
@@ -155,8 +150,7 @@ class ParameterStore:
         self._rounds = []
         for pairs in rounds:
             for copy, _ in pairs:
-                copy.grad = Tensor(copy.shape, self.dtype, self.rt,
-                                   self.shared_grads.buffer.get_sub_region(copy.offset * item, copy.size * item))
+                copy.grad = self.shared_grads.region(copy.offset, copy.shape)
             source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _ in pairs]).astype(np.int32)
             target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o in pairs]).astype(np.int32)
             self._rounds.append((pairs[0][1].store.grads, Tensor.from_numpy(source, rt=self.rt),
@@ -186,10 +180,8 @@ class ParameterRange:
         if self.whole:
             self.values, self.grads = store.values, store.grads
         else:
-            item = store.dtype.itemsize
-            region = (self.start * item, self.size * item)
-            self.values = Tensor((self.size,), store.dtype, store.rt, store.values.buffer.get_sub_region(*region))
-            self.grads = Tensor((self.size,), store.dtype, store.rt, store.grads.buffer.get_sub_region(*region))
+            self.values = store.values.region(self.start, (self.size,))
+            self.grads = store.grads.region(self.start, (self.size,))
 
 
 def _trainable_end(store: ParameterStore) -> int:

@@ -27,6 +27,15 @@ class Tensor:
         (None, 0) where none is written."""
         return (None, 0) if self.transposed is None else (self.transposed, self.transposed.shape[1])
 
+    def region(self, start: int, shape) -> "Tensor":
+        """Elements [start, start + size of `shape`) of this tensor, flat, as a tensor of `shape`
+        sharing its memory (a sub-buffer: `start` must lie on the device's alignment). An empty
+        region holds one element, as an empty tensor does."""
+        shape = tuple(int(s) for s in shape)
+        size = max(int(np.prod(shape, dtype=np.int64)), 1) * self.dtype.itemsize
+        item = self.dtype.itemsize
+        return Tensor(shape, self.dtype, self.rt, self.buffer.get_sub_region(start * item, size))
+
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize

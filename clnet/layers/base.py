@@ -244,17 +244,18 @@ class Layer:
         except Exception as error:
             error.add_note(f"(raised while tracing {self.describe()}.call() on symbolic tensors)")
             raise
-        outputs = leaves_of(tensors_of(result))
+        result = tensors_of(result)
+        outputs = leaves_of(result)
         if not outputs or not all(isinstance(t, KerasTensor) for t in outputs):
             raise TypeError(f"{self.describe()}.call() returned {result!r}; a traced call() must return the symbolic "
                             "tensors that clnet layers and ops gave it (one, a list or a dict of them)")
-        return tensors_of(result)
+        return result
 
     def check_weights_fit(self, input_shape) -> None:
         """A built layer called on inputs of another shape than it was built for runs with the
         weights it has (a recurrent layer over fewer steps): a trial build for that shape, on a
         store never allocated, must declare weights of the same shapes, or the call raises here."""
-        built = self.input_shapes if self.multi_input else self.input_shape
+        built = self.built_input_shape
         if input_shape == built:
             return
         trial = copy.copy(self)
@@ -266,10 +267,14 @@ class Layer:
                              f"inputs of shape {input_shape}: its weights have other shapes (a layer keeps the "
                              "weights it was built with)")
 
+    @property
+    def built_input_shape(self):
+        """The sample shape the layer was built for (a multi-input layer's: the list of them)."""
+        return self.input_shapes if self.multi_input else self.input_shape
+
     def _symbolic(self, inputs) -> list[KerasTensor]:
         """The tensors a call reads: `inputs` (one or a list), an Input standing for its output."""
-        tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        tensors = [t.output if isinstance(t, Layer) and t.is_input else t for t in tensors]
+        tensors = tensors_of(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
         for t in tensors:
             if not isinstance(t, KerasTensor):
                 raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "

@@ -5,7 +5,21 @@ import numpy as np
 from .base import Call, Layer, _shape
 
 
-class Input(Layer):
+class _PassThrough(Layer):
+    """A layer that computes nothing: its output is its input's buffer, its input's gradient its
+    output's, and it exports as no ONNX node (Input; Lambda's marking call)."""
+
+    def forward(self, x, rows):
+        return x
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        return grad if input_grad else None
+
+    def to_onnx(self, graph, inputs):
+        return inputs
+
+
+class Input(_PassThrough):
     """Declares the shape of one sample (without the batch axis); computes nothing.
 
     The first layer of a Sequential list, or the start of a functional graph:
@@ -38,15 +52,6 @@ class Input(Layer):
     @property
     def shape(self) -> tuple:
         return self.output.shape
-
-    def forward(self, x, rows):
-        return x
-
-    def backward(self, grad, rows, input_grad, activation_done=False):
-        return grad if input_grad else None
-
-    def to_onnx(self, graph, inputs):
-        return inputs
 
     def get_config(self):
         config = {"name": self.name, "shape": list(self.input_shape)}

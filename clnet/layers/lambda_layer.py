@@ -1,10 +1,11 @@
 """Lambda: a Python function of tensors as a layer, as Keras's."""
 from __future__ import annotations
 
-from .base import KerasTensor, Layer
+from .base import KerasTensor, Layer, leaves_of, tensors_of
+from .input import _PassThrough
 
 
-class Lambda(Layer):
+class Lambda(_PassThrough):
     """`Lambda(lambda x: ops.exp(x) * 2)(h)`: calling it on symbolic tensors calls `function` on
     them, and the clnet.ops calls (and any layer calls) inside become calls of the graph, which the
     model runs forward and backward as it runs any. The Lambda itself then marks each tensor the
@@ -28,12 +29,9 @@ class Lambda(Layer):
         self._marking = False
 
     def __call__(self, inputs):
-        # An Input stands for its output, as in any layer call.
-        tensor = lambda t: t.output if isinstance(t, Layer) and isinstance(getattr(t, "output", None), KerasTensor) else t
-        items = [tensor(t) for t in inputs] if isinstance(inputs, (list, tuple)) else [tensor(inputs)]
-        if not any(isinstance(t, KerasTensor) for t in items):
+        inputs = tensors_of(inputs)  # an Input stands for its output, as in any layer call
+        if not any(isinstance(t, KerasTensor) for t in leaves_of(inputs)):
             return self.function(inputs, **self.arguments)  # eager: numpy in, numpy out
-        inputs = type(inputs)(items) if isinstance(inputs, (list, tuple)) else items[0]
         result = self.function(inputs, **self.arguments)
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
         for i, t in enumerate(outputs):
@@ -60,15 +58,6 @@ class Lambda(Layer):
                             "which a Sequential model does not do; use the functional API: "
                             "Model(inputs, Lambda(function)(x))")
         return [tuple(input_shape)]
-
-    def forward(self, x, rows):
-        return x
-
-    def backward(self, grad, rows, input_grad, activation_done=False):
-        return grad if input_grad else None
-
-    def to_onnx(self, graph, inputs):
-        return inputs
 
     def get_config(self):
         raise ValueError(f"{self.describe()} cannot be saved: its function is Python code, which a config (JSON) "

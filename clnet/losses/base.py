@@ -51,6 +51,10 @@ class Loss:
                              f"{', '.join(map(str, output_shape))}) for loss {self.name!r}")
         return y.reshape(len(y), outputs).astype(dtype)
 
+    def target_width(self, output_shape: tuple) -> int:
+        """The columns prepare_targets gives a sample of a model whose output is `output_shape`."""
+        return int(np.prod(output_shape))
+
     def get_config(self) -> str:
         return self.name
 

@@ -62,6 +62,9 @@ class SparseCategoricalCrossentropy(CategoricalCrossentropy):
                              f"ids in {np.dtype(dtype).name} are exact only below {limit}; use floatx='float64'")
         return class_ids(y, output_shape, argument).reshape(len(y), -1).astype(dtype)
 
+    def target_width(self, output_shape):
+        return int(np.prod(output_shape[:-1]))  # an id per position
+
 
 def class_ids(y, output_shape, argument) -> np.ndarray:
     """The integer labels in y, checked to be whole numbers in 0..classes-1."""

@@ -128,7 +128,7 @@ class Optimizer:
         self.moments = {name: Tensor((total,), dtype, rt) for name in self.slots}
         for name, initial in self.slots.items():
             self.moments[name].fill(initial)
-        self._range_moments = [[m if len(ranges) == 1 else _view(m, start, r.size) for m in self.moments.values()]
+        self._range_moments = [[m if len(ranges) == 1 else m.region(start, (r.size,)) for m in self.moments.values()]
                                for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
         program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
@@ -175,9 +175,9 @@ class Optimizer:
         self._norm_launches = []
         for r, (blocks, _), first, slots in zip(self.ranges, per_range, block_starts, slot_starts):
             table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
-            self._norm_launches.append((r, table, len(blocks), _view(self._partial, first, len(blocks))))
+            self._norm_launches.append((r, table, len(blocks), self._partial.region(first, (len(blocks),))))
         self._clip_arguments = [
-            (_view(self._clip_scale, slots, len(r.parameters)),
+            (self._clip_scale.region(slots, (len(r.parameters),)),
              Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),  # (parameters,)
              len(r.parameters))
             for r, slots in zip(self.ranges, slot_starts)]
@@ -236,14 +236,6 @@ def _sections(sizes: list[int], step: int) -> list[int]:
     for size in sizes:
         starts.append(starts[-1] + -(-size // step) * step)
     return starts
-
-
-def _view(tensor: Tensor, start: int, size: int) -> Tensor:
-    """Elements [start, start + size) of a flat tensor, a sub-buffer (start aligned); one element
-    where `size` is 0, as OpenCL refuses an empty region."""
-    item = tensor.dtype.itemsize
-    return Tensor((max(size, 1),), tensor.dtype, tensor.rt,
-                  tensor.buffer.get_sub_region(start * item, max(size, 1) * item))
 
 
 def get(identifier) -> Optimizer:
