@@ -10,6 +10,7 @@ from .layers import Input
 from .model import Model, NotBuiltError, NotCompiledError, Sequential, set_seed
 from .profiler import profile
 from .saving import load_model
+from . import models  # (after model and saving, which it names)
 
 try:
     __version__ = _version("clnet")
@@ -19,4 +20,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
            "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset",
-           "distribute", "utils", "ops"]
+           "distribute", "utils", "ops", "models"]

@@ -39,6 +39,30 @@ def uniform(shape, rng):
     return rng.uniform(-0.05, 0.05, shape)
 
 
+def random_uniform(shape, rng):
+    # Keras's RandomUniform defaults (-0.05, 0.05), as "uniform".
+    return uniform(shape, rng)
+
+
+def random_normal(shape, rng):
+    # Keras's RandomNormal defaults: mean 0, stddev 0.05.
+    return rng.normal(0.0, 0.05, shape)
+
+
+def truncated_normal(shape, rng):
+    # Keras's TruncatedNormal defaults: stddev 0.05, redrawn beyond two standard deviations.
+    return _truncated_normal(shape, rng, 0.05 * 0.87962566103423978)
+
+
+def lecun_uniform(shape, rng, fans=None):
+    limit = np.sqrt(3.0 / (fans or _fans(shape))[0])
+    return rng.uniform(-limit, limit, shape)
+
+
+def lecun_normal(shape, rng, fans=None):
+    return _truncated_normal(shape, rng, np.sqrt(1.0 / (fans or _fans(shape))[0]))
+
+
 def zeros(shape, rng):
     return np.zeros(shape)
 
@@ -68,7 +92,9 @@ def _truncated_normal(shape, rng, stddev):
     return sample * stddev / 0.87962566103423978
 
 
-INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, uniform, orthogonal, zeros, ones)}
+INITIALIZERS = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal,
+                                        uniform, random_uniform, random_normal, truncated_normal, orthogonal, zeros,
+                                        ones)}
 
 
 def draw(initializer, shape, rng, fans):
@@ -77,7 +103,7 @@ def draw(initializer, shape, rng, fans):
     return initializer(shape, rng, fans=fans) if initializer in _SCALED_BY_FANS else initializer(shape, rng)
 
 
-_SCALED_BY_FANS = (glorot_uniform, glorot_normal, he_uniform, he_normal)
+_SCALED_BY_FANS = (glorot_uniform, glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal)
 
 
 def get(identifier):

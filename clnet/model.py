@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import sys
 import time
 import weakref
@@ -19,7 +20,8 @@ from .cl.tensor import Tensor
 from . import data
 from .data import ArrayFeed, Batches, Stream, checked, is_stream
 from .layers import Input, Layer
-from .layers.base import Call, KerasTensor, leaves_of, tensors_of, check_call_arguments
+from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, is_concrete, leaves_of,
+                          register_custom_objects, tensors_of, trace_scope, tracing)
 from .layers.merge import merge_program
 from .losses.base import SOFTMAX_HERE
 
@@ -42,7 +44,7 @@ class NotBuiltError(ValueError, RuntimeError):
     """The model does not know its input shape yet, so it has no weights."""
 
 
-class Model:
+class Model(HasWeights):
     """A graph of layer calls from one or more `Input`s to one output, trained on the device.
 
     `x = Input((8,)); h = Dense(8, "relu")(x); y = Dense(1)(Add()([x, h])); Model(x, y)`. Every
@@ -56,17 +58,26 @@ class Model:
                  seed: int | None = None):
         self.name = name or self.default_name
         self.dtype = cl_runtime.floatx_dtype(floatx)
+        self._floatx_given = floatx is not None  # else a model of layers built already takes their type
         if seed is None:
             seed = _global_seed if _global_seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.seed = _check_int("seed", seed, minimum=0)
         self._layers: list[Layer] = []
+        self._inputs: list[Input] = []  # (a subclassed model's: traced on its first data)
         self.built = False
         self.compiled = False
         self.stop_training = False
         self.epoch = 0  # epochs completed, for checkpoints
         self.distribution = None  # a clnet.distribute strategy, set by compile
+        # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs
+        # it made again on each data's lengths (_instantiate), sharing its layers.
+        self._pattern: dict | None = None
+        self._in_fit = False
         if type(self) is Model:
             self._set_graph(inputs, outputs)
+            if has_lengths([i.input_shape for i in self._inputs]):
+                self._pattern = {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
+                                 "layers": self._layers}
             self.build()
 
     default_name = "model"
@@ -93,6 +104,11 @@ class Model:
             raise TypeError(f"Model outputs must be layer calls' outputs: one, a list or a dict of them, got {outputs!r}")
         if len({id(o) for o in outputs}) != len(outputs):
             raise ValueError("each output tensor may be given to Model only once")
+        for o in outputs:
+            if not o.batched:
+                raise ValueError(f"the output {o.describe()} does not depend on any input (it is made of weights or "
+                                 "constants alone, the same for every sample); a model's outputs are computed from "
+                                 "its inputs")
         self._outputs = outputs
         self._output_names = names  # set below from the layers' names where not given
         calls, stack, seen = [], [o.call for o in outputs], set()
@@ -136,8 +152,10 @@ class Model:
         (or its call()) on them, and the model that reads them builds them. The calls are the
         outer model's own (its `layers` list the nested model's layers, not the model)."""
         check_call_arguments(self, (), training=training, mask=mask)
+        if not tracing() and is_concrete(inputs):  # on arrays, as Keras's eager call: the outputs now
+            return self.predict_on_batch(inputs)
         given = tensors_of(inputs)
-        if not self.built:
+        if not self.built and self._pattern is None:
             leaves = leaves_of(given)
             if not leaves or not all(isinstance(t, KerasTensor) for t in leaves):
                 raise TypeError(f"model {self.name!r} was called on {inputs!r}; expected symbolic tensors")
@@ -154,19 +172,28 @@ class Model:
                     continue
                 tensor = layer(tensor)
             return tensor
-        names = [i.name for i in self._inputs]
+        graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs}
+        names = [i.name for i in graph["inputs"]]
         pairs = (_by_name(given, names, "inputs", "input") if len(names) > 1 or isinstance(given, dict)
                  else [(0, given[0] if isinstance(given, (list, tuple)) and len(given) == 1 else given)])
         made = {}
-        for (_, tensor), source in zip(pairs, self._inputs):
-            if not isinstance(tensor, KerasTensor) or tensor.sample_shape != source.input_shape:
+        for (_, tensor), source in zip(pairs, graph["inputs"]):
+            if not isinstance(tensor, KerasTensor) or not _fits(tensor.sample_shape, source.input_shape):
                 raise ValueError(f"model {self.name!r} input {source.name!r} takes tensors of shape "
                                  f"{source.output.shape}, got {getattr(tensor, 'shape', tensor)!r}")
             made[id(source.output)] = tensor
-        for call in self._calls:  # as from_config: each layer on the list of its inputs
-            result = call.layer([made[id(t)] for t in call.inputs])
-            made.update(zip(map(id, call.outputs), result if isinstance(result, list) else [result]))
-        return self._structured([made[id(o)] for o in self._outputs])
+        return self._structured(_replayed(graph, made))
+
+    def _instantiate(self, shapes: list[tuple]) -> None:
+        """The graph as given (self._pattern) made again on Inputs of the data's `shapes`, each
+        layer called again (a built one keeps its weights, see Layer.check_weights_fit): the
+        graph this model then builds and runs."""
+        inputs = self._pattern["inputs"]
+        sources = [Input(shape, name=i.name, dtype=i.input_dtype) for i, shape in zip(inputs, shapes)]
+        outputs = _replayed(self._pattern, {id(i.output): s.output for i, s in zip(inputs, sources)})
+        structure = (dict(zip(self._output_names, outputs)) if self._output_structure == "dict"
+                     else outputs if self._output_structure == "list" else outputs[0])
+        self._set_graph(sources, structure)
 
     def call(self, inputs, *args, **kwargs):
         """A subclass's computation, as Keras's Model.call: traced once, on Input tensors of the
@@ -176,10 +203,12 @@ class Model:
     def _trace(self, input_shape) -> None:
         """A subclassed model's graph: call() on Inputs of `input_shape` (a list of shapes: one
         Input each), its layers called as in any functional model."""
-        several = isinstance(input_shape, list) and input_shape and isinstance(input_shape[0], (list, tuple))
+        several = _several(input_shape)
         inputs = [Input(shape) for shape in input_shape] if several else [Input(input_shape)]
+        mode = {"training": ModelMode()} if "training" in inspect.signature(self.call).parameters else {}
         try:
-            outputs = self.call(inputs if several else inputs[0])
+            with trace_scope():
+                outputs = self.call(inputs if several else inputs[0], **mode)
         except Exception as error:
             error.add_note(f"(raised while tracing {type(self).__name__}.call() of model {self.name!r} on symbolic "
                            "tensors)")
@@ -193,13 +222,15 @@ class Model:
     @property
     def layers(self) -> list[Layer]:
         """The model's layers in call order, each once, its Inputs first, as Keras's functional
-        `model.layers` (a Sequential's leaves its Input out, as Keras's does)."""
-        return list(self._layers)
+        `model.layers` (a Sequential's leaves its Input out, as Keras's does). A model of lengths
+        None lists its Inputs as given, with None."""
+        return list(self._pattern["layers"] if self._pattern else self._layers)
 
     @property
     def inputs(self) -> list[KerasTensor]:
-        """The model's input tensors (one per Input, in order), as Keras's `model.inputs`."""
-        return [i.output for i in self._inputs]
+        """The model's input tensors (one per Input, in order), as Keras's `model.inputs`; those
+        it was given, with their lengths of None, where it has some."""
+        return [i.output for i in (self._pattern["inputs"] if self._pattern else self._inputs)]
 
     @property
     def input(self):
@@ -214,14 +245,22 @@ class Model:
 
     @property
     def outputs(self) -> list[KerasTensor]:
-        """The model's output tensors, in order, as Keras's `model.outputs`."""
-        return list(self._outputs)
+        """The model's output tensors, in order, as Keras's `model.outputs` (those it was given)."""
+        return list(self._pattern["outputs"] if self._pattern else self._outputs)
 
     @property
     def output_names(self) -> list[str]:
         """Each output's name: its dict key, else its layer's name, as Keras's; the keys of
         compile's loss and metrics dicts, of fit's target dicts and of the History's logs."""
         return list(self._output_names)
+
+    @property
+    def weights(self) -> list:
+        """Every weight of the model's layers as Variables, each once, as Keras's `model.weights`."""
+        found = {}
+        for layer in self._layers:
+            found.update((id(v), v) for v in layer.weights)
+        return list(found.values())
 
     @property
     def calls(self) -> list[Call]:
@@ -239,12 +278,19 @@ class Model:
         layer built already (by another model, or trained) is not built again: it keeps its
         weights, which this model then reads and trains where they are, as Keras's shared layers.
         A subclassed model's call() is traced first, on Inputs of `input_shape`."""
+        if self._pattern is not None and self._inputs is self._pattern["inputs"]:
+            if input_shape is None:  # (built when data gives the lengths)
+                return
+            self._instantiate(input_shape if _several(input_shape) else [input_shape])
         if type(self).call is not Model.call and not self._layers:
             if input_shape is None:
                 raise NotBuiltError(f"model {self.name!r} ({type(self).__name__}) is traced on Inputs of the "
                                     "first data's shape: call build(input_shape), fit or predict first")
             self._trace(input_shape)
         self.rt = cl_runtime.runtime()
+        built = {layer.dtype for layer in self._layers if layer.built and not isinstance(layer, Input)}
+        if not self._floatx_given and len(built) == 1:  # (as Keras's layers keep their dtype)
+            self.dtype = built.pop()
         self.rt.check_dtype(self.dtype)
         store = ParameterStore(self.rt, self.dtype)  # for the layers this model builds
         index = {id(layer): i for i, layer in enumerate(self._layers)}
@@ -352,7 +398,12 @@ class Model:
 
     def _check_ready(self):
         if self.built and self.compiled:
-            self.optimizer.bind(self._ranges, self.rt, self.dtype)
+            # A model made again on other lengths trains the same parameters: its optimizer keeps
+            # its moments (and step count) where the ranges are the same.
+            bound = getattr(self.optimizer, "ranges", None)
+            if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
+                    (id(r.store), r.start, r.size) for r in self._ranges]:
+                self.optimizer.bind(self._ranges, self.rt, self.dtype)
             for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
                 head.compile(loss, weight, metrics)
             self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
@@ -496,7 +547,7 @@ class Model:
             forward = runner.forward_logits if logits and id(call.output) in self._logit_outputs else runner.forward
             residual = self._residuals.get(id(call))
             added = {} if residual is None else {"add": values[id(residual)]}
-            result = forward(xs if runner.multi_input else xs[0], rows, **added)
+            result = forward(xs if runner.multi_input else xs[0], _rows(call, rows), **added)
             if len(call.outputs) == 1:
                 values[id(call.output)] = result
             else:  # a list, an output per tensor (a recurrent layer's states)
@@ -533,7 +584,7 @@ class Model:
                 output_grads = [grads.pop(id(t), None) for t in call.outputs]
                 if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
                     continue
-                self._backward_call(runner, call, output_grads, rows, plan[id(call)], grads)
+                self._backward_call(runner, call, output_grads, _rows(call, rows), plan[id(call)], grads)
                 if reads is not None:
                     self.rt.join_side()  # the distribution copies this layer's gradients now
                     reads.done(runner)
@@ -565,7 +616,7 @@ class Model:
         if id(tensor) not in grads:
             grads[id(tensor)] = grad
             return
-        total = rows * int(np.prod(tensor.sample_shape))
+        total = (rows if tensor.batched else 1) * int(np.prod(tensor.sample_shape))
         into = self._grad_sums[id(tensor)]
         self._sum(*self.rt.four_per_item(total), grads[id(tensor)], grad, into, total)
         grads[id(tensor)] = into
@@ -599,101 +650,105 @@ class Model:
         """x, y: arrays (a memmap too); or x alone, a generator or PyDataset giving (x, y) batches
         (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
         the data (a generator: until it is exhausted)."""
-        self._require_compiled("fit")
-        batch_size = _check_int("batch_size", batch_size, minimum=1)
-        epochs = _check_int("epochs", epochs, minimum=0)
-        initial_epoch = _check_int("initial_epoch", initial_epoch, minimum=0)
-        steps_per_epoch = _check_steps("steps_per_epoch", steps_per_epoch)
-        validation_steps = _check_steps("validation_steps", validation_steps)
-        if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
-            raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
-        if validation_split and validation_data is None:
-            if is_stream(x):
-                raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
-                                 "validation_data instead")
-            x, y = self._prepare(x, y)
-            split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
-            if split < 1 or split == len(x):
-                raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
-                                 f"samples out of {len(x)}")
-            train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
-            val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
-                                   reserved=train.batches.device_bytes)
-        else:
-            train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
-            val = None
-        if validation_data is not None:
-            if is_stream(validation_data):
-                val_x, val_y = validation_data, None
-            elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
-                val_x, val_y = validation_data
+        self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _meet_shapes)
+        try:
+            self._require_compiled("fit")
+            batch_size = _check_int("batch_size", batch_size, minimum=1)
+            epochs = _check_int("epochs", epochs, minimum=0)
+            initial_epoch = _check_int("initial_epoch", initial_epoch, minimum=0)
+            steps_per_epoch = _check_steps("steps_per_epoch", steps_per_epoch)
+            validation_steps = _check_steps("validation_steps", validation_steps)
+            if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
+                raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
+            if validation_split and validation_data is None:
+                if is_stream(x):
+                    raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
+                                     "validation_data instead")
+                x, y = self._prepare(x, y)
+                split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
+                if split < 1 or split == len(x):
+                    raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
+                                     f"samples out of {len(x)}")
+                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
+                val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
+                                       reserved=train.batches.device_bytes)
             else:
-                raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
-            reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
-            val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
-        reads = None  # told as each layer's gradients are enqueued (the distribution's reduction starts)
-        if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
-            train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
-            reads = self.distribution.gradient_reads(self)
-        chief = self.distribution is None or self.distribution.chief  # shows the progress
-        input_grads = self._needs_input_grad(False)
-        steps = train.steps
+                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
+                val = None
+            if validation_data is not None:
+                if is_stream(validation_data):
+                    val_x, val_y = validation_data, None
+                elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+                    val_x, val_y = validation_data
+                else:
+                    raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
+                reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
+                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
+            reads = None  # told as each layer's gradients are enqueued (the distribution's reduction starts)
+            if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
+                train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
+                reads = self.distribution.gradient_reads(self)
+            chief = self.distribution is None or self.distribution.chief  # shows the progress
+            input_grads = self._needs_input_grad(False)
+            steps = train.steps
 
-        history = History()
-        callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
-                                 {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
-        self.stop_training = False
-        watch_batches = callbacks.watch("on_batch_begin", "on_batch_end")
-        callbacks.on_train_begin({})
-        for epoch in range(initial_epoch, epochs):
-            if train.exhausted:  # a generator read to its end in an earlier epoch
-                data.ran_out("x")
-                break
-            callbacks.on_epoch_begin(epoch, {})
-            started = time.perf_counter()
-            seen = 0
-            with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
-                      disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
-                refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
-                with closing(train.epoch(epoch)) as batches:
-                    for step, (rows, xb, yb) in enumerate(batches):
-                        if watch_batches:
-                            callbacks.on_batch_begin(step, {"batch": step, "size": rows})
-                        self._ensure_stats(seen + rows)
-                        self._forward_loss(xb, yb, rows, seen, training=True)
-                        self._backward(rows, input_grads, reads)
-                        if self.distribution is not None:  # the other replicas' steps, the gradient reduction
-                            self.distribution.synchronize(self)
-                        self.optimizer.step()
-                        # Hand the step to the device now: NVIDIA's driver holds enqueued kernels
-                        # until a flush, so without one the device idled while Python queued
-                        # the next step (1024-row MLP steps on the H100: 394 us, host + kernels).
-                        self.rt.queue.flush()
-                        seen += rows
-                        if watch_batches:
-                            callbacks.on_batch_end(step, {"batch": step, "size": rows})
-                        bar.update(1)
-                        if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                            bar.set_postfix(self._train_logs(seen, running=True), refresh=False)
-                if not seen:
-                    if epoch == initial_epoch:
-                        raise ValueError("x (a generator) yielded no batches")
+            history = History()
+            callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
+                                     {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
+            self.stop_training = False
+            watch_batches = callbacks.watch("on_batch_begin", "on_batch_end")
+            callbacks.on_train_begin({})
+            for epoch in range(initial_epoch, epochs):
+                if train.exhausted:  # a generator read to its end in an earlier epoch
                     data.ran_out("x")
                     break
-                logs = self._train_logs(seen)
-                if val is not None:
-                    logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
-                bar.set_postfix(logs, refresh=False)
-            self.epoch = epoch + 1
-            if verbose == 2 and chief:
-                print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
-                      " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
-            callbacks.on_epoch_end(epoch, logs)
-            if self.stop_training:
-                break
-        callbacks.on_train_end({})
-        self.history = history
-        return history
+                callbacks.on_epoch_begin(epoch, {})
+                started = time.perf_counter()
+                seen = 0
+                with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
+                          disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
+                    refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
+                    with closing(train.epoch(epoch)) as batches:
+                        for step, (rows, xb, yb) in enumerate(batches):
+                            if watch_batches:
+                                callbacks.on_batch_begin(step, {"batch": step, "size": rows})
+                            self._ensure_stats(seen + rows)
+                            self._forward_loss(xb, yb, rows, seen, training=True)
+                            self._backward(rows, input_grads, reads)
+                            if self.distribution is not None:  # the other replicas' steps, the gradient reduction
+                                self.distribution.synchronize(self)
+                            self.optimizer.step()
+                            # Hand the step to the device now: NVIDIA's driver holds enqueued kernels
+                            # until a flush, so without one the device idled while Python queued
+                            # the next step (1024-row MLP steps on the H100: 394 us, host + kernels).
+                            self.rt.queue.flush()
+                            seen += rows
+                            if watch_batches:
+                                callbacks.on_batch_end(step, {"batch": step, "size": rows})
+                            bar.update(1)
+                            if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
+                                bar.set_postfix(self._train_logs(seen, running=True), refresh=False)
+                    if not seen:
+                        if epoch == initial_epoch:
+                            raise ValueError("x (a generator) yielded no batches")
+                        data.ran_out("x")
+                        break
+                    logs = self._train_logs(seen)
+                    if val is not None:
+                        logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
+                    bar.set_postfix(logs, refresh=False)
+                self.epoch = epoch + 1
+                if verbose == 2 and chief:
+                    print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
+                          " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
+                callbacks.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    break
+            callbacks.on_train_end({})
+            self.history = history
+            return history
+        finally:
+            self._in_fit = False
 
     def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "") -> dict:
         seen = 0
@@ -861,28 +916,53 @@ class Model:
         """x checked and viewed as (samples, features), still in its own dtype: a memmap is not read.
         A model of several inputs takes a list of arrays, one per input, and gets their features
         side by side (a copy)."""
-        if self.built and len(self._inputs) > 1:
+        if len(self._inputs) > 1:
             names = [i.name for i in self._inputs]
-            parts = [self._prepare_one(part, f"{name}[{key!r}] (input {n!r})", layer.input_shape, layer)
-                     for (key, part), n, layer in zip(_by_name(x, names, name, "input"), names, self._inputs)]
+            pairs = _by_name(x, names, name, "input")
+            labels = [f"{name}[{key!r}] (input {n!r})" for (key, _), n in zip(pairs, names)]
+            arrays = [_batch(part, label) for (_, part), label in zip(pairs, labels)]
+            self._meet_shapes([a.shape[1:] for a in arrays], labels)
+            parts = [self._prepare_one(a, label, source.input_shape, source)
+                     for a, label, source in zip(arrays, labels, self._inputs)]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
             return np.concatenate(parts, axis=1)
         if isinstance(x, (list, tuple)) and len(x) == 1 and not np.isscalar(x[0]):
             x = x[0]  # Keras takes [x] for a model of one input
-        elif isinstance(x, dict) and self.built and list(x) == [self._inputs[0].name]:
+        elif isinstance(x, dict) and self._inputs and list(x) == [self._inputs[0].name]:
             x = x[self._inputs[0].name]
+        x = _batch(x, name)
+        self._meet_shapes([x.shape[1:]], [name])
         return self._prepare_one(x, name, self.input_shape)
 
+    def _meet_shapes(self, shapes: list[tuple], labels: list[str]) -> None:
+        """Build for the data's sample shapes: a model not built yet (a subclassed model is traced
+        on them), and one whose Inputs have lengths of None, made again on the data's lengths
+        whenever they change (outside fit, whose batches must keep theirs)."""
+        if self._pattern is None:
+            if not self.built:
+                self.build(shapes[0] if len(shapes) == 1 else shapes)
+            return
+        shapes = [tuple(s) for s in shapes]
+        for shape, source, label in zip(shapes, self._pattern["inputs"], labels):
+            if not _fits(shape, source.input_shape):
+                raise ValueError(f"{label} has samples of shape {shape}, but input {source.name!r} takes "
+                                 f"samples of shape {source.input_shape} (None: any length)")
+        if self._in_fit:  # the first data of a fit sets its lengths
+            if self._fit_shapes is not None and shapes != self._fit_shapes:
+                raise ValueError(f"{', '.join(labels)} has samples of shape {shapes}, but this fit runs on "
+                                 f"{self._fit_shapes}: within one fit (its validation data too) every batch must "
+                                 "have the same lengths; pad them to one length")
+            self._fit_shapes = shapes
+        if self.built and shapes == [i.input_shape for i in self._inputs]:
+            return
+        self._instantiate(shapes)
+        self.build()
+
     def _prepare_one(self, x, name: str, expected, source: Input | None = None) -> np.ndarray:
-        x = checked(x, name)
-        if x.ndim < 2 or len(x) == 0:
-            raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
         if expected is not None and tuple(x.shape[1:]) != tuple(expected):
             raise ValueError(f"{name} has shape {x.shape}, but the model's first layer expects samples of "
                              f"shape {tuple(expected)}")
-        if not self.built:
-            self.build(x.shape[1:])
         source = source or self._inputs[0]
         for layer in {id(c.layer): c.layer for c in self._calls if any(t is source.output for t in c.inputs)}.values():
             layer.check_input(x, name)  # e.g. Embedding's ids, before any launch
@@ -971,28 +1051,35 @@ class Model:
         """The layers and, per call in the order made, which layer ran on which tensors; a tensor is
         [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0), or
         [layer index, k, j]: its j-th output, j > 0 (a recurrent layer's states)."""
-        position = {id(l): i for i, l in enumerate(self._layers)}
-        refs = {id(i.output): [position[id(i)], 0] for i in self._inputs}
+        # A model of lengths None is saved as given (its Inputs with None), not as made on data.
+        graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
+                                  "layers": self._layers}
+        position = {id(l): i for i, l in enumerate(graph["layers"])}
+        refs = {id(i.output): [position[id(i)], 0] for i in graph["inputs"]}
         made: dict[int, int] = {}
         calls = []
-        for call in self._calls:
+        for call in graph["calls"]:
             k = made.get(id(call.layer), 0)
             made[id(call.layer)] = k + 1
             calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
             refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
         return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
-                "layers": [_layer_config(l) for l in self._layers], "calls": calls,
-                "inputs": [position[id(i)] for i in self._inputs], **self._outputs_config(refs)}
+                "layers": [_layer_config(l) for l in graph["layers"]], "calls": calls,
+                "inputs": [position[id(i)] for i in graph["inputs"]], **self._outputs_config(refs, graph["outputs"]),
+                # The lengths it was last made on, which its weights (and optimizer) were built for.
+                **({"built_on": [list(i.input_shape) for i in self._inputs]} if self._pattern and self.built else {})}
 
-    def _outputs_config(self, refs: dict) -> dict:
+    def _outputs_config(self, refs: dict, outputs: list) -> dict:
         """A model of one output keeps the one-output form ("output"), which older files have."""
         if self._output_structure == "single":
-            return {"output": refs[id(self._outputs[0])]}
-        return {"outputs": [refs[id(o)] for o in self._outputs],
+            return {"output": refs[id(outputs[0])]}
+        return {"outputs": [refs[id(o)] for o in outputs],
                 **({"output_names": self._output_names} if self._output_structure == "dict" else {})}
 
     @classmethod
-    def from_config(cls, config: dict, floatx: str | None = None) -> "Model":
+    def from_config(cls, config: dict, floatx: str | None = None, custom_objects: dict | None = None) -> "Model":
+        """The model get_config describes; `custom_objects` as Keras's: {name: class} of your layers."""
+        register_custom_objects(custom_objects)
         layers = [_layer_from_config(entry) for entry in config["layers"]]
         outputs = {(i, 0): [l.output] for i, l in enumerate(layers) if isinstance(l, Input)}  # per call
         tensor = lambda ref: outputs[ref[0], ref[1]][ref[2] if len(ref) > 2 else 0]
@@ -1009,8 +1096,11 @@ class Model:
             outputs = [tensor(ref) for ref in config["outputs"]]
             if "output_names" in config:
                 outputs = dict(zip(config["output_names"], outputs))
-        return cls([layers[i] for i in config["inputs"]], outputs, name=config["name"],
-                   floatx=floatx or config["floatx"], seed=config["seed"])
+        model = cls([layers[i] for i in config["inputs"]], outputs, name=config["name"],
+                    floatx=floatx or config["floatx"], seed=config["seed"])
+        if "built_on" in config:
+            model.build([tuple(shape) for shape in config["built_on"]])
+        return model
 
     def summary(self, file=None) -> None:
         self._require_built("summary")
@@ -1023,7 +1113,8 @@ class Model:
             # A call's later outputs (a recurrent layer's states) by their index: lstm[1], lstm[2].
             sources[id(call.layer)].extend(t.call.layer.name + (f"[{t.index}]" if t.index else "") for t in call.inputs)
             shapes.setdefault(id(call.layer), [t.shape for t in call.outputs])
-        listed = {id(l): shapes.get(id(l), [(None, *l.output_shape)]) for l in self.layers}  # Inputs have no call
+        rows = self._layers if self._pattern else self.layers  # (as run, on the data's lengths)
+        listed = {id(l): shapes.get(id(l), [(None, *l.output_shape)]) for l in rows}  # Inputs have no call
         shown = {key: str(shape[0] if len(shape) == 1 else shape) for key, shape in listed.items()}
         column = max([20, *(len(text) + 2 for text in shown.values())])  # Output shape
         width = 42 + column + 30 * graph
@@ -1031,7 +1122,7 @@ class Model:
         print(f"{'Layer (type)':<32}{'Output shape':<{column}}{'Params':>10}" + ("  Connected to" if graph else ""),
               file=file)
         print("=" * width, file=file)
-        for layer in self.layers:  # a Sequential's Input has no row, as in Keras
+        for layer in rows:  # a Sequential's Input has no row, as in Keras
             line = (f"{layer.name + ' (' + type(layer).__name__ + ')':<32}{shown[id(layer)]:<{column}}"
                     f"{layer.count_params():>10,}")
             print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
@@ -1128,12 +1219,47 @@ class Sequential(Model):
                 "layers": [_layer_config(l) for l in self._layers]}
 
     @classmethod
-    def from_config(cls, config: dict, floatx: str | None = None) -> "Sequential":
+    def from_config(cls, config: dict, floatx: str | None = None, custom_objects: dict | None = None) -> "Sequential":
+        register_custom_objects(custom_objects)
         layers = [_layer_from_config(entry) for entry in config["layers"]]
         model = cls(layers, name=config["name"], floatx=floatx or config["floatx"], seed=config["seed"])
         if config.get("input_shape") is not None and not model.built:
             model.build(config["input_shape"])
         return model
+
+
+def call_eagerly(layer: Layer, inputs, args=(), kwargs=None):
+    """`layer(arrays)` outside a model, as Keras's eager call: the layer on Inputs of the arrays'
+    sample shapes, a model of its own (made once per shapes, kept by the layer), run on all the
+    rows at once. Returns numpy arrays in the structure the call gives. The layer is built by the
+    first such model (its weights drawn then), and a model made of it later shares them."""
+    if isinstance(inputs, (list, tuple)) and all(isinstance(v, (int, float)) for v in leaves_of(list(inputs))):
+        inputs = np.asarray(inputs)  # a nested list of numbers is one array
+    arrays = [np.asarray(a) for a in leaves_of(tensors_of(inputs))]
+    for array in arrays:
+        if array.ndim < 2:
+            raise ValueError(f"{layer.describe()} was called on an array of shape {array.shape}; a layer computes "
+                             "on a batch: axis 0 is the samples' (one sample: x[None])")
+    key = (tuple(a.shape[1:] for a in arrays), repr(args), repr(sorted((kwargs or {}).items())))
+    models = layer.__dict__.setdefault("_eager_models", {})
+    if key not in models:
+        sources = [Input(a.shape[1:]) for a in arrays]
+        items = iter(sources)
+        structure = _refilled(inputs, items)
+        outputs = layer(structure, *args, **(kwargs or {}))
+        # Keras computes in the layer's float type, whatever the arrays': one built already keeps its own.
+        floatx = layer.dtype.name if layer.built and isinstance(getattr(layer, "dtype", None), np.dtype) else None
+        models[key] = Model(sources if len(sources) > 1 else sources[0], outputs, floatx=floatx)
+    return models[key].predict_on_batch([a for a in arrays] if len(arrays) > 1 else arrays[0])
+
+
+def _refilled(structure, items):
+    """`structure` (arrays in lists, tuples or dicts) with each array the next of `items`."""
+    if isinstance(structure, dict):
+        return {k: _refilled(v, items) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_refilled(v, items) for v in structure)
+    return next(items)
 
 
 def model_from_config(config: dict, floatx: str | None = None) -> Model:
@@ -1257,6 +1383,39 @@ class _Head:
         self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
         loss, hits = self._totals.numpy()
         return float(loss), float(hits)
+
+
+def _several(input_shape) -> bool:
+    """Whether build's `input_shape` is a list of shapes, one per input."""
+    return isinstance(input_shape, list) and bool(input_shape) and isinstance(input_shape[0], (list, tuple))
+
+
+def _batch(x, name: str) -> np.ndarray:
+    """x checked (numbers, finite) as a batch: a first axis of at least one sample."""
+    x = checked(x, name)
+    if x.ndim < 2 or len(x) == 0:
+        raise ValueError(f"{name} must have a batch axis and at least one sample, got shape {x.shape}")
+    return x
+
+
+def _fits(shape, pattern) -> bool:
+    """Whether a sample shape is one of `pattern`'s (None there: any extent)."""
+    return len(shape) == len(pattern) and all(p is None or p == s for s, p in zip(shape, pattern))
+
+
+def _replayed(graph: dict, made: dict) -> list[KerasTensor]:
+    """The outputs of `graph` (inputs, calls, outputs) with each call made again on the tensors
+    `made` gives its inputs (id of the graph's tensor -> the new one), sharing the layers."""
+    for call in graph["calls"]:  # as from_config: each layer on the list of its inputs
+        result = call.layer([made[id(t)] for t in call.inputs])
+        made.update(zip(map(id, call.outputs), result if isinstance(result, list) else [result]))
+    return [made[id(o)] for o in graph["outputs"]]
+
+
+def _rows(call: Call, rows: int) -> int:
+    """The rows a call computes: the batch's, or one for a call without a batch axis (of weights
+    and constants alone, the same for every sample)."""
+    return rows if call.outputs[0].batched else 1
 
 
 def _output_name(tensor: KerasTensor, taken: set) -> str:

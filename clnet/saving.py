@@ -21,6 +21,7 @@ from . import optimizers
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
 from .layers import Layer
+from .layers.base import register_custom_objects
 from .model import Model, model_from_config
 
 FORMAT_VERSION = 1
@@ -202,7 +203,7 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
     given, and is not used); `compile=False` gives the model with its weights and epoch, not
     compiled (the optimizer state is not read)."""
     floatx_dtype(floatx)  # a bad argument is the caller's error, not the file's
-    _register(custom_objects)
+    register_custom_objects(custom_objects)
     with _Checkpoint(path) as checkpoint:
         if not compile:
             model = checkpoint.build_model(floatx)
@@ -222,19 +223,6 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
         checkpoint.set_moments(model, layers)
         model.epoch = checkpoint.int_attr(checkpoint.file, "epoch")
     return model
-
-
-def _register(custom_objects) -> None:
-    """Layer classes of `custom_objects` under the names a file may give them."""
-    if custom_objects is None:
-        return
-    if not isinstance(custom_objects, dict):
-        raise TypeError(f"custom_objects must be a dict of names to layer classes, got {type(custom_objects).__name__}")
-    for name, cls in custom_objects.items():
-        if not (isinstance(name, str) and isinstance(cls, type) and issubclass(cls, Layer)):
-            raise TypeError(f"custom_objects[{name!r}] must be a clnet Layer class, got {cls!r}")
-        if cls.call is Layer.call:  # (a traced subclass is never named in a file)
-            Layer.registry[name] = cls
 
 
 def load_weights(model: Model, path) -> None:

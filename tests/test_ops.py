@@ -441,3 +441,19 @@ def test_fusion_keeps_tensors_read_elsewhere(rt, rng):
     assert single[0] is model.calls[0] and single[1] is model.calls[1]
     result, _, forward, backward = device_pass(_as_output(calls[2]), [rng.normal(size=(3, 4))] * 2, np.ones((3, 4)))
     assert (forward, backward) == (1, 2)
+
+
+def test_ones_zeros_shape_and_dot(rng):
+    assert ops.ones((2, 3)).dtype == np.float32 and ops.ones((2, 3)).sum() == 6
+    assert ops.zeros((4,), dtype="float64").dtype == np.float64 and not ops.zeros(4).any()
+    x = Input((3, 5))
+    assert ops.shape(x) == (None, 3, 5) and ops.shape(np.zeros((2, 7))) == (2, 7)
+    w = rng.normal(size=(5, 2))
+    model = clnet.Model(x, ops.dot(x, w), floatx="float64")
+    data = rng.normal(size=(4, 3, 5))
+    np.testing.assert_allclose(model.predict(data), data @ w, rtol=1e-12)
+    np.testing.assert_allclose(ops.dot(data[0], w), data[0] @ w, rtol=1e-12)
+    with pytest.raises(ValueError, match="clnet's dot is matmul"):
+        ops.dot(x, rng.normal(size=(2, 5, 2)))
+    with pytest.raises(ValueError, match="shape must be a tuple of non-negative integers"):
+        ops.ones((-1, 2))

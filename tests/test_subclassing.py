@@ -114,14 +114,6 @@ class Branches(layers.Layer):
         return inputs if inputs > 0 else -inputs
 
 
-class OwnWeights(layers.Layer):
-    def build(self, input_shape):
-        self.w = self.add_weight(shape=(input_shape[-1], 2))
-
-    def call(self, inputs):
-        return ops.matmul(inputs, self.w)
-
-
 def test_what_cannot_be_traced_says_so():
     x = layers.Input((3,))
     with pytest.raises(TypeError, match=r"ReturnsNumbers 'returns_numbers'.call\(\) returned array"):
@@ -129,8 +121,6 @@ def test_what_cannot_be_traced_says_so():
     with pytest.raises(TypeError, match="has no truth value") as raised:
         Branches()(x)
     assert "while tracing Branches 'branches'.call()" in "".join(raised.value.__notes__)
-    with pytest.raises(NotImplementedError, match="add_weight is not supported yet"):
-        OwnWeights()(x)
     with pytest.raises(ValueError, match="training=True: clnet runs each layer in the model's mode"):
         layers.Dropout(0.5)(x, training=True)
     with pytest.raises(TypeError, match=r"ResidualBlock 'residual_block' was called on 3"):
@@ -171,3 +161,35 @@ def test_time_distributed_applies_a_last_axis_layer_to_every_step(rng):
         layers.TimeDistributed(layers.Conv2D(2, 3))
     with pytest.raises(ValueError, match=r"needs inputs of shape \(batch, time, ...\), got \(None, 3\)"):
         layers.TimeDistributed(layers.Dense(2))(layers.Input((3,)))
+
+
+class BranchesOnTraining(layers.Layer):
+    """The subclassing guide's CustomDropout shape: Python `if training:` around the computation."""
+
+    def call(self, inputs, training=None):
+        if training:
+            return inputs * 0.5
+        return inputs
+
+
+class PassesTrainingOn(clnet.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.block = ResidualBlock(3)
+
+    def call(self, inputs, training=None):
+        return self.block(inputs, training=training)
+
+
+def test_training_in_a_traced_call_is_the_models_mode(rng):
+    """`training` not given is the model's mode: passed along it is accepted, and `if training:`
+    raises while tracing (the graph serves fit and predict alike) instead of tracing one branch."""
+    x = layers.Input((3,))
+    with pytest.raises(TypeError, match="`if training:` in a traced call\\(\\) cannot be traced") as raised:
+        BranchesOnTraining()(x)
+    assert "while tracing BranchesOnTraining" in "".join(raised.value.__notes__)
+    model = PassesTrainingOn(floatx="float64")
+    data = rng.normal(size=(4, 2, 3))
+    assert model.predict(data).shape == (4, 2, 3)
+    with pytest.raises(ValueError, match="training=False: clnet runs each layer in the model's mode"):
+        ResidualBlock(3)(layers.Input((2, 3)), training=False)

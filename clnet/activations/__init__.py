@@ -9,5 +9,8 @@ from .gelu import GELU
 from .softplus import Softplus
 from .elu import ELU
 from .softmax import Softmax
+# Keras's functions, by the families' names: from here on `activations.relu` is the function, not the module.
+from .functions import elu, gelu, leaky_relu, linear, relu, sigmoid, silu, softmax, softplus, swish, tanh
 
-__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "GELU", "Softplus", "ELU", "Softmax"]
+__all__ = ["Activation", "get", "Linear", "Sigmoid", "Tanh", "ReLU", "LReLU", "Swish", "GELU", "Softplus", "ELU", "Softmax",
+           "elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "silu", "softmax", "softplus", "swish", "tanh"]

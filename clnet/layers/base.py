@@ -3,7 +3,9 @@ allocate() makes the per-batch device buffers, forward()/backward() launch kerne
 from __future__ import annotations
 
 import copy
+import inspect
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -13,16 +15,23 @@ from ..cl.tensor import Tensor
 
 class KerasTensor:
     """A symbolic batch of samples: the output of a layer call, what `Model(inputs, outputs)` is
-    made of. `shape` has the batch axis (None) first, as in Keras."""
+    made of. `shape` has the batch axis (None) first, as in Keras.
 
-    def __init__(self, sample_shape: tuple, call: "Call", index: int = 0):
+    A tensor that is not `batched` has no batch axis: a weight of a subclassed layer
+    (add_weight), a constant a traced call() gave a layer, or what layers made of those alone.
+    It is the same for every sample, computed once per step as one row (`sample_shape` is then
+    its whole shape); an op that mixes it with a batch broadcasts it over the rows and sums its
+    gradient over them."""
+
+    def __init__(self, sample_shape: tuple, call: "Call", index: int = 0, batched: bool = True):
         self.sample_shape = tuple(sample_shape)
         self.call = call
         self.index = index  # which of the call's outputs (a recurrent layer's states follow its output)
+        self.batched = batched
 
     @property
     def shape(self) -> tuple:
-        return (None, *self.sample_shape)
+        return (None, *self.sample_shape) if self.batched else self.sample_shape
 
     def describe(self) -> str:
         return f"{self.shape} from {self._producer()}"
@@ -132,19 +141,40 @@ class Call:
     """One application of a layer to symbolic inputs. Calls are numbered as they are made, and a
     call's inputs always exist before it, so that numbering is a topological order of any graph.
     A call has an output per shape in `output_shapes`: most layers one, `output`; a recurrent
-    layer with return_state also its final states."""
+    layer with return_state also its final states. Its outputs have a batch axis if an input
+    has (an Input's always), none if no input has (see KerasTensor)."""
     made = 0
 
-    def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shapes: list[tuple]):
+    def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shapes: list[tuple],
+                 batched: bool | None = None):
         self.layer, self.inputs = layer, list(inputs)
         Call.made += 1
         self.number = Call.made
-        self.outputs = [KerasTensor(shape, self, k) for k, shape in enumerate(output_shapes)]
+        self.batched = any(t.batched for t in self.inputs) if batched is None else batched
+        self.outputs = [KerasTensor(shape, self, k, self.batched) for k, shape in enumerate(output_shapes)]
         self.output = self.outputs[0]
         layer.__dict__.setdefault("inbound_calls", []).append(self)
 
 
-class Layer:
+# Python's operators of a tensor (KerasTensor's, forwarded by Input and Variable).
+TENSOR_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+                    "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__", "__gt__",
+                    "__ge__", "__lt__", "__le__", "__getitem__")
+
+
+class HasWeights:
+    """Keras's lists of a layer's or a model's `weights` (Variables) by trainability."""
+
+    @property
+    def trainable_weights(self) -> list:
+        return [w for w in self.weights if w.trainable]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [w for w in self.weights if not w.trainable]
+
+
+class Layer(HasWeights):
     registry: dict[str, type["Layer"]] = {}
     # Merge layers take a list of inputs: forward(xs, rows), backward(grad, rows, input_grads) -> list.
     multi_input = False
@@ -196,7 +226,12 @@ class Layer:
         """Apply the layer to symbolic tensors (Input layers or other calls' outputs). Calling one
         layer twice shares its weights; shapes are checked here, when the graph is made. A layer
         of several outputs returns their list, as Keras (`y, h, c = LSTM(8, return_state=True)(x)`).
-        A subclass that defines call(), as Keras's, is traced instead (see call)."""
+        A subclass that defines call(), as Keras's, is traced instead (see call). On arrays, out
+        of a trace, the layer computes now, as Keras's eager call (see clnet.model.call_eagerly);
+        inside a traced call() an array is a constant of the graph."""
+        if not tracing() and is_concrete(inputs):
+            from ..model import call_eagerly  # (the model runs it: above this file on the ladder)
+            return call_eagerly(self, inputs, args, kwargs)
         if type(self).call is not Layer.call:
             return self._traced(inputs, args, kwargs)
         check_call_arguments(self, args, **kwargs)
@@ -205,11 +240,11 @@ class Layer:
             shapes = [t.sample_shape for t in tensors]
             self.check_weights_fit(shapes if self.multi_input else shapes[0])
         if self.multi_input:
-            shapes = [self.compute_output_shape([t.sample_shape for t in tensors], tensors)]
+            shapes = output_shapes(lambda s: [self.compute_output_shape(s, tensors)], [t.sample_shape for t in tensors])
         elif len(tensors) != 1:
             raise ValueError(f"{self.describe()} takes one input, got {len(tensors)}")
         else:
-            shapes = self.compute_output_shapes(tensors[0].sample_shape)
+            shapes = output_shapes(self.compute_output_shapes, tensors[0].sample_shape)
         call = Call(self, tensors, shapes)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
 
@@ -224,10 +259,51 @@ class Layer:
         control flow on a tensor, or numpy on one, raises while tracing."""
         raise NotImplementedError(f"{self.describe()} defines no call()")
 
-    def add_weight(self, shape=None, initializer="glorot_uniform", dtype=None, trainable=True, name=None, **kwargs):
-        raise NotImplementedError(
-            f"{self.describe()}: add_weight is not supported yet, so a subclassed layer cannot own weights of its "
-            "own; make them clnet layers (Dense, Embedding, ...) in __init__ and call those in call()")
+    def add_weight(self, shape=None, initializer=None, dtype=None, trainable=True, autocast=True, regularizer=None,
+                   constraint=None, aggregation="none", overwrite_with_gradient=False, name=None):
+        """A weight of this layer, as Keras's add_weight (in __init__ or build): a Variable that
+        call() uses as an operand of ops (`ops.matmul(inputs, self.w) + self.b`), trained with
+        the layer's other weights. Its value is drawn by `initializer` (default glorot_uniform)
+        when a model first builds it, and is kept in the model's float type."""
+        for argument, value in (("regularizer", regularizer), ("constraint", constraint)):
+            if value is not None:
+                raise ValueError(f"{self.describe()}: add_weight({argument}=...) is not supported; clnet weights "
+                                 f"have no {argument}s")
+        if aggregation not in ("none", "mean", "sum", "only_first_replica") or overwrite_with_gradient:
+            raise ValueError(f"{self.describe()}: add_weight takes aggregation='none' and overwrite_with_gradient="
+                             f"False only, got {aggregation!r} and {overwrite_with_gradient!r}")
+        if dtype is not None and np.dtype(dtype).name not in ("float32", "float64"):
+            raise TypeError(f"{self.describe()}: add_weight dtype must be a float type (a weight is kept in the "
+                            f"model's float type), got {dtype!r}")
+        from .weight import Variable, Weight  # (which subclass this file's Layer)
+        variables = self.__dict__.setdefault("_variables", [])
+        if name is None:  # Keras's: variable, variable_1, ...
+            name = f"variable_{len(variables)}" if variables else "variable"
+        if any(v.name == name for v in variables):
+            raise ValueError(f"{self.describe()} has a weight named {name!r} already")
+        weight = Weight(shape, "glorot_uniform" if initializer is None else initializer, trainable,
+                        name=unique_name(f"{self.name}_{name}"))
+        variable = Variable(weight, 0, name, self)
+        variables.append(variable)
+        return variable
+
+    @property
+    def weights(self) -> list:
+        """The layer's weights as Variables, as Keras's: a subclass's own (add_weight) then those of
+        the layers it holds, each once; a built-in layer's in get_weights() order (none until built)."""
+        if type(self).call is Layer.call:
+            if not self.built or not self.parameters:
+                return []
+            from .weight import Variable
+            views = self.__dict__.get("_weight_views")
+            if views is None or len(views) != len(self.parameters):
+                views = self._weight_views = [Variable(self, i, f"weight_{i}", self) for i in range(len(self.parameters))]
+            return list(views)
+        found = {id(v): v for v in self.__dict__.get("_variables", [])}
+        for held in leaves_of(list(self.__dict__.values())):  # its layers, and lists or dicts of them
+            if held is not self and (isinstance(held, Layer) or _is_model(held)):
+                found.update((id(v), v) for v in held.weights)
+        return list(found.values())
 
     def _traced(self, inputs, args, kwargs):
         inputs = tensors_of(inputs)
@@ -239,8 +315,12 @@ class Layer:
             shapes = _structure_like(inputs, [t.shape for t in leaves])
             self.build(shapes)
             self.built = True
+        check_call_arguments(self, (), training=kwargs.get("training"))  # (True or False cannot be followed)
+        if kwargs.get("training") is None and "training" in inspect.signature(self.call).parameters:
+            kwargs = {**kwargs, "training": ModelMode()}
         try:
-            result = self.call(inputs, *args, **kwargs)
+            with trace_scope():
+                result = self.call(inputs, *args, **kwargs)
         except Exception as error:
             error.add_note(f"(raised while tracing {self.describe()}.call() on symbolic tensors)")
             raise
@@ -256,7 +336,7 @@ class Layer:
         weights it has (a recurrent layer over fewer steps): a trial build for that shape, on a
         store never allocated, must declare weights of the same shapes, or the call raises here."""
         built = self.built_input_shape
-        if input_shape == built:
+        if input_shape == built or has_lengths(input_shape):  # (a length of None: checked when data gives it)
             return
         trial = copy.copy(self)
         trial.allocated_rows = 0
@@ -273,13 +353,33 @@ class Layer:
         return self.input_shapes if self.multi_input else self.input_shape
 
     def _symbolic(self, inputs) -> list[KerasTensor]:
-        """The tensors a call reads: `inputs` (one or a list), an Input standing for its output."""
+        """The tensors a call reads: `inputs` (one or a list), an Input standing for its output,
+        an array (while tracing) a Constant's. A tensor without a batch axis goes only with others
+        of none, except into the ops that broadcast it over a batch (`takes_unbatched`)."""
         tensors = tensors_of(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
-        for t in tensors:
-            if not isinstance(t, KerasTensor):
+        for k, t in enumerate(tensors):
+            if not isinstance(t, KerasTensor) and tracing() and is_concrete(t):
+                from .weight import Constant
+                array = np.asarray(t)
+                self.check_input(array[None], f"the array {self.describe()} was called on")
+                tensors[k] = Constant(array, name=unique_name("constant"))([])
+            elif not isinstance(t, KerasTensor):
                 raise TypeError(f"{self.describe()} was called on {type(t).__name__}; expected the output of "
                                 "Input(shape) or of another layer call")
+        unbatched = ", ".join(str(t.shape) for t in tensors if not t.batched)
+        if unbatched and not self.takes_unbatched and (self.counts_batch_axis or len({t.batched for t in tensors}) > 1):
+            raise ValueError(f"{self.describe()} was called on a tensor without a batch axis (a weight or a constant: "
+                             f"{unbatched}); it takes " + ("tensors with one (its axes count it)" if
+                                                           self.counts_batch_axis else "one or the other, not both") +
+                             ". Ops that broadcast a weight over the batch: elementwise ops, ops.matmul")
         return tensors
+
+    # An op that broadcasts a tensor without a batch axis over the rows of one with (its gradient
+    # summed over them): Elementwise, MatMul. An op whose axis arguments count the batch axis
+    # (reductions, shapes, indexing) takes only tensors that have it; other layers take tensors
+    # without one alone (an Embedding of positions), computed as one sample.
+    takes_unbatched = False
+    counts_batch_axis = False
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self, input_shape: tuple, store: ParameterStore | None = None, rng: np.random.Generator | None = None):
@@ -422,15 +522,68 @@ def check_call_arguments(layer: "Layer", args: tuple, training=None, mask=None, 
     if args or kwargs:
         raise TypeError(f"{layer.describe()} was called with unexpected arguments "
                         f"{[*map(repr, args), *kwargs]}; it takes its inputs (and training=None, mask=None)")
-    if training is not None:
+    if training is not None and not isinstance(training, ModelMode):
         raise ValueError(f"{layer.describe()} was called with training={training!r}: clnet runs each layer in the "
                          "model's mode (fit trains, evaluate and predict infer); leave training=None")
     if mask is not None:
         raise ValueError(f"{layer.describe()} was called with a mask; clnet layers take no masks yet")
 
 
+class ModelMode:
+    """What a traced call() gets as `training` when its caller gave none: the model's mode, which
+    fit sets to training and evaluate and predict to inference, step by step on the device. Passed
+    on to layers (`self.dropout(x, training=training)`) it is what they follow anyway; Python's
+    `if training:` cannot be traced (the graph is made once, for both modes) and raises, rather
+    than trace the inference branch alone."""
+
+    def __bool__(self):
+        raise TypeError("`if training:` in a traced call() cannot be traced: the graph is made once and runs in "
+                        "training (fit) and in inference (evaluate, predict). Use layers that follow the model's "
+                        "mode (Dropout, GaussianNoise, BatchNormalization), passing training=training along")
+
+    def __repr__(self):
+        return "<the model's mode>"
+
+
+_trace_depth = 0
+
+
+def tracing() -> bool:
+    """Whether a subclass's call() is being traced (arrays are then constants of the graph, and a
+    Variable an operand of ops)."""
+    return _trace_depth > 0
+
+
+@contextmanager
+def trace_scope():
+    global _trace_depth
+    _trace_depth += 1
+    try:
+        yield
+    finally:
+        _trace_depth -= 1
+
+
+def is_concrete(structure) -> bool:
+    """Arrays (numpy, lists of numbers, clnet Tensors, Variables out of a trace), no symbolic
+    tensor: what a layer computes on at once."""
+    if isinstance(structure, (int, float)):  # (a bare number is no batch)
+        return False
+    leaves = leaves_of(tensors_of(structure))
+    return bool(leaves) and not any(isinstance(t, KerasTensor) for t in leaves) and all(
+        isinstance(t, (np.ndarray, np.generic, Tensor, int, float)) or hasattr(t, "__array__") for t in leaves)
+
+
+def _is_model(value) -> bool:
+    """A clnet Model (a layer may hold one: a Sequential block), known by its layers and weights."""
+    return hasattr(value, "weights") and hasattr(value, "layers") and not isinstance(value, Layer)
+
+
 def tensors_of(structure):
-    """`structure` with each Input (a layer that stands for its tensor) as its output tensor."""
+    """`structure` with each Input (a layer that stands for its tensor) as its output tensor, and
+    while tracing each Variable as its tensor."""
+    if tracing() and getattr(structure, "is_variable", False) and structure.tensor is not None:
+        return structure.tensor  # (weight.py's Variable, which subclasses nothing of this file)
     if isinstance(structure, dict):
         return {k: tensors_of(v) for k, v in structure.items()}
     if isinstance(structure, (list, tuple)):
@@ -461,6 +614,21 @@ def _structure_like(structure, leaves: list):
     return fill(structure)
 
 
+def register_custom_objects(custom_objects) -> None:
+    """Layer classes of `custom_objects`, {name: class} as Keras's loaders take them, under the names a
+    config may give them. A subclass with call() is traced into the layers it is made of and never
+    named in a config: it may be given, and is not used."""
+    if custom_objects is None:
+        return
+    if not isinstance(custom_objects, dict):
+        raise TypeError(f"custom_objects must be a dict of names to layer classes, got {type(custom_objects).__name__}")
+    for name, cls in custom_objects.items():
+        if not (isinstance(name, str) and isinstance(cls, type) and issubclass(cls, Layer)):
+            raise TypeError(f"custom_objects[{name!r}] must be a clnet Layer class, got {cls!r}")
+        if cls.call is Layer.call:
+            Layer.registry[name] = cls
+
+
 _name_counts: dict[str, int] = {}
 
 
@@ -483,14 +651,44 @@ def snake_case(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _shape(argument: str, value) -> tuple:
+def _shape(argument: str, value, lengths: bool = False) -> tuple:
+    """A sample shape; with `lengths`, None where each batch gives the extent (Input((None, 8)))."""
+    expected = "positive integers or None (a length each batch gives)" if lengths else "positive integers"
     try:
-        shape = tuple(int(s) for s in (value if isinstance(value, (tuple, list)) else (value,)))
+        shape = tuple(None if s is None and lengths else int(s)
+                      for s in (value if isinstance(value, (tuple, list)) else (value,)))
     except (TypeError, ValueError):
-        raise TypeError(f"{argument} must be a tuple of positive integers, got {value!r}") from None
-    if not shape or any(s < 1 for s in shape):
-        raise ValueError(f"{argument} must be a tuple of positive integers, got {value!r}")
+        raise TypeError(f"{argument} must be a tuple of {expected}, got {value!r}") from None
+    if not shape or any(s is not None and s < 1 for s in shape):
+        raise ValueError(f"{argument} must be a tuple of {expected}, got {value!r}")
     return shape
+
+
+# Extents an axis of None (Input((None, 8))) stands at while the graph is made: a call's output
+# shapes are computed at both, and an axis that differs between the two is None too. The graph
+# is made again on the data's extents before anything is built (Model).
+PROBE_LENGTHS = (1009, 1013)
+
+
+def has_lengths(shape) -> bool:
+    """Whether a sample shape (or a list of them) has an axis of None."""
+    if isinstance(shape, list):
+        return any(has_lengths(s) for s in shape)
+    return shape is not None and any(s is None for s in shape)
+
+
+def output_shapes(compute, input_shape) -> list[tuple]:
+    """compute(input_shape), a call's output shapes; where the input has axes of None, computed at
+    each of PROBE_LENGTHS and None wherever the two differ."""
+    if not has_lengths(input_shape):
+        return compute(input_shape)
+
+    def at(length, shape):
+        if isinstance(shape, list):
+            return [at(length, s) for s in shape]
+        return tuple(length if s is None else s for s in shape)
+    first, second = (compute(at(length, input_shape)) for length in PROBE_LENGTHS)
+    return [tuple(a if a == b else None for a, b in zip(one, two)) for one, two in zip(first, second)]
 
 
 def check_weights(layer: Layer, weights, expected: list[tuple]) -> list[np.ndarray]:

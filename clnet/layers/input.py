@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Call, Layer, _shape
+from .base import TENSOR_OPERATORS, Call, Layer, _shape
 
 
 class _PassThrough(Layer):
@@ -30,7 +30,8 @@ class Input(_PassThrough):
     is_input = True
 
     def __init__(self, shape, name=None, dtype=None):
-        super().__init__(name, _shape("Input shape", shape))
+        super().__init__(name)
+        self.input_shape = _shape("Input shape", shape, lengths=True)
         # Keras's dtype says what the input holds (int32 token ids, floats); clnet's values all
         # travel in the model's float type (ids exactly up to 2^24 in float32), so it is checked
         # and kept for the config, not computed in.
@@ -43,7 +44,7 @@ class Input(_PassThrough):
                 raise ValueError(f"Input dtype must be a numeric dtype such as 'int32' or 'float32', got {dtype!r}")
             dtype = kind.name
         self.input_dtype = dtype
-        Call(self, [], [self.input_shape])  # its output, the tensor it stands for
+        Call(self, [], [self.input_shape], batched=True)  # its output, the tensor it stands for
 
     @property
     def input(self):
@@ -68,9 +69,7 @@ def _forwarded(name: str):
 # Keras's Input is the tensor itself (`x = Input((4,)); y = x * 2`); clnet's stands for its
 # output, so Python's operators on it are its output's (clnet.ops calls). == and != stay
 # identity, as on the tensor.
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-              "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__", "__gt__", "__ge__",
-              "__lt__", "__le__", "__getitem__"):
+for _name in TENSOR_OPERATORS:
     setattr(Input, _name, _forwarded(_name))
 Input.__array_ufunc__ = None  # numpy defers to these (`array * x` calls x.__rmul__)
 Input.__iter__ = None

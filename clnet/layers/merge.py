@@ -158,3 +158,16 @@ class Concatenate(_Merge):
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis}
+
+
+# Keras's functional forms: `layers.concatenate([a, b])` is `Concatenate()([a, b])`.
+def add(inputs, **kwargs):
+    return Add(**kwargs)(inputs)
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)

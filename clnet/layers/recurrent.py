@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import Call, KerasTensor, Layer, check_call_arguments, check_weights
+from .base import Call, KerasTensor, Layer, check_call_arguments, check_weights, output_shapes
 from .dropout import Dropout
 
 
@@ -124,7 +124,7 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> Keras
                          "a shared recurrent layer's calls all take one or none")
     if layer.built:
         layer.check_weights_fit([x.sample_shape, *(s.sample_shape for s in states)] if states else x.sample_shape)
-    shapes = layer.compute_output_shapes(x.sample_shape)
+    shapes = output_shapes(layer.compute_output_shapes, x.sample_shape)
     layer.called_with_initial_state = layer.multi_input = bool(states)
     call = Call(layer, [x, *states], shapes)
     return call.output if len(call.outputs) == 1 else list(call.outputs)

@@ -29,13 +29,14 @@ from .elementwise import (abs, absolute, add, clip, divide, equal, exp, gelu, gr
                           sigmoid, sqrt, square, subtract, tanh, true_divide, where, zeros_like)
 from .reduction import amax, amin, max, mean, min, softmax, sum
 from .indexing import getitem, slice, split, take
-from .shape import arange, cast, concatenate, expand_dims, reshape, squeeze, stack, transpose
-from .matmul import matmul
+from .shape import arange, cast, concatenate, expand_dims, ones, reshape, shape, squeeze, stack, transpose, zeros
+from .matmul import dot, matmul
 from .fusion import fuse_elementwise
 
 __all__ = ["abs", "absolute", "add", "clip", "divide", "equal", "exp", "gelu", "greater", "greater_equal", "less",
            "less_equal", "log", "maximum", "minimum", "multiply", "negative", "not_equal", "ones_like", "power",
            "relu", "sigmoid", "sqrt", "square", "subtract", "tanh", "true_divide", "where", "zeros_like",
            "amax", "amin", "max", "mean", "min", "softmax", "sum", "getitem", "slice", "split", "take", "arange",
-           "cast", "concatenate", "expand_dims", "reshape", "squeeze", "stack", "transpose", "matmul",
+           "cast", "concatenate", "dot", "expand_dims", "ones", "reshape", "shape", "squeeze", "stack", "transpose",
+           "zeros", "matmul",
            "fuse_elementwise"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..cl import runtime as cl_runtime
 from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
-from ..layers.base import KerasTensor, Layer
+from ..layers.base import KerasTensor, Layer, tensors_of, tracing
 from ..layers.input import Input
 
 # Op layers made without a name get the op's, numbered as Keras numbers them (add, add_1, ...), so
@@ -32,12 +32,30 @@ def op_name(op: str) -> str:
 
 
 def is_symbolic(value) -> bool:
-    """A KerasTensor, or an Input (standing for its output, as a layer call takes it)."""
-    return isinstance(value, (KerasTensor, Input))
+    """A KerasTensor, an Input (standing for its output, as a layer call takes it), or while a
+    call() is traced a weight of add_weight (a Variable)."""
+    return isinstance(value, (KerasTensor, Input)) or (tracing() and getattr(value, "is_variable", False)
+                                                        and value.tensor is not None)
 
 
 def symbolic(value) -> KerasTensor:
-    return value if isinstance(value, KerasTensor) else value.output
+    return tensors_of(value)
+
+
+def operand(value) -> str | None:
+    """What an op's `operands` entry is for a symbolic operand: None for a batch (the axis first),
+    UNBATCHED for a tensor without a batch axis (a weight, a constant of the graph)."""
+    return None if symbolic(value).batched else UNBATCHED
+
+
+# The `operands` entry of a symbolic input without a batch axis (a weight): an input of the op,
+# read at row stride 0 and its gradient summed over the rows.
+UNBATCHED = "unbatched"
+
+
+def is_input(entry) -> bool:
+    """Whether an `operands` entry is a symbolic input (None or UNBATCHED), not a constant."""
+    return entry is None or isinstance(entry, str) and entry == UNBATCHED
 
 
 def constant(op: str, argument: str, value) -> np.ndarray:
@@ -111,6 +129,7 @@ class _Op(Layer):
     """An op as a layer of any number of symbolic inputs (forward(xs, rows), backward(grad, rows,
     wanted) -> a gradient per input, as merge layers). `op` is its Keras name."""
     multi_input = True
+    counts_batch_axis = True
     op = "op"
 
     def describe(self) -> str:

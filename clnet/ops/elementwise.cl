@@ -111,13 +111,15 @@ __kernel void Elementwise(const int op, __global const TYPE *x0, __global const 
 
 // dL/d(operand `which`), (rows, its width): for each of its elements, the sum over the output
 // elements it was broadcast to of dL/dy * dy/dx. Axes along which the operand is broadcast
-// (stride 0) are the ones summed over; the others locate the element. No atomics, no second pass.
+// (stride 0) are the ones summed over; the others locate the element. An operand without a batch
+// axis (a weight: row stride 0) has one row, summed over the output's `rows_summed` rows (1 for
+// any other operand). No atomics, no second pass.
 __kernel void ElementwiseGradient(const int op, const int which, __global const TYPE *grad,
                                   __global const TYPE *x0, __global const TYPE *x1, __global const TYPE *x2,
                                   __global const TYPE *y, __global TYPE *dx, __global const int *dims,
                                   const int axes, const int width, const int batch0, const int batch1,
                                   const int batch2, const TYPE a, const TYPE b, const int own_width,
-                                  const int total)
+                                  const int rows_summed, const int total)
 {
     const int i = get_global_id(0);  // i < rows * own_width
     if (i >= total)
@@ -139,20 +141,23 @@ __kernel void ElementwiseGradient(const int op, const int which, __global const 
         o2 += e * STRIDE(k, 2);
     }
     TYPE sum = 0;
-    for (int m = 0; m < summed; m++) {
-        long p = out, p0 = o0, p1 = o1, p2 = o2;
-        int q = m;
-        for (int k = axes - 1; k >= 0; k--) {
-            if (STRIDE(k, which) != 0)
-                continue;
-            const int e = q % EXTENT(k);
-            q /= EXTENT(k);
-            p += e * OUT_STRIDE(k);
-            p0 += e * STRIDE(k, 0);
-            p1 += e * STRIDE(k, 1);
-            p2 += e * STRIDE(k, 2);
+    for (int r = 0; r < rows_summed; r++) {
+        for (int m = 0; m < summed; m++) {
+            long p = out + (long)r * width, p0 = o0 + (long)r * batch0, p1 = o1 + (long)r * batch1,
+                 p2 = o2 + (long)r * batch2;
+            int q = m;
+            for (int k = axes - 1; k >= 0; k--) {
+                if (STRIDE(k, which) != 0)
+                    continue;
+                const int e = q % EXTENT(k);
+                q /= EXTENT(k);
+                p += e * OUT_STRIDE(k);
+                p0 += e * STRIDE(k, 0);
+                p1 += e * STRIDE(k, 1);
+                p2 += e * STRIDE(k, 2);
+            }
+            sum += grad[p] * derivative(op, which, x0[p0], x1[p1], x2[p2], y[p], a, b);
         }
-        sum += grad[p] * derivative(op, which, x0[p0], x1[p1], x2[p2], y[p], a, b);
     }
     dx[i] = sum;
 }

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import (_Op, constant, eager_array, full, is_symbolic, launch, op_name, row_major, run_eagerly,
-                   size, symbolic, geometry)
+from .base import (_Op, constant, eager_array, full, geometry, is_input, is_symbolic, launch, op_name,
+                   operand, row_major, run_eagerly, size, symbolic)
 
 BINARY = ["add", "subtract", "multiply", "divide", "power", "minimum", "maximum"]
 COMPARISONS = ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal"]
@@ -81,15 +81,17 @@ def collapse(extents, strides: list[list[int]]) -> list[tuple[int, list[int]]]:
 
 class Elementwise(_Op):
     """One elementwise op over its operands: `operands` has, per argument of the op, None where a
-    symbolic input goes (in the order of the call's inputs) or a constant (an array, or its nested
-    list in a config). `a` and `b`: clip's bounds."""
+    symbolic input goes (in the order of the call's inputs), UNBATCHED where a symbolic input
+    without a batch axis goes (a weight, broadcast over the rows), or a constant (an array, or its
+    nested list in a config). `a` and `b`: clip's bounds."""
+    takes_unbatched = True
 
     def __init__(self, op, operands, a=0.0, b=0.0, name=None):
         if op not in OPS:
             raise ValueError(f"Elementwise: op must be one of {OPS}, got {op!r}")
         super().__init__(op_name(op) if name is None else name)
         self.op = op
-        self.operands = [None if o is None else np.asarray(o, np.float64) for o in operands]
+        self.operands = [o if is_input(o) else np.asarray(o, np.float64) for o in operands]
         expected = 3 if op in TERNARY else 1 if op in UNARY else 2
         if len(self.operands) != expected:
             raise ValueError(f"ops.{op} takes {expected} operands, got {len(self.operands)}")
@@ -97,7 +99,9 @@ class Elementwise(_Op):
 
     def compute_output_shape(self, input_shapes, tensors=None):
         shapes = iter(input_shapes)
-        return broadcast(self.op, [(None, *next(shapes)) if o is None else o.shape for o in self.operands])[1:]
+        out = broadcast(self.op, [(None, *next(shapes)) if o is None else tuple(next(shapes)) if is_input(o) else o.shape
+                                  for o in self.operands])
+        return out[1:] if out and out[0] is None else out  # (no batch axis if no operand has one)
 
     def setup(self):
         out = self.output_shape
@@ -107,9 +111,11 @@ class Elementwise(_Op):
         for o in self.operands:
             if o is None:
                 shape, batch = next(inputs), None
-            else:
-                shape, batch = (o.shape[1:] if o.ndim == rank + 1 else o.shape), 0
-                self.constants.append(Tensor.from_numpy(o.astype(self.dtype), self.dtype, self.rt))
+            else:  # read at row stride 0; one with an axis for the batch has 1 there
+                shape = tuple(next(inputs)) if is_input(o) else o.shape
+                shape, batch = (shape[1:] if len(shape) == rank + 1 else shape), 0
+                if not is_input(o):
+                    self.constants.append(Tensor.from_numpy(o.astype(self.dtype), self.dtype, self.rt))
             shape = (1,) * (rank - len(shape)) + tuple(shape)
             shapes.append((shape, size(shape) if batch is None else 0))
         strides = [[0 if e == 1 else s for e, s in zip(shape, row_major(shape))] for shape, _ in shapes]
@@ -133,14 +139,19 @@ class Elementwise(_Op):
     def _passes_gradient(self, index: int) -> bool:
         """Whether input `index`'s gradient is the output's as it is (x + y, x - y for x, where x
         has the output's shape): nothing to launch."""
-        slot = [k for k, o in enumerate(self.operands) if o is None][index]
+        slot = [k for k, o in enumerate(self.operands) if is_input(o)][index]
         return ((self.op == "add" or self.op == "subtract" and slot == 0)
-                and self.input_shapes[index] == self.output_shape)
+                and self.input_shapes[index] == self.output_shape and not self._summed_over_rows(slot))
+
+    def _summed_over_rows(self, slot: int) -> bool:
+        """Whether operand `slot` lacks the batch axis that the output has: its gradient is one
+        row, summed over the output's."""
+        return isinstance(self.operands[slot], str) and any(o is None for o in self.operands)
 
     def _operands(self, xs) -> list[Tensor]:
         """The kernels' three operand buffers: the inputs and constants in slot order, padded."""
         inputs, constants = iter(xs), iter(self.constants)
-        buffers = [next(inputs) if o is None else next(constants) for o in self.operands]
+        buffers = [next(inputs) if is_input(o) else next(constants) for o in self.operands]
         return buffers + [buffers[0]] * (SLOTS - len(buffers))
 
     def forward(self, xs, rows):
@@ -159,7 +170,7 @@ class Elementwise(_Op):
                 and all(shape == self.output_shape for shape in getattr(self, "input_shapes", [None])))
 
     def backward(self, grad, rows, input_grads):
-        slots = [k for k, o in enumerate(self.operands) if o is None]
+        slots = [k for k, o in enumerate(self.operands) if is_input(o)]
         results = []
         for index, (wanted, slot) in enumerate(zip(input_grads, slots)):
             if not wanted:
@@ -170,22 +181,23 @@ class Elementwise(_Op):
                 results.append(grad)
             else:
                 out = self.input_grads[index]
-                total = rows * self.widths[slot]
+                summed = rows if self._summed_over_rows(slot) else 1
+                total = rows // summed * self.widths[slot]
                 operands = self._operands(self.xs)
                 self._gradient(*launch(total), self.code, slot, grad, *operands, self.outputs, out, self.dims,
-                               self.axes, self.width, *self.batches, self.a, self.b, self.widths[slot], total)
+                               self.axes, self.width, *self.batches, self.a, self.b, self.widths[slot], summed, total)
                 results.append(out)
         return results
 
     def to_onnx(self, graph, inputs):
         # (Not from the built layer: a call fused into a FusedElementwise leaves its layer unbuilt.)
         given = iter(inputs)
-        names = [next(given) if o is None else graph.constant("constant", o) for o in self.operands]
+        names = [next(given) if is_input(o) else graph.constant("constant", o) for o in self.operands]
         return [onnx_nodes(graph, self.op, names, self.a, self.b)]
 
     def get_config(self):
         return {"name": self.name, "op": self.op,
-                "operands": [None if o is None else o.tolist() for o in self.operands], "a": self.a, "b": self.b}
+                "operands": [o if is_input(o) else o.tolist() for o in self.operands], "a": self.a, "b": self.b}
 
 
 # -- ONNX ----------------------------------------------------------------------------------------
@@ -262,7 +274,7 @@ def apply(op: str, operands: list[tuple[str, object]], a: float = 0.0, b: float 
     is symbolic (the others its constants), else computed now on the device (see run_eagerly)."""
     values = [v for _, v in operands]
     if any(is_symbolic(v) for v in values):
-        layer = Elementwise(op, [None if is_symbolic(v) else constant(op, name, v) for name, v in operands], a, b)
+        layer = Elementwise(op, [operand(v) if is_symbolic(v) else constant(op, name, v) for name, v in operands], a, b)
         return layer([symbolic(v) for v in values if is_symbolic(v)])
     # Eagerly every operand is an input, one sample of the whole array, ranks aligned from the last
     # axis as numpy aligns them; Python numbers do not make the result float64, as in Keras.

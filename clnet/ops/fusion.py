@@ -246,7 +246,8 @@ def fuse_elementwise(calls: list[Call], outputs=()) -> list[Call]:
         for t in {id(t): t for t in call.inputs}.values():
             readers.setdefault(id(t), []).append(call)
     kept = {id(t) for t in outputs}
-    elementwise = lambda call: type(call.layer) is Elementwise
+    # (Not an op broadcasting a weight over the batch, whose gradient is summed over the rows.)
+    elementwise = lambda call: type(call.layer) is Elementwise and not any(isinstance(o, str) for o in call.layer.operands)
     # A call is absorbed into the one call that reads its output, where both are elementwise.
     absorbed = {id(call) for call in calls
                 if elementwise(call) and id(call.output) not in kept
@@ -291,7 +292,7 @@ def _fused(root: Call, absorbed: set[int]) -> Call:
     visit(root)
     fused = Call.__new__(Call)  # not Call(): no new number, no new tensor; the tree's output stays
     fused.layer = FusedElementwise(nodes, constants)
-    fused.inputs, fused.number = inputs, root.number
+    fused.inputs, fused.number, fused.batched = inputs, root.number, root.batched
     fused.outputs, fused.output = list(root.outputs), root.output
     fused.layer.__dict__.setdefault("inbound_calls", []).append(fused)  # (what Call() does for a layer's .output)
     return fused

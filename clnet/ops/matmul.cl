@@ -40,11 +40,13 @@ __kernel void MatMul(__global const TYPE *a, __global const TYPE *b, __global TY
 
 // dL/da (rows, a's batches, m, k) = dL/dc @ b^T, summed over the batch axes a is broadcast along.
 // dL/db (rows, b's batches, k, n) = a^T @ dL/dc, likewise. `own` says which; `own_batches` is the
-// number of its own batch matrices, `summed` the product of the axes it is broadcast along.
+// number of its own batch matrices, `summed` the product of the axes it is broadcast along. An
+// operand without a batch axis (a weight: row stride 0) has one row, summed over the product's
+// `rows_summed` rows (1 for a batch operand).
 __kernel void MatMulGradient(const int own, __global const TYPE *a, __global const TYPE *b,
                              __global const TYPE *grad, __global TYPE *d, __global const int *dims, const int axes,
                              const int batches, const int own_batches, const int summed, const int m, const int k,
-                             const int n, const int a_row, const int b_row, const int total)
+                             const int n, const int a_row, const int b_row, const int rows_summed, const int total)
 {
     const int i = get_global_id(0);  // i < rows * own_batches * (m * k or k * n)
     if (i >= total)
@@ -63,9 +65,10 @@ __kernel void MatMulGradient(const int own, __global const TYPE *a, __global con
         pc += e * C_STRIDE(x);
     }
     TYPE sum = 0;
-    for (int s = 0; s < summed; s++) {
-        long qa = pa, qb = pb, qc = pc;
-        int r = s;
+    for (int s = 0; s < summed * rows_summed; s++) {
+        const int over = s / summed;  // the row, for an operand summed over rows
+        long qa = pa + (long)over * a_row, qb = pb + (long)over * b_row, qc = pc + (long)over * batches * m * n;
+        int r = s - over * summed;
         for (int x = axes - 1; x >= 0; x--) {
             if (OWN_STRIDE(x) != 0)
                 continue;

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import (_Op, constant, eager_array, geometry, is_symbolic, launch, op_name, row_major, run_eagerly, size,
-                   symbolic)
+from .base import (_Op, constant, eager_array, geometry, is_input, is_symbolic, launch, op_name, operand, row_major,
+                   run_eagerly, size, symbolic)
 from .elementwise import broadcast, collapse
 
 
@@ -41,34 +41,41 @@ def plan(a: tuple, b: tuple) -> dict:
 
 
 class MatMul(_Op):
-    """a @ b: `operands` has None for a symbolic input or a constant (array or nested list), as
-    Elementwise's."""
+    """a @ b: `operands` has None for a symbolic input, UNBATCHED for one without a batch axis (a
+    weight, as a constant but read from the graph, its gradient summed over the rows) or a
+    constant (array or nested list), as Elementwise's."""
     op = "matmul"
+    takes_unbatched = True
 
     def __init__(self, operands, name=None):
         super().__init__(op_name("matmul") if name is None else name)
-        self.operands = [None if o is None else np.asarray(o, np.float64) for o in operands]
-        if len(self.operands) != 2 or all(o is not None for o in self.operands):
-            raise ValueError("MatMul: operands must be two, at least one of them None (a symbolic input)")
+        self.operands = [o if is_input(o) else np.asarray(o, np.float64) for o in operands]
+        if len(self.operands) != 2 or not any(is_input(o) for o in self.operands):
+            raise ValueError("MatMul: operands must be two, at least one of them a symbolic input")
 
     def _full(self, input_shapes):
         shapes = iter(input_shapes)
-        return [(None, *next(shapes)) if o is None else o.shape for o in self.operands]
+        return [(None, *next(shapes)) if o is None else tuple(next(shapes)) if is_input(o) else o.shape
+                for o in self.operands]
 
     def compute_output_shape(self, input_shapes, tensors=None):
-        return plan(*self._full(input_shapes))["out"][1:]
+        out = plan(*self._full(input_shapes))["out"]
+        return out[1:] if out and out[0] is None else out  # (no batch axis if no operand has one)
 
     def setup(self):
         p = plan(*self._full(self.input_shapes))
         self.m, self.k, self.n = p["m"], p["k"], p["n"]
-        batch = p["batch"][1:]  # the output's sample batch axes
+        self.batched = any(o is None for o in self.operands)
+        batch = p["batch"][1:] if self.batched else p["batch"]  # the output's sample batch axes
         rows, strides, self.constants = [], [], []
         for o, shape, matrix in zip(self.operands, (p["a"], p["b"]), (self.m * self.k, self.k * self.n)):
-            own = tuple(shape[1:-2]) if o is None or len(shape[:-2]) == len(p["batch"]) else tuple(shape[:-2])
+            own = tuple(shape[:-2])
+            if o is None or self.batched and len(own) == len(p["batch"]):
+                own = own[1:]  # the batch axis (None), or a constant's or weight's 1 there
             own = (1,) * (len(batch) - len(own)) + own
             strides.append([0 if e == 1 else s * matrix for e, s in zip(own, row_major(own))])
             rows.append(size(own) * matrix if o is None else 0)
-            if o is not None:
+            if not is_input(o):
                 self.constants.append(Tensor.from_numpy(o.astype(self.dtype), self.dtype, self.rt))
         out_strides = [s * self.m * self.n for s in row_major(batch)]
         axes = collapse(batch, [*strides, out_strides])
@@ -88,7 +95,7 @@ class MatMul(_Op):
 
     def _operands(self, xs):
         inputs, constants = iter(xs), iter(self.constants)
-        return [next(inputs) if o is None else next(constants) for o in self.operands]
+        return [next(inputs) if is_input(o) else next(constants) for o in self.operands]
 
     def forward(self, xs, rows):
         self.xs = xs
@@ -100,16 +107,18 @@ class MatMul(_Op):
 
     def backward(self, grad, rows, input_grads):
         a, b = self._operands(self.xs)
-        slots = [i for i, o in enumerate(self.operands) if o is None]
+        slots = [i for i, o in enumerate(self.operands) if is_input(o)]
         results = []
         for index, (wanted, own) in enumerate(zip(input_grads, slots)):
             if not wanted:
                 results.append(None)
                 continue
             own_batches, summed = self.own[own]
-            total = rows * own_batches * (self.m * self.k if own == 0 else self.k * self.n)
+            over = rows if self.batched and self.operands[own] is not None else 1  # a weight's: summed over rows
+            total = rows // over * own_batches * (self.m * self.k if own == 0 else self.k * self.n)
             self._gradient(*launch(total), own, a, b, grad, self.input_grads[index], self.dims, self.axes,
-                           self.batches, own_batches, summed, self.m, self.k, self.n, self.a_row, self.b_row, total)
+                           self.batches, own_batches, summed, self.m, self.k, self.n, self.a_row, self.b_row, over,
+                           total)
             results.append(self.input_grads[index])
         return results
 
@@ -117,18 +126,18 @@ class MatMul(_Op):
         # ONNX's MatMul is numpy's matmul, as this layer's (the batch axis of a symbolic operand is
         # a leading axis that the other's broadcasts along): the operands go in as they are.
         given = iter(inputs)
-        names = [next(given) if o is None else graph.constant("constant", o) for o in self.operands]
+        names = [next(given) if is_input(o) else graph.constant("constant", o) for o in self.operands]
         return [graph.op("MatMul", *names)]
 
     def get_config(self):
-        return {"name": self.name, "operands": [None if o is None else o.tolist() for o in self.operands]}
+        return {"name": self.name, "operands": [o if is_input(o) else o.tolist() for o in self.operands]}
 
 
 def matmul(x1, x2):
     """x1 @ x2, numpy's matmul with the batch axis kept first (see the module's doc)."""
     values = [("x1", x1), ("x2", x2)]
     if is_symbolic(x1) or is_symbolic(x2):
-        layer = MatMul([None if is_symbolic(v) else constant("matmul", name, v) for name, v in values])
+        layer = MatMul([operand(v) if is_symbolic(v) else constant("matmul", name, v) for name, v in values])
         return layer([symbolic(v) for _, v in values if is_symbolic(v)])
     a, b = (eager_array("matmul", name, v) for name, v in values)
     if a.ndim == 0 or b.ndim == 0:
@@ -145,3 +154,13 @@ def matmul(x1, x2):
     if a.ndim == 1:
         result = result[..., 0] if b.ndim == 1 else result[..., 0, :]
     return result.copy()  # (a view of the read-back array otherwise)
+
+
+def dot(x1, x2):
+    """numpy's dot where it is matmul (the second operand a vector or a matrix), as Keras code uses
+    it: `ops.dot(inputs, self.w)`."""
+    second = symbolic(x2).shape if is_symbolic(x2) else np.shape(x2)
+    if len(second) > 2 or is_symbolic(x2) and symbolic(x2).batched and len(second) > 1:
+        raise ValueError(f"dot: the second operand has shape {tuple(second)}; clnet's dot is matmul, for a second "
+                         "operand that is a vector or a matrix (use ops.matmul for stacks of matrices)")
+    return matmul(x1, x2)

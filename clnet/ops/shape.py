@@ -229,3 +229,29 @@ def arange(start, stop=None, step=1, dtype=None):
             raise TypeError(f"arange: {argument} must be a number, not a symbolic tensor")
     dtype = cl_runtime.floatx_dtype() if dtype is None else np.dtype(dtype)
     return np.arange(start, stop, step).astype(dtype) if stop is not None else np.arange(start, step=step).astype(dtype)
+
+
+def ones(shape, dtype=None):
+    """numpy's ones as a constant (in clnet.floatx() unless `dtype`), as keras.ops.ones."""
+    return _filled("ones", shape, 1.0, dtype)
+
+
+def zeros(shape, dtype=None):
+    return _filled("zeros", shape, 0.0, dtype)
+
+
+def _filled(op: str, shape, value: float, dtype):
+    try:
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: shape must be a tuple of non-negative integers, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: shape must be a tuple of non-negative integers, got {shape!r}")
+    return np.full(shape, value, cl_runtime.floatx_dtype() if dtype is None else np.dtype(dtype))
+
+
+def shape(x) -> tuple:
+    """x's shape, as keras.ops.shape: a symbolic tensor's with None for its batch axis."""
+    if is_symbolic(x):
+        return tuple(symbolic(x).shape)
+    return tuple(np.shape(x))

@@ -1,0 +1,202 @@
+"""What a subclassed layer's call() computes with besides its inputs: its own weights (add_weight,
+as Keras's) and constants (a layer called on an array while tracing, `pos_emb(ops.arange(n))`).
+Each is a layer of no inputs whose output has no batch axis (see KerasTensor): the same for every
+sample, one row per step, broadcast over the batch by the ops that read it.
+
+`Variable` is the handle Keras code holds (`self.w = self.add_weight(...)`): an operand of ops
+inside call(), and outside it a weight to read (`numpy()`) and write (`assign`). Built-in layers'
+weights have the same handles (`layer.weights`), for reading and writing only."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import initializers
+from ..cl import runtime as cl_runtime
+from ..cl.tensor import Tensor
+from .base import TENSOR_OPERATORS, Layer, tracing
+
+
+class Weight(Layer):
+    """A weight of a subclassed layer (Layer.add_weight): its output is the weight, and the
+    gradient its readers give it (summed over the batch) is the weight's gradient."""
+    multi_input = True  # of no inputs
+
+    def __init__(self, shape, initializer="glorot_uniform", trainable=True, name=None):
+        super().__init__(name)
+        self.weight_shape = _weight_shape(shape)
+        initializers.get(initializer)  # an unknown name raises here, naming the ones there are
+        self.initializer = initializer
+        if not isinstance(trainable, (bool, np.bool_)):
+            raise TypeError(f"trainable must be True or False, got {trainable!r}")
+        self.trainable = bool(trainable)
+
+    def compute_output_shape(self, input_shapes, tensors=None):
+        return self.weight_shape
+
+    def build(self, input_shapes, store, rng):
+        self.input_shapes, self.input_shape = [], None
+        self.rt, self.dtype = store.rt, store.dtype
+        initial = initializers.draw(initializers.get(self.initializer), self.weight_shape, rng, None)
+        self.parameter = store.add(np.asarray(initial, np.float64).reshape(self.weight_shape), trainable=self.trainable)
+        self.output_shape = self.weight_shape
+        self.built = True
+        return self.output_shape
+
+    @property
+    def parameters(self):
+        return [self.parameter] if self.built else []
+
+    def forward(self, xs, rows):
+        return self.parameter.value
+
+    def backward(self, grad, rows, input_grads):
+        # The readers' gradient, already summed over the batch, is the weight's: one copy.
+        cl_runtime.cl.enqueue_copy(self.rt.queue, self.parameter.grad.buffer, grad.buffer,
+                                   byte_count=self.parameter.size * self.dtype.itemsize)
+        return []
+
+    def to_onnx(self, graph, inputs):
+        return [graph.constant("value", self.get_weights()[0])]
+
+    def get_config(self):
+        if callable(self.initializer):
+            raise TypeError(f"{self.describe()} has the initializer {self.initializer!r}, a function, which a "
+                            "config cannot hold; give add_weight an initializer by name ('zeros', 'glorot_uniform', ...)")
+        return {"name": self.name, "shape": list(self.weight_shape), "initializer": self.initializer,
+                "trainable": self.trainable}
+
+
+class Constant(Layer):
+    """An array a traced call() gave a layer (`self.pos_emb(ops.arange(maxlen))`): its output,
+    without a batch axis, is the array in the model's float type; no gradient."""
+    multi_input = True  # of no inputs
+
+    def __init__(self, value, name=None):
+        super().__init__(name)
+        array = np.asarray(value)
+        if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+            raise TypeError(f"a constant must be an array of numbers, got {type(value).__name__}")
+        if not np.all(np.isfinite(array)):
+            raise ValueError("a constant must hold finite numbers")
+        self.value = array.astype(np.float64)
+
+    def compute_output_shape(self, input_shapes, tensors=None):
+        return self.value.shape
+
+    def build(self, input_shapes, store, rng):
+        self.input_shapes, self.input_shape = [], None
+        self.rt, self.dtype = store.rt, store.dtype
+        self.output_shape = self.value.shape
+        self.tensor = Tensor.from_numpy(self.value.astype(self.dtype).reshape(1, *self.value.shape), self.dtype, self.rt)
+        self.built = True
+        return self.output_shape
+
+    def forward(self, xs, rows):
+        return self.tensor
+
+    def backward(self, grad, rows, input_grads):
+        return []
+
+    def to_onnx(self, graph, inputs):
+        return [graph.constant("value", self.value)]
+
+    def get_config(self):
+        return {"name": self.name, "value": self.value.tolist()}
+
+
+def _weight_shape(shape) -> tuple:
+    try:
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    except (TypeError, ValueError):
+        raise TypeError(f"add_weight: shape must be a tuple of positive integers, got {shape!r}") from None
+    if any(s < 1 for s in shape):
+        raise ValueError(f"add_weight: shape must be a tuple of positive integers, got {shape!r}")
+    return shape
+
+
+class Variable:
+    """A layer's weight, as Keras's Variable: `shape`, `trainable`, `name`, `path`, `numpy()`,
+    `assign(value)`. A subclass's own (add_weight) is also an operand of ops in its call()
+    (`ops.matmul(x, self.w) + self.b`); out of a trace its operators compute on its value."""
+    is_variable = True
+
+    def __init__(self, layer: Layer, index: int, name: str, owner: Layer):
+        self.layer, self.index = layer, index  # where the value is: layer.get_weights()[index]
+        self.name = name
+        self.owner = owner  # the layer whose weight it is (Keras's path: owner/name)
+        # A weight of add_weight is a call of its Weight layer: the graph's tensor for it.
+        self.tensor = layer([]) if isinstance(layer, Weight) else None
+        if isinstance(layer, Weight):
+            layer._weight_views = [self]  # (its `weights`: this Variable, not a view of its own)
+
+    @property
+    def path(self) -> str:
+        return f"{self.owner.name}/{self.name}"
+
+    @property
+    def shape(self) -> tuple:
+        if isinstance(self.layer, Weight):
+            return self.layer.weight_shape
+        return tuple(self.layer.parameters[self.index].keras_index.shape)
+
+    @property
+    def trainable(self) -> bool:
+        return self.layer.trainable if isinstance(self.layer, Weight) else self.layer.parameters[self.index].trainable
+
+    @property
+    def dtype(self) -> str:
+        return self.layer.dtype.name if self.layer.built else cl_runtime.floatx()
+
+    def numpy(self) -> np.ndarray:
+        if not self.layer.built:
+            raise ValueError(f"weight {self.path!r} has no value yet: weights are made when a model (or a call of "
+                             f"{self.owner.describe()} on arrays) first builds the layer")
+        return self.layer.get_weights()[self.index]
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.numpy()
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def assign(self, value) -> None:
+        if tracing():
+            raise TypeError(f"weight {self.path!r}: assign() inside a traced call() cannot be traced (clnet's call() "
+                            "computes tensors; weights change by training, or by assign() outside call())")
+        array = np.asarray(value, np.float64)
+        if array.shape != self.shape:
+            raise ValueError(f"weight {self.path!r} has shape {self.shape}, got a value of shape {array.shape}")
+        weights = self.layer.get_weights()
+        weights[self.index] = array
+        self.layer.set_weights(weights)
+
+    def assign_add(self, value) -> None:
+        self.assign(self.numpy() + np.asarray(value))
+
+    def assign_sub(self, value) -> None:
+        self.assign(self.numpy() - np.asarray(value))
+
+    def __repr__(self) -> str:
+        return f"<Variable path={self.path}, shape={self.shape}, dtype={self.dtype}>"
+
+    # Operators as a tensor's: graph ops while tracing, numpy's on the value otherwise.
+    __array_ufunc__ = None
+
+
+def _operator(name: str):
+    def method(self, *args):
+        if tracing():
+            if self.tensor is None:
+                raise TypeError(f"weight {self.path!r} of a built-in layer cannot be an operand in a traced call(); "
+                                "call the layer, or declare the weight with add_weight")
+            return getattr(self.tensor, name)(*args)
+        return getattr(self.numpy(), name)(*(np.asarray(a) if isinstance(a, Variable) else a for a in args))
+    method.__name__ = name
+    return method
+
+
+for _name in TENSOR_OPERATORS:
+    setattr(Variable, _name, _operator(_name))
+del _name

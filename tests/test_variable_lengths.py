@@ -1,0 +1,126 @@
+"""Inputs with lengths of None (Input((None, 8)), Input((None,)) of ids): the graph is made as
+given, and made again on each data's lengths, sharing its layers' weights; a trained seq2seq
+model's inference models decode exactly what it predicts; save, load, errors."""
+import numpy as np
+import pytest
+
+import clnet
+from clnet import layers
+from clnet.model import Model
+
+
+def one_hot(rng, n, steps, tokens):
+    return np.eye(tokens)[rng.integers(0, tokens, (n, steps))]
+
+
+def test_seq2seq_with_lengths_of_none_decodes_what_the_model_predicts(rng):
+    """lstm_seq2seq's shape: encoder and decoder Inputs of any length; after training, an encoder
+    model and a one-step decoder model built from the same layers decode, step by step with the
+    true previous token, exactly what the trained model predicts (float64, difference 0)."""
+    enc_tokens, dec_tokens, units = 5, 6, 7
+    encoder_inputs = layers.Input((None, enc_tokens))
+    _, h, c = layers.LSTM(units, return_state=True)(encoder_inputs)
+    decoder_inputs = layers.Input((None, dec_tokens))
+    decoder_lstm = layers.LSTM(units, return_sequences=True, return_state=True)
+    sequences, _, _ = decoder_lstm(decoder_inputs, initial_state=[h, c])
+    decoder_dense = layers.Dense(dec_tokens, activation="softmax")
+    model = Model([encoder_inputs, decoder_inputs], decoder_dense(sequences), floatx="float64", seed=3)
+    assert not model.built and encoder_inputs.output.shape == (None, None, enc_tokens)
+    model.compile("rmsprop", "categorical_crossentropy", metrics=["accuracy"])
+    source, target = one_hot(rng, 24, 4, enc_tokens), one_hot(rng, 24, 6, dec_tokens)
+    before = [w.copy() for w in model.get_weights()] if model.built else None
+    history = model.fit([source, target], np.roll(target, -1, axis=1), batch_size=8, epochs=2, verbose=0,
+                        validation_split=0.25)
+    assert before is None and sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    encoder = Model(encoder_inputs, [h, c], floatx="float64")
+    state_h, state_c = layers.Input((units,)), layers.Input((units,))
+    step, h2, c2 = decoder_lstm(decoder_inputs, initial_state=[state_h, state_c])
+    decoder = Model([decoder_inputs, state_h, state_c], [decoder_dense(step), h2, c2], floatx="float64")
+    states = encoder.predict(source[:3])
+    wanted = model.predict([source[:3], target[:3]])
+    for t in range(6):
+        out, *states = decoder.predict([target[:3, t:t + 1], *states])
+        np.testing.assert_array_equal(out[:, 0], wanted[:, t])
+    # The trained model still predicts at other lengths, with the same weights.
+    shorter = model.predict([source[:3, :2], target[:3, :3]])
+    assert shorter.shape == (3, 3, dec_tokens)
+    np.testing.assert_array_equal(model.predict([source[:3], target[:3]]), wanted)
+
+
+def ids_model():
+    """The functional API guide's shape: id sequences of any length, several inputs and outputs."""
+    title, body, tags = layers.Input((None,), name="title"), layers.Input((None,), name="body"), layers.Input(
+        (3,), name="tags")
+    features = layers.concatenate([layers.LSTM(4)(layers.Embedding(20, 5)(title)),
+                                   layers.GlobalAveragePooling1D()(layers.Embedding(20, 5)(body)), tags])
+    return Model([title, body, tags], {"priority": layers.Dense(1, name="priority")(features),
+                                       "department": layers.Dense(2, name="department")(features)}, seed=5)
+
+
+def test_ids_of_any_length_train_each_length_and_save(tmp_path, rng):
+    model = ids_model()
+    model.compile(clnet.optimizers.RMSprop(1e-3), loss={"priority": clnet.losses.BinaryCrossentropy(from_logits=True),
+                                                        "department": "categorical_crossentropy"},
+                  loss_weights={"priority": 1.0, "department": 0.2})
+    data = {"title": rng.integers(0, 20, (32, 6)), "body": rng.integers(0, 20, (32, 9)),
+            "tags": rng.integers(0, 2, (32, 3)).astype(np.float32)}
+    targets = {"priority": rng.random((32, 1)), "department": np.eye(2)[rng.integers(0, 2, 32)]}
+    first = model.fit(data, targets, epochs=2, batch_size=8, verbose=0).history
+    assert sorted(first) == ["department_loss", "loss", "priority_loss"]
+    bound = model.optimizer.moments
+    longer = {**data, "title": rng.integers(0, 20, (32, 11))}
+    model.fit(longer, targets, epochs=1, batch_size=8, verbose=0)  # made again on 11 steps: the same weights
+    assert model.optimizer.iterations == 12 and model.optimizer.moments is bound  # (its state goes on)
+    path = tmp_path / "ids.h5"
+    model.save(path)
+    loaded = clnet.load_model(path)
+    assert loaded.built and loaded.get_config()["built_on"] == [[11], [9], [3]]
+    assert [layer["config"]["shape"] for layer in loaded.get_config()["layers"][:3]] == [[None], [None], [3]]
+    for x in (longer, data):
+        want, got = model.predict(x), loaded.predict(x)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_lengths_are_checked(rng):
+    model = ids_model()
+    model.compile("adam", {"priority": "mse", "department": "mse"})
+    data = {"title": rng.integers(0, 20, (8, 4)), "body": rng.integers(0, 20, (8, 5)),
+            "tags": np.zeros((8, 3))}
+    targets = {"priority": np.zeros((8, 1)), "department": np.zeros((8, 2))}
+    with pytest.raises(ValueError, match=r"input 'tags' takes samples of shape \(3,\) \(None: any length\)"):
+        model.predict({**data, "tags": np.zeros((8, 4))})
+    with pytest.raises(ValueError, match=r"input 'title' takes samples of shape \(None,\)"):
+        model.predict({**data, "title": np.zeros((8, 4, 2))})
+    with pytest.raises(ValueError, match="within one fit .* every batch must have the same lengths"):
+        model.fit(data, targets, validation_data=({**data, "body": data["body"][:, :3]}, targets), verbose=0)
+    with pytest.raises(TypeError, match="positive integers or None"):
+        layers.Input(("a", 3))
+
+
+def test_inference_models_from_a_reloaded_seq2seq_model(tmp_path, rng):
+    """lstm_seq2seq's second half: the model saved and loaded (clnet.models.load_model), its
+    encoder taken as `model.input[0]` and `model.layers[2].output`, its decoder's layers by
+    position, and a one-step decoder built from them decodes what the loaded model predicts."""
+    encoder_inputs = layers.Input((None, 4))
+    _, h, c = layers.LSTM(5, return_state=True)(encoder_inputs)
+    decoder_inputs = layers.Input((None, 3))
+    sequences, _, _ = layers.LSTM(5, return_sequences=True, return_state=True)(decoder_inputs, initial_state=[h, c])
+    model = Model([encoder_inputs, decoder_inputs], layers.Dense(3, activation="softmax")(sequences),
+                  floatx="float64", seed=1)
+    model.compile("rmsprop", "categorical_crossentropy")
+    source, target = one_hot(rng, 16, 5, 4), one_hot(rng, 16, 4, 3)
+    model.fit([source, target], target, batch_size=8, epochs=1, verbose=0)
+    model.save(tmp_path / "s2s.keras")
+    model = clnet.models.load_model(tmp_path / "s2s.keras")
+    assert [type(l).__name__ for l in model.layers] == ["Input", "Input", "LSTM", "LSTM", "Dense"]
+    assert model.input[0].shape == (None, None, 4)
+    encoder = Model(model.input[0], model.layers[2].output[1:])
+    state_h, state_c = layers.Input((5,)), layers.Input((5,))
+    step, h2, c2 = model.layers[3](model.input[1], initial_state=[state_h, state_c])
+    decoder = Model([model.input[1], state_h, state_c], [model.layers[4](step), h2, c2])
+    states = encoder.predict(source[:2])
+    wanted = model.predict([source[:2], target[:2]])
+    for t in range(4):
+        out, *states = decoder.predict([target[:2, t:t + 1], *states])
+        np.testing.assert_array_equal(out[:, 0], wanted[:, t])
