@@ -1,50 +1,47 @@
-"""Sequential: a stack of layers, compiled with a loss and an optimizer, trained on the device."""
+"""Model and Sequential: a graph of layer calls, built on the device; as Keras's Model, also
+compiled (step.py, the compiled step) and trained (trainer.py, the fit loop).
+
+Three units, one class: this file makes the graph (inputs, calls, outputs; naming, checks,
+tracing a subclass, lengths of None, nested models), builds it (each layer once: its runner,
+parameter stores, which layers write y^T), and describes it (config, weights, summary). Step
+(step.py) takes the built graph's runs and compiles the step: losses, the optimizer, forward
+and backward, train_step/test_step/predict_step. Trainer (trainer.py) feeds data to the step:
+fit, evaluate, predict and their callbacks. The units meet in public methods: the graph gives
+`runs`, `prepare_inputs`, `ensure_built`, `outputs_as_given`; the step `train_step`,
+`test_step`, `predict_step`, `compute_loss`, `backward`, `reserve`, `prepare_targets`."""
 from __future__ import annotations
 
 import copy
 import inspect
 import sys
-import time
 import weakref
-from collections.abc import Iterator
-from contextlib import closing, nullcontext
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from . import losses, ops, optimizers
-from .callbacks import CallbackList, History
+from . import ops
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
-from .cl.tensor import Tensor
-from . import data
-from .data import ArrayFeed, Batches, Stream, checked, is_stream
+from .data import checked
 from .layers import Input, Layer
-from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, is_concrete, leaves_of,
-                          register_custom_objects, tensors_of, trace_scope, tracing)
-from .layers.merge import merge_program
-from .losses.base import SOFTMAX_HERE
+from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, is_concrete,
+                          leaves_of, register_custom_objects, tensors_of, trace_scope, tracing)
+from .step import NotCompiledError, Step, by_name  # noqa: F401 (clnet.model.NotCompiledError too)
+from .trainer import Trainer, check_int
 
-METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
-UNKNOWN_STEPS_REFRESH = 50  # progress-bar reads per epoch of unknown length: one every this many steps
 _global_seed: int | None = None
 
 
 def set_seed(seed: int) -> None:
     """Seed for models created afterwards: weight initialisation and shuffling repeat exactly."""
     global _global_seed
-    _global_seed = _check_int("seed", seed, minimum=0)
-
-
-class NotCompiledError(ValueError, RuntimeError):
-    pass
+    _global_seed = check_int("seed", seed, minimum=0)
 
 
 class NotBuiltError(ValueError, RuntimeError):
     """The model does not know its input shape yet, so it has no weights."""
 
 
-class Model(HasWeights):
+class Model(Trainer, Step, HasWeights):
     """A graph of layer calls from one or more `Input`s to one output, trained on the device.
 
     `x = Input((8,)); h = Dense(8, "relu")(x); y = Dense(1)(Add()([x, h])); Model(x, y)`. Every
@@ -61,9 +58,10 @@ class Model(HasWeights):
         self._floatx_given = floatx is not None  # else a model of layers built already takes their type
         if seed is None:
             seed = _global_seed if _global_seed is not None else int(np.random.SeedSequence().entropy % 2**63)
-        self.seed = _check_int("seed", seed, minimum=0)
+        self.seed = check_int("seed", seed, minimum=0)
         self._layers: list[Layer] = []
         self._inputs: list[Input] = []  # (a subclassed model's: traced on its first data)
+        self._outputs: list[KerasTensor] = []
         self.built = False
         self.compiled = False
         self.stop_training = False
@@ -72,7 +70,6 @@ class Model(HasWeights):
         # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs
         # it made again on each data's lengths (_instantiate), sharing its layers.
         self._pattern: dict | None = None
-        self._in_fit = False
         if type(self) is Model:
             self._set_graph(inputs, outputs)
             if has_lengths([i.input_shape for i in self._inputs]):
@@ -174,7 +171,7 @@ class Model(HasWeights):
             return tensor
         graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs}
         names = [i.name for i in graph["inputs"]]
-        pairs = (_by_name(given, names, "inputs", "input") if len(names) > 1 or isinstance(given, dict)
+        pairs = (by_name(given, names, "inputs", "input") if len(names) > 1 or isinstance(given, dict)
                  else [(0, given[0] if isinstance(given, (list, tuple)) and len(given) == 1 else given)])
         made = {}
         for (_, tensor), source in zip(pairs, graph["inputs"]):
@@ -182,7 +179,7 @@ class Model(HasWeights):
                 raise ValueError(f"model {self.name!r} input {source.name!r} takes tensors of shape "
                                  f"{source.output.shape}, got {getattr(tensor, 'shape', tensor)!r}")
             made[id(source.output)] = tensor
-        return self._structured(_replayed(graph, made))
+        return self.outputs_as_given(_replayed(graph, made))
 
     def _instantiate(self, shapes: list[tuple]) -> None:
         """The graph as given (self._pattern) made again on Inputs of the data's `shapes`, each
@@ -227,6 +224,12 @@ class Model(HasWeights):
         return list(self._pattern["layers"] if self._pattern else self._layers)
 
     @property
+    def built_layers(self) -> list[Layer]:
+        """Every layer of the graph as built, each once, its Inputs first (a Sequential's too):
+        what a checkpoint stores, in this order."""
+        return list(self._layers)
+
+    @property
     def inputs(self) -> list[KerasTensor]:
         """The model's input tensors (one per Input, in order), as Keras's `model.inputs`; those
         it was given, with their lengths of None, where it has some."""
@@ -241,7 +244,7 @@ class Model(HasWeights):
     @property
     def output(self):
         """The model's output tensor, or their list (dict) as the model was given them, as Keras's."""
-        return self._structured(self.outputs)
+        return self.outputs_as_given(self.outputs)
 
     @property
     def outputs(self) -> list[KerasTensor]:
@@ -297,7 +300,9 @@ class Model(HasWeights):
         for layer in self._inputs:
             layer.build(layer.input_shape, store, None)
         owned: dict[int, list] = {}   # layer -> the parameters its build declared, in order
-        self._steps = []              # (layer or its copy, call), in call order
+        # (layer or its copy, call) in call order: what the step runs (public: a distribution
+        # plans its gradient hand-over along it)
+        self.runs = []
         fresh = set()                 # the layers (and copies) this build made
         # What runs: the graph's calls, each chain of elementwise ops one generated kernel (a
         # layer of its own, made here; the graph, self._calls, stays as made).
@@ -328,15 +333,15 @@ class Model(HasWeights):
                 owned[id(layer)] = _declared[layer] = recorder.declared
                 runner = layer
                 fresh.add(id(runner))
-            self._steps.append((runner, call))
+            self.runs.append((runner, call))
         # Which layers write y^T as well as y: those a layer reading x^T reads (a view, such as
         # Flatten, passes on its input's y^T, so it reads x^T where a layer above it does). A
         # layer another model built keeps writing its y^T where that model's readers need it.
-        producers = {id(t): runner for runner, call in self._steps for t in call.outputs}
-        for runner, _ in self._steps:
+        producers = {id(t): runner for runner, call in self.runs for t in call.outputs}
+        for runner, _ in self.runs:
             if id(runner) in fresh:
                 runner.writes_transposed = False
-        for runner, call in reversed(self._steps):  # the readers of a call's output come after it
+        for runner, call in reversed(self.runs):  # the readers of a call's output come after it
             if runner.reads_transposed:
                 for t in call.inputs:
                     maker = producers.get(id(t))
@@ -347,15 +352,8 @@ class Model(HasWeights):
         # The same for the batch gather, which writes the batch's x^T where a layer reading a
         # single input reads it (a model of several inputs splits the batch, see _forward).
         first = self._inputs[0].output if len(self._inputs) == 1 else None
-        self._batch_transposed = any(runner.reads_transposed and any(t is first for t in call.inputs)
-                                     for runner, call in self._steps)
-        consumers: dict[int, int] = {}  # calls reading each tensor
-        for call in runs:
-            for t in call.inputs:
-                consumers[id(t)] = consumers.get(id(t), 0) + 1
-        for o in self._outputs:  # an output's loss reads it too
-            consumers[id(o)] = consumers.get(id(o), 0) + 1
-        self._fold_residual_sums(producers, consumers)
+        self.batch_transposed = any(runner.reads_transposed and any(t is first for t in call.inputs)
+                                     for runner, call in self.runs)
         store.allocate()
         self._own_store = store
         parameters = list({id(p): p for layer in self._layers for p in _declared.get(layer, ())}.values())
@@ -372,19 +370,8 @@ class Model(HasWeights):
             s.users.add(self)
         shapes = [o.sample_shape for o in self._outputs]
         self.output_shape = shapes[0] if len(shapes) == 1 else shapes
-        self._heads = [_Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
-                       for o, name in zip(self._outputs, self._output_names)]
-        # Tensors read by several calls (an output's loss counting as one): their gradient is
-        # summed into a buffer of the engine's.
-        self._fan_out = [t for t in {id(t): t for t in [*self._outputs, *(t for c in runs for t in c.inputs)]}.values()
-                         if consumers[id(t)] > 1]
-        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
-        self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
-        self._input_widths = [int(np.prod(i.input_shape)) for i in self._inputs]
-        self.capacity = 0
-        self._grad_plans = {}
         self.built = True
-        self._check_ready()
+        self._plan()  # (Step: what the step needs of this graph)
 
     @property
     def store(self) -> ParameterStore:
@@ -396,549 +383,18 @@ class Model(HasWeights):
                              "that built all of its layers")
         return self._whole_store
 
-    def _check_ready(self):
-        if self.built and self.compiled:
-            # A model made again on other lengths trains the same parameters: its optimizer keeps
-            # its moments (and step count) where the ranges are the same.
-            bound = getattr(self.optimizer, "ranges", None)
-            if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
-                    (id(r.store), r.start, r.size) for r in self._ranges]:
-                self.optimizer.bind(self._ranges, self.rt, self.dtype)
-            for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
-                head.compile(loss, weight, metrics)
-            self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
-            self._stats_size = 0
-
-    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
-                loss_weights=None) -> None:
-        """As Keras's compile. A model of several outputs takes `loss` and `loss_weights` as one
-        for all, a list in output order or a dict by output name, and `metrics` as a list per
-        output or a dict by output name; the loss it minimises is the weighted sum of its
-        outputs' losses. `distribution`: a clnet.distribute strategy (default: the one whose
-        scope() is open)."""
-        from .distribute import Distribution, current
-        if distribution is not None and not isinstance(distribution, Distribution):
-            raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
-                            f"or None, got {distribution!r}")
-        names = self.output_names if self.built or type(self) is Model else ["output"]
-        if isinstance(loss, dict) and "name" in loss and "name" not in names:  # a loss's own config
-            loss = losses.get(loss)
-        self._losses = _per_output(loss, names, "loss", _loss)
-        self._loss_weights = _per_output(loss_weights, names, "loss_weights", _loss_weight)
-        if metrics is not None and len(names) > 1 and not isinstance(metrics, dict) and not (
-                isinstance(metrics, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in metrics)):
-            raise ValueError(f"metrics of a model of several outputs {names} must be a dict by output name or a list "
-                             f"of one list per output, as Keras's; got {metrics!r}")
-        self._metrics = _per_output(metrics, names, "metrics", _metric_names, listed=len(names) > 1)
-        self.optimizer = optimizers.get(optimizer)
-        self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
-        self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
-        self.loss_weights = None if loss_weights is None else dict(zip(names, self._loss_weights))
-        self.compiled = True
-        self._check_ready()
-        self.distribution = distribution or current()
-        if self.distribution is not None:
-            if len(names) > 1:
-                raise ValueError(f"{type(self.distribution).__name__} trains models of one output; model "
-                                 f"{self.name!r} has {len(names)} ({names})")
-            if self.built and self._whole_store is None:
-                raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
-                                 f"store, but model {self.name!r} shares layers another model built (their "
-                                 "weights stay in that model's store); distribute the model that built them")
-            self.distribution.attach(self)
-
-    def compile_config(self) -> dict:
-        """compile's loss, metrics and loss weights as JSON-able values (a checkpoint's training
-        config): compile(optimizer, **compile_config()) compiles the same step again."""
-        self._require_compiled("compile_config")
-        several = len(self._heads) > 1
-        config = {"loss": ({n: l.get_config() for n, l in zip(self.output_names, self._losses)} if several
-                           else self._losses[0].get_config()),
-                  "metrics": dict(zip(self.output_names, self._metrics)) if several else self._metrics[0]}
-        if self.loss_weights is not None:
-            config["loss_weights"] = self.loss_weights
-        return config
-
-    def _fold_residual_sums(self, producers: dict, consumers: dict) -> None:
-        """Residual sums folded into a term's producer (Layer.adds_to_output): an Add of two
-        tensors, the only reader of one, b, whose producer adds the other, a, ready before it runs
-        (an input, or made earlier). Sets self._residuals, id(b's call) -> a, and self._folded,
-        id(Add's call) -> b: the Add's output is b's, and it launches nothing. In a transformer
-        every block's two residual sums fold into the attention's and the feed-forward's last
-        Dense; on the H100 the tiny GPT's 8 Sums took 10 us each."""
-        order = {id(i.output): -1 for i in self._inputs}
-        order.update({id(t): k for k, (_, call) in enumerate(self._steps) for t in call.outputs})
-        self._residuals, self._folded = {}, {}
-        calls = {id(call.output): call for _, call in self._steps}
-        for runner, call in self._steps:
-            if not runner.sums_inputs or len(call.inputs) != 2 or call.inputs[0] is call.inputs[1]:
-                continue
-            for b, a in (call.inputs, call.inputs[::-1]):
-                maker = producers.get(id(b))
-                if (maker is not None and maker.adds_to_output and b.index == 0 and consumers[id(b)] == 1
-                        and id(calls[id(b)]) not in self._residuals and order[id(a)] < order[id(b)]):
-                    self._residuals[id(calls[id(b)])] = a
-                    self._folded[id(call)] = b
-                    break
-
-    # -- device buffers ----------------------------------------------------------------------
-    def _ensure_capacity(self, rows: int) -> None:
-        if rows > self.capacity:
-            # A layer shared with another model may hold more rows already: it never shrinks.
-            for layer in [*self._inputs, *(runner for runner, _ in self._steps)]:
-                layer.ensure_rows(rows)
-            self._grad_sums = {id(t): Tensor((rows, *t.sample_shape), self.dtype, self.rt) for t in self._fan_out}
-            self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
-                                   if len(self._inputs) > 1 else [])
-            self.capacity = rows
-        if self.compiled:
-            for head in self._heads:
-                head.ensure_rows(self.capacity, len(self._heads) > 1)
-
-    def _ensure_stats(self, samples: int) -> None:
-        """Per-sample loss and accuracy for `samples`, in the loss kernel's blocks per sample. A
-        stream's epoch grows them as it goes, at least doubling, with a device-side copy of what
-        the epoch has written so far."""
-        if samples > self._stats_size:
-            size = max(samples, 2 * self._stats_size)
-            for head in self._heads:
-                head.grow_stats(size, self._stats_size)
-            self._stats_size = size
-
-    def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
-        """Per call, which of its inputs need a gradient: those downstream of a parameter (or, when
-        `want_input_grad`, of a model input)."""
-        if want_input_grad not in self._grad_plans:
-            upstream = {id(i.output): want_input_grad for i in self._inputs}
-            plan = {}
-            for runner, call in self._steps:
-                plan[id(call)] = [upstream[id(t)] for t in call.inputs]
-                needed = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
-                upstream.update({id(t): needed for t in call.outputs})
-            self._grad_plans[want_input_grad] = plan
-        return self._grad_plans[want_input_grad]
-
-    # -- one batch ---------------------------------------------------------------------------
-    def _forward(self, x: Tensor, rows: int, training: bool = False, logits: bool = False) -> list[Tensor]:
-        """The outputs for a batch `x` (rows, all inputs' features side by side), in order; with
-        `logits`, where an output's loss takes its layer's softmax (_Head.softmax_in_loss), that
-        layer's softmax input instead (its forward_logits)."""
-        # The mode every layer sees: fit trains (Dropout drops, BatchNormalization normalises with
-        # and updates batch statistics); evaluate, predict and validation infer. `step`, the
-        # optimizer's update count (restored from a checkpoint), seeds per-step randomness, so a
-        # resumed run draws the masks an uninterrupted one does.
-        step = self.optimizer.iterations if training else 0
-        values = {}
-        if len(self._inputs) == 1:
-            values[id(self._inputs[0].output)] = x
-        else:  # one gathered batch holds every input's columns: give each input its own
-            offset, total = 0, sum(self._input_widths)
-            for layer, width, batch in zip(self._inputs, self._input_widths, self._input_batches):
-                self._split((width, rows), None, x, total, offset, batch, width, 0, width)
-                values[id(layer.output)] = batch
-                offset += width
-        for runner, call in self._steps:
-            folded = self._folded.get(id(call))
-            if folded is not None:  # its sum was made by the producer of `folded` (_fold_residual_sums)
-                values[id(call.output)] = values[id(folded)]
-                continue
-            runner.training, runner.step = training, step
-            xs = [values[id(t)] for t in call.inputs]
-            forward = runner.forward_logits if logits and id(call.output) in self._logit_outputs else runner.forward
-            residual = self._residuals.get(id(call))
-            added = {} if residual is None else {"add": values[id(residual)]}
-            result = forward(xs if runner.multi_input else xs[0], _rows(call, rows), **added)
-            if len(call.outputs) == 1:
-                values[id(call.output)] = result
-            else:  # a list, an output per tensor (a recurrent layer's states)
-                values.update({id(t): value for t, value in zip(call.outputs, result)})
-        return [values[id(o)] for o in self._outputs]
-
-    def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
-        """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
-        first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
-        over the other axes (time). Where the loss folds the output layer's softmax, the layer
-        hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
-        step (~9 us of host time on the H100, where small batches are launch-bound)."""
-        outputs = self._forward(x, rows, training, logits=True)
-        if len(self._heads) == 1:
-            self._heads[0].launch(target, outputs[0], rows, first)
-            return
-        # The batch's targets lie side by side, an output's after another's: each loss reads its own.
-        offset, total = 0, sum(head.width for head in self._heads)
-        for head, output in zip(self._heads, outputs):
-            self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
-            head.launch(head.target, output, rows, first)
-            offset += head.width
-
-    def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
-        """Parameter gradients for the last forward pass; returns dL/d(input) per model input
-        (None where `plan` did not ask for it). `reads`, a distribution's (PieceReads), if given:
-        its layers hand over gradients in parts meanwhile, and reads.done(runner) is called once
-        each layer's backward is enqueued (the distribution starts copying its gradients then)."""
-        grads = {}
-        for head in self._heads:
-            self._add_gradient(grads, head.tensor, head.output_grad, rows)
-        with reads.handing_over() if reads is not None else nullcontext():
-            for runner, call in reversed(self._steps):
-                output_grads = [grads.pop(id(t), None) for t in call.outputs]
-                if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
-                    continue
-                self._backward_call(runner, call, output_grads, _rows(call, rows), plan[id(call)], grads)
-                if reads is not None:
-                    self.rt.join_side()  # the distribution copies this layer's gradients now
-                    reads.done(runner)
-        self.rt.join_side()
-        self._own_store.add_shared_gradients()
-        return [grads.get(id(i.output)) for i in self._inputs]
-
-    def _backward_call(self, runner, call, output_grads: list, rows: int, wanted: list[bool], grads: dict) -> None:
-        """One call's backward pass, given its outputs' gradients (None for an output nothing
-        read, of a call with several); the gradients of its inputs go into `grads`."""
-        grad = output_grads[0]
-        states = {"state_grads": output_grads[1:]} if len(output_grads) > 1 else {}
-        if runner.multi_input:
-            results = runner.backward(grad, rows, wanted, **states)
-        else:
-            folded = any(head.fold and call.output is head.tensor for head in self._heads)
-            # The input's gradient from its later readers, where this layer adds its own to it.
-            earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
-            added = states | ({} if earlier is None else {"add_to": earlier})
-            results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
-            if earlier is not None:
-                grads[id(call.inputs[0])] = results[0]
-                return
-        for t, result, want in zip(call.inputs, results, wanted):
-            if want:
-                self._add_gradient(grads, t, result, rows)
-
-    def _add_gradient(self, grads: dict, tensor: KerasTensor, grad: Tensor, rows: int) -> None:
-        if id(tensor) not in grads:
-            grads[id(tensor)] = grad
-            return
-        total = (rows if tensor.batched else 1) * int(np.prod(tensor.sample_shape))
-        into = self._grad_sums[id(tensor)]
-        self._sum(*self.rt.four_per_item(total), grads[id(tensor)], grad, into, total)
-        grads[id(tensor)] = into
-
-    def _totals_now(self, count: int) -> tuple[float, float]:
-        """Sum of per-sample loss and accuracy over [0, count) of a model of one output: the only
-        read of a training loop."""
-        return self._heads[0].totals(count)
-
-    def _logs(self, count: int, prefix: str = "") -> dict:
-        """The logs Keras writes: `loss`, the weighted sum of the outputs' losses; with several
-        outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name."""
-        totals = [head.totals(count) for head in self._heads]
-        logs = {prefix + "loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
-        several = len(self._heads) > 1
-        if several:
-            logs.update({f"{prefix}{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
-        metrics = {f"{prefix}{head.name + '_' if several else ''}{metric}": hits / count
-                   for head, (_, hits) in zip(self._heads, totals) for metric in head.metrics}
-        return logs | dict(sorted(metrics.items()))
-
-    def _train_logs(self, seen: int, running: bool = False) -> dict:
-        """The epoch's training logs, over every replica's rows under a distribution (`running`:
-        for the progress bar, which only the chief shows)."""
-        return self._logs(seen) if self.distribution is None else self.distribution.logs(self, seen, running)
-
-    # -- public training API -----------------------------------------------------------------
-    def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
-            validation_steps=None) -> History:
-        """x, y: arrays (a memmap too); or x alone, a generator or PyDataset giving (x, y) batches
-        (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
-        the data (a generator: until it is exhausted)."""
-        self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _meet_shapes)
-        try:
-            self._require_compiled("fit")
-            batch_size = _check_int("batch_size", batch_size, minimum=1)
-            epochs = _check_int("epochs", epochs, minimum=0)
-            initial_epoch = _check_int("initial_epoch", initial_epoch, minimum=0)
-            steps_per_epoch = _check_steps("steps_per_epoch", steps_per_epoch)
-            validation_steps = _check_steps("validation_steps", validation_steps)
-            if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
-                raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
-            if validation_split and validation_data is None:
-                if is_stream(x):
-                    raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
-                                     "validation_data instead")
-                x, y = self._prepare(x, y)
-                split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
-                if split < 1 or split == len(x):
-                    raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
-                                     f"samples out of {len(x)}")
-                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
-                val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
-                                       reserved=train.batches.device_bytes)
-            else:
-                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
-                val = None
-            if validation_data is not None:
-                if is_stream(validation_data):
-                    val_x, val_y = validation_data, None
-                elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
-                    val_x, val_y = validation_data
-                else:
-                    raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
-                reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
-                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
-            reads = None  # told as each layer's gradients are enqueued (the distribution's reduction starts)
-            if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
-                train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
-                reads = self.distribution.gradient_reads(self)
-            chief = self.distribution is None or self.distribution.chief  # shows the progress
-            input_grads = self._needs_input_grad(False)
-            steps = train.steps
-
-            history = History()
-            callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
-                                     {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
-            self.stop_training = False
-            watch_batches = callbacks.watch("on_batch_begin", "on_batch_end")
-            callbacks.on_train_begin({})
-            for epoch in range(initial_epoch, epochs):
-                if train.exhausted:  # a generator read to its end in an earlier epoch
-                    data.ran_out("x")
-                    break
-                callbacks.on_epoch_begin(epoch, {})
-                started = time.perf_counter()
-                seen = 0
-                with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
-                          disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
-                    refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
-                    with closing(train.epoch(epoch)) as batches:
-                        for step, (rows, xb, yb) in enumerate(batches):
-                            if watch_batches:
-                                callbacks.on_batch_begin(step, {"batch": step, "size": rows})
-                            self._ensure_stats(seen + rows)
-                            self._forward_loss(xb, yb, rows, seen, training=True)
-                            self._backward(rows, input_grads, reads)
-                            if self.distribution is not None:  # the other replicas' steps, the gradient reduction
-                                self.distribution.synchronize(self)
-                            self.optimizer.step()
-                            # Hand the step to the device now: NVIDIA's driver holds enqueued kernels
-                            # until a flush, so without one the device idled while Python queued
-                            # the next step (1024-row MLP steps on the H100: 394 us, host + kernels).
-                            self.rt.queue.flush()
-                            seen += rows
-                            if watch_batches:
-                                callbacks.on_batch_end(step, {"batch": step, "size": rows})
-                            bar.update(1)
-                            if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                                bar.set_postfix(self._train_logs(seen, running=True), refresh=False)
-                    if not seen:
-                        if epoch == initial_epoch:
-                            raise ValueError("x (a generator) yielded no batches")
-                        data.ran_out("x")
-                        break
-                    logs = self._train_logs(seen)
-                    if val is not None:
-                        logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
-                    bar.set_postfix(logs, refresh=False)
-                self.epoch = epoch + 1
-                if verbose == 2 and chief:
-                    print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
-                          " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
-                callbacks.on_epoch_end(epoch, logs)
-                if self.stop_training:
-                    break
-            callbacks.on_train_end({})
-            self.history = history
-            return history
-        finally:
-            self._in_fit = False
-
-    def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "") -> dict:
-        seen = 0
-        with closing(feed.epoch(epoch)) as batches:
-            for rows, xb, yb in batches:
-                self._ensure_stats(seen + rows)
-                self._forward_loss(xb, yb, rows, seen)
-                seen += rows
-        if not seen:  # only a generator can give nothing
-            raise ValueError(f"{feed.name} (a generator) yielded no batches in epoch {epoch + 1}; a generator "
-                             "is read once: give a generator that does not end and steps, or a PyDataset")
-        return self._logs(seen, prefix)
-
-    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None, return_dict: bool = False):
-        """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
-        generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy], or
-        with `return_dict` a dict of them by name."""
-        self._require_compiled("evaluate")
-        batch_size = _check_int("batch_size", batch_size, minimum=1)
-        logs = self._evaluate_feed(self._feed(x, y, batch_size, _check_steps("steps", steps)))
-        if verbose:
-            print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
-        return _returned(logs, return_dict)
-
-    def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
-        """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
-        (x,) or (x, y)), in order."""
-        batch_size = _check_int("batch_size", batch_size, minimum=1)
-        feed = self._feed(x, None, batch_size, _check_steps("steps", steps), targets=False)
-        shapes = [o.sample_shape for o in self._outputs]
-        results = None if feed.samples is None else [np.empty((feed.samples, *shape), self.dtype) for shape in shapes]
-        parts, seen = [], 0
-        with closing(feed.epoch(0)) as batches:
-            for rows, xb, _ in batches:
-                part = ([np.empty((rows, *shape), self.dtype) for shape in shapes] if results is None
-                        else [result[seen:seen + rows] for result in results])
-                # Reads queue behind the kernels without waiting; finish() below waits for them all.
-                for array, output in zip(part, self._forward(xb, rows)):
-                    cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer, is_blocking=False)
-                parts.append(part)
-                seen += rows
-        if not seen:
-            raise ValueError("x (a generator) yielded no batches")
-        self.rt.queue.finish()
-        return self._structured(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
-
-    def _structured(self, arrays: list):
-        """Per-output arrays in the structure the model's outputs were given in (Keras's)."""
+    def outputs_as_given(self, arrays: list):
+        """Per-output arrays (or tensors) in the structure the model's outputs were given in: one,
+        a list, or a dict by output name, as Keras's predict returns them."""
         if self._output_structure == "single":
             return arrays[0]
         return dict(zip(self._output_names, arrays)) if self._output_structure == "dict" else arrays
 
-    def train_on_batch(self, x, y=None, return_dict: bool = False):
-        """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
-        compiled with it), from the forward pass before the update; a dict with `return_dict`.
-        Callbacks do not run, as in Keras."""
-        self._require_compiled("train_on_batch")
-        if self.distribution is not None:
-            raise ValueError(f"train_on_batch runs one device's step, but model {self.name!r} was compiled "
-                             f"with the distribution {type(self.distribution).__name__}, whose replicas would "
-                             "fall out of step; use fit")
-        rows, xb, yb = self._one_batch(x, y, targets=True)
-        self._forward_loss(xb, yb, rows, 0, training=True)
-        self._backward(rows, self._needs_input_grad(False))
-        self.optimizer.step()
-        return _returned(self._logs(rows), return_dict)
-
-    def test_on_batch(self, x, y=None, return_dict: bool = False):
-        """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
-        self._require_compiled("test_on_batch")
-        rows, xb, yb = self._one_batch(x, y, targets=True)
-        self._forward_loss(xb, yb, rows, 0)
-        return _returned(self._logs(rows), return_dict)
-
-    def predict_on_batch(self, x) -> np.ndarray:
-        """The outputs for all of x in one launch sequence, as Keras's."""
-        rows, xb, _ = self._one_batch(x)
-        arrays = [np.empty((rows, *o.sample_shape), self.dtype) for o in self._outputs]
-        for array, output in zip(arrays, self._forward(xb, rows)):
-            cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer)
-        return self._structured(arrays)
-
-    def _one_batch(self, x, y=None, targets: bool = False):
-        """(rows, x batch, y batch or None): all of x (and, with `targets`, y), checked as fit checks
-        them, on the device as one batch."""
-        if not targets:
-            x = self._prepare_x(x)
-        elif y is None:
-            raise ValueError("y (the targets) is required with an array x")
-        else:
-            x, y = self._prepare(x, y)
-        rows = len(x)
-        self._ensure_capacity(rows)
-        if y is not None:
-            self._ensure_stats(rows)
-        return (rows, *Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self._batch_transposed).batch(0, rows))
-
-    def compute_gradients(self, x, y):
-        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
-        training mode at the current step (the same Dropout masks each call; a non-trainable
-        weight's gradient is zeros)."""
-        self._require_compiled("compute_gradients")
-        rows, xb, yb = self._one_batch(x, y, targets=True)
-        self._forward_loss(xb, yb, rows, 0, training=True)
-        input_grads = self._backward(rows, self._needs_input_grad(True))
-        loss = self._logs(rows)["loss"]
-        grads = []
-        for layer in self._layers:
-            grads.extend(layer.gradients())
-        arrays = [g.numpy()[:rows].reshape(rows, *i.input_shape) for g, i in zip(input_grads, self._inputs)]
-        return loss, grads, arrays[0] if len(arrays) == 1 else arrays
-
-    # -- input checks and feeds ------------------------------------------------------------------
-    def _feed(self, x, y, batch_size: int, steps: int | None, name: str = "", targets: bool = True,
-              shuffle: bool = False, reserved: int = 0):
-        """The batches of arrays (x, y), or of a generator / PyDataset x, as fit, evaluate and
-        predict iterate them; `name` prefixes the arguments in errors (validation_data), and
-        `reserved` bytes of the device budget are taken already (by the training data)."""
-        names = (f"{name} x".strip(), f"{name} y".strip())
-        if is_stream(x):
-            if y is not None:
-                kind = "generator" if isinstance(x, Iterator) else "PyDataset"
-                raise ValueError(f"{name or 'x'} is a {kind}, which gives the targets in its (x, y) batches: "
-                                 f"{names[1]} must not be passed, got {type(y).__name__}")
-
-            def prepare(xb, yb, step):
-                where = f" in batch {step}"
-                if not targets:
-                    return self._prepare_x(xb, names[0] + where), None
-                return self._prepare(xb, yb, (names[0] + where, names[1] + where))
-
-            stream = Stream(cl_runtime.runtime() if not self.built else self.rt, x, name or "x", prepare,
-                            self._reserve, self.dtype, targets, steps, self.seed if shuffle else None,
-                            lambda: self._batch_transposed)
-            if not self.built:
-                stream.peek()
-            return stream
-        if not targets:
-            return self._array_feed(self._prepare_x(x, names[0]), None, batch_size, steps, shuffle, reserved)
-        if y is None:
-            raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
-                             "or pass x as a generator or PyDataset of (x, y) batches")
-        return self._array_feed(*self._prepare(x, y, names), batch_size, steps, shuffle, reserved)
-
-    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0) -> ArrayFeed:
-        """Batches of prepared arrays: x (samples, features), y (samples, outputs) or None."""
-        capacity = self._reserve(min(batch_size, len(x)))
-        budget = data.device_budget(self.rt) - reserved
-        if y is not None:
-            self._ensure_stats(len(x))
-        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self._batch_transposed), batch_size,
-                         steps, self.seed if shuffle else None, self._reserve)
-
-    def _reserve(self, rows: int) -> int:
-        """Buffers for batches of `rows`; the capacity every batch tensor must have (the first
-        layer reads x^T with that leading dimension)."""
-        self._ensure_capacity(rows)
-        return self.capacity
-
-    def _require_compiled(self, what: str) -> None:
-        if not self.compiled:
-            raise NotCompiledError(f"call compile(optimizer, loss) before {what}()")
-
-    def _prepare_x(self, x, name: str = "x") -> np.ndarray:
-        """x checked and viewed as (samples, features), still in its own dtype: a memmap is not read.
-        A model of several inputs takes a list of arrays, one per input, and gets their features
-        side by side (a copy)."""
-        if len(self._inputs) > 1:
-            names = [i.name for i in self._inputs]
-            pairs = _by_name(x, names, name, "input")
-            labels = [f"{name}[{key!r}] (input {n!r})" for (key, _), n in zip(pairs, names)]
-            arrays = [_batch(part, label) for (_, part), label in zip(pairs, labels)]
-            self._meet_shapes([a.shape[1:] for a in arrays], labels)
-            parts = [self._prepare_one(a, label, source.input_shape, source)
-                     for a, label, source in zip(arrays, labels, self._inputs)]
-            if len({len(p) for p in parts}) > 1:
-                raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
-            return np.concatenate(parts, axis=1)
-        if isinstance(x, (list, tuple)) and len(x) == 1 and not np.isscalar(x[0]):
-            x = x[0]  # Keras takes [x] for a model of one input
-        elif isinstance(x, dict) and self._inputs and list(x) == [self._inputs[0].name]:
-            x = x[self._inputs[0].name]
-        x = _batch(x, name)
-        self._meet_shapes([x.shape[1:]], [name])
-        return self._prepare_one(x, name, self.input_shape)
-
-    def _meet_shapes(self, shapes: list[tuple], labels: list[str]) -> None:
-        """Build for the data's sample shapes: a model not built yet (a subclassed model is traced
-        on them), and one whose Inputs have lengths of None, made again on the data's lengths
-        whenever they change (outside fit, whose batches must keep theirs)."""
+    def ensure_built(self, shapes: list[tuple], labels: list[str], lengths: list[tuple] | None = None) -> None:
+        """Build for the data's sample `shapes` (one per input; `labels` name them in errors): a
+        model not built yet (a subclassed model is traced on them), and one whose Inputs have
+        lengths of None, made again on the data's lengths whenever they change (within a fit,
+        whose batches must keep the lengths of its first data, they may not). The feeds call it."""
         if self._pattern is None:
             if not self.built:
                 self.build(shapes[0] if len(shapes) == 1 else shapes)
@@ -948,41 +404,50 @@ class Model(HasWeights):
             if not _fits(shape, source.input_shape):
                 raise ValueError(f"{label} has samples of shape {shape}, but input {source.name!r} takes "
                                  f"samples of shape {source.input_shape} (None: any length)")
-        if self._in_fit:  # the first data of a fit sets its lengths
-            if self._fit_shapes is not None and shapes != self._fit_shapes:
-                raise ValueError(f"{', '.join(labels)} has samples of shape {shapes}, but this fit runs on "
-                                 f"{self._fit_shapes}: within one fit (its validation data too) every batch must "
-                                 "have the same lengths; pad them to one length")
-            self._fit_shapes = shapes
+        if lengths is not None and shapes != lengths:
+            raise ValueError(f"{', '.join(labels)} has samples of shape {shapes}, but this fit runs on {lengths}: "
+                             "within one fit (its validation data too) every batch must have the same lengths; pad "
+                             "them to one length")
         if self.built and shapes == [i.input_shape for i in self._inputs]:
             return
         self._instantiate(shapes)
         self.build()
 
-    def _prepare_one(self, x, name: str, expected, source: Input | None = None) -> np.ndarray:
-        if expected is not None and tuple(x.shape[1:]) != tuple(expected):
+    @property
+    def built_shapes(self) -> list[tuple] | None:
+        """The sample shape of each input the model is built on (None before it is built)."""
+        return [i.input_shape for i in self._inputs] if self.built else None
+
+    def prepare_inputs(self, x, name: str = "x", lengths: list[tuple] | None = None) -> np.ndarray:
+        """x checked and viewed as (samples, features), still in its own dtype (a memmap is not
+        read), the model built for its shapes (ensure_built, `lengths` as there). A model of
+        several inputs takes a list of arrays in input order or a dict by input name, and gets
+        their features side by side (a copy). Errors name `name`."""
+        if len(self._inputs) > 1:
+            names = [i.name for i in self._inputs]
+            pairs = by_name(x, names, name, "input")
+            labels = [f"{name}[{key!r}] (input {n!r})" for (key, _), n in zip(pairs, names)]
+            arrays = [_batch(part, label) for (_, part), label in zip(pairs, labels)]
+            self.ensure_built([a.shape[1:] for a in arrays], labels, lengths)
+            parts = [self._checked_input(a, label, source) for a, label, source in zip(arrays, labels, self._inputs)]
+            if len({len(p) for p in parts}) > 1:
+                raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
+            return np.concatenate(parts, axis=1)
+        if isinstance(x, (list, tuple)) and len(x) == 1 and not np.isscalar(x[0]):
+            x = x[0]  # Keras takes [x] for a model of one input
+        elif isinstance(x, dict) and self._inputs and list(x) == [self._inputs[0].name]:
+            x = x[self._inputs[0].name]
+        x = _batch(x, name)
+        self.ensure_built([x.shape[1:]], [name], lengths)
+        return self._checked_input(x, name, self._inputs[0])
+
+    def _checked_input(self, x: np.ndarray, name: str, source: Input) -> np.ndarray:
+        if tuple(x.shape[1:]) != tuple(source.input_shape):
             raise ValueError(f"{name} has shape {x.shape}, but the model's first layer expects samples of "
-                             f"shape {tuple(expected)}")
-        source = source or self._inputs[0]
+                             f"shape {tuple(source.input_shape)}")
         for layer in {id(c.layer): c.layer for c in self._calls if any(t is source.output for t in c.inputs)}.values():
             layer.check_input(x, name)  # e.g. Embedding's ids, before any launch
         return x.reshape(len(x), -1)
-
-    def _prepare(self, x, y, names=("x", "y")):
-        x = self._prepare_x(x, names[0])
-        if len(self._heads) == 1:
-            if isinstance(y, (list, tuple)) and len(y) == 1 and not np.isscalar(y[0]):
-                y = y[0]  # Keras takes [y] for a model of one output
-            y = self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, names[1])
-        else:  # each output's targets by its loss, side by side
-            parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{names[1]}[{key!r}] (output {head.name!r})")
-                     for head, (key, part) in zip(self._heads, _by_name(y, self.output_names, names[1], "output"))]
-            if len({len(p) for p in parts}) > 1:
-                raise ValueError(f"the arrays of {names[1]} have {[len(p) for p in parts]} samples; they must match")
-            y = np.concatenate(parts, axis=1)
-        if len(x) != len(y):
-            raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
-        return x, np.ascontiguousarray(y)
 
     # -- weights, config, summary --------------------------------------------------------------
     def _require_built(self, what: str) -> None:
@@ -1324,70 +789,11 @@ class _SharingStore(_DeclaringStore):
         return self.store.share(owner)
 
 
-class _Head:
-    """One output as the loss sees it (Keras's per-output loss): its tensor and name, its loss,
-    weight and metrics, and its loss kernel's buffers. `consumed`: a layer reads the output too,
-    so its gradient is a sum, and its layer's activation stays out of the loss."""
-
-    def __init__(self, rt, dtype, tensor: KerasTensor, name: str, consumed: bool):
-        self.rt, self.dtype, self.tensor, self.name, self.consumed = rt, dtype, tensor, name, consumed
-        self.shape = tensor.sample_shape
-        self.positions = int(np.prod(self.shape[:-1]))  # time steps, or 1
-        # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
-        # enough per sample for its positions; each writes its share of the sample's loss.
-        self.group = rt.row_group(self.positions)
-        self.blocks = -(-self.positions // self.group)  # work-groups per sample
-
-    def compile(self, loss, weight: float, metrics: list[str]) -> None:
-        rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
-        self.loss, self.weight, self.metrics = loss, weight, metrics
-        self.width = loss.target_width(self.shape)  # its targets' columns in a batch
-        self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
-        # fit and evaluate read the output only through the loss: an output layer whose softmax
-        # the loss folds may leave the softmax to the loss kernel (see Model._forward_loss).
-        self.softmax_in_loss = self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
-        self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
-        self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
-        self._totals = Tensor((2,), dtype, rt)
-        self.output_grad = self.target = None
-        self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
-
-    def ensure_rows(self, rows: int, split_targets: bool) -> None:
-        if self.output_grad is None or self.output_grad.shape[0] < rows:
-            self.output_grad = Tensor((rows, *self.shape), self.dtype, self.rt)
-            # A model of several outputs copies each one's targets out of the batch's.
-            self.target = Tensor((rows, self.width), self.dtype, self.rt) if split_targets else None
-
-    def grow_stats(self, samples: int, kept: int) -> None:
-        """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
-        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2))
-        if kept:
-            for old, new in zip(self.stats, grown):
-                cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
-        self.stats = grown
-
-    def launch(self, target: Tensor, output: Tensor, rows: int, first: int) -> None:
-        """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
-        rows [first, first + rows). As in Keras the last axis is what a loss compares (the
-        classes), averaged over the other axes (time). Where the loss takes the output layer's
-        softmax, `output` is the softmax's input: one launch fewer per step (~9 us of host time
-        on the H100, where small batches are launch-bound)."""
-        self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
-                     *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
-                     SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
-                     self.weight / (rows * self.positions))
-
-    def totals(self, count: int) -> tuple[float, float]:
-        """Sum of per-sample loss and accuracy over [0, count)."""
-        size = self.rt.local_size
-        self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
-        loss, hits = self._totals.numpy()
-        return float(loss), float(hits)
-
 
 def _several(input_shape) -> bool:
     """Whether build's `input_shape` is a list of shapes, one per input."""
     return isinstance(input_shape, list) and bool(input_shape) and isinstance(input_shape[0], (list, tuple))
+
 
 
 def _batch(x, name: str) -> np.ndarray:
@@ -1412,11 +818,6 @@ def _replayed(graph: dict, made: dict) -> list[KerasTensor]:
     return [made[id(o)] for o in graph["outputs"]]
 
 
-def _rows(call: Call, rows: int) -> int:
-    """The rows a call computes: the batch's, or one for a call without a batch axis (of weights
-    and constants alone, the same for every sample)."""
-    return rows if call.outputs[0].batched else 1
-
 
 def _output_name(tensor: KerasTensor, taken: set) -> str:
     """An output's name, as Keras's: its layer's, made unique (a recurrent layer's states follow
@@ -1428,77 +829,10 @@ def _output_name(tensor: KerasTensor, taken: set) -> str:
     return name
 
 
-def _by_name(value, names: list[str], argument: str, what: str) -> list[tuple]:
-    """(key, item) per name of `value`, a list in order or a dict by name, as Keras takes a
-    model's several inputs or outputs."""
-    if isinstance(value, dict):
-        unknown = [k for k in value if k not in names]
-        missing = [n for n in names if n not in value]
-        if unknown or missing:
-            raise ValueError(f"{argument} is a dict by {what} name; the model's {what}s are {names}, got keys "
-                             f"{list(value)}" + (f" ({unknown} unknown)" if unknown else "")
-                             + (f" ({missing} missing)" if missing else ""))
-        return [(n, value[n]) for n in names]
-    if not isinstance(value, (list, tuple)) or len(value) != len(names):
-        raise ValueError(f"{argument} must be a list of {len(names)} arrays, one per {what} {names}, or a dict by "
-                         f"{what} name, got {type(value).__name__}"
-                         + (f" of {len(value)}" if isinstance(value, (list, tuple)) else ""))
-    return list(enumerate(value))
 
 
-def _per_output(value, names: list[str], argument: str, check, listed: bool = True) -> list:
-    """compile's `value` for each output, as Keras reads it: a dict by output name, a list in
-    output order (where `listed`), or one value for all."""
-    if isinstance(value, dict):
-        unknown = [k for k in value if k not in names]
-        if unknown:
-            raise ValueError(f"{argument} names {unknown}, which are not outputs of the model; its outputs are {names}")
-        return [check(value.get(n), f"{argument}[{n!r}]") for n in names]
-    if listed and isinstance(value, (list, tuple)):
-        if len(value) != len(names):
-            raise ValueError(f"{argument} must have one entry per output {names}, got {len(value)}: {value!r}")
-        return [check(v, f"{argument}[{i}]") for i, v in enumerate(value)]
-    return [check(value, argument) for _ in names]
 
 
-def _loss(value, argument: str):
-    if value is None:
-        raise ValueError(f"{argument} is None: every output of a clnet model needs a loss")
-    return losses.get(value)
 
 
-def _loss_weight(value, argument: str) -> float:
-    if value is None:
-        return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"{argument} must be a non-negative number, got {value!r}")
-    return float(value)
 
-
-def _metric_names(metrics, argument: str) -> list[str]:
-    metrics = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
-    for metric in metrics:
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r} in {argument}; expected one of {sorted(METRICS)}")
-    return sorted({METRICS[m] for m in metrics})
-
-
-def _returned(logs: dict, return_dict: bool):
-    """What evaluate and the *_on_batch methods return, as Keras: the logs, or their values in
-    order (the loss alone when it is the only one)."""
-    if return_dict:
-        return logs
-    values = list(logs.values())
-    return values[0] if len(values) == 1 else values
-
-
-def _check_steps(argument: str, value) -> int | None:
-    return None if value is None else _check_int(argument, value, minimum=1)
-
-
-def _check_int(argument: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{argument} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{argument} must be >= {minimum}, got {value}")
-    return int(value)

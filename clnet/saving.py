@@ -20,7 +20,6 @@ import numpy as np
 from . import optimizers
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
-from .layers import Layer
 from .layers.base import register_custom_objects
 from .model import Model, model_from_config
 
@@ -90,7 +89,7 @@ def _save(model: Model, path, training: bool) -> None:
 def _layer_records(model: Model) -> list:
     """(group name, layer, [(weight name, parameter, Keras-layout array)]) for every layer."""
     records = []
-    for index, layer in enumerate(model._layers):
+    for index, layer in enumerate(model.built_layers):
         weights = layer.get_weights()
         if len(weights) != len(layer.parameters):
             raise NotImplementedError(f"layer {layer.name!r} returns {len(weights)} weight arrays for "
@@ -333,10 +332,10 @@ class _Checkpoint:
         if "layers" not in self.file:
             raise self.error("it has no 'layers' group")
         groups = sorted(self.file["layers"], key=lambda g: int(g.split("_")[0]))  # by the index prefix
-        if len(groups) != len(model._layers):
+        if len(groups) != len(model.built_layers):
             raise self.error(f"it holds {len(groups)} layers ({', '.join(groups)}), but the model has "
-                             f"{len(model._layers)} ({', '.join(l.name for l in model._layers)})")
-        for group, layer in zip(groups, model._layers):
+                             f"{len(model.built_layers)} ({', '.join(l.name for l in model.built_layers)})")
+        for group, layer in zip(groups, model.built_layers):
             saved = _text(self.attr(self.file["layers"][group], "type"))
             if saved != type(layer).__name__:
                 raise self.error(f"layer group {group!r} holds a {saved} layer, but the model's layer "
@@ -348,7 +347,7 @@ class _Checkpoint:
         does not fit the model changes nothing. Returns (group, layer, [(weight name, parameter, Keras shape)]) for set_moments."""
         groups = self.layer_groups(model)
         layers, arrays = [], []
-        for group, layer in zip(groups, model._layers):
+        for group, layer in zip(groups, model.built_layers):
             names = [_text(n) for n in self.attr(self.file["layers"][group], "weight_names")]
             shapes = [w.shape for w in layer.get_weights()]
             if len(names) != len(shapes):

@@ -160,7 +160,7 @@ def test_launches_per_step_of_a_residual_graph(rng):
     per_step = 1 + (1 + 2) + 1 + (1 + 1 + 3) + 1 + 1
     inner, head = model.layers[1], model.layers[-1]
     per_step -= inner.tiled + head.tiled + (not head.reads_transposed)
-    assert model._batch_transposed == inner.reads_transposed  # the gather writes x^T for inner alone
+    assert model.batch_transposed == inner.reads_transposed  # the gather writes x^T for inner alone
     assert rt.launches - before == 4 * per_step + 1  # + the epoch's one metrics read
 
 
@@ -232,8 +232,10 @@ def test_unreachable_inputs_and_outputs():
         clnet.Model([a, b, c], out)
     with pytest.raises(ValueError, match=r"not reachable from the model's inputs alone: it also depends on Input 'b'"):
         clnet.Model(a, out)
-    with pytest.raises(TypeError, match=r"Dense 'dense_1' was called on ndarray"):
-        Dense(2)(np.zeros((2, 3)))
+    with pytest.raises(TypeError, match=r"Dense 'dense_1' was called on str"):
+        Dense(2)("x")
+    with pytest.raises(TypeError, match=r"Dense 'dense_2' was called on ndarray; expected the output of Input"):
+        Dense(2)([np.zeros((2, 3)), a])  # (arrays alone compute now, as Keras's eager call)
     with pytest.raises(ValueError, match=r"x must be a list of 2 arrays, one per input \['a', 'b'\], or a dict by input name, got ndarray"):
         clnet.Model([a, b], out).predict(np.zeros((2, 3)))
     with pytest.raises(TypeError, match=r"Add 'add' merges several inputs, which a Sequential stack cannot give"):

@@ -28,7 +28,7 @@ def test_a_chain_of_ops_runs_as_one_step(rng):
     """The chain's model steps Dense, one fused kernel, Dense, and launches what a model with an
     Activation layer in its place does: one launch forward, one backward."""
     fused, activation = between_layers(chained, "float32"), between_layers(Activation("tanh"), "float32")
-    assert [type(runner).__name__ for runner, _ in fused._steps] == ["Dense", "FusedElementwise", "Dense"]
+    assert [type(runner).__name__ for runner, _ in fused.runs] == ["Dense", "FusedElementwise", "Dense"]
     assert len(fused.layers) == 1 + 2 + 8  # the graph keeps every op: summary, config, export
     rt = clnet.runtime()
     data, target = rng.normal(size=(8, 4)), rng.normal(size=(8, 2))

@@ -224,7 +224,7 @@ def test_the_model_tells_the_layers_a_dense_reads_to_write_y_t(rng):
     reads = [layer.reads_transposed for layer in model.layers if isinstance(layer, Dense)]
     told = [False, False, False, reads[0], reads[0], reads[1], False, reads[2], reads[3], False]
     assert [layer.writes_transposed for layer in model.layers] == told
-    assert not model._batch_transposed  # a convolution reads the batch
+    assert not model.batch_transposed  # a convolution reads the batch
     model.compile("sgd", "mse")
     model.fit(rng.normal(size=(4, 14, 14, 1)), rng.normal(size=(4, 3)), batch_size=4, verbose=0)
     assert pool1.outputs.transposed is None and second_dense.outputs.transposed is None

@@ -193,3 +193,41 @@ def test_training_in_a_traced_call_is_the_models_mode(rng):
     assert model.predict(data).shape == (4, 2, 3)
     with pytest.raises(ValueError, match="training=False: clnet runs each layer in the model's mode"):
         ResidualBlock(3)(layers.Input((2, 3)), training=False)
+
+
+class TwiceEachBatch(clnet.Model):
+    """A step of its own, made of the public one: two updates per batch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.head = layers.Dense(2)
+
+    def call(self, inputs):
+        return self.head(inputs)
+
+    def train_step(self, data):
+        super().train_step(data)
+        super().train_step(data)
+
+
+def test_fit_runs_the_models_train_step(rng):
+    x, y = rng.normal(size=(12, 3)), rng.normal(size=(12, 2))
+    twice = TwiceEachBatch(floatx="float64", seed=3)
+    twice.compile(clnet.optimizers.SGD(0.1), "mse")
+    twice.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    assert twice.optimizer.iterations == 6
+    inputs = layers.Input((3,))
+    once = Model(inputs, layers.Dense(2)(inputs), floatx="float64", seed=3)
+    once.compile(clnet.optimizers.SGD(0.1), "mse")
+    once.set_weights(_initial_weights(3, x))
+    for start in range(0, 12, 4):
+        for _ in range(2):
+            once.train_on_batch(x[start:start + 4], y[start:start + 4])
+    for got, want in zip(twice.get_weights(), once.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def _initial_weights(seed, x):
+    fresh = TwiceEachBatch(floatx="float64", seed=seed)
+    fresh.predict(x[:1])  # (traced and built on its first data)
+    return fresh.get_weights()

@@ -18,6 +18,7 @@ import pyopencl as cl
 
 from ..cl import runtime as cl_runtime
 from ..data import ArrayFeed, order, plan
+from ..step import DeviceBatch
 
 _current: "Distribution | None" = None
 
@@ -140,7 +141,7 @@ class ShardedFeed:
         pass_index, start, end = plan(epoch, self.total, self.train.steps_per_epoch)
         largest = max(self.strategy.split(self.batch_size))
         for model, batches in zip(self.replicas, self.batches):
-            capacity = model._reserve(largest)
+            capacity = model.reserve(largest)
             if capacity != batches.capacity:
                 batches.allocate(capacity)
             if self.train.seed is not None:
@@ -256,13 +257,13 @@ def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[in
     """`state`'s flat arrays cut into pieces, in the order the backward pass finishes them: each
     layer's gradients (from its first parameter to the next layer's), the last layer's first; then
     the non-trainable values. Returns the pieces as (start, end); by the layer's position in
-    model._steps, the indices of the pieces its backward pass completes; and the index of the first
+    model.runs, the indices of the pieces its backward pass completes; and the index of the first
     piece that only the backward pass's last launch (or its end) completes: the pieces before it are
     complete while that launch runs. Where a layer is called more than once (its gradients are
     summed after the whole backward pass), or a layer's parameters are not all before the next
     layer's, every piece waits for the backward pass's end."""
     spans = sorted((min(p.offset for p in trainable), max(p.offset + p.size for p in trainable), position)
-                   for position, (runner, _) in enumerate(model._steps)
+                   for position, (runner, _) in enumerate(model.runs)
                    if (trainable := [p for p in runner.parameters if p.trainable]))
     starts = [0] + [start for start, _, _ in spans[1:]] + [state.size]
     if model.store.shared or not spans or any(end > starts[i + 1] for i, (_, end, _) in enumerate(spans)):
@@ -274,7 +275,7 @@ def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[in
         count = piece_count(start, end)
         # A layer that completes its gradients in parts (Layer.gradient_parts) is cut where they
         # end, so that each part is a piece, read as soon as its launch is done.
-        parts = [] if position is None else model._steps[position][0].gradient_parts(count)
+        parts = [] if position is None else model.runs[position][0].gradient_parts(count)
         cuts = {cut for part in parts for cut in part if start < cut < end}
         late = len(pieces)  # (the layer's pieces are complete at its end, unless it has parts)
         if cuts and position == layers[-1][2]:  # the backward pass's last launch: its part in TAIL_PIECES
@@ -303,10 +304,10 @@ class PieceReads:
     def __init__(self, state: FlatState, model, pieces: list[tuple[int, int]], ready_after: dict[int, list[int]],
                  one_context: bool = False):
         self.state, self.pieces = state, pieces
-        self.layer_pieces = {id(model._steps[position][0]): indices for position, indices in ready_after.items()}
+        self.layer_pieces = {id(model.runs[position][0]): indices for position, indices in ready_after.items()}
         self.piece_at = {start: index for index, (start, _) in enumerate(pieces)}
         # (layer, parts) for every layer whose pieces come from a backward pass, as plan_pieces asked
-        self.layer_parts = [(model._steps[position][0], piece_count(pieces[indices[0]][0], pieces[indices[-1]][1]))
+        self.layer_parts = [(model.runs[position][0], piece_count(pieces[indices[0]][0], pieces[indices[-1]][1]))
                       for position, indices in ready_after.items()]
         self.events: list[list[cl.Event] | None] = [None] * len(pieces)  # this step's reads
         # Copies out of `host` that the next step's reads must not overtake: other devices'. Those
@@ -387,12 +388,13 @@ class PieceReads:
 
 
 def run_shard(model, seen: int, shard: tuple, reads=None) -> None:
-    """Forward, loss and backward of one replica on its shard, its per-sample loss at [seen, seen + rows)
-    (`reads` as for Model._backward); handed to the device at once, so that the replicas run together."""
+    """A replica's part of the step before the reduction (Step.train_step's first half): its
+    loss and backward on its shard, its per-sample loss at [seen, seen + rows) (`reads` as for
+    Step.backward); handed to the device at once, so that the replicas run together."""
     rows, x, y = shard
-    model._ensure_stats(seen + rows)
-    model._forward_loss(x, y, rows, seen, training=True)
-    model._backward(rows, model._needs_input_grad(False), reads)
+    batch = DeviceBatch(x, y, rows, seen)
+    model.compute_loss(batch, training=True)
+    model.backward(batch, reads)
     model.rt.queue.flush()
 
 

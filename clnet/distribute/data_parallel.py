@@ -148,8 +148,8 @@ class DataParallel(Distribution):
         self._copy_state(model)
         x, y = train.batches.arrays
         largest = max(self.split(train.batch_size))
-        batches = [train.batches] + [Batches(r.rt, x, y, r._reserve(largest), model.dtype, device_budget(r.rt),
-                                             r._batch_transposed) for r in self._others]
+        batches = [train.batches] + [Batches(r.rt, x, y, r.reserve(largest), model.dtype, device_budget(r.rt),
+                                             r.batch_transposed) for r in self._others]
         self.states = [FlatState(m) for m in [model, *self._others]]
         self.same_layout = self._same_layout(self.states)
         # A model made outside scope() has a context of its own, whatever its device.
@@ -394,7 +394,7 @@ class DataParallel(Distribution):
     def logs(self, model, seen: int, running: bool = False) -> dict:
         loss = hits = 0.0
         for replica, count in zip([model, *self._others], [seen, *self.seen[1:]]):
-            part = replica._totals_now(count)
+            part = replica.epoch_totals(count)
             loss, hits = loss + part[0], hits + part[1]
         return model_logs(model, loss, hits, seen + sum(self.seen[1:]))
 

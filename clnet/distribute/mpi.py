@@ -190,7 +190,7 @@ class MPIDataParallel(Distribution):
         # after the queue (in order) has finished them.
 
     def logs(self, model, seen: int, running: bool = False) -> dict:
-        loss, hits = model._totals_now(seen)
+        loss, hits = model.epoch_totals(seen)
         if running:  # the progress bar shows rank 0's rows: ranks may be given different verbose
             return model_logs(model, loss, hits, seen)
         totals = self.allreduce(np.array([loss, hits, seen], np.float64), "the all-reduce of the epoch's loss")

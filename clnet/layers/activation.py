@@ -52,7 +52,7 @@ class Activation(Layer):
         return self.outputs
 
     def forward_logits(self, x, rows):
-        """The input, for a loss that takes the softmax itself (see Model._forward_loss)."""
+        """The input, for a loss that takes the softmax itself (see Step._forward_loss)."""
         self.x = x
         return x
 

@@ -504,7 +504,7 @@ class Dense(Layer):
 
     def forward_logits(self, x, rows, add=None):
         """The product with the elementwise activation fused; returns z, softmax's input, for a
-        loss that takes the softmax itself (see Model._forward_loss)."""
+        loss that takes the softmax itself (see Step._forward_loss)."""
         if add is not None and not self.adds_to_output:
             raise ValueError(f"Dense {self.name!r} adds a residual only with a linear activation, not "
                              f"{type(self.activation).__name__}")

@@ -7,7 +7,7 @@ from ..cl.runtime import Runtime
 
 
 # CalcOutputGradient's fold_activation when the outputs it gets are the output layer's softmax
-# input, whose softmax the kernel takes itself (losses/crossentropy.cl; Model._forward_loss).
+# input, whose softmax the kernel takes itself (losses/crossentropy.cl; Step._forward_loss).
 SOFTMAX_HERE = 2
 
 

@@ -350,7 +350,7 @@ class _Reader:
             model = Sequential([inputs[0], *chain[::-1]], name=name, floatx=dtype, seed=seed)
         else:
             model = Model(inputs, kt, name=name, floatx=dtype, seed=seed)
-        used = {id(layer) for layer in model._layers}  # a branch that reaches no output is left out
+        used = {id(layer) for layer in model.built_layers}  # a branch that reaches no output is left out
         for layer, arrays in self.weights:
             if id(layer) in used:
                 layer.set_weights(arrays)

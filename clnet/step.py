@@ -1,0 +1,492 @@
+"""The compiled step: what compile() chooses (a loss, weight and metrics per output, the
+optimizer) bound to a built graph's runs, and one step of it on the device, as Keras's
+train_step / test_step / predict_step. fit, evaluate and predict (trainer.py) run these, and so do
+the distributions (clnet/distribute: each replica's compute_loss and backward on its shard, the
+reduction, each replica's update).
+
+A training step: forward (the runs in order), the loss kernel per output (its gradient and the
+per-sample loss and hits of the epoch), backward (the runs in reverse, each adding its input
+gradients into the tensors it read; fan-out sums in buffers of the step's), the optimizer's update:
+no host read. The graph (model.py) gives the step its runs, inputs, outputs and parameter ranges."""
+from __future__ import annotations
+
+from collections import namedtuple
+from contextlib import nullcontext
+
+import numpy as np
+
+from . import losses, optimizers
+from .cl import runtime as cl_runtime
+from .cl.tensor import Tensor
+from .layers.base import Call, KerasTensor
+from .layers.merge import merge_program
+from .losses.base import SOFTMAX_HERE
+
+METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
+
+# One batch on the device, as a step takes it: x (rows, all inputs' features side by side) and
+# y (rows, all outputs' target columns, or None to predict), its rows, and where its per-sample
+# loss and hits go among the epoch's (`first`).
+DeviceBatch = namedtuple("DeviceBatch", ["x", "y", "rows", "first"], defaults=[0])
+
+
+class NotCompiledError(ValueError, RuntimeError):
+    pass
+
+
+class Step:
+    """The compiled step of a Model (a mixin of it; see model.py for the graph it reads)."""
+
+    # -- the step, as Keras's: what fit, evaluate, predict and the distributions run --------------
+    def train_step(self, data: DeviceBatch) -> None:
+        """One training step on a batch on the device, as Keras's train_step: compute_loss in
+        training mode, backward, and under a distribution its other replicas' steps and the
+        gradient reduction, then the optimizer's update. Everything is enqueued; nothing is read
+        back (fit reads the logs when it shows them)."""
+        self.compute_loss(data, training=True)
+        reads = None if self.distribution is None else self.distribution.gradient_reads(self)
+        self.backward(data, reads)
+        if self.distribution is not None:  # the other replicas' steps, the gradient reduction
+            self.distribution.synchronize(self)
+        self.optimizer.step()
+        # Hand the step to the device now: NVIDIA's driver holds enqueued kernels until a flush,
+        # so without one the device idled while Python queued the next step.
+        self.rt.queue.flush()
+
+    def test_step(self, data: DeviceBatch) -> None:
+        """The loss (and metrics) of a batch in inference mode, into the epoch's statistics."""
+        self.compute_loss(data, training=False)
+
+    def predict_step(self, data: DeviceBatch) -> list[Tensor]:
+        """The outputs of a batch in inference mode: device tensors (rows of capacity), in order."""
+        return self._forward(data.x, data.rows)
+
+    def compute_loss(self, data: DeviceBatch, training: bool = False) -> None:
+        """The forward pass and each output's loss kernel: the gradient at the outputs, and the
+        per-sample loss and hits at [first, first + rows) of the epoch's statistics."""
+        self.reserve_statistics(data.first + data.rows)
+        self._forward_loss(data.x, data.y, data.rows, data.first, training)
+
+    def backward(self, data: DeviceBatch, gradient_reads=None, input_gradients: bool = False) -> list:
+        """The parameters' gradients of the last compute_loss (in their stores); with
+        `input_gradients`, dL/d(input) per model input is returned too (else Nones).
+        `gradient_reads`: a distribution's hand-over of gradients as layers finish them."""
+        return self._backward(data.rows, self._needs_input_grad(input_gradients), gradient_reads)
+
+    def prepare_targets(self, y, name: str = "y") -> np.ndarray:
+        """y checked by each output's loss (Keras's rules: one array, a list in output order or a
+        dict by output name) and laid out as a step takes it: (samples, all outputs' columns)."""
+        if len(self._heads) == 1:
+            if isinstance(y, (list, tuple)) and len(y) == 1 and not np.isscalar(y[0]):
+                y = y[0]  # Keras takes [y] for a model of one output
+            return self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, name)
+        parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{name}[{key!r}] (output {head.name!r})")
+                 for head, (key, part) in zip(self._heads, by_name(y, self.output_names, name, "output"))]
+        if len({len(p) for p in parts}) > 1:
+            raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
+        return np.concatenate(parts, axis=1)
+
+    # -- compiling ---------------------------------------------------------------------------
+    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
+                loss_weights=None) -> None:
+        """As Keras's compile. A model of several outputs takes `loss` and `loss_weights` as one
+        for all, a list in output order or a dict by output name, and `metrics` as a list per
+        output or a dict by output name; the loss it minimises is the weighted sum of its
+        outputs' losses. `distribution`: a clnet.distribute strategy (default: the one whose
+        scope() is open)."""
+        from .distribute import Distribution, current
+        if distribution is not None and not isinstance(distribution, Distribution):
+            raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
+                            f"or None, got {distribution!r}")
+        names = self.output_names if self._outputs else ["output"]  # (a Sequential or subclass: one, named when built)
+        if isinstance(loss, dict) and "name" in loss and "name" not in names:  # a loss's own config
+            loss = losses.get(loss)
+        self._losses = _per_output(loss, names, "loss", _loss)
+        self._loss_weights = _per_output(loss_weights, names, "loss_weights", _loss_weight)
+        if metrics is not None and len(names) > 1 and not isinstance(metrics, dict) and not (
+                isinstance(metrics, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in metrics)):
+            raise ValueError(f"metrics of a model of several outputs {names} must be a dict by output name or a list "
+                             f"of one list per output, as Keras's; got {metrics!r}")
+        self._metrics = _per_output(metrics, names, "metrics", _metric_names, listed=len(names) > 1)
+        self.optimizer = optimizers.get(optimizer)
+        self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
+        self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
+        self.loss_weights = None if loss_weights is None else dict(zip(names, self._loss_weights))
+        self.compiled = True
+        self._bind()
+        self.distribution = distribution or current()
+        if self.distribution is not None:
+            if len(names) > 1:
+                raise ValueError(f"{type(self.distribution).__name__} trains models of one output; model "
+                                 f"{self.name!r} has {len(names)} ({names})")
+            if self.built and self._whole_store is None:
+                raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
+                                 f"store, but model {self.name!r} shares layers another model built (their "
+                                 "weights stay in that model's store); distribute the model that built them")
+            self.distribution.attach(self)
+
+    def _bind(self) -> None:
+        if self.built and self.compiled:
+            # A model made again on other lengths trains the same parameters: its optimizer keeps
+            # its moments (and step count) where the ranges are the same.
+            bound = getattr(self.optimizer, "ranges", None)
+            if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
+                    (id(r.store), r.start, r.size) for r in self._ranges]:
+                self.optimizer.bind(self._ranges, self.rt, self.dtype)
+            for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
+                head.compile(loss, weight, metrics)
+            self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
+            self._stats_size = 0
+
+    def compile_config(self) -> dict:
+        """compile's loss, metrics and loss weights as JSON-able values (a checkpoint's training
+        config): compile(optimizer, **compile_config()) compiles the same step again."""
+        self.require_compiled("compile_config")
+        several = len(self._heads) > 1
+        config = {"loss": ({n: l.get_config() for n, l in zip(self.output_names, self._losses)} if several
+                           else self._losses[0].get_config()),
+                  "metrics": dict(zip(self.output_names, self._metrics)) if several else self._metrics[0]}
+        if self.loss_weights is not None:
+            config["loss_weights"] = self.loss_weights
+        return config
+
+    def _plan(self) -> None:
+        """What the step needs of the graph just built (Model.build runs it last): which tensors
+        several calls read (their gradients summed into buffers of the step's), the residual sums
+        folded into their producers, a loss head per output, the kernels of the sums and of the
+        batch's split among several inputs; then compile's choices bound, if compiled already."""
+        consumers: dict[int, int] = {}  # calls reading each tensor
+        for _, call in self.runs:
+            for t in call.inputs:
+                consumers[id(t)] = consumers.get(id(t), 0) + 1
+        for o in self._outputs:  # an output's loss reads it too
+            consumers[id(o)] = consumers.get(id(o), 0) + 1
+        self._fold_residual_sums({id(t): runner for runner, call in self.runs for t in call.outputs}, consumers)
+        self._heads = [Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
+                       for o, name in zip(self._outputs, self._output_names)]
+        # Tensors read by several calls (an output's loss counting as one): their gradient is
+        # summed into a buffer of the engine's.
+        read = [*self._outputs, *(t for _, call in self.runs for t in call.inputs)]
+        self._fan_out = [t for t in {id(t): t for t in read}.values() if consumers[id(t)] > 1]
+        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
+        self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
+        self._input_widths = [int(np.prod(i.input_shape)) for i in self._inputs]
+        self.capacity = 0
+        self._grad_plans = {}
+        self._bind()
+
+    def _fold_residual_sums(self, producers: dict, consumers: dict) -> None:
+        """Residual sums folded into a term's producer (Layer.adds_to_output): an Add of two
+        tensors, the only reader of one, b, whose producer adds the other, a, ready before it runs
+        (an input, or made earlier). Sets self._residuals, id(b's call) -> a, and self._folded,
+        id(Add's call) -> b: the Add's output is b's, and it launches nothing. In a transformer
+        every block's two residual sums fold into the attention's and the feed-forward's last
+        Dense; on the H100 the tiny GPT's 8 Sums took 10 us each."""
+        order = {id(i.output): -1 for i in self._inputs}
+        order.update({id(t): k for k, (_, call) in enumerate(self.runs) for t in call.outputs})
+        self._residuals, self._folded = {}, {}
+        calls = {id(call.output): call for _, call in self.runs}
+        for runner, call in self.runs:
+            if not runner.sums_inputs or len(call.inputs) != 2 or call.inputs[0] is call.inputs[1]:
+                continue
+            for b, a in (call.inputs, call.inputs[::-1]):
+                maker = producers.get(id(b))
+                if (maker is not None and maker.adds_to_output and b.index == 0 and consumers[id(b)] == 1
+                        and id(calls[id(b)]) not in self._residuals and order[id(a)] < order[id(b)]):
+                    self._residuals[id(calls[id(b)])] = a
+                    self._folded[id(call)] = b
+                    break
+
+    # -- device buffers ----------------------------------------------------------------------
+    def reserve(self, rows: int) -> int:
+        """Buffers for batches of `rows` rows (they only grow); returns the rows they hold, the
+        capacity every batch tensor must have (the first layer reads x^T with that leading
+        dimension). Data feeds call it before they gather a batch."""
+        if rows > self.capacity:
+            # A layer shared with another model may hold more rows already: it never shrinks.
+            for layer in [*self._inputs, *(runner for runner, _ in self.runs)]:
+                layer.ensure_rows(rows)
+            self._grad_sums = {id(t): Tensor((rows, *t.sample_shape), self.dtype, self.rt) for t in self._fan_out}
+            self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
+                                   if len(self._inputs) > 1 else [])
+            self.capacity = rows
+        if self.compiled:
+            for head in self._heads:
+                head.ensure_rows(self.capacity, len(self._heads) > 1)
+        return self.capacity
+
+    def reserve_statistics(self, samples: int) -> None:
+        """Per-sample loss and accuracy for `samples` of an epoch, in the loss kernel's blocks per sample. A
+        stream's epoch grows them as it goes, at least doubling, with a device-side copy of what
+        the epoch has written so far."""
+        if samples > self._stats_size:
+            size = max(samples, 2 * self._stats_size)
+            for head in self._heads:
+                head.grow_stats(size, self._stats_size)
+            self._stats_size = size
+
+    def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
+        """Per call, which of its inputs need a gradient: those downstream of a parameter (or, when
+        `want_input_grad`, of a model input)."""
+        if want_input_grad not in self._grad_plans:
+            upstream = {id(i.output): want_input_grad for i in self._inputs}
+            plan = {}
+            for runner, call in self.runs:
+                plan[id(call)] = [upstream[id(t)] for t in call.inputs]
+                needed = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
+                upstream.update({id(t): needed for t in call.outputs})
+            self._grad_plans[want_input_grad] = plan
+        return self._grad_plans[want_input_grad]
+
+    # -- one batch ---------------------------------------------------------------------------
+    def _forward(self, x: Tensor, rows: int, training: bool = False, logits: bool = False) -> list[Tensor]:
+        """The outputs for a batch `x` (rows, all inputs' features side by side), in order; with
+        `logits`, where an output's loss takes its layer's softmax (Head.softmax_in_loss), that
+        layer's softmax input instead (its forward_logits)."""
+        # The mode every layer sees: fit trains (Dropout drops, BatchNormalization normalises with
+        # and updates batch statistics); evaluate, predict and validation infer. `step`, the
+        # optimizer's update count (restored from a checkpoint), seeds per-step randomness, so a
+        # resumed run draws the masks an uninterrupted one does.
+        step = self.optimizer.iterations if training else 0
+        values = {}
+        if len(self._inputs) == 1:
+            values[id(self._inputs[0].output)] = x
+        else:  # one gathered batch holds every input's columns: give each input its own
+            offset, total = 0, sum(self._input_widths)
+            for layer, width, batch in zip(self._inputs, self._input_widths, self._input_batches):
+                self._split((width, rows), None, x, total, offset, batch, width, 0, width)
+                values[id(layer.output)] = batch
+                offset += width
+        for runner, call in self.runs:
+            folded = self._folded.get(id(call))
+            if folded is not None:  # its sum was made by the producer of `folded` (_fold_residual_sums)
+                values[id(call.output)] = values[id(folded)]
+                continue
+            runner.training, runner.step = training, step
+            xs = [values[id(t)] for t in call.inputs]
+            forward = runner.forward_logits if logits and id(call.output) in self._logit_outputs else runner.forward
+            residual = self._residuals.get(id(call))
+            added = {} if residual is None else {"add": values[id(residual)]}
+            result = forward(xs if runner.multi_input else xs[0], _rows(call, rows), **added)
+            if len(call.outputs) == 1:
+                values[id(call.output)] = result
+            else:  # a list, an output per tensor (a recurrent layer's states)
+                values.update({id(t): value for t, value in zip(call.outputs, result)})
+        return [values[id(o)] for o in self._outputs]
+
+    def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
+        """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
+        first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
+        over the other axes (time). Where the loss folds the output layer's softmax, the layer
+        hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
+        step (~9 us of host time on the H100, where small batches are launch-bound)."""
+        outputs = self._forward(x, rows, training, logits=True)
+        if len(self._heads) == 1:
+            self._heads[0].launch(target, outputs[0], rows, first)
+            return
+        # The batch's targets lie side by side, an output's after another's: each loss reads its own.
+        offset, total = 0, sum(head.width for head in self._heads)
+        for head, output in zip(self._heads, outputs):
+            self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
+            head.launch(head.target, output, rows, first)
+            offset += head.width
+
+    def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
+        """Parameter gradients for the last forward pass; returns dL/d(input) per model input
+        (None where `plan` did not ask for it). `reads`, a distribution's (PieceReads), if given:
+        its layers hand over gradients in parts meanwhile, and reads.done(runner) is called once
+        each layer's backward is enqueued (the distribution starts copying its gradients then)."""
+        grads = {}
+        for head in self._heads:
+            self._add_gradient(grads, head.tensor, head.output_grad, rows)
+        with reads.handing_over() if reads is not None else nullcontext():
+            for runner, call in reversed(self.runs):
+                output_grads = [grads.pop(id(t), None) for t in call.outputs]
+                if all(g is None for g in output_grads):  # nothing upstream has parameters (or was asked for)
+                    continue
+                self._backward_call(runner, call, output_grads, _rows(call, rows), plan[id(call)], grads)
+                if reads is not None:
+                    self.rt.join_side()  # the distribution copies this layer's gradients now
+                    reads.done(runner)
+        self.rt.join_side()
+        self._own_store.add_shared_gradients()
+        return [grads.get(id(i.output)) for i in self._inputs]
+
+    def _backward_call(self, runner, call, output_grads: list, rows: int, wanted: list[bool], grads: dict) -> None:
+        """One call's backward pass, given its outputs' gradients (None for an output nothing
+        read, of a call with several); the gradients of its inputs go into `grads`."""
+        grad = output_grads[0]
+        states = {"state_grads": output_grads[1:]} if len(output_grads) > 1 else {}
+        if runner.multi_input:
+            results = runner.backward(grad, rows, wanted, **states)
+        else:
+            folded = any(head.fold and call.output is head.tensor for head in self._heads)
+            # The input's gradient from its later readers, where this layer adds its own to it.
+            earlier = grads.get(id(call.inputs[0])) if wanted[0] and runner.adds_to_input_grad else None
+            added = states | ({} if earlier is None else {"add_to": earlier})
+            results = [runner.backward(grad, rows, wanted[0], activation_done=folded, **added)]
+            if earlier is not None:
+                grads[id(call.inputs[0])] = results[0]
+                return
+        for t, result, want in zip(call.inputs, results, wanted):
+            if want:
+                self._add_gradient(grads, t, result, rows)
+
+    def _add_gradient(self, grads: dict, tensor: KerasTensor, grad: Tensor, rows: int) -> None:
+        if id(tensor) not in grads:
+            grads[id(tensor)] = grad
+            return
+        total = (rows if tensor.batched else 1) * int(np.prod(tensor.sample_shape))
+        into = self._grad_sums[id(tensor)]
+        self._sum(*self.rt.four_per_item(total), grads[id(tensor)], grad, into, total)
+        grads[id(tensor)] = into
+
+    # -- logs --------------------------------------------------------------------------------
+    def epoch_totals(self, count: int) -> tuple[float, float]:
+        """Sum of per-sample loss and accuracy over the epoch's first `count` samples of a model of
+        one output (a distribution's replica reports its own): the only read of a training loop."""
+        return self._heads[0].totals(count)
+
+    def epoch_logs(self, count: int, prefix: str = "") -> dict:
+        """The logs Keras writes: `loss`, the weighted sum of the outputs' losses; with several
+        outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name."""
+        totals = [head.totals(count) for head in self._heads]
+        logs = {prefix + "loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
+        several = len(self._heads) > 1
+        if several:
+            logs.update({f"{prefix}{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
+        metrics = {f"{prefix}{head.name + '_' if several else ''}{metric}": hits / count
+                   for head, (_, hits) in zip(self._heads, totals) for metric in head.metrics}
+        return logs | dict(sorted(metrics.items()))
+
+    def training_logs(self, seen: int, running: bool = False) -> dict:
+        """The epoch's training logs, over every replica's rows under a distribution (`running`:
+        for the progress bar, which only the chief shows)."""
+        return self.epoch_logs(seen) if self.distribution is None else self.distribution.logs(self, seen, running)
+
+    def require_compiled(self, what: str) -> None:
+        if not self.compiled:
+            raise NotCompiledError(f"call compile(optimizer, loss) before {what}()")
+
+
+class Head:
+    """One output as the loss sees it (Keras's per-output loss): its tensor and name, its loss,
+    weight and metrics, and its loss kernel's buffers. `consumed`: a layer reads the output too,
+    so its gradient is a sum, and its layer's activation stays out of the loss."""
+
+    def __init__(self, rt, dtype, tensor: KerasTensor, name: str, consumed: bool):
+        self.rt, self.dtype, self.tensor, self.name, self.consumed = rt, dtype, tensor, name, consumed
+        self.shape = tensor.sample_shape
+        self.positions = int(np.prod(self.shape[:-1]))  # time steps, or 1
+        # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
+        # enough per sample for its positions; each writes its share of the sample's loss.
+        self.group = rt.row_group(self.positions)
+        self.blocks = -(-self.positions // self.group)  # work-groups per sample
+
+    def compile(self, loss, weight: float, metrics: list[str]) -> None:
+        rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
+        self.loss, self.weight, self.metrics = loss, weight, metrics
+        self.width = loss.target_width(self.shape)  # its targets' columns in a batch
+        self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
+        # fit and evaluate read the output only through the loss: an output layer whose softmax
+        # the loss folds may leave the softmax to the loss kernel (see Step._forward_loss).
+        self.softmax_in_loss = self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
+        self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
+        self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
+        self._totals = Tensor((2,), dtype, rt)
+        self.output_grad = self.target = None
+        self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
+
+    def ensure_rows(self, rows: int, split_targets: bool) -> None:
+        if self.output_grad is None or self.output_grad.shape[0] < rows:
+            self.output_grad = Tensor((rows, *self.shape), self.dtype, self.rt)
+            # A model of several outputs copies each one's targets out of the batch's.
+            self.target = Tensor((rows, self.width), self.dtype, self.rt) if split_targets else None
+
+    def grow_stats(self, samples: int, kept: int) -> None:
+        """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
+        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2))
+        if kept:
+            for old, new in zip(self.stats, grown):
+                cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
+        self.stats = grown
+
+    def launch(self, target: Tensor, output: Tensor, rows: int, first: int) -> None:
+        """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
+        rows [first, first + rows). As in Keras the last axis is what a loss compares (the
+        classes), averaged over the other axes (time). Where the loss takes the output layer's
+        softmax, `output` is the softmax's input: one launch fewer per step (~9 us of host time
+        on the H100, where small batches are launch-bound)."""
+        self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
+                     *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
+                     SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
+                     self.weight / (rows * self.positions))
+
+    def totals(self, count: int) -> tuple[float, float]:
+        """Sum of per-sample loss and accuracy over [0, count)."""
+        size = self.rt.local_size
+        self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
+        loss, hits = self._totals.numpy()
+        return float(loss), float(hits)
+
+
+def _rows(call: Call, rows: int) -> int:
+    """The rows a call computes: the batch's, or one for a call without a batch axis (of weights
+    and constants alone, the same for every sample)."""
+    return rows if call.outputs[0].batched else 1
+
+
+def by_name(value, names: list[str], argument: str, what: str) -> list[tuple]:
+    """(key, item) per name of `value`, a list in order or a dict by name, as Keras takes a
+    model's several inputs or outputs."""
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in names]
+        missing = [n for n in names if n not in value]
+        if unknown or missing:
+            raise ValueError(f"{argument} is a dict by {what} name; the model's {what}s are {names}, got keys "
+                             f"{list(value)}" + (f" ({unknown} unknown)" if unknown else "")
+                             + (f" ({missing} missing)" if missing else ""))
+        return [(n, value[n]) for n in names]
+    if not isinstance(value, (list, tuple)) or len(value) != len(names):
+        raise ValueError(f"{argument} must be a list of {len(names)} arrays, one per {what} {names}, or a dict by "
+                         f"{what} name, got {type(value).__name__}"
+                         + (f" of {len(value)}" if isinstance(value, (list, tuple)) else ""))
+    return list(enumerate(value))
+
+
+def _per_output(value, names: list[str], argument: str, check, listed: bool = True) -> list:
+    """compile's `value` for each output, as Keras reads it: a dict by output name, a list in
+    output order (where `listed`), or one value for all."""
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            raise ValueError(f"{argument} names {unknown}, which are not outputs of the model; its outputs are {names}")
+        return [check(value.get(n), f"{argument}[{n!r}]") for n in names]
+    if listed and isinstance(value, (list, tuple)):
+        if len(value) != len(names):
+            raise ValueError(f"{argument} must have one entry per output {names}, got {len(value)}: {value!r}")
+        return [check(v, f"{argument}[{i}]") for i, v in enumerate(value)]
+    return [check(value, argument) for _ in names]
+
+
+def _loss(value, argument: str):
+    if value is None:
+        raise ValueError(f"{argument} is None: every output of a clnet model needs a loss")
+    return losses.get(value)
+
+
+def _loss_weight(value, argument: str) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{argument} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _metric_names(metrics, argument: str) -> list[str]:
+    metrics = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
+    for metric in metrics:
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r} in {argument}; expected one of {sorted(METRICS)}")
+    return sorted({METRICS[m] for m in metrics})
+

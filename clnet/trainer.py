@@ -1,0 +1,301 @@
+"""The fit loop: fit, evaluate and predict (and their one-batch forms) feed batches of data to the
+compiled step (step.py: train_step, test_step, predict_step), run the callbacks and show the
+progress, as Keras's Trainer. Data comes in as arrays (a memmap too) or as a generator or PyDataset
+of batches (clnet/data.py); the model prepares the inputs (model.py: prepare_inputs) and the step
+the targets (prepare_targets); within one fit the inputs keep the lengths of its first data."""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from . import data
+from .callbacks import CallbackList, History
+from .cl import runtime as cl_runtime
+from .data import ArrayFeed, Batches, Stream, is_stream
+from .step import DeviceBatch
+
+UNKNOWN_STEPS_REFRESH = 50  # progress-bar reads per epoch of unknown length: one every this many steps
+
+
+class Trainer:
+    """fit, evaluate, predict of a Model (a mixin of it; the graph and the step are model.py's and
+    step.py's)."""
+
+    _in_fit = False
+
+    def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
+            validation_steps=None) -> History:
+        """x, y: arrays (a memmap too); or x alone, a generator or PyDataset giving (x, y) batches
+        (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
+        the data (a generator: until it is exhausted)."""
+        self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _inputs_of)
+        try:
+            self.require_compiled("fit")
+            batch_size = check_int("batch_size", batch_size, minimum=1)
+            epochs = check_int("epochs", epochs, minimum=0)
+            initial_epoch = check_int("initial_epoch", initial_epoch, minimum=0)
+            steps_per_epoch = check_steps("steps_per_epoch", steps_per_epoch)
+            validation_steps = check_steps("validation_steps", validation_steps)
+            if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
+                raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
+            if validation_split and validation_data is None:
+                if is_stream(x):
+                    raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
+                                     "validation_data instead")
+                x, y = self._prepare(x, y)
+                split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
+                if split < 1 or split == len(x):
+                    raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
+                                     f"samples out of {len(x)}")
+                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
+                val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
+                                       reserved=train.batches.device_bytes)
+            else:
+                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
+                val = None
+            if validation_data is not None:
+                if is_stream(validation_data):
+                    val_x, val_y = validation_data, None
+                elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+                    val_x, val_y = validation_data
+                else:
+                    raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
+                reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
+                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
+            if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
+                train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
+            chief = self.distribution is None or self.distribution.chief  # shows the progress
+            steps = train.steps
+
+            history = History()
+            callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
+                                     {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
+            self.stop_training = False
+            watch_batches = callbacks.watch("on_batch_begin", "on_batch_end")
+            callbacks.on_train_begin({})
+            for epoch in range(initial_epoch, epochs):
+                if train.exhausted:  # a generator read to its end in an earlier epoch
+                    data.ran_out("x")
+                    break
+                callbacks.on_epoch_begin(epoch, {})
+                started = time.perf_counter()
+                seen = 0
+                with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
+                          disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
+                    refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
+                    with closing(train.epoch(epoch)) as batches:
+                        for step, (rows, xb, yb) in enumerate(batches):
+                            if watch_batches:
+                                callbacks.on_batch_begin(step, {"batch": step, "size": rows})
+                            self.train_step(DeviceBatch(xb, yb, rows, seen))
+                            seen += rows
+                            if watch_batches:
+                                callbacks.on_batch_end(step, {"batch": step, "size": rows})
+                            bar.update(1)
+                            if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
+                                bar.set_postfix(self.training_logs(seen, running=True), refresh=False)
+                    if not seen:
+                        if epoch == initial_epoch:
+                            raise ValueError("x (a generator) yielded no batches")
+                        data.ran_out("x")
+                        break
+                    logs = self.training_logs(seen)
+                    if val is not None:
+                        logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
+                    bar.set_postfix(logs, refresh=False)
+                self.epoch = epoch + 1
+                if verbose == 2 and chief:
+                    print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
+                          " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
+                callbacks.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    break
+            callbacks.on_train_end({})
+            self.history = history
+            return history
+        finally:
+            self._in_fit = False
+
+    def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "") -> dict:
+        seen = 0
+        with closing(feed.epoch(epoch)) as batches:
+            for rows, xb, yb in batches:
+                self.test_step(DeviceBatch(xb, yb, rows, seen))
+                seen += rows
+        if not seen:  # only a generator can give nothing
+            raise ValueError(f"{feed.name} (a generator) yielded no batches in epoch {epoch + 1}; a generator "
+                             "is read once: give a generator that does not end and steps, or a PyDataset")
+        return self.epoch_logs(seen, prefix)
+
+    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None, return_dict: bool = False):
+        """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
+        generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy], or
+        with `return_dict` a dict of them by name."""
+        self.require_compiled("evaluate")
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps)))
+        if verbose:
+            print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
+        return _returned(logs, return_dict)
+
+    def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
+        """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
+        (x,) or (x, y)), in order."""
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        feed = self._feed(x, None, batch_size, check_steps("steps", steps), targets=False)
+        shapes = self._output_shapes()
+        results = None if feed.samples is None else [np.empty((feed.samples, *shape), self.dtype) for shape in shapes]
+        parts, seen = [], 0
+        with closing(feed.epoch(0)) as batches:
+            for rows, xb, _ in batches:
+                part = ([np.empty((rows, *shape), self.dtype) for shape in shapes] if results is None
+                        else [result[seen:seen + rows] for result in results])
+                # Reads queue behind the kernels without waiting; finish() below waits for them all.
+                for array, output in zip(part, self.predict_step(DeviceBatch(xb, None, rows))):
+                    cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer, is_blocking=False)
+                parts.append(part)
+                seen += rows
+        if not seen:
+            raise ValueError("x (a generator) yielded no batches")
+        self.rt.queue.finish()
+        return self.outputs_as_given(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
+
+    def train_on_batch(self, x, y=None, return_dict: bool = False):
+        """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
+        compiled with it), from the forward pass before the update; a dict with `return_dict`.
+        Callbacks do not run, as in Keras."""
+        self.require_compiled("train_on_batch")
+        if self.distribution is not None:
+            raise ValueError(f"train_on_batch runs one device's step, but model {self.name!r} was compiled "
+                             f"with the distribution {type(self.distribution).__name__}, whose replicas would "
+                             "fall out of step; use fit")
+        rows, xb, yb = self._one_batch(x, y, targets=True)
+        self.train_step(DeviceBatch(xb, yb, rows))
+        return _returned(self.epoch_logs(rows), return_dict)
+
+    def test_on_batch(self, x, y=None, return_dict: bool = False):
+        """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
+        self.require_compiled("test_on_batch")
+        rows, xb, yb = self._one_batch(x, y, targets=True)
+        self.test_step(DeviceBatch(xb, yb, rows))
+        return _returned(self.epoch_logs(rows), return_dict)
+
+    def predict_on_batch(self, x) -> np.ndarray:
+        """The outputs for all of x in one launch sequence, as Keras's."""
+        rows, xb, _ = self._one_batch(x)
+        arrays = [np.empty((rows, *shape), self.dtype) for shape in self._output_shapes()]
+        for array, output in zip(arrays, self.predict_step(DeviceBatch(xb, None, rows))):
+            cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer)
+        return self.outputs_as_given(arrays)
+
+    def _one_batch(self, x, y=None, targets: bool = False):
+        """(rows, x batch, y batch or None): all of x (and, with `targets`, y), checked as fit checks
+        them, on the device as one batch."""
+        if not targets:
+            x = self._inputs_of(x)
+        elif y is None:
+            raise ValueError("y (the targets) is required with an array x")
+        else:
+            x, y = self._prepare(x, y)
+        rows = len(x)
+        self.reserve(rows)
+        return (rows, *Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self.batch_transposed).batch(0, rows))
+
+    def compute_gradients(self, x, y):
+        """(loss, gradients in get_weights() layout, dL/dx) for one batch holding all of x, in
+        training mode at the current step (the same Dropout masks each call; a non-trainable
+        weight's gradient is zeros)."""
+        self.require_compiled("compute_gradients")
+        rows, xb, yb = self._one_batch(x, y, targets=True)
+        batch = DeviceBatch(xb, yb, rows)
+        self.compute_loss(batch, training=True)
+        input_grads = self.backward(batch, input_gradients=True)
+        loss = self.epoch_logs(rows)["loss"]
+        grads = [g for layer in self.layers for g in layer.gradients()]
+        arrays = [g.numpy()[:rows].reshape(rows, *shape) for g, shape in zip(input_grads, self.built_shapes)]
+        return loss, grads, arrays[0] if len(arrays) == 1 else arrays
+
+    def _feed(self, x, y, batch_size: int, steps: int | None, name: str = "", targets: bool = True,
+              shuffle: bool = False, reserved: int = 0):
+        """The batches of arrays (x, y), or of a generator / PyDataset x, as fit, evaluate and
+        predict iterate them; `name` prefixes the arguments in errors (validation_data), and
+        `reserved` bytes of the device budget are taken already (by the training data)."""
+        names = (f"{name} x".strip(), f"{name} y".strip())
+        if is_stream(x):
+            if y is not None:
+                kind = "generator" if isinstance(x, Iterator) else "PyDataset"
+                raise ValueError(f"{name or 'x'} is a {kind}, which gives the targets in its (x, y) batches: "
+                                 f"{names[1]} must not be passed, got {type(y).__name__}")
+
+            def prepare(xb, yb, step):
+                where = f" in batch {step}"
+                if not targets:
+                    return self._inputs_of(xb, names[0] + where), None
+                return self._prepare(xb, yb, (names[0] + where, names[1] + where))
+
+            stream = Stream(cl_runtime.runtime() if not self.built else self.rt, x, name or "x", prepare,
+                            self.reserve, self.dtype, targets, steps, self.seed if shuffle else None,
+                            lambda: self.batch_transposed)
+            if not self.built:
+                stream.peek()
+            return stream
+        if not targets:
+            return self._array_feed(self._inputs_of(x, names[0]), None, batch_size, steps, shuffle, reserved)
+        if y is None:
+            raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
+                             "or pass x as a generator or PyDataset of (x, y) batches")
+        return self._array_feed(*self._prepare(x, y, names), batch_size, steps, shuffle, reserved)
+
+    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0) -> ArrayFeed:
+        """Batches of prepared arrays: x (samples, features), y (samples, outputs) or None."""
+        capacity = self.reserve(min(batch_size, len(x)))
+        budget = data.device_budget(self.rt) - reserved
+        if y is not None:
+            self.reserve_statistics(len(x))
+        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed), batch_size,
+                         steps, self.seed if shuffle else None, self.reserve)
+
+    def _inputs_of(self, x, name: str = "x") -> np.ndarray:
+        """x prepared by the model (prepare_inputs); within a fit, at the lengths of its first data."""
+        x = self.prepare_inputs(x, name, self._fit_shapes if self._in_fit else None)
+        if self._in_fit:
+            self._fit_shapes = self.built_shapes
+        return x
+
+    def _prepare(self, x, y, names=("x", "y")):
+        x, y = self._inputs_of(x, names[0]), self.prepare_targets(y, names[1])
+        if len(x) != len(y):
+            raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
+        return x, np.ascontiguousarray(y)
+
+    def _output_shapes(self) -> list[tuple]:
+        """Each output's sample shape, as the model is built."""
+        return self.output_shape if isinstance(self.output_shape, list) else [self.output_shape]
+
+
+def _returned(logs: dict, return_dict: bool):
+    """What evaluate and the *_on_batch methods return, as Keras: the logs, or their values in
+    order (the loss alone when it is the only one)."""
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values[0] if len(values) == 1 else values
+
+
+def check_steps(argument: str, value) -> int | None:
+    return None if value is None else check_int(argument, value, minimum=1)
+
+
+def check_int(argument: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{argument} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{argument} must be >= {minimum}, got {value}")
+    return int(value)
+
