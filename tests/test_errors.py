@@ -116,8 +116,8 @@ def test_bad_configuration():
         clnet.Sequential([Dense(1, input_shape=(1,))]).compile("sgd", "hinge")
     with pytest.raises(ValueError, match="unknown metric 'auc'"):
         clnet.Sequential([Dense(1, input_shape=(1,))]).compile("sgd", "mse", ["auc"])
-    with pytest.raises(ValueError, match="unknown initializer 'lecun_normal'"):
-        Dense(3, kernel_initializer="lecun_normal")
+    with pytest.raises(ValueError, match="unknown initializer 'variance_scaling'"):
+        Dense(3, kernel_initializer="variance_scaling")
     with pytest.raises(TypeError, match="floatx must be 'float32' or 'float64', got 'float16'"):
         clnet.Sequential([Dense(1)], floatx="float16")
 

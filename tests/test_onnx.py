@@ -316,7 +316,7 @@ def test_every_layer_class_has_an_export_and_a_test():
     missing = sorted(name for name, cls in Layer.registry.items() if cls.to_onnx is Layer.to_onnx)
     assert not missing, f"layer classes without to_onnx: {missing}"
     untested = sorted(set(Layer.registry) - set(LAYER_EXAMPLES) - set(GRAPH_EXAMPLES) - set(ATTENTION_EXAMPLES)
-                      - set(OP_EXAMPLES))
+                      - set(OP_EXAMPLES) - set(CONSTANT_EXAMPLES))
     assert not untested, f"layer classes without an example in LAYER_EXAMPLES, GRAPH_EXAMPLES, ATTENTION_EXAMPLES " \
                          f"or OP_EXAMPLES: {untested}"
 
@@ -476,6 +476,35 @@ def lambda_of_ops(dtype):
 OP_EXAMPLES = {"Elementwise": (arithmetic_ops, unary_ops), "Reduction": (reductions,), "ShapeView": (shape_views,),
                "Slice": (slices,), "Take": (takes,), "MatMul": (matmuls,), "FusedElementwise": (fused,),
                "Lambda": (lambda_of_ops,)}
+
+
+class Scaled(clnet.layers.Layer):
+    """A weight of add_weight (a Weight layer) broadcast over the batch."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(input_shape[-1],), initializer="random_normal")
+
+    def call(self, inputs):
+        return inputs * self.scale
+
+
+class PositionsAdded(clnet.layers.Layer):
+    """An Embedding of constant positions (a Constant layer) added to every sample."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.project, self.positions = Dense(4), Embedding(3, 4)
+
+    def call(self, inputs):
+        return self.project(inputs) + self.positions(ops.arange(0, 3))
+
+
+# Layers of no inputs a traced call() makes: the file holds their values as initializers, and the
+# importer folds them into the constants of the ops that read them (a Gather of a constant table
+# by constant positions is one constant): they come back as those ops' constants.
+CONSTANT_EXAMPLES = {"Weight": lambda: Scaled(), "Constant": lambda: PositionsAdded()}
+
+
 # The classes that come back as others (see op_forms); Lambda as nothing, as Dropout.
 COMES_BACK_AS = {"ShapeView": {"Reshape", "Flatten"}, "FusedElementwise": {"Elementwise"}, "Input": set(),
                  "Dropout": set(), "Lambda": set()}
@@ -545,8 +574,22 @@ def test_every_layer_class_round_trips(name, dtype, tmp_path, rng):
     (the same layers and weights run the same kernels). An op class's (OP_EXAMPLES) also passes
     the full check, onnxruntime (float64: onnx's evaluator where it has no double kernel) matches
     predict at batch 1 and 7, and the loaded model has the layers op_forms says."""
-    assert name in {**LAYER_EXAMPLES, **GRAPH_EXAMPLES, **ATTENTION_EXAMPLES, **OP_EXAMPLES}, \
+    assert name in {**LAYER_EXAMPLES, **GRAPH_EXAMPLES, **ATTENTION_EXAMPLES, **OP_EXAMPLES, **CONSTANT_EXAMPLES}, \
         f"layer class {name} has no example in LAYER_EXAMPLES, GRAPH_EXAMPLES, ATTENTION_EXAMPLES or OP_EXAMPLES"
+    if name in CONSTANT_EXAMPLES:
+        x = Input((3, 4))
+        model = clnet.Model(x, CONSTANT_EXAMPLES[name]()(x), floatx=np.dtype(dtype).name, seed=3)
+        data = rng.normal(size=(7, 3, 4)).astype(dtype)
+        path = tmp_path / f"{name}.onnx"
+        model.export(path)
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        loaded = clnet.onnx.load(path)
+        assert name not in {type(layer).__name__ for layer in loaded.layers}
+        want = model.predict(data)
+        np.testing.assert_array_equal(loaded.predict(data), want)
+        for rows in (1, 7):
+            assert_close(run_onnx(path, data[:rows]), want[:rows], RTOL[dtype])
+        return
     for i, (model, xs) in enumerate(example_models(name, dtype, rng)):
         path = tmp_path / f"{name}_{i}.onnx"
         model.export(path)
