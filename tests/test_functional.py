@@ -240,3 +240,13 @@ def test_unreachable_inputs_and_outputs():
         clnet.Model([a, b], out).predict(np.zeros((2, 3)))
     with pytest.raises(TypeError, match=r"Add 'add' merges several inputs, which a Sequential stack cannot give"):
         clnet.Sequential([Input((3,)), Add(name="add")])
+
+
+def test_tensors_say_their_dtype_as_keras():
+    """`keras.Input((784,)).dtype` is the functional guide's second line: the declared type, else
+    the float type a model computes in."""
+    x, ids = Input((4,)), Input((3,), dtype="int32")
+    assert x.dtype == "float32" and x.output.dtype == "float32" and ids.dtype == "int32"
+    assert Dense(2)(x).dtype == "float32"
+    model = clnet.Model(x, Dense(2)(x), floatx="float64")
+    assert model.outputs[0].dtype == "float64"

@@ -457,3 +457,12 @@ def test_ones_zeros_shape_and_dot(rng):
         ops.dot(x, rng.normal(size=(2, 5, 2)))
     with pytest.raises(ValueError, match="shape must be a tuple of non-negative integers"):
         ops.ones((-1, 2))
+
+
+def test_convert_to_numpy_and_tensor():
+    x = Input((3,))
+    assert ops.convert_to_tensor(x) is x.output
+    np.testing.assert_array_equal(ops.convert_to_numpy(ops.ones((2, 3))), np.ones((2, 3)))
+    assert ops.convert_to_tensor([1, 2], dtype="float32").dtype == np.float32
+    with pytest.raises(TypeError, match=r"convert_to_numpy: x is a symbolic tensor \(None, 3\)"):
+        ops.convert_to_numpy(x)

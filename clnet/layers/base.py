@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..cl.parameters import ParameterStore
+from ..cl.runtime import floatx
 from ..cl.tensor import Tensor
 
 
@@ -32,6 +33,15 @@ class KerasTensor:
     @property
     def shape(self) -> tuple:
         return (None, *self.sample_shape) if self.batched else self.sample_shape
+
+    @property
+    def dtype(self) -> str:
+        """Keras's tensor dtype: an Input's declared one, else the float type of its layer (or the
+        default, clnet.floatx(), before a model builds it)."""
+        layer = self.call.layer
+        if getattr(layer, "is_input", False) and layer.input_dtype:
+            return layer.input_dtype
+        return np.dtype(getattr(layer, "dtype", None) or floatx()).name
 
     def describe(self) -> str:
         return f"{self.shape} from {self._producer()}"

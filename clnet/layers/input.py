@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cl import runtime as cl_runtime
+
 from .base import TENSOR_OPERATORS, Call, Layer, _shape
 
 
@@ -44,6 +46,9 @@ class Input(_PassThrough):
                 raise ValueError(f"Input dtype must be a numeric dtype such as 'int32' or 'float32', got {dtype!r}")
             dtype = kind.name
         self.input_dtype = dtype
+        # What Keras's `Input(...).dtype` says: the declared type, else the float type models compute
+        # in by default (a model's own, once built, where the values travel).
+        self.dtype = np.dtype(dtype or cl_runtime.floatx())
         Call(self, [], [self.input_shape], batched=True)  # its output, the tensor it stands for
 
     @property

@@ -29,7 +29,8 @@ from .elementwise import (abs, absolute, add, clip, divide, equal, exp, gelu, gr
                           sigmoid, sqrt, square, subtract, tanh, true_divide, where, zeros_like)
 from .reduction import amax, amin, max, mean, min, softmax, sum
 from .indexing import getitem, slice, split, take
-from .shape import arange, cast, concatenate, expand_dims, ones, reshape, shape, squeeze, stack, transpose, zeros
+from .shape import (arange, cast, concatenate, convert_to_numpy, convert_to_tensor, expand_dims, ones, reshape, shape,
+                    squeeze, stack, transpose, zeros)
 from .matmul import dot, matmul
 from .fusion import fuse_elementwise
 
@@ -37,6 +38,6 @@ __all__ = ["abs", "absolute", "add", "clip", "divide", "equal", "exp", "gelu", "
            "less_equal", "log", "maximum", "minimum", "multiply", "negative", "not_equal", "ones_like", "power",
            "relu", "sigmoid", "sqrt", "square", "subtract", "tanh", "true_divide", "where", "zeros_like",
            "amax", "amin", "max", "mean", "min", "softmax", "sum", "getitem", "slice", "split", "take", "arange",
-           "cast", "concatenate", "dot", "expand_dims", "ones", "reshape", "shape", "squeeze", "stack", "transpose",
+           "cast", "concatenate", "convert_to_numpy", "convert_to_tensor", "dot", "expand_dims", "ones", "reshape", "shape", "squeeze", "stack", "transpose",
            "zeros", "matmul",
            "fuse_elementwise"]

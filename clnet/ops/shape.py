@@ -255,3 +255,19 @@ def shape(x) -> tuple:
     if is_symbolic(x):
         return tuple(symbolic(x).shape)
     return tuple(np.shape(x))
+
+
+def convert_to_numpy(x) -> np.ndarray:
+    """x as a numpy array, as keras.ops.convert_to_numpy (eager results already are)."""
+    if is_symbolic(x):
+        raise TypeError(f"convert_to_numpy: x is a symbolic tensor {symbolic(x).shape}, which has no values; "
+                        "call the model (or predict) on arrays")
+    return np.asarray(x)
+
+
+def convert_to_tensor(x, dtype=None):
+    """x as keras.ops.convert_to_tensor gives it: a symbolic tensor as it is, else an array
+    (clnet's eager values are numpy arrays), in `dtype` if given."""
+    if is_symbolic(x):
+        return symbolic(x)
+    return np.asarray(x, dtype=None if dtype is None else np.dtype(dtype))
