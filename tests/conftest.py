@@ -111,3 +111,12 @@ def rng():
 def fresh_names():
     """Each test's automatic layer names start at dense, dense_1, ..., as in a new Keras session."""
     clnet.utils.clear_session()
+
+
+@pytest.fixture
+def server(request):
+    """A local HTTP server of in-memory files (tests/file_server.py)."""
+    from file_server import FileServer
+    s = FileServer()
+    request.addfinalizer(s.close)
+    return s

@@ -1,10 +1,8 @@
 """Tests for clnet.datasets: local files, checksummed downloads from a local server, errors."""
 import gzip
 import hashlib
-import http.server
 import socket
 import struct
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -57,47 +55,6 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.delenv("CLNET_DATA_URL", raising=False)
     monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", tmp_path / "no-debian")
     return tmp_path / "cache" / "datasets" / "fashion-mnist"
-
-
-class Server:
-    """A local HTTP server of in-memory files that counts the requests it gets."""
-
-    def __init__(self):
-        self.files = {}
-        self.requests = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append(self.path)
-                body = outer.files.get(self.path.rsplit("/", 1)[-1])
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
-
-
-@pytest.fixture
-def server(request):
-    s = Server()
-    request.addfinalizer(s.close)
-    return s
 
 
 def serve_set(server, monkeypatch, arrays):

@@ -2,11 +2,9 @@
 checksummed downloads from a local server, and IMDB processing checked against Keras's rules."""
 import fractions
 import hashlib
-import http.server
 import io
 import json
 import pickle
-import threading
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -19,46 +17,6 @@ from clnet.datasets import imdb, mnist
 from clnet.datasets._files import DatasetError
 
 KERAS_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
-
-
-class Server:
-    """A local HTTP server of in-memory files that records the paths it is asked for."""
-
-    def __init__(self):
-        self.files, self.requests = {}, []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append(self.path)
-                body = outer.files.get(self.path.rsplit("/", 1)[-1])
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
-
-
-@pytest.fixture
-def server(request):
-    s = Server()
-    request.addfinalizer(s.close)
-    return s
 
 
 def npz_bytes(**arrays) -> bytes:

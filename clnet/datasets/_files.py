@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..cache import cache_dir  # noqa: F401  (re-exported: the loader and its tests use _files.cache_dir)
 
@@ -24,37 +25,52 @@ class DatasetError(Exception):
     """A dataset could not be found, downloaded or read."""
 
 
-def sha256_of(path) -> str:
-    """Hex SHA-256 of a file's contents."""
-    digest = hashlib.sha256()
+class ChecksumError(DatasetError):
+    """A download arrived whole but its digest is not the expected one (nothing was kept)."""
+
+
+def digest_of(path, algorithm="sha256") -> str:
+    """Hex digest of a file's contents, read in chunks (hashlib's names: "sha256", "md5")."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(_CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def download(url, dest, sha256, timeout=30) -> Path:
-    """Fetch `url` to `dest`; `dest` appears only once its SHA-256 equals `sha256`."""
+def sha256_of(path) -> str:
+    """Hex SHA-256 of a file's contents."""
+    return digest_of(path, "sha256")
+
+
+def download(url, dest, expected, timeout=30, *, algorithm="sha256", progress=False) -> Path:
+    """Fetch `url` to `dest`; `dest` appears only once complete and, unless `expected` is None,
+    once its `algorithm` digest equals `expected`. `progress` shows a tqdm bar on a terminal."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     # Same directory as dest, so that os.replace is an atomic rename, never a copy.
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     try:
-        digest = hashlib.sha256()
+        digest = hashlib.new(algorithm)
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(url, timeout=timeout) as response:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        digest.update(block)
-                        out.write(block)
+                    total = response.headers.get("Content-Length")
+                    # disable=None: tqdm turns itself off when stderr is not a terminal.
+                    with tqdm(total=int(total) if total else None, unit="B", unit_scale=True,
+                              unit_divisor=1024, disable=None if progress else True) as bar:
+                        for block in iter(lambda: response.read(_CHUNK), b""):
+                            digest.update(block)
+                            out.write(block)
+                            bar.update(len(block))
             except (OSError, http.client.HTTPException, ValueError) as e:
                 raise DatasetError(f"could not download {url}: {e}") from e
             out.flush()
             os.fsync(out.fileno())
         received = digest.hexdigest()
-        if received != sha256:
-            raise DatasetError(
-                f"checksum mismatch for {url}: expected sha256 {sha256}, received {received}"
+        if expected is not None and received != expected:
+            raise ChecksumError(
+                f"checksum mismatch for {url}: expected {algorithm} {expected}, received {received}"
             )
         os.replace(tmp, dest)
     except BaseException:

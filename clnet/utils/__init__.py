@@ -7,6 +7,7 @@ set_random_seed (seed Python, numpy and clnet at once), timeseries_dataset_from_
 """
 from ..data import PyDataset
 from ..layers.base import clear_names as clear_session
+from .files import get_file
 from .numerical import to_categorical
 from .plotting import model_to_dot, plot_model
 from .seeding import set_random_seed
@@ -14,4 +15,5 @@ from .sequences import pad_sequences
 from .timeseries import TimeseriesDataset, timeseries_dataset_from_array
 
 __all__ = ["clear_session", "to_categorical", "pad_sequences", "set_random_seed", "timeseries_dataset_from_array",
-           "TimeseriesDataset", "PyDataset", "plot_model", "model_to_dot"]
+           "TimeseriesDataset", "PyDataset", "plot_model", "model_to_dot",
+           "get_file"]
