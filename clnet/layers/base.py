@@ -445,6 +445,8 @@ class Layer(HasWeights):
         return []
 
     def get_weights(self) -> list[np.ndarray]:
+        if type(self).call is not Layer.call:  # a traced subclass: its weights, as Keras lists them
+            return [w.numpy() for w in self.weights]
         return [p.to_keras(p.value.numpy()) for p in self.parameters]
 
     def gradients(self) -> list[np.ndarray]:
@@ -455,6 +457,11 @@ class Layer(HasWeights):
 
     def set_weights(self, weights) -> None:
         weights = list(weights)
+        if type(self).call is not Layer.call:  # a traced subclass: its weights, as Keras lists them
+            variables = self.weights
+            for variable, array in zip(variables, check_weights(self, weights, [v.shape for v in variables])):
+                variable.assign(array)
+            return
         if not self.parameters and weights:
             raise ValueError(f"layer {self.name!r} has no weights, got {len(weights)} arrays")
         for p, array in zip(self.parameters, check_weights(self, weights, [p.keras_index.shape for p in self.parameters])):

@@ -1,0 +1,85 @@
+"""Models written as Keras's guides write them (Layer subclasses with add_weight, layers made in
+__init__ and called in call(), ops on symbolic tensors, a position embedding of ops.arange), as
+one text for both frameworks: `build(keras)` takes the framework's module (keras, or clnet with
+its layers, ops and activations), as a script whose imports alone change. The fixture script
+(make_keras_subclassing_fixture.py) runs it with Keras 3, the test (test_keras_subclassing.py)
+with clnet; `parts` names the layers whose weights the two exchange."""
+
+
+def build(keras):
+    layers, ops = keras.layers, keras.ops
+
+    class Affine(layers.Layer):
+        """A dense layer from two weights of its own, made when the input's width is known."""
+
+        def __init__(self, units, **kwargs):
+            super().__init__(**kwargs)
+            self.units = units
+
+        def build(self, input_shape):
+            self.kernel = self.add_weight(shape=(input_shape[-1], self.units), initializer="random_normal")
+            self.offset = self.add_weight(shape=(self.units,), initializer="zeros")
+
+        def call(self, inputs):
+            return ops.matmul(inputs, self.kernel) + self.offset
+
+    class Tower(layers.Layer):
+        """Affine layers with relu between them, held as attributes."""
+
+        def __init__(self, widths, **kwargs):
+            super().__init__(**kwargs)
+            self.stages = [Affine(width) for width in widths]
+
+        def call(self, inputs):
+            x = inputs
+            for stage in self.stages[:-1]:
+                x = keras.activations.relu(stage(x))
+            return self.stages[-1](x)
+
+    class Tokens(layers.Layer):
+        """Token ids embedded, plus an embedding of each position (looked up from ops.arange)."""
+
+        def __init__(self, steps, vocabulary, width, **kwargs):
+            super().__init__(**kwargs)
+            self.words = layers.Embedding(input_dim=vocabulary, output_dim=width)
+            self.places = layers.Embedding(input_dim=steps, output_dim=width)
+
+        def call(self, ids):
+            where = self.places(ops.arange(start=0, stop=ops.shape(ids)[-1], step=1))
+            return self.words(ids) + where
+
+    class Encoder(layers.Layer):
+        """Self-attention and a feed-forward Sequential, each with a residual sum and a norm."""
+
+        def __init__(self, width, heads, hidden, **kwargs):
+            super().__init__(**kwargs)
+            self.attention = layers.MultiHeadAttention(num_heads=heads, key_dim=width)
+            self.feed = keras.Sequential([layers.Dense(hidden, activation="relu"), layers.Dense(width)])
+            self.first_norm = layers.LayerNormalization(epsilon=1e-6)
+            self.second_norm = layers.LayerNormalization(epsilon=1e-6)
+
+        def call(self, inputs):
+            mixed = self.first_norm(inputs + self.attention(inputs, inputs))
+            return self.second_norm(mixed + self.feed(mixed))
+
+    def tower_model(features):
+        x = keras.Input(shape=(features,))
+        tower = Tower([6, 5, 1])
+        model = keras.Model(x, tower(x))
+        return model, {f"stage{i}": stage for i, stage in enumerate(tower.stages)}
+
+    def text_model(steps, vocabulary, width, heads, hidden, classes):
+        ids = keras.Input(shape=(steps,))
+        tokens, encoder = Tokens(steps, vocabulary, width), Encoder(width, heads, hidden)
+        x = layers.GlobalAveragePooling1D()(encoder(tokens(ids)))
+        head = layers.Dense(classes, activation="softmax")
+        model = keras.Model(ids, head(x))
+        return model, {"words": tokens.words, "places": tokens.places, "attention": encoder.attention,
+                       "feed0": encoder.feed.layers[0], "feed1": encoder.feed.layers[1],
+                       "first_norm": encoder.first_norm, "second_norm": encoder.second_norm, "head": head}
+
+    return tower_model, text_model
+
+
+TOWER = {"features": 4, "rows": 12}
+TEXT = {"steps": 5, "vocabulary": 11, "width": 6, "heads": 2, "hidden": 7, "classes": 3, "rows": 16}

@@ -1,0 +1,61 @@
+"""Writes tests/data/keras_subclassing.npz: the subclassed models of tests/keras_patterns.py run by
+Keras 3 in float64 (a tower of add_weight layers under mse, a token-and-position transformer
+classifier under sparse cross-entropy), each from weights drawn here: its predictions, its
+evaluate logs, its History and its weights after two epochs of SGD without shuffling, per named
+layer, so that tests/test_keras_subclassing.py checks clnet's numbers against Keras's own without
+importing Keras (CI has no Keras).
+
+    KERAS_BACKEND=torch python tests/make_keras_subclassing_fixture.py
+
+As tests/make_keras_optimizer_fixture.py explains, Keras's type promotion on the torch backend
+rounds some float64 results to float32; the script lifts that cap.
+"""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+import keras  # noqa: E402
+from keras.src.backend.common import dtypes  # noqa: E402
+
+import keras_patterns  # noqa: E402
+from keras_patterns import TEXT, TOWER  # noqa: E402
+
+
+def run(model, parts, x, y, loss, rng, prefix: str, arrays: dict, logs: dict) -> None:
+    for name, layer in parts.items():
+        layer.set_weights([w + rng.normal(0, 0.3, w.shape) for w in layer.get_weights()])
+        arrays.update({f"{prefix}/{name}/{i}": w for i, w in enumerate(layer.get_weights())})
+    model.compile(keras.optimizers.SGD(0.1), loss, metrics=["accuracy"] if "sparse" in loss else None)
+    arrays[f"{prefix}/x"], arrays[f"{prefix}/y"] = x, y
+    arrays[f"{prefix}/predictions"] = model.predict(x, verbose=0)
+    logs[prefix] = {"evaluate": model.evaluate(x, y, verbose=0, return_dict=True),
+                    "history": model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history}
+    for name, layer in parts.items():
+        arrays.update({f"{prefix}/{name}/after{i}": w for i, w in enumerate(layer.get_weights())})
+
+
+def main():
+    keras.config.set_floatx("float64")
+    dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
+    keras.utils.set_random_seed(0)
+    tower_model, text_model = keras_patterns.build(keras)
+    rng = np.random.default_rng(0)
+    arrays, logs = {}, {}
+    model, parts = tower_model(TOWER["features"])
+    x = rng.normal(size=(TOWER["rows"], TOWER["features"]))
+    run(model, parts, x, np.tanh(x[:, :1] * 2), "mse", rng, "tower", arrays, logs)
+    sizes = {k: v for k, v in TEXT.items() if k != "rows"}
+    model, parts = text_model(**sizes)
+    ids = rng.integers(0, TEXT["vocabulary"], (TEXT["rows"], TEXT["steps"])).astype(float)
+    labels = rng.integers(0, TEXT["classes"], TEXT["rows"])
+    run(model, parts, ids, labels, "sparse_categorical_crossentropy", rng, "text", arrays, logs)
+    path = Path(__file__).parent / "data" / "keras_subclassing.npz"
+    np.savez_compressed(path, logs=json.dumps(logs), **arrays)
+    print(f"wrote {path}: {logs}")
+
+
+if __name__ == "__main__":
+    main()
