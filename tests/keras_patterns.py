@@ -78,8 +78,43 @@ def build(keras):
                        "feed0": encoder.feed.layers[0], "feed1": encoder.feed.layers[1],
                        "first_norm": encoder.first_norm, "second_norm": encoder.second_norm, "head": head}
 
-    return tower_model, text_model
+    def translator(source_tokens, target_tokens, units):
+        """A sequence-to-sequence model over sequences of any length (Input((None, tokens))): an
+        encoder LSTM's final states start a decoder LSTM, trained with teacher forcing; and
+        `sampler()`, its inference models made from the same layers after training (an encoder
+        of states, a decoder of one step from given states), as Keras's seq2seq example makes them."""
+        source, target = keras.Input(shape=(None, source_tokens)), keras.Input(shape=(None, target_tokens))
+        encoder = layers.LSTM(units, return_state=True)
+        _, h, c = encoder(source)
+        decoder = layers.LSTM(units, return_sequences=True, return_state=True)
+        head = layers.Dense(target_tokens, activation="softmax")
+        sequence, _, _ = decoder(target, initial_state=[h, c])
+        model = keras.Model([source, target], head(sequence))
+
+        def sampler():
+            given = [keras.Input(shape=(units,)), keras.Input(shape=(units,))]
+            step, step_h, step_c = decoder(target, initial_state=given)
+            return keras.Model(source, [h, c]), keras.Model([target, *given], [head(step), step_h, step_c])
+        return model, {"encoder": encoder, "decoder": decoder, "head": head}, sampler
+
+    return tower_model, text_model, translator
+
+
+def greedy(encoder, decoder, source, start: int, tokens: int, steps: int):
+    """Each step's probabilities of decoding `source` (one sample) greedily from token `start`,
+    one step at a time: the published example's loop."""
+    import numpy as np
+    states = encoder.predict(source, verbose=0)
+    token, rows = start, []
+    for _ in range(steps):
+        step = np.zeros((1, 1, tokens))
+        step[0, 0, token] = 1.0
+        probabilities, h, c = decoder.predict([step, *states], verbose=0)
+        rows.append(probabilities[0, -1])
+        token, states = int(np.argmax(probabilities[0, -1])), [h, c]
+    return np.array(rows)
 
 
 TOWER = {"features": 4, "rows": 12}
+TRANSLATOR = {"source_tokens": 5, "target_tokens": 6, "units": 7, "rows": 12, "source_steps": 4, "target_steps": 5}
 TEXT = {"steps": 5, "vocabulary": 11, "width": 6, "heads": 2, "hidden": 7, "classes": 3, "rows": 16}

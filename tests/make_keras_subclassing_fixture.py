@@ -1,8 +1,9 @@
-"""Writes tests/data/keras_subclassing.npz: the subclassed models of tests/keras_patterns.py run by
-Keras 3 in float64 (a tower of add_weight layers under mse, a token-and-position transformer
-classifier under sparse cross-entropy), each from weights drawn here: its predictions, its
-evaluate logs, its History and its weights after two epochs of SGD without shuffling, per named
-layer, so that tests/test_keras_subclassing.py checks clnet's numbers against Keras's own without
+"""Writes tests/data/keras_subclassing.npz: the models of tests/keras_patterns.py run by Keras 3
+in float64 (a tower of add_weight layers under mse, a token-and-position transformer classifier
+under sparse cross-entropy, a sequence-to-sequence LSTM over lengths of None under categorical
+cross-entropy), each from weights drawn here: its predictions, its evaluate logs, its History and
+its weights after two epochs of SGD without shuffling, per named layer (and the translator's
+greedy decoding by its inference models, step by step), so that tests/test_keras_subclassing.py checks clnet's numbers against Keras's own without
 importing Keras (CI has no Keras).
 
     KERAS_BACKEND=torch python tests/make_keras_subclassing_fixture.py
@@ -21,15 +22,17 @@ import keras  # noqa: E402
 from keras.src.backend.common import dtypes  # noqa: E402
 
 import keras_patterns  # noqa: E402
-from keras_patterns import TEXT, TOWER  # noqa: E402
+from keras_patterns import TEXT, TOWER, TRANSLATOR, greedy  # noqa: E402
 
 
 def run(model, parts, x, y, loss, rng, prefix: str, arrays: dict, logs: dict) -> None:
     for name, layer in parts.items():
         layer.set_weights([w + rng.normal(0, 0.3, w.shape) for w in layer.get_weights()])
         arrays.update({f"{prefix}/{name}/{i}": w for i, w in enumerate(layer.get_weights())})
-    model.compile(keras.optimizers.SGD(0.1), loss, metrics=["accuracy"] if "sparse" in loss else None)
-    arrays[f"{prefix}/x"], arrays[f"{prefix}/y"] = x, y
+    model.compile(keras.optimizers.SGD(0.1), loss, metrics=["accuracy"] if "crossentropy" in loss else None)
+    if not isinstance(x, list):
+        arrays[f"{prefix}/x"] = x
+    arrays[f"{prefix}/y"] = y
     arrays[f"{prefix}/predictions"] = model.predict(x, verbose=0)
     logs[prefix] = {"evaluate": model.evaluate(x, y, verbose=0, return_dict=True),
                     "history": model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history}
@@ -41,7 +44,7 @@ def main():
     keras.config.set_floatx("float64")
     dtypes.BIT64_TO_BIT32_DTYPE["float64"] = "float64"
     keras.utils.set_random_seed(0)
-    tower_model, text_model = keras_patterns.build(keras)
+    tower_model, text_model, translator = keras_patterns.build(keras)
     rng = np.random.default_rng(0)
     arrays, logs = {}, {}
     model, parts = tower_model(TOWER["features"])
@@ -52,6 +55,14 @@ def main():
     ids = rng.integers(0, TEXT["vocabulary"], (TEXT["rows"], TEXT["steps"])).astype(float)
     labels = rng.integers(0, TEXT["classes"], TEXT["rows"])
     run(model, parts, ids, labels, "sparse_categorical_crossentropy", rng, "text", arrays, logs)
+    model, parts, sampler = translator(**{k: TRANSLATOR[k] for k in ("source_tokens", "target_tokens", "units")})
+    rows, tokens = TRANSLATOR["rows"], TRANSLATOR["target_tokens"]
+    source = np.eye(TRANSLATOR["source_tokens"])[rng.integers(0, TRANSLATOR["source_tokens"], (rows, TRANSLATOR["source_steps"]))]
+    target = np.eye(tokens)[rng.integers(0, tokens, (rows, TRANSLATOR["target_steps"]))]
+    run(model, parts, [source, target], np.roll(target, -1, axis=1), "categorical_crossentropy", rng, "translator",
+        arrays, logs)
+    arrays["translator/source"], arrays["translator/target"] = source, target
+    arrays["translator/greedy"] = greedy(*sampler(), source[:1], 0, tokens, 4)
     path = Path(__file__).parent / "data" / "keras_subclassing.npz"
     np.savez_compressed(path, logs=json.dumps(logs), **arrays)
     print(f"wrote {path}: {logs}")

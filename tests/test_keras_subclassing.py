@@ -1,6 +1,6 @@
-"""The subclassed models of tests/keras_patterns.py (Keras's guides' patterns: add_weight layers,
-layers held in lists and a Sequential, a position embedding of ops.arange, self-attention with
-residual norms) against Keras 3's own numbers (tests/data/keras_subclassing.npz, written by
+"""The models of tests/keras_patterns.py (Keras's guides' patterns: add_weight layers, layers held
+in lists and a Sequential, a position embedding of ops.arange, self-attention with residual norms;
+a sequence-to-sequence LSTM over lengths of None and its inference models) against Keras 3's own numbers (tests/data/keras_subclassing.npz, written by
 make_keras_subclassing_fixture.py): the same text run by clnet from the same weights gives the
 same predictions, evaluate logs, History and weights after two epochs of SGD, in float64."""
 import json
@@ -11,7 +11,7 @@ import pytest
 
 import clnet
 import keras_patterns
-from keras_patterns import TEXT, TOWER
+from keras_patterns import TEXT, TOWER, TRANSLATOR, greedy
 
 FIXTURE = np.load(Path(__file__).parent / "data" / "keras_subclassing.npz")
 LOGS = json.loads(str(FIXTURE["logs"]))
@@ -26,22 +26,31 @@ def keras_weights(prefix, name, which=""):
     return [FIXTURE[f"{prefix}/{name}/{which}{i}"] for i in range(count)]
 
 
-@pytest.mark.parametrize("prefix", ["tower", "text"])
-def test_subclassed_models_match_keras(prefix):
+@pytest.mark.parametrize("prefix", ["tower", "text", "translator"])
+def test_models_match_keras(prefix):
     clnet.set_floatx("float64")
     try:
-        tower_model, text_model = keras_patterns.build(clnet)
-        sizes = {k: v for k, v in TEXT.items() if k != "rows"}
-        model, parts = tower_model(TOWER["features"]) if prefix == "tower" else text_model(**sizes)
+        tower_model, text_model, translator = keras_patterns.build(clnet)
+        if prefix == "tower":
+            model, parts = tower_model(TOWER["features"])
+        elif prefix == "text":
+            model, parts = text_model(**{k: v for k, v in TEXT.items() if k != "rows"})
+        else:
+            model, parts, sampler = translator(**{k: TRANSLATOR[k] for k in ("source_tokens", "target_tokens", "units")})
     finally:
         clnet.set_floatx("float32")
-    assert model.dtype == np.float64
+    x = [FIXTURE["translator/source"], FIXTURE["translator/target"]] if prefix == "translator" else FIXTURE[f"{prefix}/x"]
+    if prefix == "translator":  # (lengths of None: built on the data's, where Keras builds at once)
+        with pytest.raises(ValueError, match="LSTM 'lstm' is not built yet, so it has no weights for set_weights"):
+            parts["encoder"].set_weights(keras_weights(prefix, "encoder"))
+        model.build([part.shape[1:] for part in x])
     for name, layer in parts.items():
         layer.set_weights(keras_weights(prefix, name))
-    x, y = FIXTURE[f"{prefix}/x"], FIXTURE[f"{prefix}/y"]
-    loss = "mse" if prefix == "tower" else "sparse_categorical_crossentropy"
-    model.compile(clnet.optimizers.SGD(0.1), loss, metrics=["accuracy"] if prefix == "text" else None)
+    y = FIXTURE[f"{prefix}/y"]
+    loss = {"tower": "mse", "text": "sparse_categorical_crossentropy", "translator": "categorical_crossentropy"}[prefix]
+    model.compile(clnet.optimizers.SGD(0.1), loss, metrics=None if prefix == "tower" else ["accuracy"])
     np.testing.assert_allclose(model.predict(x), FIXTURE[f"{prefix}/predictions"], rtol=RTOL, atol=ATOL)
+    assert model.dtype == np.float64
     logs = model.evaluate(x, y, return_dict=True)
     want = LOGS[prefix]
     assert logs.keys() == want["evaluate"].keys()
@@ -54,3 +63,6 @@ def test_subclassed_models_match_keras(prefix):
     for name, layer in parts.items():
         for got, expected in zip(layer.get_weights(), keras_weights(prefix, name, "after"), strict=True):
             np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL, err_msg=f"{prefix}/{name}")
+    if prefix == "translator":  # the inference models, made after training from the same layers
+        decoded = greedy(*sampler(), x[0][:1], 0, TRANSLATOR["target_tokens"], 4)
+        np.testing.assert_allclose(decoded, FIXTURE["translator/greedy"], rtol=RTOL, atol=ATOL)

@@ -444,6 +444,14 @@ class Layer(HasWeights):
     def parameters(self) -> list:
         return []
 
+    def require_built(self, what: str) -> None:
+        """A clear error where a layer's weights are asked for before a model (or a call on arrays)
+        has built it."""
+        if not self.built:
+            raise ValueError(f"{self.describe()} is not built yet, so it has no weights for {what}(): a layer's "
+                             "weights are made when a model builds it (a model of Inputs with lengths of None "
+                             "builds on its first data, or on build(shapes)), or when it is called on arrays")
+
     def get_weights(self) -> list[np.ndarray]:
         if type(self).call is not Layer.call:  # a traced subclass: its weights, as Keras lists them
             return [w.numpy() for w in self.weights]
@@ -456,6 +464,7 @@ class Layer(HasWeights):
                 for p in self.parameters]
 
     def set_weights(self, weights) -> None:
+        self.require_built("set_weights")
         weights = list(weights)
         if type(self).call is not Layer.call:  # a traced subclass: its weights, as Keras lists them
             variables = self.weights

@@ -206,6 +206,7 @@ class Bidirectional(Layer):
         return self.forward_layer.parameters + self.backward_layer.parameters
 
     def set_weights(self, weights):
+        self.require_built("set_weights")
         weights = list(weights)
         half = len(self.forward_layer.parameters)
         expected = half + len(self.backward_layer.parameters)

@@ -279,6 +279,7 @@ class _Conv(Layer):
         return self.product.gradients()
 
     def set_weights(self, weights):
+        self.require_built("set_weights")
         shapes = [self.kernel_shape] + ([(self.filters,)] if self.use_bias else [])
         for parameter, array in zip(self.parameters, check_weights(self, weights, shapes)):
             device = np.zeros(parameter.size, self.dtype)

@@ -594,6 +594,7 @@ class Dense(Layer):
         return [p.to_keras(p.grad.numpy()) for p in self.parameters]
 
     def set_weights(self, weights):
+        self.require_built("set_weights")
         shapes = [(self.n_in, self.units)] + ([(self.units,)] if self.use_bias else [])
         for parameter, array in zip(self.parameters, check_weights(self, weights, shapes)):
             device = np.zeros(parameter.size, self.dtype)

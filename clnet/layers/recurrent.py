@@ -271,6 +271,7 @@ class _Recurrent(Layer):
         return [self.kernel, self.recurrent, self.bias] if self.use_bias else [self.kernel, self.recurrent]
 
     def set_weights(self, weights):
+        self.require_built("set_weights")
         shapes = [(self.n_in, self.cols), (self.units, self.cols)] + ([self._bias_shape()] if self.use_bias else [])
         for p, array in zip(self.parameters, check_weights(self, weights, shapes)):
             p.value.write(array)
