@@ -97,7 +97,23 @@ def build(keras):
             return keras.Model(source, [h, c]), keras.Model([target, *given], [head(step), step_h, step_c])
         return model, {"encoder": encoder, "decoder": decoder, "head": head}, sampler
 
-    return tower_model, text_model, translator
+    def tickets(vocabulary, tags, departments):
+        """The functional guide's ticket shape: two id sequences of any length (Input((None,))),
+        embedded and read by LSTMs, concatenated with a tag vector; a priority logit and
+        department logits, named outputs."""
+        title = keras.Input(shape=(None,), name="title")
+        body = keras.Input(shape=(None,), name="body")
+        flags = keras.Input(shape=(tags,), name="tags")
+        parts = {"title_words": layers.Embedding(vocabulary, 4), "body_words": layers.Embedding(vocabulary, 4),
+                 "title_reader": layers.LSTM(5), "body_reader": layers.LSTM(3)}
+        x = layers.concatenate([parts["title_reader"](parts["title_words"](title)),
+                                parts["body_reader"](parts["body_words"](body)), flags])
+        parts["priority"] = layers.Dense(1, name="priority")
+        parts["department"] = layers.Dense(departments, name="department")
+        model = keras.Model(inputs=[title, body, flags], outputs=[parts["priority"](x), parts["department"](x)])
+        return model, parts
+
+    return tower_model, text_model, translator, tickets
 
 
 def greedy(encoder, decoder, source, start: int, tokens: int, steps: int):
@@ -116,5 +132,6 @@ def greedy(encoder, decoder, source, start: int, tokens: int, steps: int):
 
 
 TOWER = {"features": 4, "rows": 12}
+TICKETS = {"vocabulary": 13, "tags": 3, "departments": 4, "rows": 12, "title_steps": 4, "body_steps": 6}
 TRANSLATOR = {"source_tokens": 5, "target_tokens": 6, "units": 7, "rows": 12, "source_steps": 4, "target_steps": 5}
 TEXT = {"steps": 5, "vocabulary": 11, "width": 6, "heads": 2, "hidden": 7, "classes": 3, "rows": 16}

@@ -1,6 +1,8 @@
 """The models of tests/keras_patterns.py (Keras's guides' patterns: add_weight layers, layers held
 in lists and a Sequential, a position embedding of ops.arange, self-attention with residual norms;
-a sequence-to-sequence LSTM over lengths of None and its inference models) against Keras 3's own numbers (tests/data/keras_subclassing.npz, written by
+a sequence-to-sequence LSTM over lengths of None and its inference models; the functional guide's
+ticket model of id sequences of any length, two named outputs, from_logits losses and loss
+weights by name) against Keras 3's own numbers (tests/data/keras_subclassing.npz, written by
 make_keras_subclassing_fixture.py): the same text run by clnet from the same weights gives the
 same predictions, evaluate logs, History and weights after two epochs of SGD, in float64."""
 import json
@@ -11,7 +13,7 @@ import pytest
 
 import clnet
 import keras_patterns
-from keras_patterns import TEXT, TOWER, TRANSLATOR, greedy
+from keras_patterns import TEXT, TICKETS, TOWER, TRANSLATOR, greedy
 
 FIXTURE = np.load(Path(__file__).parent / "data" / "keras_subclassing.npz")
 LOGS = json.loads(str(FIXTURE["logs"]))
@@ -26,30 +28,50 @@ def keras_weights(prefix, name, which=""):
     return [FIXTURE[f"{prefix}/{name}/{which}{i}"] for i in range(count)]
 
 
-@pytest.mark.parametrize("prefix", ["tower", "text", "translator"])
+def fixture_data(prefix):
+    """(x, y, compile's loss and extra arguments) of a fixture's model, as the fixture ran it."""
+    if prefix == "tickets":
+        x = {k: FIXTURE[f"tickets/x/{k}"] for k in ("title", "body", "tags")}
+        y = {k: FIXTURE[f"tickets/y/{k}"] for k in ("priority", "department")}
+        losses = {"priority": clnet.losses.BinaryCrossentropy(from_logits=True),
+                  "department": clnet.losses.CategoricalCrossentropy(from_logits=True)}
+        return x, y, losses, {"loss_weights": {"priority": 1.0, "department": 0.2}}
+    if prefix == "translator":
+        x = [FIXTURE["translator/source"], FIXTURE["translator/target"]]
+        return x, FIXTURE["translator/y"], "categorical_crossentropy", {"metrics": ["accuracy"]}
+    if prefix == "text":
+        return FIXTURE["text/x"], FIXTURE["text/y"], "sparse_categorical_crossentropy", {"metrics": ["accuracy"]}
+    return FIXTURE["tower/x"], FIXTURE["tower/y"], "mse", {}
+
+
+@pytest.mark.parametrize("prefix", ["tower", "text", "translator", "tickets"])
 def test_models_match_keras(prefix):
     clnet.set_floatx("float64")
     try:
-        tower_model, text_model, translator = keras_patterns.build(clnet)
+        tower_model, text_model, translator, tickets = keras_patterns.build(clnet)
         if prefix == "tower":
             model, parts = tower_model(TOWER["features"])
         elif prefix == "text":
             model, parts = text_model(**{k: v for k, v in TEXT.items() if k != "rows"})
+        elif prefix == "tickets":
+            model, parts = tickets(TICKETS["vocabulary"], TICKETS["tags"], TICKETS["departments"])
         else:
             model, parts, sampler = translator(**{k: TRANSLATOR[k] for k in ("source_tokens", "target_tokens", "units")})
     finally:
         clnet.set_floatx("float32")
-    x = [FIXTURE["translator/source"], FIXTURE["translator/target"]] if prefix == "translator" else FIXTURE[f"{prefix}/x"]
-    if prefix == "translator":  # (lengths of None: built on the data's, where Keras builds at once)
-        with pytest.raises(ValueError, match="LSTM 'lstm' is not built yet, so it has no weights for set_weights"):
-            parts["encoder"].set_weights(keras_weights(prefix, "encoder"))
-        model.build([part.shape[1:] for part in x])
+    x, y, loss, compiled = fixture_data(prefix)
+    if prefix in ("translator", "tickets"):  # (lengths of None: built on the data's, where Keras builds at once)
+        first = next(iter(parts.values()))
+        with pytest.raises(ValueError, match="is not built yet, so it has no weights for set_weights"):
+            first.set_weights(keras_weights(prefix, next(iter(parts))))
+        model.build([part.shape[1:] for part in (x.values() if isinstance(x, dict) else x)])
     for name, layer in parts.items():
         layer.set_weights(keras_weights(prefix, name))
-    y = FIXTURE[f"{prefix}/y"]
-    loss = {"tower": "mse", "text": "sparse_categorical_crossentropy", "translator": "categorical_crossentropy"}[prefix]
-    model.compile(clnet.optimizers.SGD(0.1), loss, metrics=None if prefix == "tower" else ["accuracy"])
-    np.testing.assert_allclose(model.predict(x), FIXTURE[f"{prefix}/predictions"], rtol=RTOL, atol=ATOL)
+    model.compile(clnet.optimizers.SGD(0.1), loss, **compiled)
+    predictions = model.predict(x)
+    for k, got in enumerate(predictions if isinstance(predictions, list) else [predictions]):
+        key = f"{prefix}/predictions" + (f"/{k}" if isinstance(predictions, list) else "")
+        np.testing.assert_allclose(got, FIXTURE[key], rtol=RTOL, atol=ATOL)
     assert model.dtype == np.float64
     logs = model.evaluate(x, y, return_dict=True)
     want = LOGS[prefix]
