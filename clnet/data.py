@@ -229,7 +229,9 @@ class Batches:
 
 class ArrayFeed:
     """An array data set as fit/evaluate/predict iterate it: batches of `batch_size` in a
-    shuffled (seed) or sequential order, `steps` of them an epoch. `reserve` as for Stream."""
+    shuffled (seed) or sequential order, `steps` of them an epoch. `reserve` as for Stream.
+    `weighted`: its targets end with a column of sample weights (set by the model that made it)."""
+    weighted = False
 
     def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None, reserve):
         self.batches, self.batch_size, self.seed, self.reserve = batches, batch_size, seed, reserve
@@ -270,7 +272,9 @@ class Stream:
 
     `prepare(x, y, step)` returns the batch's x as (rows, features) and y as (rows, outputs) or
     None; `reserve(rows)` makes the model ready for batches of `rows` and returns its capacity.
+    Its batches are not weighted (`weighted`).
     """
+    weighted = False
 
     def __init__(self, rt: Runtime, source, name: str, prepare, reserve, dtype, targets: bool,
                  steps: int | None, seed: int | None, transposed=lambda: True):

@@ -25,9 +25,10 @@ from .losses.base import SOFTMAX_HERE
 METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
 
 # One batch on the device, as a step takes it: x (rows, all inputs' features side by side) and
-# y (rows, all outputs' target columns, or None to predict), its rows, and where its per-sample
-# loss and hits go among the epoch's (`first`).
-DeviceBatch = namedtuple("DeviceBatch", ["x", "y", "rows", "first"], defaults=[0])
+# y (rows, all outputs' target columns, or None to predict), its rows, where its per-sample loss
+# and hits go among the epoch's (`first`), and whether y ends with a column of sample weights
+# (`weighted`: fit's sample_weight or class_weight, see prepare_targets).
+DeviceBatch = namedtuple("DeviceBatch", ["x", "y", "rows", "first", "weighted"], defaults=[0, False])
 
 
 class NotCompiledError(ValueError, RuntimeError):
@@ -65,7 +66,7 @@ class Step:
         """The forward pass and each output's loss kernel: the gradient at the outputs, and the
         per-sample loss and hits at [first, first + rows) of the epoch's statistics."""
         self.reserve_statistics(data.first + data.rows)
-        self._forward_loss(data.x, data.y, data.rows, data.first, training)
+        self._forward_loss(data.x, data.y, data.rows, data.first, training, data.weighted)
 
     def backward(self, data: DeviceBatch, gradient_reads=None, input_gradients: bool = False) -> list:
         """The parameters' gradients of the last compute_loss (in their stores); with
@@ -73,18 +74,34 @@ class Step:
         `gradient_reads`: a distribution's hand-over of gradients as layers finish them."""
         return self._backward(data.rows, self._needs_input_grad(input_gradients), gradient_reads)
 
-    def prepare_targets(self, y, name: str = "y") -> np.ndarray:
+    def prepare_targets(self, y, name: str = "y", sample_weight=None, class_weight=None) -> np.ndarray:
         """y checked by each output's loss (Keras's rules: one array, a list in output order or a
-        dict by output name) and laid out as a step takes it: (samples, all outputs' columns)."""
+        dict by output name) and laid out as a step takes it: (samples, all outputs' columns),
+        then, where `sample_weight` (one non-negative number per sample, for every output) or
+        `class_weight` ({class: weight}, a model of one output; Keras's rule: the class of a
+        one-hot row is its argmax, of one column its rounded value) is given, a column of each
+        sample's weight (then the batches are `weighted`: the losses are weighted, compile's
+        metrics not, as Keras's)."""
         if len(self._heads) == 1:
             if isinstance(y, (list, tuple)) and len(y) == 1 and not np.isscalar(y[0]):
                 y = y[0]  # Keras takes [y] for a model of one output
-            return self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, name)
-        parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{name}[{key!r}] (output {head.name!r})")
-                 for head, (key, part) in zip(self._heads, by_name(y, self.output_names, name, "output"))]
-        if len({len(p) for p in parts}) > 1:
-            raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
-        return np.concatenate(parts, axis=1)
+            raw = y
+            y = self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, name)
+        else:
+            parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{name}[{key!r}] (output {head.name!r})")
+                     for head, (key, part) in zip(self._heads, by_name(y, self.output_names, name, "output"))]
+            if len({len(p) for p in parts}) > 1:
+                raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
+            y = np.concatenate(parts, axis=1)
+        if sample_weight is not None and class_weight is not None:
+            raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")  # (Keras's words)
+        if class_weight is not None:
+            if len(self._heads) > 1:
+                raise ValueError("`class_weight` is only supported for Models with a single output.")
+            sample_weight = _class_weights(raw, class_weight, self._heads[0].shape[-1])
+        if sample_weight is None:
+            return y
+        return np.concatenate([y, _sample_weights(sample_weight, len(y), self.dtype)[:, None]], axis=1)
 
     # -- compiling ---------------------------------------------------------------------------
     def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
@@ -212,7 +229,9 @@ class Step:
             self.capacity = rows
         if self.compiled:
             for head in self._heads:
-                head.ensure_rows(self.capacity, len(self._heads) > 1)
+                head.ensure_rows(self.capacity)
+            if getattr(self, "_row_weights", None) is None or self._row_weights.shape[0] < self.capacity:
+                self._row_weights = Tensor((self.capacity, 1), self.dtype, self.rt)  # (a weighted batch's)
         return self.capacity
 
     def reserve_statistics(self, samples: int) -> None:
@@ -274,21 +293,26 @@ class Step:
                 values.update({id(t): value for t, value in zip(call.outputs, result)})
         return [values[id(o)] for o in self._outputs]
 
-    def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False) -> None:
+    def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False,
+                      weighted: bool = False) -> None:
         """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
         first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
         over the other axes (time). Where the loss folds the output layer's softmax, the layer
         hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
-        step (~9 us of host time on the H100, where small batches are launch-bound)."""
+        step (~9 us of host time on the H100, where small batches are launch-bound). `weighted`:
+        the target's last column is each sample's weight."""
         outputs = self._forward(x, rows, training, logits=True)
-        if len(self._heads) == 1:
+        if len(self._heads) == 1 and not weighted:
             self._heads[0].launch(target, outputs[0], rows, first)
             return
-        # The batch's targets lie side by side, an output's after another's: each loss reads its own.
-        offset, total = 0, sum(head.width for head in self._heads)
+        # The batch's targets lie side by side, an output's after another's, then the weights:
+        # each loss reads its own columns.
+        offset, total = 0, sum(head.width for head in self._heads) + weighted
+        if weighted:
+            self._split((1, rows), None, target, total, total - 1, self._row_weights, 1, 0, 1)
         for head, output in zip(self._heads, outputs):
             self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
-            head.launch(head.target, output, rows, first)
+            head.launch(head.target, output, rows, first, self._row_weights if weighted else None)
             offset += head.width
 
     def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
@@ -349,7 +373,9 @@ class Step:
 
     def epoch_logs(self, count: int, prefix: str = "") -> dict:
         """The logs Keras writes: `loss`, the weighted sum of the outputs' losses; with several
-        outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name."""
+        outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name. With
+        sample weights, as Keras: a loss is the weighted sum over the samples divided by their
+        count; compile's metrics are not weighted."""
         totals = [head.totals(count) for head in self._heads]
         logs = {prefix + "loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
         several = len(self._heads) > 1
@@ -397,11 +423,12 @@ class Head:
         self.output_grad = self.target = None
         self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
 
-    def ensure_rows(self, rows: int, split_targets: bool) -> None:
+    def ensure_rows(self, rows: int) -> None:
         if self.output_grad is None or self.output_grad.shape[0] < rows:
             self.output_grad = Tensor((rows, *self.shape), self.dtype, self.rt)
-            # A model of several outputs copies each one's targets out of the batch's.
-            self.target = Tensor((rows, self.width), self.dtype, self.rt) if split_targets else None
+            # Where a batch holds more than this output's targets (several outputs, sample
+            # weights), its columns are copied out of the batch's.
+            self.target = Tensor((rows, self.width), self.dtype, self.rt)
 
     def grow_stats(self, samples: int, kept: int) -> None:
         """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
@@ -411,16 +438,19 @@ class Head:
                 cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
         self.stats = grown
 
-    def launch(self, target: Tensor, output: Tensor, rows: int, first: int) -> None:
+    def launch(self, target: Tensor, output: Tensor, rows: int, first: int, row_weights: Tensor | None = None) -> None:
         """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
-        rows [first, first + rows). As in Keras the last axis is what a loss compares (the
-        classes), averaged over the other axes (time). Where the loss takes the output layer's
-        softmax, `output` is the softmax's input: one launch fewer per step (~9 us of host time
-        on the H100, where small batches are launch-bound)."""
+        rows [first, first + rows), each sample's gradient and loss scaled by its weight in
+        `row_weights` if given.
+        As in Keras the last axis is what a loss compares (the classes), averaged over the other
+        axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
+        input: one launch fewer per step (~9 us of host time on the H100, where small batches
+        are launch-bound)."""
         self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
                      *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
                      SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
-                     self.weight / (rows * self.positions))
+                     self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
+                     int(row_weights is not None))
 
     def totals(self, count: int) -> tuple[float, float]:
         """Sum of per-sample loss and accuracy over [0, count)."""
@@ -428,6 +458,44 @@ class Head:
         self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
         loss, hits = self._totals.numpy()
         return float(loss), float(hits)
+
+
+def _sample_weights(sample_weight, samples: int, dtype) -> np.ndarray:
+    """fit's sample_weight checked: one finite, non-negative number per sample."""
+    weights = np.asarray(sample_weight)
+    if weights.dtype == object or not (np.issubdtype(weights.dtype, np.number) or weights.dtype == bool):
+        raise TypeError(f"sample_weight must be an array of numbers, got {type(sample_weight).__name__}")
+    if weights.ndim == 2 and weights.shape[1] == 1:
+        weights = weights[:, 0]
+    if weights.shape != (samples,):
+        raise ValueError(f"sample_weight must have one weight per sample, shape ({samples},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must hold finite, non-negative numbers")
+    return weights.astype(dtype)
+
+
+def _class_weights(y, class_weight, classes: int) -> np.ndarray:
+    """Keras's class_weight_to_sample_weights: each sample's class (a one-hot row's argmax, one
+    column's rounded value, an id) weighted by class_weight, 1 where it names none. A key that is
+    not a class of the output (0 .. classes - 1; 0 and 1 for one column) raises."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight must be a dict of class index to weight, got {type(class_weight).__name__}")
+    known = range(max(classes, 2))
+    for key, value in class_weight.items():
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or key not in known:
+            raise ValueError(f"class_weight key {key!r} is not a class of the output, whose classes are "
+                             f"0 .. {known[-1]}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value) \
+                or value < 0:
+            raise ValueError(f"class_weight[{key!r}] must be a finite, non-negative number, got {value!r}")
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = np.argmax(labels, axis=-1) if labels.shape[-1] != 1 else labels[..., 0]
+    labels = np.round(labels).astype(np.int64)
+    if labels.ndim != 1:
+        raise ValueError("class_weight needs one class per sample; the targets have several positions per sample "
+                         "(give sample_weight instead)")
+    return np.array([float(class_weight.get(int(label), 1.0)) for label in labels])
 
 
 def _rows(call: Call, rows: int) -> int:

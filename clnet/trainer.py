@@ -29,11 +29,13 @@ class Trainer:
     _in_fit = False
 
     def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
-            validation_steps=None) -> History:
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None) -> History:
         """x, y: arrays (a memmap too); or x alone, a generator or PyDataset giving (x, y) batches
         (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
-        the data (a generator: until it is exhausted)."""
+        the data (a generator: until it is exhausted). `sample_weight` (one weight per sample) or
+        `class_weight` ({class: weight}) weigh each sample's loss and metrics, as Keras's
+        (Step.prepare_targets); validation_data may be (x, y, sample_weight)."""
         self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _inputs_of)
         try:
             self.require_compiled("fit")
@@ -44,30 +46,37 @@ class Trainer:
             validation_steps = check_steps("validation_steps", validation_steps)
             if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
                 raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
+            weights = {"sample_weight": sample_weight, "class_weight": class_weight}
+            self._check_weights_usable(x, weights)
             if validation_split and validation_data is None:
                 if is_stream(x):
                     raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
                                      "validation_data instead")
-                x, y = self._prepare(x, y)
+                x, y = self._prepare(x, y, **weights)  # (the weights' column split with the targets)
                 split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
                 if split < 1 or split == len(x):
                     raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
                                      f"samples out of {len(x)}")
-                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle)
+                weighted = _weighted(weights)
+                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle, weighted=weighted)
                 val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
-                                       reserved=train.batches.device_bytes)
+                                       reserved=train.batches.device_bytes, weighted=weighted)
             else:
-                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle)
+                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle, **weights)
                 val = None
             if validation_data is not None:
+                val_weights = {}
                 if is_stream(validation_data):
                     val_x, val_y = validation_data, None
-                elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
-                    val_x, val_y = validation_data
+                elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
+                    val_x, val_y, *rest = validation_data
+                    val_weights = {"sample_weight": rest[0]} if rest else {}
                 else:
-                    raise ValueError("validation_data must be a tuple (x_val, y_val), a generator or a PyDataset")
+                    raise ValueError("validation_data must be a tuple (x_val, y_val) or (x_val, y_val, "
+                                     "val_sample_weight), a generator or a PyDataset")
                 reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
-                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved)
+                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved,
+                                 **val_weights)
             if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
                 train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
             chief = self.distribution is None or self.distribution.chief  # shows the progress
@@ -93,7 +102,7 @@ class Trainer:
                         for step, (rows, xb, yb) in enumerate(batches):
                             if watch_batches:
                                 callbacks.on_batch_begin(step, {"batch": step, "size": rows})
-                            self.train_step(DeviceBatch(xb, yb, rows, seen))
+                            self.train_step(DeviceBatch(xb, yb, rows, seen, train.weighted))
                             seen += rows
                             if watch_batches:
                                 callbacks.on_batch_end(step, {"batch": step, "size": rows})
@@ -126,20 +135,23 @@ class Trainer:
         seen = 0
         with closing(feed.epoch(epoch)) as batches:
             for rows, xb, yb in batches:
-                self.test_step(DeviceBatch(xb, yb, rows, seen))
+                self.test_step(DeviceBatch(xb, yb, rows, seen, feed.weighted))
                 seen += rows
         if not seen:  # only a generator can give nothing
             raise ValueError(f"{feed.name} (a generator) yielded no batches in epoch {epoch + 1}; a generator "
                              "is read once: give a generator that does not end and steps, or a PyDataset")
         return self.epoch_logs(seen, prefix)
 
-    def evaluate(self, x, y=None, batch_size=32, verbose=0, steps=None, return_dict: bool = False):
+    def evaluate(self, x, y=None, batch_size=32, verbose=0, sample_weight=None, steps=None,
+                 return_dict: bool = False):
         """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
         generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy], or
-        with `return_dict` a dict of them by name."""
+        with `return_dict` a dict of them by name; each sample weighted by `sample_weight` if
+        given, as Keras's."""
         self.require_compiled("evaluate")
         batch_size = check_int("batch_size", batch_size, minimum=1)
-        logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps)))
+        self._check_weights_usable(x, {"sample_weight": sample_weight})
+        logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
         return _returned(logs, return_dict)
@@ -166,7 +178,7 @@ class Trainer:
         self.rt.queue.finish()
         return self.outputs_as_given(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
 
-    def train_on_batch(self, x, y=None, return_dict: bool = False):
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict: bool = False):
         """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
         compiled with it), from the forward pass before the update; a dict with `return_dict`.
         Callbacks do not run, as in Keras."""
@@ -175,15 +187,16 @@ class Trainer:
             raise ValueError(f"train_on_batch runs one device's step, but model {self.name!r} was compiled "
                              f"with the distribution {type(self.distribution).__name__}, whose replicas would "
                              "fall out of step; use fit")
-        rows, xb, yb = self._one_batch(x, y, targets=True)
-        self.train_step(DeviceBatch(xb, yb, rows))
+        weights = {"sample_weight": sample_weight, "class_weight": class_weight}
+        rows, xb, yb = self._one_batch(x, y, targets=True, **weights)
+        self.train_step(DeviceBatch(xb, yb, rows, 0, _weighted(weights)))
         return _returned(self.epoch_logs(rows), return_dict)
 
-    def test_on_batch(self, x, y=None, return_dict: bool = False):
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict: bool = False):
         """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
         self.require_compiled("test_on_batch")
-        rows, xb, yb = self._one_batch(x, y, targets=True)
-        self.test_step(DeviceBatch(xb, yb, rows))
+        rows, xb, yb = self._one_batch(x, y, targets=True, sample_weight=sample_weight)
+        self.test_step(DeviceBatch(xb, yb, rows, 0, sample_weight is not None))
         return _returned(self.epoch_logs(rows), return_dict)
 
     def predict_on_batch(self, x) -> np.ndarray:
@@ -194,15 +207,16 @@ class Trainer:
             cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer)
         return self.outputs_as_given(arrays)
 
-    def _one_batch(self, x, y=None, targets: bool = False):
-        """(rows, x batch, y batch or None): all of x (and, with `targets`, y), checked as fit checks
-        them, on the device as one batch."""
+    def _one_batch(self, x, y=None, targets: bool = False, **weights):
+        """(rows, x batch, y batch or None): all of x (and, with `targets`, y and any sample or
+        class weights), checked as fit checks them, on the device as one batch."""
         if not targets:
             x = self._inputs_of(x)
         elif y is None:
             raise ValueError("y (the targets) is required with an array x")
         else:
-            x, y = self._prepare(x, y)
+            self._check_weights_usable(x, weights)
+            x, y = self._prepare(x, y, **weights)
         rows = len(x)
         self.reserve(rows)
         return (rows, *Batches(self.rt, x, y, self.capacity, self.dtype, transposed=self.batch_transposed).batch(0, rows))
@@ -222,10 +236,11 @@ class Trainer:
         return loss, grads, arrays[0] if len(arrays) == 1 else arrays
 
     def _feed(self, x, y, batch_size: int, steps: int | None, name: str = "", targets: bool = True,
-              shuffle: bool = False, reserved: int = 0):
+              shuffle: bool = False, reserved: int = 0, **weights):
         """The batches of arrays (x, y), or of a generator / PyDataset x, as fit, evaluate and
         predict iterate them; `name` prefixes the arguments in errors (validation_data), and
-        `reserved` bytes of the device budget are taken already (by the training data)."""
+        `reserved` bytes of the device budget are taken already (by the training data).
+        `weights`: sample_weight or class_weight of arrays (Step.prepare_targets)."""
         names = (f"{name} x".strip(), f"{name} y".strip())
         if is_stream(x):
             if y is not None:
@@ -250,16 +265,30 @@ class Trainer:
         if y is None:
             raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
                              "or pass x as a generator or PyDataset of (x, y) batches")
-        return self._array_feed(*self._prepare(x, y, names), batch_size, steps, shuffle, reserved)
+        prepared = self._prepare(x, y, names, **weights)
+        return self._array_feed(*prepared, batch_size, steps, shuffle, reserved, weighted=_weighted(weights))
 
-    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0) -> ArrayFeed:
-        """Batches of prepared arrays: x (samples, features), y (samples, outputs) or None."""
+    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0, weighted: bool = False) -> ArrayFeed:
+        """Batches of prepared arrays: x (samples, features), y (samples, outputs, then a sample
+        weight if `weighted`) or None."""
         capacity = self.reserve(min(batch_size, len(x)))
         budget = data.device_budget(self.rt) - reserved
         if y is not None:
             self.reserve_statistics(len(x))
-        return ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed), batch_size,
+        feed = ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed), batch_size,
                          steps, self.seed if shuffle else None, self.reserve)
+        feed.weighted = weighted
+        return feed
+
+    def _check_weights_usable(self, x, weights: dict) -> None:
+        """Sample and class weights come with arrays, to a model on one device."""
+        if not _weighted(weights):
+            return
+        given = " and ".join(k for k, v in weights.items() if v is not None)
+        if is_stream(x):
+            raise ValueError(f"{given} goes with arrays x and y; a generator or PyDataset is not weighted yet")
+        if self.distribution is not None:
+            raise ValueError(f"{given} is not supported under {type(self.distribution).__name__} yet")
 
     def _inputs_of(self, x, name: str = "x") -> np.ndarray:
         """x prepared by the model (prepare_inputs); within a fit, at the lengths of its first data."""
@@ -268,8 +297,8 @@ class Trainer:
             self._fit_shapes = self.built_shapes
         return x
 
-    def _prepare(self, x, y, names=("x", "y")):
-        x, y = self._inputs_of(x, names[0]), self.prepare_targets(y, names[1])
+    def _prepare(self, x, y, names=("x", "y"), **weights):
+        x, y = self._inputs_of(x, names[0]), self.prepare_targets(y, names[1], **weights)
         if len(x) != len(y):
             raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
         return x, np.ascontiguousarray(y)
@@ -286,6 +315,10 @@ def _returned(logs: dict, return_dict: bool):
         return logs
     values = list(logs.values())
     return values[0] if len(values) == 1 else values
+
+
+def _weighted(weights: dict) -> bool:
+    return any(v is not None for v in weights.values())
 
 
 def check_steps(argument: str, value) -> int | None:

@@ -389,12 +389,16 @@ def loss_blocks(rt, positions, group=None) -> tuple[int, int]:
     return group, -(-positions // group)
 
 
-def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold, group=None):
-    """CalcOutputGradient as the model launches it: work-groups per sample over its positions."""
+def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold, group=None,
+                weights=None):
+    """CalcOutputGradient as the model launches it: work-groups per sample over its positions;
+    `weights`, one per row, scale each sample's gradient and loss (fit's sample_weight)."""
     group, blocks = loss_blocks(rt, positions, group)
+    row_weights = Tensor.from_numpy(np.ones(rows) if weights is None else weights, F32)
     rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
         (rows * blocks * group,), (group,), Tensor.from_numpy(target, F32), Tensor.from_numpy(p, F32), grad,
-        sample_loss, sample_hit, first, positions, blocks, cols, loss.mode, fold, 1.0 / (rows * positions))
+        sample_loss, sample_hit, first, positions, blocks, cols, loss.mode, fold, 1.0 / (rows * positions),
+        row_weights, int(weights is not None))
 
 
 # 7 positions in work-groups of 4: two a sample; 130 in the model's groups (of 64 or fewer).
@@ -435,6 +439,35 @@ def test_loss_kernels(rt, rng, name, cols, positions, group):
     rt.kernel(loss.program(rt, F32), "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss,
                                                            sample_hit, stats, totals)
     close(totals.numpy(), [want_loss.sum(), want_hit.sum()], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_weighted_loss_kernels(rt, rng, name):
+    """Each sample's weight scales its gradient and its loss, not its hits (Keras weighs compile's
+    metrics only when asked); 7 positions in work-groups of 4 (two blocks a sample)."""
+    loss = losses.get(name)
+    rows, first, positions, cols = 6, 2, 7, 4
+    group, blocks = loss_blocks(rt, positions, 4)
+    tokens = rows * positions
+    if name == "categorical_crossentropy":
+        p = softmax(rng.normal(size=(tokens, cols)))
+        t = np.eye(cols)[rng.integers(0, cols, tokens)]
+    else:
+        p = rng.uniform(0.05, 0.95, (tokens, cols))
+        t = rng.integers(0, 2, (tokens, cols)).astype(float)
+    p, t = p.astype(F32), t.astype(F32)
+    weights = rng.uniform(0.0, 3.0, rows)
+    weights[1] = 0.0
+    grad = Tensor((tokens, cols), F32)
+    stats = (first + rows) * blocks
+    sample_loss, sample_hit = (Tensor.zeros((stats,), F32) for _ in range(2))
+    launch_loss(rt, loss, t, p, grad, sample_loss, sample_hit, first, rows, positions, cols, 0, group,
+                weights=weights)
+    want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))
+    close(grad.numpy(), want_grad * np.repeat(weights, positions)[:, None], rtol=1e-4, atol=1e-7)
+    per_sample = [s.numpy().reshape(first + rows, blocks).sum(1)[first:] for s in (sample_loss, sample_hit)]
+    close(per_sample[0], weights * want_loss.reshape(rows, positions).mean(1), rtol=1e-4, atol=1e-6)
+    close(per_sample[1], accuracy(name, p, t).reshape(rows, positions).mean(1), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,activation", [("categorical_crossentropy", "softmax"),

@@ -121,7 +121,9 @@ class ShardedFeed:
     """An ArrayFeed seen by several replicas: every local replica gathers, on its own device, its
     shard of each batch (rows [first, first + rows_i) of the epoch's order, which every replica
     computes alike from the seed). Yields the model's own shard as (rows, x, y), as ArrayFeed
-    does, and keeps the other local replicas' shards in `pending` for synchronize()."""
+    does, and keeps the other local replicas' shards in `pending` for synchronize(). Its batches
+    are not weighted (fit refuses sample weights under a distribution)."""
+    weighted = False
 
     def __init__(self, strategy: Distribution, train: ArrayFeed, replicas: list, batches: list, first: int):
         self.strategy, self.train = strategy, train

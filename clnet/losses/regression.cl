@@ -11,11 +11,17 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
                                  __global TYPE *gradients,        // dL/dp (rows, positions, cols)
                                  __global TYPE *sample_loss, __global TYPE *sample_hit,
                                  const int first, const int positions, const int blocks, const int cols,
-                                 const int loss_function, const int fold_activation, const TYPE scale)
+                                 const int loss_function, const int fold_activation, const TYPE unweighted_scale,
+                                 __global const TYPE *row_weights, const int weighted)
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int row = get_group_id(0) / blocks, block = get_group_id(0) % blocks, lid = get_local_id(0);
     const int size = get_local_size(0);
+    // A sample's weight (fit's sample_weight or class_weight) scales its gradient and its loss:
+    // Keras's loss is the weighted sum over the batch's samples divided by their count. Its
+    // metrics (compile's `metrics`) are not weighted, as Keras's.
+    const TYPE w = weighted ? row_weights[row] : 1;
+    const TYPE scale = unweighted_scale * w;
     TYPE loss = 0, hits = 0;
     for (int position = block * size + lid; position < positions; position += blocks * size) {
         const int token = row * positions + position;
@@ -34,7 +40,7 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
     loss = group_reduce(scratch, loss, 0);
     hits = group_reduce(scratch, hits, 0);
     if (lid == 0) {
-        sample_loss[(first + row) * blocks + block] = loss / positions;
+        sample_loss[(first + row) * blocks + block] = w * loss / positions;
         sample_hit[(first + row) * blocks + block] = hits / positions;
     }
 }
