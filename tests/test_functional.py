@@ -250,3 +250,22 @@ def test_tensors_say_their_dtype_as_keras():
     assert Dense(2)(x).dtype == "float32"
     model = clnet.Model(x, Dense(2)(x), floatx="float64")
     assert model.outputs[0].dtype == "float64"
+
+
+def test_subtract_average_maximum_minimum_merge_as_keras(rng):
+    """Keras's other merges (and their functional forms, the guide's `layers.average` of an
+    ensemble), traced into ops: values against numpy, and the errors."""
+    from clnet import layers
+    a, b, c = Input((3,)), Input((3,)), Input((3,))
+    outs = [layers.subtract([a, b]), layers.average([a, b, c]), layers.maximum([a, b, c]), layers.minimum([a, b])]
+    model = clnet.Model([a, b, c], outs, floatx="float64")
+    xs = [rng.normal(size=(4, 3)) for _ in range(3)]
+    got = model.predict(xs)
+    want = [xs[0] - xs[1], (xs[0] + xs[1] + xs[2]) / 3, np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
+            np.minimum(xs[0], xs[1])]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-15)
+    with pytest.raises(ValueError, match="takes exactly 2 tensors, got 3"):
+        layers.Subtract()([a, b, c])
+    with pytest.raises(ValueError, match="needs inputs of one shape"):
+        layers.Average()([a, Input((4,))])

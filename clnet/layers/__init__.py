@@ -4,7 +4,8 @@ from .dense import Dense
 from .activation import Activation, Softmax
 from .flatten import Flatten
 from .input import Input
-from .merge import Add, Concatenate, Multiply, add, concatenate, multiply
+from .merge import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average, concatenate, maximum,
+                    minimum, multiply, subtract)
 from .dropout import Dropout
 from .batch_normalization import BatchNormalization
 from .layer_normalization import LayerNormalization
@@ -28,7 +29,8 @@ from .lambda_layer import Lambda
 from .time_distributed import TimeDistributed
 from .weight import Constant, Variable, Weight
 
-__all__ = ["Constant", "Variable", "Weight", "add", "concatenate", "multiply", "Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
+__all__ = ["Constant", "Variable", "Weight", "add", "concatenate", "multiply", "subtract", "average", "maximum",
+           "minimum", "Subtract", "Average", "Maximum", "Minimum", "Layer", "Dense", "Activation", "Softmax", "Flatten", "Input", "Add", "Multiply", "Concatenate", "Dropout",
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",

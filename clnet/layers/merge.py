@@ -1,4 +1,5 @@
-"""Merge layers: Add, Multiply and Concatenate take a list of inputs (the functional API)."""
+"""Merge layers: Add, Multiply and Concatenate take a list of inputs (the functional API); Subtract,
+Average, Maximum and Minimum are their ops (clnet.ops), traced."""
 from __future__ import annotations
 
 import numpy as np
@@ -160,6 +161,57 @@ class Concatenate(_Merge):
         return {**super().get_config(), "axis": self.axis}
 
 
+class _OpMerge(Layer):
+    """Keras's merges that are elementwise ops of their inputs (Subtract, Average, Maximum,
+    Minimum): traced into clnet.ops calls, which compute, differentiate, save and export them."""
+
+    def call(self, inputs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) < (2 if self.arity is None else self.arity):
+            raise ValueError(f"{self.describe()} takes a list of {self.arity or 'at least 2'} tensors, got {inputs!r}")
+        if self.arity is not None and len(inputs) != self.arity:
+            raise ValueError(f"{self.describe()} takes exactly {self.arity} tensors, got {len(inputs)}")
+        shapes = {tuple(t.shape) for t in inputs}
+        if len(shapes) > 1:
+            raise ValueError(f"{self.describe()} needs inputs of one shape, got {' and '.join(map(str, shapes))}")
+        return self.combine(list(inputs))
+
+    arity: int | None = None
+
+
+class Subtract(_OpMerge):
+    """inputs[0] - inputs[1], as Keras's."""
+    arity = 2
+
+    def combine(self, inputs):
+        return inputs[0] - inputs[1]
+
+
+class Average(_OpMerge):
+    def combine(self, inputs):
+        total = inputs[0]
+        for x in inputs[1:]:
+            total = total + x
+        return total * (1.0 / len(inputs))
+
+
+class Maximum(_OpMerge):
+    def combine(self, inputs):
+        from .. import ops  # (the ops are above the layers on the ladder)
+        result = inputs[0]
+        for x in inputs[1:]:
+            result = ops.maximum(result, x)
+        return result
+
+
+class Minimum(_OpMerge):
+    def combine(self, inputs):
+        from .. import ops
+        result = inputs[0]
+        for x in inputs[1:]:
+            result = ops.minimum(result, x)
+        return result
+
+
 # Keras's functional forms: `layers.concatenate([a, b])` is `Concatenate()([a, b])`.
 def add(inputs, **kwargs):
     return Add(**kwargs)(inputs)
@@ -171,3 +223,19 @@ def multiply(inputs, **kwargs):
 
 def concatenate(inputs, axis=-1, **kwargs):
     return Concatenate(axis=axis, **kwargs)(inputs)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)
+
+
+def maximum(inputs, **kwargs):
+    return Maximum(**kwargs)(inputs)
+
+
+def minimum(inputs, **kwargs):
+    return Minimum(**kwargs)(inputs)
