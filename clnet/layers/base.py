@@ -464,8 +464,9 @@ class Layer(HasWeights):
                 for p in self.parameters]
 
     def set_weights(self, weights) -> None:
-        self.require_built("set_weights")
         weights = list(weights)
+        if weights:  # (a layer of no weights, or one a fused chain stands for, takes none unbuilt)
+            self.require_built("set_weights")
         if type(self).call is not Layer.call:  # a traced subclass: its weights, as Keras lists them
             variables = self.weights
             for variable, array in zip(variables, check_weights(self, weights, [v.shape for v in variables])):
