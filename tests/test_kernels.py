@@ -401,6 +401,18 @@ def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows,
         row_weights, int(weights is not None))
 
 
+def loss_case(rng, name, tokens, cols):
+    """Float32 predictions and targets of `tokens` positions for the loss `name`: one-hot targets
+    of softmax outputs for categorical cross-entropy, else 0/1 targets of outputs inside (0, 1)."""
+    if name == "categorical_crossentropy":
+        p = softmax(rng.normal(size=(tokens, cols)))
+        t = np.eye(cols)[rng.integers(0, cols, tokens)]
+    else:
+        p = rng.uniform(0.05, 0.95, (tokens, cols))
+        t = rng.integers(0, 2, (tokens, cols)).astype(float)
+    return p.astype(F32), t.astype(F32)
+
+
 # 7 positions in work-groups of 4: two a sample; 130 in the model's groups (of 64 or fewer).
 LOSS_SHAPES = ((1, None), (7, None), (7, 4), (130, None))  # (positions, work-group)
 
@@ -415,13 +427,7 @@ def test_loss_kernels(rt, rng, name, cols, positions, group):
     rows, first = 13, 5
     group, blocks = loss_blocks(rt, positions, group)
     tokens = rows * positions
-    if name == "categorical_crossentropy":
-        p = softmax(rng.normal(size=(tokens, cols)))
-        t = np.eye(cols)[rng.integers(0, cols, tokens)]
-    else:
-        p = rng.uniform(0.05, 0.95, (tokens, cols))
-        t = rng.integers(0, 2, (tokens, cols)).astype(float)
-    p, t = p.astype(F32), t.astype(F32)
+    p, t = loss_case(rng, name, tokens, cols)
     grad = Tensor((tokens, cols), F32)
     stats = (first + rows) * blocks
     sample_loss, sample_hit = Tensor.zeros((stats,), F32), Tensor.zeros((stats,), F32)
@@ -449,13 +455,7 @@ def test_weighted_loss_kernels(rt, rng, name):
     rows, first, positions, cols = 6, 2, 7, 4
     group, blocks = loss_blocks(rt, positions, 4)
     tokens = rows * positions
-    if name == "categorical_crossentropy":
-        p = softmax(rng.normal(size=(tokens, cols)))
-        t = np.eye(cols)[rng.integers(0, cols, tokens)]
-    else:
-        p = rng.uniform(0.05, 0.95, (tokens, cols))
-        t = rng.integers(0, 2, (tokens, cols)).astype(float)
-    p, t = p.astype(F32), t.astype(F32)
+    p, t = loss_case(rng, name, tokens, cols)
     weights = rng.uniform(0.0, 3.0, rows)
     weights[1] = 0.0
     grad = Tensor((tokens, cols), F32)

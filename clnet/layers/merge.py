@@ -194,22 +194,24 @@ class Average(_OpMerge):
         return total * (1.0 / len(inputs))
 
 
-class Maximum(_OpMerge):
+class _Extreme(_OpMerge):
+    """The elementwise maximum or minimum (`extreme`, the op's name) of all inputs."""
+    extreme = ""
+
     def combine(self, inputs):
         from .. import ops  # (the ops are above the layers on the ladder)
         result = inputs[0]
         for x in inputs[1:]:
-            result = ops.maximum(result, x)
+            result = getattr(ops, self.extreme)(result, x)
         return result
 
 
-class Minimum(_OpMerge):
-    def combine(self, inputs):
-        from .. import ops
-        result = inputs[0]
-        for x in inputs[1:]:
-            result = ops.minimum(result, x)
-        return result
+class Maximum(_Extreme):
+    extreme = "maximum"
+
+
+class Minimum(_Extreme):
+    extreme = "minimum"
 
 
 # Keras's functional forms: `layers.concatenate([a, b])` is `Concatenate()([a, b])`.
