@@ -1,7 +1,8 @@
 """clnet: a small deep-learning framework whose every kernel is OpenCL, on any OpenCL device."""
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from . import activations, callbacks, datasets, distribute, initializers, layers, losses, onnx, ops, optimizers, utils
+from . import (activations, callbacks, datasets, distribute, initializers, layers, losses, metrics, onnx, ops,
+               optimizers, utils)
 from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
@@ -20,4 +21,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
            "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset",
-           "distribute", "utils", "ops", "models"]
+           "distribute", "utils", "ops", "models", "metrics"]

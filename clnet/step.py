@@ -15,14 +15,12 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from . import losses, optimizers
+from . import losses, metrics as metrics_module, optimizers
 from .cl import runtime as cl_runtime
 from .cl.tensor import Tensor
 from .layers.base import Call, KerasTensor
 from .layers.merge import merge_program
 from .losses.base import SOFTMAX_HERE
-
-METRICS = {"accuracy": "accuracy", "acc": "accuracy"}
 
 # One batch on the device, as a step takes it: x (rows, all inputs' features side by side) and
 # y (rows, all outputs' target columns, or None to predict), its rows, where its per-sample loss
@@ -124,7 +122,7 @@ class Step:
                 isinstance(metrics, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in metrics)):
             raise ValueError(f"metrics of a model of several outputs {names} must be a dict by output name or a list "
                              f"of one list per output, as Keras's; got {metrics!r}")
-        self._metrics = _per_output(metrics, names, "metrics", _metric_names, listed=len(names) > 1)
+        self._metrics = _per_output(metrics, names, "metrics", _metric_list, listed=len(names) > 1)
         self.optimizer = optimizers.get(optimizer)
         self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
         self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
@@ -136,6 +134,11 @@ class Step:
             if len(names) > 1:
                 raise ValueError(f"{type(self.distribution).__name__} trains models of one output; model "
                                  f"{self.name!r} has {len(names)} ({names})")
+            others = [m.name for m in self._metrics[0] if m != "accuracy"]
+            if others:
+                raise ValueError(f"{type(self.distribution).__name__} reports the loss and 'accuracy'; metrics "
+                                 f"{others} are computed on one device only: compile without them, or "
+                                 "evaluate them afterwards without a distribution")
             if self.built and self._whole_store is None:
                 raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
                                  f"store, but model {self.name!r} shares layers another model built (their "
@@ -162,7 +165,8 @@ class Step:
         several = len(self._heads) > 1
         config = {"loss": ({n: l.get_config() for n, l in zip(self.output_names, self._losses)} if several
                            else self._losses[0].get_config()),
-                  "metrics": dict(zip(self.output_names, self._metrics)) if several else self._metrics[0]}
+                  "metrics": (dict(zip(self.output_names, map(_serialized, self._metrics))) if several
+                              else _serialized(self._metrics[0]))}
         if self.loss_weights is not None:
             config["loss_weights"] = self.loss_weights
         return config
@@ -381,8 +385,8 @@ class Step:
         several = len(self._heads) > 1
         if several:
             logs.update({f"{prefix}{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
-        metrics = {f"{prefix}{head.name + '_' if several else ''}{metric}": hits / count
-                   for head, (_, hits) in zip(self._heads, totals) for metric in head.metrics}
+        metrics = {f"{prefix}{head.name + '_' if several else ''}{name}": value
+                   for head, (_, hits) in zip(self._heads, totals) for name, value in head.metric_results(hits, count)}
         return logs | dict(sorted(metrics.items()))
 
     def training_logs(self, seen: int, running: bool = False) -> dict:
@@ -409,14 +413,21 @@ class Head:
         self.group = rt.row_group(self.positions)
         self.blocks = -(-self.positions // self.group)  # work-groups per sample
 
-    def compile(self, loss, weight: float, metrics: list[str]) -> None:
+    def compile(self, loss, weight: float, metrics: list) -> None:
+        """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects."""
         rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
         self.loss, self.weight, self.metrics = loss, weight, metrics
         self.width = loss.target_width(self.shape)  # its targets' columns in a batch
         self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
-        # fit and evaluate read the output only through the loss: an output layer whose softmax
-        # the loss folds may leave the softmax to the loss kernel (see Step._forward_loss).
-        self.softmax_in_loss = self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
+        self.device_metrics = [m for m in metrics if m != "accuracy"]
+        sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
+        for metric in self.device_metrics:
+            metric.bind(rt, dtype, self.shape, sparse, loss.name)
+        # fit and evaluate read the output only through the loss (and metrics that need only the
+        # order of each row's values): an output layer whose softmax the loss folds may leave the
+        # softmax to the loss kernel (see Step._forward_loss).
+        self.softmax_in_loss = (self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
+                                and not any(m.reads_probabilities for m in self.device_metrics))
         self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
         self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
         self._totals = Tensor((2,), dtype, rt)
@@ -451,6 +462,13 @@ class Head:
                      SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
                      self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
                      int(row_weights is not None))
+        for metric in self.device_metrics:
+            metric.update_batch(target, output, rows, first)
+
+    def metric_results(self, hits: float, count: int) -> list:
+        """(name, value) of each metric after `count` samples, in compile's order; `hits`: the
+        loss kernel's summed hits (compile's "accuracy")."""
+        return [("accuracy", hits / count) if m == "accuracy" else (m.name, m.result(count)) for m in self.metrics]
 
     def totals(self, count: int) -> tuple[float, float]:
         """Sum of per-sample loss and accuracy over [0, count)."""
@@ -551,10 +569,35 @@ def _loss_weight(value, argument: str) -> float:
     return float(value)
 
 
-def _metric_names(metrics, argument: str) -> list[str]:
-    metrics = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)
-    for metric in metrics:
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r} in {argument}; expected one of {sorted(METRICS)}")
-    return sorted({METRICS[m] for m in metrics})
+def _metric_list(metrics, argument: str) -> list:
+    """One output's metrics: "accuracy" (for "accuracy" and "acc": the loss kernel's hit) and
+    Metric objects (by Keras's names, as objects or serialized); a name given twice is Keras's
+    `name_1`."""
+    given = [] if metrics is None else [metrics] if isinstance(metrics, (str, metrics_module.Metric, dict)) \
+        else list(metrics)
+    chosen, names = [], set()
+    for identifier in given:
+        try:
+            metric = metrics_module.get(identifier)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{argument}: {error}") from None
+        if metric == "accuracy":
+            if "accuracy" not in names:
+                chosen.append(metric)
+                names.add("accuracy")
+            continue
+        if any(metric is m for m in chosen):
+            raise ValueError(f"{argument} lists metric {metric.name!r} twice (the same object)")
+        base, n = metric.name, 0
+        while metric.name in names:
+            n += 1
+            metric.name = f"{base}_{n}"
+        names.add(metric.name)
+        chosen.append(metric)
+    return chosen
+
+
+def _serialized(metrics: list) -> list:
+    """An output's metrics as JSON (compile_config): names, and Metric objects' class and config."""
+    return [m if m == "accuracy" else m.serialize() for m in metrics]
 

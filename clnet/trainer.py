@@ -121,7 +121,7 @@ class Trainer:
                 self.epoch = epoch + 1
                 if verbose == 2 and chief:
                     print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
-                          " - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
+                          _shown(logs), file=sys.stderr)
                 callbacks.on_epoch_end(epoch, logs)
                 if self.stop_training:
                     break
@@ -153,7 +153,7 @@ class Trainer:
         self._check_weights_usable(x, {"sample_weight": sample_weight})
         logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight))
         if verbose:
-            print(" - ".join(f"{k}: {v:.4f}" for k, v in logs.items()), file=sys.stderr)
+            print(_shown(logs), file=sys.stderr)
         return _returned(logs, return_dict)
 
     def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
@@ -332,3 +332,8 @@ def check_int(argument: str, value, minimum: int) -> int:
         raise ValueError(f"{argument} must be >= {minimum}, got {value}")
     return int(value)
 
+
+def _shown(logs: dict) -> str:
+    """Logs as Keras prints them: 4 decimals, a per-class array (F1Score's) in brackets."""
+    return " - ".join(f"{k}: {np.array2string(np.asarray(v), precision=4)}" if np.ndim(v) else f"{k}: {v:.4f}"
+                      for k, v in logs.items())

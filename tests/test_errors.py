@@ -114,8 +114,8 @@ def test_bad_configuration():
         clnet.activations.get("lrelu", b=1.0)
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
         clnet.Sequential([Dense(1, input_shape=(1,))]).compile("sgd", "hinge")
-    with pytest.raises(ValueError, match="unknown metric 'auc'"):
-        clnet.Sequential([Dense(1, input_shape=(1,))]).compile("sgd", "mse", ["auc"])
+    with pytest.raises(ValueError, match="unknown metric .hinge."):
+        clnet.Sequential([Dense(1, input_shape=(1,))]).compile("sgd", "mse", ["hinge"])
     with pytest.raises(ValueError, match="unknown initializer 'variance_scaling'"):
         Dense(3, kernel_initializer="variance_scaling")
     with pytest.raises(TypeError, match="floatx must be 'float32' or 'float64', got 'float16'"):

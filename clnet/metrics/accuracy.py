@@ -1,0 +1,73 @@
+"""Keras's accuracy metrics: each the mean over positions of a hit (metrics/accuracy.cl).
+
+compile's "accuracy" (and "acc") stays the loss kernel's own hit, computed in the same launch as
+the loss (binary where the loss is binary cross-entropy, else the argmax's); these are the named
+variants and their arguments."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import MeanMetric
+
+
+class BinaryAccuracy(MeanMetric):
+    """The share of columns where (prediction > threshold) equals the target."""
+    source, kind = "metrics/accuracy.cl", 0
+
+    def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
+        super().__init__(name, dtype)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) \
+                or not np.isfinite(threshold):
+            raise ValueError(f"BinaryAccuracy threshold must be a number, got {threshold!r}")
+        self.threshold = float(threshold)
+
+    def parameter(self):
+        return self.threshold
+
+    def get_config(self):
+        return {"name": self.name, "threshold": self.threshold}
+
+
+class CategoricalAccuracy(MeanMetric):
+    """1 where the largest prediction and the largest target are in the same column."""
+    source, kind, reads_probabilities = "metrics/accuracy.cl", 1, False
+
+    def __init__(self, name="categorical_accuracy", dtype=None):
+        super().__init__(name, dtype)
+
+
+class SparseCategoricalAccuracy(MeanMetric):
+    """1 where the largest prediction is at the target's class id."""
+    source, kind, reads_probabilities, targets = "metrics/accuracy.cl", 2, False, "ids"
+
+    def __init__(self, name="sparse_categorical_accuracy", dtype=None):
+        super().__init__(name, dtype)
+
+
+class TopKCategoricalAccuracy(MeanMetric):
+    """1 where the target's class (a one-hot row's largest) is among the k largest predictions."""
+    source, kind, reads_probabilities = "metrics/accuracy.cl", 3, False
+
+    def __init__(self, k=5, name="top_k_categorical_accuracy", dtype=None):
+        super().__init__(name, dtype)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"{type(self).__name__} k must be a positive integer, got {k!r}")
+        self.k = int(k)
+
+    def check_shape(self, output_shape):
+        if self.k > output_shape[-1]:  # Keras's top_k fails there too
+            raise ValueError(f"metric {self.name!r}: k={self.k} is more than the output's {output_shape[-1]} classes")
+
+    def parameter(self):
+        return self.k
+
+    def get_config(self):
+        return {"name": self.name, "k": self.k}
+
+
+class SparseTopKCategoricalAccuracy(TopKCategoricalAccuracy):
+    """1 where the target's class id is among the k largest predictions."""
+    kind, targets = 4, "ids"
+
+    def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None):
+        super().__init__(k, name, dtype)

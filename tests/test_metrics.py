@@ -1,0 +1,268 @@
+"""clnet.metrics: every metric against a numpy reference (float32 at awkward sizes, float64 to
+1e-12) and against Keras 3's numbers on the same predictions (tests/data/keras_metrics.npz,
+written by tests/make_keras_metrics_fixture.py); their state summed over batches and started
+again each epoch and evaluation; one launch each per step; saved and loaded with the model; and
+the errors."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet import metrics
+from clnet.layers import Activation, Dense, Input
+from clnet.model import Model, Sequential
+
+FIXTURE = np.load(Path(__file__).parent / "data" / "keras_metrics.npz")
+CASES = json.loads(FIXTURE["cases"].tobytes())
+
+
+def identity(shape, floatx="float32"):
+    """A model whose outputs are its inputs: the metrics see the predictions given as x."""
+    return Sequential([Input(shape), Activation("linear")], floatx=floatx)
+
+
+def measured(p, t, loss, chosen, batch_size=7, floatx="float32"):
+    model = identity(p.shape[1:], floatx)
+    model.compile("sgd", loss, metrics=chosen)
+    return model.evaluate(p, t, batch_size=batch_size, return_dict=True)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_metric_is_keras_s_on_the_same_predictions(case):
+    entry = CASES[case]
+    chosen = [getattr(metrics, cls)(**kwargs) for cls, kwargs, _ in entry["metrics"]]
+    logs = measured(FIXTURE[f"{case}/p"], FIXTURE[f"{case}/t"], entry["loss"], chosen)
+    for metric, (cls, kwargs, expected) in zip(chosen, entry["metrics"]):
+        np.testing.assert_allclose(logs[metric.name], expected, rtol=3e-6, atol=1e-7, err_msg=f"{cls}({kwargs})")
+
+
+# -- numpy references -------------------------------------------------------------------------
+def auc_reference(p, t, n=200, curve="ROC"):
+    """Keras's AUC by its definition: counts of p > threshold at n thresholds from -1e-7 to
+    1 + 1e-7, the trapezoids between them (for PR, Davis and Goadrich's interpolation is not
+    taken here: PR uses the plain trapezoids and summation_method="interpolation" is not asked)."""
+    thresholds = np.array([-1e-7, *[(i + 1) / (n - 1) for i in range(n - 2)], 1 + 1e-7])
+    p, positive = p.ravel(), t.ravel() != 0
+    tp = np.array([(positive & (p > h)).sum() for h in thresholds], float)
+    fp = np.array([(~positive & (p > h)).sum() for h in thresholds], float)
+    tpr, fpr = tp / max(positive.sum(), 1), fp / max((~positive).sum(), 1)  # 0 where a kind is missing, as Keras
+    return float(np.sum((fpr[:-1] - fpr[1:]) * (tpr[:-1] + tpr[1:]) / 2))
+
+
+def reference(name, p, t):
+    """The metric `name` of predictions p against dense targets t (class ids for sparse_*)."""
+    p64, t64 = p.astype(np.float64), t.astype(np.float64)
+    if name == "binary_accuracy":
+        return np.mean((p64 > 0.5) == t64)
+    if name == "categorical_accuracy":
+        return np.mean(p.argmax(-1) == t.argmax(-1))
+    if name == "sparse_categorical_accuracy":
+        return np.mean(p.argmax(-1) == t)
+    if name == "top_k_categorical_accuracy":  # k = 2 below
+        label = p64[np.arange(len(p)), t.argmax(-1)]
+        return np.mean((p64 > label[:, None]).sum(-1) < 2)
+    if name == "mean_squared_error":
+        return np.mean((p64 - t64) ** 2)
+    if name == "mean_absolute_error":
+        return np.mean(np.abs(p64 - t64))
+    if name == "root_mean_squared_error":
+        return np.sqrt(np.mean((p64 - t64) ** 2))
+    if name == "precision":
+        predicted, positive = p64 > 0.5, t64 != 0
+        return (predicted & positive).sum() / max(predicted.sum(), 1)
+    if name == "recall":
+        predicted, positive = p64 > 0.5, t64 != 0
+        return (predicted & positive).sum() / max(positive.sum(), 1)
+    if name == "auc":
+        return auc_reference(p64, t64)
+    if name == "f1_score":  # average="micro", threshold None: each row's largest is its prediction
+        predicted = p64 == p64.max(-1, keepdims=True)
+        tp, fp, fn = (predicted * t64).sum(), (predicted * (1 - t64)).sum(), ((1 - predicted) * t64).sum()
+        precision, recall = tp / (tp + fp + 1e-7), tp / (tp + fn + 1e-7)  # Keras's epsilons
+        return 2 * precision * recall / (precision + recall + 1e-7)
+    raise KeyError(name)
+
+
+MADE = {"top_k_categorical_accuracy": lambda: metrics.TopKCategoricalAccuracy(k=2),
+        "f1_score": lambda: metrics.F1Score(average="micro")}
+DENSE = ["binary_accuracy", "categorical_accuracy", "top_k_categorical_accuracy", "mean_squared_error",
+         "mean_absolute_error", "root_mean_squared_error", "precision", "recall", "auc", "f1_score"]
+
+
+def drawn(rng, samples, cols, name, dtype):
+    """Predictions in (0, 1) (distinct, so no argmax ties), and targets as the metric takes them."""
+    p = rng.random((samples, cols)).astype(dtype)
+    if name.startswith("sparse"):
+        return p, rng.integers(0, cols, samples).astype(dtype)
+    if name in ("categorical_accuracy", "top_k_categorical_accuracy", "f1_score"):
+        return p, np.eye(cols, dtype=dtype)[rng.integers(0, cols, samples)]
+    if name in DENSE[3:6]:
+        return p, rng.normal(size=(samples, cols)).astype(dtype)
+    return p, (rng.random((samples, cols)) < 0.5).astype(dtype)
+
+
+@pytest.mark.parametrize("name", [*DENSE, "sparse_categorical_accuracy"])
+@pytest.mark.parametrize("samples", [1, 3, 129])
+@pytest.mark.parametrize("cols", [1, 3, 5])
+def test_each_metric_is_numpys_in_float32_at_awkward_sizes(rng, name, samples, cols):
+    if cols == 1 and name in ("categorical_accuracy", "top_k_categorical_accuracy", "sparse_categorical_accuracy"):
+        cols = 2  # a choice among classes
+    p, t = drawn(rng, samples, cols, name, np.float32)
+    loss = "sparse_categorical_crossentropy" if name.startswith("sparse") else "mse"
+    logs = measured(p, t, loss, [MADE.get(name, lambda: name)()], batch_size=64)
+    np.testing.assert_allclose(logs[name], reference(name, p, t), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", [*DENSE, "sparse_categorical_accuracy"])
+def test_each_metric_is_numpys_in_float64(rng, name):
+    p, t = drawn(rng, 37, 4, name, np.float64)
+    loss = "sparse_categorical_crossentropy" if name.startswith("sparse") else "mse"
+    logs = measured(p, t, loss, [MADE.get(name, lambda: name)()], batch_size=10, floatx="float64")
+    np.testing.assert_allclose(logs[name], reference(name, p, t), rtol=1e-12, atol=1e-15)
+
+
+# -- state over batches, epochs and evaluations -------------------------------------------------
+def test_batches_sum_into_one_result_and_each_evaluation_starts_again(rng):
+    p, t = rng.random((41, 3)).astype(np.float32), (rng.random((41, 3)) < 0.5).astype(np.float32)
+    model = identity((3,))
+    model.compile("sgd", "mse", metrics=["mae", "AUC", "precision", metrics.F1Score("macro", threshold=0.5)])
+    whole = model.evaluate(p, t, batch_size=41, return_dict=True)
+    for batch_size in (1, 6):
+        np.testing.assert_allclose(list(model.evaluate(p, t, batch_size=batch_size, return_dict=True).values()),
+                                   list(whole.values()), rtol=2e-6)
+    model.evaluate(1 - p, t, batch_size=5)  # other numbers, then the first again: nothing carried over
+    np.testing.assert_allclose(list(model.evaluate(p, t, batch_size=9, return_dict=True).values()),
+                               list(whole.values()), rtol=2e-6)
+    model.test_on_batch(1 - p, t)
+    assert model.test_on_batch(p, t, return_dict=True)["AUC"] == pytest.approx(whole["AUC"], rel=2e-6)
+
+
+def test_fit_logs_each_epoch_s_metrics_and_the_validation_s(rng):
+    """SGD at learning rate 0 keeps the weights: every epoch's training metrics are evaluate's on
+    the training data, its validation metrics evaluate's on the validation data."""
+    x, y = rng.normal(size=(60, 5)), rng.integers(0, 2, (60, 1))
+    xv, yv = rng.normal(size=(23, 5)), rng.integers(0, 2, (23, 1))
+    model = Sequential([Input((5,)), Dense(1, activation="sigmoid")], seed=1)
+    model.compile(clnet.optimizers.SGD(0.0), "binary_crossentropy", metrics=["AUC", "mse", "binary_accuracy"])
+    history = model.fit(x, y, batch_size=8, epochs=3, validation_data=(xv, yv), verbose=0).history
+    train, val = model.evaluate(x, y, return_dict=True), model.evaluate(xv, yv, return_dict=True)
+    for name in ("AUC", "mse", "binary_accuracy"):
+        np.testing.assert_allclose(history[name], [train[name]] * 3, rtol=2e-6)
+        np.testing.assert_allclose(history[f"val_{name}"], [val[name]] * 3, rtol=2e-6)
+
+
+def test_keras_s_names_in_the_logs():
+    """As Keras 3 names them: a string as given, an object by its name, a second of a name _1."""
+    model = identity((1,))
+    model.compile("sgd", "binary_crossentropy",
+                  metrics=["acc", "AUC", "mse", metrics.AUC(), metrics.AUC(), "Precision", metrics.Recall(name="r")])
+    logs = model.evaluate(np.full((4, 1), 0.3), np.array([[0], [1], [0], [1]]), return_dict=True)
+    assert list(logs) == ["loss", "AUC", "Precision", "accuracy", "auc", "auc_1", "mse", "r"]
+
+
+def test_several_outputs_have_their_own_metrics(rng):
+    x = Input((3,))
+    model = Model(x, [Dense(2, activation="softmax", name="kind")(x), Dense(1, name="size")(x)], seed=2)
+    model.compile("sgd", {"kind": "categorical_crossentropy", "size": "mse"},
+                  metrics={"kind": ["AUC", "accuracy"], "size": ["mae"]})
+    xs, kinds, sizes = rng.normal(size=(20, 3)), np.eye(2)[rng.integers(0, 2, 20)], rng.normal(size=(20, 1))
+    logs = model.evaluate(xs, {"kind": kinds, "size": sizes}, return_dict=True)
+    kind, size = model.predict(xs)
+    assert logs["kind_AUC"] == pytest.approx(auc_reference(kind, kinds), abs=1e-6)
+    assert logs["kind_accuracy"] == pytest.approx(np.mean(kind.argmax(1) == kinds.argmax(1)))
+    assert logs["size_mae"] == pytest.approx(np.mean(np.abs(size - sizes)), rel=2e-6)
+
+
+# -- on the device ---------------------------------------------------------------------------
+def test_one_launch_per_metric_per_step_and_the_loss_keeps_its_softmax_where_order_is_enough(rng):
+    """A metric adds one launch to a step; one that needs only each row's order (accuracy, top-k)
+    leaves the output's softmax to the loss kernel, one that reads probabilities (AUC) takes it
+    back to the layer: one launch more, and the probabilities it sees are predict's."""
+    x, y = rng.normal(size=(32, 6)), np.eye(4)[rng.integers(0, 4, 32)]
+
+    def launches(chosen):
+        model = Sequential([Input((6,)), Dense(4, activation="softmax")], seed=3)
+        model.compile("sgd", "categorical_crossentropy", metrics=chosen)
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+        before = model.rt.launches
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+        return model, model.rt.launches - before
+
+    _, plain = launches(["accuracy"])
+    _, top_k = launches([metrics.TopKCategoricalAccuracy(k=2)])
+    model, auc = launches(["AUC"])
+    assert top_k == plain + 1
+    assert auc == plain + 2  # its own launch and the layer's softmax
+    logs = model.evaluate(x, y, batch_size=32, return_dict=True)
+    assert logs["AUC"] == pytest.approx(auc_reference(model.predict(x), y), abs=1e-6)
+
+
+def test_metrics_are_saved_and_loaded_with_the_model(rng, tmp_path):
+    x, y = rng.normal(size=(30, 4)), rng.integers(0, 2, (30, 1))
+    model = Sequential([Input((4,)), Dense(1, activation="sigmoid")], seed=4)
+    model.compile("adam", "binary_crossentropy",
+                  metrics=["accuracy", metrics.AUC(curve="PR", name="pr_auc"), metrics.Precision(thresholds=0.3)])
+    model.fit(x, y, epochs=1, verbose=0)
+    model.save(tmp_path / "m.h5")
+    loaded = clnet.load_model(tmp_path / "m.h5")
+    assert [type(m).__name__ if m != "accuracy" else m for m in loaded.metrics] == ["accuracy", "AUC", "Precision"]
+    assert loaded.metrics[1].curve == "PR" and loaded.metrics[2].threshold == 0.3
+    assert loaded.evaluate(x, y, return_dict=True) == pytest.approx(model.evaluate(x, y, return_dict=True))
+
+
+# -- errors ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("chosen, loss, message", [
+    (["AUCs"], "mse", "unknown metric 'AUCs'"),
+    ([3], "mse", "unknown metric 3"),
+    (["sparse_categorical_accuracy"], "categorical_crossentropy", "takes class ids"),
+    (["AUC"], "sparse_categorical_crossentropy", "takes class ids; use 'categorical_crossentropy'"),
+    ([metrics.TopKCategoricalAccuracy(k=9)], "categorical_crossentropy", "k=9 is more than the output's 4"),
+    ([metrics.Precision(class_id=4)], "mse", "class_id=4 is not a column"),
+])
+def test_a_metric_that_cannot_take_the_output_says_why(chosen, loss, message):
+    model = Sequential([Input((3,)), Dense(4, activation="softmax")])
+    with pytest.raises(ValueError, match=message):
+        model.compile("sgd", loss, metrics=chosen)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: metrics.AUC(multi_label=True), "multi_label is not supported"),
+    (lambda: metrics.AUC(curve="LIFT"), "curve must be 'ROC' or 'PR'"),
+    (lambda: metrics.AUC(num_thresholds=1), "num_thresholds must be an integer > 1"),
+    (lambda: metrics.Precision(top_k=2), "top_k is not supported"),
+    (lambda: metrics.Recall(thresholds=[0.2, 0.5]), "thresholds must be one number"),
+    (lambda: metrics.F1Score(average="mean"), "average must be None, 'micro'"),
+    (lambda: metrics.FBetaScore(beta=0), "beta must be above 0"),
+    (lambda: metrics.BinaryAccuracy(threshold="half"), "threshold must be a number"),
+    (lambda: metrics.TopKCategoricalAccuracy(k=0), "k must be a positive integer"),
+])
+def test_bad_metric_arguments_say_which(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_the_same_metric_object_twice_is_refused():
+    auc = metrics.AUC()
+    with pytest.raises(ValueError, match="lists metric 'auc' twice"):
+        identity((1,)).compile("sgd", "mse", metrics=[auc, auc])
+
+
+def test_a_distribution_refuses_metrics_it_does_not_reduce():
+    model = Sequential([Input((3,)), Dense(1, activation="sigmoid")])
+    strategy = clnet.distribute.DataParallel(devices=[0])
+    with pytest.raises(ValueError, match=r"reports the loss and 'accuracy'; metrics \['AUC'\] are computed on one"):
+        model.compile("sgd", "binary_crossentropy", metrics=["accuracy", "AUC"], distribution=strategy)
+
+
+def test_a_metric_of_one_s_own_is_refused_saying_so():
+    class TruePositives(metrics.Metric):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            pass
+
+        def result(self):
+            return 0.0
+
+    with pytest.raises(TypeError, match="'true_positives' .* has no device kernel: .* not supported yet"):
+        identity((2,)).compile("sgd", "mse", metrics=[TruePositives()])
