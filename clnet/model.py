@@ -472,7 +472,13 @@ class Model(Trainer, Step, HasWeights):
             weights = weights[count:]
 
     def save(self, path) -> None:
-        """Everything needed to resume training, in one HDF5 file (see docs/checkpoint-format.md)."""
+        """Everything needed to resume training, in one HDF5 file (see docs/checkpoint-format.md);
+        a path ending in .keras gets Keras 3's archive instead (config, weights and compile
+        settings, which Keras loads; clnet.keras_archive)."""
+        if str(path).endswith(".keras"):
+            from .keras_archive import save
+            save(self, path)
+            return
         from .saving import save_model
         save_model(self, path)
 
@@ -516,6 +522,16 @@ class Model(Trainer, Step, HasWeights):
         """The layers and, per call in the order made, which layer ran on which tensors; a tensor is
         [layer index, k]: the output of that layer's k-th call (an Input's own tensor is k = 0), or
         [layer index, k, j]: its j-th output, j > 0 (a recurrent layer's states)."""
+        graph, position, refs, calls = self._graph_refs()
+        return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
+                "layers": [_layer_config(l) for l in graph["layers"]], "calls": calls,
+                "inputs": [position[id(i)] for i in graph["inputs"]], **self._outputs_config(refs, graph["outputs"]),
+                # The lengths it was last made on, which its weights (and optimizer) were built for.
+                **({"built_on": [list(i.input_shape) for i in self._inputs]} if self._pattern and self.built else {})}
+
+    def _graph_refs(self):
+        """The graph as get_config writes it: (graph, layer positions, each tensor's [layer index,
+        k(, j)] by id, the calls)."""
         # A model of lengths None is saved as given (its Inputs with None), not as made on data.
         graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
                                   "layers": self._layers}
@@ -528,11 +544,16 @@ class Model(Trainer, Step, HasWeights):
             made[id(call.layer)] = k + 1
             calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
             refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
-        return {"class_name": "Model", "name": self.name, "floatx": self.dtype.name, "seed": self.seed,
-                "layers": [_layer_config(l) for l in graph["layers"]], "calls": calls,
-                "inputs": [position[id(i)] for i in graph["inputs"]], **self._outputs_config(refs, graph["outputs"]),
-                # The lengths it was last made on, which its weights (and optimizer) were built for.
-                **({"built_on": [list(i.input_shape) for i in self._inputs]} if self._pattern and self.built else {})}
+        return graph, position, refs, calls
+
+    def tensor_shapes(self) -> dict[tuple, tuple]:
+        """Each tensor of the graph by get_config's reference, (layer index, k, j) (j = 0 for a
+        call's first output), and its sample shape: what a writer of another format (Keras's
+        .keras) needs beside get_config."""
+        graph, _, refs, _ = self._graph_refs()
+        tensors = [i.output for i in graph["inputs"]] + [t for call in graph["calls"] for t in call.outputs]
+        return {(*refs[id(t)][:2], refs[id(t)][2] if len(refs[id(t)]) > 2 else 0): tuple(t.sample_shape)
+                for t in tensors}
 
     def _outputs_config(self, refs: dict, outputs: list) -> dict:
         """A model of one output keeps the one-output form ("output"), which older files have."""

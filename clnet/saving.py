@@ -17,7 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from . import optimizers
+from . import keras_archive, optimizers
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
 from .layers.base import register_custom_objects
@@ -203,6 +203,8 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
     compiled (the optimizer state is not read)."""
     floatx_dtype(floatx)  # a bad argument is the caller's error, not the file's
     register_custom_objects(custom_objects)
+    if Path(path).is_file() and keras_archive.is_archive(path):  # Keras 3's .keras (a zip), not HDF5
+        return keras_archive.load(path, floatx, compile)
     with _Checkpoint(path) as checkpoint:
         if not compile:
             model = checkpoint.build_model(floatx)

@@ -657,18 +657,30 @@ def register_custom_objects(custom_objects) -> None:
 
 
 _name_counts: dict[str, int] = {}
+_reserved: set[str] = set()
 
 
 def unique_name(stem: str) -> str:
-    """`stem`, then stem_1, stem_2, ... on later calls: Keras's automatic names."""
-    count = _name_counts.get(stem, 0)
-    _name_counts[stem] = count + 1
-    return stem if count == 0 else f"{stem}_{count}"
+    """`stem`, then stem_1, stem_2, ... on later calls: Keras's automatic names (skipping those
+    reserve_names took)."""
+    while True:
+        count = _name_counts.get(stem, 0)
+        _name_counts[stem] = count + 1
+        name = stem if count == 0 else f"{stem}_{count}"
+        if name not in _reserved:
+            return name
+
+
+def reserve_names(names) -> None:
+    """Names a file gives its layers, which automatic names then skip: a model read from Keras's
+    config whose merges clnet traces into ops (named automatically) keeps its own names free."""
+    _reserved.update(names)
 
 
 def clear_names() -> None:
     """Start the automatic names again (clnet.utils.clear_session)."""
     _name_counts.clear()
+    _reserved.clear()
 
 
 def snake_case(name: str) -> str:

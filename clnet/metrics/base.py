@@ -9,18 +9,10 @@ numbers. The state starts again at each epoch's (and each evaluation's) first ba
 resets its metrics."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..cl.tensor import Tensor
-
-
-def snake_case(name: str) -> str:
-    """Keras's to_snake_case: "MeanSquaredError" -> "mean_squared_error", "AUC" -> "auc"."""
-    name = re.sub(r"\W+", "", name)
-    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+from ..layers.base import snake_case
 
 
 class Metric:
@@ -105,7 +97,9 @@ class Metric:
         return {"name": self.name}
 
     def serialize(self) -> dict:
-        return {"class_name": type(self).__name__, "config": self.get_config()}
+        """As Keras serializes a metric (a .keras archive's compile config is read by Keras too)."""
+        return {"module": "keras.metrics", "class_name": type(self).__name__, "config": self.get_config(),
+                "registered_name": None}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
