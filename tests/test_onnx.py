@@ -1402,14 +1402,14 @@ def test_import_channels_first_graph(tmp_path, rng):
     path = tmp_path / "nchw.onnx"
     onnx.save(graph_model(nodes, constants, (3, 9, 8), (2,)), path)
     model = clnet.onnx.load(path)
-    assert model.input_shape == (9, 8, 3)
+    assert model.input_shape == (3, 9, 8)  # as the file declares: the Permute makes it channels_last
     assert [type(layer).__name__ for layer in model.layers] == [
-        "ZeroPadding2D", "Conv2D", "ZeroPadding2D", "AveragePooling2D", "MaxPooling2D", "Conv2D",
+        "Permute", "ZeroPadding2D", "Conv2D", "ZeroPadding2D", "AveragePooling2D", "MaxPooling2D", "Conv2D",
         "GlobalAveragePooling2D", "Flatten", "Dense"]
     assert [layer.padding for layer in model.layers if isinstance(layer, (Conv2D, MaxPooling2D))] == [
         "valid", "same", "same"]
     x = f(7, 3, 9, 8)
-    assert_close(model.predict(x.transpose(0, 2, 3, 1)), run_onnx_io(path, x), 1e-5)
+    assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
 
 
 def test_import_conv1d_and_sequence_ops(tmp_path, rng):
@@ -1428,11 +1428,11 @@ def test_import_conv1d_and_sequence_ops(tmp_path, rng):
     path = tmp_path / "conv1d.onnx"
     onnx.save(graph_model(nodes, constants, (2, 11), (2,)), path)
     model = clnet.onnx.load(path)
-    assert model.input_shape == (11, 2)
+    assert model.input_shape == (2, 11)
     concatenate, = (layer for layer in model.layers if isinstance(layer, Concatenate))
     assert concatenate.axis == -1
     x = f(5, 2, 11)
-    assert_close(model.predict(x.transpose(0, 2, 1)), run_onnx_io(path, x), 1e-5)
+    assert_close(model.predict(x), run_onnx_io(path, x), 1e-5)
 
 
 @pytest.mark.parametrize("nodes,constants,message", [
@@ -1463,13 +1463,13 @@ def test_import_torch_cnn(name):
     Flatten; it predicts what torch did on the same images, and fine-tunes."""
     stored = np.load(DATA / "torch_cnn.npz")
     model = clnet.onnx.load(DATA / name)
-    assert type(model) is clnet.Model and model.input_shape == (12, 12, 1)
+    assert type(model) is clnet.Model and model.input_shape == (1, 12, 12)  # the file's NCHW
     assert [(type(l).__name__, getattr(getattr(l, "activation", None), "name", None)) for l in model.layers] == [
-        ("Input", None), ("Conv2D", "relu"), ("BatchNormalization", None), ("Conv2D", "relu"),
+        ("Input", None), ("Permute", None), ("Conv2D", "relu"), ("BatchNormalization", None), ("Conv2D", "relu"),
         ("BatchNormalization", None), ("Add", None), ("MaxPooling2D", None), ("ZeroPadding2D", None),
         ("Conv2D", "relu"), ("Flatten", None), ("Dense", "softmax")]
     assert [l.padding for l in model.layers if isinstance(l, Conv2D)] == ["same", "same", "valid"]
-    x = stored["x"].transpose(0, 2, 3, 1)  # NCHW -> NHWC
+    x = stored["x"]  # NCHW, as torch took it
     assert_close(model.predict(x), stored["y"], 1e-5)
 
     labels = np.arange(len(x)) % 10

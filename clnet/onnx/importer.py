@@ -110,8 +110,8 @@ An activation straight after a Dense or convolution becomes that layer's activat
 exports it); others become Keras's layer of it where clnet has one (Softmax, ReLU, LeakyReLU
 for a non-negative slope, ELU), else an Activation layer. A graph input that
 feeds a Conv or a pool is channels-first (batch, channels, *spatial), as PyTorch writes it:
-clnet's layers are channels_last, so the loaded model takes that input as (batch, *spatial,
-channels), x.transpose(0, 2, 3, 1) for an image.
+the loaded model takes it so, and a Permute right after the Input holds it channels_last, as
+clnet's layers compute.
 
 To read the op of a new layer, add it to SUPPORTED_OPS and a method `_op_<op in lower case>(node)`
 to _Reader that makes the layer with `_layer` and stores the node's output with `_set`.
@@ -134,7 +134,8 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     onnx.ModelProto) computes: a Sequential for a chain of layers, else a functional Model.
     `floatx` defaults to the graph input's type (float32 or float64); compile it to fine-tune it.
     An input that feeds a convolution or pool channels-first (PyTorch's (batch, channels, height,
-    width)) is taken channels_last, as clnet's layers are: pass x.transpose(0, 2, 3, 1)."""
+    width)) is taken as the file declares it, then permuted to channels_last, as clnet's layers
+    compute."""
     onnx = require("clnet.onnx.load")
     if isinstance(source, onnx.ModelProto):
         proto, where = source, "the ONNX model"
@@ -303,7 +304,7 @@ class _Reader:
 
     # -- the model ----------------------------------------------------------------------------
     def model(self, floatx, seed):
-        from ..layers import Input
+        from ..layers import Input, Permute
         from ..model import Model, Sequential
         # The graph's float type: its first float input's, else (token ids in) its output's.
         types = [i.type.tensor_type.elem_type for i in self.inputs] + [self.graph.output[0].type.tensor_type.elem_type]
@@ -312,10 +313,14 @@ class _Reader:
         inputs = []
         for graph_input in self.inputs:
             shape = self._io(graph_input)
-            channels_last = len(shape) in (2, 3) and self._feeds_channels_first(graph_input.name)
-            layer = Input(shape[1:] + shape[:1] if channels_last else shape)
-            index = _channels_first(layer.input_shape) if channels_last else _arange(shape)
-            self.values[graph_input.name] = _Value(layer.output, index)
+            layer = Input(shape)
+            if len(shape) in (2, 3) and self._feeds_channels_first(graph_input.name):
+                # The model takes the input the file declares, (channels, *spatial), and holds it
+                # channels_last from there on, as clnet's layers compute: one Permute.
+                held = Permute((*range(2, len(shape) + 1), 1))(layer.output)
+                self.values[graph_input.name] = _Value(held, _channels_first(held.sample_shape))
+            else:
+                self.values[graph_input.name] = _Value(layer.output, _arange(shape))
             inputs.append(layer)
         if not inputs:
             raise ValueError(f"{self.where} has no input; clnet models read at least one")
