@@ -347,7 +347,8 @@ def _compile_from_keras(model: Model, config: dict) -> None:
         loss = {"name": snake_case(loss["class_name"]),
                 **{k: v for k, v in loss.get("config", {}).items() if k == "from_logits" and v}}
     metrics = config.get("metrics")
-    model.compile(optimizer or "rmsprop", loss, metrics=metrics, loss_weights=config.get("loss_weights"))
+    model.compile(optimizer or "rmsprop", loss, metrics=metrics, loss_weights=config.get("loss_weights"),
+                  weighted_metrics=config.get("weighted_metrics"))
 
 
 def _optimizer_from_keras(entry: dict) -> optimizers.Optimizer:
@@ -582,9 +583,9 @@ def _keras_compile_config(model: Model) -> dict:
         if optimizer.pop(key, 0.0):
             raise ValueError(f"optimizer {name} has {key}={model.optimizer.get_config()[key]}, which Keras's "
                              "optimizers do not have; save as clnet's checkpoint (.h5)")
-    loss = model.compile_config()["loss"]
-    metrics = model.compile_config()["metrics"]
+    compiled = model.compile_config()
     return {"optimizer": {"module": "keras.optimizers", "class_name": name, "config": optimizer,
                           "registered_name": None},
-            "loss": loss, "loss_weights": model.loss_weights, "metrics": metrics, "weighted_metrics": None,
+            "loss": compiled["loss"], "loss_weights": model.loss_weights, "metrics": compiled["metrics"],
+            "weighted_metrics": compiled.get("weighted_metrics"),
             "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}

@@ -216,7 +216,8 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
         model = checkpoint.build_model(floatx)
         try:
             optimizer = _optimizer(training["optimizer"])
-            model.compile(optimizer, training["loss"], training["metrics"], loss_weights=training.get("loss_weights"))
+            model.compile(optimizer, training["loss"], training["metrics"], loss_weights=training.get("loss_weights"),
+                          weighted_metrics=training.get("weighted_metrics"))
         except (KeyError, TypeError, ValueError) as error:
             raise checkpoint.error(f"its training_config {training!r} is not valid: {error}") from error
         layers = checkpoint.set_weights(model)

@@ -103,12 +103,13 @@ class Step:
 
     # -- compiling ---------------------------------------------------------------------------
     def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
-                loss_weights=None) -> None:
+                loss_weights=None, weighted_metrics=None) -> None:
         """As Keras's compile. A model of several outputs takes `loss` and `loss_weights` as one
-        for all, a list in output order or a dict by output name, and `metrics` as a list per
-        output or a dict by output name; the loss it minimises is the weighted sum of its
-        outputs' losses. `distribution`: a clnet.distribute strategy (default: the one whose
-        scope() is open)."""
+        for all, a list in output order or a dict by output name, and `metrics` and
+        `weighted_metrics` (weighted by fit's and evaluate's sample weights; named weighted_<name>
+        where `metrics` has the name too, as Keras) as a list per output or a dict by output
+        name; the loss it minimises is the weighted sum of its outputs' losses. `distribution`:
+        a clnet.distribute strategy (default: the one whose scope() is open)."""
         from .distribute import Distribution, current
         if distribution is not None and not isinstance(distribution, Distribution):
             raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
@@ -118,14 +119,19 @@ class Step:
             loss = losses.get(loss)
         self._losses = _per_output(loss, names, "loss", _loss)
         self._loss_weights = _per_output(loss_weights, names, "loss_weights", _loss_weight)
-        if metrics is not None and len(names) > 1 and not isinstance(metrics, dict) and not (
-                isinstance(metrics, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in metrics)):
-            raise ValueError(f"metrics of a model of several outputs {names} must be a dict by output name or a list "
-                             f"of one list per output, as Keras's; got {metrics!r}")
+        for argument, given in (("metrics", metrics), ("weighted_metrics", weighted_metrics)):
+            if given is not None and len(names) > 1 and not isinstance(given, dict) and not (
+                    isinstance(given, (list, tuple)) and all(isinstance(m, (list, tuple)) or m is None for m in given)):
+                raise ValueError(f"{argument} of a model of several outputs {names} must be a dict by output name or "
+                                 f"a list of one list per output, as Keras's; got {given!r}")
         self._metrics = _per_output(metrics, names, "metrics", _metric_list, listed=len(names) > 1)
+        self._weighted_metrics = _per_output(weighted_metrics, names, "weighted_metrics", _metric_list,
+                                             listed=len(names) > 1)
         self.optimizer = optimizers.get(optimizer)
         self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
         self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
+        self.weighted_metrics = (self._weighted_metrics[0] if len(names) == 1
+                                 else dict(zip(names, self._weighted_metrics)))
         self.loss_weights = None if loss_weights is None else dict(zip(names, self._loss_weights))
         self.compiled = True
         self._bind()
@@ -134,7 +140,8 @@ class Step:
             if len(names) > 1:
                 raise ValueError(f"{type(self.distribution).__name__} trains models of one output; model "
                                  f"{self.name!r} has {len(names)} ({names})")
-            others = [m.name for m in self._metrics[0] if m != "accuracy"]
+            others = ([m.name for m in self._metrics[0] if m != "accuracy"]
+                      + [f"weighted {getattr(m, 'name', m)}" for m in self._weighted_metrics[0]])
             if others:
                 raise ValueError(f"{type(self.distribution).__name__} reports the loss and 'accuracy'; metrics "
                                  f"{others} are computed on one device only: compile without them, or "
@@ -153,8 +160,9 @@ class Step:
             if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
                     (id(r.store), r.start, r.size) for r in self._ranges]:
                 self.optimizer.bind(self._ranges, self.rt, self.dtype)
-            for head, loss, weight, metrics in zip(self._heads, self._losses, self._loss_weights, self._metrics):
-                head.compile(loss, weight, metrics)
+            for head, loss, weight, metrics, weighted in zip(self._heads, self._losses, self._loss_weights,
+                                                             self._metrics, self._weighted_metrics):
+                head.compile(loss, weight, metrics, weighted)
             self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
             self._stats_size = 0
 
@@ -167,6 +175,9 @@ class Step:
                            else self._losses[0].get_config()),
                   "metrics": (dict(zip(self.output_names, map(_serialized, self._metrics))) if several
                               else _serialized(self._metrics[0]))}
+        if any(self._weighted_metrics):
+            config["weighted_metrics"] = (dict(zip(self.output_names, map(_serialized, self._weighted_metrics)))
+                                          if several else _serialized(self._weighted_metrics[0]))
         if self.loss_weights is not None:
             config["loss_weights"] = self.loss_weights
         return config
@@ -413,13 +424,23 @@ class Head:
         self.group = rt.row_group(self.positions)
         self.blocks = -(-self.positions // self.group)  # work-groups per sample
 
-    def compile(self, loss, weight: float, metrics: list) -> None:
-        """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects."""
+    def compile(self, loss, weight: float, metrics: list, weighted_metrics: list = ()) -> None:
+        """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects;
+        `weighted_metrics` likewise, weighted by the batch's sample weights ("accuracy" among
+        them: Keras's variant for the loss, computed as a metric of its own)."""
         rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
-        self.loss, self.weight, self.metrics = loss, weight, metrics
+        self.loss, self.weight = loss, weight
         self.width = loss.target_width(self.shape)  # its targets' columns in a batch
         self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
-        self.device_metrics = [m for m in metrics if m != "accuracy"]
+        taken = {getattr(m, "name", m) for m in metrics}
+        weighted = [metrics_module.accuracy_for(loss.name, self.shape) if m == "accuracy" else m
+                    for m in weighted_metrics]
+        for metric in weighted:
+            metric.weighted = True
+            if metric.name in taken:  # Keras's name for a weighted metric that metrics also has
+                metric.name = f"weighted_{metric.name}"
+        self.metrics = [*metrics, *weighted]
+        self.device_metrics = [m for m in self.metrics if m != "accuracy"]
         sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
         for metric in self.device_metrics:
             metric.bind(rt, dtype, self.shape, sparse, loss.name)
@@ -463,7 +484,7 @@ class Head:
                      self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
                      int(row_weights is not None))
         for metric in self.device_metrics:
-            metric.update_batch(target, output, rows, first)
+            metric.update_batch(target, output, rows, first, row_weights)
 
     def metric_results(self, hits: float, count: int) -> list:
         """(name, value) of each metric after `count` samples, in compile's order; `hits`: the

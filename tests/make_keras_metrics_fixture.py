@@ -4,8 +4,9 @@ device metrics against Keras's own numbers without importing Keras (CI has no Ke
 
     KERAS_BACKEND=torch python tests/make_keras_metrics_fixture.py
 
-Each case: predictions "<case>/p", targets "<case>/t" and, in the JSON entry "cases", the loss a
-clnet model would take those targets with and each metric's class, arguments and result.
+Each case: predictions "<case>/p", targets "<case>/t" (and for weighted_* cases each sample's
+weight "<case>/w") and, in the JSON entry "cases", the loss a clnet model would take those
+targets with and each metric's class, arguments and result.
 """
 import json
 import os
@@ -62,14 +63,28 @@ def main():
         "steps": (steps_p, rng.integers(0, 5, (n, 3)).astype(np.float32), "sparse_categorical_crossentropy", [
             ("SparseCategoricalAccuracy", {}), ("SparseTopKCategoricalAccuracy", {"k": 2})]),
     }
+    # Weighted by a sample weight each (compile's weighted_metrics with fit's sample_weight).
+    weights = rng.random(n) * 2
+    weighted = {
+        "binary": ["BinaryAccuracy", "AUC", "Precision", "Recall", "MeanSquaredError", "F1Score"],
+        "classes": ["CategoricalAccuracy", "TopKCategoricalAccuracy", "AUC", "F1Score"],
+        "steps": ["SparseCategoricalAccuracy", "SparseTopKCategoricalAccuracy"],
+    }
+    for case, names in weighted.items():
+        p, t, loss, metrics = cases[case]
+        cases[f"weighted_{case}"] = (p, t, loss, [(cls, kwargs) for cls, kwargs in metrics if cls in names
+                                                  and cls not in [c for c, _ in metrics[:metrics.index((cls, kwargs))]]])
     arrays, entries = {}, {}
     for case, (p, t, loss, metrics) in cases.items():
         p, t = p.astype(np.float32), t.astype(np.float32)
         arrays[f"{case}/p"], arrays[f"{case}/t"] = p, t
+        w = None
+        if case.startswith("weighted_"):
+            w = arrays[f"{case}/w"] = weights.astype(np.float32)
         results = []
         for cls, kwargs in metrics:
             metric = getattr(keras.metrics, cls)(**kwargs)
-            metric.update_state(t, p)
+            metric.update_state(t, p, sample_weight=w)
             results.append([cls, kwargs, np.asarray(metric.result(), np.float64).tolist()])
         entries[case] = {"loss": loss, "metrics": results}
     arrays["cases"] = np.frombuffer(json.dumps(entries).encode(), np.uint8)

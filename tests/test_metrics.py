@@ -23,17 +23,25 @@ def identity(shape, floatx="float32"):
     return Sequential([Input(shape), Activation("linear")], floatx=floatx)
 
 
-def measured(p, t, loss, chosen, batch_size=7, floatx="float32"):
+def measured(p, t, loss, chosen, batch_size=7, floatx="float32", sample_weight=None):
+    """evaluate's logs of `chosen` metrics on predictions p; with `sample_weight`, as
+    weighted_metrics."""
     model = identity(p.shape[1:], floatx)
-    model.compile("sgd", loss, metrics=chosen)
-    return model.evaluate(p, t, batch_size=batch_size, return_dict=True)
+    if sample_weight is None:
+        model.compile("sgd", loss, metrics=chosen)
+    else:
+        model.compile("sgd", loss, weighted_metrics=chosen)
+    return model.evaluate(p, t, batch_size=batch_size, return_dict=True, sample_weight=sample_weight)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_each_metric_is_keras_s_on_the_same_predictions(case):
+    """Also weighted: compile's weighted_metrics with evaluate's sample_weight, against Keras's
+    metrics updated with the same sample weights."""
     entry = CASES[case]
     chosen = [getattr(metrics, cls)(**kwargs) for cls, kwargs, _ in entry["metrics"]]
-    logs = measured(FIXTURE[f"{case}/p"], FIXTURE[f"{case}/t"], entry["loss"], chosen)
+    weights = FIXTURE[f"{case}/w"] if f"{case}/w" in FIXTURE else None
+    logs = measured(FIXTURE[f"{case}/p"], FIXTURE[f"{case}/t"], entry["loss"], chosen, sample_weight=weights)
     for metric, (cls, kwargs, expected) in zip(chosen, entry["metrics"]):
         np.testing.assert_allclose(logs[metric.name], expected, rtol=3e-6, atol=1e-7, err_msg=f"{cls}({kwargs})")
 
@@ -266,3 +274,25 @@ def test_a_metric_of_one_s_own_is_refused_saying_so():
 
     with pytest.raises(TypeError, match="'true_positives' .* has no device kernel: .* not supported yet"):
         identity((2,)).compile("sgd", "mse", metrics=[TruePositives()])
+
+
+def test_weighted_metrics_are_named_as_keras_names_them_and_saved(rng, tmp_path):
+    """compile(weighted_metrics=...): weighted by evaluate's sample_weight (each sample's weight
+    over the weights' sum), unweighted without one; named weighted_<name> where `metrics` has
+    the name too (Keras 3's logs), and kept by a checkpoint."""
+    x, y, w = rng.normal(size=(30, 4)), rng.integers(0, 2, (30, 1)), rng.random(30) * 3
+    model = Sequential([Input((4,)), Dense(1, activation="sigmoid")], seed=5)
+    model.compile("adam", "binary_crossentropy", metrics=["accuracy", "mse"], weighted_metrics=["accuracy", "mse", "AUC"])
+    model.fit(x, y, epochs=1, verbose=0, sample_weight=w)
+    logs = model.evaluate(x, y, sample_weight=w, return_dict=True)
+    assert list(logs) == ["loss", "AUC", "accuracy", "mse", "weighted_accuracy", "weighted_mse"]
+    p = model.predict(x)
+    hits, errors = ((p > 0.5) == y)[:, 0], ((p - y) ** 2)[:, 0]
+    assert logs["accuracy"] == pytest.approx(hits.mean()) and logs["mse"] == pytest.approx(errors.mean(), rel=1e-5)
+    assert logs["weighted_accuracy"] == pytest.approx(np.sum(w * hits) / w.sum(), rel=1e-6)
+    assert logs["weighted_mse"] == pytest.approx(np.sum(w * errors) / w.sum(), rel=1e-5)
+    plain = model.evaluate(x, y, return_dict=True)
+    assert plain["weighted_mse"] == pytest.approx(plain["mse"], rel=1e-6)
+    model.save(tmp_path / "w.h5")
+    loaded = clnet.load_model(tmp_path / "w.h5")
+    assert loaded.evaluate(x, y, sample_weight=w, return_dict=True) == pytest.approx(logs)

@@ -4,7 +4,7 @@ them by Keras's names ("AUC", "mse", "precision", ...) or as objects; "accuracy"
 kernel's own hit (no launch of its own)."""
 from .base import Metric, MeanMetric, get
 from .accuracy import (BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKCategoricalAccuracy,
-                       SparseTopKCategoricalAccuracy)
+                       SparseTopKCategoricalAccuracy, accuracy_for)
 from .regression import (MeanSquaredError, MeanAbsoluteError, MeanAbsolutePercentageError,
                          MeanSquaredLogarithmicError, RootMeanSquaredError)
 from .confusion import Precision, Recall, FBetaScore, F1Score, AUC
@@ -12,4 +12,4 @@ from .confusion import Precision, Recall, FBetaScore, F1Score, AUC
 __all__ = ["Metric", "MeanMetric", "get", "BinaryAccuracy", "CategoricalAccuracy", "SparseCategoricalAccuracy",
            "TopKCategoricalAccuracy", "SparseTopKCategoricalAccuracy", "MeanSquaredError", "MeanAbsoluteError",
            "MeanAbsolutePercentageError", "MeanSquaredLogarithmicError", "RootMeanSquaredError", "Precision",
-           "Recall", "FBetaScore", "F1Score", "AUC"]
+           "Recall", "FBetaScore", "F1Score", "AUC", "accuracy_for"]

@@ -71,3 +71,13 @@ class SparseTopKCategoricalAccuracy(TopKCategoricalAccuracy):
 
     def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None):
         super().__init__(k, name, dtype)
+
+
+def accuracy_for(loss_name: str, output_shape: tuple) -> MeanMetric:
+    """The accuracy Keras computes for "accuracy" under this loss (compile_utils.get_metric):
+    binary for one output column or binary cross-entropy, sparse for class ids, else categorical."""
+    if loss_name == "binary_crossentropy" or output_shape[-1] == 1:
+        return BinaryAccuracy(name="accuracy")
+    if loss_name == "sparse_categorical_crossentropy":
+        return SparseCategoricalAccuracy(name="accuracy")
+    return CategoricalAccuracy(name="accuracy")

@@ -42,6 +42,7 @@ class Metric:
         self.name = name or snake_case(type(self).__name__)
         self.dtype = dtype  # (Keras's argument; a clnet metric computes in the model's floatx)
         self.state = None
+        self.weighted = False  # compile's weighted_metrics set it
 
     # -- what the step calls -------------------------------------------------------------------
     def bind(self, rt, dtype, output_shape: tuple, sparse: bool, loss_name: str) -> None:
@@ -74,18 +75,23 @@ class Metric:
     def sources(self) -> tuple[str, ...]:
         return (self.source,)
 
-    def update_batch(self, target: Tensor, output: Tensor, rows: int, first: int) -> None:
+    def update_batch(self, target: Tensor, output: Tensor, rows: int, first: int,
+                     row_weights: Tensor | None = None) -> None:
         """Adds the batch's statistics into the state (one launch), starting again where `first`
-        is 0 (an epoch's or an evaluation's first batch)."""
+        is 0 (an epoch's or an evaluation's first batch); each sample counting its weight in
+        `row_weights` where the metric is weighted (compile's weighted_metrics) and the batch
+        has sample weights."""
         if first == 0:
             self.state.fill(0)
-        self.update(target, output, rows * self.positions)
+        weights = row_weights if self.weighted and row_weights is not None else None
+        self.update(target, output, rows * self.positions,
+                    self.state if weights is None else weights, int(weights is not None))
 
     def reset_state(self) -> None:
         if self.state is not None:
             self.state.fill(0)
 
-    def update(self, target: Tensor, output: Tensor, tokens: int) -> None:
+    def update(self, target: Tensor, output: Tensor, tokens: int, row_weights: Tensor, weighted: int) -> None:
         raise NotImplementedError
 
     def result(self, count: int):
@@ -108,13 +114,13 @@ class Metric:
 class MeanMetric(Metric):
     """A metric that is the mean of a value per position (Keras's MeanMetricWrapper over a
     function of the last axis): metrics/mean.cl's UpdateMean sums the family's metric_value over
-    the batch's positions in one work-group; the state is that sum."""
+    the batch's positions in one work-group; the state is that sum and the sum of the weights."""
 
     kernel_name = "UpdateMean"
     kind = 0  # the family's metric_value case
 
     def state_size(self) -> int:
-        return 1
+        return 2
 
     def sources(self):
         return ("losses/metrics.cl", self.source, "metrics/mean.cl")
@@ -122,13 +128,16 @@ class MeanMetric(Metric):
     def parameter(self) -> float:
         return 0.0
 
-    def update(self, target, output, tokens):
+    def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.cols, self.target_width, self.kind,
-                    float(self.parameter()), self.state)
+        self.kernel((size,), (size,), target, output, tokens, self.positions, self.cols, self.target_width,
+                    self.kind, float(self.parameter()), row_weights, weighted, self.state)
 
     def result(self, count):
-        return float(self.state.numpy()[0]) / (count * self.positions)
+        total, weights = self.state.numpy().astype(np.float64)
+        if not self.weighted:  # the count, exactly (a float32 sum of ones stops at 2^24)
+            weights = count * self.positions
+        return float(total / weights) if weights else 0.0
 
 
 def get(identifier):

@@ -8,11 +8,13 @@
 // `threshold`, or with row_max where it is its row's largest and not 0 (Keras's FBetaScore with
 // threshold=None). With labels_as_bool a target counts as 1 where it is not 0 (Precision and
 // Recall cast it to bool), else as its value (FBetaScore multiplies by it). The rows' maxima are
-// taken a chunk of LOCAL_SIZE rows at a time, each item one row, into local memory.
+// taken a chunk of LOCAL_SIZE rows at a time, each item one row, into local memory. With
+// `weighted` every count of a position is its sample's weight (row_weights[token / positions]).
 __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
                             __global const TYPE *outputs,  // (tokens, cols)
-                            const int tokens, const int cols, const int row_max, const TYPE threshold,
-                            const int labels_as_bool, __global TYPE *state)
+                            const int tokens, const int positions, const int cols, const int row_max,
+                            const TYPE threshold, const int labels_as_bool, __global const TYPE *row_weights,
+                            const int weighted, __global TYPE *state)
 {
     __local TYPE maxima[LOCAL_SIZE];
     const int lid = get_local_id(0);
@@ -33,12 +35,13 @@ __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
             for (int i = 0; i < n; i++) {
                 const int at = (chunk + i) * cols + c;
                 const TYPE p = outputs[at], t = target[at];
+                const TYPE w = weighted ? row_weights[(chunk + i) / positions] : 1;
                 const TYPE label = labels_as_bool ? (TYPE)(t != 0) : t;
                 const TYPE predicted = row_max ? (TYPE)(p >= maxima[i] && fabs(p) > (TYPE)1e-9) : (TYPE)(p > threshold);
-                tp += predicted * label;
-                fp += predicted * (1 - label);
-                fn += (1 - predicted) * label;
-                positives += label;
+                tp += w * predicted * label;
+                fp += w * predicted * (1 - label);
+                fn += w * (1 - predicted) * label;
+                positives += w * label;
             }
             state[c] += tp;
             state[cols + c] += fp;
@@ -54,9 +57,11 @@ __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
 // an element falls in bucket max(ceil(p (thresholds - 1)) - 1, 0) of p clipped to [0, 1], and is
 // counted at every threshold up to its bucket: state[i] the positives' count (true positives at
 // threshold i), state[thresholds + i] the negatives' (false positives). Threshold 0 counts
-// every element: the totals. A target is positive where it is not 0.
+// every element: the totals. A target is positive where it is not 0. With `weighted` an element
+// counts its sample's weight (row_weights[e / per_row], per_row its sample's elements).
 __kernel void UpdateThresholds(__global const TYPE *target, __global const TYPE *outputs, const int elements,
-                               const int thresholds, const int from_logits, __global TYPE *state)
+                               const int per_row, const int thresholds, const int from_logits,
+                               __global const TYPE *row_weights, const int weighted, __global TYPE *state)
 {
     const int lid = get_local_id(0);
     for (int i = lid; i < thresholds; i += LOCAL_SIZE) {
@@ -68,9 +73,10 @@ __kernel void UpdateThresholds(__global const TYPE *target, __global const TYPE 
             p = clamp(p, (TYPE)0, (TYPE)1);
             const int bucket = max((int)(ceil(p * (TYPE)(thresholds - 1)) - 1), 0);
             if (bucket >= i) {
+                const TYPE w = weighted ? row_weights[e / per_row] : 1;
                 const TYPE label = target[e] != 0;
-                tp += label;
-                fp += 1 - label;
+                tp += w * label;
+                fp += w * (1 - label);
             }
         }
         state[i] += tp;

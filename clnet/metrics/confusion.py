@@ -31,10 +31,11 @@ class _Columns(Metric):
     def state_size(self):
         return 4 * self.cols
 
-    def update(self, target, output, tokens):
+    def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.cols, int(self.row_max),
-                    float(self.threshold if self.threshold is not None else 0.0), int(self.labels_as_bool), self.state)
+        self.kernel((size,), (size,), target, output, tokens, self.positions, self.cols, int(self.row_max),
+                    float(self.threshold if self.threshold is not None else 0.0), int(self.labels_as_bool),
+                    row_weights, weighted, self.state)
 
     def counts(self):
         """(true positives, false positives, false negatives, targets' sum), each per column."""
@@ -182,10 +183,10 @@ class AUC(Metric):
     def state_size(self):
         return 2 * self.num_thresholds
 
-    def update(self, target, output, tokens):
+    def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens * self.cols, self.num_thresholds, int(self.from_logits),
-                    self.state)
+        self.kernel((size,), (size,), target, output, tokens * self.cols, self.positions * self.cols,
+                    self.num_thresholds, int(self.from_logits), row_weights, weighted, self.state)
 
     def result(self, count):
         n = self.num_thresholds
