@@ -59,7 +59,8 @@ KERAS_LAYERS = {
     "BatchNormalization", "LayerNormalization", "Dropout", "Flatten", "Reshape", "Activation", "ReLU", "LeakyReLU",
     "ELU", "Softmax", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional", "MultiHeadAttention", "Add",
     "Multiply", "Concatenate", "Subtract", "Average", "Maximum", "Minimum", "RepeatVector", "Permute",
-    "ZeroPadding2D", "TimeDistributed"}
+    "ZeroPadding2D", "TimeDistributed", "PReLU", "GaussianNoise", "SpatialDropout1D", "Cropping1D", "Cropping2D",
+    "UpSampling1D", "UpSampling2D"}
 RECURRENT = ("SimpleRNN", "LSTM", "GRU")
 ATTENTION_PARTS = ("query_dense", "key_dense", "value_dense", "output_dense")
 # Keras's optimizer classes that clnet has, and the config keys Keras has and clnet does not.
@@ -545,7 +546,8 @@ def _keras_entry(layer: Layer, floatx: str) -> dict:
     for key in ("layer", "backward_layer"):
         if isinstance(config.get(key), dict):
             config[key] = _nested_entry(config[key], floatx)
-    config = {"name": config.pop("name"), "trainable": True, "dtype": floatx, **config}
+    # (No "trainable": Keras's default, and SpatialDropout1D's constructor does not take it.)
+    config = {"name": config.pop("name"), "dtype": floatx, **config}
     return {"module": "keras.layers", "class_name": cls_name, "config": config, "registered_name": None}
 
 
@@ -555,7 +557,7 @@ def _nested_entry(entry: dict, floatx: str) -> dict:
         if key in config:
             config[key] = _activation_to_keras(config[key], config.get("name"))
     return {"module": "keras.layers", "class_name": entry["class_name"],
-            "config": {"name": config.pop("name"), "trainable": True, "dtype": floatx, **config},
+            "config": {"name": config.pop("name"), "dtype": floatx, **config},
             "registered_name": None}
 
 

@@ -72,6 +72,12 @@ def models():
         L.GlobalMaxPooling1D(), L.Dense(3), L.Softmax()]),
         rng.normal(size=(9, 10, 3)), np.eye(3)[rng.integers(0, 3, 9)],
         dict(optimizer="adagrad", loss="categorical_crossentropy"))
+    made["shaping"] = (keras.Sequential([
+        keras.Input((12, 3)), L.Cropping1D((1, 2)), L.UpSampling1D(2), L.SpatialDropout1D(0.2),
+        L.Conv1D(4, 3), L.PReLU(shared_axes=[1]), L.Reshape((16, 4, 1)), L.Cropping2D(((1, 1), (0, 1))),
+        L.UpSampling2D((1, 2)), L.GaussianNoise(0.1), L.Conv2D(2, 3, strides=2), L.PReLU(alpha_initializer="ones"),
+        L.Flatten(), L.Dense(2)]),
+        rng.normal(size=(9, 12, 3)), rng.normal(size=(9, 2)), dict(optimizer="adam", loss="mse"))
     return made
 
 

@@ -197,11 +197,25 @@ def mix32(x):
     return x
 
 
-def dropout_keep(cells, seed, step, rate, dtype):
-    """True where dropout.cl keeps the element of mask cell `cells`."""
+def random_uniform(cells, seed, step, dtype):
+    """dropout.cl's uniform numbers in [0, 1) of `cells` at (seed, step)."""
     with np.errstate(over="ignore"):
         h = mix32(mix32(mix32(seed) + np.uint32(step)) + np.asarray(cells, np.uint32))
-    return (h >> np.uint32(8)).astype(dtype) * dtype(1.0 / 16777216.0) < dtype(1 - rate)
+    return (h >> np.uint32(8)).astype(dtype) * dtype(1.0 / 16777216.0)
+
+
+def dropout_keep(cells, seed, step, rate, dtype):
+    """True where dropout.cl keeps the element of mask cell `cells`."""
+    return random_uniform(cells, seed, step, dtype) < dtype(1 - rate)
+
+
+def gaussian_noise(shape, seed, step):
+    """dropout.cl's standard normal numbers of GaussianNoise for a batch of `shape`, in float64:
+    Box-Muller of the uniforms of cells 2i (as 1 - u, in (0, 1]) and 2i + 1."""
+    i = np.arange(int(np.prod(shape)), dtype=np.uint32)
+    u1 = 1 - random_uniform(2 * i, seed, step, np.float64)
+    u2 = random_uniform(2 * i + 1, seed, step, np.float64)
+    return (np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)).reshape(shape)
 
 
 def dropout(x, keep, rate):

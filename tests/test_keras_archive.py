@@ -45,7 +45,7 @@ def weight_datasets(path):
 
 
 def test_the_fixture_holds_every_archive():
-    assert NAMES == ["attention", "branches", "cnn", "recurrent", "sequence_ops", "traced_merges"]
+    assert NAMES == ["attention", "branches", "cnn", "recurrent", "sequence_ops", "shaping", "traced_merges"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -32,6 +32,8 @@ from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, B
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Lambda, Layer, LayerNormalization,
                           LocallyConnected1D, MaxPooling1D, MaxPooling2D, MultiHeadAttention, Multiply, Reshape, Softmax,
                           ZeroPadding2D, SimpleRNN, LSTM, GRU, Bidirectional, ELU, LeakyReLU, Permute, ReLU, RepeatVector)
+from clnet.layers import GaussianNoise, PReLU, SpatialDropout1D
+from clnet.layers import Cropping1D, Cropping2D, UpSampling1D, UpSampling2D
 from clnet.onnx.importer import SUPPORTED_OPS
 from clnet.ops.elementwise import broadcast
 from clnet.ops.fusion import FusedElementwise
@@ -52,10 +54,11 @@ def assert_close(got, want, rtol):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
-# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Elu, Conv, AveragePool, RNN, LSTM and GRU;
+# onnxruntime's CPU provider has no double kernels for Erf (GELU), Softplus, Elu, Conv, AveragePool, RNN, LSTM, GRU and
+# Resize;
 # float64 files that use them are run by onnx's own reference evaluator, which implements every op of the standard,
 # with its Erf (computed in float32 by onnx 1.23's evaluator) replaced by a double one.
-NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Elu", "Erf", "Softplus", "RNN", "LSTM", "GRU"}
+NO_DOUBLE_KERNEL = {"AveragePool", "Conv", "Elu", "Erf", "Softplus", "RNN", "LSTM", "GRU", "Resize"}
 
 
 def run_onnx(path, x):
@@ -103,16 +106,16 @@ def structure(model):
     """Each layer's class and config but its name, as the ONNX file keeps them: Activation("softmax")
     is a Softmax layer, Activation("relu") a ReLU, Activation("lrelu", a) a LeakyReLU(a) (a >= 0),
     Activation("elu", a) an ELU(a) (the layers the importer makes of a standalone activation); an
-    identity Activation, Dropout and Lambda, which export to nothing, are left out;
-    a Reshape's target shape has its -1 worked out; BatchNormalization always has a scale and a
-    shift (the op's), and a float64 one's epsilon is in its variance (see weights); a
-    PositionEmbedding's table has the rows its input's length uses; clnet.ops's layers are what
-    the importer reads their nodes as (see op_forms)."""
+    identity Activation, Dropout, SpatialDropout1D, GaussianNoise and Lambda, which export to
+    nothing, are left out; a Reshape's target shape has its -1 worked out; BatchNormalization
+    always has a scale and a shift (the op's), and a float64 one's epsilon is in its variance (see
+    weights); a PositionEmbedding's table has the rows its input's length uses; clnet.ops's layers
+    are what the importer reads their nodes as (see op_forms)."""
     layers = []
     for layer, kind, config in ((layer, kind, config) for layer in model.layers
                                 for kind, config in op_forms(layer, model.dtype)):
-        if kind in ("Dropout", "Lambda") or kind == "Activation" and config == {"activation": "linear", "a": 1.0,
-                                                                                 "b": 0.0}:
+        if kind in ("Dropout", "SpatialDropout1D", "GaussianNoise", "Lambda") or \
+                kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
             continue
         if kind == "Activation" and config == {"activation": "softmax"}:
             kind, config = "Softmax", {"axis": -1}
@@ -245,6 +248,10 @@ LAYER_EXAMPLES = {
     "Activation": ((3, 5), lambda: [Activation("lrelu", a=0.2), Activation("tanh")]),
     "Softmax": ((3, 5), lambda: [Softmax(), Softmax(axis=1)]),   # along the last axis of a rank-3 tensor, then axis 1
     "Dropout": ((3, 5), lambda: [Dropout(0.5, noise_shape=(None, 1, 5)), Flatten(), Dense(4, "tanh")]),
+    "SpatialDropout1D": ((3, 5), lambda: [SpatialDropout1D(0.5), Flatten(), Dense(4, "tanh")]),
+    "GaussianNoise": ((3, 5), lambda: [GaussianNoise(0.5), Flatten(), Dense(4, "tanh")]),
+    # PRelu with Keras's alpha as the slope: per element, one per channel, then one per (step, feature).
+    "PReLU": ((4, 5, 3), lambda: [PReLU(), PReLU(shared_axes=[1, 2]), Dense(4), PReLU(shared_axes=2)]),
     # Weights are drawn anew after build (see test_layer_exports): moving statistics, gamma and
     # beta far from 0 and 1, so that the inference form is not the identity.
     "BatchNormalization": ((4, 5, 3), lambda: [BatchNormalization(), BatchNormalization(axis=1, center=False),
@@ -274,6 +281,12 @@ LAYER_EXAMPLES = {
     "GlobalAveragePooling1D": ((9, 5), lambda: [GlobalAveragePooling1D()]),
     "Reshape": ((6, 5), lambda: [Reshape((3, -1)), Reshape((5, 2, 3)), GlobalAveragePooling2D()]),
     "ZeroPadding2D": ((3, 5, 3), lambda: [ZeroPadding2D(((1, 2), (0, 3))), ZeroPadding2D(1), MaxPooling2D(3)]),
+    # Slice, its ends counted from the end (-after, or INT64_MAX where nothing is cut after): read
+    # back as a Cropping; Resize (nearest) by whole factors of the spatial axes: as an UpSampling.
+    "Cropping1D": ((9, 3), lambda: [Cropping1D((2, 0)), Conv1D(2, 2), Cropping1D(1)]),
+    "Cropping2D": ((7, 6, 3), lambda: [Cropping2D(((1, 2), (0, 3))), Conv2D(2, 2), Cropping2D((1, 0))]),
+    "UpSampling1D": ((4, 3), lambda: [UpSampling1D(3), Conv1D(2, 2), UpSampling1D()]),
+    "UpSampling2D": ((3, 2, 3), lambda: [UpSampling2D((2, 3)), Conv2D(2, 2), UpSampling2D((1, 2))]),
     # Unsqueeze + Tile, read back as one RepeatVector; Transpose, read back as a Permute where a
     # layer (the Dense) or the output needs the transposed tensor.
     "RepeatVector": ((5,), lambda: [Dense(4), RepeatVector(3), Dense(2, "tanh")]),
@@ -507,7 +520,8 @@ CONSTANT_EXAMPLES = {"Weight": lambda: Scaled(), "Constant": lambda: PositionsAd
 
 # The classes that come back as others (see op_forms); Lambda as nothing, as Dropout.
 COMES_BACK_AS = {"ShapeView": {"Reshape", "Flatten"}, "FusedElementwise": {"Elementwise"}, "Input": set(),
-                 "Dropout": set(), "Lambda": set()}
+                 "Dropout": set(), "Lambda": set(),
+                 "SpatialDropout1D": set(), "GaussianNoise": set()}
 
 
 @pytest.mark.parametrize("example", [0, 1])

@@ -6,7 +6,7 @@ from .flatten import Flatten
 from .input import Input
 from .merge import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average, concatenate, maximum,
                     minimum, multiply, subtract)
-from .dropout import Dropout
+from .dropout import Dropout, GaussianNoise, SpatialDropout1D
 from .batch_normalization import BatchNormalization
 from .layer_normalization import LayerNormalization
 from .locally_connected import LocallyConnected1D
@@ -15,9 +15,12 @@ from .pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D
                       GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
 from .reshape import Reshape
 from .zero_padding import ZeroPadding2D
+from .cropping import Cropping1D, Cropping2D
+from .upsampling import UpSampling1D, UpSampling2D
 from .repeat_vector import RepeatVector
 from .permute import Permute
 from .relu import ELU, LeakyReLU, ReLU
+from .prelu import PReLU
 from .embedding import Embedding
 from .position_embedding import PositionEmbedding
 from .simple_rnn import SimpleRNN
@@ -34,6 +37,7 @@ __all__ = ["Constant", "Variable", "Weight", "add", "concatenate", "multiply", "
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
-           "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU",
+           "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D",
+           "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU", "PReLU", "GaussianNoise", "SpatialDropout1D",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
            "MultiHeadAttention", "Lambda", "TimeDistributed"]

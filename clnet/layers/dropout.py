@@ -1,5 +1,8 @@
-"""Dropout: in fit, zeroes each element with probability `rate` and scales the rest by
-1 / (1 - rate) (inverted dropout, as Keras); in evaluate and predict, passes its input through."""
+"""Keras's random regularisation layers, which act in fit and pass their input through in
+evaluate and predict (and in ONNX): Dropout zeroes each element with probability `rate` and
+scales the rest by 1 / (1 - rate) (inverted dropout, as Keras), SpatialDropout1D drops whole
+features of a sequence, GaussianNoise adds normal noise. Their random numbers are hashed on the
+device from (seed, step, element), see dropout.cl."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,14 +11,29 @@ from ..cl.tensor import Tensor
 from .base import Layer
 
 
+def check_seed(kind: str, seed) -> int | None:
+    """A random layer's `seed` argument: None or a non-negative integer."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"{kind} seed must be a non-negative integer or None, got {seed!r}")
+    return None if seed is None else int(seed)
+
+
+def seed_for_kernels(seed: int | None, rng: np.random.Generator) -> int:
+    """The kernels' seed: the layer's, or by default one drawn from the model's seed (the rng of
+    the layer's build). The kernels take a 32-bit int; the hash spreads it, so seeds beyond that
+    wrap harmlessly."""
+    return (seed if seed is not None else int(rng.integers(2**31))) % 2**31
+
+
 class Dropout(Layer):
     def __init__(self, rate, noise_shape=None, seed=None, name=None, input_shape=None):
         """`noise_shape`: the mask's shape with the batch axis, 1 (or the input's size, or None)
         per axis; axes of 1 share the mask, e.g. (None, 1, features) drops the same features at
         every time step. `seed`: the mask's seed; by default one drawn from the model's seed."""
         super().__init__(name, input_shape)
+        kind = type(self).__name__
         if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating)) or not 0 <= rate < 1:
-            raise ValueError(f"Dropout rate must be a number in [0, 1), got {rate!r}")
+            raise ValueError(f"{kind} rate must be a number in [0, 1), got {rate!r}")
         self.rate = float(rate)
         if noise_shape is not None:
             try:
@@ -23,15 +41,12 @@ class Dropout(Layer):
             except (TypeError, ValueError):
                 raise TypeError(f"Dropout noise_shape must be a tuple of integers or None, got {noise_shape!r}") from None
         self.noise_shape = noise_shape
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"Dropout seed must be a non-negative integer or None, got {seed!r}")
-        self.seed = None if seed is None else int(seed)
+        self.seed = check_seed(kind, seed)
 
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         self.width = int(np.prod(shape))
-        # The kernel takes a 32-bit int; the hash spreads it, so seeds beyond that wrap harmlessly.
-        self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
+        self.kernel_seed = seed_for_kernels(self.seed, rng)
         # The mask's geometry (see dropout.cl): nothing without a noise shape; else the sample's
         # dims and the mask's strides, 0 along the axes it broadcasts over.
         geometry = np.zeros(1, np.int32)
@@ -90,3 +105,64 @@ class Dropout(Layer):
     def get_config(self):
         return {**super().get_config(), "rate": self.rate,
                 "noise_shape": None if self.noise_shape is None else list(self.noise_shape), "seed": self.seed}
+
+
+class SpatialDropout1D(Dropout):
+    """Keras's SpatialDropout1D on (steps, features): drops whole features, the same at every step
+    of a sample, which is Dropout with noise shape (None, 1, features)."""
+
+    def __init__(self, rate, seed=None, name=None, input_shape=None):
+        super().__init__(rate, (None, 1, None), seed, name, input_shape)
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 2:
+            raise ValueError(f"SpatialDropout1D {self.name!r} takes inputs of shape (batch, steps, features), got "
+                             f"{(None, *input_shape)}")
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        del config["noise_shape"]  # (Keras's has none: the layer fixes it)
+        return config
+
+
+class GaussianNoise(Layer):
+    """Keras's GaussianNoise: in fit, adds noise drawn from N(0, stddev^2) to every element, anew
+    each step; the gradient passes through unchanged."""
+
+    def __init__(self, stddev, seed=None, name=None, input_shape=None):
+        """`stddev`: in [0, 1], as Keras takes it. `seed`: as Dropout's."""
+        super().__init__(name, input_shape)
+        if (isinstance(stddev, bool) or not isinstance(stddev, (int, float, np.integer, np.floating))
+                or not 0 <= stddev <= 1):
+            raise ValueError(f"GaussianNoise stddev must be a number in [0, 1], as Keras's, got {stddev!r}")
+        self.stddev = float(stddev)
+        self.seed = check_seed("GaussianNoise", seed)
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        self.width = int(np.prod(shape))
+        self.kernel_seed = seed_for_kernels(self.seed, rng)
+        program = self.rt.program(("layers/dropout.cl",), self.dtype)
+        self._forward = self.rt.kernel(program, "FeedForwardGaussianNoise", self.dtype)
+        return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+
+    def forward(self, x, rows):
+        if not (self.training and self.stddev > 0):
+            return x
+        total = rows * self.width
+        self._forward((-(-total // 64) * 64,), None, x, self.outputs, total, self.kernel_seed, self.step, self.stddev)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        return grad if input_grad else None
+
+    def to_onnx(self, graph, inputs):
+        return inputs  # an exported model infers, where the noise is not added
+
+    def get_config(self):
+        return {**super().get_config(), "stddev": self.stddev, "seed": self.seed}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cl.tensor import Tensor
+
 SPATIAL = {1: "(steps, channels)", 2: "(height, width, channels)"}
 
 
@@ -19,6 +21,28 @@ def int_tuple(layer, argument: str, value, rank: int) -> tuple[int, ...]:
     if any(v < 1 for v in items):
         raise ValueError(f"{type(layer).__name__} {layer.name!r}: {argument} must be >= 1, got {value!r}")
     return tuple(int(v) for v in items)
+
+
+# Keras's forms of per-side amounts (ZeroPadding2D's padding, Cropping1D/2D's cropping), by rank.
+SIDES = {1: "a non-negative int or a pair of them (left, right)",
+         2: "a non-negative int, a pair of them or a pair of pairs ((top, bottom), (left, right))"}
+
+
+def sides(layer, argument: str, value, rank: int) -> tuple[tuple[int, int], ...]:
+    """(before, after) along each of `rank` spatial axes, from Keras's forms: an int (every side),
+    a pair (rank 1: before and after; rank 2: one amount per axis, both sides) or, rank 2, a
+    pair of pairs."""
+    integer = lambda v: not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 0
+    pair = lambda v: isinstance(v, (tuple, list)) and len(v) == 2
+    if integer(value):
+        pairs = ((value, value),) * rank
+    elif pair(value) and all(integer(v) for v in value):
+        pairs = (tuple(value),) if rank == 1 else tuple((v, v) for v in value)
+    elif rank == 2 and pair(value) and all(pair(p) and all(integer(v) for v in p) for p in value):
+        pairs = tuple(value)
+    else:
+        raise ValueError(f"{type(layer).__name__} {layer.name!r}: {argument} must be {SIDES[rank]}, got {value!r}")
+    return tuple((int(before), int(after)) for before, after in pairs)
 
 
 def padding_mode(layer, value, causal: bool = False) -> str:
@@ -80,3 +104,33 @@ def onnx_channels_first(graph, x: str, rank: int, op_type: str, *inputs: str, **
     first = graph.op("Transpose", x, perm=[0, rank + 1, *range(1, rank + 1)])
     y = graph.op(op_type, first, *inputs, **attributes)
     return graph.op("Transpose", y, perm=[0, *range(2, rank + 2), 1])
+
+
+class CellCopy:
+    """What layers that move cells of (height, width, channels) images share (ZeroPadding2D,
+    Cropping, UpSampling; a mixin of Layer): their buffers and launches. The forward kernel
+    (`forward_kernel` of `self.program`) takes a work-item per output cell, (width x channels,
+    rows x height) of the output; the backward one (`backward_kernel`) one per input cell; both
+    take `self.geometry` after their two buffers."""
+
+    forward_kernel = backward_kernel = ""
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        rt, dt = self.rt, self.dtype
+        self.outputs = Tensor((capacity, *self.output_shape), dt, rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)  # dL/dx
+        self._forward = rt.kernel(self.program, self.forward_kernel, dt)
+        self._hidden = rt.kernel(self.program, self.backward_kernel, dt)
+
+    def forward(self, x, rows):
+        out_h, out_w, channels = check_rank(self, self.output_shape, self.rank)
+        self._forward((out_w * channels, rows * out_h), None, x, self.outputs, *self.geometry)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        if not input_grad:
+            return None
+        height, width, channels = check_rank(self, self.input_shape, self.rank)
+        self._hidden((width * channels, rows * height), None, grad, self.input_grad, *self.geometry)
+        return self.input_grad

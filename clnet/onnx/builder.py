@@ -11,7 +11,8 @@ walks the registry and fails for a class that does not):
 `graph.op(op_type, *inputs, **attributes)` adds one node of the standard ONNX domain and returns
 its output's name (with `n_outputs=n`, the list of its first n outputs' names: an LSTM's Y, Y_h,
 Y_c); `graph.constant(name, array)` adds an initializer (float arrays are stored in
-the model's float type, integer ones as int64, e.g. a Reshape's shape) and returns its name;
+the model's float type, or a `dtype=` the op fixes; integer ones as int64, e.g. a Reshape's
+shape) and returns its name;
 `graph.require_opset(version, why)` refuses an opset too old for what the layer emits;
 `graph.reduce(op_type, x, axes, keepdims)` writes a ReduceMean/ReduceMax/... in the form the
 opset takes (axes an attribute before opset 18, an input from it), and `graph.squeeze`,
@@ -53,11 +54,12 @@ class GraphBuilder:
         self._taken.add(name)
         return name
 
-    def constant(self, name: str, value) -> str:
-        """An initializer holding `value`: floats in the model's float type, integers as int64."""
+    def constant(self, name: str, value, dtype=None) -> str:
+        """An initializer holding `value`: floats in the model's float type (or in `dtype`, where
+        the op fixes it: Resize's scales are float32), integers as int64."""
         array = np.asarray(value)
         if np.issubdtype(array.dtype, np.floating):
-            array = array.astype(self.dtype)
+            array = array.astype(dtype or self.dtype)
         elif np.issubdtype(array.dtype, np.integer):
             array = array.astype(np.int64)
         else:

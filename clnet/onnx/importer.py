@@ -61,11 +61,20 @@ dynamo exporters) and Keras's:
     ReduceMean, Sub, Pow(2) or Mul, ReduceMean, Add(eps), Sqrt,
     Div [, Mul(gamma)] [, Add(beta)] (PyTorch below opset 17)       -> LayerNormalization
     Pad (constant zeros on height and width)                       -> ZeroPadding2D
+    Slice of step 1 of the spatial axes of (batch, steps, channels)
+    or (batch, height, width, channels), or of a channels-first
+    view of those, the channels whole, its ends counted from the
+    end as x[:, a:-b] and x[:, a:] are written (negative, or past
+    the extent)                                                    -> Cropping1D/2D
+    Resize, mode="nearest", by whole factors of those spatial axes,
+    a placement of the source cell that repeats it                 -> UpSampling1D/2D
     Gather(x, windows, axis=1), Reshape, Transpose(1, 0, 2),
     MatMul(kernel), Transpose(1, 0, 2) [, Add(bias)] (clnet's)    -> LocallyConnected1D
     Add or Sum, Mul, Concat of computed tensors of one shape       -> Add, Multiply, Concatenate
-    Relu, Tanh, Sigmoid, LeakyRelu, PRelu (scalar slope),
-    Softplus, Softmax, Gelu (exact), Elu                           -> that activation
+    Relu, Tanh, Sigmoid, LeakyRelu, PRelu of a 0-d slope (clnet's
+    float64 LReLU), Softplus, Softmax, Gelu (exact), Elu           -> that activation
+    PRelu of a slope with axes (torch's nn.PReLU, Keras's PReLU)   -> PReLU (its axes of 1
+                                                                      shared_axes)
     Clip(x, 0, max)                                                -> ReLU(max_value=max)
     Where(Greater(x, t), x or Min(x, max), Mul(Sub(x, t), slope))  -> ReLU(max, slope, t) (clnet's)
     Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)   -> RepeatVector(n)
@@ -91,7 +100,8 @@ dynamo exporters) and Keras's:
     ReduceSum, ReduceMean, ReduceMax, ReduceMin over sample axes   -> ops.sum, ... (a mean or max
                                                                       over the spatial axes: a
                                                                       global pooling layer)
-    Slice of step 1 [+ Squeeze of axes it cut to 1]                -> ops.slice (one Slice layer)
+    Slice of step 1 (not a cropping, above) [+ Squeeze of axes it
+    cut to 1]                                                      -> ops.slice (one Slice layer)
     Gather of constant indices along a sample axis                 -> ops.take
     MatMul of two computed tensors, of a constant by a tensor, or
     of a tensor by a constant of another rank than 2               -> ops.matmul
@@ -160,8 +170,9 @@ SUPPORTED_OPS = ("Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Cli
                  "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual",
                  "Identity", "LSTM", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max",
                  "MaxPool", "Min", "Mul", "Neg", "Not", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean",
-                 "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Slice", "Softmax",
-                 "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where")
+                 "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Shape", "Sigmoid", "Slice",
+                 "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze",
+                 "Where")
 # Ops evaluated with numpy when all their inputs are known (constants, or shapes of tensors:
 # how Keras and torch write a Flatten for a dynamic batch).
 CONSTANT_OPS = ("Add", "Cast", "Concat", "Div", "Gather", "Identity", "Mul", "Reshape", "Shape", "Slice", "Squeeze",
@@ -176,9 +187,18 @@ PATTERN_PARTS = {"Erf": "as part of GELU, 0.5 x (1 + Erf(x / sqrt(2)))",
                  "Tile": "as RepeatVector, Tile(Unsqueeze(x, axes=[1]), [1, n, 1]) of (batch, features)"}
 # Ops that read (batch, channels, *spatial): a graph input feeding one is channels-first.
 CHANNELS_FIRST_OPS = ("AveragePool", "Conv", "GlobalAveragePool", "GlobalMaxPool", "MaxPool")
-# Ops that keep each element where it is, through which an input's layout is looked for.
+# Ops that keep each element where it is (Pad and Resize: each axis where it is), through which an
+# input's layout is looked for.
 ELEMENTWISE_OPS = ("Abs", "BatchNormalization", "Cast", "Clip", "Dropout", "Elu", "Exp", "Identity", "LeakyRelu", "Log",
-                   "Neg", "Pad", "PRelu", "Relu", "Sigmoid", "Softplus", "Sqrt", "Tanh")
+                   "Neg", "Pad", "PRelu", "Relu", "Resize", "Sigmoid", "Softplus", "Sqrt", "Tanh")
+# The (coordinate_transformation_mode, nearest_mode) of a nearest Resize that takes output cell x
+# from input cell x // factor for every whole factor, as UpSampling repeats: the source coordinate
+# is x / factor (asymmetric) or (x + 0.5) / factor (tf_half_pixel_for_nn), in [k, k + 1) for the
+# cells of input k, rounded down; or (x + 0.5) / factor - 0.5 (the half-pixel modes), in
+# (k - 0.5, k + 0.5), rounded to the nearest.
+NEAREST_REPEATS = {("asymmetric", "floor"), ("tf_half_pixel_for_nn", "floor"),
+                   *((mode, rounding) for mode in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel")
+                     for rounding in ("round_prefer_floor", "round_prefer_ceil"))}
 BOOL = 9  # TensorProto.BOOL
 # The clnet.ops op of each ONNX arithmetic op read as one (see _Reader._binary).
 ELEMENTWISE = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
@@ -574,9 +594,9 @@ class _Reader:
         self._alias(node, value)
 
     def _op_slice(self, node):
-        """A Slice of a computed tensor's sample axes: ops.slice (a Slice layer) where its steps
-        are 1; other steps (clnet writes go_backwards as a reversing Slice) another index, no
-        layer, which a recurrent layer reads."""
+        """A Slice of a computed tensor's sample axes: where its steps are 1, a Cropping if it is
+        written as one (see _cropped), else ops.slice (a Slice layer); other steps (clnet writes
+        go_backwards as a reversing Slice) another index, no layer, which a recurrent layer reads."""
         from .. import ops
         value = self._value(node, node.inputs[0])
         index = self._slices(node, len(value.shape) + 1)
@@ -584,11 +604,36 @@ class _Reader:
             raise _misused(node, "it slices the batch axis; clnet reads a Slice of sample axes")
         if any(s.step not in (None, 1) for s in index[1:]):
             return self._set(node, _Value(value.kt, value.index[index[1:]]))
+        if self._cropped(node, value, index[1:]):
+            return None
         kt = self._plain(value, None, node)
         sliced = self._ops(node, ops.getitem, kt, index)
         if sliced is kt:  # every axis whole
             return self._set(node, _Value(kt, _arange(value.shape)), value.owner)
         self._set(node, _Value(sliced, _arange(sliced.sample_shape)), sliced.call.layer)
+
+    def _cropped(self, node, value: _Value, index: tuple) -> bool:
+        """A Slice of step 1 (`index`: its slices of the sample axes) written as a cropping, its
+        ends counted from the end, of the spatial axes of a tensor that clnet holds as (steps,
+        channels) or (height, width, channels), the channels whole: Cropping1D/2D. False (nothing
+        done) for other Slices, which ops.slice reads, as it writes them (ends from the start)."""
+        from ..layers import Cropping1D, Cropping2D
+        rank = len(value.shape)
+        p = value.axes()
+        if rank not in (2, 3) or p is None or any(s.stop is not None and 0 <= s.stop <= n
+                                                  for s, n in zip(index, value.shape)):
+            return False
+        by_axis = {}
+        for a, s, n in zip(p, index, value.shape):
+            start, stop, _ = s.indices(n)
+            by_axis[a] = (start, n - stop)
+        if by_axis[rank - 1] != (0, 0) or not any(map(any, by_axis.values())):
+            return False
+        cropping = [by_axis[a] for a in range(rank - 1)]
+        layer = Cropping1D(cropping[0]) if rank == 2 else Cropping2D(tuple(cropping))
+        kt = self._layer(node, layer, [value.kt])
+        self._set(node, _Value(kt, _arange(kt.sample_shape).transpose(p)))
+        return True
 
     def _op_transpose(self, node):
         value = self._value(node, node.inputs[0])
@@ -717,7 +762,26 @@ class _Reader:
         self._activate(node, "lrelu", {"a": _number(np.float32(self._attribute(node, "alpha", 0.01)))})
 
     def _op_prelu(self, node):
-        self._activate(node, "lrelu", {"a": self._scalar(node, node.inputs[1], "slope")})
+        """PRelu(x, slope): a 0-d slope is clnet's float64 LReLU (clnet/activations/relu.py), read as
+        that activation; a slope with axes is a PReLU's alpha (trainable, one per slope element), its
+        axes of 1 over axes of x longer than 1 the shared axes, in the order clnet holds x."""
+        from ..layers import PReLU
+        slope = self._constant(node, node.inputs[1], "slope")
+        if slope.ndim == 0:
+            return self._activate(node, "lrelu", {"a": _number(slope)})
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape)
+        padded = (1,) * (rank + 1 - slope.ndim) + slope.shape  # as ONNX broadcasts it, batch axis first
+        if slope.ndim > rank + 1 or padded[0] != 1 or any(s not in (1, n) for s, n in zip(padded[1:], value.shape)):
+            raise _misused(node, f"its slope has shape {slope.shape}, which does not broadcast to a batch of samples "
+                                 f"of shape {value.shape} with one slope for every sample")
+        axes = value.axes()
+        if axes is None:  # (a reshape of what clnet holds: that Reshape, then the slope's order)
+            value, axes = _Value(self._plain(value, None, node), _arange(value.shape)), tuple(range(rank))
+        alpha = slope.reshape(padded[1:]).transpose(np.argsort(axes))  # in clnet's order of the axes
+        shape = value.kt.sample_shape
+        layer = PReLU(shared_axes=[a + 1 for a in range(rank) if alpha.shape[a] == 1 < shape[a]] or None)
+        self._set(node, _Value(self._layer(node, layer, [value.kt], [alpha]), value.index), layer)
 
     def _op_elu(self, node):
         self._activate(node, "elu", {"a": _number(np.float32(self._attribute(node, "alpha", 1.0)))})
@@ -1321,6 +1385,52 @@ class _Reader:
         if not any(pads):
             return self._alias(node, value)
         kt = self._layer(node, ZeroPadding2D((by_axis[0], by_axis[1])), [value.kt])
+        self._set(node, _Value(kt, _arange(kt.sample_shape).transpose(p)))
+
+    def _op_resize(self, node):
+        """A nearest Resize by whole factors of the spatial axes of (batch, steps, channels) or
+        (batch, height, width, channels), in clnet's order or a channels-first view of it, that
+        repeats each cell: UpSampling1D/2D. Its factors are its scales, or its sizes over the
+        input's extents. From opset 11 the placement of the source cell must be one that repeats
+        (NEAREST_REPEATS); Resize-10 names none, and both ways it is read (asymmetric rounded
+        down, as onnxruntime; the half-pixel default, as onnx's version converter) repeat."""
+        from ..layers import UpSampling1D, UpSampling2D
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        mode = self._attribute(node, "mode", "nearest")
+        placement = (self._attribute(node, "coordinate_transformation_mode", "half_pixel"),
+                     self._attribute(node, "nearest_mode", "round_prefer_floor"))
+        if mode != "nearest" or self.opset >= 11 and placement not in NEAREST_REPEATS:
+            raise _misused(node, f"mode={mode!r}, coordinate_transformation_mode={placement[0]!r}, nearest_mode="
+                                 f"{placement[1]!r}; clnet reads a nearest Resize that repeats each cell "
+                                 "(UpSampling1D/2D): " + ", ".join(f"{m!r} with {r!r}" for m, r in
+                                                                    sorted(NEAREST_REPEATS)))
+        named = [*node.inputs, "", "", ""]
+        scales, sizes = (named[1], "") if self.opset < 11 else (named[2], named[3])
+        axes = [a % rank for a in self._attribute(node, "axes", range(rank))]  # (an attribute from opset 18)
+        if scales and self._constant(node, scales, "scales").size:
+            factors = dict(zip(axes, self._constant(node, scales, "scales").tolist()))
+        else:
+            if self._attribute(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
+                raise _misused(node, "keep_aspect_ratio_policy is not 'stretch'; clnet reads Resize's sizes as "
+                                     "they are given")
+            extents = (BATCH, *value.shape)  # (a size for the batch is the file's own, or Shape's: no factor)
+            factors = {a: size / extents[a] for a, size in zip(axes, self._constant(node, sizes, "sizes")) if a}
+        p = value.axes()
+        if p is None:
+            p, value = tuple(range(rank - 1)), _Value(self._plain(value, None, node), _arange(value.shape))
+        by_axis = {p[i - 1]: factors.get(i, 1.0) for i in range(1, rank)}  # clnet's axes: channels last
+        if (rank not in (3, 4) or factors.get(0, 1.0) != 1 or by_axis[rank - 2] != 1
+                or any(f != int(f) or f < 1 for f in by_axis.values())):
+            shown = [factors.get(a, 1.0) for a in range(rank)]
+            raise _misused(node, f"it scales {(None, *value.shape)} by {shown}; clnet upsamples the spatial axes of "
+                                 "(batch, steps, channels) or (batch, height, width, channels) by whole factors "
+                                 "(UpSampling1D/2D)")
+        repeats = [int(by_axis[a]) for a in range(rank - 2)]
+        if repeats == [1] * (rank - 2):
+            return self._alias(node, value)
+        layer = UpSampling1D(repeats[0]) if rank == 3 else UpSampling2D(tuple(repeats))
+        kt = self._layer(node, layer, [value.kt])
         self._set(node, _Value(kt, _arange(kt.sample_shape).transpose(p)))
 
     # -- normalisation -----------------------------------------------------------------------

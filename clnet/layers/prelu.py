@@ -1,0 +1,106 @@
+"""Keras 3's PReLU layer: y = x for x >= 0, alpha x below, alpha a trainable weight of the
+sample's shape, 1 along the shared axes (one alpha for all their elements)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import initializers
+from ..cl.tensor import Tensor
+from .base import Layer
+
+# The terms of an alpha's gradient one work-item adds (see prelu.cl): a gradient of up to CHUNK
+# terms (rows times the elements an alpha shares) takes one launch; a larger one is summed in
+# chunks side by side, then the chunks' sums in a second launch.
+CHUNK = 256
+
+
+class PReLU(Layer):
+    def __init__(self, alpha_initializer="zeros", alpha_regularizer=None, alpha_constraint=None, shared_axes=None,
+                 name=None, input_shape=None):
+        """Keras 3's arguments. `shared_axes`: an axis or a list of them, numbered from 1 as Keras
+        numbers them (the batch being 0), along which alpha has size 1: [1, 2] on a Conv2D's
+        (height, width, channels) gives one alpha per channel. clnet's weights take no
+        regularizers or constraints: alpha_regularizer and alpha_constraint must be None."""
+        super().__init__(name, input_shape)
+        for argument, value in (("alpha_regularizer", alpha_regularizer), ("alpha_constraint", alpha_constraint)):
+            if value is not None:
+                raise ValueError(f"PReLU {self.name!r}: {argument} must be None (clnet's weights have no "
+                                 f"regularizers or constraints), got {value!r}")
+        self._initializer_name = alpha_initializer
+        self.initializer = initializers.get(alpha_initializer)
+        axes = shared_axes if shared_axes is None or isinstance(shared_axes, (list, tuple)) else [shared_axes]
+        if axes is not None and any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a < 1 for a in axes):
+            raise ValueError(f"PReLU {self.name!r}: shared_axes must be None, an axis or a list of axes numbered "
+                             f"from 1 (the batch axis is 0), got {shared_axes!r}")
+        self.shared_axes = None if axes is None else [int(a) for a in axes]
+
+    def compute_output_shape(self, input_shape):
+        if self.shared_axes and max(self.shared_axes) > len(input_shape):
+            raise ValueError(f"PReLU {self.name!r}: shared_axes {self.shared_axes} names an axis that inputs of "
+                             f"shape {(None, *input_shape)} do not have (their sample axes are 1 to "
+                             f"{len(input_shape)})")
+        return input_shape
+
+    def build(self, input_shape, store, rng):
+        shape = super().build(input_shape, store, rng)
+        self.width = int(np.prod(shape))  # elements per sample
+        shared = self.shared_axes or ()
+        alpha_shape = tuple(1 if axis + 1 in shared else n for axis, n in enumerate(shape))  # Keras's
+        self.alpha = store.add(self.initializer(alpha_shape, rng))
+        self.share = self.width // self.alpha.size  # the elements of a sample each alpha scales
+        # The broadcast as prelu.cl's two tables: each element's alpha, and each alpha's elements.
+        alpha_of = np.broadcast_to(np.arange(self.alpha.size).reshape(alpha_shape), shape).ravel()
+        self._alpha_of = Tensor.from_numpy(alpha_of.astype(np.int32), np.int32, self.rt)
+        self._members = Tensor.from_numpy(np.argsort(alpha_of, kind="stable").astype(np.int32), np.int32, self.rt)
+        program = self.rt.program(("layers/prelu.cl",), self.dtype)
+        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
+        self._forward = kernel("FeedForwardPReLU")
+        self._hidden = kernel("CalcHiddenGradientPReLU")
+        self._delta_alpha = kernel("CalcDeltaAlphaPReLU")
+        self._sum_chunks = kernel("SumChunksPReLU")
+        return shape
+
+    @property
+    def parameters(self):
+        return [self.alpha]
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
+        chunks = -(-capacity * self.share // CHUNK)
+        self._chunk_sums = Tensor((chunks, self.alpha.size), self.dtype, self.rt) if chunks > 1 else None
+
+    def _launch(self, kernel, *tensors, rows):
+        total = rows * self.width
+        kernel((-(-total // 64) * 64,), None, *tensors, self.alpha.value, self._alpha_of, self.width, total)
+
+    def forward(self, x, rows):
+        self.x = x  # the gradients read x
+        self._launch(self._forward, x, self.outputs, rows=rows)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        alphas, count = self.alpha.size, rows * self.share
+        chunks = -(-count // CHUNK)
+        sums = self.alpha.grad if chunks == 1 else self._chunk_sums
+        # Nothing in the backward pass reads alpha's gradient: beside the input gradient
+        # (Runtime.side_queue).
+        self._delta_alpha((-(-alphas // 32) * 32, chunks), None, self.x, grad, self._members, sums, alphas,
+                          self.share, self.width, count, CHUNK, beside=True)
+        if chunks > 1:
+            self._sum_chunks((-(-alphas // 32) * 32,), None, sums, self.alpha.grad, alphas, chunks, beside=True)
+        if not input_grad:
+            return None
+        self._launch(self._hidden, self.x, grad, self.input_grad, rows=rows)
+        return self.input_grad
+
+    def to_onnx(self, graph, inputs):
+        # PRelu broadcasts its slope against x from the last axis back, as alpha of the sample's
+        # shape broadcasts over the batch: Keras's weight as it is.
+        return [graph.op("PRelu", inputs[0], graph.constant("alpha", self.get_weights()[0]))]
+
+    def get_config(self):
+        name = self._initializer_name
+        return {**super().get_config(), "alpha_initializer": name if isinstance(name, str) else name.__name__,
+                "alpha_regularizer": None, "alpha_constraint": None, "shared_axes": self.shared_axes}
