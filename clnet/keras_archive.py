@@ -45,11 +45,11 @@ KERAS_ONLY = {
     "synchronized": (False,), "rms_scaling": (False,), "stateful": (False,), "unroll": (False,),
     "use_cudnn": ("auto", True, False), "zero_output_for_mask": (True, False), "implementation": (1, 2),
     "use_gate": (False,), "sliding_window": (None,), "attention_axes": (None, [1], (1,)), "input_length": (None,),
-    "seed": (None,), "dtype": (None,), "flash_attention": (None, False), "renorm": (False,),
+    "seed": (None,), "flash_attention": (None, False), "renorm": (False,),
     "renorm_clipping": (None,), "renorm_momentum": (0.99,), "adjustment": (None,), "virtual_batch_size": (None,),
 }
 # An activation's Keras name and clnet's, where they differ.
-ACTIVATION_NAMES = {"silu": "swish", "leaky_relu": "leaky_relu"}
+ACTIVATION_NAMES = {"silu": "swish"}
 # clnet's activations Keras writes by name: clnet's config without its parameters' defaults.
 KERAS_ACTIVATIONS = {"linear", "relu", "sigmoid", "tanh", "softmax", "gelu", "swish", "softplus", "elu"}
 # The Keras layer classes clnet reads and writes (by the same names and arguments).
@@ -216,7 +216,11 @@ def _layer_from_keras(entry: dict) -> Layer:
         if key in ("activation", "recurrent_activation") and key in accepted:
             kwargs[key] = _activation_from_keras(value, name)
         elif key.endswith("_initializer") and key in accepted:
-            kwargs[key] = _initializer_from_keras(value, name, key)
+            initializer = _initializer_from_keras(value)
+            if initializer is not None:  # (else the layer's default: the weights come from the archive)
+                kwargs[key] = initializer
+        elif key == "dtype":
+            _floatx(value)  # a policy clnet computes in, or an error naming it
         elif key == "name" and key not in accepted:
             continue  # TimeDistributed: clnet gives the wrapped layer itself
         elif key == "axis" and isinstance(value, list) and len(value) == 1:
@@ -224,11 +228,9 @@ def _layer_from_keras(entry: dict) -> Layer:
         elif key in accepted and key != "self":
             kwargs[key] = tuple(value) if key in ("target_shape", "dims") and isinstance(value, list) else value
         elif key in KERAS_ONLY:
-            if not any(value == allowed for allowed in KERAS_ONLY[key]) and key not in ("dtype",):
+            if not any(value == allowed for allowed in KERAS_ONLY[key]):
                 raise ValueError(f"layer {name!r} ({cls_name}): {key}={value!r} is not supported by clnet "
                                  f"(it takes {KERAS_ONLY[key][0]!r} only)")
-        elif key in ("dtype",):
-            _floatx(value)
         else:
             raise ValueError(f"layer {name!r} ({cls_name}): clnet's {cls_name} has no argument {key!r} "
                              f"(got {value!r})")
@@ -254,15 +256,15 @@ def _activation_from_keras(value, layer: str):
     return name
 
 
-def _initializer_from_keras(value, layer: str, key: str):
-    """An initializer by name (its arguments are not kept: the weights come from the archive)."""
+def _initializer_from_keras(value) -> str | None:
+    """Keras's initializer by its name, where clnet has one of that name (its arguments are not
+    kept: the weights come from the archive); None where clnet has none."""
     from . import initializers
     name = value if isinstance(value, str) else snake_case(value.get("class_name", ""))
-    name = {"random_uniform": "random_uniform", "variance_scaling": "glorot_uniform"}.get(name, name)
     try:
         initializers.get(name)
     except (TypeError, ValueError):
-        return None if key == "embeddings_initializer" else "glorot_uniform"
+        return None
     return name
 
 
