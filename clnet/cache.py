@@ -4,14 +4,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import system
+
 
 def cache_dir() -> Path:
-    """$CLNET_CACHE_DIR, else $XDG_CACHE_HOME/clnet, else ~/.cache/clnet."""
+    """$CLNET_CACHE_DIR, else the user's cache directory as the system names it: Linux
+    $XDG_CACHE_HOME/clnet or ~/.cache/clnet, macOS ~/Library/Caches/clnet, Windows
+    %LOCALAPPDATA%\\clnet\\Cache."""
     if os.environ.get("CLNET_CACHE_DIR"):
         return Path(os.environ["CLNET_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "clnet"
-    return Path.home() / ".cache" / "clnet"
+    return system.user_cache_dir("clnet")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -21,6 +23,6 @@ def write_atomically(path: Path, data: bytes) -> None:
     try:
         with open(temporary, "wb") as f:
             f.write(data)
-        os.replace(temporary, path)
+        system.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from . import keras_archive, optimizers
+from . import keras_archive, optimizers, system
 from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
 from .layers.base import register_custom_objects
@@ -150,22 +150,14 @@ def _write_atomically(path: Path, write) -> None:
     try:
         with h5py.File(temp, "x", libver=_LIBVER) as f:
             write(f)
-        _fsync(temp, os.O_RDONLY)
-        os.replace(temp, path)
+        system.fsync_file(temp)
+        system.replace(temp, path)
     except BaseException as error:  # including KeyboardInterrupt: never leave our temp file behind
         temp.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CheckpointError):
             raise CheckpointError(f"cannot write checkpoint {str(path)!r}: {error}") from error
         raise
-    _fsync(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-
-
-def _fsync(path: Path, flags: int) -> None:
-    fd = os.open(path, flags)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    system.fsync_directory(directory)
 
 
 def _remove_stale_temps(path: Path) -> None:
@@ -179,18 +171,8 @@ def _remove_stale_temps(path: Path) -> None:
         if not (entry.startswith(prefix) and entry.endswith(_TEMP_SUFFIX)):
             continue
         pid = entry[len(prefix):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not system.process_alive(int(pid)):
             (path.parent / entry).unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 # -- reading ------------------------------------------------------------------------------------

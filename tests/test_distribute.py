@@ -367,13 +367,19 @@ def test_mpi_data_parallel_without_mpi4py_says_what_to_install(monkeypatch):
 
 
 def mpirun(*args, timeout=600, **env) -> subprocess.CompletedProcess:
-    launcher = shutil.which("mpirun")
-    assert launcher, "mpirun not found: apt-get install openmpi-bin libopenmpi-dev (CI installs them, see .ci/run)"
+    """Two ranks of distributed_worker.py on this machine, by the MPI there: Open MPI's `mpirun`
+    (Debian's, CI's) with its local-only options, else `mpiexec -n 2` (MPICH, Intel MPI, Microsoft
+    MPI on Windows)."""
+    launcher = shutil.which("mpirun") or shutil.which("mpiexec")
+    assert launcher, ("neither mpirun nor mpiexec found: install an MPI (Debian: apt-get install openmpi-bin "
+                      "libopenmpi-dev, as CI does; macOS: brew install open-mpi; Windows: Microsoft MPI)")
+    open_mpi = "Open MPI" in subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout
     env = {**os.environ, "CLNET_QUIET": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo",
            **({"WORKER_DEVICE": "local-rank"} if OWN_DEVICES else {}), **env}
-    return subprocess.run([launcher, "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2", sys.executable, WORKER,
-                           *args], env=env, capture_output=True, text=True, timeout=timeout)
+    ranks = ["--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"] if open_mpi else ["-n", "2"]
+    return subprocess.run([launcher, *ranks, sys.executable, WORKER, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
+from .. import system
 from . import icd
 
 
@@ -124,7 +125,7 @@ def host_cpu() -> dict:
     set; empty where there is no /proc/cpuinfo."""
     fields: dict = {"flags": set()}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 if not line.strip():
                     break
@@ -177,9 +178,7 @@ def choose(spec: str | int | None = None) -> DeviceInfo:
     global reason
     available = devices()
     if not available:
-        raise DeviceError(
-            "no OpenCL device found: install the embedded CPU device with "
-            "'pip install pocl-binary-distribution' (or a vendor's OpenCL driver)")
+        raise DeviceError(no_device_message())
     origin = "asked for"
     if spec is None:
         spec = os.environ.get("CLNET_DEVICE") or None
@@ -201,6 +200,11 @@ def choose(spec: str | int | None = None) -> DeviceInfo:
         raise DeviceError(f"no device name or platform contains {text!r}; devices: {_listing(available)}")
     reason = f"{origin}: {text!r}"
     return matches[0]
+
+
+def no_device_message() -> str:
+    """What a machine without an OpenCL device is told: its system and the command that fixes it there."""
+    return f"no OpenCL device found on {system.describe()}: {system.device_install_hint()}"
 
 
 def _default(available: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
@@ -226,12 +230,16 @@ def print_table(file=sys.stdout) -> None:
     chosen = current_device_index()
     header = f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<40} {'CUs':>4} {'global':>9} {'local':>7} {'fp64':>4}"
     print(header, file=file)
-    for d in devices():
+    available = devices()
+    if not available:
+        print(no_device_message(), file=file)
+    for d in available:
         mark = "*" if d.index == chosen else " "
         print(f"{d.index:>2}{mark} {d.type:<5} {d.name[:34]:<34} {d.runtime[:40]:<40} "
               f"{d.compute_units:>4} {d.global_mem / 2**30:>7.1f}Gi {d.local_mem // 1024:>5}Ki "
               f"{'yes' if d.fp64 else 'no':>4}", file=file)
-    print("* = the device clnet uses now (set CLNET_DEVICE=<index|name> to choose)", file=file)
+    if available:
+        print("* = the device clnet uses now (set CLNET_DEVICE=<index|name> to choose)", file=file)
     if chosen is not None:
         print(f"chosen: {reason}", file=file)
     for note in icd.notes:

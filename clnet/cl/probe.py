@@ -67,7 +67,7 @@ def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]
     measured where the cache has no entry."""
     path = cache_dir() / "devices.json"
     try:
-        stored = json.loads(path.read_text())
+        stored = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         stored = {}
     seconds, changed = {}, False

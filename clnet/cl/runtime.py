@@ -112,8 +112,11 @@ class Runtime:
         # can round them correctly, ask for it, so float32 kernels compute what numpy and Keras do
         # (Dropout's x / keep, Adam's sqrt) on every device, bit for bit where the formula is the same.
         exact = cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
-        self._exact_division = (["-cl-fp32-correctly-rounded-divide-sqrt"]
-                                if self.device.single_fp_config & exact else [])
+        # Every kernel is OpenCL C 1.2, the language every device compiles and the only one Apple's
+        # OpenCL knows. Asked for by name because PoCL, left to choose, compiles OpenCL C 3.0, where
+        # what 1.2 refuses (pointers without an address space, 2.0's built-ins) passes the tests here.
+        self._build_flags = ["-cl-std=CL1.2"] + (["-cl-fp32-correctly-rounded-divide-sqrt"]
+                                                 if self.device.single_fp_config & exact else [])
 
     def join_side(self) -> None:
         """Make everything enqueued on the main queue from now on wait for the side queue's work."""
@@ -199,7 +202,7 @@ class Runtime:
         program = self._programs.get(key)
         if program is None:
             text = "\n".join(read_source(name) for name in ("cl/common.cl", *sources))
-            flags = [f"-D{k}={v}" for k, v in sorted(options.items())] + self._exact_division
+            flags = [f"-D{k}={v}" for k, v in sorted(options.items())] + self._build_flags
             with warnings.catch_warnings():
                 # Clang's notes (e.g. that float16 without AVX-512 changes the ABI of helper
                 # functions) are not errors; a failed build raises with its log below.
@@ -363,7 +366,7 @@ _SOURCE_CACHE: dict[str, str] = {}
 def read_source(name: str) -> str:
     if name not in _SOURCE_CACHE:
         package, _, filename = ("clnet/" + name).rpartition("/")
-        _SOURCE_CACHE[name] = resources.files(package.replace("/", ".")).joinpath(filename).read_text()
+        _SOURCE_CACHE[name] = resources.files(package.replace("/", ".")).joinpath(filename).read_text(encoding="utf-8")
     return _SOURCE_CACHE[name]
 
 

@@ -38,7 +38,7 @@ def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, defau
         return _memory[key]
     path = cache_dir() / "tuning.json"
     try:
-        stored = json.loads(path.read_text())
+        stored = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         stored = {}
     if key in stored:

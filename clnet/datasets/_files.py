@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from .. import system
 from ..cache import cache_dir  # noqa: F401  (re-exported: the loader and its tests use _files.cache_dir)
 
 _CHUNK = 1 << 20
@@ -72,7 +73,7 @@ def download(url, dest, expected, timeout=30, *, algorithm="sha256", progress=Fa
             raise ChecksumError(
                 f"checksum mismatch for {url}: expected {algorithm} {expected}, received {received}"
             )
-        os.replace(tmp, dest)
+        system.replace(Path(tmp), dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

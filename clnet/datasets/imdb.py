@@ -89,7 +89,7 @@ def get_word_index(path="imdb_word_index.json", *, directory=None, download=True
     file = get_file(path, "imdb_word_index.json", FILES["imdb_word_index.json"],
                     directory=directory, download=download, origin=origin)
     try:
-        with open(file) as f:
+        with open(file, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, ValueError) as e:
         raise DatasetError(f"{file}: cannot read the word index: {e}") from e

@@ -1,5 +1,6 @@
 """Data-parallel training: `DataParallel` over several OpenCL devices of one process,
-`MPIDataParallel` over the processes of an MPI job (`mpirun -np N python train.py`, clnet[mpi]).
+`MPIDataParallel` over the processes of an MPI job (`mpirun -np N python train.py`; Microsoft MPI on
+Windows: `mpiexec -n N python train.py`; clnet[mpi]).
 
     strategy = clnet.distribute.DataParallel(devices=[0, 1])
     with strategy.scope():
