@@ -1,6 +1,4 @@
 """clnet: a small deep-learning framework whose every kernel is OpenCL, on any OpenCL device."""
-from importlib.metadata import PackageNotFoundError, version as _version
-
 from . import (activations, callbacks, datasets, distribute, initializers, layers, losses, metrics, onnx, ops,
                optimizers, utils)
 from .cl.device import DeviceError, devices
@@ -12,11 +10,7 @@ from .model import Model, NotBuiltError, NotCompiledError, Sequential, set_seed
 from .profiler import profile
 from .saving import load_model
 from . import models  # (after model and saving, which it names)
-
-try:
-    __version__ = _version("clnet")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+source"
+from ._version import __version__
 
 __all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",

@@ -22,6 +22,7 @@ from .cl.parameters import Parameter
 from .cl.runtime import floatx_dtype
 from .layers.base import register_custom_objects
 from .model import Model, model_from_config
+from ._version import __version__
 
 FORMAT_VERSION = 1
 # HDF5 1.8 structures: unlike the default (1.6-compatible) ones, their object headers, group
@@ -60,7 +61,6 @@ def _save(model: Model, path, training: bool) -> None:
     # Every device read happens before the file is created.
     layers = _layer_records(model)
     moments = _moment_records(model, layers) if training else {}
-    from . import __version__  # at call time: clnet/__init__.py defines it after importing us
 
     def write(f: h5py.File) -> None:
         f.attrs["format_version"] = FORMAT_VERSION

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clnet.datasets import _files, fashion_mnist
-from clnet.datasets._files import DatasetError
+from clnet.datasets import files, fashion_mnist
+from clnet.datasets.files import DatasetError
 
 NAMES = list(fashion_mnist.FILES)
 
@@ -153,12 +153,12 @@ def test_download_checksum_mismatch(isolated, server, monkeypatch):
 def test_download_helper_leaves_nothing_on_mismatch(tmp_path, server):
     server.files["f.gz"] = b"payload"
     with pytest.raises(DatasetError, match="expected sha256 " + "1" * 64):
-        _files.download(server.url + "f.gz", tmp_path / "f.gz", "1" * 64)
+        files.download(server.url + "f.gz", tmp_path / "f.gz", "1" * 64)
     assert files_in(tmp_path) == []
 
     good = hashlib.sha256(b"payload").hexdigest()
-    _files.download(server.url + "f.gz", tmp_path / "f.gz", good)
-    assert files_in(tmp_path) == ["f.gz"] and _files.sha256_of(tmp_path / "f.gz") == good
+    files.download(server.url + "f.gz", tmp_path / "f.gz", good)
+    assert files_in(tmp_path) == ["f.gz"] and files.sha256_of(tmp_path / "f.gz") == good
 
 
 def assert_helpful(message, places):
@@ -237,7 +237,7 @@ def test_read_idx_roundtrip_plain_and_gz(tmp_path):
     (tmp_path / "plain").write_bytes(idx_bytes(images))
     (tmp_path / "packed.gz").write_bytes(gzip.compress(idx_bytes(images)))
     for name in ("plain", "packed.gz"):
-        got = _files.read_idx(tmp_path / name)
+        got = files.read_idx(tmp_path / name)
         assert got.dtype == np.uint8
         np.testing.assert_array_equal(got, images)
 
@@ -245,9 +245,9 @@ def test_read_idx_roundtrip_plain_and_gz(tmp_path):
 def test_cache_dir_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _files.cache_dir() == tmp_path / "a"
+    assert files.cache_dir() == tmp_path / "a"
     monkeypatch.delenv("CLNET_CACHE_DIR")
-    assert _files.cache_dir() == tmp_path / "xdg" / "clnet"
+    assert files.cache_dir() == tmp_path / "xdg" / "clnet"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _files.cache_dir() == tmp_path / "home" / ".cache" / "clnet"
+    assert files.cache_dir() == tmp_path / "home" / ".cache" / "clnet"

@@ -14,7 +14,7 @@ import pytest
 
 import clnet
 from clnet.datasets import imdb, mnist
-from clnet.datasets._files import DatasetError
+from clnet.datasets.files import DatasetError
 
 KERAS_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
 

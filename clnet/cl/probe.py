@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from .._version import __version__
 from ..cache import cache_dir, write_atomically
 from .device import DeviceInfo
 
@@ -26,7 +27,6 @@ SOURCES = ("cl/common.cl", "layers/dense.cl", "activations/relu.cl")
 
 
 def _key(info: DeviceInfo) -> str:
-    from .. import __version__
     from .runtime import read_source
     digest = hashlib.sha256("".join(read_source(name) for name in SOURCES).encode()).hexdigest()[:12]
     return f"{info.name}|{info.platform_version.strip()}|{info.driver}|clnet {__version__}|{digest}"

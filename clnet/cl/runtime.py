@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from .._version import __version__
 from ..cache import cache_dir, write_atomically
 from .device import DeviceError, DeviceInfo, choose
 
@@ -256,7 +257,6 @@ class Runtime:
     # the binary, so a second process skips the compiler, on runtimes that keep no cache of their
     # own (DeviceInfo.caches_programs).
     def _binary_path(self, text: str, flags: list[str]) -> Path:
-        from .. import __version__
         info = self.info
         identity = "\0".join([text, *flags, info.name, info.platform_version, info.driver, __version__])
         return cache_dir() / "programs" / f"{hashlib.sha256(identity.encode()).hexdigest()}.bin"
@@ -398,6 +398,18 @@ def runtime() -> Runtime:
     if _runtime is None:
         set_device()
     return _runtime
+
+
+@contextlib.contextmanager
+def use_runtime(rt: Runtime):
+    """Make `rt` the process's current runtime for the block, so that a model built inside (its
+    layers take the current runtime) lives on rt's device (DataParallel's replicas)."""
+    global _runtime
+    previous, _runtime = _runtime, rt
+    try:
+        yield rt
+    finally:
+        _runtime = previous
 
 
 def current_device_index() -> int | None:

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from .._version import __version__
 from ..cache import cache_dir, write_atomically
 from .runtime import Runtime, read_source
 
@@ -20,7 +21,6 @@ _memory: dict[str, dict] = {}
 
 
 def _key(rt: Runtime, dtype, family: str, sources: tuple[str, ...], settings) -> str:
-    from .. import __version__
     info = rt.info
     # The kernels' text and the tuner's settings are part of the key: a changed kernel, or a
     # changed list to choose from or of sizes to measure, is measured again.

@@ -5,8 +5,8 @@
 import os
 from pathlib import Path
 
-from . import _files
-from ._files import DatasetError
+from . import files
+from .files import DatasetError
 
 FILES = {
     "train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
@@ -49,7 +49,7 @@ def load_data(path=None, download=True, origin=None):
 
 
 def _cache() -> Path:
-    return _files.cache_dir() / "datasets" / "fashion-mnist"
+    return files.cache_dir() / "datasets" / "fashion-mnist"
 
 
 def _search_dirs(path):
@@ -80,7 +80,7 @@ def _fetch(origin: str) -> Path:
     """Download the files the cache lacks; return the cache directory."""
     cache = _cache()
     for name in _missing(cache):
-        _files.download(origin.rstrip("/") + "/" + name, cache / name, FILES[name])
+        files.download(origin.rstrip("/") + "/" + name, cache / name, FILES[name])
     return cache
 
 
@@ -94,7 +94,7 @@ def _read(directory: Path):
 def _read_pair(directory: Path, images_name: str, labels_name: str):
     images_path = _locate(directory, images_name)
     labels_path = _locate(directory, labels_name)
-    images, labels = _files.read_idx(images_path), _files.read_idx(labels_path)
+    images, labels = files.read_idx(images_path), files.read_idx(labels_path)
     # Catches swapped or mismatched files, which would otherwise fail much later in training.
     if images.ndim != 3:
         raise DatasetError(f"{images_path}: expected 3-D images, found shape {images.shape}")

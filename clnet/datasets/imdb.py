@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as np
 
-from ._files import DatasetError
+from .files import DatasetError
 from .mnist import get_file
 
 # File name -> (hash algorithm, hex digest), as in keras/src/datasets/imdb.py: Keras checks

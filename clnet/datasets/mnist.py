@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..cache import write_atomically
-from . import _files
-from ._files import DatasetError
+from . import files
+from .files import DatasetError
 
 # Where keras.utils.get_file downloads the built-in datasets from (Keras 3.15.1).
 KERAS_ORIGIN = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/"
@@ -72,10 +72,10 @@ def get_file(fname, remote_name, checksum, *, directory=None, download=True, ori
     if download:
         base = origin or os.environ.get("CLNET_DATA_URL") or KERAS_ORIGIN
         url = base.rstrip("/") + "/" + remote_name
-        dest = _files.cache_dir() / "datasets" / fname
+        dest = files.cache_dir() / "datasets" / fname
         try:
             if algorithm == "sha256":
-                return _files.download(url, dest, expected)
+                return files.download(url, dest, expected)
             return _download_small(url, dest, algorithm, expected)
         except DatasetError as e:
             statuses.append(f"Download failed: {e}")
@@ -109,20 +109,20 @@ def _places(directory):
         places.append(("directory=", Path(directory), True))
     if os.environ.get("CLNET_DATA"):
         places.append(("$CLNET_DATA", Path(os.environ["CLNET_DATA"]), True))
-    places.append(("clnet cache", _files.cache_dir() / "datasets", False))
+    places.append(("clnet cache", files.cache_dir() / "datasets", False))
     places += [("Keras cache", folder, False) for folder in keras_cache_dirs()]
     return places
 
 
 def _digest(path, algorithm) -> str:
     if algorithm == "sha256":
-        return _files.sha256_of(path)
+        return files.sha256_of(path)
     with open(path, "rb") as f:
         return hashlib.new(algorithm, f.read()).hexdigest()
 
 
 def _download_small(url, dest, algorithm, expected, timeout=30) -> Path:
-    """_files.download for a file Keras checks by another hash than SHA-256 (the IMDB word
+    """files.download for a file Keras checks by another hash than SHA-256 (the IMDB word
     index, by MD5): small enough to check in memory before it is written."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

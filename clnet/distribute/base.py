@@ -16,7 +16,6 @@ from contextlib import contextmanager
 import numpy as np
 import pyopencl as cl
 
-from ..cl import runtime as cl_runtime
 from ..data import ArrayFeed, order, plan
 from ..step import DeviceBatch
 
@@ -406,14 +405,3 @@ def model_logs(model, loss: float, hits: float, count: int) -> dict:
     if "accuracy" in model.metrics:
         logs["accuracy"] = hits / count
     return logs
-
-
-@contextmanager
-def on_runtime(rt):
-    """Make `rt` the process's current runtime for the block, so that a model built inside
-    (its layers take the current runtime) lives on rt's device."""
-    previous, cl_runtime._runtime = cl_runtime._runtime, rt
-    try:
-        yield
-    finally:
-        cl_runtime._runtime = previous

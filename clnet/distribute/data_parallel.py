@@ -27,11 +27,11 @@ import pyopencl as cl
 
 from .. import optimizers
 from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
-from ..cl.runtime import Runtime
+from ..cl.runtime import Runtime, use_runtime
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
 from . import base
-from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, on_runtime, plan_pieces,
+from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces,
                    run_shard)
 
 SPLITS = ("even", "measured")
@@ -114,7 +114,7 @@ class DataParallel(Distribution):
     @contextmanager
     def scope(self):
         """Models made inside are built on the first device; compile() inside uses this strategy."""
-        with on_runtime(self.runtimes[0]), super().scope():
+        with use_runtime(self.runtimes[0]), super().scope():
             yield self
 
     # -- checks ----------------------------------------------------------------------------
@@ -225,7 +225,7 @@ class DataParallel(Distribution):
     def _replica(self, model, rt: Runtime):
         """A copy of `model`'s graph, built and compiled on `rt`'s device."""
         from ..model import model_from_config
-        with on_runtime(rt):
+        with use_runtime(rt):
             replica = model_from_config(model.get_config(), floatx=model.dtype.name)
             if not replica.built:
                 replica.build(model.input_shape)

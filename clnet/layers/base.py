@@ -204,7 +204,7 @@ class Layer(HasWeights):
         # starts them again).
         self.name = unique_name(self.name_prefix or snake_case(type(self).__name__)) if name is None else name
         self.inbound_calls: list[Call] = []  # its calls, in the order made
-        self.input_shape = None if input_shape is None else _shape("input_shape", input_shape)
+        self.input_shape = None if input_shape is None else checked_shape("input_shape", input_shape)
         self.output_shape = None
         self.built = False
         self.capacity = 0  # rows the per-batch buffers hold
@@ -690,7 +690,7 @@ def snake_case(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _shape(argument: str, value, lengths: bool = False) -> tuple:
+def checked_shape(argument: str, value, lengths: bool = False) -> tuple:
     """A sample shape; with `lengths`, None where each batch gives the extent (Input((None, 8)))."""
     expected = "positive integers or None (a length each batch gives)" if lengths else "positive integers"
     try:

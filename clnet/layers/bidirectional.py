@@ -17,7 +17,7 @@ import numpy as np
 from ..cl.tensor import Tensor
 from .base import Layer, check_call_arguments
 from .merge import merge_program
-from .recurrent import _Recurrent, call_with_initial_state
+from .recurrent import Recurrent, call_with_initial_state
 
 MERGE_MODES = {"concat": 0, "sum": 1, "ave": 2, "mul": 3, None: 4}  # bidirectional.cl's MERGE_*
 
@@ -31,7 +31,7 @@ class Bidirectional(Layer):
         As in Keras, the layers are made anew from their configs: `layer`'s weights are not reused."""
         super().__init__(name, input_shape)
         for argument, value in (("layer", layer), ("backward_layer", backward_layer)):
-            if not isinstance(value, _Recurrent) and (value is not None or argument == "layer"):
+            if not isinstance(value, Recurrent) and (value is not None or argument == "layer"):
                 raise ValueError(f"Bidirectional {argument} must be a SimpleRNN, LSTM or GRU instance, got {value!r}")
         if merge_mode not in MERGE_MODES:
             raise ValueError(f"Bidirectional merge_mode must be one of 'sum', 'mul', 'ave', 'concat' or None, "
@@ -57,7 +57,7 @@ class Bidirectional(Layer):
         self.called_with_initial_state = None
 
     @property
-    def _layers(self) -> tuple[_Recurrent, _Recurrent]:
+    def _layers(self) -> tuple[Recurrent, Recurrent]:
         return self.forward_layer, self.backward_layer
 
     def _state_slices(self) -> tuple[slice, slice]:
@@ -285,7 +285,7 @@ class Bidirectional(Layer):
         return cls(**config)
 
 
-def _renamed(layer: _Recurrent, prefix: str, **changes) -> _Recurrent:
+def _renamed(layer: Recurrent, prefix: str, **changes) -> Recurrent:
     """A new layer from `layer`'s config, named as Keras names Bidirectional's (forward_lstm,
     backward_lstm), with `changes`."""
     config = {**layer.get_config(), **changes}

@@ -20,7 +20,7 @@ from .dense import (Dense, kernel_defines, matrix_tiles, on_tensor_cores, progra
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
-class _Conv(Layer):
+class BaseConv(Layer):
     rank = 2
     # About this many output positions (whole lines of out_w) per work-item of CalcDeltaWeightsConv's
     # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (256
@@ -307,12 +307,12 @@ class _Conv(Layer):
                 "bias_initializer": name(bias_init)}
 
 
-class Conv2D(_Conv):
+class Conv2D(BaseConv):
     """2-D convolution over (height, width, channels) inputs; kernel (kh, kw, in, filters)."""
     rank = 2
 
 
-class Conv1D(_Conv):
+class Conv1D(BaseConv):
     """1-D convolution over (steps, channels) inputs; kernel (kernel_size, in, filters). padding
     may also be 'causal' (output t sees inputs up to t: (kernel_size - 1) * dilation_rate zeros
     before the sequence, none after)."""
@@ -346,11 +346,11 @@ def weight_block_rows(depth: int) -> int:
 
 
 def tiled_candidates(rt, dtype) -> list[dict]:
-    """The tuner's candidates of the tiled form (not the tensor-core form: see _Conv)."""
+    """The tuner's candidates of the tiled form (not the tensor-core form: see BaseConv)."""
     return [tiles for tiles in tile_candidates(rt, dtype) if "TILE" in tiles and not on_tensor_cores(tiles)]
 
 
-def conv_tiles(rt, dtype, layer: _Conv, batch: int) -> tuple[dict, dict, dict]:
+def conv_tiles(rt, dtype, layer: BaseConv, batch: int) -> tuple[dict, dict, dict]:
     """The tiles of the tiled (GPU) form's forward, weight gradient and input gradient, measured
     once per device on a convolution like `layer` (its geometry, `batch` samples). Each product
     gathers differently, so each has its own best: on an H100, benchmarks/conv.py's layer ran

@@ -6,7 +6,7 @@ from ..cl.tensor import Tensor
 from .base import Layer
 
 
-class _View(Layer):
+class View(Layer):
     """A layer whose output is its input with another sample shape (compute_output_shape). Row-major
     storage makes that free: the output is a view of the input buffer and no kernel runs."""
 
@@ -25,7 +25,7 @@ class _View(Layer):
         return self._input_grad
 
 
-class Flatten(_View):
+class Flatten(View):
     """(batch, d1, d2, ...) -> (batch, d1*d2*...)."""
 
     def compute_output_shape(self, input_shape):

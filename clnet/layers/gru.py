@@ -3,10 +3,10 @@ order in its weights, and two bias rows: the input's and the recurrent kernel's.
 from __future__ import annotations
 
 from ..cl.tensor import Tensor
-from .recurrent import _Recurrent, _elementwise
+from .recurrent import Recurrent, elementwise_activation
 
 
-class GRU(_Recurrent):
+class GRU(Recurrent):
     gates = 3
     source = "layers/gru.cl"
     step_names = ("FeedForwardGRU", "CalcHiddenGradientGRU")
@@ -19,7 +19,7 @@ class GRU(_Recurrent):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
                          dropout, recurrent_dropout, seed, return_sequences, return_state, go_backwards, name,
                          input_shape, whole_sequence)
-        self.recurrent_activation = _elementwise("GRU", "recurrent_activation", recurrent_activation)
+        self.recurrent_activation = elementwise_activation("GRU", "recurrent_activation", recurrent_activation)
         if reset_after is not True:
             raise ValueError(f"GRU reset_after={reset_after!r} is not supported: clnet implements Keras's default, "
                              "reset_after=True (the reset gate applied after the recurrent product)")

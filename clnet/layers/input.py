@@ -4,10 +4,10 @@ import numpy as np
 
 from ..cl import runtime as cl_runtime
 
-from .base import TENSOR_OPERATORS, Call, Layer, _shape
+from .base import TENSOR_OPERATORS, Call, Layer, checked_shape
 
 
-class _PassThrough(Layer):
+class PassThrough(Layer):
     """A layer that computes nothing: its output is its input's buffer, its input's gradient its
     output's, and it exports as no ONNX node (Input; Lambda's marking call)."""
 
@@ -21,7 +21,7 @@ class _PassThrough(Layer):
         return inputs
 
 
-class Input(_PassThrough):
+class Input(PassThrough):
     """Declares the shape of one sample (without the batch axis); computes nothing.
 
     The first layer of a Sequential list, or the start of a functional graph:
@@ -33,7 +33,7 @@ class Input(_PassThrough):
 
     def __init__(self, shape, name=None, dtype=None):
         super().__init__(name)
-        self.input_shape = _shape("Input shape", shape, lengths=True)
+        self.input_shape = checked_shape("Input shape", shape, lengths=True)
         # Keras's dtype says what the input holds (int32 token ids, floats); clnet's values all
         # travel in the model's float type (ids exactly up to 2^24 in float32), so it is checked
         # and kept for the config, not computed in.

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from .base import KerasTensor, Layer, leaves_of, tensors_of
-from .input import _PassThrough
+from .input import PassThrough
 
 
-class Lambda(_PassThrough):
+class Lambda(PassThrough):
     """`Lambda(lambda x: ops.exp(x) * 2)(h)`: calling it on symbolic tensors calls `function` on
     them, and the clnet.ops calls (and any layer calls) inside become calls of the graph, which the
     model runs forward and backward as it runs any. The Lambda itself then marks each tensor the

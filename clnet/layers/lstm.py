@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .recurrent import _Recurrent, _elementwise
+from .recurrent import Recurrent, elementwise_activation
 
 
-class LSTM(_Recurrent):
+class LSTM(Recurrent):
     gates = 4
     source = "layers/lstm.cl"
     step_names = ("FeedForwardLSTM", "CalcHiddenGradientLSTM")
@@ -20,7 +20,7 @@ class LSTM(_Recurrent):
         super().__init__(units, activation, use_bias, kernel_initializer, recurrent_initializer, bias_initializer,
                          dropout, recurrent_dropout, seed, return_sequences, return_state, go_backwards, name,
                          input_shape, whole_sequence)
-        self.recurrent_activation = _elementwise("LSTM", "recurrent_activation", recurrent_activation)
+        self.recurrent_activation = elementwise_activation("LSTM", "recurrent_activation", recurrent_activation)
         self.unit_forget_bias = bool(unit_forget_bias)
 
     def _initial_bias(self, rng):

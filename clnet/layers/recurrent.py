@@ -78,7 +78,7 @@ def _positive_int(layer: str, argument: str, value) -> int:
     return int(value)
 
 
-def _elementwise(layer: str, argument: str, identifier):
+def elementwise_activation(layer: str, argument: str, identifier):
     activation = activations.get(identifier)
     if not activation.elementwise:
         raise ValueError(f"{layer} {argument} must be an elementwise activation (it is fused into the step "
@@ -88,7 +88,7 @@ def _elementwise(layer: str, argument: str, identifier):
 
 # ONNX's names for the activations its RNN, LSTM and GRU ops take (attribute `activations`), and
 # their alpha/beta parameters.
-def _onnx_activation(layer: "_Recurrent", activation) -> tuple[str, list, list]:
+def _onnx_activation(layer: "Recurrent", activation) -> tuple[str, list, list]:
     name, a, b = activation.name, activation.a, activation.b
     if name == "tanh":
         return "Tanh", [], []
@@ -134,7 +134,7 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> Keras
 GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
 
 
-class _Recurrent(Layer):
+class Recurrent(Layer):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
     columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
     `_forward_buffers`/`_backward_buffers` (the step kernels' buffers) and `_onnx_node`."""
@@ -159,7 +159,7 @@ class _Recurrent(Layer):
             raise ValueError(f"{kind} whole_sequence must be None, True or False, got {whole_sequence!r}")
         self.fixed_form = whole_sequence
         self.units = _positive_int(kind, "units", units)
-        self.activation = _elementwise(kind, "activation", activation)
+        self.activation = elementwise_activation(kind, "activation", activation)
         self.recurrent_activation = self.activation  # LSTM and GRU set their own
         self.use_bias = bool(use_bias)
         self._initializer_names = (kernel_initializer, recurrent_initializer, bias_initializer)

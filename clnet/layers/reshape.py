@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .flatten import _View
+from .flatten import View
 
 
-class Reshape(_View):
+class Reshape(View):
     """(batch, *input_shape) -> (batch, *target_shape); one axis may be -1 (inferred)."""
 
     def __init__(self, target_shape, name=None, input_shape=None):

@@ -1,10 +1,10 @@
 """SimpleRNN: h_t = activation(x_t W + b + h_{t-1} U), Keras's fully connected recurrent layer."""
 from __future__ import annotations
 
-from .recurrent import _Recurrent
+from .recurrent import Recurrent
 
 
-class SimpleRNN(_Recurrent):
+class SimpleRNN(Recurrent):
     gates = 1
     source = "layers/simple_rnn.cl"
     step_names = ("FeedForwardSimpleRNN", "CalcHiddenGradientSimpleRNN")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._version import __version__
 from .builder import GraphBuilder
 from .optional import require
 
@@ -84,7 +85,6 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     if ir_version < 4:  # before IR 4 (opset 9) every initializer must also be a graph input
         inputs += [helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in initializers]
     body = helper.make_graph(nodes, model.name, inputs, outputs, initializers)
-    from .. import __version__
     proto = helper.make_model(body, opset_imports=opsets, producer_name="clnet", producer_version=__version__,
                               doc_string=f"clnet model {model.name!r}: " +
                               " -> ".join(f"{l.name} ({type(l).__name__})" for l in model.layers))

@@ -718,7 +718,7 @@ class _Reader:
         computed the input where it has none yet (see _Value.owner), else a layer of its own."""
         from .. import activations
         from ..layers import ELU, Activation, LeakyReLU, LocallyConnected1D, ReLU, Softmax
-        from ..layers.conv import _Conv
+        from ..layers.conv import BaseConv
         from ..layers.dense import Dense
         value = self._value(node, node.inputs[0])
         along = None  # softmax: the axis of value.kt it normalises
@@ -731,7 +731,7 @@ class _Reader:
                                      "sample axis (before opset 13, the last)")
             along = axes[axis % rank - 1]
         owner = value.owner
-        fusable = (Dense, _Conv) if name == "softmax" else (Dense, _Conv, LocallyConnected1D)
+        fusable = (Dense, BaseConv) if name == "softmax" else (Dense, BaseConv, LocallyConnected1D)
         if (isinstance(owner, fusable) and owner.activation.name == "linear"
                 and owner.activation.params == {"a": 1.0, "b": 0.0} and along in (None, len(value.shape) - 1)):
             _set_activation(owner, activations.get(name, **params))
@@ -1019,10 +1019,10 @@ class _Reader:
         """x + constant, where x comes from a Dense or convolution without bias or activation and
         the constant has one value per unit or filter (Keras writes a Conv's bias so): that
         layer's bias. False (nothing done) for any other."""
-        from ..layers.conv import _Conv
+        from ..layers.conv import BaseConv
         from ..layers.dense import Dense
         owner, p = value.owner, value.axes()
-        if not (isinstance(owner, (Dense, _Conv)) and not owner.use_bias and owner.activation.name == "linear"
+        if not (isinstance(owner, (Dense, BaseConv)) and not owner.use_bias and owner.activation.name == "linear"
                 and owner.activation.params == {"a": 1.0, "b": 0.0} and p is not None):
             return False
         try:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import (_Op, constant, eager_array, full, geometry, is_input, is_symbolic, launch, op_name,
+from .base import (Op, constant, eager_array, full, geometry, is_input, is_symbolic, launch, op_name,
                    operand, row_major, run_eagerly, size, symbolic)
 
 BINARY = ["add", "subtract", "multiply", "divide", "power", "minimum", "maximum"]
@@ -79,7 +79,7 @@ def collapse(extents, strides: list[list[int]]) -> list[tuple[int, list[int]]]:
     return axes
 
 
-class Elementwise(_Op):
+class Elementwise(Op):
     """One elementwise op over its operands: `operands` has, per argument of the op, None where a
     symbolic input goes (in the order of the call's inputs), UNBATCHED where a symbolic input
     without a batch axis goes (a weight, broadcast over the rows), or a constant (an array, or its

@@ -21,11 +21,11 @@ import numpy as np
 from ..cl import runtime as cl_runtime
 from ..cl.tensor import Tensor
 from ..layers.base import Call
-from .base import _Op, launch, op_name, row_major, size
+from .base import Op, launch, op_name, row_major, size
 from .elementwise import CODES, SLOTS, Elementwise, broadcast, collapse, onnx_nodes
 
 
-class FusedElementwise(_Op):
+class FusedElementwise(Op):
     """A tree of elementwise ops as one layer. `nodes`, in the order computed (the last is the
     output): {"op", "a", "b", "args"}, each arg ["input", k] (the call's k-th input), ["constant",
     k] (`constants[k]`, an array), ["literal", value] (a number, written into the kernel) or

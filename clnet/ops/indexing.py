@@ -8,7 +8,7 @@ import builtins
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import (_Op, check_axis, eager_array, geometry, is_symbolic, launch, op_name, row_major,
+from .base import (Op, check_axis, eager_array, geometry, is_symbolic, launch, op_name, row_major,
                    run_eagerly, size, symbolic)
 
 
@@ -16,7 +16,7 @@ def program(rt, dtype):
     return rt.program(("ops/indexing.cl",), dtype)
 
 
-class Slice(_Op):
+class Slice(Op):
     """A block of each sample: `spec` has per sample axis [start, length, keep]; an axis with keep
     false is an integer index (length 1), which the output drops."""
     op = "slice"
@@ -192,7 +192,7 @@ def split(x, indices_or_sections, axis=0):
     return parts
 
 
-class Take(_Op):
+class Take(Op):
     """take along one sample axis with constant integer indices (any shape: the output has theirs
     in place of the axis)."""
     op = "take"

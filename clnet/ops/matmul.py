@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import (_Op, constant, eager_array, geometry, is_input, is_symbolic, launch, op_name, operand, row_major,
+from .base import (Op, constant, eager_array, geometry, is_input, is_symbolic, launch, op_name, operand, row_major,
                    run_eagerly, size, symbolic)
 from .elementwise import broadcast, collapse
 
@@ -40,7 +40,7 @@ def plan(a: tuple, b: tuple) -> dict:
     return {"out": out, "batch": batch, "a": a, "b": b, "m": m, "k": k, "n": n}
 
 
-class MatMul(_Op):
+class MatMul(Op):
     """a @ b: `operands` has None for a symbolic input, UNBATCHED for one without a batch axis (a
     weight, as a constant but read from the graph, its gradient summed over the rows) or a
     constant (array or nested list), as Elementwise's."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from ..layers.activation import Softmax
-from .base import (_Op, check_axis, eager_array, eager_axis, geometry, is_symbolic, launch, op_name, row_major,
+from .base import (Op, check_axis, eager_array, eager_axis, geometry, is_symbolic, launch, op_name, row_major,
                    run_eagerly, size, symbolic)
 
 REDUCTIONS = ["sum", "mean", "max", "min"]  # reduction.cl's REDUCE_* codes, in order
@@ -27,7 +27,7 @@ def axes_of(op: str, axis, rank: int) -> tuple[int, ...]:
     return tuple(axes)
 
 
-class Reduction(_Op):
+class Reduction(Op):
     """sum, mean, max or min of each sample over `axis` (sample axes, counted as Keras counts them:
     1 is the first after the batch); `keepdims` keeps them as axes of 1."""
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl import runtime as cl_runtime
-from ..layers.flatten import _View
+from ..layers.flatten import View
 from ..layers.merge import Concatenate
 from ..layers.permute import Permute
 from .base import check_axis, eager_array, is_symbolic, op_name, run_eagerly, size, symbolic
 
 
-class ShapeView(_View):
+class ShapeView(View):
     """Each sample seen with shape `shape` (same number of values): reshape, expand_dims, squeeze."""
 
     def __init__(self, shape, op="reshape", name=None):

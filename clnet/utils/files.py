@@ -2,7 +2,7 @@
 
 The rules (cache place, names, hashes, extraction) are Keras 3.15.1's
 (keras/src/utils/file_utils.py), so that a file Keras downloaded is found here and the other
-way round. The download itself is clnet's checksummed one (clnet.datasets._files.download):
+way round. The download itself is clnet's checksummed one (clnet.datasets.files.download):
 written aside and renamed when complete, so the cache never holds half a file.
 """
 import inspect
@@ -16,7 +16,7 @@ import urllib.parse
 import warnings
 import zipfile
 
-from ..datasets import _files
+from ..datasets import files as dataset_files
 
 
 def keras_home():
@@ -47,7 +47,7 @@ def _algorithm(hash_algorithm, file_hash):
 
 def _matches(path, file_hash, hash_algorithm):
     # str() on both sides and no lowercasing: Keras's validate_file compares exactly so.
-    return str(_files.digest_of(path, _algorithm(hash_algorithm, file_hash))) == str(file_hash)
+    return str(dataset_files.digest_of(path, _algorithm(hash_algorithm, file_hash))) == str(file_hash)
 
 
 def get_file(fname=None, origin=None, untar=False, md5_hash=None, file_hash=None,
@@ -132,24 +132,24 @@ def get_file(fname=None, origin=None, untar=False, md5_hash=None, file_hash=None
 
 
 def _download(origin, target, file_hash, hash_algorithm):
-    """_files.download with Keras's errors: a checked file that does not match is a ValueError,
+    """dataset_files.download with Keras's errors: a checked file that does not match is a ValueError,
     an HTTP or URL failure an Exception "URL fetch failure on ...", anything else as raised."""
     try:
-        _files.download(origin, target, file_hash, algorithm=_algorithm(hash_algorithm, file_hash),
+        dataset_files.download(origin, target, file_hash, algorithm=_algorithm(hash_algorithm, file_hash),
                         progress=True)
-    except _files.ChecksumError:
+    except dataset_files.ChecksumError:
         raise ValueError(
             "Incomplete or corrupted file detected. "
             f"The {hash_algorithm} file hash does not match the provided value of {file_hash}."
         ) from None
-    except _files.DatasetError as e:
+    except dataset_files.DatasetError as e:
         cause = e.__cause__
         # HTTPError first: it is also a URLError. Keras prints e.errno for a URLError, usually None.
         if isinstance(cause, urllib.error.HTTPError):
-            raise _files.DatasetError(
+            raise dataset_files.DatasetError(
                 f"URL fetch failure on {origin}: {cause.code} -- {cause.msg}") from cause
         if isinstance(cause, urllib.error.URLError):
-            raise _files.DatasetError(
+            raise dataset_files.DatasetError(
                 f"URL fetch failure on {origin}: {cause.errno} -- {cause.reason}") from cause
         raise cause from None
 

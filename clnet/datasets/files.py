@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import system
-from ..cache import cache_dir  # noqa: F401  (re-exported: the loader and its tests use _files.cache_dir)
+from ..cache import cache_dir  # noqa: F401  (re-exported: the loader and its tests use files.cache_dir)
 
 _CHUNK = 1 << 20
 
