@@ -29,7 +29,7 @@ class Callback:
 
 
 class History(Callback):
-    """Records every epoch's logs: history.history["loss"][epoch]."""
+    """Records every epoch's logs: `history.history["loss"][epoch]`."""
 
     def __init__(self):
         super().__init__()
@@ -64,7 +64,8 @@ class CallbackList:
 
     def watch(self, *hooks) -> bool:
         """Whether any callback does something in one of these hooks: fit builds the batch hooks'
-        logs only if so (on the H100 a step of a small MLP is ~200 us of Python)."""
+        logs only if so (on the H100 a step of a small MLP is a short stretch of Python, which
+        building the logs would lengthen)."""
         return any(self._overriding(hook) for hook in hooks)
 
     def _overriding(self, hook) -> list:

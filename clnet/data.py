@@ -7,9 +7,9 @@ staging slots, a second command queue copies it to the device while the previous
 and the same GatherRows launch, reading the slot in order, fills the batch buffers. Events order
 the two queues; nothing waits for the device except the host before it refills a slot whose
 previous copy is still running. The host gathers between launches: a second thread doing it
-measured slower on our 2-core machine (1.20x resident against 1.03x), where it competes with
-the CPU device's threads. Resident or streamed, the layers get the same buffers holding the
-same values, so results do not depend on which path ran.
+measured slower on our 2-core machine, where it competes with the CPU device's threads.
+Resident or streamed, the layers get the same buffers holding the same values, so results do not
+depend on which path ran.
 """
 from __future__ import annotations
 

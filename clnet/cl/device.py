@@ -100,7 +100,7 @@ class DeviceInfo:
         for AVX-512, and LLVM aborts the process on the first 512-bit vector builtin (vload8 and
         exp on a double8, select, fmax, ...; arithmetic, comparisons and ?: on such vectors compile
         to two 256-bit halves): "LLVM ERROR: Do not know how to scalarize this operator's operand"
-        (2-core EPYC, family 25 model 17, 2026-11-27). Nothing in its build options or environment
+        (seen on a 2-core EPYC, family 25 model 17). Nothing in its build options or environment
         changes the target. There the matrix kernels take vectors of at most 32 bytes
         (widest_vector_bytes) and the eight-lane kernels call each builtin on halves
         (HALVED_BUILTINS in common.cl, Runtime.program)."""

@@ -38,7 +38,7 @@ class BuildError(RuntimeError):
 
 # What a CPU runtime's compiler says when its LLVM does not know the processor: pip's PoCL 3.0
 # (LLVM 14, 2022) falls back to the target 'generic', which its own front end then refuses, on
-# AMD's Zen 5 (family 1Ah) for one, so that no kernel at all builds (seen 2026-11-24).
+# AMD's Zen 5 (family 1Ah) for one, so that no kernel at all builds.
 UNKNOWN_CPU = "unknown target CPU"
 
 
@@ -81,15 +81,16 @@ class Runtime:
         # attention's dL/dV and dL/dK. On a GPU, whose in-order queue leaves SMs idle between
         # dependent kernels and under small ones, they run on this second in-order queue, each
         # after everything enqueued on the main queue before it, beside the rest of the backward
-        # pass: the tiny GPT's step on the H100 5.05-5.25 -> 4.52-4.60 ms (benchmarks/RESULTS.md,
-        # 2026-11-25). A CPU runtime's work-items already fill its cores: one queue. Model._backward
-        # joins it before the shared gradients' sums and before a distribution copies a layer's
-        # gradients; every host read or write of a tensor joins it.
+        # pass, which made the tiny GPT's step on the H100 about a tenth shorter
+        # (benchmarks/RESULTS.md, the tiny GPT's gradient sums beside the backward pass). A CPU
+        # runtime's work-items already fill its cores: one queue. Model._backward joins it before
+        # the shared gradients' sums and before a distribution copies a layer's gradients; every
+        # host read or write of a tensor joins it.
         self.side_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
         # The side queue's last kernel, until the main queue waits for it; the main queue's last
         # command if it was a kernel (else None: a side launch then waits for a marker). Waiting
         # for these events rather than for new markers: each marker cost the README's MLP at
-        # batch 1024 on the H100 ~20 us of its ~210 us step.
+        # batch 1024 on the H100 a noticeable share of its short step.
         self.side_event: cl.Event | None = None
         self.main_event: cl.Event | None = None
         self.launches_beside = 0    # of `launches`, those on the side queue
@@ -97,7 +98,7 @@ class Runtime:
         # layer, independent of its forward one, runs here on a GPU while that one runs on the
         # main queue. Its recurrent sequence kernels take one work-group per batch row, 64 of the
         # H100's 132 SMs at batch 64, so two fit side by side: Bidirectional(LSTM(128)) over 64
-        # steps went from 2.06 to 1.40 ms a training step (benchmarks/RESULTS.md, 2026-11-25).
+        # steps took about a third less time a training step (benchmarks/RESULTS.md, Bidirectional).
         self.branch_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
         self.branch_event: cl.Event | None = None  # the branch queue's last kernel, until joined
         self._branch_start: cl.Event | None = None  # inside branch(): what its first launch waits for
@@ -167,9 +168,9 @@ class Runtime:
 
     def pinned(self, size: int, dtype) -> tuple[cl.Buffer, np.ndarray]:
         """A host array of `size` elements that the device copies to and from by DMA, without the
-        host waiting (pinned, where the driver pins ALLOC_HOST_PTR memory: on an H100, 134 MB went
-        down and up in 2.5 ms each, against 13 and 19 ms from a numpy array), and the buffer that
-        owns it, which must live as long as the array."""
+        host waiting (pinned, where the driver pins ALLOC_HOST_PTR memory: on an H100 such copies
+        down and up ran several times faster than from a numpy array), and the buffer that owns it,
+        which must live as long as the array."""
         dtype = np.dtype(dtype)
         buffer = cl.Buffer(self.context, cl.mem_flags.ALLOC_HOST_PTR | cl.mem_flags.READ_WRITE,
                            max(size, 1) * dtype.itemsize)
@@ -287,9 +288,10 @@ class Runtime:
     def row_group(self, width: int) -> int:
         """The work-group of a row kernel (softmax, LayerNorm, the attention's rows) over rows of
         `width` elements: a power of two, for its reductions, of at most ROW_GROUP items. On the
-        H100 the tiny GPT's rows of 256 ran 2-3x faster in groups of 64 than of 256
-        (AttentionSoftmax 155 -> 53 us, LayerNorm forward 36 -> 14; benchmarks/RESULTS.md,
-        2026-11-24): fewer barrier steps to a reduction and more rows in flight; 32 was no faster."""
+        H100 the tiny GPT's rows of 256 ran more than twice as fast in groups of 64 as in groups of
+        256 (AttentionSoftmax, the LayerNorm forward; benchmarks/RESULTS.md, the tiny GPT's
+        non-product kernels): fewer barrier steps to a reduction and more rows in flight; 32 was no
+        faster."""
         return min(ROW_GROUP, self.local_size, 1 << max(width - 1, 0).bit_length())
 
     def four_per_item(self, total: int) -> tuple[tuple[int], tuple[int] | None]:
@@ -297,8 +299,9 @@ class Runtime:
         through ToVect4/D4ToArray, whose guards let work-items past the end do nothing. On a GPU
         in whole work-groups of local_size: NVIDIA's runtime, left to choose, divides the global
         size exactly, and ran a prime count (the tiny GPT's Adam update, 820 957 work-items) in
-        work-groups of one item, 500 us where 34 do (benchmarks/RESULTS.md, 2026-11-24). A CPU
-        runtime chooses its own."""
+        work-groups of one item, over ten times as long as in whole work-groups
+        (benchmarks/RESULTS.md, the tiny GPT's non-product kernels). A CPU runtime chooses its
+        own."""
         items = -(-total // 4)
         if not self.info.is_gpu:
             return (items,), None
@@ -346,11 +349,12 @@ class Kernel:
         return event
 
     def _set(self, args: tuple) -> None:
-        # pyopencl's set_arg takes ~9 us for a Python or numpy scalar (it probes the value's
-        # type each time), and three kernels of every step take a new scalar (the loss's and the
+        # pyopencl's set_arg is slow for a Python or numpy scalar (it probes the value's type
+        # each time), and three kernels of every step take a new scalar (the loss's and the
         # gather's first row, Adam's step size); with the scalar dtypes declared once, set_args
-        # packs them all in ~1 us. An argument's kind (int, float or buffer) is fixed by its
-        # position: the first call declares them (an int where a float is declared packs as one).
+        # packs them all in a fraction of one such set_arg's time. An argument's kind (int, float
+        # or buffer) is fixed by its position: the first call declares them (an int where a float
+        # is declared packs as one).
         if len(args) != self.arity:
             raise TypeError(f"{self.name} takes {self.arity} arguments, got {len(args)}")
         if not self.last:

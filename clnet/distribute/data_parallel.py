@@ -9,12 +9,13 @@ comes down, and each replica sums all of them on its own device in the same orde
 the pieces done before the backward pass's last launch while the last ones are copied), so that
 the replicas stay identical to the bit. In one context the copies wait for each other on the
 devices and the host runs on to the next step; across contexts (devices unlike, or a model made
-outside scope()) the host waits for each piece. On two H200s the wide MLP's step went from 224 ms
-(numpy's sum of unpinned arrays) to 14.2 (benchmarks/RESULTS.md), then 13.2. With reduction="devices"
-nothing passes the host: each other replica's flat gradients are copied device to device into a
-buffer on the first device, summed there with the shard weights (ReduceReplicas), and the sum
-copied back to every replica; NVIDIA's runtime makes those copies slow (447 ms a step of the wide
-MLP on two H200s, against 24 on one), PoCL's not. Then each replica runs its update. The replicas
+outside scope()) the host waits for each piece. On two H200s this made the wide MLP's step an
+order of magnitude shorter than numpy's sum of unpinned arrays had (benchmarks/RESULTS.md,
+data-parallel training on two GPUs). With reduction="devices" nothing passes the host: each other
+replica's flat gradients are copied device to device into a buffer on the first device, summed
+there with the shard weights (ReduceReplicas), and the sum copied back to every replica; NVIDIA's
+runtime makes those copies slow (the wide MLP's step on two H200s took many times as long as on
+one), PoCL's not. Then each replica runs its update. The replicas
 run their shards concurrently: every launch is asynchronous."""
 from __future__ import annotations
 
@@ -178,8 +179,8 @@ class DataParallel(Distribution):
             # the shard weights), kept until done: pyopencl waits for such a copy when its event
             # (a NannyEvent) is deleted. Dropping each piece's reads once its copies up were queued,
             # the host waited every step for the devices to run up to the last piece and queued the
-            # next step late: the wide MLP's step on two H200s took 13.6-13.9 ms (1.74-1.78x one
-            # GPU; 12.9 in a profiled run, whose table keeps every event), and 13.17 (1.85x) kept.
+            # next step late: the wide MLP's step on two H200s was measurably longer than with the
+            # events kept (and than in a profiled run, whose table keeps every event).
             self._in_flight: deque[list[cl.Event]] = deque(maxlen=2)
             self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
                                              model.dtype) for s in self.states]
@@ -199,10 +200,10 @@ class DataParallel(Distribution):
         each follows the copies up of pieces[:end] and sums its pieces' ranges. The pieces done
         before the backward pass's last launch (pieces[:late], plan_pieces) are summed first, while
         the last ones come down and go up, where they hold PIECE_ELEMENTS or more (worth the
-        launches); then the rest. On two H200s the wide MLP's step waited 0.34 ms after its last
-        kernel for the last part's copies, then 0.18 for one sum of everything: with the first sum
-        run meanwhile (and the last part in TAIL_PIECES), what follows the last kernel went from
-        0.75 to 0.52 ms, Adam's 0.23 included (profiled steps, 13.09 -> 12.86 ms)."""
+        launches); then the rest. On two H200s the wide MLP's step waited after its last kernel
+        for the last part's copies, then for one sum of everything: with the first sum run
+        meanwhile (and the last part in TAIL_PIECES), what follows the last kernel, Adam's update
+        included, took about a third less time (profiled steps)."""
         early = sum(end - start for start, end in pieces[:late]) >= base.PIECE_ELEMENTS
         groups = []
         for first, end in [(0, late), (late, len(pieces))] if early else [(0, len(pieces))]:
@@ -312,8 +313,8 @@ class DataParallel(Distribution):
         shares = np.asarray(weights, first.host.dtype)
         # Written only when they change (an epoch's last, smaller batch), the copy's event kept
         # (_in_flight). Written every step, its event deleted at once, each held the host until the
-        # backward pass's end, so that it queued the other replica's next step 1.1 ms late on two
-        # H200s (the wide MLP's step 14.3 ms where its kernels take 12.6).
+        # backward pass's end, so that it queued the other replica's next step late on two H200s
+        # (the wide MLP's step took noticeably longer than its kernels).
         write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
         self._shares_written = shares
         held: list[cl.Event] = []  # this step's copies to and from host memory (_in_flight)

@@ -60,11 +60,11 @@ class MPIDataParallel(Distribution):
         if self.replicas > 1:
             _abort_on_uncaught_error(self.comm)
         # The gradient pieces' all-reduces, blocking ones on a thread of their own, one after
-        # another while the main thread waits for the next piece: Open MPI 5's non-blocking
-        # all-reduce moved 134 MB between two ranks of one host at 0.7-0.8 GB/s, its blocking one
-        # in 4 MB pieces at 3.7 GB/s. The main thread makes no MPI call until they are done. A
-        # daemon thread (started at the first piece): one left waiting on a dead rank must not keep
-        # the process from exiting.
+        # another while the main thread waits for the next piece: between two ranks of one host
+        # Open MPI 5's non-blocking all-reduce moved a large model's gradients several times more
+        # slowly than its blocking one in 4 MB pieces. The main thread makes no MPI call until they
+        # are done. A daemon thread (started at the first piece): one left waiting on a dead rank
+        # must not keep the process from exiting.
         self._allreduces: queue.SimpleQueue | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------

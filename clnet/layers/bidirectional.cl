@@ -6,7 +6,8 @@
 // (Runtime.four_per_item); work-items past the end do nothing.
 // A merge reads each element once and writes it once: memory-bound launches, small beside the
 // layers' own. Bidirectional(LSTM(128), return_sequences) over 64 steps at batch 64 on a 2-core
-// Zen 5 (Debian's PoCL 3.1): 2.6% of a training step's kernel time, both launches together.
+// Zen 5 (Debian's PoCL 3.1): a small share of a training step's kernel time, both launches
+// together.
 
 #define MERGE_CONCAT 0
 #define MERGE_SUM 1

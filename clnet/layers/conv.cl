@@ -277,7 +277,7 @@ inline int output_index(const int t, const int s, const int n)
 // filters of one tap; both slices are along k, and each work-item fetches the same pixels at
 // every depth. At stride 1 a pixel's row of D is delta's framed rows at one offset per tap from
 // the pixel's own (FRAME): a load with nothing to test or divide (the bounds and divisions of the
-// general gather held the input gradient of benchmarks/conv.py's layer at 27 TFLOP/s on the H100).
+// general gather held back the input gradient of benchmarks/conv.py's layer on the H100).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcHiddenGradientConv(__global const TYPE *delta,    // dL/dz (rows, frame_h, frame_w, filters_p)
                             __global const TYPE *weights,  // W (K, filters_p), row-major
@@ -419,8 +419,8 @@ DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
 // out_w + ox) x VW filters per work-item. Per kernel tap each position reads its `channels`
 // inputs in place, or `zeros` where the tap falls in the padding. vec_type_hint, here and on the
 // input gradient: Intel's CPU compiler otherwise vectorizes across work-items code already in
-// VW-wide vectors (see recurrent.cl); the CNN's forward convolutions took 25.7 ms over 4 steps on
-// a 2-core Zen 5, 12.7 with it (PoCL, which ignores it, 10.1).
+// VW-wide vectors (see recurrent.cl); with it the CNN's forward convolutions took about half as
+// long on a 2-core Zen 5 (PoCL, which ignores it, was faster still).
 __kernel __attribute__((vec_type_hint(VEC)))
 void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
                      __global const TYPE *weights,  // W (K, filters), column panels
@@ -495,7 +495,7 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
         offset[r] = ((long)dy_[r] * width + dx_[r]) * channels + c;
         acc[r] = (VEC)(0);
     }
-    // Checking each tap against the image's edges cost more than the products (11 of 29 ms for
+    // Checking each tap against the image's edges cost more than the products (measured for
     // 128 x 13 x 13 x 32 -> 64, 3x3, on pip's PoCL 3.0): it is done only for windows that reach
     // into the padding, those of lines whose rows do and of columns ox outside [lo, hi). Walking
     // whole lines, the next position's data is a pointer step away, without the divisions and
@@ -550,7 +550,7 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
 // delta = dL/dz is formed once, by the first block, and stored with `write_delta` (which must be
 // set where the derivative is applied and K > DW_RM; the input gradient reads delta too): the
 // later blocks load it, one load per position where forming it took dL/dy, y and f' (when every
-// block formed it, the CNN's second layer ran at 58 GFLOP/s on pip's PoCL 3.0).
+// block formed it, the CNN's second layer ran measurably slower on pip's PoCL 3.0).
 __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, height, width, channels)
                                    __global const TYPE *output_gr,  // dL/dy (rows * out_h * out_w, filters)
                                    __global const TYPE *outputs,    // y, the same shape
@@ -610,11 +610,10 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
 // patch_product. delta = dL/dz was stored by the weight gradient (or is dL/dy where a loss
 // already applied the derivative), so each of its elements is one load, broadcast from memory,
 // not the two loads and a product per tap that forming it here took (with its elements taken
-// out of a vector register, 53 GFLOP/s on the CNN's second layer). Its block is the forward's
+// out of a vector register, which ran the CNN's second layer slower). Its block is the forward's
 // (FF_RM rows), not the Dense input gradient's HG_RM: on pip's PoCL 3.0 (VW 16, AVX2) the tuner's
 // 6 rows left 12 accumulators and patch_product's 4 rows of Wt more than the 16 vector registers,
-// and ran at 70 GFLOP/s, against 121 with the forward's 4 (the CNN's second layer, 8.0-8.3 ->
-// 4.7 ms per step).
+// and ran the CNN's second layer at little more than half the speed of the forward's 4.
 __kernel __attribute__((vec_type_hint(VEC)))
 void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * out_h * out_w, filters)
                             __global const TYPE *weights_t,  // Wt (channels_p / VW, kh * kw * filters_p, VW)

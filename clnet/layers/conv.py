@@ -23,8 +23,8 @@ from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padd
 class BaseConv(Layer):
     rank = 2
     # About this many output positions (whole lines of out_w) per work-item of CalcDeltaWeightsConv's
-    # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (256
-    # on pip's PoCL 3.0, the CNN's second layer: 8.8 ms and 0.74 for the sums, against 8.3 and 0.33).
+    # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (at
+    # 256 on pip's PoCL 3.0 the CNN's second layer ran slower, its sums taking about twice as long).
     chunk = 512
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
@@ -169,7 +169,8 @@ class BaseConv(Layer):
         result has K + 1 rows (the bias's is the last); the split is Dense's rule (split_k) at
         the full batch, but filling the device 8 times, not twice: each work-group's gather walks
         its positions' windows, and more of them in flight hide that (benchmarks/conv.py's layer on
-        an H100: 15.6 TFLOP/s filling it twice or 4 times, 20.4 with 8, 21.2 with 16)."""
+        an H100 ran markedly faster filling it 8 times than twice or 4 times, and little faster
+        again with 16)."""
         rt, dt = self.rt, self.dtype
         splits, self._split_chunk = split_k(rt, self.product_tiles[1], self.patch_size + 1, self.filters_p, rows,
                                             waves=8)
@@ -334,12 +335,12 @@ def delta_frame(geometry) -> tuple[int, int, int, int]:
 def weight_block_rows(depth: int) -> int:
     """The CPU form's weight gradient block: rows of the patch matrix per block, about 4, the
     same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer on one channel:
-    shorter blocks must store delta for the later ones to read, 2.5-2.7 ms per step against 1.4
-    with blocks of 3 or 5 on the CNN's first layer), 4 x 72 where K = 288. Since delta is formed
+    shorter blocks must store delta for the later ones to read: with blocks of 3 or 5 the CNN's
+    first layer took nearly twice as long per step), 4 x 72 where K = 288. Since delta is formed
     once (the first block) and loaded by the others, a block's accumulators are what limit it:
-    with VW 16 on AVX2, 4 rows keep 8 of the 16 vector registers (the CNN's second layer, Debian's
-    PoCL 3.1: 7.0 ms per step, against 8.2-8.4 with 6 or 8 rows, 8.0 with 3 and 9.2 with 2; pip's
-    PoCL 3.0: 7.7-7.8 against 8.4-9.9 with 8)."""
+    with VW 16 on AVX2, 4 rows keep 8 of the 16 vector registers (the CNN's second layer ran
+    fastest with 4 rows: on Debian's PoCL 3.1 against 2, 3, 6 or 8, on pip's PoCL 3.0 against
+    8)."""
     if depth <= 10:
         return depth
     return -(-depth // -(-depth // 4))
@@ -353,10 +354,11 @@ def tiled_candidates(rt, dtype) -> list[dict]:
 def conv_tiles(rt, dtype, layer: BaseConv, batch: int) -> tuple[dict, dict, dict]:
     """The tiles of the tiled (GPU) form's forward, weight gradient and input gradient, measured
     once per device on a convolution like `layer` (its geometry, `batch` samples). Each product
-    gathers differently, so each has its own best: on an H100, benchmarks/conv.py's layer ran
-    with 64/4/16 at 30.4, 15.3 and 30.2 TFLOP/s, with 64/8/16 at 34.1, 7.3 and 35.4 (the forward and
-    input gradient feed 8 x 8 blocks per work-item, the weight gradient's gather, whose window
-    moves at every depth, does not). And each layer size has its own: at a quarter of that batch
+    gathers differently, so each has its own best: on an H100, benchmarks/conv.py's layer ran its
+    forward and input gradient faster with 64/8/16 than with 64/4/16, and its weight gradient about
+    twice as fast with 64/4/16 (the forward and input gradient feed 8 x 8 blocks per work-item,
+    the weight gradient's gather, whose window moves at every depth, does not). And each layer
+    size has its own: at a quarter of that batch
     the input gradient ran faster on 64/4/16, whose work-groups are four times as many work-items."""
     candidates = tiled_candidates(rt, dtype)
     settings = {"candidates": candidates, "layer": type(layer).__name__, "input_shape": list(layer.input_shape),

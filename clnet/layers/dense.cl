@@ -17,15 +17,15 @@
 
 // STORE_PRE = 0: the forward does not store z, as the activation's derivative follows from y
 // alone (ReLU, linear, tanh; see Activation.derivative_from_output) and the layer passes y for z.
-// One output fewer: 1024^3 on Intel's runtime with y^T left out, 173-175 -> 180-181 GFLOP/s.
+// One output fewer: measurably faster at 1024^3 on Intel's runtime with y^T left out.
 #ifndef STORE_PRE
 #define STORE_PRE 1
 #endif
 // STORE_SLOPES = 1 (the GPU form, where f' needs z): the forward stores f'(z) in z's place, and the
 // weight gradient multiplies dL/dy by it as it fetches it. It used to fetch y and z there and
 // compute f' inside the K loop: the tiny GPT's GELU layer (8192 x 256 -> 1024, WGMMA, H100) took
-// 123 us for its weight gradient against 82 for a linear layer's; now 92, while the forward,
-// whose erf f' shares, went 121 -> 125 us.
+// half as long again for its weight gradient as a linear layer's; this way it comes close to the
+// linear layer's, while the forward, whose erf f' shares, became only slightly slower.
 #ifndef STORE_SLOPES
 #define STORE_SLOPES 0
 #endif
@@ -33,10 +33,9 @@
 // step's W beside a row-major delta, and is the forward's product: rows of delta times W^T's column
 // panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
 // a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime, 2 Zen 4 cores, the
-// product's kernel alone: 2048^3 163-193 -> 198-211 GFLOP/s, 1024^3 192-209 -> 213-225 (numpy
-// 164-199), while writing W^T took about what the row panels it replaces took (1024^3: 0.9-1.2 ms
-// a step against 1.1-1.25). PoCL 3.0 (VW 8) ran it slower at 1024^3 (81-127 against 109-131,
-// wall clock). The tuner chooses.
+// product's kernel alone ran faster with it at 2048^3 and 1024^3 (there faster than numpy too),
+// while writing W^T took about what the row panels it replaces took. PoCL 3.0 (VW 8) ran it
+// slower at 1024^3 (wall clock). The tuner chooses.
 #ifndef HG_T
 #define HG_T 0
 #endif
@@ -46,11 +45,11 @@
 // width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
 // gradient; and the bias gradient, the column sums of delta. One work-item per `panels` column
 // panels (the padding of dL/dy reads as 0), walking its columns row after row, f' on VW lanes at
-// once (ACT_DERIVATIVE_V: GELU's scalar erf and exp made this kernel a third of the tiny GPT's
-// step on PoCL 3.0). A work-item per panel walked one panel down all rows: reads 1 KiB apart for
-// 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the GELU
-// layer's 1.8 ms were stalls, not f' (f' replaced by a product: the same time). (The GPU form does
-// all this inside its weight gradient, see CalcDeltaWeights there.)
+// once (ACT_DERIVATIVE_V: GELU's scalar erf and exp made this kernel a large part of the tiny
+// GPT's step on PoCL 3.0). A work-item per panel walked one panel down all rows: reads 1 KiB apart
+// for 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the
+// GELU layer's time there was stalls, not f' (f' replaced by a product: the same time). (The GPU
+// form does all this inside its weight gradient, see CalcDeltaWeights there.)
 // VW consecutive elements p[0..VW), those at or past `width` read as 0.
 __attribute__((always_inline))
 VEC LoadColumns(const __global TYPE *p, const int width)
@@ -81,8 +80,8 @@ void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const in
 
 // W's column panel p as rows p * VW.. of W^T's column panels: each row of the panel read as a
 // vector, its elements stored VW apart, down VW rows of W^T that stay in L1 while VW rows of W
-// fill them. 1-1.7 ms for W of 2048 x 2048 (16 MiB each way) on 2 Zen 4 cores, Intel's runtime,
-// as long as a VW x VW block read and written whole through a private array took. W^T's lanes
+// fill them. For W of 2048 x 2048 (16 MiB each way) on 2 Zen 4 cores, Intel's runtime, as long
+// as a VW x VW block read and written whole through a private array took. W^T's lanes
 // past n_in are never written: zeros from the allocation.
 __attribute__((always_inline))
 void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, const int p, const int n_in,
@@ -137,7 +136,8 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
 // write theirs as they go; the GPU form's weight gradient reads x itself). A work-item per
 // element, the first axis along the rows: PoCL runs a work-group's items along it as the lanes of
 // one loop, so x^T is written in whole vectors and x gathered, instead of x read in vectors and
-// x^T scattered one element at a time (tiny GPT, (2048, 64) on pip PoCL 3.0: 0.28 -> 0.10 ms).
+// x^T scattered one element at a time (tiny GPT, (2048, 64) on pip PoCL 3.0: well under half the
+// time).
 __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
 {
     const int row = get_global_id(0), col = get_global_id(1);
@@ -153,11 +153,11 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // STEP, so those never straddle panels): 4, or VW where a's rows cross panels (the input
 // gradient reads W's rows, a jump of n_in * VW elements after every VW of k): then each load
 // instruction walks its row with one constant stride, which the CPU's stride prefetcher follows
-// (2048^3 on Intel's runtime, best of 6: 168-169 -> 173-178 GFLOP/s; the other two products
-// ran 2-4% slower with the longer step). Defined once per block size, since RM sizes the arrays.
+// (slightly faster at 2048^3 on Intel's runtime; the other two products ran slightly slower
+// with the longer step). Defined once per block size, since RM sizes the arrays.
 // Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
 // calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
-// in memory, a load and a store around every FMA (25 GFLOP/s at 1024^3 on 2 Zen 3 cores). Forced
+// in memory, a load and a store around every FMA (far slower at 1024^3 on 2 Zen 3 cores). Forced
 // inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
 // elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
 // unrolled loops over the block's rows (constant trip counts) let the block live in registers.
@@ -165,11 +165,11 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // K-block by K-block: each DEPTH-deep slice of the panel (DEPTH rows of at most 64 bytes: <= 16
 // KiB at 256) serves all BLOCKS blocks from L1 before the next slice is read, the blocks' sums
 // waiting in acc. Without it (BLOCKS = 1, DEPTH = 0: the whole depth at once) a work-item streams
-// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: PoCL fell to
-// 50-100 GFLOP/s at 2048^3 on 2 Zen 3 cores, against 140-160 blocked (8 blocks, 256 deep). At
+// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: at 2048^3 on
+// 2 Zen 3 cores PoCL ran at half the speed of the blocked form (8 blocks, 256 deep) or less. At
 // 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each kernel on its own (FF_NB,
-// FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight gradient ran 1-2% faster
-// unblocked at 1024^3 and 2048^3, the input gradient 2-4% slower.
+// FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight gradient ran slightly faster
+// unblocked at 1024^3 and 2048^3, the input gradient slightly slower.
 #if FF_KB % VW || DW_KB % VW || HG_KB % VW
 #error "a K-block must be a multiple of VW deep"
 #endif
@@ -292,8 +292,8 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
     }
     // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y was
     // computed (a different row of y^T, a different cache line, every store), the epilogue held
-    // the forward at 130-145 GFLOP/s at 2048^3 on Intel's runtime against 155-160 now (the
-    // weight gradient, the same product without this epilogue: 165-170).
+    // the forward back measurably at 2048^3 on Intel's runtime (the weight gradient, the same
+    // product without this epilogue, is a little faster still).
     for (int j = 0; j < (ld ? width : 0); j++)
         for (int m = 0; m < height; m++)
             outputs_t[(col + j) * ld + row + m] = y[m][j];
@@ -362,8 +362,8 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows
 // dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
 // panels) times a row panel of delta, VW batch rows wide. HG_NB blocks of HG_RM inputs x VW batch
 // rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * HG_NB inputs per
-// batch row rather than element by element down its columns (140 -> 145-150 GFLOP/s at 2048^3,
-// Intel's runtime).
+// batch row rather than element by element down its columns (slightly faster at 2048^3, Intel's
+// runtime).
 __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
                                  __global const TYPE *weights,    // W, column panels
                                  __global TYPE *input_gr,         // dL/dx (rows, n_in)
@@ -385,9 +385,8 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
         #pragma unroll
         for (int j = 0; j < HG_RM; j++)
             VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
-    // A whole block with constant trip counts, which the compiler unrolls (2048^3 on Intel's
-    // runtime, 2 runs each with fixed tiles: 0.94-0.95 -> 0.96-0.97 of numpy; without any store
-    // at all, 0.975).
+    // A whole block with constant trip counts, which the compiler unrolls (slightly faster at
+    // 2048^3 on Intel's runtime with fixed tiles, close to the kernel without any store at all).
     if (height == VW && count == HG_RM * HG_NB) {
         #pragma unroll
         for (int r = 0; r < VW; r++)
@@ -411,7 +410,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 // are row-major here (a single panel, P = units_p). WPT is a multiple of 4.
 // Aligned runs of 4 are read and written through TYPE4 pointers, and local memory is declared as
 // TYPE4: vload4/vstore4 only promise TYPE alignment, and NVIDIA's compiler splits them into four
-// scalar accesses (with them, 4096^3 ran at 29 TFLOP/s on an H100; with TYPE4 accesses, 41).
+// scalar accesses (with them, 4096^3 ran markedly slower on an H100 than with TYPE4 accesses).
 // Buffers start aligned and such a run starts at a multiple of 4 of a row whose length is one.
 #define SIDE (TILE / WPT)
 #define ITEMS (SIDE * SIDE)
@@ -565,8 +564,8 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
 // row also write it out row-major, (capacity, units_p), for the input gradient, and each
 // work-item sums what it fetched down the rows, for the bias gradient (its runs of 4 columns are
 // the same in every slice). This is what a separate CalcDeltaBias launch did before the
-// products: on the H100, whose MLP step at batch 32 is bound by ~9 us of host time per launch,
-// one launch per layer fewer.
+// products: on the H100, whose MLP step at batch 32 is bound by the host's time per launch, one
+// launch per layer fewer.
 typedef struct {
     const __global TYPE *slopes;         // f'(z) with STORE_SLOPES, else y (rows, units)
     __global TYPE *delta;                // dL/dz (capacity, units_p); 0: not written by this group
@@ -613,8 +612,9 @@ inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, 
 // small would be 2^-21), and a b ~ a_small b_big + a_big b_small + a_big b_big. The tensor cores'
 // own sums lose bits as they grow (into one accumulator the error grew with K: 3.9e-5 of the
 // largest output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to
-// acc in ordinary float (7.5e-7). Against the CUDA-core tiles on an H100: 1.04-1.41x as fast at
-// the tiny GPT's sizes, and more accurate (benchmarks/tensor_cores.py; RESULTS.md, 2026-11-24).
+// acc in ordinary float (7.5e-7). Against the CUDA-core tiles on an H100: as fast or faster at
+// the tiny GPT's sizes, and more accurate (benchmarks/tensor_cores.py; benchmarks/RESULTS.md, the
+// Dense products' MMA form).
 // big and small of x, a float or a vector of them with its bit casts as_u and as_f: small is rounded
 // to TF32 (half away from 0).
 #define TF32_BIG(x, as_u) (as_u(x) & 0xffffe000u)
@@ -630,8 +630,8 @@ inline void split_tf32(const TYPE x, uint *big, uint *small)
 #if WGMMA
 // Hopper's wgmma (compute capability 9.0): a warpgroup's asynchronous product, its A operand
 // (64 x 8 of TF32) from registers and its B (8 x 128) from local memory, read by the tensor cores
-// themselves: on an H100 its 4096^3 forward ran at 69 TFLOP/s where the MMA form's, which feeds
-// every operand through registers, ran at 53 (benchmarks/RESULTS.md, 2026-11-24). While a slice's wgmmas
+// themselves: on an H100 its 4096^3 forward ran markedly faster than the MMA form's, which feeds
+// every operand through registers (benchmarks/RESULTS.md, Hopper's wgmma). While a slice's wgmmas
 // run, the work-items stage the next slice, fetched a slice earlier, into the other half of local
 // memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
 // B's two TF32 halves are staged side by side: big as x itself, since wgmma reads only a TF32's
@@ -1095,14 +1095,14 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
 // dL/dy (see fetch_delta). x^T is x read along m: no transpose of x is made for it (the CPU form's
-// does read one). On the H100 the tiny GPT's Transposes (9 a step, 88 us) and the y^T its GELU
-// layers stored for the next weight gradient (12-15 us each) went; the WGMMA form's staging of x
-// one element at a time (see stage) cost its weight gradients 2-6% (GELU layer 88 -> 94 us), and
-// one step's kernels went 5.15 -> 5.01 ms. The sums run over the batch's rows; a (n_in, units)
-// block too small to fill the device is split along them (split-K): work-group layer z sums rows [z
+// does read one). On the H100 the tiny GPT's Transposes (9 a step) and the y^T its GELU layers
+// stored for the next weight gradient went; the WGMMA form's staging of x one element at a time
+// (see stage) slowed its weight gradients slightly, and one step's kernels took less time in all.
+// The sums run over the batch's rows; a (n_in, units) block too small to fill the device is split
+// along them (split-K): work-group layer z sums rows [z
 // chunk, (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
 // slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them all
-// (73% of the CNN's step on the H100). A launch may compute only dL/dW's rows from `first_row` (a
+// (most of the CNN's step on the H100). A launch may compute only dL/dW's rows from `first_row` (a
 // multiple of TILE) on, as many as its work-groups cover: under data-parallel training a large
 // layer's rows are computed in parts, each copied off the device while the next computes, so that
 // what is left to copy when the backward pass ends is one part, not the layer (see

@@ -19,8 +19,8 @@ def tile_candidates(rt, dtype) -> list[dict]:
 
     CPUs want explicit vectors of one or two SIMD registers and several outputs per work-item:
     two registers by 6 rows (12 accumulators, the usual AVX2 micro-kernel) came first on a 2-core
-    AMD EPYC with PoCL 3.0 (94-155 GFLOP/s against 62-82 for one register by 8 rows) and Intel's
-    runtime alike. GPUs want many work-items with a small block each. The device's widest vector
+    AMD EPYC with PoCL 3.0 (well ahead of one register by 8 rows) and Intel's runtime alike.
+    GPUs want many work-items with a small block each. The device's widest vector
     (at most 64 bytes) and the CPU form's panels' VW >= 4 limit the width. The register size is
     the device's native vector width (PoCL 3.1 also names its LLVM target in the device name;
     PoCL 3.0 and Intel's runtime do not). FF_NB, FF_KB and the like: a CPU work-item's
@@ -28,7 +28,7 @@ def tile_candidates(rt, dtype) -> list[dict]:
     same, and the tuner takes each kernel's from the candidate fastest for it (_fastest_setting).
     WG is the work-group side on a CPU (0: the runtime's choice), a launch setting rather than a
     kernel define. HG_T (the input gradient from W^T, see dense.cl) is tried with WG 4 alone, as
-    work-groups of 2 and 4 ran within 1% of each other in every sweep: half as many candidates more.
+    work-groups of 2 and 4 ran alike in every sweep: half as many candidates more.
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
@@ -83,10 +83,10 @@ def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
 # or NB blocks stacked down the rows, KB deep at a time. At 2048^3 on 2 Zen 3 cores K-blocking
-# took PoCL 3.1 from 50-95 to 125-160 GFLOP/s and PoCL 3.0 from 95-130 to 135-160; at 1024^3 it
-# cost PoCL 3.0 about a tenth, and Intel's runtime ran the same either way: the tuner chooses,
-# for each kernel on its own (on Intel's runtime at 1024^3 and 2048^3 the forward and the weight
-# gradient ran 1-2% faster unblocked, the input gradient 2-4% slower).
+# made PoCL 3.1 about twice as fast and PoCL 3.0 faster too; at 1024^3 it slowed PoCL 3.0
+# somewhat, and Intel's runtime ran the same either way: the tuner chooses, for each kernel on
+# its own (on Intel's runtime at 1024^3 and 2048^3 the forward and the weight gradient ran
+# slightly faster unblocked, the input gradient slightly slower).
 UNBLOCKED = {"NB": 1, "KB": 0}
 K_BLOCKED = {"NB": 8, "KB": 256}
 KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
@@ -173,9 +173,9 @@ def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1)
     """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
     when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
     of at least MIN_SPLIT_ROWS rows (a multiple of TK). Dense fills it once: with the WGMMA
-    tiles, the tiny GPT's 17 weight gradients and their SumSplits took 1030-1038 + 100-105 us a
-    step on the H100 against 1078-1086 + 133-136 filling it twice, and 1181 + 215 four times
-    (alternated runs, 2026-11-25; with the CUDA-core tiles, 2026-11-24, it made no difference)."""
+    tiles, the tiny GPT's 17 weight gradients and their SumSplits took least time on the H100
+    filling it once, more filling it twice and more again four times (alternated runs; with the
+    CUDA-core tiles it made no difference)."""
     tile = tiles["TILE"]
     blocks = -(-n_in // tile) * -(-units_p // tile)
     splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
@@ -195,19 +195,18 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     device, small enough to take milliseconds. A GPU measures an MLP-sized layer at two batches,
     where more work-groups win, larger ones, where bigger tiles do, and a tall one, a
     transformer's layer over (batch x time) rows: without it the tiny GPT's layers (8192 rows of
-    256 or 1024) took the tiles chosen at 1024^3, and ran at 20-29 TFLOP/s on an H100 where
-    128-tiles ran them at 26-38 (benchmarks/RESULTS.md, 2026-11-24). Likewise the README MLP at
-    batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer on the H100's 132
-    SMs; with the 1024-row MLP layer measured it takes 64-tiles: its forwards 90 -> 60 us a step,
-    weight gradients 75 -> 65 (2026-11-25). That size then stood nearest the GPT's second
-    feed-forward layer (8192 x 1024 -> 256), which lost its WGMMA tiles (the step's products
-    3.2 -> 4.2 ms): the tall layer is measured both ways round. A CPU measures a small layer, a
-    cube, and a layer whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins
-    (PoCL on 2 Zen 3 cores, 512 x 2048 x 2048: 96 -> 133 GFLOP/s forward; at 256 rows it made no
-    difference, at 1024^3 PoCL 3.0 ran faster without). That layer has 1024 rows: at 512 the input
-    gradient's W^T (HG_T), 1-1.7 ms a step for its 16 MiB on Intel's runtime (2 Zen 4 cores), cost
-    what its product gained (21.6 -> 20.4 ms), and the tuner gave 2048^3 the form without, 8-10%
-    slower there (2026-11-27)."""
+    256 or 1024) took the tiles chosen at 1024^3, and ran slower on an H100 than with 128-tiles
+    (benchmarks/RESULTS.md, the tiny GPT's Dense layers in the tuner's sizes). Likewise the README
+    MLP at batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer on the H100's
+    132 SMs; with the 1024-row MLP layer measured it takes 64-tiles, and its forwards and weight
+    gradients run faster. That size then stood nearest the GPT's second feed-forward layer (8192 x
+    1024 -> 256), which lost its WGMMA tiles (the step's products took markedly longer): the tall
+    layer is measured both ways round. A CPU measures a small layer, a cube, and a layer whose
+    weights (16 MiB) and inputs outgrow its caches, where K-blocking wins (PoCL on 2 Zen 3 cores,
+    512 x 2048 x 2048: a faster forward; at 256 rows it made no difference, at 1024^3 PoCL 3.0 ran
+    faster without). That layer has 1024 rows: at 512 the input gradient's W^T (HG_T), 16 MiB
+    written every step on Intel's runtime (2 Zen 4 cores), cost what its product gained, and the
+    tuner gave 2048^3 the form without, measurably slower there."""
     if rt.info.is_gpu:
         return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
                 (8192, 1024, 256)]
@@ -366,7 +365,7 @@ class Dense(Layer):
         self.kept = Tensor((capacity, self.units), dt, rt) if stores_pre(self.activation) else self.outputs
         # y^T, which the next layer's weight gradient reads along rows, where the model says a
         # layer reads it (writes_transposed): no layer reads a last layer's, whose forward is
-        # then one output lighter (3-4% of the product at 1024^3 on Intel's runtime). Softmax is
+        # then one output lighter (measurably faster at 1024^3 on Intel's runtime). Softmax is
         # applied after the product kernel, so a softmax layer's y^T would be stale: none.
         written = self.writes_transposed and self.activation.elementwise
         self.outputs_t = Tensor((self.units, capacity), dt, rt) if written else None
@@ -440,8 +439,9 @@ class Dense(Layer):
         """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows
         (see CalcDeltaWeights) where a distribution copies each off the device while the next
         computes: on two H200s what is left to copy after the wide MLP's backward pass is its last
-        8 MB part, down and up in 0.34 ms, where the first layer's whole 67 MB took 2.5 ms
-        (benchmarks/RESULTS.md, 2026-11-27). The parts' flat ranges in the store's gradients."""
+        8 MB part, down and up in a fraction of the time the first layer's whole 67 MB took
+        (benchmarks/RESULTS.md, data-parallel training on two GPUs). The parts' flat ranges in the
+        store's gradients."""
         blocks = self._weight_row_blocks(parts)
         return [self._flat_rows(first, end) for first, end in blocks] if len(blocks) > 1 else []
 
@@ -488,7 +488,7 @@ class Dense(Layer):
     def _row_group(self) -> int:
         # Softmax reduces a row with a work-group (Runtime.row_group) on a GPU; on a CPU with one
         # work-item, as the runtime runs a work-group's items in loops split at each barrier (the
-        # tiny GPT's (2048, 113) softmax: 2.6 -> 1.3 ms on PoCL 3.1).
+        # tiny GPT's (2048, 113) softmax ran twice as fast on PoCL 3.1).
         if not self.rt.info.is_gpu:
             return 1
         return self.rt.row_group(self.units)

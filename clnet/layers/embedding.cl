@@ -43,19 +43,20 @@ __kernel void CountEmbeddingIds(__global const TYPE *ids,         // (tokens,)
 // columns, until the counted occurrences are all added (the counts come from the same ids; no
 // window reads past `tokens`). Before, item 0 alone walked the ids from the first occurrence
 // while the others waited: on an H100 the tiny GPT's step (8192 tokens, vocabulary 113, 256
-// columns) spent 0.68 ms here, ~8192 dependent loads by one thread per row. With 32 ids per item
-// a group of 256 covers those 8192 ids in one window: a row takes one scan and one list, and
-// the H100's launch 0.092 ms (the row of the most frequent id, with the longest list to add, is
-// then the slowest). Measured (benchmarks/embedding.py, 64 x 128 tokens, 128 columns, groups of
-// 128, 2-core EPYC, PoCL), vocabulary 100 and 50000: item 0's walk 2.3 and 9.3-9.9 ms; windows
-// of 4, 16, 32 and 64 ids per item 2.3 and 14, 1.4 and 18.7 (sic, in both runs), 1.27 and 9.0-9.5,
-// 1.22 and 10.1 ms; one work-item per (row, column) reading every id 17 ms and minutes, np.add.at
-// 11 and 13 ms, torch's sorted form 0.75 and 2.4 ms. The tiny GPT's shape (113, 8192 tokens,
-// 256 columns): 2.7 -> 1.65 ms. Small groups lose: at 1 and 4 columns a window is 32 and 128
-// ids, a row spread over the batch takes many, and the walk's 0.45 and 1.1-1.3 ms (vocabulary
-// 100 and 50000) became 0.8-1.0 and 1.9-2.2 ms; at 16 columns 2.2 and 5.8 became 1.1 and 2.9.
-// Walking from the start instead of the first occurrence took 100 ms at 50000, and ids
-// converted to int once beforehand changed nothing.
+// columns) spent a noticeable share of its time here, ~8192 dependent loads by one thread per
+// row. With 32 ids per item a group of 256 covers those 8192 ids in one window: a row takes one
+// scan and one list, and the H100's launch ran several times faster (the row of the most
+// frequent id, with the longest list to add, is then the slowest). Measured with
+// benchmarks/embedding.py (64 x 128 tokens, 128 columns, groups of 128, 2-core EPYC, PoCL) at
+// vocabularies of 100 and 50000, against item 0's walk, windows of 4, 16, 32 and 64 ids per item,
+// one work-item per (row, column) reading every id (far slower, impractically so at 50000),
+// np.add.at and torch's sorted form: 32 ids per item did as well as any window (64 about the
+// same), at least as well as the walk at both sizes and better than np.add.at; only torch's
+// sorted form was faster. The tiny GPT's shape (113, 8192 tokens, 256 columns) ran faster too.
+// Small groups lose: at 1 and 4 columns a window is 32 and 128 ids, a row spread over the batch
+// takes many, and the windows took about twice as long as the walk (at both vocabularies); at 16
+// columns, about half as long. Walking from the start instead of the first occurrence was about
+// ten times slower at 50000, and ids converted to int once beforehand changed nothing.
 #if IDS_PER_ITEM > 64
 #error "IDS_PER_ITEM: an item keeps its hits as the bits of a ulong"
 #endif

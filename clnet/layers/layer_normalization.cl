@@ -6,9 +6,9 @@
 
 // WARP_SHUFFLES (NVIDIA GPUs, float): a warp per group instead, 8 to a work-group of 256, its
 // sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers.
-// The tiny GPT's 9 norms of (8192, 256) on an H100, a step: forward 124 -> 84 us, input
-// gradient 143 -> 116 (groups of 64 and group_reduce's 7 barriers before; one barrier and every
-// item adding the 64 partials itself was slower, 153 and 177).
+// On an H100 the tiny GPT's 9 norms of (8192, 256) ran measurably faster this way, forward and
+// input gradient, than before in groups of 64 with group_reduce's 7 barriers; one barrier and
+// every item adding the 64 partials itself was slower still.
 #if WARP_SHUFFLES
 #define GROUP_SUM(scratch, v) lanes_reduce(v, 32, 0)
 #define GROUP_INDEX (get_global_id(0) / 32)
@@ -115,8 +115,8 @@ inline void add_slices(__local TYPE *a, __local TYPE *b, const int own, const in
 // item (l, s) walks the chunk's groups s, s + slices, ... for feature block + l, so that a warp
 // reads neighbouring features of a group at once, and the slices' sums are added in local memory
 // into `partials`; then SumChunksLayerNorm adds the chunks. A work-group per feature over all the
-// groups read 4 bytes to a warp's 32-byte sector: 40 us a launch for the tiny GPT's (8192, 256)
-// norms on the H100.
+// groups read 4 bytes to a warp's 32-byte sector, which made a launch slow for the tiny GPT's
+// (8192, 256) norms on the H100.
 __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
                                         __global const TYPE *output_gr,      // dL/dy, same shape
                                         __global const TYPE *group_mean,     // (groups,)
@@ -149,8 +149,8 @@ __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // 
 // gamma_gr, beta_gr = the sums over CalcDeltaWeightsLayerNorm's chunks, by work-groups of (lanes,
 // slices) items as that kernel's: item (l, s) adds chunks s, s + slices, ... of feature block +
 // l, and the slices' sums are added in local memory (in a fixed order: the same sums every run).
-// A work-item per feature walking all the chunks waited on 2 x 64 dependent loads (the tiny GPT's
-// norms on the H100: 5.6-10.9 us a launch).
+// A work-item per feature walking all the chunks waited on 2 x 64 dependent loads (measured on
+// the tiny GPT's norms on the H100).
 __kernel void SumChunksLayerNorm(__global const TYPE *partials,  // (chunks, 2, features)
                                  __global TYPE *gamma_gr,        // (features,)
                                  __global TYPE *beta_gr,         // (features,)
@@ -177,8 +177,8 @@ __kernel void SumChunksLayerNorm(__global const TYPE *partials,  // (chunks, 2, 
 
 // The CPU form of the weight gradient, in one launch: a work-item per eight features n0..n0+7, on the
 // lanes of a TYPE8, walking the groups with no reduction across work-items. A work-item per
-// feature walked its column one element per row (the tiny GPT's five norms: 1.2 ms a step on
-// PoCL 3.0); with the features contiguous (inner = 1) a group's eight are one load.
+// feature walked its column one element per row (slow for the tiny GPT's five norms on PoCL
+// 3.0); with the features contiguous (inner = 1) a group's eight are one load.
 __kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
                                              __global const TYPE *output_gr,      // dL/dy, same shape
                                              __global const TYPE *group_mean,     // (groups,)

@@ -87,8 +87,9 @@ HELPER TYPE SumLanes(VEC v)
 
 // vec_type_hint(VEC) on the products over all steps: Intel's CPU compiler otherwise vectorizes
 // across work-items a kernel already written in VW-wide vectors, and on a 2-core Zen 5 ran these
-// three at 4-45 GFLOP/s (LSTM(128) over 64 steps, batch 64: 31.7 ms a training step, 15.4 with
-// the hint, on Debian's PoCL 16-19 either way; benchmarks/RESULTS.md, 2026-11-24).
+// three slowly (LSTM(128) over 64 steps, batch 64: about twice as fast a training step with the
+// hint, while Debian's PoCL ran the same either way; benchmarks/RESULTS.md, vec_type_hint on
+// Intel's runtime and AVX-512).
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
 // steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
@@ -144,9 +145,9 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
 // gate math of its block. The gate math runs on VEC blocks (see ACT_FORWARD_V) and reads the sums
 // back from L1; the accumulators are indexed by constants only, so that they stay in registers.
 // A work-item holding all four LSTM gates of two rows instead (8 accumulators too, but each load
-// of U serving two rows, not eight) left LSTM(128)'s training step at 1.65x PyTorch CPU's time,
-// against 1.38x (benchmarks/RESULTS.md). The kernels return where j0 >= units, which their
-// launches never reach: without it PoCL 3.0 ran LSTM(128)'s forward loop 2.3x as long.
+// of U serving two rows, not eight) left LSTM(128)'s training step further behind PyTorch CPU's
+// (benchmarks/RESULTS.md). The kernels return where j0 >= units, which their launches never
+// reach: without it PoCL 3.0 ran LSTM(128)'s forward loop more than twice as long.
 
 // A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
 // such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
@@ -318,13 +319,13 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // over the steps alone, with a barrier between steps: work-groups never wait for each other. Its
 // work-items share a step's products by columns (a work-item per column of U, SEQ_ROWS
 // accumulators, neighbours reading neighbouring columns) and then its gate math by blocks of VW
-// units of a row. A launch per step (the CPU form's kernels, as they were) cost an H100 ~100 us
-// each for LSTM(128) at batch 64 (a few hundred work-items, each a long chain of float8
-// multiply-adds), 12.3 ms a training step; this form, 1.3 ms. The sums stay in `sums`, global
+// units of a row. A launch per step (the CPU form's kernels, as they were) was slow on an H100
+// for LSTM(128) at batch 64 (a few hundred work-items, each a long chain of float8
+// multiply-adds): this form trains it about ten times as fast. The sums stay in `sums`, global
 // memory the work-group alone touches, which its barriers (CLK_GLOBAL_MEM_FENCE) make visible to
 // its own work-items (in both forms). The loops over
 // U are unrolled by 8, so that a work-item has eight loads in flight: a step is latency-bound
-// (U comes from L2 at every step), and unrolling took the forward pass from 0.56 to 0.41 ms.
+// (U comes from L2 at every step), and unrolling made the forward pass noticeably faster.
 
 // sums[row, at] = sum over k in [begin, end) of x[i][k] m[k * stride] for the work-group's rows
 // row0 + i: one column of U (forward) or U^T (backward) against each row's h_{s-1} or deltas.
@@ -406,7 +407,7 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
 // The recurrent activation on VW lanes at once, for the gate math on a block of units, as
 // activations/vector.cl (built before this file) does for ACT: its vector form where it has one
 // (-D RACT_VECTOR=1), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
-// LSTM(128) more than its recurrent products (14 ns a call: 18 of 33 ms of a forward pass).
+// LSTM(128) more than its recurrent products (over half of a forward pass).
 #if RACT_VECTOR
 #define RACT_FORWARD_V CAT(RACT, _forward_vector)
 #define RACT_DERIVATIVE_V CAT(RACT, _derivative_vector)
@@ -446,7 +447,7 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 //
 // A CPU sums every batch row in one launch of a few hundred work-items, which its cores share.
 // A GPU needs far more work-items than the result's blocks (LSTM(128)'s recurrent kernel: 1056,
-// each walking 4096 (row, step) pairs, took 1.9 ms of an H100's 3.5 ms training step), so its
+// each walking 4096 (row, step) pairs, took over half of an H100's training step), so its
 // form cuts the batch rows into `split_rows` chunks, get_global_id(2), each summing into its own
 // slice of a scratch buffer, split_stride apart, that SumRecurrentSplits adds up.
 __kernel __attribute__((vec_type_hint(VEC)))

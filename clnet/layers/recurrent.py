@@ -12,9 +12,9 @@ over the steps alone, with barriers between them. It runs in one of two forms (s
 
 - the CPU form: a work-group per RB batch rows, a work-item per (SV VW units, gate) summing its
   gate's product for the block in vector registers, then the gate math on vectors. A training
-  step is 5 launches (6 with its input's gradient) whatever T is. (It launched each step once
-  until 2026-11-27: on a 2-core Zen 4 the gaps between 130 launches cost 2-8 ms of a 23-30 ms
-  step; benchmarks/RESULTS.md.)
+  step is 5 launches (6 with its input's gradient) whatever T is. (It used to launch each step
+  once: on a 2-core Zen 4 the gaps between 130 launches cost a sizeable share of a step;
+  benchmarks/RESULTS.md.)
 - the sequence form (a GPU's): a work-group per batch row, a work-item per column of U. The
   weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
   launch adds up: 6 launches (7 with the input's gradient).
@@ -40,18 +40,19 @@ RM = 4
 # dL/dh (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads
 # of U and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before)
 # each multiply-add waited on the one before it. On a 2-core Zen 4 with pip's PoCL 3.0 the
-# product H (64, 128) U (128, 512) alone took 65 us with one vector by 8 rows, 47-51 with two by
-# 6 (or three by 4), 96 with four by 3 (which spills); LSTM(128)'s steps at batch 64, launched
-# one by one, us a step forward / backward: 111 / 95 before, 83 / 81 with two by 6 (Debian's
-# PoCL 3.1, 16 floats: 68 / 65 with one by 6, 64 / 65; Intel's: 71 / 65, 60 / 60;
-# benchmarks/RESULTS.md, 2026-11-27). The sequence form takes neither (SV and RB 1).
+# product H (64, 128) U (128, 512) alone ran fastest with two vectors by 6 rows (or three by 4),
+# slower with one by 8, slowest with four by 3 (which spills); LSTM(128)'s steps at batch 64,
+# launched one by one, ran faster forward and backward with two by 6 than before, and on Debian's
+# PoCL 3.1 (16 floats) and Intel's runtime two by 6 did as well as one by 6 or better
+# (benchmarks/RESULTS.md, the LSTM's time loop in one launch). The sequence form takes neither
+# (SV and RB 1).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
-# an H100 for LSTM(128), 64 steps, batch 64, ms per training step: one row per work-group 1.30,
-# two 1.49 (each load of U serves both rows, but half as many SMs work); 256 work-items 1.73;
-# widths 1 / 2 / 4 / 8: 1.67 / 1.40 / 1.30 / 1.87 (narrower blocks share a step's gate math
-# among more work-items, wider ones let the weight gradients read whole runs of the panels).
+# an H100 for LSTM(128), 64 steps, batch 64, by the training step: one row per work-group beat two
+# (each load of U serves both rows, but half as many SMs work); 256 work-items were slower; width
+# 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more work-items, wider ones
+# let the weight gradients read whole runs of the panels).
 SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
 # CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
@@ -61,9 +62,9 @@ MAX_SPLITS = 64
 def step_width(rt, dtype) -> int:
     """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one
     (never wider than the device's widest vector).
-    On a 2-core Zen 5, LSTM(128) over 64 steps at batch 64 took 7.8 ms of kernels a training step
-    with 16 floats, 14.0 with 8 on Intel's runtime (12.9 against 15.3 on Debian's PoCL 3.1;
-    benchmarks/RESULTS.md, 2026-11-24)."""
+    On a 2-core Zen 5, LSTM(128) over 64 steps at batch 64 spent far less kernel time a training
+    step with 16 floats than with 8 on Intel's runtime, and less on Debian's PoCL 3.1 too
+    (benchmarks/RESULTS.md, 16-float recurrent steps on AVX-512)."""
     itemsize = np.dtype(dtype).itemsize
     return min(16 if itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8, rt.info.widest_vector_bytes // itemsize)
 

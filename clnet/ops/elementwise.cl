@@ -1,6 +1,6 @@
 // Elementwise ops (ops/elementwise.py): one kernel for every op of one, two or three operands,
 // with numpy's broadcasting. The op is a kernel argument, not a build option, so that one program
-// serves every op (a PoCL build is ~0.5 s, a switch on a uniform value costs nothing measurable
+// serves every op (a PoCL build is slow, a switch on a uniform value costs nothing measurable
 // next to the memory traffic). The op codes are build options defined from elementwise.py's
 // table (OP_ADD, ...), so Python and OpenCL cannot disagree on them.
 //
