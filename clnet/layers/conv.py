@@ -20,7 +20,7 @@ from .dense import (Dense, kernel_defines, matrix_tiles, on_tensor_cores, progra
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
-class BaseConv(Layer):
+class BaseConv(Layer, registered=False):
     rank = 2
     # About this many output positions (whole lines of out_w) per work-item of CalcDeltaWeightsConv's
     # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (at

@@ -6,7 +6,7 @@ from ..cl.tensor import Tensor
 from .base import Layer
 
 
-class View(Layer):
+class View(Layer, registered=False):
     """A layer whose output is its input with another sample shape (compute_output_shape). Row-major
     storage makes that free: the output is a view of the input buffer and no kernel runs."""
 

@@ -7,7 +7,7 @@ from ..cl import runtime as cl_runtime
 from .base import TENSOR_OPERATORS, Call, Layer, checked_shape
 
 
-class PassThrough(Layer):
+class PassThrough(Layer, registered=False):
     """A layer that computes nothing: its output is its input's buffer, its input's gradient its
     output's, and it exports as no ONNX node (Input; Lambda's marking call)."""
 

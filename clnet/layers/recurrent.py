@@ -135,7 +135,7 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> Keras
 GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
 
 
-class Recurrent(Layer):
+class Recurrent(Layer, registered=False):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
     columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
     `_forward_buffers`/`_backward_buffers` (the step kernels' buffers) and `_onnx_node`."""

@@ -125,7 +125,7 @@ def eager_axis(axis):
     return axis
 
 
-class Op(Layer):
+class Op(Layer, registered=False):
     """An op as a layer of any number of symbolic inputs (forward(xs, rows), backward(grad, rows,
     wanted) -> a gradient per input, as merge layers). `op` is its Keras name."""
     multi_input = True
