@@ -14,19 +14,41 @@ INPUT, OUTPUT = "input", "output"   # the graph's tensor names, the same for eve
 BATCH = "batch"                     # the name of the dynamic batch axis
 MIN_OPSET = 7                       # numpy-style broadcasting in Add/Mul/Sub, which the activations use
 
+# MetaTrader 5 runs ONNX files in the onnxruntime it embeds; MQL5's ONNX documentation points to
+# onnxruntime 1.14's operator list. onnxruntime 1.14 implements ONNX 1.13: opset 18, IR version 8
+# (the version matrix of onnxruntime's docs/Versioning.md).
+MT5_RUNTIME = "onnxruntime 1.14"
+MT5_NEWEST_OPSET = 18
+# The ONNX ops clnet's layers write, each of which onnxruntime's CPU provider runs in float32 at
+# every version up to opset 18 since 1.14 (docs/OperatorKernels.md in its repository lists the kernels
+# of each release; the opset-18 Pad came late, for the 1.14 release: onnxruntime issue #14522).
+# A layer that writes any other op is refused for MetaTrader until the op is checked and added here.
+# .ci/onnx-oldest-runtime runs every exported example, at opsets 17 and 18, in the oldest onnxruntime
+# PyPI has for CI's Python (1.14 itself has no wheel for Python 3.11).
+MT5_OPS = frozenset({
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "Div", "Elu", "Equal",
+    "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gemm", "Greater", "GreaterOrEqual", "Identity", "LSTM",
+    "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg", "Not", "PRelu",
+    "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape",
+    "Resize", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile",
+    "Transpose", "Unsqueeze", "Where"})
+TARGETS = (None, "mt5")
 
-def export(model, path, opset: int = 17, batch="dynamic") -> None:
-    """Write `model` to `path` as an ONNX model (see model_proto for what the file holds)."""
+
+def export(model, path, opset: int = 17, batch="dynamic", target: str | None = None) -> None:
+    """Write `model` to `path` as an ONNX model (see model_proto for what the file holds).
+    `target="mt5"` first checks that MetaTrader 5's onnxruntime 1.14 runs it (see model_proto),
+    and writes nothing where it would not; `target=None`, the default, checks none of that."""
     path = Path(os.fspath(path))
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(f"cannot write the ONNX file {str(path)!r}: directory {str(directory)!r} does "
                                 "not exist")
-    proto = model_proto(model, opset, batch)
+    proto = model_proto(model, opset, batch, target)
     path.write_bytes(proto.SerializeToString())
 
 
-def model_proto(model, opset: int = 17, batch="dynamic"):
+def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = None):
     """`model` as an onnx.ModelProto, checked by onnx.checker (full_check).
 
     One input named "input", shape (batch, *model.input_shape) (a model of several inputs has
@@ -35,6 +57,13 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     order of model.outputs), all in the model's float type (float32 or float64).
     `batch="dynamic"` leaves the batch axis free (a symbolic dimension named "batch"); an integer
     fixes it. The IR version is the lowest that carries `opset`, so older runtimes read the file.
+
+    `target="mt5"`: the file is for MetaTrader 5, whose embedded runtime is onnxruntime 1.14.
+    A ValueError, naming what is wrong and what is expected, refuses an opset above 18 (the
+    newest onnxruntime 1.14 implements), a model that is not float32, an input or output with
+    an axis of open length (None) other than the batch, and a layer that writes an ONNX op
+    outside MT5_OPS (those onnxruntime 1.14 runs; below opset 20, which brings the Gelu op,
+    clnet's layers write GELU from Erf or Tanh). `target=None`, the default, checks none of this.
     """
     onnx = require("clnet.onnx.export")
     from onnx import helper, numpy_helper
@@ -55,6 +84,10 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
         batch_dim = int(batch)
     else:
         raise ValueError(f"batch must be 'dynamic' or a positive integer, got {batch!r}")
+    if target not in TARGETS:
+        raise ValueError(f"target must be None or 'mt5' (MetaTrader 5), got {target!r}")
+    if target == "mt5":
+        check_mt5_model(model, opset)
 
     graph = GraphBuilder(model.dtype, opset)
     sources = input_names(model)
@@ -68,6 +101,8 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
                             f"with the names of its {count} output tensor(s), got {names!r}")
         tensors.update({id(t): name for t, name in zip(call.outputs, names)})
     graph.layer = None
+    if target == "mt5":
+        check_mt5_ops(graph)
     results = output_names(model)
     nodes = _nodes(onnx, graph, [tensors[id(t)] for t in model.outputs], results, sources)
 
@@ -91,6 +126,44 @@ def model_proto(model, opset: int = 17, batch="dynamic"):
     proto.ir_version = ir_version
     onnx.checker.check_model(proto, full_check=True)
     return proto
+
+
+def check_mt5_model(model, opset: int) -> None:
+    """Refuse, before any node is written, a model MetaTrader 5's onnxruntime 1.14 cannot run:
+    too new an opset, a float type other than float32, an axis of unknown length but the batch."""
+    if opset > MT5_NEWEST_OPSET:
+        raise ValueError(f"target='mt5': opset={opset} is newer than {MT5_RUNTIME}, MetaTrader 5's runtime, "
+                         f"implements; expected opset <= {MT5_NEWEST_OPSET} (the default, 17, is)")
+    if model.dtype != np.float32:
+        raise ValueError(f"target='mt5': model {model.name!r} computes in {model.dtype.name}, and MetaTrader 5 "
+                         "takes float32 models; build it with floatx='float32', or load a saved one as float32 "
+                         "with clnet.load_model(path, floatx='float32'), and export that")
+    for kind, names, tensors in (("input", input_names(model), model.inputs),
+                                 ("output", output_names(model), model.outputs)):
+        for name, tensor in zip(names, tensors):
+            if None in tensor.sample_shape:
+                shape = ", ".join(map(str, ("batch", *tensor.sample_shape)))
+                raise ValueError(f"target='mt5': {kind} {name!r} of model {model.name!r} has shape ({shape}), "
+                                 "where None is a length left open; MetaTrader 5 expects only the batch axis "
+                                 "open: build the model on a fixed length for every other axis, e.g. "
+                                 "Input((60, features)) for windows of 60 steps")
+
+
+def check_mt5_ops(graph: GraphBuilder) -> None:
+    """Refuse a node whose op MetaTrader 5's onnxruntime 1.14 does not run (one outside MT5_OPS),
+    naming the layer that wrote it."""
+    from onnx import defs
+
+    for op_type, _, _, _, layer in graph.nodes:
+        if op_type in MT5_OPS:
+            continue
+        what = "the model" if layer is None else f"layer {layer.name!r} ({type(layer).__name__})"
+        versions = [schema.since_version for schema in defs.get_all_schemas_with_history()
+                    if schema.name == op_type and schema.domain == ""]
+        since = f" (in ONNX from opset {min(versions)})" if versions else ""
+        raise ValueError(f"target='mt5': {what} exports to the ONNX op {op_type}{since}, which is not among the ops "
+                         f"that {MT5_RUNTIME}, MetaTrader 5's runtime, runs at opset <= {MT5_NEWEST_OPSET}; "
+                         "expected only the ops of clnet.onnx.exporter.MT5_OPS")
 
 
 def input_names(model) -> list[str]:
