@@ -27,6 +27,13 @@ class Callback:
     def on_batch_begin(self, batch, logs=None): ...
     def on_batch_end(self, batch, logs=None): ...
 
+    # Keras 3's names for the training batch hooks; on_batch_* are their aliases, as there.
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
+
 
 class History(Callback):
     """Records every epoch's logs: `history.history["loss"][epoch]`."""
@@ -69,9 +76,12 @@ class CallbackList:
         return any(self._overriding(hook) for hook in hooks)
 
     def _overriding(self, hook) -> list:
-        base = getattr(Callback, hook)
-        return [method for method in (getattr(callback, hook) for callback in self.callbacks)
-                if getattr(method, "__func__", None) is not base]
+        """The callbacks' methods for `hook` that do something: overridden, or (a training batch
+        hook) calling an overridden alias."""
+        names = (hook, hook.replace("_train_batch_", "_batch_")) if "_train_batch_" in hook else (hook,)
+        return [getattr(callback, hook) for callback in self.callbacks
+                if any(getattr(getattr(callback, name), "__func__", None) is not getattr(Callback, name)
+                       for name in names)]
 
 
 def _monitor_op(callback: str, monitor: str, mode: str, min_delta: float = 0.0):

@@ -213,7 +213,7 @@ class Step:
         (an input, or made earlier). Sets self._residuals, id(b's call) -> a, and self._folded,
         id(Add's call) -> b: the Add's output is b's, and it launches nothing. In a transformer
         every block's two residual sums fold into the attention's and the feed-forward's last
-        Dense; on the H100 the tiny GPT's 8 Sums took 10 us each."""
+        Dense, which spares the tiny GPT its 8 Sum launches on the H100."""
         order = {id(i.output): -1 for i in self._inputs}
         order.update({id(t): k for k, (_, call) in enumerate(self.runs) for t in call.outputs})
         self._residuals, self._folded = {}, {}
@@ -314,7 +314,7 @@ class Step:
         first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
         over the other axes (time). Where the loss folds the output layer's softmax, the layer
         hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
-        step (~9 us of host time on the H100, where small batches are launch-bound). `weighted`:
+        step (on the H100 small batches are launch-bound). `weighted`:
         the target's last column is each sample's weight."""
         outputs = self._forward(x, rows, training, logits=True)
         if len(self._heads) == 1 and not weighted:
@@ -400,6 +400,15 @@ class Step:
                    for head, (_, hits) in zip(self._heads, totals) for name, value in head.metric_results(hits, count)}
         return logs | dict(sorted(metrics.items()))
 
+    def ordered_logs(self, logs: dict) -> list:
+        """The values of evaluate's logs as its list gives them, as Keras's: the loss, each
+        output's loss, one output's metrics in the order compile named them (`loss, mse, auc =
+        model.evaluate(...)`), then the rest by name (several outputs' metrics)."""
+        first = ["loss", *(f"{head.name}_loss" for head in self._heads if len(self._heads) > 1)]
+        if len(self._heads) == 1:
+            first += self._heads[0].metric_names()
+        return [logs[key] for key in first if key in logs] + [logs[key] for key in sorted(logs) if key not in first]
+
     def training_logs(self, seen: int, running: bool = False) -> dict:
         """The epoch's training logs, over every replica's rows under a distribution (`running`:
         for the progress bar, which only the chief shows)."""
@@ -476,8 +485,7 @@ class Head:
         `row_weights` if given.
         As in Keras the last axis is what a loss compares (the classes), averaged over the other
         axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
-        input: one launch fewer per step (~9 us of host time on the H100, where small batches
-        are launch-bound)."""
+        input: one launch fewer per step (on the H100 small batches are launch-bound)."""
         self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
                      *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
                      SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
@@ -485,6 +493,10 @@ class Head:
                      int(row_weights is not None))
         for metric in self.device_metrics:
             metric.update_batch(target, output, rows, first, row_weights)
+
+    def metric_names(self) -> list[str]:
+        """The metrics' names in the logs, in compile's order."""
+        return [m if m == "accuracy" else m.name for m in self.metrics]
 
     def metric_results(self, hits: float, count: int) -> list:
         """(name, value) of each metric after `count` samples, in compile's order; `hits`: the

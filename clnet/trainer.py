@@ -35,7 +35,9 @@ class Trainer:
         (batch_size is then not used). An epoch is steps_per_epoch batches if given, else all of
         the data (a generator: until it is exhausted). `sample_weight` (one weight per sample) or
         `class_weight` ({class: weight}) weigh each sample's loss and metrics, as Keras's
-        (Step.prepare_targets); validation_data may be (x, y, sample_weight)."""
+        (Step.prepare_targets); validation_data may be (x, y, sample_weight). `verbose`: 0 silent,
+        1 or "auto" (Keras's default) a progress bar, 2 one line per epoch."""
+        verbose = check_verbose(verbose)
         self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _inputs_of)
         try:
             self.require_compiled("fit")
@@ -86,7 +88,7 @@ class Trainer:
             callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
                                      {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
             self.stop_training = False
-            watch_batches = callbacks.watch("on_batch_begin", "on_batch_end")
+            watch_batches = callbacks.watch("on_train_batch_begin", "on_train_batch_end")
             callbacks.on_train_begin({})
             for epoch in range(initial_epoch, epochs):
                 if train.exhausted:  # a generator read to its end in an earlier epoch
@@ -101,14 +103,16 @@ class Trainer:
                     with closing(train.epoch(epoch)) as batches:
                         for step, (rows, xb, yb) in enumerate(batches):
                             if watch_batches:
-                                callbacks.on_batch_begin(step, {"batch": step, "size": rows})
+                                callbacks.on_train_batch_begin(step, {"batch": step, "size": rows})
                             self.train_step(DeviceBatch(xb, yb, rows, seen, train.weighted))
                             seen += rows
                             if watch_batches:
-                                callbacks.on_batch_end(step, {"batch": step, "size": rows})
+                                callbacks.on_train_batch_end(step, {"batch": step, "size": rows})
                             bar.update(1)
                             if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
                                 bar.set_postfix(self.training_logs(seen, running=True), refresh=False)
+                            if self.stop_training:  # set by a batch hook: the epoch ends here, as Keras's
+                                break
                     if not seen:
                         if epoch == initial_epoch:
                             raise ValueError("x (a generator) yielded no batches")
@@ -149,12 +153,13 @@ class Trainer:
         with `return_dict` a dict of them by name; each sample weighted by `sample_weight` if
         given, as Keras's."""
         self.require_compiled("evaluate")
+        verbose = check_verbose(verbose)
         batch_size = check_int("batch_size", batch_size, minimum=1)
         self._check_weights_usable(x, {"sample_weight": sample_weight})
         logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight))
         if verbose:
             print(_shown(logs), file=sys.stderr)
-        return _returned(logs, return_dict)
+        return _returned(logs, return_dict, self.ordered_logs(logs))
 
     def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
         """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
@@ -190,14 +195,14 @@ class Trainer:
         weights = {"sample_weight": sample_weight, "class_weight": class_weight}
         rows, xb, yb = self._one_batch(x, y, targets=True, **weights)
         self.train_step(DeviceBatch(xb, yb, rows, 0, _weighted(weights)))
-        return _returned(self.epoch_logs(rows), return_dict)
+        return _returned(logs := self.epoch_logs(rows), return_dict, self.ordered_logs(logs))
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict: bool = False):
         """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
         self.require_compiled("test_on_batch")
         rows, xb, yb = self._one_batch(x, y, targets=True, sample_weight=sample_weight)
         self.test_step(DeviceBatch(xb, yb, rows, 0, sample_weight is not None))
-        return _returned(self.epoch_logs(rows), return_dict)
+        return _returned(logs := self.epoch_logs(rows), return_dict, self.ordered_logs(logs))
 
     def predict_on_batch(self, x) -> np.ndarray:
         """The outputs for all of x in one launch sequence, as Keras's."""
@@ -308,17 +313,25 @@ class Trainer:
         return self.output_shape if isinstance(self.output_shape, list) else [self.output_shape]
 
 
-def _returned(logs: dict, return_dict: bool):
-    """What evaluate and the *_on_batch methods return, as Keras: the logs, or their values in
+def _returned(logs: dict, return_dict: bool, values: list):
+    """What evaluate and the *_on_batch methods return, as Keras: the logs, or their `values` in
     order (the loss alone when it is the only one)."""
     if return_dict:
         return logs
-    values = list(logs.values())
     return values[0] if len(values) == 1 else values
 
 
 def _weighted(weights: dict) -> bool:
     return any(v is not None for v in weights.values())
+
+
+def check_verbose(value) -> int:
+    """Keras's verbose: 0, 1, 2, or "auto", which is 1."""
+    if value == "auto":
+        return 1
+    if value not in (0, 1, 2):  # (False and True are 0 and 1, as Keras takes them)
+        raise ValueError(f"verbose must be 0, 1, 2 or 'auto', got {value!r}")
+    return int(value)
 
 
 def check_steps(argument: str, value) -> int | None:

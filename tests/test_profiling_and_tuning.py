@@ -32,6 +32,17 @@ def test_profile_counts_every_kernel():
     assert not clnet.runtime().profiling
 
 
+def test_a_block_that_launched_nothing_says_so():
+    out = io.StringIO()
+    with clnet.profile(file=out) as p:
+        pass
+    assert p.rows == {} and p.total_seconds == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1].split() == ["total", "0", "0.00"]
+    assert lines[2] == (f"(no kernel ran on {clnet.runtime().info.describe()} inside the block: a model on another "
+                        "device, such as a DataParallel's replicas outside strategy.scope(), is not profiled)")
+
+
 @pytest.fixture
 def tuner_on(monkeypatch):
     """The tuner as a user meets it: the suite turns it off (conftest.py)."""

@@ -167,3 +167,84 @@ def test_launches_per_training_step(batch_size):
     expected_per_step = 1 + dense_layers * per_dense - 1 + 1 + 1
     assert rt.launches - before == 4 * expected_per_step + per_epoch_reads
     assert expected_per_step <= 4 * dense_layers + 3
+
+
+def test_keras_batch_hooks_and_their_aliases_are_called_and_stop_training_ends_the_epoch():
+    """Keras 3 calls on_train_batch_begin/end, whose defaults call the on_batch_* aliases: a
+    callback overriding either name is called, once per batch. stop_training set in a batch hook
+    ends the epoch after that batch, as Keras's."""
+    calls = []
+
+    class KerasNames(Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            calls.append(f"train_batch_begin {batch}")
+
+        def on_train_batch_end(self, batch, logs=None):
+            calls.append(f"train_batch_end {batch}")
+            if batch == 1:
+                self.model.stop_training = True
+
+    class Aliases(Callback):
+        def on_batch_end(self, batch, logs=None):
+            calls.append(f"batch_end {batch}")
+
+    x, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
+    model = clnet.Sequential([Dense(2, "softmax", input_shape=(2,))], seed=0)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    history = model.fit(x, y, batch_size=10, epochs=3, callbacks=[KerasNames(), Aliases()], verbose=0)
+    assert calls == ["train_batch_begin 0", "train_batch_end 0", "batch_end 0",
+                     "train_batch_begin 1", "train_batch_end 1", "batch_end 1"]
+    assert history.epoch == [0]
+
+
+def test_evaluate_lists_one_outputs_metrics_in_compile_order():
+    """`loss, mse, accuracy, auc = model.evaluate(...)`, as Keras 3 returns them (its dict and the
+    history are by name)."""
+    x = np.random.default_rng(1).normal(size=(32, 4))
+    y = (x[:, 0] > 0).astype(float)
+    model = clnet.Sequential([Input((4,)), Dense(1, "sigmoid")], seed=0)
+    model.compile("adam", "binary_crossentropy", ["mse", "accuracy", "AUC"])
+    logs = model.evaluate(x, y, return_dict=True)
+    assert model.evaluate(x, y) == [logs["loss"], logs["mse"], logs["accuracy"], logs["AUC"]]
+
+
+@pytest.mark.parametrize("verbose, shown", [("auto", True), (1, True), (True, True), (0, False), (False, False)])
+def test_verbose_auto_is_a_progress_bar(verbose, shown, capsys):
+    x, y = np.random.default_rng(2).normal(size=(20, 3)), np.arange(20) % 2
+    model = clnet.Sequential([Input((3,)), Dense(2, "softmax")], seed=0)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=10, verbose=verbose)
+    assert ("Epoch 1/1" in capsys.readouterr().err) == shown
+
+
+def test_verbose_out_of_range_is_refused():
+    model = clnet.Sequential([Input((3,)), Dense(2, "softmax")], seed=0)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match="verbose must be 0, 1, 2 or 'auto', got 'loud'"):
+        model.fit(np.zeros((4, 3)), np.zeros(4), verbose="loud")
+
+
+def test_freezing_a_layer_is_refused_not_ignored():
+    """Keras's `layer.trainable = False` would leave the layer's weights unchanged by fit; clnet
+    cannot freeze yet, and says so rather than training the layer unnoticed."""
+    dense = Dense(3)
+    model = clnet.Sequential([Input((4,)), dense, Dense(1)], seed=0)
+    assert dense.trainable and model.trainable
+    dense.trainable = True
+    with pytest.raises(NotImplementedError, match=r"Dense.trainable = False: clnet cannot freeze layers yet"):
+        dense.trainable = False
+    with pytest.raises(NotImplementedError, match=r"Sequential.trainable = False"):
+        model.trainable = False
+
+
+def test_evaluate_lists_several_outputs_losses_then_metrics_by_name():
+    x = np.random.default_rng(3).normal(size=(32, 4))
+    y = (x[:, 0] > 0).astype(float)
+    inputs = Input((4,))
+    zeta, alpha = Dense(1, "sigmoid", name="zeta")(inputs), Dense(1, "sigmoid", name="alpha")(inputs)
+    model = clnet.Model(inputs, [zeta, alpha], seed=0)
+    model.compile("adam", ["binary_crossentropy", "mse"], metrics=[["mse", "accuracy"], ["accuracy", "AUC"]])
+    logs = model.evaluate(x, [y, y], return_dict=True)
+    order = ["loss", "zeta_loss", "alpha_loss", "alpha_AUC", "alpha_accuracy", "zeta_accuracy", "zeta_mse"]
+    assert sorted(logs) == sorted(order)
+    assert model.evaluate(x, [y, y]) == [logs[key] for key in order]

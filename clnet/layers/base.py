@@ -183,6 +183,20 @@ class HasWeights:
     def non_trainable_weights(self) -> list:
         return [w for w in self.weights if not w.trainable]
 
+    @property
+    def trainable(self) -> bool:
+        """True: every layer and model trains all its trainable weights."""
+        return True
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        # Keras's freezing (transfer learning, a GAN's discriminator) is not built: the optimizer
+        # updates every trainable weight. Refused rather than ignored, so that a "frozen" layer
+        # does not train unnoticed.
+        if not value:
+            raise NotImplementedError(f"{type(self).__name__}.trainable = False: clnet cannot freeze layers yet; "
+                                      "every trainable weight is updated by fit")
+
 
 class Layer(HasWeights):
     registry: dict[str, type["Layer"]] = {}
@@ -191,9 +205,9 @@ class Layer(HasWeights):
 
     def __init_subclass__(cls, registered=True, **kwargs):
         super().__init_subclass__(**kwargs)
-        # A shared base such as _Merge, or a part another layer builds for itself (JoinedDense,
-        # registered=False), is no layer of a config of its own; nor is a subclass with call(),
-        # which is traced into the layers it calls.
+        # A shared base (BaseConv, Recurrent, registered=False; or a private _Merge), or a part
+        # another layer builds for itself (JoinedDense, registered=False), is no layer of a config
+        # of its own; nor is a subclass with call(), which is traced into the layers it calls.
         if registered and not cls.__name__.startswith("_") and cls.call is Layer.call:
             Layer.registry[cls.__name__] = cls
 
