@@ -239,11 +239,11 @@ def test_bad_arguments():
                                          r"\(the model carries ids in its float type: integers up to 16777216\); "
                                          r"use floatx='float64'"):
         clnet.Sequential([Input((2,)), Embedding(2**24 + 1, 1, name="e")])
-    with pytest.raises(ValueError, match="Embedding None: output_dim must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="Embedding: output_dim must be a positive integer, got 0"):
         Embedding(3, 0)
-    with pytest.raises(ValueError, match="Embedding None: mask_zero must be False \\(clnet has no masks\\), got True"):
+    with pytest.raises(ValueError, match="Embedding: mask_zero must be False \\(clnet has no masks\\), got True"):
         Embedding(3, 2, mask_zero=True)
-    with pytest.raises(ValueError, match="PositionEmbedding None: sequence_length must be a positive integer"):
+    with pytest.raises(ValueError, match="PositionEmbedding: sequence_length must be a positive integer"):
         PositionEmbedding(0)
     with pytest.raises(ValueError, match=r"PositionEmbedding 'p' expects inputs of shape \(..., positions, features\) "
                                          r"with at most sequence_length=4 positions, got \(None, 5, 3\)"):

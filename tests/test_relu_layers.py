@@ -179,7 +179,7 @@ def test_import_keeps_a_negative_slope_as_an_activation(tmp_path):
 
 @pytest.mark.parametrize("make,message", [
     (lambda: ReLU(-1.0, name="r"), r"ReLU 'r': max_value must be None or a non-negative number, got -1.0"),
-    (lambda: ReLU(negative_slope=-0.1), r"ReLU None: negative_slope must be a non-negative number, got -0.1"),
+    (lambda: ReLU(negative_slope=-0.1), r"ReLU: negative_slope must be a non-negative number, got -0.1"),
     (lambda: ReLU(threshold=-2), r"threshold must be a non-negative number, got -2"),
     (lambda: ReLU(threshold=None), r"threshold must be a non-negative number, got None"),
     (lambda: ReLU(max_value="6"), r"max_value must be None or a non-negative number, got '6'"),

@@ -134,7 +134,7 @@ def test_import_not_a_repeat_vector(rng):
 
 @pytest.mark.parametrize("make,message", [
     (lambda: RepeatVector(0, name="r"), r"RepeatVector 'r': n must be a positive integer, got 0"),
-    (lambda: RepeatVector(2.0), r"RepeatVector None: n must be a positive integer, got 2.0"),
+    (lambda: RepeatVector(2.0), r"RepeatVector: n must be a positive integer, got 2.0"),
     (lambda: RepeatVector(True), r"n must be a positive integer, got True"),
     (lambda: Permute((1, 1), name="p"), r"Permute 'p': dims must be a permutation of 1, ..., rank \(the sample "
                                         r"axes, numbered from 1\), got \(1, 1\)"),

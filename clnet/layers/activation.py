@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import activations
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, layer_label
 
 
 class Activation(Layer):
@@ -88,7 +88,7 @@ class Softmax(Activation):
     def __init__(self, axis=-1, name=None, input_shape=None):
         super().__init__("softmax", name, input_shape)
         if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis == 0:
-            raise ValueError(f"Softmax {name!r}: axis must be a nonzero integer, one axis of the samples (0 is the "
+            raise ValueError(f"{layer_label('Softmax', name)}: axis must be a nonzero integer, one axis of the samples (0 is the "
                              f"batch), got {axis!r}")
         self.axis = int(axis)
 

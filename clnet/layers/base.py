@@ -704,6 +704,11 @@ def snake_case(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
+def layer_label(kind: str, name: str | None) -> str:
+    """How a constructor's error names the layer: its class, and its name when one was given."""
+    return kind if name is None else f"{kind} {name!r}"
+
+
 def checked_shape(argument: str, value, lengths: bool = False) -> tuple:
     """A sample shape; with `lengths`, None where each batch gives the extent (Input((None, 8)))."""
     expected = "positive integers or None (a length each batch gives)" if lengths else "positive integers"

@@ -14,7 +14,7 @@ from ..cl.parameters import ParameterStore
 from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, tuned
-from .base import Layer, check_weights
+from .base import Layer, check_weights, layer_label
 from .dense import (Dense, kernel_defines, matrix_tiles, on_tensor_cores, program_defines, split_k, stores_pre,
                     tile_candidates)
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
@@ -37,22 +37,22 @@ class BaseConv(Layer, registered=False):
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
-            raise ValueError(f"{kind} {name!r}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
+            raise ValueError(f"{layer_label(kind, name)}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
                              f"gradient, input gradient), got {tiles!r}")
         for form, owners in (("MMA", "Dense's and MultiHeadAttention's"), ("WGMMA", "Dense's")):
             if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
-                raise ValueError(f"{kind} {name!r}: the tensor-core form ({form}) is {owners}, not a convolution's "
+                raise ValueError(f"{layer_label(kind, name)}: the tensor-core form ({form}) is {owners}, not a convolution's "
                                  f"(conv.cl's gathers and epilogues take the CUDA-core tiles' layout), got tiles "
                                  f"{tiles!r}")
         self.fixed_tiles = tiles
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
-            raise ValueError(f"{kind} {name!r}: filters must be a positive integer, got {filters!r}")
+            raise ValueError(f"{layer_label(kind, name)}: filters must be a positive integer, got {filters!r}")
         self.filters = int(filters)
         self.kernel_size = int_tuple(self, "kernel_size", kernel_size, self.rank)
         self.strides = int_tuple(self, "strides", strides, self.rank)
         self.dilation_rate = int_tuple(self, "dilation_rate", dilation_rate, self.rank)
         if max(self.strides) > 1 and max(self.dilation_rate) > 1:  # as Keras
-            raise ValueError(f"{kind} {name!r}: strides > 1 cannot be combined with dilation_rate > 1, got "
+            raise ValueError(f"{layer_label(kind, name)}: strides > 1 cannot be combined with dilation_rate > 1, got "
                              f"strides={self.strides} and dilation_rate={self.dilation_rate}")
         self.padding = padding_mode(self, padding, causal=self.rank == 1)
         self.activation = activations.get(activation)

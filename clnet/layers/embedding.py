@@ -7,7 +7,7 @@ from .. import initializers
 from ..cl.runtime import EXACT_INTEGERS
 from ..cl.tensor import Tensor
 from ..data import CHECK_BYTES
-from .base import Layer
+from .base import Layer, layer_label
 
 # Ids each work-item of CalcDeltaWeightsEmbedding checks per window (at most 64): see the
 # kernel's comment for the measurements. Halved where local memory cannot hold the list.
@@ -27,9 +27,9 @@ class Embedding(Layer):
         super().__init__(name, input_shape)
         for argument, value in (("input_dim", input_dim), ("output_dim", output_dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"Embedding {name!r}: {argument} must be a positive integer, got {value!r}")
+                raise ValueError(f"{layer_label('Embedding', name)}: {argument} must be a positive integer, got {value!r}")
         if mask_zero:
-            raise ValueError(f"Embedding {name!r}: mask_zero must be False (clnet has no masks), got {mask_zero!r}")
+            raise ValueError(f"{layer_label('Embedding', name)}: mask_zero must be False (clnet has no masks), got {mask_zero!r}")
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
         self._initializer_name = embeddings_initializer

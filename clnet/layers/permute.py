@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, layer_label
 
 
 class Permute(Layer):
@@ -15,7 +15,7 @@ class Permute(Layer):
         items = tuple(dims) if isinstance(dims, (tuple, list)) else None
         if (not items or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in items)
                 or sorted(items) != list(range(1, len(items) + 1))):
-            raise ValueError(f"Permute {name!r}: dims must be a permutation of 1, ..., rank (the sample axes, "
+            raise ValueError(f"{layer_label('Permute', name)}: dims must be a permutation of 1, ..., rank (the sample axes, "
                              f"numbered from 1), got {dims!r}")
         self.dims = tuple(int(d) for d in items)
 

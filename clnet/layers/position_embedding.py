@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, layer_label
 
 
 class PositionEmbedding(Layer):
@@ -18,7 +18,7 @@ class PositionEmbedding(Layer):
         super().__init__(name, input_shape)
         if isinstance(sequence_length, bool) or not isinstance(sequence_length, (int, np.integer)) \
                 or sequence_length < 1:
-            raise ValueError(f"PositionEmbedding {name!r}: sequence_length must be a positive integer, "
+            raise ValueError(f"{layer_label('PositionEmbedding', name)}: sequence_length must be a positive integer, "
                              f"got {sequence_length!r}")
         self.sequence_length = int(sequence_length)
         self.initializer = initializers.get(initializer)

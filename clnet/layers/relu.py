@@ -10,7 +10,7 @@ import numpy as np
 from .. import activations
 from ..cl.tensor import Tensor
 from .activation import Activation
-from .base import Layer
+from .base import Layer, layer_label
 
 
 def _number(kind: str, name, argument: str, value, non_negative: bool = True, expected: str = "") -> float:
@@ -18,7 +18,7 @@ def _number(kind: str, name, argument: str, value, non_negative: bool = True, ex
     if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
             or not math.isfinite(value) or (non_negative and value < 0)):
         expected = expected or ("a non-negative number" if non_negative else "a finite number")
-        raise ValueError(f"{kind} {name!r}: {argument} must be {expected}, got {value!r}")
+        raise ValueError(f"{layer_label(kind, name)}: {argument} must be {expected}, got {value!r}")
     return float(value)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, layer_label
 
 
 class RepeatVector(Layer):
@@ -12,7 +12,7 @@ class RepeatVector(Layer):
     def __init__(self, n, name=None, input_shape=None):
         super().__init__(name, input_shape)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"RepeatVector {name!r}: n must be a positive integer, got {n!r}")
+            raise ValueError(f"{layer_label('RepeatVector', name)}: n must be a positive integer, got {n!r}")
         self.n = int(n)
 
     def compute_output_shape(self, input_shape):

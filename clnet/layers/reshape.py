@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import layer_label
 from .flatten import View
 
 
@@ -13,7 +14,7 @@ class Reshape(View):
         items = target_shape if isinstance(target_shape, (tuple, list)) else (target_shape,)
         if (not items or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) for s in items)
                 or any(s < 1 and s != -1 for s in items) or list(items).count(-1) > 1):
-            raise ValueError(f"Reshape {name!r}: target_shape must be a tuple of positive integers with at most "
+            raise ValueError(f"{layer_label('Reshape', name)}: target_shape must be a tuple of positive integers with at most "
                              f"one -1, got {target_shape!r}")
         self.target_shape = tuple(int(s) for s in items)
 
