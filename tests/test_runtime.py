@@ -192,3 +192,27 @@ def test_halved_builtins_give_the_default_builds_numbers(rt, monkeypatch):
     assert halved[0] == pytest.approx(default[0], rel=1e-13)
     for a, b in zip(halved[1], default[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
+
+
+def test_numpy_scalars_are_kernel_arguments_as_python_ones(rt):
+    """A layer may hold a size as a numpy integer (a shape's entry): it packs as an int, not as a
+    buffer (which failed in clSetKernelArg with INVALID_ARG_SIZE)."""
+    program = rt.program(("layers/merge.cl",), np.float32)
+    src = clnet.Tensor.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4), rt=rt)
+    dst = clnet.Tensor.from_numpy(np.zeros((3, 2), np.float32), rt=rt)
+    copy = rt.kernel(program, "CopyBlock", np.float32)
+    copy((2, 3), None, src, np.int64(4), np.int32(1), dst, np.int64(2), 0, np.int16(2))
+    np.testing.assert_array_equal(dst.numpy(), [[1, 2], [5, 6], [9, 10]])
+
+
+def test_a_source_name_stands_for_one_text():
+    """Programs are kept by source name: another text under a name already given, or a package
+    file's, is refused instead of running the old program."""
+    from clnet.cl.runtime import add_source
+    text = "__kernel void Fill(__global TYPE *x) { x[get_global_id(0)] = 1; }"
+    add_source("user/fill_once.cl", text)
+    add_source("user/fill_once.cl", text)  # the same text again: nothing to refuse
+    with pytest.raises(ValueError, match=r"add_source: 'user/fill_once.cl' already names a source with other text"):
+        add_source("user/fill_once.cl", text.replace("= 1", "= 2"))
+    with pytest.raises(ValueError, match=r"add_source: 'layers/merge.cl' already names a package file"):
+        add_source("layers/merge.cl", text)

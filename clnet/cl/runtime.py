@@ -358,7 +358,8 @@ class Kernel:
         if len(args) != self.arity:
             raise TypeError(f"{self.name} takes {self.arity} arguments, got {len(args)}")
         if not self.last:
-            self.kernel.set_scalar_arg_dtypes([np.int32 if isinstance(a, int) else self.scalar if isinstance(a, float)
+            self.kernel.set_scalar_arg_dtypes([np.int32 if isinstance(a, (int, np.integer))
+                                               else self.scalar if isinstance(a, (float, np.floating))
                                                else None for a in args])
         self.kernel.set_args(*[getattr(arg, "buffer", arg) for arg in args])  # a Tensor passes its cl.Buffer
         self.last = args
@@ -377,7 +378,15 @@ def read_source(name: str) -> str:
 def add_source(name: str, text: str) -> None:
     """Generated OpenCL `text` as a source Runtime.program builds like a package file, under
     `name`, a path no package file has (clnet.ops's fused kernels: "ops/fused/<hash>.cl"): built
-    once per context and options, and its binary kept on disk, as every program's."""
+    once per context and options, and its binary kept on disk, as every program's. A name stands
+    for one text: programs are kept by name, so another text under a name already given (or a
+    package file's) is refused rather than silently ignored."""
+    package_file = resources.files("clnet").joinpath(name).is_file()
+    known = read_source(name) if package_file else _SOURCE_CACHE.get(name)
+    if known is not None and known != text:
+        raise ValueError(f"add_source: {name!r} already names {'a package file' if package_file else 'a source'} "
+                         "with other text, and programs built from it are kept by that name; give this text a name "
+                         "of its own")
     _SOURCE_CACHE[name] = text
 
 
