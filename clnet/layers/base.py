@@ -556,6 +556,16 @@ class Layer(HasWeights):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+class BufferedLayer(Layer, registered=False):
+    """A layer that writes its outputs, and its input's gradient, into buffers of its own of its
+    output's and its input's shapes (a subclass's allocate adds any others it holds)."""
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
+
+
 def check_call_arguments(layer: "Layer", args: tuple, training=None, mask=None, **kwargs) -> None:
     """A layer call's arguments beyond its inputs, as Keras code passes them: `training` and
     `mask` may be given as None (a traced call() passes its own along); the model's mode decides
@@ -709,15 +719,21 @@ def layer_label(kind: str, name: str | None) -> str:
     return kind if name is None else f"{kind} {name!r}"
 
 
-def checked_shape(argument: str, value, lengths: bool = False) -> tuple:
-    """A sample shape; with `lengths`, None where each batch gives the extent (Input((None, 8)))."""
-    expected = "positive integers or None (a length each batch gives)" if lengths else "positive integers"
+def checked_shape(argument: str, value, lengths: bool = False, scalar: bool = False,
+                  empty_axes: bool = False) -> tuple:
+    """`value` (an extent, or a tuple or list of them) as a shape of one axis or more, each of a
+    positive extent, a sample's as Input and input_shape take it; with `lengths`, None where
+    each batch gives the extent (Input((None, 8))); with `scalar`, () too (a weight's, ops.ones's);
+    with `empty_axes`, extents of 0 too (ops.ones((0, 3)))."""
+    least = 0 if empty_axes else 1
+    integers = "non-negative integers" if empty_axes else "positive integers"
+    expected = f"{integers} or None (a length each batch gives)" if lengths else integers
     try:
         shape = tuple(None if s is None and lengths else int(s)
                       for s in (value if isinstance(value, (tuple, list)) else (value,)))
     except (TypeError, ValueError):
         raise TypeError(f"{argument} must be a tuple of {expected}, got {value!r}") from None
-    if not shape or any(s is not None and s < 1 for s in shape):
+    if not (shape or scalar) or any(s is not None and s < least for s in shape):
         raise ValueError(f"{argument} must be a tuple of {expected}, got {value!r}")
     return shape
 

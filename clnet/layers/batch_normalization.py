@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import BufferedLayer, Layer
 
 
 def split_axis(layer: Layer, axis: int, shape: tuple) -> tuple[int, int, int]:
@@ -45,7 +45,7 @@ def work_groups(channels: int, inner: int, local: int, gpu: bool) -> tuple:
     return (-(-channels // block) * block, lanes), (block, lanes)
 
 
-class BatchNormalization(Layer):
+class BatchNormalization(BufferedLayer):
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", moving_mean_initializer="zeros",
                  moving_variance_initializer="ones", name=None, input_shape=None):
@@ -89,11 +89,6 @@ class BatchNormalization(Layer):
     @property
     def parameters(self):
         return [p for p in (self.gamma, self.beta, self.moving_mean, self.moving_variance) if p is not None]
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
 
     def _gamma_beta(self):
         return (self.gamma.value if self.scale else self._ones), (self.beta.value if self.center else self._zeros)

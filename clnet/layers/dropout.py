@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import BufferedLayer, Layer
 
 
 def check_seed(kind: str, seed) -> int | None:
@@ -25,7 +25,7 @@ def seed_for_kernels(seed: int | None, rng: np.random.Generator) -> int:
     return (seed if seed is not None else int(rng.integers(2**31))) % 2**31
 
 
-class Dropout(Layer):
+class Dropout(BufferedLayer):
     def __init__(self, rate, noise_shape=None, seed=None, name=None, input_shape=None):
         """`noise_shape`: the mask's shape with the batch axis, 1 (or the input's size, or None)
         per axis; axes of 1 share the mask, e.g. (None, 1, features) drops the same features at
@@ -71,11 +71,6 @@ class Dropout(Layer):
         self._forward = self.rt.kernel(program, "FeedForwardDropout", self.dtype)
         self._backward = self.rt.kernel(program, "CalcHiddenGradientDropout", self.dtype)
         return shape
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
 
     def _active(self) -> bool:
         return self.training and self.rate > 0

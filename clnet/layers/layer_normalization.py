@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import BufferedLayer
 from .batch_normalization import check_axis, check_positive, split_axis
 
 
@@ -28,7 +28,7 @@ def chunked_form(rt) -> bool:
     return rt.info.is_gpu
 
 
-class LayerNormalization(Layer):
+class LayerNormalization(BufferedLayer):
     adds_to_input_grad = True  # (see Layer)
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
@@ -78,8 +78,6 @@ class LayerNormalization(Layer):
     def allocate(self, capacity):
         super().allocate(capacity)
         groups = capacity * self.outer * self.inner
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
         self.group_mean = Tensor((groups,), self.dtype, self.rt)     # (capacity * outer * inner,)
         self.group_inv_std = Tensor((groups,), self.dtype, self.rt)  # (capacity * outer * inner,)
         if self.chunked:  # the weight gradient's sums per chunk of groups: dy x^, then dy

@@ -3,10 +3,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer, layer_label
+from .base import BufferedLayer, layer_label
 
 
-class Permute(Layer):
+class Permute(BufferedLayer):
     """Reorders each sample's axes, as Keras's Permute: `dims` numbers the input's axes from 1
     (the batch axis stays first), e.g. (2, 1) swaps the two axes of (steps, features)."""
 
@@ -39,11 +39,6 @@ class Permute(Layer):
         strides = np.cumprod([1, *source_shape[:0:-1]])[::-1]  # row-major strides of the source's axes
         geometry = [source_shape[a] for a in order] + [int(strides[a]) for a in order]
         return Tensor.from_numpy(np.array(geometry, np.int32), np.int32, self.rt)  # once, as Dropout's
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
 
     def _launch(self, source, target, geometry, rows):
         total = rows * self.width

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import BufferedLayer
 
 # The terms of an alpha's gradient one work-item adds (see prelu.cl): a gradient of up to CHUNK
 # terms (rows times the elements an alpha shares) takes one launch; a larger one is summed in
@@ -14,7 +14,7 @@ from .base import Layer
 CHUNK = 256
 
 
-class PReLU(Layer):
+class PReLU(BufferedLayer):
     def __init__(self, alpha_initializer="zeros", alpha_regularizer=None, alpha_constraint=None, shared_axes=None,
                  name=None, input_shape=None):
         """Keras 3's arguments. `shared_axes`: an axis or a list of them, numbered from 1 as Keras
@@ -66,8 +66,6 @@ class PReLU(Layer):
 
     def allocate(self, capacity):
         super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
         chunks = -(-capacity * self.share // CHUNK)
         self._chunk_sums = Tensor((chunks, self.alpha.size), self.dtype, self.rt) if chunks > 1 else None
 

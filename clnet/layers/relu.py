@@ -8,9 +8,8 @@ import math
 import numpy as np
 
 from .. import activations
-from ..cl.tensor import Tensor
 from .activation import Activation
-from .base import Layer, layer_label
+from .base import BufferedLayer, Layer, layer_label
 
 
 def _number(kind: str, name, argument: str, value, non_negative: bool = True, expected: str = "") -> float:
@@ -22,7 +21,7 @@ def _number(kind: str, name, argument: str, value, non_negative: bool = True, ex
     return float(value)
 
 
-class ReLU(Layer):
+class ReLU(BufferedLayer):
     """y = min(x, max_value) for x > threshold, else negative_slope (x - threshold), as Keras's
     ReLU layer; all three non-negative (Keras refuses negative ones too), max_value None for none."""
 
@@ -41,11 +40,6 @@ class ReLU(Layer):
         self._backward = self.rt.kernel(program, "CalcHiddenGradientReLU", self.dtype)
         self.kernel_args = (math.inf if self.max_value is None else self.max_value, self.negative_slope, self.threshold)
         return shape
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
 
     def forward(self, x, rows):
         self.x = x  # the derivative reads x (see relu.cl)

@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cl.tensor import Tensor
-from .base import Layer, layer_label
+from .base import BufferedLayer, layer_label
 
 
-class RepeatVector(Layer):
+class RepeatVector(BufferedLayer):
     """(batch, features) -> (batch, n, features): the input vector n times, as Keras's RepeatVector."""
 
     def __init__(self, n, name=None, input_shape=None):
@@ -27,11 +26,6 @@ class RepeatVector(Layer):
         self._forward = self.rt.kernel(program, "FeedForwardRepeatVector", self.dtype)
         self._hidden = self.rt.kernel(program, "CalcHiddenGradientRepeatVector", self.dtype)
         return shape
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
 
     def forward(self, x, rows):
         features = self.input_shape[0]

@@ -13,7 +13,7 @@ import numpy as np
 from .. import initializers
 from ..cl import runtime as cl_runtime
 from ..cl.tensor import Tensor
-from .base import TENSOR_OPERATORS, Layer, tracing
+from .base import TENSOR_OPERATORS, Layer, checked_shape, tracing
 
 
 class Weight(Layer):
@@ -23,12 +23,24 @@ class Weight(Layer):
 
     def __init__(self, shape, initializer="glorot_uniform", trainable=True, name=None):
         super().__init__(name)
-        self.weight_shape = _weight_shape(shape)
+        self.weight_shape = checked_shape("add_weight: shape", shape, scalar=True)
         initializers.get(initializer)  # an unknown name raises here, naming the ones there are
         self.initializer = initializer
         if not isinstance(trainable, (bool, np.bool_)):
             raise TypeError(f"trainable must be True or False, got {trainable!r}")
-        self.trainable = bool(trainable)
+        self._weight_trainable = bool(trainable)
+
+    @property
+    def trainable(self) -> bool:
+        """add_weight's `trainable`: whether fit trains this weight (fixed when it is made)."""
+        return self._weight_trainable
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        if bool(value) != self._weight_trainable:
+            raise NotImplementedError(f"{self.name}.trainable = {value!r}: a weight's trainability is add_weight's "
+                                      f"trainable={self._weight_trainable}, fixed when it is made; clnet cannot "
+                                      "freeze or unfreeze weights yet")
 
     def compute_output_shape(self, input_shapes, tensors=None):
         return self.weight_shape
@@ -102,16 +114,6 @@ class Constant(Layer):
 
     def get_config(self):
         return {"name": self.name, "value": self.value.tolist()}
-
-
-def _weight_shape(shape) -> tuple:
-    try:
-        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    except (TypeError, ValueError):
-        raise TypeError(f"add_weight: shape must be a tuple of positive integers, got {shape!r}") from None
-    if any(s < 1 for s in shape):
-        raise ValueError(f"add_weight: shape must be a tuple of positive integers, got {shape!r}")
-    return shape
 
 
 class Variable:

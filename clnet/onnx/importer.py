@@ -200,8 +200,18 @@ NEAREST_REPEATS = {("asymmetric", "floor"), ("tf_half_pixel_for_nn", "floor"),
                    *((mode, rounding) for mode in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel")
                      for rounding in ("round_prefer_floor", "round_prefer_ceil"))}
 BOOL = 9  # TensorProto.BOOL
-# The clnet.ops op of each ONNX arithmetic op read as one (see _Reader._binary).
-ELEMENTWISE = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
+# The clnet.ops op of each ONNX elementwise op read as one (see _Reader._binary, _extremum,
+# _unary and _compare); NotEqual_pattern is Not(Equal(a, b)) (see Patterns._negation).
+ELEMENTWISE = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Min": "minimum",
+               "Max": "maximum", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Abs": "abs", "Neg": "negative",
+               "Greater": "greater", "GreaterOrEqual": "greater_equal", "Less": "less", "LessOrEqual": "less_equal",
+               "Equal": "equal", "NotEqual_pattern": "not_equal"}
+# The clnet.ops reduction of each ONNX Reduce op read as one (see _Reader._reduce).
+REDUCTIONS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min"}
+# The activation of each ONNX op read as one without parameters (see _Reader._plain_activation);
+# GELU_pattern is the exact GELU (see Patterns._gelu).
+PLAIN_ACTIVATIONS = {"Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Softplus": "softplus",
+                     "Softmax": "softmax", "GELU_pattern": "gelu"}
 BATCH = 2**31 - 1  # the batch size a Shape reports while shapes are evaluated: a value no axis has
 DTYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, TensorProto.DOUBLE
 # The activations ONNX's RNN, LSTM and GRU take by name, as clnet's (see clnet/layers/recurrent.py),
@@ -743,20 +753,10 @@ class _Reader:
         layer = keras_layers.get(name, lambda: Activation(name, **params))()
         self._set(node, _Value(self._layer(node, layer, [value.kt]), value.index), layer)
 
-    def _op_relu(self, node):
-        self._activate(node, "relu", {})
+    def _plain_activation(self, node):
+        self._activate(node, PLAIN_ACTIVATIONS[node.op], {})
 
-    def _op_tanh(self, node):
-        self._activate(node, "tanh", {})
-
-    def _op_sigmoid(self, node):
-        self._activate(node, "sigmoid", {})
-
-    def _op_softplus(self, node):
-        self._activate(node, "softplus", {})
-
-    def _op_softmax(self, node):
-        self._activate(node, "softmax", {})
+    _op_relu = _op_tanh = _op_sigmoid = _op_softplus = _op_softmax = _op_gelu_pattern = _plain_activation
 
     def _op_leakyrelu(self, node):
         self._activate(node, "lrelu", {"a": _number(np.float32(self._attribute(node, "alpha", 0.01)))})
@@ -830,9 +830,6 @@ class _Reader:
     def _op_swish_pattern(self, node):
         self._activate(node, "swish", {"b": _number(node.params["b"])})
 
-    def _op_gelu_pattern(self, node):
-        self._activate(node, "gelu", {})
-
     def _affine(self, node, value: _Value, scale: float, shift: float):
         """scale x + shift: folded into the Linear or Sigmoid(a, b) that computed x, else a
         Linear(a, b) Activation layer (nothing for the identity)."""
@@ -894,13 +891,9 @@ class _Reader:
             return self._elementwise(node, "square", [base])
         self._elementwise(node, "power", [base, exponent])
 
-    def _op_min(self, node):
-        self._extremum(node, "minimum")
-
-    def _op_max(self, node):
-        self._extremum(node, "maximum")
-
-    def _extremum(self, node, op: str):
+    def _extremum(self, node):
+        """Min, Max: of one operand, that operand; of two, ops.minimum, ops.maximum."""
+        op = ELEMENTWISE[node.op]
         names = [name for name in node.inputs if name]
         if len(names) == 1:
             return self._alias(node, self._value(node, names[0]))
@@ -908,46 +901,21 @@ class _Reader:
             raise _misused(node, f"it takes {len(names)} operands; clnet reads {node.op} of two (ops.{op})")
         self._elementwise(node, op, names)
 
-    def _op_exp(self, node):
-        self._elementwise(node, "exp", node.inputs[:1])
+    _op_min = _op_max = _extremum
 
-    def _op_log(self, node):
-        self._elementwise(node, "log", node.inputs[:1])
+    def _unary(self, node):
+        self._elementwise(node, ELEMENTWISE[node.op], node.inputs[:1])
 
-    def _op_sqrt(self, node):
-        self._elementwise(node, "sqrt", node.inputs[:1])
-
-    def _op_abs(self, node):
-        self._elementwise(node, "abs", node.inputs[:1])
-
-    def _op_neg(self, node):
-        self._elementwise(node, "negative", node.inputs[:1])
+    _op_exp = _op_log = _op_sqrt = _op_abs = _op_neg = _unary
 
     # -- comparisons and where: ONNX's bools as 0 and 1 in the float type --------------------
-    def _compare(self, node, op: str):
+    def _compare(self, node):
         if any(getattr(self.values.get(name), "truth", None) == "nonzero" for name in node.inputs[:2]):
             raise _misused(node, "it compares bools Cast from floats (clnet holds them as those floats); clnet "
                                  "compares numbers, and bools that comparisons give")
-        self._elementwise(node, op, node.inputs[:2]).truth = "binary"
+        self._elementwise(node, ELEMENTWISE[node.op], node.inputs[:2]).truth = "binary"
 
-    def _op_greater(self, node):
-        self._compare(node, "greater")
-
-    def _op_greaterorequal(self, node):
-        self._compare(node, "greater_equal")
-
-    def _op_less(self, node):
-        self._compare(node, "less")
-
-    def _op_lessorequal(self, node):
-        self._compare(node, "less_equal")
-
-    def _op_equal(self, node):
-        self._compare(node, "equal")
-
-    def _op_notequal_pattern(self, node):
-        """Not(Equal(a, b)) (see Patterns._negation): ops.not_equal."""
-        self._compare(node, "not_equal")
+    _op_greater = _op_greaterorequal = _op_less = _op_lessorequal = _op_equal = _op_notequal_pattern = _compare
 
     def _op_not(self, node):
         """Not of a bool that is not a comparison's (Patterns._negation reads those): equal(x, 0)."""
@@ -1243,14 +1211,9 @@ class _Reader:
         kt = self._layer(node, layer, [kt], [kernel, *bias])
         self._set(node, _Value(kt, _channels_first(kt.sample_shape)), layer)
 
-    def _op_maxpool(self, node):
-        self._pool(node, True)
-
-    def _op_averagepool(self, node):
-        self._pool(node, False)
-
-    def _pool(self, node, use_max: bool):
+    def _pool(self, node):
         from ..layers import AveragePooling1D, AveragePooling2D, MaxPooling1D, MaxPooling2D
+        use_max = node.op == "MaxPool"
         if len(node.outputs) > 1 and node.outputs[1] and self.readers[node.outputs[1]]:
             raise _misused(node, "its Indices output is read; clnet's MaxPooling returns the maxima only")
         kt, lengths = self._spatial(node, "pools")
@@ -1278,37 +1241,24 @@ class _Reader:
         kt = self._layer(node, cls(sizes, strides=strides, padding=padding), [kt])
         self._set(node, _Value(kt, _channels_first(kt.sample_shape)))
 
-    def _op_globalaveragepool(self, node):
-        self._global_pool(node, False)
+    _op_maxpool = _op_averagepool = _pool
 
-    def _op_globalmaxpool(self, node):
-        self._global_pool(node, True)
-
-    def _global_pool(self, node, use_max: bool):
+    def _global_pool(self, node):
         from ..layers import (GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalMaxPooling1D,
                               GlobalMaxPooling2D)
         kt, lengths = self._spatial(node, "pools")
         cls = {(True, 1): GlobalMaxPooling1D, (True, 2): GlobalMaxPooling2D, (False, 1): GlobalAveragePooling1D,
-               (False, 2): GlobalAveragePooling2D}[use_max, len(lengths)]
+               (False, 2): GlobalAveragePooling2D}[node.op == "GlobalMaxPool", len(lengths)]
         kt = self._layer(node, cls(keepdims=True), [kt])
         self._set(node, _Value(kt, _channels_first(kt.sample_shape)))
 
-    def _op_reducesum(self, node):
-        self._reduce(node, "sum")
+    _op_globalaveragepool = _op_globalmaxpool = _global_pool
 
-    def _op_reducemean(self, node):
-        self._reduce(node, "mean")
-
-    def _op_reducemax(self, node):
-        self._reduce(node, "max")
-
-    def _op_reducemin(self, node):
-        self._reduce(node, "min")
-
-    def _reduce(self, node, op: str):
+    def _reduce(self, node):
         """ReduceSum, ReduceMean, ReduceMax, ReduceMin over sample axes: a global pooling layer for a
         mean or max over every axis but the batch and the channels (clnet's channels_last: the
         last), else ops.sum, ops.mean, ops.max, ops.min."""
+        op = REDUCTIONS[node.op]
         value = self._value(node, node.inputs[0])
         rank = len(value.shape) + 1
         axes = self._axes_input(node)
@@ -1325,6 +1275,8 @@ class _Reader:
             return None
         self._elementwise(node, lambda t: getattr(self._ops_module(), op)(t, axis=tuple(axes), keepdims=keepdims),
                           node.inputs[:1], elementwise=False)
+
+    _op_reducesum = _op_reducemean = _op_reducemax = _op_reducemin = _reduce
 
     def _pooled(self, node, value: _Value, axes: list, keepdims: bool, use_max: bool) -> bool:
         """A mean or max over every spatial axis (every sample axis but the channels, which clnet

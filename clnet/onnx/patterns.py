@@ -97,6 +97,32 @@ class Patterns:
                 return rest[0], self.constants[constant[0]].reshape(())[()]
         return None
 
+    def _three_factors(self, final: Node) -> tuple[list[str], list[Node]] | None:
+        """(the three factors, the Mul nodes) where `final` is a product of three tensors in any
+        association (Mul(Mul(a, b), c), Mul(a, Mul(b, c)), ...), its inner Muls read by it alone."""
+        if final.op != "Mul":
+            return None
+        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
+        while stack:
+            name, reader = stack.pop()
+            inner = self._made(name, "Mul", reader) if name not in self.constants else None
+            if inner is not None and len(parts) < 3:
+                parts.append(inner)
+                stack.extend((i, inner) for i in inner.inputs)
+            else:
+                factors.append(name)
+        return (factors, parts) if len(factors) == 3 else None
+
+    def _one_plus(self, name: str, op: str) -> tuple[Node, Node] | None:
+        """(the Add, the `op` node) where `name` is Add(1, op(...)), read by one Mul alone, the
+        `op` node read by the Add alone: GELU's 1 + Erf(...) and 1 + Tanh(...)."""
+        add = self.producer.get(name)
+        if add is None or add.op != "Add" or self._only(name, "Mul") is None:
+            return None
+        one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
+        inner = one and self._made(self._other(add, one), op, add)
+        return (add, inner) if inner else None
+
     # -- the patterns: (the pattern's Node, the ONNX nodes it replaces) or None -------------
     def _swish(self, final: Node):
         """x * Sigmoid(b x) or x / (1 + Exp(Neg(b x))), b x being x or Mul(x, b)."""
@@ -131,27 +157,14 @@ class Patterns:
     def _gelu(self, final: Node):
         """A product of x, 0.5 and Add(1, Erf(x / sqrt(2))) (Mul by 1/sqrt(2) or Div by sqrt(2)),
         in any association."""
-        if final.op != "Mul":
+        product = self._three_factors(final)
+        if product is None:
             return None
-        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
-        while stack:
-            name, reader = stack.pop()
-            inner = self._made(name, "Mul", reader) if name not in self.constants else None
-            if inner is not None and len(parts) < 3:
-                parts.append(inner)
-                stack.extend((i, inner) for i in inner.inputs)
-            else:
-                factors.append(name)
-        if len(factors) != 3:
-            return None
+        factors, parts = product
         halves = [f for f in factors if self._is(f, 0.5)]
         for one_plus in factors:
-            add = self.producer.get(one_plus)
-            if add is None or add.op != "Add" or self._only(one_plus, "Mul") is None:
-                continue
-            one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
-            erf = one and self.producer.get(self._other(add, one))
-            if erf is None or erf.op != "Erf" or self._only(erf.outputs[0], "Add") is not add:
+            add, erf = self._one_plus(one_plus, "Erf") or (None, None)
+            if erf is None:
                 continue
             scale = self.producer.get(erf.inputs[0])
             if scale is None or self._only(erf.inputs[0], "Erf") is not erf or scale.op not in ("Mul", "Div"):
@@ -170,25 +183,12 @@ class Patterns:
         """Keras's default GELU, the tanh approximation, as clnet writes it below opset 20 (and torch
         its gelu(approximate='tanh')): a product of x, 0.5 and Add(1, Tanh(Mul(sqrt(2 / pi), Add(x,
         Mul(0.044715, x^3))))), x^3 a Pow(x, 3) or Mul(x, Mul(x, x)), products in any association."""
-        if final.op != "Mul":
+        product = self._three_factors(final)
+        if product is None:
             return None
-        factors, parts, stack = [], [final], [(name, final) for name in final.inputs]
-        while stack:
-            name, reader = stack.pop()
-            inner = self._made(name, "Mul", reader) if name not in self.constants else None
-            if inner is not None and len(parts) < 3:
-                parts.append(inner)
-                stack.extend((i, inner) for i in inner.inputs)
-            else:
-                factors.append(name)
-        if len(factors) != 3:
-            return None
+        factors, parts = product
         for one_plus in factors:
-            add = self.producer.get(one_plus)
-            if add is None or add.op != "Add" or self._only(one_plus, "Mul") is None:
-                continue
-            one = next((i for i in add.inputs if self._is(i, 1.0, 0)), None)
-            tanh = one and self._made(self._other(add, one), "Tanh", add)
+            add, tanh = self._one_plus(one_plus, "Tanh") or (None, None)
             scaled = tanh and self._made(tanh.inputs[0], "Mul", tanh)
             c = scaled and next((i for i in scaled.inputs if self._is(i, math.sqrt(2 / math.pi))), None)
             inner = c and self._made(self._other(scaled, c), "Add", scaled)

@@ -16,7 +16,29 @@ def program(rt, dtype):
     return rt.program(("ops/indexing.cl",), dtype)
 
 
-class Slice(Op):
+class _Copy(Op):
+    """An op that copies some of its one input's elements (Slice, Take): `_copy` writes the outputs,
+    `_gradient` the input's gradient, both given `kernel_args` (set by setup) after their two
+    tensors and before the count of elements they write."""
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
+
+    def forward(self, xs, rows):
+        total = rows * self.width
+        self._copy(*launch(total), xs[0], self.outputs, *self.kernel_args, total)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grads):
+        if not input_grads[0]:
+            return [None]
+        total = rows * self.in_width
+        self._gradient(*launch(total), grad, self.input_grad, *self.kernel_args, total)
+        return [self.input_grad]
+
+
+class Slice(_Copy):
     """A block of each sample: `spec` has per sample axis [start, length, keep]; an axis with keep
     false is an integer index (length 1), which the output drops."""
     op = "slice"
@@ -50,24 +72,9 @@ class Slice(Op):
             else:
                 axes.append([extent, start, length, stride, out if keep else 0])
         self.axes, self.dims, self.in_width = len(axes), geometry(self.rt, axes), size(shape)
-        self._slice = self.rt.kernel(program(self.rt, self.dtype), "Slice", self.dtype)
+        self.kernel_args = (self.dims, self.axes, self.in_width, self.width)
+        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Slice", self.dtype)
         self._gradient = self.rt.kernel(program(self.rt, self.dtype), "SliceGradient", self.dtype)
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
-
-    def forward(self, xs, rows):
-        total = rows * self.width
-        self._slice(*launch(total), xs[0], self.outputs, self.dims, self.axes, self.in_width, self.width, total)
-        return self.outputs
-
-    def backward(self, grad, rows, input_grads):
-        if not input_grads[0]:
-            return [None]
-        total = rows * self.in_width
-        self._gradient(*launch(total), grad, self.input_grad, self.dims, self.axes, self.in_width, self.width, total)
-        return [self.input_grad]
 
     def to_onnx(self, graph, inputs):
         """A Slice of the axes not taken whole, then a Squeeze of those indexed by an integer."""
@@ -192,7 +199,7 @@ def split(x, indices_or_sections, axis=0):
     return parts
 
 
-class Take(Op):
+class Take(_Copy):
     """take along one sample axis with constant integer indices (any shape: the output has theirs
     in place of the axis)."""
     op = "take"
@@ -217,24 +224,9 @@ class Take(Op):
         self.count, self.in_width = int(self.indices.size), size(shape)
         positions = (self.indices % self.n).astype(np.int32).reshape(-1)
         self.positions = Tensor.from_numpy(positions if positions.size else np.zeros(1, np.int32), np.int32, self.rt)
-        self._take = self.rt.kernel(program(self.rt, self.dtype), "Take", self.dtype)
+        self.kernel_args = (self.positions, self.n, self.count, self.inner)
+        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Take", self.dtype)
         self._gradient = self.rt.kernel(program(self.rt, self.dtype), "TakeGradient", self.dtype)
-
-    def allocate(self, capacity):
-        super().allocate(capacity)
-        self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)
-
-    def forward(self, xs, rows):
-        total = rows * self.width
-        self._take(*launch(total), xs[0], self.outputs, self.positions, self.n, self.count, self.inner, total)
-        return self.outputs
-
-    def backward(self, grad, rows, input_grads):
-        if not input_grads[0]:
-            return [None]
-        total = rows * self.in_width
-        self._gradient(*launch(total), grad, self.input_grad, self.positions, self.n, self.count, self.inner, total)
-        return [self.input_grad]
 
     def to_onnx(self, graph, inputs):
         """Gather along the axis (+ 1: ONNX's axis 0 is the batch); negative indices as they are from

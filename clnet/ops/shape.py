@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl import runtime as cl_runtime
+from ..layers.base import checked_shape
 from ..layers.flatten import View
 from ..layers.merge import Concatenate
 from ..layers.permute import Permute
@@ -241,12 +242,7 @@ def zeros(shape, dtype=None):
 
 
 def _filled(op: str, shape, value: float, dtype):
-    try:
-        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: shape must be a tuple of non-negative integers, got {shape!r}") from None
-    if any(s < 0 for s in shape):
-        raise ValueError(f"{op}: shape must be a tuple of non-negative integers, got {shape!r}")
+    shape = checked_shape(f"{op}: shape", shape, scalar=True, empty_axes=True)
     return np.full(shape, value, cl_runtime.floatx_dtype() if dtype is None else np.dtype(dtype))
 
 
