@@ -630,6 +630,17 @@ class Sequential(Model):
         for layer in layers or []:
             self._append(layer)
         if self.input_shape is not None:  # Keras: a model that knows its input is built at once
+            self._build_or_keep_pattern()
+
+    def _build_or_keep_pattern(self) -> None:
+        """Build on the input shape; one with lengths of None (Input((None, 5))) is kept as the
+        graph a functional model of such an Input keeps, made again on each data's lengths."""
+        if has_lengths([self.input_shape]):
+            self._inputs, self._calls, output = self._chain(self.input_shape)
+            self._outputs, self._output_names, self._output_structure = [output], [output.call.layer.name], "single"
+            self._pattern = {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
+                             "layers": self._layers}
+        else:
             self.build(self.input_shape)
 
     @property
@@ -657,7 +668,7 @@ class Sequential(Model):
             kept = [l.get_weights() for l in self._layers[:-1]] if private else []
             for l in self._layers[:-1] if private else ():
                 l.built = False
-            self.build(self.input_shape)
+            self._build_or_keep_pattern()
             for l, weights in zip(self._layers, kept):
                 l.set_weights(weights)
 
@@ -673,8 +684,10 @@ class Sequential(Model):
         _name(layer, self._layers)
         self._layers.append(layer)
 
-    def build(self, input_shape) -> None:
+    def build(self, input_shape=None) -> None:
         """Build every layer for samples of `input_shape` (without the batch axis) on the current device."""
+        if self._pattern is not None:  # an Input of lengths None: the graph made on `input_shape`
+            return super().build(input_shape)
         self._inputs, self._calls, output = self._chain(input_shape)
         self._outputs, self._output_names, self._output_structure = [output], [output.call.layer.name], "single"
         super().build()
@@ -700,17 +713,22 @@ class Sequential(Model):
         return [source], calls, tensor
 
     def get_config(self) -> dict:
+        # A stack on an Input of lengths None is saved as given, with the lengths it was last made
+        # on (which its weights were built for), as a functional model of such an Input is.
+        made_on = list(self._inputs[0].input_shape) if self.built else None
         return {"name": self.name, "floatx": self.dtype.name, "seed": self.seed,
-                "input_shape": None if not self.built else list(self._inputs[0].input_shape),
-                "layers": [_layer_config(l) for l in self._layers]}
+                "input_shape": None if self._pattern else made_on,
+                "layers": [_layer_config(l) for l in (self._pattern["layers"] if self._pattern else self._layers)],
+                **({"built_on": made_on} if self._pattern and self.built else {})}
 
     @classmethod
     def from_config(cls, config: dict, floatx: str | None = None, custom_objects: dict | None = None) -> "Sequential":
         register_custom_objects(custom_objects)
         layers = [_layer_from_config(entry) for entry in config["layers"]]
         model = cls(layers, name=config["name"], floatx=floatx or config["floatx"], seed=config["seed"])
-        if config.get("input_shape") is not None and not model.built:
-            model.build(config["input_shape"])
+        shape = config.get("built_on") or config.get("input_shape")
+        if shape is not None and not model.built:
+            model.build(tuple(shape))
         return model
 
 

@@ -124,3 +124,25 @@ def test_inference_models_from_a_reloaded_seq2seq_model(tmp_path, rng):
     for t in range(4):
         out, *states = decoder.predict([target[:2, t:t + 1], *states])
         np.testing.assert_array_equal(out[:, 0], wanted[:, t])
+
+
+def test_a_sequential_stack_on_an_input_of_lengths_none(tmp_path):
+    """Sequential([Input((None, 5)), LSTM, Dense]), as keras.io's time-series examples write it:
+    made on each data's lengths like a functional model of such an Input, saved as given."""
+    rng = np.random.default_rng(0)
+    model = clnet.Sequential([layers.Input((None, 5)), layers.LSTM(4), layers.Dense(2, "softmax")], seed=0)
+    model.compile("adam", "sparse_categorical_crossentropy")
+    model.fit(rng.normal(size=(16, 7, 5)), np.arange(16) % 2, epochs=1, verbose=0)
+    x9, x11 = rng.normal(size=(3, 9, 5)), rng.normal(size=(2, 11, 5))
+    functional_input = layers.Input((None, 5))
+    functional = clnet.Model(functional_input, model.layers[1](model.layers[0](functional_input)))
+    for x in (x9, x11):
+        np.testing.assert_allclose(model.predict(x), functional.predict(x), rtol=1e-6)
+    model.save(tmp_path / "stack.h5")
+    loaded = clnet.load_model(tmp_path / "stack.h5")
+    assert isinstance(loaded, clnet.Sequential) and loaded.get_config()["layers"][0]["config"]["shape"][0] is None
+    np.testing.assert_allclose(loaded.predict(x11), model.predict(x11), rtol=1e-6)
+    grown = clnet.Sequential([layers.Input((None, 5))], seed=0)
+    grown.add(layers.GRU(3))
+    grown.add(layers.Dense(1))
+    assert grown.predict(x9).shape == (3, 1) and grown.predict(x11).shape == (2, 1)
