@@ -191,7 +191,7 @@ def test_a_checkpoint_held_open_on_windows_stays_whole(monkeypatch, tmp_path):
     model = small_model()
     path = tmp_path / "model.h5"
     model.save(path)
-    assert opened == [False]  # the temp file's fsync; never the directory's
+    assert opened and not any(opened)  # the temp file's fsync (and any cache writes); never a directory
     before = model.get_weights()
     model.fit(np.eye(4)[[0, 1, 2, 3] * 4], np.arange(16) % 3, epochs=1, verbose=0)
     replace, calls = held_open(len(system.REPLACE_RETRY_SECONDS) + 1)
