@@ -73,13 +73,16 @@ class Model(Trainer, Step, HasWeights):
         if type(self) is Model:
             self._set_graph(inputs, outputs)
             if has_lengths([i.input_shape for i in self._inputs]):
-                self._pattern = {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
-                                 "layers": self._layers}
+                self._pattern = self._graph_as_made()
             self.build()
 
     default_name = "model"
 
     # -- the graph -----------------------------------------------------------------------------
+    def _graph_as_made(self) -> dict:
+        """The graph this model holds now: its inputs, calls, outputs and layers."""
+        return {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs, "layers": self._layers}
+
     def _set_graph(self, inputs, outputs) -> None:
         """Check the graph (every input reaches the output and the output needs only the inputs),
         name its layers and keep its calls in topological order."""
@@ -169,7 +172,7 @@ class Model(Trainer, Step, HasWeights):
                     continue
                 tensor = layer(tensor)
             return tensor
-        graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs}
+        graph = self._pattern or self._graph_as_made()
         names = [i.name for i in graph["inputs"]]
         pairs = (by_name(given, names, "inputs", "input") if len(names) > 1 or isinstance(given, dict)
                  else [(0, given[0] if isinstance(given, (list, tuple)) and len(given) == 1 else given)])
@@ -533,8 +536,7 @@ class Model(Trainer, Step, HasWeights):
         """The graph as get_config writes it: (graph, layer positions, each tensor's [layer index,
         k(, j)] by id, the calls)."""
         # A model of lengths None is saved as given (its Inputs with None), not as made on data.
-        graph = self._pattern or {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
-                                  "layers": self._layers}
+        graph = self._pattern or self._graph_as_made()
         position = {id(l): i for i, l in enumerate(graph["layers"])}
         refs = {id(i.output): [position[id(i)], 0] for i in graph["inputs"]}
         made: dict[int, int] = {}
@@ -638,8 +640,7 @@ class Sequential(Model):
         if has_lengths([self.input_shape]):
             self._inputs, self._calls, output = self._chain(self.input_shape)
             self._outputs, self._output_names, self._output_structure = [output], [output.call.layer.name], "single"
-            self._pattern = {"inputs": self._inputs, "calls": self._calls, "outputs": self._outputs,
-                             "layers": self._layers}
+            self._pattern = self._graph_as_made()
         else:
             self.build(self.input_shape)
 
