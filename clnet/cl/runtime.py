@@ -323,6 +323,9 @@ class Kernel:
         self.scalar = np.dtype(dtype).type
         self.arity = self.kernel.num_args
         self.last: tuple = ()
+        # The local size this kernel is given where a launch leaves it open (cpu_work_group),
+        # or 0: the runtime's choice.
+        self.group_limit = min(CPU_GROUP, rt.device.max_work_group_size) if rt.info.compiles_per_work_group else 0
 
     def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False) -> None:
         """`beside`: on the runtime's side queue where it has one (see Runtime.side_queue), unless
@@ -332,6 +335,8 @@ class Kernel:
         if args != self.last:  # tensors compare by identity, numbers by value
             self._set(args)
         rt = self.rt
+        if local_size is None and self.group_limit:
+            local_size = cpu_work_group(global_size, self.group_limit)
         if rt._branching:
             start, rt._branch_start = rt._branch_start, None
             event = rt.branch_event = cl.enqueue_nd_range_kernel(rt.branch_queue, self.kernel, global_size,
@@ -363,6 +368,21 @@ class Kernel:
                                                else None for a in args])
         self.kernel.set_args(*[getattr(arg, "buffer", arg) for arg in args])  # a Tensor passes its cl.Buffer
         self.last = args
+
+
+CPU_GROUP = 64
+
+
+def cpu_work_group(global_size, limit: int = CPU_GROUP) -> tuple[int, ...]:
+    """The local size for a launch that leaves it to a CPU runtime which compiles a kernel per
+    local size (DeviceInfo.compiles_per_work_group): the largest power of two up to `limit`
+    (CPU_GROUP, or the device's maximum work-group if smaller) dividing the first axis, 1 along
+    the others. The first axis is the one PoCL runs a
+    work-group's items along as the lanes of one loop; PoCL's own choice follows the whole global
+    size, so that every new shape of every kernel cost a compilation (the test suite's cold time,
+    benchmarks/RESULTS.md)."""
+    first = global_size[0]
+    return (max(1, min(1 << (limit.bit_length() - 1), first & -first)),) + (1,) * (len(global_size) - 1)
 
 
 _SOURCE_CACHE: dict[str, str] = {}
