@@ -178,7 +178,7 @@ class Batches:
             self.x = Tensor.from_numpy(x, self.dtype, rt)
             self.y = Tensor.from_numpy(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
             self.index = Tensor((self.samples,), np.int32, rt)
-            self._gather = rt.kernel(rt.program(("data.cl",), self.dtype), "GatherRows", self.dtype)
+            self._gather = rt.shared_kernel(("data.cl",), "GatherRows", self.dtype)
         else:
             self.x_host, self.y_host = x, y
         self.allocate(capacity)

@@ -228,6 +228,24 @@ def test_a_cpu_runtime_that_compiles_per_work_group_is_given_few_of_them(rt, mon
     assert not info.compiles_per_work_group
 
 
+def test_evaluate_makes_no_kernel_objects_after_its_first_call(rt, monkeypatch):
+    """A batch feed is made per evaluate() call; its gather kernel is the runtime's shared one
+    (Runtime.shared_kernel), as a new kernel object costs more than a small model's evaluation.
+    Calls that alternate between two feeds of other arrays still read their own."""
+    model = clnet.Sequential([Input((3,)), Dense(2, "softmax")], seed=1)
+    model.compile(clnet.optimizers.SGD(), "sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    (x1, y1), (x2, y2) = [(rng.normal(size=(5, 3)).astype(np.float32), rng.integers(0, 2, 5)) for _ in range(2)]
+    first = [model.evaluate(x1, y1), model.evaluate(x2, y2)]
+    made = []
+    monkeypatch.setattr(runtime_module.Kernel, "__init__",
+                        lambda self, *arguments, init=runtime_module.Kernel.__init__: made.append(init(self, *arguments)))
+    assert [model.evaluate(x1, y1), model.evaluate(x2, y2)] == first and first[0] != first[1]
+    assert not made
+    assert rt.shared_kernel(("data.cl",), "GatherRows", np.float32) is rt.shared_kernel(("data.cl",), "GatherRows",
+                                                                                        "float32")
+
+
 def test_a_source_name_stands_for_one_text():
     """Programs are kept by source name: another text under a name already given, or a package
     file's, is refused instead of running the old program."""

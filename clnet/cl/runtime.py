@@ -105,6 +105,7 @@ class Runtime:
         self._branching = False
         self._profiling_queue = None
         self._programs: dict[tuple, cl.Program] = {} if programs is None else programs
+        self._shared_kernels: dict[tuple, Kernel] = {}
         self.launches = 0       # kernel launches since the runtime started (a test counts per step)
         self.events: list[tuple[str, cl.Event, float]] = []  # (kernel, event, flops) while profiling
         # Sub-buffers must start on this boundary.
@@ -309,6 +310,18 @@ class Runtime:
 
     def kernel(self, program: cl.Program, name: str, dtype) -> "Kernel":
         return Kernel(self, program, name, dtype)
+
+    def shared_kernel(self, sources: tuple[str, ...], name: str, dtype) -> "Kernel":
+        """One Kernel of the program of `sources` for every caller in this runtime, for objects
+        made per call (evaluate's and predict's batch feeds): a new kernel object costs pyopencl
+        two look-ups in its on-disk cache of argument packers, more than a small model's whole
+        evaluation. Callers take turns: each call sets the arguments that differ from the last
+        caller's."""
+        key = (sources, name, np.dtype(dtype))
+        kernel = self._shared_kernels.get(key)
+        if kernel is None:
+            kernel = self._shared_kernels[key] = Kernel(self, self.program(sources, dtype), name, dtype)
+        return kernel
 
 
 class Kernel:
