@@ -485,6 +485,66 @@ def numeric_gradients(f, arrays, dy, step=1e-6):
     return grads
 
 
+# Central differences cost two evaluations per value. An array of at most EVERY_ENTRY values is
+# differentiated entry by entry; a larger one at SAMPLED entries (its first and last, the rest
+# drawn) and along DIRECTIONS random directions through all of it, as PyTorch's fast gradcheck:
+# sum(g * d) for a Gaussian d matches (L(w + h d) - L(w - h d)) / 2h only where the whole gradient
+# is right (a wrong entry anywhere shows in it), and the sampled entries say where one is wrong.
+EVERY_ENTRY = 48
+SAMPLED = 16
+DIRECTIONS = 4
+
+
+def gradient_probes(shape) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(unit arrays at the entries checked one by one, random directions) for an array of
+    `shape`: every entry and no direction up to EVERY_ENTRY values; the same in every process."""
+    size = math.prod(shape)
+    unit = lambda i: np.eye(1, size, i).reshape(shape)
+    if size <= EVERY_ENTRY:
+        return [unit(i) for i in range(size)], []
+    draw = np.random.default_rng(size)
+    entries = [0, size - 1, *draw.choice(np.arange(1, size - 1), SAMPLED - 2, replace=False)]
+    return [unit(i) for i in entries], [draw.normal(size=shape) for _ in range(DIRECTIONS)]
+
+
+def derivative_along(loss, array, direction, step=1e-6, put=lambda: None) -> float:
+    """(loss() at array + step * direction - at array - step * direction) / (2 step); `array` is
+    changed in place and restored, `put` makes a change seen."""
+    original = array.copy()
+    array[...] = original + step * direction
+    put()
+    plus = loss()
+    array[...] = original - step * direction
+    put()
+    minus = loss()
+    array[...] = original
+    put()
+    return (plus - minus) / (2 * step)
+
+
+def assert_gradients_close(f, arrays, dy, gradients, rtol, atol):
+    """`gradients` (one per array, e.g. a float32 device's) are d sum(f(*arrays) * dy) / d each
+    array: at the probed entries within assert_allclose's rtol and atol of central differences in
+    float64; along each Gaussian direction d within 4 sqrt(sum(t^2)), t = atol + rtol |g|: for
+    any errors e within t entry by entry, sum(d e) is normal with a deviation of at most
+    sqrt(sum(t^2)), so a right gradient fails 1 time in 16 000, and an entry off by E fails where
+    |d at it| E exceeds the bound (at 77 values, rtol 1e-4, E of 1% of the gradient's norm: every
+    entry of test_gradients' example, whose directions are fixed)."""
+    arrays = [np.array(a, np.float64) for a in arrays]
+    loss = lambda: np.sum(f(*arrays) * dy)
+    for number, (array, got) in enumerate(zip(arrays, gradients, strict=True)):
+        got = np.asarray(got, np.float64)
+        assert got.shape == array.shape, f"gradient {number}: shape {got.shape}, expected {array.shape}"
+        entries, directions = gradient_probes(array.shape)
+        numeric = [derivative_along(loss, array, probe) for probe in entries]
+        np.testing.assert_allclose([np.sum(got * probe) for probe in entries], numeric, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient {number} at its probed entries")
+        bound = 4 * np.linalg.norm(atol + rtol * np.abs(got))
+        for d in directions:
+            error = abs(np.sum(got * d) - derivative_along(loss, array, d))
+            assert error <= bound, f"gradient {number} along a random direction: off by {error:.3g} (bound {bound:.3g})"
+
+
 # -- MultiHeadAttention, as Keras 3 computes it (its explicit-scores path) -----------------------
 def multi_head_attention(query, value, key, weights, num_heads, mask=None, causal=False, keep=None, rate=0.0):
     """Keras's MultiHeadAttention: projections by einsum, the query scaled by 1/sqrt(key_dim),

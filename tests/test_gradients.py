@@ -6,6 +6,7 @@ import pytest
 import clnet
 from clnet.layers import Activation, Dense, Flatten, Input, Softmax
 from clnet.layers.dense import tile_candidates
+from reference import EVERY_ENTRY, assert_gradients_close, derivative_along, gradient_probes
 
 ACTIVATIONS = {"linear": {"a": 1.3, "b": 0.2}, "sigmoid": {"a": 1.5, "b": 0.3}, "tanh": {}, "relu": {},
                "lrelu": {"a": 0.2}, "swish": {"b": 1.2}, "gelu": {}, "softplus": {}, "softmax": {}}
@@ -28,6 +29,25 @@ def relative_error(analytic, numeric):
     return np.linalg.norm(analytic - numeric) / scale
 
 
+def gradient_error(loss_at, array, analytic, put=lambda: None) -> tuple[float, float]:
+    """The relative error of `analytic`, the gradient of loss_at() with respect to `array`
+    (changed in place and restored; `put` makes a change seen), against central differences at
+    reference.gradient_probes: the larger of the entries' and the directions', and the norm of
+    the numeric derivatives (near 0: the check would be vacuous)."""
+    errors, norm = [], 0.0
+    for probes in gradient_probes(array.shape):
+        if not probes:
+            continue
+        numeric = np.array([derivative_along(loss_at, array, probe, H, put) for probe in probes])
+        wanted = np.array([np.sum(analytic * probe) for probe in probes])
+        # Against the whole gradient's norm, as entry by entry, which a Gaussian direction's
+        # derivative has on average: a few sampled entries near 0 are not a relative error of 1.
+        scale = max(np.linalg.norm(wanted), np.linalg.norm(numeric), np.linalg.norm(analytic), 1e-12)
+        errors.append(np.linalg.norm(wanted - numeric) / scale)
+        norm = max(norm, np.linalg.norm(numeric))
+    return max(errors), norm
+
+
 def check_model(model, x, y, rng, training=False, constant=()):
     """`training`: differentiate the training-mode loss (Dropout's mask of this step, batch
     statistics), which compute_gradients returns, instead of evaluate's. `constant`: indices of
@@ -39,47 +59,21 @@ def check_model(model, x, y, rng, training=False, constant=()):
     loss_at = (lambda: model.compute_gradients(x, y)[0]) if training else (lambda: model.evaluate(x, y, batch_size=len(x)))
     weights = model.get_weights()
     trainable = [p.trainable for layer in model.layers for p in layer.parameters]
-    numeric = []
-    for i, w in enumerate(weights):
-        g = np.zeros_like(w)
+    for i, (w, a) in enumerate(zip(weights, grads)):
+        assert a.shape == w.shape
         if not trainable[i]:  # the loss does not depend on it; its gradient is reported as zeros
-            assert not grads[i].any(), f"weight {i} is not trainable but has a gradient"
-            numeric.append(None)
+            assert not a.any(), f"weight {i} is not trainable but has a gradient"
             continue
-        for index in np.ndindex(w.shape):
-            original = w[index]
-            w[index] = original + H
-            model.set_weights(weights)
-            plus = loss_at()
-            w[index] = original - H
-            model.set_weights(weights)
-            minus = loss_at()
-            w[index] = original
-            g[index] = (plus - minus) / (2 * H)
-        numeric.append(g)
-    model.set_weights(weights)
-    for i, (a, n) in enumerate(zip(grads, numeric)):
-        if n is None:
-            continue
-        assert a.shape == n.shape
+        error, norm = gradient_error(loss_at, w, a, lambda: model.set_weights(weights))
         if i in constant:
-            assert np.abs(a).max() < 1e-12 and np.abs(n).max() < 1e-8, f"weight {i} should not matter"
+            assert np.abs(a).max() < 1e-12 and norm < 1e-8, f"weight {i} should not matter"
             continue
-        assert np.linalg.norm(n) > 1e-8, f"weight {i}: the check would be vacuous"
-        assert relative_error(a, n) < TOLERANCE, f"weight {i}: {relative_error(a, n):.2e}\n{a}\n{n}"
+        assert norm > 1e-8, f"weight {i}: the check would be vacuous"
+        assert error < TOLERANCE, f"weight {i}: relative error {error:.2e}"
     # A model of several inputs takes and returns a list: one array (and gradient) per input.
     inputs, input_grads = (x, input_grad) if isinstance(x, list) else ([x], [input_grad])
-    for number, (part, analytic) in enumerate(zip(inputs, input_grads)):
-        numeric_x = np.zeros_like(part)
-        for index in np.ndindex(part.shape):
-            original = part[index]
-            part[index] = original + H
-            plus = loss_at()
-            part[index] = original - H
-            minus = loss_at()
-            part[index] = original
-            numeric_x[index] = (plus - minus) / (2 * H)
-        error = relative_error(analytic, numeric_x)
+    for number, (part, a) in enumerate(zip(inputs, input_grads)):
+        error, _ = gradient_error(loss_at, part, a)
         assert error < TOLERANCE, f"input {number}: {error:.2e}"
 
 
@@ -158,3 +152,24 @@ def test_gradients_match_float32(rt):
     for a, b in zip(g64, g32):
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(x32, x64, rtol=1e-4, atol=1e-6)
+
+
+def test_the_gradient_checks_find_a_wrong_entry_anywhere():
+    """The probed checks (reference.gradient_probes) on an array of more than EVERY_ENTRY values
+    pass the true gradient and fail it with any one entry off by 1e-4 of the gradient's norm,
+    sampled or not: check_model's relative error, and assert_gradients_close's bounds with one off
+    by 1e-2 (its directions sense rtol and atol over the whole array)."""
+    rng = np.random.default_rng(0)
+    w, c = rng.normal(size=(7, 11)), rng.normal(size=(7, 11))
+    loss = lambda: np.sum(np.sin(w) * c)
+    true = np.cos(w) * c
+    assert w.size > EVERY_ENTRY
+    assert gradient_error(loss, w, true)[0] < TOLERANCE
+    assert_gradients_close(np.sin, [w], c, [true], rtol=1e-4, atol=2e-5)
+    for j in range(w.size):
+        wrong = true.copy()
+        wrong.flat[j] += 1e-4 * np.linalg.norm(true)
+        assert gradient_error(loss, w, wrong)[0] > TOLERANCE, j
+        wrong.flat[j] = true.flat[j] + 1e-2 * np.linalg.norm(true)  # past rtol and atol at any entry
+        with pytest.raises(AssertionError):
+            assert_gradients_close(np.sin, [w], c, [wrong], rtol=1e-4, atol=2e-5)

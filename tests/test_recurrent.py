@@ -12,7 +12,7 @@ import pytest
 import clnet
 from clnet.layers import GRU, LSTM, Concatenate, Dense, Flatten, Input, SimpleRNN
 from clnet.layers import recurrent as recurrent_layers
-from reference import ACTIVATIONS, built, device, layer_alone, numeric_gradients, recurrent
+from reference import ACTIVATIONS, assert_gradients_close, built, device, layer_alone, recurrent
 from test_gradients import build, check_model
 
 KINDS = {"SimpleRNN": SimpleRNN, "LSTM": LSTM, "GRU": GRU}
@@ -62,12 +62,9 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
     states = {"state_grads": grads[1:]} if layer.return_state else {}
     dxs = layer.backward(grads[0], rows, [True] * len(inputs) if initial else True, **states)
     flat = lambda *a: np.concatenate([y.ravel() for y in outputs(*a)])
-    numeric = numeric_gradients(flat, [x, *initial, *weights], np.concatenate([dy.ravel() for dy in dys]))
-    want_dxs, want_dw = numeric[:len(inputs)], numeric[len(inputs):]
-    for dx, want_dx in zip(dxs if initial else [dxs], want_dxs, strict=True):
-        np.testing.assert_allclose(dx.numpy()[:rows], want_dx, rtol=1e-4, atol=2e-5)
-    for got, expected in zip(layer.gradients(), want_dw):
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
+    got = [dx.numpy()[:rows] for dx in (dxs if initial else [dxs])] + list(layer.gradients())
+    assert_gradients_close(flat, [x, *initial, *weights], np.concatenate([dy.ravel() for dy in dys]), got,
+                           rtol=1e-4, atol=2e-5)
 
 
 @FORMS
