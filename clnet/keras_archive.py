@@ -59,8 +59,8 @@ KERAS_LAYERS = {
     "BatchNormalization", "LayerNormalization", "Dropout", "Flatten", "Reshape", "Activation", "ReLU", "LeakyReLU",
     "ELU", "Softmax", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional", "MultiHeadAttention", "Add",
     "Multiply", "Concatenate", "Subtract", "Average", "Maximum", "Minimum", "RepeatVector", "Permute",
-    "ZeroPadding2D", "TimeDistributed", "PReLU", "GaussianNoise", "SpatialDropout1D", "Cropping1D", "Cropping2D",
-    "UpSampling1D", "UpSampling2D"}
+    "ZeroPadding2D", "TimeDistributed", "PReLU", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D",
+    "SpatialDropout3D", "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D"}
 RECURRENT = ("SimpleRNN", "LSTM", "GRU")
 ATTENTION_PARTS = ("query_dense", "key_dense", "value_dense", "output_dense")
 # Keras's optimizer classes that clnet has, and the config keys Keras has and clnet does not.

@@ -32,7 +32,7 @@ from clnet.layers import (Activation, Add, AveragePooling1D, AveragePooling2D, B
                           GlobalMaxPooling1D, GlobalMaxPooling2D, Input, Lambda, Layer, LayerNormalization,
                           LocallyConnected1D, MaxPooling1D, MaxPooling2D, MultiHeadAttention, Multiply, Reshape, Softmax,
                           ZeroPadding2D, SimpleRNN, LSTM, GRU, Bidirectional, ELU, LeakyReLU, Permute, ReLU, RepeatVector)
-from clnet.layers import GaussianNoise, PReLU, SpatialDropout1D
+from clnet.layers import GaussianNoise, PReLU, SpatialDropout1D, SpatialDropout2D, SpatialDropout3D
 from clnet.layers import Cropping1D, Cropping2D, UpSampling1D, UpSampling2D
 from clnet.onnx.importer import SUPPORTED_OPS
 from clnet.ops.elementwise import broadcast
@@ -106,7 +106,7 @@ def structure(model):
     """Each layer's class and config but its name, as the ONNX file keeps them: Activation("softmax")
     is a Softmax layer, Activation("relu") a ReLU, Activation("lrelu", a) a LeakyReLU(a) (a >= 0),
     Activation("elu", a) an ELU(a) (the layers the importer makes of a standalone activation); an
-    identity Activation, Dropout, SpatialDropout1D, GaussianNoise and Lambda, which export to
+    identity Activation, Dropout, SpatialDropout1D/2D/3D, GaussianNoise and Lambda, which export to
     nothing, are left out; a Reshape's target shape has its -1 worked out; BatchNormalization
     always has a scale and a shift (the op's), and a float64 one's epsilon is in its variance (see
     weights); a PositionEmbedding's table has the rows its input's length uses; clnet.ops's layers
@@ -114,7 +114,8 @@ def structure(model):
     layers = []
     for layer, kind, config in ((layer, kind, config) for layer in model.layers
                                 for kind, config in op_forms(layer, model.dtype)):
-        if kind in ("Dropout", "SpatialDropout1D", "GaussianNoise", "Lambda") or \
+        if kind in ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+                    "Lambda") or \
                 kind == "Activation" and config == {"activation": "linear", "a": 1.0, "b": 0.0}:
             continue
         if kind == "Activation" and config == {"activation": "softmax"}:
@@ -249,6 +250,8 @@ LAYER_EXAMPLES = {
     "Softmax": ((3, 5), lambda: [Softmax(), Softmax(axis=1)]),   # along the last axis of a rank-3 tensor, then axis 1
     "Dropout": ((3, 5), lambda: [Dropout(0.5, noise_shape=(None, 1, 5)), Flatten(), Dense(4, "tanh")]),
     "SpatialDropout1D": ((3, 5), lambda: [SpatialDropout1D(0.5), Flatten(), Dense(4, "tanh")]),
+    "SpatialDropout2D": ((3, 4, 2), lambda: [SpatialDropout2D(0.5), Flatten(), Dense(4, "tanh")]),
+    "SpatialDropout3D": ((2, 3, 2, 3), lambda: [SpatialDropout3D(0.5, "channels_first"), Flatten(), Dense(4, "tanh")]),
     "GaussianNoise": ((3, 5), lambda: [GaussianNoise(0.5), Flatten(), Dense(4, "tanh")]),
     # PRelu with Keras's alpha as the slope: per element, one per channel, then one per (step, feature).
     "PReLU": ((4, 5, 3), lambda: [PReLU(), PReLU(shared_axes=[1, 2]), Dense(4), PReLU(shared_axes=2)]),
@@ -521,7 +524,8 @@ CONSTANT_EXAMPLES = {"Weight": lambda: Scaled(), "Constant": lambda: PositionsAd
 # The classes that come back as others (see op_forms); Lambda as nothing, as Dropout.
 COMES_BACK_AS = {"ShapeView": {"Reshape", "Flatten"}, "FusedElementwise": {"Elementwise"}, "Input": set(),
                  "Dropout": set(), "Lambda": set(),
-                 "SpatialDropout1D": set(), "GaussianNoise": set()}
+                 "SpatialDropout1D": set(), "SpatialDropout2D": set(), "SpatialDropout3D": set(),
+                 "GaussianNoise": set()}
 
 
 @pytest.mark.parametrize("example", [0, 1])

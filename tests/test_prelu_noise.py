@@ -1,12 +1,12 @@
-"""Keras 3's PReLU, GaussianNoise and SpatialDropout1D. PReLU: its kernels against numpy in
+"""Keras 3's PReLU, GaussianNoise and SpatialDropout1D/2D/3D. PReLU: its kernels against numpy in
 float32 at awkward sizes, with and without shared axes (the forward pass, the input gradient and
 alpha's gradient, summed over the batch and the shared axes on the device), central differences
 in float64, Keras's layout and numbers (tests/data/keras_prelu.npz, written by
 tests/make_keras_prelu_fixture.py), configs, training, ONNX export (onnxruntime) and import
 (clnet's, torch's per-channel form). GaussianNoise: its kernel against a numpy transcription of
 its hash, the noise's statistics, seeds and steps, a resumed fit, inference as the identity and
-the gradient passed through. SpatialDropout1D: whole features dropped, as Dropout with noise
-shape (None, 1, features). Bad arguments of all three."""
+the gradient passed through. SpatialDropout1D/2D/3D: whole channels dropped, as Dropout with
+noise shape (None, 1, ..., channels) (or channels first). Bad arguments of each."""
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,8 @@ import pytest
 from onnx import helper
 
 import clnet
-from clnet.layers import Dense, Dropout, Flatten, GaussianNoise, Input, PReLU, SpatialDropout1D
+from clnet.layers import (Dense, Dropout, Flatten, GaussianNoise, Input, PReLU, SpatialDropout1D, SpatialDropout2D,
+                          SpatialDropout3D)
 from reference import built, device, dropout, dropout_keep, gaussian_noise, layer_alone, trains_saves_and_reloads
 from test_gradients import build, check_model
 from test_onnx import LAYER_EXAMPLES, assert_close, check_file, graph_model, run_onnx_io, structure
@@ -312,6 +313,51 @@ def test_spatial_dropout_rate_inference_and_config(rt):
     assert counts[0] == counts[1]
 
 
+@pytest.mark.parametrize("make,shape,noise", [
+    (lambda: SpatialDropout2D(0.4, seed=6), (3, 5, 7), (None, 1, 1, 7)),
+    (lambda: SpatialDropout2D(0.4, "channels_first", seed=6), (7, 3, 5), (None, 7, 1, 1)),
+    (lambda: SpatialDropout3D(0.4, seed=6), (2, 3, 2, 9), (None, 1, 1, 1, 9)),
+    (lambda: SpatialDropout3D(0.4, data_format="channels_first", seed=6), (9, 2, 3, 2), (None, 9, 1, 1, 1)),
+])
+def test_spatial_dropout_2d_and_3d_drop_whole_channels(rt, make, shape, noise):
+    """SpatialDropout2D/3D: Dropout(rate, noise_shape) of the same seed with 1 along the
+    positional axes, bit for bit, forward and backward; each (sample, channel) is 0 everywhere
+    or x / (1 - rate) everywhere."""
+    rng = np.random.default_rng(3)
+    rows = 4
+    x, dy = rng.normal(size=(2, rows, *shape)).astype(F32)
+    outputs = []
+    for layer in (make(), Dropout(0.4, noise_shape=noise, seed=6)):
+        layer = layer_alone(layer, shape, rows, F32)
+        layer.training, layer.step = True, 17
+        y = layer.forward(device(x, F32), rows).numpy()
+        outputs.append([y, layer.backward(device(dy, F32), rows, True).numpy()])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    positions = tuple(i + 1 for i, n in enumerate(noise[1:]) if n == 1)
+    kept = outputs[0][0] != 0
+    assert (kept == kept.any(axis=positions, keepdims=True)).all() and 0 < kept.mean() < 1
+    np.testing.assert_allclose(outputs[0][0][kept], x[kept] / 0.6, rtol=1e-6)
+
+
+def test_spatial_dropout_2d_and_3d_configs_and_files(tmp_path):
+    """Keras's configs (data_format, no noise_shape), round trips, a .keras archive and a
+    checkpoint; predict passes the input through."""
+    assert SpatialDropout2D(0.5, name="s").get_config() == {"name": "s", "rate": 0.5, "seed": None,
+                                                           "data_format": "channels_last"}
+    layer = SpatialDropout3D(0.25, "channels_first", seed=3)
+    assert layer.get_config() == {"name": "spatial_dropout3d", "rate": 0.25, "seed": 3, "data_format": "channels_first"}
+    assert SpatialDropout3D.from_config(layer.get_config()).get_config() == layer.get_config()
+    model = clnet.Sequential([Input((4, 4, 3)), SpatialDropout2D(0.3), Flatten(), Dense(2, "softmax")], seed=1)
+    model.compile(clnet.optimizers.Adam(), "sparse_categorical_crossentropy")
+    x = np.random.default_rng(0).normal(size=(16, 4, 4, 3)).astype(F32)
+    model.fit(x, np.arange(16) % 2, epochs=1, verbose=0)
+    for name in ("m.keras", "m.h5"):
+        model.save(tmp_path / name)
+        loaded = clnet.load_model(tmp_path / name)
+        assert loaded.layers[0].get_config() == model.layers[0].get_config()
+        np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+
+
 # -- bad arguments ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,message", [
     (lambda: GaussianNoise(-0.1), r"GaussianNoise stddev must be a number in \[0, 1\], as Keras's, got -0.1"),
@@ -321,6 +367,9 @@ def test_spatial_dropout_rate_inference_and_config(rt):
     (lambda: GaussianNoise(True), r"GaussianNoise stddev must be a number in \[0, 1\], as Keras's, got True"),
     (lambda: GaussianNoise(0.1, seed=-1), r"GaussianNoise seed must be a non-negative integer or None, got -1"),
     (lambda: SpatialDropout1D(1.0), r"SpatialDropout1D rate must be a number in \[0, 1\), got 1.0"),
+    (lambda: SpatialDropout2D(0.1, "NHWC"), r"SpatialDropout2D data_format must be 'channels_last', "
+                                            r"'channels_first' or None \(channels_last\), got 'NHWC'"),
+    (lambda: SpatialDropout3D(1.5), r"SpatialDropout3D rate must be a number in \[0, 1\), got 1.5"),
     (lambda: SpatialDropout1D(-0.2), r"SpatialDropout1D rate must be a number in \[0, 1\), got -0.2"),
     (lambda: SpatialDropout1D(0.2, seed=1.5), r"SpatialDropout1D seed must be a non-negative integer or None, got 1.5"),
     (lambda: PReLU(shared_axes=0, name="p"), r"PReLU 'p': shared_axes must be None, an axis or a list of axes "
@@ -339,7 +388,8 @@ def test_bad_arguments(make, message):
 
 
 def test_bad_input_shapes():
-    """Checked when the layer is called: a shared axis the input lacks, SpatialDropout1D off (steps, features)."""
+    """Checked when the layer is called: a shared axis the input lacks, a SpatialDropout's input of
+    another rank."""
     with pytest.raises(ValueError, match=r"PReLU 'p': shared_axes \[1, 3\] names an axis that inputs of shape "
                                          r"\(None, 4, 5\) do not have \(their sample axes are 1 to 2\)"):
         PReLU(shared_axes=[1, 3], name="p")(Input((4, 5)))
@@ -347,3 +397,9 @@ def test_bad_input_shapes():
         with pytest.raises(ValueError, match=r"SpatialDropout1D 's' takes inputs of shape \(batch, steps, features\), "
                                              rf"got \(None, {', '.join(map(str, shape))}\)"):
             SpatialDropout1D(0.5, name="s")(Input(shape))
+    with pytest.raises(ValueError, match=r"SpatialDropout2D 's' takes inputs of shape \(batch, dim1, dim2, channels\), "
+                                         r"got \(None, 4, 5\)"):
+        SpatialDropout2D(0.5, name="s")(Input((4, 5)))
+    with pytest.raises(ValueError, match=r"SpatialDropout3D 's' takes inputs of shape \(batch, channels, dim1, dim2, "
+                                         r"dim3\), got \(None, 4, 5, 6\)"):
+        SpatialDropout3D(0.5, "channels_first", name="s")(Input((4, 5, 6)))

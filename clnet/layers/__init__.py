@@ -6,7 +6,7 @@ from .flatten import Flatten
 from .input import Input
 from .merge import (Add, Average, Concatenate, Maximum, Minimum, Multiply, Subtract, add, average, concatenate, maximum,
                     minimum, multiply, subtract)
-from .dropout import Dropout, GaussianNoise, SpatialDropout1D
+from .dropout import Dropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D, SpatialDropout3D
 from .batch_normalization import BatchNormalization
 from .layer_normalization import LayerNormalization
 from .locally_connected import LocallyConnected1D
@@ -39,5 +39,6 @@ __all__ = ["Constant", "Variable", "Weight", "add", "concatenate", "multiply", "
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
            "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D",
            "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU", "PReLU", "GaussianNoise", "SpatialDropout1D",
+           "SpatialDropout2D", "SpatialDropout3D",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
            "MultiHeadAttention", "Lambda", "TimeDistributed"]

@@ -1,7 +1,7 @@
 """Keras's random regularisation layers, which act in fit and pass their input through in
 evaluate and predict (and in ONNX): Dropout zeroes each element with probability `rate` and
-scales the rest by 1 / (1 - rate) (inverted dropout, as Keras), SpatialDropout1D drops whole
-features of a sequence, GaussianNoise adds normal noise. Their random numbers are hashed on the
+scales the rest by 1 / (1 - rate) (inverted dropout, as Keras), SpatialDropout1D/2D/3D drop whole
+channels, GaussianNoise adds normal noise. Their random numbers are hashed on the
 device from (seed, step, element), see dropout.cl."""
 from __future__ import annotations
 
@@ -102,23 +102,55 @@ class Dropout(BufferedLayer):
                 "noise_shape": None if self.noise_shape is None else list(self.noise_shape), "seed": self.seed}
 
 
-class SpatialDropout1D(Dropout):
-    """Keras's SpatialDropout1D on (steps, features): drops whole features, the same at every step
-    of a sample, which is Dropout with noise shape (None, 1, features)."""
+class SpatialDropout(Dropout, registered=False):
+    """Keras's SpatialDropout1D/2D/3D, on inputs of `spatial_rank` positional axes and one of
+    channels: drops whole channels, the same at every position of a sample (adjacent positions
+    of a feature map are correlated, so that dropping elements one by one regularises little),
+    which is Dropout with noise shape (None, 1, ..., 1, channels) (channels_first: (None,
+    channels, 1, ..., 1))."""
+    spatial_rank = 0
 
-    def __init__(self, rate, seed=None, name=None, input_shape=None):
-        super().__init__(rate, (None, 1, None), seed, name, input_shape)
+    def __init__(self, rate, data_format=None, seed=None, name=None, input_shape=None):
+        if data_format not in (None, "channels_last", "channels_first"):
+            raise ValueError(f"{type(self).__name__} data_format must be 'channels_last', 'channels_first' or None "
+                             f"(channels_last), got {data_format!r}")
+        self.data_format = data_format or "channels_last"
+        ones = (1,) * self.spatial_rank
+        noise = (None, *ones, None) if self.data_format == "channels_last" else (None, None, *ones)
+        super().__init__(rate, noise, seed, name, input_shape)
 
     def compute_output_shape(self, input_shape):
-        if len(input_shape) != 2:
-            raise ValueError(f"SpatialDropout1D {self.name!r} takes inputs of shape (batch, steps, features), got "
+        if len(input_shape) != self.spatial_rank + 1:
+            axes = ", ".join(("dim1", "dim2", "dim3")[:self.spatial_rank])
+            layout = ("steps, features" if self.spatial_rank == 1 else f"{axes}, channels"
+                      if self.data_format == "channels_last" else f"channels, {axes}")
+            raise ValueError(f"{type(self).__name__} {self.name!r} takes inputs of shape (batch, {layout}), got "
                              f"{(None, *input_shape)}")
         return input_shape
 
     def get_config(self):
         config = super().get_config()
         del config["noise_shape"]  # (Keras's has none: the layer fixes it)
-        return config
+        return config | ({"data_format": self.data_format} if self.spatial_rank > 1 else {})
+
+
+class SpatialDropout1D(SpatialDropout):
+    """Keras's SpatialDropout1D on (steps, features): drops whole features, the same at every step
+    of a sample. Keras's takes no data_format."""
+    spatial_rank = 1
+
+    def __init__(self, rate, seed=None, name=None, input_shape=None):
+        super().__init__(rate, None, seed, name, input_shape)
+
+
+class SpatialDropout2D(SpatialDropout):
+    """Keras's SpatialDropout2D on (rows, cols, channels) (channels_first: (channels, rows, cols))."""
+    spatial_rank = 2
+
+
+class SpatialDropout3D(SpatialDropout):
+    """Keras's SpatialDropout3D on (dim1, dim2, dim3, channels) (channels_first: channels first)."""
+    spatial_rank = 3
 
 
 class GaussianNoise(Layer):
