@@ -65,6 +65,8 @@ class Model(Trainer, Step, HasWeights):
         self.built = False
         self.compiled = False
         self.stop_training = False
+        self.stop_evaluating = False  # set by a callback: evaluate (predict) ends after this batch
+        self.stop_predicting = False
         self.epoch = 0  # epochs completed, for checkpoints
         self.distribution = None  # a clnet.distribute strategy, set by compile
         # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs

@@ -120,7 +120,7 @@ class Trainer:
                         break
                     logs = self.training_logs(seen)
                     if val is not None:
-                        logs.update(self._evaluate_feed(val, epoch, prefix="val_"))
+                        logs.update(self._evaluate_feed(val, epoch, prefix="val_", callbacks=callbacks))
                     bar.set_postfix(logs, refresh=False)
                 self.epoch = epoch + 1
                 if verbose == 2 and chief:
@@ -135,52 +135,88 @@ class Trainer:
         finally:
             self._in_fit = False
 
-    def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "") -> dict:
+    def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "", callbacks: CallbackList | None = None) -> dict:
+        """evaluate's logs over the feed's batches, each key after `prefix`, with the callbacks'
+        on_test_* hooks as Keras calls them (fit's validation passes fit's callbacks); a batch
+        hook's logs are read from the device only where a callback overrides it, and a callback
+        setting model.stop_evaluating ends the pass after that batch."""
+        callbacks = callbacks or CallbackList([], self, {})
+        watch_batches = callbacks.watch("on_test_batch_begin", "on_test_batch_end")
+        self.stop_evaluating = False
+        callbacks.on_test_begin()
         seen = 0
         with closing(feed.epoch(epoch)) as batches:
-            for rows, xb, yb in batches:
+            for step, (rows, xb, yb) in enumerate(batches):
+                if watch_batches:
+                    callbacks.on_test_batch_begin(step)
                 self.test_step(DeviceBatch(xb, yb, rows, seen, feed.weighted))
                 seen += rows
+                if watch_batches:
+                    callbacks.on_test_batch_end(step, self.epoch_logs(seen))
+                if self.stop_evaluating:
+                    break
         if not seen:  # only a generator can give nothing
             raise ValueError(f"{feed.name} (a generator) yielded no batches in epoch {epoch + 1}; a generator "
                              "is read once: give a generator that does not end and steps, or a PyDataset")
-        return self.epoch_logs(seen, prefix)
+        logs = self.epoch_logs(seen)
+        callbacks.on_test_end(logs)
+        return {prefix + key: value for key, value in logs.items()}
 
-    def evaluate(self, x, y=None, batch_size=32, verbose=0, sample_weight=None, steps=None,
+    def evaluate(self, x, y=None, batch_size=32, verbose=0, sample_weight=None, steps=None, callbacks=None,
                  return_dict: bool = False):
         """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
         generator / PyDataset (the first `steps` of them if given): loss or [loss, accuracy], or
         with `return_dict` a dict of them by name; each sample weighted by `sample_weight` if
-        given, as Keras's."""
+        given, as Keras's. `callbacks`: Callbacks whose on_test_* hooks run."""
         self.require_compiled("evaluate")
         verbose = check_verbose(verbose)
         batch_size = check_int("batch_size", batch_size, minimum=1)
         self._check_weights_usable(x, {"sample_weight": sample_weight})
-        logs = self._evaluate_feed(self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight))
+        feed = self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight)
+        logs = self._evaluate_feed(feed, callbacks=CallbackList(callbacks or [], self, {
+            "verbose": verbose, "epochs": 1, "steps": feed.steps}))
         if verbose:
             print(_shown(logs), file=sys.stderr)
         return _returned(logs, return_dict, self.ordered_logs(logs))
 
-    def predict(self, x, batch_size=32, verbose=0, steps=None) -> np.ndarray:
+    def predict(self, x, batch_size=32, verbose=0, steps=None, callbacks=None) -> np.ndarray:
         """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
-        (x,) or (x, y)), in order."""
+        (x,) or (x, y)), in order. `callbacks`: Callbacks whose on_predict_* hooks run, as
+        Keras's; one setting model.stop_predicting ends it after that batch, with the outputs
+        so far."""
         batch_size = check_int("batch_size", batch_size, minimum=1)
+        verbose = check_verbose(verbose)
         feed = self._feed(x, None, batch_size, check_steps("steps", steps), targets=False)
+        callbacks = CallbackList(callbacks or [], self, {"verbose": verbose, "epochs": 1, "steps": feed.steps})
+        watch_begin, watch_end = callbacks.watch("on_predict_batch_begin"), callbacks.watch("on_predict_batch_end")
         shapes = self._output_shapes()
         results = None if feed.samples is None else [np.empty((feed.samples, *shape), self.dtype) for shape in shapes]
         parts, seen = [], 0
+        self.stop_predicting = False
+        callbacks.on_predict_begin()
         with closing(feed.epoch(0)) as batches:
-            for rows, xb, _ in batches:
+            for step, (rows, xb, _) in enumerate(batches):
+                if watch_begin:
+                    callbacks.on_predict_batch_begin(step)
                 part = ([np.empty((rows, *shape), self.dtype) for shape in shapes] if results is None
                         else [result[seen:seen + rows] for result in results])
-                # Reads queue behind the kernels without waiting; finish() below waits for them all.
+                # Reads queue behind the kernels without waiting (finish() below waits for them
+                # all), unless a callback reads this batch's outputs.
                 for array, output in zip(part, self.predict_step(DeviceBatch(xb, None, rows))):
-                    cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer, is_blocking=False)
+                    cl_runtime.cl.enqueue_copy(self.rt.queue, array.reshape(rows, -1), output.buffer,
+                                               is_blocking=watch_end)
                 parts.append(part)
                 seen += rows
+                if watch_end:
+                    callbacks.on_predict_batch_end(step, {"outputs": self.outputs_as_given(part)})
+                if self.stop_predicting:
+                    break
         if not seen:
             raise ValueError("x (a generator) yielded no batches")
         self.rt.queue.finish()
+        callbacks.on_predict_end()
+        if results is not None and seen < feed.samples:  # stopped by a callback
+            results = [result[:seen] for result in results]
         return self.outputs_as_given(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict: bool = False):
