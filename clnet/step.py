@@ -386,17 +386,17 @@ class Step:
         one output (a distribution's replica reports its own): the only read of a training loop."""
         return self._heads[0].totals(count)
 
-    def epoch_logs(self, count: int, prefix: str = "") -> dict:
+    def epoch_logs(self, count: int) -> dict:
         """The logs Keras writes: `loss`, the weighted sum of the outputs' losses; with several
         outputs each one's own (`<name>_loss`), then the metrics (`<name>_accuracy`) by name. With
         sample weights, as Keras: a loss is the weighted sum over the samples divided by their
         count; compile's metrics are not weighted."""
         totals = [head.totals(count) for head in self._heads]
-        logs = {prefix + "loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
+        logs = {"loss": sum(head.weight * loss for head, (loss, _) in zip(self._heads, totals)) / count}
         several = len(self._heads) > 1
         if several:
-            logs.update({f"{prefix}{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
-        metrics = {f"{prefix}{head.name + '_' if several else ''}{name}": value
+            logs.update({f"{head.name}_loss": loss / count for head, (loss, _) in zip(self._heads, totals)})
+        metrics = {f"{head.name + '_' if several else ''}{name}": value
                    for head, (_, hits) in zip(self._heads, totals) for name, value in head.metric_results(hits, count)}
         return logs | dict(sorted(metrics.items()))
 

@@ -99,7 +99,7 @@ class DeviceInfo:
         with: PoCL's CPU driver specializes the work-group function to the local size (unless
         POCL_WORK_GROUP_SPECIALIZATION=0, whose generic functions ran slower), so that a kernel
         left to PoCL's choice of local size, which follows the global size, is compiled once per
-        shape it meets (Runtime.work_group)."""
+        shape it meets (runtime.cpu_work_group)."""
         return (self.type == "CPU" and "PoCL" in self.platform_version
                 and os.environ.get("POCL_WORK_GROUP_SPECIALIZATION") != "0")
 

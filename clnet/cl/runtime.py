@@ -390,10 +390,9 @@ def cpu_work_group(global_size, limit: int = CPU_GROUP) -> tuple[int, ...]:
     """The local size for a launch that leaves it to a CPU runtime which compiles a kernel per
     local size (DeviceInfo.compiles_per_work_group): the largest power of two up to `limit`
     (CPU_GROUP, or the device's maximum work-group if smaller) dividing the first axis, 1 along
-    the others. The first axis is the one PoCL runs a
-    work-group's items along as the lanes of one loop; PoCL's own choice follows the whole global
-    size, so that every new shape of every kernel cost a compilation (the test suite's cold time,
-    benchmarks/RESULTS.md)."""
+    the others. The first axis is the one PoCL runs a work-group's items along as the lanes of
+    one loop; PoCL's own choice follows the whole global size, so that every new shape of every
+    kernel cost a compilation (the test suite's cold time, benchmarks/RESULTS.md)."""
     first = global_size[0]
     return (max(1, min(1 << (limit.bit_length() - 1), first & -first)),) + (1,) * (len(global_size) - 1)
 
