@@ -123,8 +123,11 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units, which):
 
 
 @pytest.mark.parametrize("rows,n_in,units", [(37, 19, 5), (64, 32, 48), (70, 33, 113)])
-@pytest.mark.parametrize("dtype", [F32, np.float64])
-@pytest.mark.parametrize("tiles", [GPU_TILES[0], pytest.param(GPU_TILES[1], marks=pytest.mark.slow)], ids=["16", "32"])
+# The larger tiles (the slow set's) in float32 alone: their three programs are a long build on
+# PoCL in each float type, and their float64 products run in test_every_tuning_candidate.
+@pytest.mark.parametrize("dtype,tiles", [(F32, GPU_TILES[0]), (np.float64, GPU_TILES[0]),
+                                         pytest.param(F32, GPU_TILES[1], marks=pytest.mark.slow)],
+                         ids=["float32-16", "float64-16", "float32-32"])
 def test_tiled_input_gradient_reads_dy(rt, rng, dtype, rows, n_in, units, tiles):
     """The GPU form of a linear Dense: delta is dL/dy itself, so the input gradient reads dL/dy,
     (rows, units), rows of a width that is no multiple of 4 as well (the tiny GPT's head, 113
