@@ -324,10 +324,14 @@ class Model(Trainer, Step, HasWeights):
                 # Another call of a layer, or a call on another shape than it was built for (a
                 # recurrent layer over fewer steps): a copy with buffers of its own, reading the
                 # same parameters, whose shapes must be the same (_SharingStore checks).
+                # Where the layer's first call here is such a copy, the layer itself never runs in
+                # this model (made again on other lengths): its gradient is the copies' alone.
+                replaces = id(layer) not in owned
                 owned.setdefault(id(layer), _declared[layer])
                 runner = copy.copy(layer)
                 runner.allocated_rows = 0  # (its own batch buffers, made by allocate)
-                runner.build(shape, _SharingStore(store, owned[id(layer)], layer, shape), np.random.default_rng(0))
+                runner.build(shape, _SharingStore(store, owned[id(layer)], layer, shape, replaces),
+                             np.random.default_rng(0))
                 fresh.add(id(runner))
             elif layer.built:  # built by another model: it runs as it is
                 owned[id(layer)] = _declared[layer]
@@ -817,9 +821,9 @@ class _SharingStore(_DeclaringStore):
     """For a later call of a built layer: each parameter its copy declares is the owner's, in
     order, and of the owner's shape; a call on inputs that would need other weights raises."""
 
-    def __init__(self, store: ParameterStore, owned: list, layer: Layer, shape):
+    def __init__(self, store: ParameterStore, owned: list, layer: Layer, shape, replaces: bool = False):
         super().__init__(store)
-        self._owned, self._layer, self._shape = iter(owned), layer, shape
+        self._owned, self._layer, self._shape, self._replaces = iter(owned), layer, shape, replaces
 
     def add(self, initial, *args, **kwargs):
         owner = next(self._owned, None)
@@ -828,7 +832,7 @@ class _SharingStore(_DeclaringStore):
             raise ValueError(f"{layer.describe()} was built for inputs of shape {layer.built_input_shape} and cannot "
                              f"be called on inputs of shape {self._shape}: its weights have other shapes (a layer "
                              "keeps the weights it was built with)")
-        return self.store.share(owner)
+        return self.store.share(owner, self._replaces)
 
 
 

@@ -1,10 +1,10 @@
 // A layer called several times (shared weights) writes each extra call's gradients to
 // shared_grads; they are added into the owner's: grads[target[i]] += shared_grads[source[i]].
 __kernel void AddSharedGradients(__global TYPE *grads, __global const TYPE *shared_grads,
-                                 __global const int *source, __global const int *target)
+                                 __global const int *source, __global const int *target, const int replaces)
 {
     const int i = get_global_id(0);
-    grads[target[i]] += shared_grads[source[i]];
+    grads[target[i]] = (replaces ? 0 : grads[target[i]]) + shared_grads[source[i]];
 }
 
 // DataParallel's reduction on the devices of one context: total[total_first + i] = w_total *

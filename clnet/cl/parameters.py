@@ -60,7 +60,7 @@ class ParameterStore:
         self.grads: Tensor | None = None
         # A layer called more than once runs as one copy per call; the copies' parameters read the
         # owner's values and write their gradients to a second buffer, added into the owner's.
-        self.shared: list[tuple[Parameter, Parameter]] = []  # (copy, owner)
+        self.shared: list[tuple[Parameter, Parameter, bool]] = []  # (copy, owner, replaces: see share)
         self.users: weakref.WeakSet = weakref.WeakSet()  # the models that read its parameters
 
     def _aligned(self, size: int) -> int:
@@ -75,13 +75,16 @@ class ParameterStore:
         self.parameters.append(parameter)
         return parameter
 
-    def share(self, owner: Parameter) -> Parameter:
-        """The same parameter for another call of its layer: owner's values, a gradient of its own."""
+    def share(self, owner: Parameter, replaces: bool = False) -> Parameter:
+        """The same parameter for another call of its layer: owner's values, a gradient of its own,
+        added to the owner's after the backward pass; `replaces`: put in place of the owner's, which
+        this model does not compute (its layer runs only as copies here: a model made again on
+        other lengths), so that no earlier step's gradient stays in it."""
         if self.values is not None:
             raise RuntimeError("parameters cannot be added after the store was allocated")
         copy = Parameter(np.broadcast_to(np.zeros((), self.dtype), owner.shape), owner.keras_index, owner.trainable)
         copy.initial, copy.store = None, owner.store
-        self.shared.append((copy, owner))
+        self.shared.append((copy, owner, replaces))
         return copy
 
     def allocate(self) -> None:
@@ -111,7 +114,7 @@ class ParameterStore:
         number of alignment steps long (so that no padding lies between them): its value and
         gradient tensors span the run (JoinedDense's kernel, its parts' kernels side by side).
         A run of shared copies spans their owners' values and the copies' own gradients."""
-        owners = {id(copy): owner for copy, owner in self.shared}
+        owners = {id(copy): owner for copy, owner, _ in self.shared}
         holders = [owners.get(id(p), p) for p in parameters]  # whose offset is the value's
         for run in (parameters, holders):
             for before, after in zip(run, run[1:]):
@@ -132,7 +135,8 @@ class ParameterStore:
     def _allocate_shared(self) -> None:
         end = 0
         rounds: list[list[tuple[Parameter, Parameter]]] = []
-        for copy, owner in self.shared:
+        # The copies that replace their owner's gradient come first, each in rounds of its own kind.
+        for copy, owner, replaces in sorted(self.shared, key=lambda pair: not pair[2]):
             copy.value = owner.value
             if not owner.trainable:
                 continue
@@ -141,27 +145,28 @@ class ParameterStore:
             # A layer called n times has n - 1 copies: each round adds at most one copy per owner,
             # so no two work-items of a launch add into the same gradient; and its owners share a
             # store (one built by another model keeps its parameters in that model's store).
-            taken = next((r for r in rounds if r[0][1].store is owner.store and all(o is not owner for _, o in r)),
-                         None)
+            taken = next((r for r in rounds if r[0][1].store is owner.store and r[0][2] == replaces
+                          and all(o is not owner for _, o, _ in r)), None)
             if taken is None:
                 rounds.append(taken := [])
-            taken.append((copy, owner))
+            taken.append((copy, owner, replaces))
         self.shared_grads = Tensor((max(end, 1),), self.dtype, self.rt)
         self._rounds = []
         for pairs in rounds:
-            for copy, _ in pairs:
+            for copy, _, _ in pairs:
                 copy.grad = self.shared_grads.region(copy.offset, copy.shape)
-            source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _ in pairs]).astype(np.int32)
-            target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o in pairs]).astype(np.int32)
+            source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _, _ in pairs]).astype(np.int32)
+            target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o, _ in pairs]).astype(np.int32)
             self._rounds.append((pairs[0][1].store.grads, Tensor.from_numpy(source, rt=self.rt),
-                                 Tensor.from_numpy(target, rt=self.rt), len(source)))
+                                 Tensor.from_numpy(target, rt=self.rt), len(source), int(pairs[0][2])))
         program = self.rt.program(("cl/parameters.cl",), self.dtype)
         self._add_shared = self.rt.kernel(program, "AddSharedGradients", self.dtype)
 
     def add_shared_gradients(self) -> None:
-        """Owner gradient += each copy's gradient: one launch per round (one for a layer called twice)."""
-        for grads, source, target, count in getattr(self, "_rounds", ()):
-            self._add_shared((count,), None, grads, self.shared_grads, source, target)
+        """Owner gradient += each copy's gradient (= where the copy replaces it): one launch per
+        round (one for a layer called twice)."""
+        for grads, source, target, count, replaces in getattr(self, "_rounds", ()):
+            self._add_shared((count,), None, grads, self.shared_grads, source, target, replaces)
 
 
 class ParameterRange:
