@@ -10,6 +10,7 @@ predictions at batch 1 and 7, and the output's scale (max |prediction| over the 
 passes where |onnxruntime - clnet| <= 1e-5 (|clnet| + scale), float32's tolerance in tests/test_onnx.py;
 `run` exits 1 if any file fails or does not load.
 """
+import os
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,10 @@ def models():
 
 
 def export(directory: Path) -> int:
-    """Each model, exported with target="mt5" at each of OPSETS, its inputs and clnet's predictions."""
+    """Each model, exported with target="mt5" at each of OPSETS, its inputs and clnet's predictions.
+    The tuner off, as in the test suite (tests/conftest.py): the files do not depend on its choice,
+    and its sweep from a cold cache took most of this step's 5 minutes."""
+    os.environ.setdefault("CLNET_TUNE", "0")
     import clnet
     from clnet.onnx.exporter import input_names, output_names
 
