@@ -146,3 +146,26 @@ def test_a_sequential_stack_on_an_input_of_lengths_none(tmp_path):
     grown.add(layers.GRU(3))
     grown.add(layers.Dense(1))
     assert grown.predict(x9).shape == (3, 1) and grown.predict(x11).shape == (2, 1)
+
+
+@pytest.mark.parametrize("kind", ["SimpleRNN", "GRU"])
+def test_each_length_trains_on_its_own_gradient(rng, kind):
+    """A model of Input((None,)) made again on another length runs its layers as copies: their
+    gradient replaces the layer's own, which still holds the last step on the other length (it
+    used to be added in). Gradients on length 11 after a step on length 7 equal a model built for
+    11 alone with the same weights, in float64."""
+    def model(length):
+        ids = layers.Input((length,))
+        h = getattr(layers, kind)(6)(layers.Embedding(20, 4)(ids))
+        made = clnet.Model(ids, layers.Dense(3, "softmax")(h), seed=2, floatx="float64")
+        made.compile(clnet.optimizers.SGD(0.5), "sparse_categorical_crossentropy")
+        return made
+    x7, x11, y = rng.integers(0, 20, (4, 7)), rng.integers(0, 20, (4, 11)), np.array([0, 1, 2, 1])
+    any_length = model(None)
+    any_length.build((7,))
+    weights = any_length.get_weights()
+    any_length.compute_gradients(x7, y)
+    alone = model(11)
+    alone.set_weights(weights)
+    for got, want in zip(any_length.compute_gradients(x11, y)[1], alone.compute_gradients(x11, y)[1], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
