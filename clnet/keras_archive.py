@@ -60,7 +60,7 @@ KERAS_LAYERS = {
     "ELU", "Softmax", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional", "MultiHeadAttention", "Add",
     "Multiply", "Concatenate", "Subtract", "Average", "Maximum", "Minimum", "RepeatVector", "Permute",
     "ZeroPadding2D", "TimeDistributed", "PReLU", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D",
-    "SpatialDropout3D", "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D"}
+    "SpatialDropout3D", "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "Masking"}
 RECURRENT = ("SimpleRNN", "LSTM", "GRU")
 ATTENTION_PARTS = ("query_dense", "key_dense", "value_dense", "output_dense")
 # Keras's optimizer classes that clnet has, and the config keys Keras has and clnet does not.
@@ -149,17 +149,22 @@ def _model_from_keras(config: dict, floatx: str | None) -> tuple[Model, list]:
 
 def _functional(inner: dict, floatx: str) -> tuple[Model, list]:
     tensors, made, entries = {}, {}, []
+    computed = _mask_ops(inner["layers"])
     for entry in inner["layers"]:
         name = entry.get("name") or entry["config"]["name"]
         if entry["class_name"] == "InputLayer":
             tensors[name, 0] = [_input(entry["config"], floatx)]
             continue
+        if name in computed:
+            continue
         layer = made[name] = _layer_from_keras(entry)
         entries.append((entry, layer))
         for k, node in enumerate(entry.get("inbound_nodes", [])):
             args = _tensors(node.get("args", []), tensors)
+            # training: Keras records the mode its layers were traced in (False beside a mask),
+            # which the model's mode decides in clnet; masks its layers make again (_mask_ops).
             kwargs = {key: _tensors(value, tensors) for key, value in node.get("kwargs", {}).items()
-                      if not (key in ("mask", "training") and value is None)}
+                      if key != "training" and not (key == "mask" and (value is None or _names_in(value) <= computed))}
             result = layer(*args, **kwargs)
             tensors[name, k] = list(result) if isinstance(result, (list, tuple)) else [result]
     pick = lambda ref: tensors[ref[0], ref[1]][ref[2]]
@@ -172,6 +177,37 @@ def _functional(inner: dict, floatx: str) -> tuple[Model, list]:
     model = Model(inputs if len(inputs) > 1 else inputs[0], outputs, name=inner.get("name"),
                   floatx=floatx if floatx in ("float32", "float64") else "float32")
     return model, entries
+
+
+def _mask_ops(entries: list[dict]) -> set[str]:
+    """The ops of a Keras functional config that only make masks (Embedding's NotEqual, Masking's
+    NotEqual and Any, which Keras records where a layer passes a mask to the next): clnet's layers
+    make and pass those masks themselves, so they and the mask arguments naming them are left out."""
+    readers: dict[str, list[tuple[str, bool]]] = {}  # op -> (reader, whether as a mask argument)
+    for entry in entries:
+        reader = entry.get("name") or entry["config"]["name"]
+        for node in entry.get("inbound_nodes", []):
+            for key, value in [("", node.get("args", [])), *node.get("kwargs", {}).items()]:
+                for name in _names_in(value):
+                    readers.setdefault(name, []).append((reader, key == "mask"))
+    ops = {e.get("name") or e["config"]["name"] for e in entries
+           if e["class_name"] not in KERAS_LAYERS and e["class_name"] != "InputLayer"}
+    found: set[str] = set()
+    while True:  # an op read only as a mask, or only by such ops (Masking's NotEqual, read by Any)
+        more = {op for op in ops - found if readers.get(op)
+                and all(as_mask or reader in found for reader, as_mask in readers[op])}
+        if not more:
+            return found
+        found |= more
+
+
+def _names_in(value) -> set[str]:
+    """The layers whose outputs a node argument names."""
+    if isinstance(value, dict) and value.get("class_name") == "__keras_tensor__":
+        return {value["config"]["keras_history"][0]}
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_names_in(v) for v in value))
+    return set()
 
 
 def _tensors(value, tensors: dict):

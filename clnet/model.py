@@ -23,8 +23,9 @@ from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
 from .data import checked
 from .layers import Input, Layer
-from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, is_concrete,
-                          leaves_of, register_custom_objects, tensors_of, trace_scope, tracing)
+from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, input_mask,
+                          is_concrete, leaves_of, register_custom_objects, set_output_masks, tensors_of, trace_scope,
+                          tracing)
 from .step import NotCompiledError, Step, by_name  # noqa: F401 (clnet.model.NotCompiledError too)
 from .trainer import Trainer, check_int
 
@@ -79,6 +80,7 @@ class Model(Trainer, Step, HasWeights):
             self.build()
 
     default_name = "model"
+    _mask_calls: list = []  # calls that only make masks (see _set_graph); a Sequential's chain has none
 
     # -- the graph -----------------------------------------------------------------------------
     def _graph_as_made(self) -> dict:
@@ -120,8 +122,21 @@ class Model(Trainer, Step, HasWeights):
                 seen.add(id(call))
                 calls.append(call)
                 stack.extend(t.call for t in call.inputs)
+        # ... and those that only make the masks its layers and losses read (ops combining two
+        # masks): they run, and the graph as given (config, layers, export) leaves them out, as
+        # the layers that make them make them again.
+        self._mask_calls, stack = [], [c.mask.call for c in calls if c.mask is not None]
+        stack += [o._keras_mask.call for o in outputs if o._keras_mask is not None]
+        while stack:
+            call = stack.pop()
+            if id(call) not in seen:
+                seen.add(id(call))
+                self._mask_calls.append(call)
+                stack.extend(t.call for t in call.inputs)
+        self._mask_calls.sort(key=lambda c: c.number)
         calls.sort(key=lambda c: c.number)
-        reached = [c.layer for c in calls if isinstance(c.layer, Input)]
+        reached = [c.layer for c in calls + self._mask_calls if isinstance(c.layer, Input)]
+        self._mask_calls = [c for c in self._mask_calls if not isinstance(c.layer, Input)]
         described = ", ".join(o.describe() for o in outputs)
         for layer in reached:
             if not any(layer is i for i in self._inputs):
@@ -311,7 +326,10 @@ class Model(Trainer, Step, HasWeights):
         fresh = set()                 # the layers (and copies) this build made
         # What runs: the graph's calls, each chain of elementwise ops one generated kernel (a
         # layer of its own, made here; the graph, self._calls, stays as made).
-        runs = ops.fuse_elementwise(self._calls, self._outputs)
+        masks = [c.mask for c in self._calls if c.mask is not None]
+        masks += [o._keras_mask for o in self._outputs if o._keras_mask is not None]
+        runs = ops.fuse_elementwise(sorted(self._calls + self._mask_calls, key=lambda c: c.number),
+                                    [*self._outputs, *masks])
         for call in runs:
             layer = call.layer
             shapes = [t.sample_shape for t in call.inputs]
@@ -550,6 +568,13 @@ class Model(Trainer, Step, HasWeights):
         for call in graph["calls"]:
             k = made.get(id(call.layer), 0)
             made[id(call.layer)] = k + 1
+            if call.mask is not None and call.mask is not call.inputs[0]._keras_mask:
+                raise ValueError(f"{call.layer.describe()} was given mask= explicitly; clnet cannot write such a "
+                                 "graph's config yet (a mask its input carries, from Embedding(mask_zero=True) or "
+                                 "Masking, is saved with the layer that makes it)")
+            if any(id(t) not in refs for t in call.inputs):  # (a mask an Embedding or Masking makes)
+                raise ValueError(f"{call.layer.describe()} reads a mask as an input of its own (a MultiHeadAttention's "
+                                 "padding masks); clnet cannot write such a graph's config yet")
             calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
             refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
         return graph, position, refs, calls
@@ -715,7 +740,9 @@ class Sequential(Model):
                 raise ValueError(f"all layers in a Sequential model should have a single output tensor; "
                                  f"{layer.describe()} has {len(shapes)} (return_state=True): use the functional "
                                  "API, Model(inputs, outputs), for multi-output layers")
-            calls.append(Call(layer, [tensor], shapes))
+            mask = input_mask(layer, [tensor])  # (Keras's masks: see Layer.mask_handling)
+            calls.append(Call(layer, [tensor], shapes, mask=mask if layer.mask_handling == "consume" else None))
+            set_output_masks(calls[-1], mask)
             tensor = calls[-1].output
         return [source], calls, tensor
 

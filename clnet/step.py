@@ -196,6 +196,9 @@ class Step:
         self._fold_residual_sums({id(t): runner for runner, call in self.runs for t in call.outputs}, consumers)
         self._heads = [Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
                        for o, name in zip(self._outputs, self._output_names)]
+        # An output's mask (Keras's: its padded steps count in neither its loss nor its metrics).
+        self._loss_masks = [o._keras_mask for o in self._outputs]
+        self._output_masks = [None] * len(self._outputs)
         # Tensors read by several calls (an output's loss counting as one): their gradient is
         # summed into a buffer of the engine's.
         read = [*self._outputs, *(t for _, call in self.runs for t in call.inputs)]
@@ -266,7 +269,8 @@ class Step:
             upstream = {id(i.output): want_input_grad for i in self._inputs}
             plan = {}
             for runner, call in self.runs:
-                plan[id(call)] = [upstream[id(t)] for t in call.inputs]
+                # (a mask a layer makes beside its output, which ops may read, has no gradient)
+                plan[id(call)] = [upstream.get(id(t), False) for t in call.inputs]
                 needed = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
                 upstream.update({id(t): needed for t in call.outputs})
             self._grad_plans[want_input_grad] = plan
@@ -301,11 +305,16 @@ class Step:
             forward = runner.forward_logits if logits and id(call.output) in self._logit_outputs else runner.forward
             residual = self._residuals.get(id(call))
             added = {} if residual is None else {"add": values[id(residual)]}
+            if call.mask is not None:  # (a layer that reads its input's mask)
+                added["mask"] = values[id(call.mask)]
             result = forward(xs if runner.multi_input else xs[0], _rows(call, rows), **added)
             if len(call.outputs) == 1:
                 values[id(call.output)] = result
             else:  # a list, an output per tensor (a recurrent layer's states)
                 values.update({id(t): value for t, value in zip(call.outputs, result)})
+            if call.made_mask is not None:
+                values[id(call.made_mask)] = runner.output_mask
+        self._output_masks = [values[id(m)] if m is not None else None for m in self._loss_masks]
         return [values[id(o)] for o in self._outputs]
 
     def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False,
@@ -318,16 +327,16 @@ class Step:
         the target's last column is each sample's weight."""
         outputs = self._forward(x, rows, training, logits=True)
         if len(self._heads) == 1 and not weighted:
-            self._heads[0].launch(target, outputs[0], rows, first)
+            self._heads[0].launch(target, outputs[0], rows, first, mask=self._output_masks[0])
             return
         # The batch's targets lie side by side, an output's after another's, then the weights:
         # each loss reads its own columns.
         offset, total = 0, sum(head.width for head in self._heads) + weighted
         if weighted:
             self._split((1, rows), None, target, total, total - 1, self._row_weights, 1, 0, 1)
-        for head, output in zip(self._heads, outputs):
+        for head, output, mask in zip(self._heads, outputs, self._output_masks):
             self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
-            head.launch(head.target, output, rows, first, self._row_weights if weighted else None)
+            head.launch(head.target, output, rows, first, self._row_weights if weighted else None, mask)
             offset += head.width
 
     def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
@@ -432,6 +441,13 @@ class Head:
         # enough per sample for its positions; each writes its share of the sample's loss.
         self.group = rt.row_group(self.positions)
         self.blocks = -(-self.positions // self.group)  # work-groups per sample
+        # Keras's mask on the output (a sequence's padded positions count in neither the loss nor
+        # the accuracy): one value per position.
+        mask = tensor._keras_mask
+        self.masked = mask is not None
+        if self.masked and mask.sample_shape != self.shape[:-1]:
+            raise ValueError(f"the output {tensor.describe()} carries a mask of shape {mask.shape}; a loss takes the "
+                             f"mask of its output's positions, of shape {(None, *self.shape[:-1])}")
 
     def compile(self, loss, weight: float, metrics: list, weighted_metrics: list = ()) -> None:
         """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects;
@@ -450,6 +466,10 @@ class Head:
                 metric.name = f"weighted_{metric.name}"
         self.metrics = [*metrics, *weighted]
         self.device_metrics = [m for m in self.metrics if m != "accuracy"]
+        if self.masked and self.device_metrics:
+            names = [m.name for m in self.device_metrics]
+            raise ValueError(f"output {self.name!r} carries a mask, which metrics {names} do not read yet; "
+                             "compile's 'accuracy' and the loss leave its padded positions out")
         sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
         for metric in self.device_metrics:
             metric.bind(rt, dtype, self.shape, sparse, loss.name)
@@ -460,9 +480,11 @@ class Head:
                                 and not any(m.reads_probabilities for m in self.device_metrics))
         self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
         self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
-        self._totals = Tensor((2,), dtype, rt)
+        self._totals = Tensor((3,), dtype, rt)
         self.output_grad = self.target = None
-        self.stats = None  # (per-sample loss, per-sample hits), in the kernel's blocks per sample
+        # (per-sample loss, per-sample hits, with a mask per-sample held positions), in the
+        # kernel's blocks per sample
+        self.stats = None
 
     def ensure_rows(self, rows: int) -> None:
         if self.output_grad is None or self.output_grad.shape[0] < rows:
@@ -473,24 +495,26 @@ class Head:
 
     def grow_stats(self, samples: int, kept: int) -> None:
         """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
-        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2))
+        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2 + self.masked))
         if kept:
             for old, new in zip(self.stats, grown):
                 cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
         self.stats = grown
 
-    def launch(self, target: Tensor, output: Tensor, rows: int, first: int, row_weights: Tensor | None = None) -> None:
+    def launch(self, target: Tensor, output: Tensor, rows: int, first: int, row_weights: Tensor | None = None,
+               mask: Tensor | None = None) -> None:
         """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
         rows [first, first + rows), each sample's gradient and loss scaled by its weight in
-        `row_weights` if given.
+        `row_weights` if given, and each position's by the output's mask (rows, positions).
         As in Keras the last axis is what a loss compares (the classes), averaged over the other
         axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
         input: one launch fewer per step (on the H100 small batches are launch-bound)."""
         self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
-                     *self.stats, first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
+                     *self.stats[:2], first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
                      SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
                      self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
-                     int(row_weights is not None))
+                     int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None),
+                     self.stats[-1])
         for metric in self.device_metrics:
             metric.update_batch(target, output, rows, first, row_weights)
 
@@ -504,10 +528,14 @@ class Head:
         return [("accuracy", hits / count) if m == "accuracy" else (m.name, m.result(count)) for m in self.metrics]
 
     def totals(self, count: int) -> tuple[float, float]:
-        """Sum of per-sample loss and accuracy over [0, count)."""
+        """Sum of per-sample loss and accuracy over [0, count). With a mask the accuracy is Keras's
+        over the held positions, given as that mean times `count`."""
         size = self.rt.local_size
-        self._reduce((size,), (size,), *self.stats, count * self.blocks, self._totals)
-        loss, hits = self._totals.numpy()
+        self._reduce((size,), (size,), *self.stats[:2], count * self.blocks, self._totals, self.stats[-1],
+                     int(self.masked))
+        loss, hits, held = self._totals.numpy()
+        if self.masked:
+            hits = hits / held * count if held else 0.0
         return float(loss), float(hits)
 
 

@@ -78,6 +78,25 @@ def models():
         L.UpSampling2D((1, 2)), L.GaussianNoise(0.1), L.Conv2D(2, 3, strides=2), L.PReLU(alpha_initializer="ones"),
         L.Flatten(), L.Dense(2)]),
         rng.normal(size=(9, 12, 3)), rng.normal(size=(9, 2)), dict(optimizer="adam", loss="mse"))
+
+    # Masks: padded ids (at the end, at the start, in gaps, throughout), a loss per step that reads
+    # the mask; and Masking of float steps into a recurrent layer and an average over time.
+    ids = rng.integers(1, 12, (9, 8))
+    for row, (start, stop) in enumerate([(5, 8), (0, 3), (2, 4), (0, 8), (6, 7)]):
+        ids[row, start:stop] = 0
+    made["masked_sequence"] = (keras.Sequential([
+        keras.Input((8,), dtype="int32"), L.Embedding(12, 4, mask_zero=True),
+        L.Bidirectional(L.LSTM(5, return_sequences=True)), L.GRU(3, return_sequences=True, go_backwards=True),
+        L.Dense(3, activation="softmax")]),
+        ids, rng.integers(0, 3, (9, 8)),
+        dict(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]))
+    steps = rng.normal(size=(9, 7, 3))
+    steps[0, 4:] = steps[1, :2] = steps[2, 3] = 0.0
+    # Functional: Keras's config records the mask's ops (NotEqual, Any) and each layer's mask argument.
+    x = keras.Input((7, 3))
+    h = L.SimpleRNN(4, return_sequences=True, go_backwards=True)(L.Masking()(x))
+    made["masked_pooling"] = (keras.Model(x, L.Dense(1)(L.GlobalAveragePooling1D()(
+        L.LSTM(3, return_sequences=True)(h)))), steps, rng.normal(size=(9, 1)), dict(optimizer="adam", loss="mse"))
     return made
 
 
@@ -100,6 +119,14 @@ def main():
         predicted = model.predict(x, verbose=0)
         for i, p in enumerate(predicted if isinstance(predicted, list) else [predicted]):
             arrays[f"{name}/y{i}"] = p
+        if name.startswith("masked"):  # evaluate in batches of 4, and the weights after a step of SGD(1)
+            arrays[f"{name}/t0"] = np.asarray(y)
+            arrays[f"{name}/evaluate"] = np.array(model.evaluate(x, y, batch_size=4, verbose=0), np.float64)
+            stepped = keras.models.clone_model(model)
+            stepped.set_weights(model.get_weights())
+            stepped.compile(keras.optimizers.SGD(1.0), compiled["loss"])
+            stepped.train_on_batch(x, y)
+            arrays.update({f"{name}/sgd{i}": w for i, w in enumerate(stepped.get_weights())})
         if clnet is not None and name != "traced_merges":
             with tempfile.TemporaryDirectory() as tmp:
                 clnet.load_model(path).save(Path(tmp) / "clnet.keras")

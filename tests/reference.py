@@ -433,12 +433,15 @@ def _sigmoid(x):
 
 
 def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=False, go_backwards=False,
-              activation=np.tanh, recurrent_activation=_sigmoid, return_state=False, initial_state=None):
+              activation=np.tanh, recurrent_activation=_sigmoid, return_state=False, initial_state=None, mask=None):
     """Keras's SimpleRNN/LSTM/GRU (reset_after=True) forward pass over x (batch, steps, features).
     With go_backwards the reversed sequence is fed, and the outputs stay in processing order.
     With return_state, [output, h] (LSTM: [output, h, c]) of the last step processed. The states
-    start from zeros, or from initial_state ([h] or [h, c], (batch, units) each)."""
+    start from zeros, or from initial_state ([h] or [h, c], (batch, units) each). With `mask`
+    (batch, steps), Keras's backend.rnn: a step where it is 0 keeps the states and outputs the
+    step before's output (zeros before any)."""
     x = x[:, ::-1] if go_backwards else x
+    held = np.ones(x.shape[:2], bool) if mask is None else np.asarray(mask, bool)[:, ::-1 if go_backwards else 1]
     units = recurrent_kernel.shape[0]
     h = np.zeros((len(x), units))
     c = np.zeros_like(h)
@@ -446,24 +449,27 @@ def recurrent(kind, x, kernel, recurrent_kernel, bias=None, return_sequences=Fal
         h, c = (list(initial_state) + [c])[:2]
     input_bias = 0 if bias is None else (bias[0] if kind == "GRU" else bias)
     recurrent_bias = 0 if bias is None or kind != "GRU" else bias[1]
-    outputs = []
+    outputs, output = [], np.zeros_like(h)
     for t in range(x.shape[1]):
         xw = x[:, t] @ kernel + input_bias
+        new_c = c
         if kind == "SimpleRNN":
-            h = activation(xw + h @ recurrent_kernel)
+            new_h = activation(xw + h @ recurrent_kernel)
         elif kind == "LSTM":
             z = xw + h @ recurrent_kernel
             i, f, g, o = np.split(z, 4, axis=1)
-            c = recurrent_activation(f) * c + recurrent_activation(i) * activation(g)
-            h = recurrent_activation(o) * activation(c)
+            new_c = recurrent_activation(f) * c + recurrent_activation(i) * activation(g)
+            new_h = recurrent_activation(o) * activation(new_c)
         else:
             u = h @ recurrent_kernel + recurrent_bias
             xz, xr, xh = np.split(xw, 3, axis=1)
             uz, ur, uh = np.split(u, 3, axis=1)
             z, r = recurrent_activation(xz + uz), recurrent_activation(xr + ur)
-            h = z * h + (1 - z) * activation(xh + r * uh)
-        outputs.append(h)
-    output = np.stack(outputs, axis=1) if return_sequences else h
+            new_h = z * h + (1 - z) * activation(xh + r * uh)
+        m = held[:, t, None]
+        h, c, output = np.where(m, new_h, h), np.where(m, new_c, c), np.where(m, new_h, output)
+        outputs.append(output)
+    output = np.stack(outputs, axis=1) if return_sequences else output
     return [output, h] + ([c] if kind == "LSTM" else []) if return_state else output
 
 

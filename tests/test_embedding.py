@@ -196,7 +196,7 @@ def test_keras_layout_and_numbers():
 def test_config_round_trip_and_checkpoint(tmp_path, rng):
     model = token_model(11, 5, 4, 3, seed=4)
     assert model.layers[1].get_config() == {"name": "tokens", "input_dim": 11, "output_dim": 4,
-                                            "embeddings_initializer": "uniform"}
+                                            "embeddings_initializer": "uniform", "mask_zero": False}
     assert model.layers[2].get_config() == {"name": "positions", "sequence_length": 7,
                                             "initializer": "glorot_uniform"}
     assert np.abs(model.layers[1].get_weights()[0]).max() <= 0.05  # Keras's "uniform": U(-0.05, 0.05)
@@ -241,8 +241,8 @@ def test_bad_arguments():
         clnet.Sequential([Input((2,)), Embedding(2**24 + 1, 1, name="e")])
     with pytest.raises(ValueError, match="Embedding: output_dim must be a positive integer, got 0"):
         Embedding(3, 0)
-    with pytest.raises(ValueError, match="Embedding: mask_zero must be False \\(clnet has no masks\\), got True"):
-        Embedding(3, 2, mask_zero=True)
+    with pytest.raises(TypeError, match="Embedding: mask_zero must be True or False, got 1"):
+        Embedding(3, 2, mask_zero=1)
     with pytest.raises(ValueError, match="PositionEmbedding: sequence_length must be a positive integer"):
         PositionEmbedding(0)
     with pytest.raises(ValueError, match=r"PositionEmbedding 'p' expects inputs of shape \(..., positions, features\) "

@@ -398,15 +398,18 @@ def loss_blocks(rt, positions, group=None) -> tuple[int, int]:
 
 
 def launch_loss(rt, loss, target, p, grad, sample_loss, sample_hit, first, rows, positions, cols, fold, group=None,
-                weights=None):
+                weights=None, mask=None, sample_held=None):
     """CalcOutputGradient as the model launches it: work-groups per sample over its positions;
-    `weights`, one per row, scale each sample's gradient and loss (fit's sample_weight)."""
+    `weights`, one per row, scale each sample's gradient and loss (fit's sample_weight); `mask`
+    (rows, positions) leaves positions out, as an output's mask does, counting each block's held
+    positions into `sample_held`."""
     group, blocks = loss_blocks(rt, positions, group)
     row_weights = Tensor.from_numpy(np.ones(rows) if weights is None else weights, F32)
     rt.kernel(loss.program(rt, F32), "CalcOutputGradient", F32)(
         (rows * blocks * group,), (group,), Tensor.from_numpy(target, F32), Tensor.from_numpy(p, F32), grad,
         sample_loss, sample_hit, first, positions, blocks, cols, loss.mode, fold, 1.0 / (rows * positions),
-        row_weights, int(weights is not None))
+        row_weights, int(weights is not None), row_weights if mask is None else Tensor.from_numpy(mask, F32),
+        int(mask is not None), sample_hit if sample_held is None else sample_held)
 
 
 def loss_case(rng, name, tokens, cols):
@@ -449,10 +452,47 @@ def test_loss_kernels(rt, rng, name, cols, positions, group):
     assert np.all(sample_loss.numpy()[:first * blocks] == 0)
     close(per_sample[1][first:], want_hit)
 
-    totals = Tensor((2,), F32)
+    totals = Tensor((3,), F32)
     rt.kernel(loss.program(rt, F32), "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss,
-                                                           sample_hit, stats, totals)
-    close(totals.numpy(), [want_loss.sum(), want_hit.sum()], rtol=1e-5)
+                                                           sample_hit, stats, totals, sample_hit, 0)
+    close(totals.numpy()[:2], [want_loss.sum(), want_hit.sum()], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", LOSSES)
+@pytest.mark.parametrize("positions,group", [(7, 4), (130, None)])
+def test_masked_loss_kernels(rt, rng, name, positions, group):
+    """An output's mask (Keras's): the batch's loss is the held positions' sum over their count, so
+    each held position's gradient and loss weigh rows * positions / held beside the unmasked mean's,
+    sample weights multiplying; a sample's hits and held positions are its held positions' sums,
+    which ReduceMetrics adds up (the epoch's accuracy is their ratio). A row held nowhere counts 0."""
+    loss = losses.get(name)
+    rows, first, cols = 6, 2, 3
+    group, blocks = loss_blocks(rt, positions, group)
+    tokens = rows * positions
+    p, t = loss_case(rng, name, tokens, cols)
+    mask = (rng.random((rows, positions)) > 0.4).astype(F32)
+    mask[3] = 0
+    weights = rng.uniform(0.5, 2.0, rows)
+    grad = Tensor((tokens, cols), F32)
+    stats = (first + rows) * blocks
+    sample_loss, sample_hit, sample_held = (Tensor.zeros((stats,), F32) for _ in range(3))
+    launch_loss(rt, loss, t, p, grad, sample_loss, sample_hit, first, rows, positions, cols, 0, group,
+                weights=weights, mask=mask, sample_held=sample_held)
+    want_loss, want_grad = loss_and_grad(name, p.astype(np.float64), t.astype(np.float64))  # per token, mean's
+    held = mask.ravel().astype(np.float64)
+    scale = tokens / held.sum()
+    w = np.repeat(weights, positions)
+    close(grad.numpy(), want_grad * (w * held * scale)[:, None], rtol=1e-4, atol=1e-7)
+    per_sample = [s.numpy().reshape(first + rows, blocks).sum(1)[first:]
+                  for s in (sample_loss, sample_hit, sample_held)]
+    close(per_sample[0], (w * held * want_loss).reshape(rows, positions).sum(1) / positions * scale, rtol=1e-4,
+          atol=1e-6)
+    close(per_sample[1], (held * accuracy(name, p, t)).reshape(rows, positions).sum(1), rtol=1e-5, atol=1e-6)
+    close(per_sample[2], mask.sum(1))
+    totals = Tensor((3,), F32)
+    rt.kernel(loss.program(rt, F32), "ReduceMetrics", F32)((rt.local_size,), (rt.local_size,), sample_loss,
+                                                           sample_hit, stats, totals, sample_held, 1)
+    close(totals.numpy()[1:], [per_sample[1].sum(), mask.sum()], rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", LOSSES)

@@ -332,9 +332,14 @@ def test_every_layer_class_has_an_export_and_a_test():
     missing = sorted(name for name, cls in Layer.registry.items() if cls.to_onnx is Layer.to_onnx)
     assert not missing, f"layer classes without to_onnx: {missing}"
     untested = sorted(set(Layer.registry) - set(LAYER_EXAMPLES) - set(GRAPH_EXAMPLES) - set(ATTENTION_EXAMPLES)
-                      - set(OP_EXAMPLES) - set(CONSTANT_EXAMPLES))
+                      - set(OP_EXAMPLES) - set(CONSTANT_EXAMPLES) - set(EXPORTED_ELSEWHERE))
     assert not untested, f"layer classes without an example in LAYER_EXAMPLES, GRAPH_EXAMPLES, ATTENTION_EXAMPLES " \
                          f"or OP_EXAMPLES: {untested}"
+
+
+# Layers whose export is tested beside the rest of their tests: Masking needs padded steps in its
+# data, and comes back as the ops it exports to.
+EXPORTED_ELSEWHERE = {"Masking": "tests/test_masking.py::test_masking_exports_to_onnx"}
 
 
 # Merge layers live in graphs, not in a Sequential stack: each example is a model of two inputs
@@ -584,7 +589,7 @@ def example_models(name, dtype, rng):
     return models
 
 
-@pytest.mark.parametrize("name", sorted(Layer.registry))
+@pytest.mark.parametrize("name", sorted(set(Layer.registry) - set(EXPORTED_ELSEWHERE)))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_every_layer_class_round_trips(name, dtype, tmp_path, rng):
     """Every registered layer class (a class added later without an example, or without import,

@@ -25,12 +25,12 @@ FORMS = pytest.mark.parametrize("whole", [False, True], ids=["cpu", "sequence"])
 
 
 def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_activation="sigmoid", seed=0,
-                       read=None):
+                       read=None, mask=None):
     """The layer's output, input gradient and weight gradients in float32 against the numpy
     forward pass and central differences of it in float64. With return_state, its outputs are the
     output and the final states, and `read` says which of them a gradient comes from (a list of
     booleans; all by default). A layer called with initial states takes random ones, and their
-    gradients are compared too."""
+    gradients are compared too. `mask` (rows, steps), if given, is the call's (Keras's rules)."""
     rng = np.random.default_rng(seed)
     f32 = np.float32
     # Weights of Glorot's scale past 16 units: wide layers' sums stay as well conditioned in float32.
@@ -48,12 +48,12 @@ def compare_with_numpy(layer, kind, steps, rows, activation="tanh", recurrent_ac
         states, w = rest[:len(initial)], rest[len(initial):]
         result = recurrent(kind, x, *w, return_sequences=layer.return_sequences, go_backwards=layer.go_backwards,
                            activation=act(activation), recurrent_activation=act(recurrent_activation),
-                           return_state=layer.return_state, initial_state=states if initial else None)
+                           return_state=layer.return_state, initial_state=states if initial else None, mask=mask)
         return result if layer.return_state else [result]
 
     wants = outputs(x.astype(np.float64), *initial, *weights)
     inputs = [device(a, f32) for a in (x, *initial)]
-    got = layer.forward(inputs if initial else inputs[0], rows)
+    got = layer.forward(inputs if initial else inputs[0], rows, **({} if mask is None else {"mask": device(mask, f32)}))
     for y, want in zip(got if layer.return_state else [got], wants, strict=True):
         np.testing.assert_allclose(y.numpy()[:rows], want, rtol=1e-5, atol=1e-6)
     read = read or [True] * len(wants)

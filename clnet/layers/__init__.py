@@ -22,6 +22,7 @@ from .permute import Permute
 from .relu import ELU, LeakyReLU, ReLU
 from .prelu import PReLU
 from .embedding import Embedding
+from .masking import Masking
 from .position_embedding import PositionEmbedding
 from .simple_rnn import SimpleRNN
 from .lstm import LSTM
@@ -37,7 +38,7 @@ __all__ = ["Constant", "Variable", "Weight", "add", "concatenate", "multiply", "
            "BatchNormalization", "LayerNormalization", "LocallyConnected1D", "Conv1D", "Conv2D",
            "MaxPooling1D", "MaxPooling2D", "AveragePooling1D", "AveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "Reshape", "ZeroPadding2D",
-           "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D",
+           "Cropping1D", "Cropping2D", "Masking", "UpSampling1D", "UpSampling2D",
            "RepeatVector", "Permute", "ReLU", "LeakyReLU", "ELU", "PReLU", "GaussianNoise", "SpatialDropout1D",
            "SpatialDropout2D", "SpatialDropout3D",
            "Embedding", "PositionEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",

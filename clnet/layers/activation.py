@@ -10,6 +10,8 @@ from .base import Layer, layer_label
 
 class Activation(Layer):
     """Applies an activation to every element (softmax: along the last axis)."""
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
 
     def __init__(self, activation, name=None, input_shape=None, **params):
         super().__init__(name, input_shape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -29,6 +30,11 @@ class KerasTensor:
         self.call = call
         self.index = index  # which of the call's outputs (a recurrent layer's states follow its output)
         self.batched = batched
+
+    # Keras's mask of a sequence (Embedding(mask_zero=True), Masking): a tensor of the sample's
+    # leading axes, (batch, time), 1 where a step holds data and 0 where it is padding, which
+    # travels with the tensor through the layers that support masking (see Layer.mask_handling).
+    _keras_mask: "KerasTensor | None" = None
 
     @property
     def shape(self) -> tuple:
@@ -156,14 +162,21 @@ class Call:
     made = 0
 
     def __init__(self, layer: "Layer", inputs: list[KerasTensor], output_shapes: list[tuple],
-                 batched: bool | None = None):
+                 batched: bool | None = None, mask: KerasTensor | None = None):
         self.layer, self.inputs = layer, list(inputs)
         Call.made += 1
         self.number = Call.made
         self.batched = any(t.batched for t in self.inputs) if batched is None else batched
         self.outputs = [KerasTensor(shape, self, k, self.batched) for k, shape in enumerate(output_shapes)]
         self.output = self.outputs[0]
+        self.mask = mask
         layer.__dict__.setdefault("inbound_calls", []).append(self)
+
+    # The mask its layer's forward reads (mask_handling "consume"), and the one its forward makes
+    # beside its output (Embedding(mask_zero=True), Masking): neither is among the call's inputs
+    # or outputs, so configs, summaries and exports see the graph as Keras's.
+    mask: KerasTensor | None = None
+    made_mask: KerasTensor | None = None
 
 
 # Python's operators of a tensor (KerasTensor's, forwarded by Input and Variable).
@@ -260,6 +273,7 @@ class Layer(HasWeights):
             return self._traced(inputs, args, kwargs)
         check_call_arguments(self, args, **kwargs)
         tensors = self._symbolic(inputs)
+        mask = input_mask(self, tensors, kwargs.get("mask"))
         if self.built:
             shapes = [t.sample_shape for t in tensors]
             self.check_weights_fit(shapes if self.multi_input else shapes[0])
@@ -269,7 +283,8 @@ class Layer(HasWeights):
             raise ValueError(f"{self.describe()} takes one input, got {len(tensors)}")
         else:
             shapes = output_shapes(self.compute_output_shapes, tensors[0].sample_shape)
-        call = Call(self, tensors, shapes)
+        call = Call(self, tensors, shapes, mask=mask if self.mask_handling == "consume" else None)
+        set_output_masks(call, mask)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     # -- subclasses written as Keras's ----------------------------------------------------------
@@ -340,8 +355,21 @@ class Layer(HasWeights):
             self.build(shapes)
             self.built = True
         check_call_arguments(self, (), training=kwargs.get("training"))  # (True or False cannot be followed)
-        if kwargs.get("training") is None and "training" in inspect.signature(self.call).parameters:
+        parameters = inspect.signature(self.call).parameters
+        if kwargs.get("training") is None and "training" in parameters:
             kwargs = {**kwargs, "training": ModelMode()}
+        # Keras's masks: the first input's (or the call's mask argument) for a call() that takes
+        # one; what the traced layers' outputs carry stays on them, and a layer that defines
+        # compute_mask (or propagates) gives those that carry none its own.
+        given = None if kwargs.get("mask") is None else checked_mask(self, leaves[0], kwargs["mask"])
+        mask = given if given is not None else leaves[0]._keras_mask
+        defines_mask = type(self).compute_mask is not Layer.compute_mask or self.mask_handling == "propagate"
+        if "mask" in parameters:
+            kwargs = {**kwargs, "mask": mask}
+        else:
+            kwargs.pop("mask", None)
+            if mask is not None and not defines_mask:
+                drop_mask_warning(self)
         try:
             with trace_scope():
                 result = self.call(inputs, *args, **kwargs)
@@ -353,6 +381,8 @@ class Layer(HasWeights):
         if not outputs or not all(isinstance(t, KerasTensor) for t in outputs):
             raise TypeError(f"{self.describe()}.call() returned {result!r}; a traced call() must return the symbolic "
                             "tensors that clnet layers and ops gave it (one, a list or a dict of them)")
+        if mask is not None and defines_mask:
+            mark_outputs(outputs, self.compute_mask(inputs, mask))
         return result
 
     def check_weights_fit(self, input_shape) -> None:
@@ -426,6 +456,32 @@ class Layer(HasWeights):
         list in this order, and takes their gradients in backward: the first as `grad`, the
         others as `state_grads` (None where nothing reads one)."""
         return [self.compute_output_shape(input_shape)]
+
+    # Why a layer that refuses a mask does (mask_handling "refuse"), for its error.
+    mask_refusal = ""
+
+    # How the layer treats a mask on its input (Keras's supports_masking and compute_mask):
+    # "propagate": its outputs carry the input's mask (a layer that works step by step: Dense,
+    #   Dropout, the activations, LayerNormalization);
+    # "consume": its forward reads it (forward(..., mask=), a (rows, *mask shape) tensor of 1 and
+    #   0), and compute_mask says what its outputs carry (a recurrent layer, GlobalAveragePooling1D);
+    # "drop": as a Keras layer that does not support masking (Conv1D, Flatten), it warns and its
+    #   outputs carry none;
+    # "refuse": Keras's layer would read the mask and this one cannot yet: an error saying so;
+    # "ignore": as "drop" without the warning (clnet.ops, whose Keras counterparts keep no masks).
+    mask_handling = "drop"
+
+    def compute_mask(self, inputs, mask):
+        """Keras's: the mask of the layer's output given its input's (`inputs`, the call's input
+        tensors; None where there is none), or a list of one per output; None for none. The
+        input's own where the layer propagates it. A subclass with call() may define its own, as
+        in Keras."""
+        return mask if self.mask_handling == "propagate" else None
+
+    def makes_mask(self) -> bool:
+        """Whether the layer's forward makes a mask beside its output (Embedding(mask_zero=True),
+        Masking): a (rows, *output shape[:-1]) tensor of 1 and 0, `output_mask` after forward."""
+        return False
 
     def check_input(self, x: np.ndarray, argument: str) -> None:
         """Check the values of `x`, a model input this layer reads directly, before anything is
@@ -567,17 +623,91 @@ class BufferedLayer(Layer, registered=False):
 
 
 def check_call_arguments(layer: "Layer", args: tuple, training=None, mask=None, **kwargs) -> None:
-    """A layer call's arguments beyond its inputs, as Keras code passes them: `training` and
-    `mask` may be given as None (a traced call() passes its own along); the model's mode decides
-    training, and masks are not supported yet."""
+    """A layer call's arguments beyond its inputs, as Keras code passes them: `training` may be
+    given as None (a traced call() passes its own along), as the model's mode decides it; `mask`,
+    a symbolic tensor, stands for the input's own (see input_mask)."""
     if args or kwargs:
         raise TypeError(f"{layer.describe()} was called with unexpected arguments "
                         f"{[*map(repr, args), *kwargs]}; it takes its inputs (and training=None, mask=None)")
     if training is not None and not isinstance(training, ModelMode):
         raise ValueError(f"{layer.describe()} was called with training={training!r}: clnet runs each layer in the "
                          "model's mode (fit trains, evaluate and predict infer); leave training=None")
-    if mask is not None:
-        raise ValueError(f"{layer.describe()} was called with a mask; clnet layers take no masks yet")
+
+
+def input_mask(layer: "Layer", tensors: list[KerasTensor], given=None) -> KerasTensor | None:
+    """The mask a call of `layer` on `tensors` goes on with, by Keras's rules: `given` (the call's
+    mask argument) or the inputs' own; None where the layer drops it (with Keras's warning) or
+    there is none. A layer that would read a mask and cannot raises, as does a layer given
+    inputs of different masks, or a mask whose shape is not the input's leading axes."""
+    masks = [checked_mask(layer, tensors[0], given)] if given is not None else [t._keras_mask for t in tensors]
+    if layer.mask_handling == "consume":
+        masks = masks[:1]  # (a recurrent layer's initial states carry none that it reads, as Keras)
+    distinct = list({id(m): m for m in masks if m is not None}.values())
+    if not distinct:
+        return None
+    if layer.mask_handling == "refuse":
+        raise ValueError(f"{layer.describe()} was given an input with a mask (from Embedding(mask_zero=True) or "
+                         f"Masking), which Keras's {type(layer).__name__} reads and clnet's cannot yet: "
+                         f"{layer.mask_refusal}")
+    if layer.mask_handling == "drop":
+        drop_mask_warning(layer)
+    if layer.mask_handling in ("drop", "ignore"):
+        return None
+    if len(distinct) == 1:
+        return distinct[0]
+    if layer.mask_handling == "consume" or len({m.sample_shape for m in distinct}) > 1:
+        raise ValueError(f"{layer.describe()} was given inputs with different masks, of shapes "
+                         f"{[m.shape for m in distinct]}; it combines masks of one shape only")
+    from .. import ops  # (clnet.ops imports the layers) Keras's merge: a step holds data where all say so
+    combined = distinct[0]
+    for mask in distinct[1:]:
+        combined = ops.multiply(combined, mask)
+    return combined
+
+
+def checked_mask(layer: "Layer", x: KerasTensor, given) -> KerasTensor:
+    """A mask given to a call of `layer` on `x` (its mask argument): a symbolic tensor of x's
+    leading axes, or a ValueError naming the shapes."""
+    given = tensors_of(given)
+    if not isinstance(given, KerasTensor):
+        raise TypeError(f"{layer.describe()} was called with mask={given!r}; a mask is a symbolic tensor of the "
+                        "input's leading axes, (batch, timesteps), 1 where a step holds data and 0 where it is padding")
+    rank = len(given.sample_shape)
+    if not given.batched or not 0 < rank < len(x.sample_shape) or given.sample_shape != x.sample_shape[:rank]:
+        raise ValueError(f"{layer.describe()} was given a mask of shape {given.shape} for an input of shape "
+                         f"{x.shape}; a mask has the input's leading axes, e.g. (batch, timesteps) = "
+                         f"{(None, *x.sample_shape[:1])} for a sequence")
+    return given
+
+
+def drop_mask_warning(layer: "Layer") -> None:
+    """Keras's warning where a layer that does not support masking is given a mask."""
+    warnings.warn(f"Layer '{layer.name}' (of type {type(layer).__name__}) was passed an input with a mask attached "
+                  "to it. However, this layer does not support masking and will therefore destroy the mask "
+                  "information. Downstream layers will not see the mask.", stacklevel=4)
+
+
+def set_output_masks(call: Call, mask: KerasTensor | None) -> None:
+    """The masks a call's outputs carry: the one its forward makes (see Layer.makes_mask), or its
+    layer's compute_mask of the input's mask."""
+    layer = call.layer
+    if layer.makes_mask():
+        call.made_mask = KerasTensor(call.output.sample_shape[:-1], call)
+        call.output._keras_mask = call.made_mask
+    elif mask is not None:
+        inputs = call.inputs[0] if len(call.inputs) == 1 else list(call.inputs)
+        mark_outputs(call.outputs, layer.compute_mask(inputs, mask))
+
+
+def mark_outputs(outputs: list[KerasTensor], masks) -> None:
+    """Give `outputs` the masks compute_mask returned (one, or a list of one per output) where
+    they have none, as Keras's: a single mask goes on the first output."""
+    masks = list(masks) if isinstance(masks, (list, tuple)) else [masks]
+    for tensor, made in zip(outputs, masks):
+        if tensor._keras_mask is None and made is not None:
+            if not isinstance(made, KerasTensor):
+                raise TypeError(f"compute_mask returned {made!r}; a mask is a symbolic tensor or None")
+            tensor._keras_mask = made
 
 
 class ModelMode:

@@ -46,6 +46,9 @@ def work_groups(channels: int, inner: int, local: int, gpu: bool) -> tuple:
 
 
 class BatchNormalization(BufferedLayer):
+    mask_handling = "refuse"
+    mask_refusal = "its batch statistics would have to leave the padded steps out"
+
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", moving_mean_initializer="zeros",
                  moving_variance_initializer="ones", name=None, input_shape=None):

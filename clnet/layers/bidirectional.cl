@@ -15,21 +15,32 @@
 #define MERGE_MUL 3
 #define MERGE_NONE 4  // no merge: only the backward output flipped into time order
 
+// With a mask (`masked`: (rows, steps) in time order, 1 where a step holds data) the merged output
+// is zeros at a padded step, as Keras's Bidirectional sets zero_output_for_mask on its layers where
+// they return sequences (each layer outputs its previous output there, which the merge drops);
+// the gradient there is zeros too.
+inline TYPE Kept(__global const TYPE *mask, const int masked, const int rs)
+{
+    return masked && mask[rs] == 0 ? 0 : 1;
+}
+
 // out: (rows, steps, 2 units) for concat (forward's units first), else (rows, steps, units).
 __kernel __attribute__((vec_type_hint(TYPE4)))
 void FeedForwardBidirectional(__global const TYPE *forward, __global const TYPE *backward, __global TYPE *out,
-                              const int units, const int steps, const int positions, const int mode)
+                              const int units, const int steps, const int positions, const int mode,
+                              __global const TYPE *mask, const int masked)
 {
     const int quads = (units + 3) / 4, rs = get_global_id(0) / quads, u = get_global_id(0) % quads * 4;
     if (rs >= positions)
         return;
     const int s = rs % steps, flipped = rs - s + steps - 1 - s;  // (row, steps - 1 - s)
-    const TYPE4 y_rev = ToVect4(backward + (long)flipped * units, u, units);
+    const TYPE kept = Kept(mask, masked, rs);
+    const TYPE4 y_rev = ToVect4(backward + (long)flipped * units, u, units) * kept;
     if (mode == MERGE_NONE) {
         D4ToArray(out + (long)rs * units, y_rev, u, units);
         return;
     }
-    const TYPE4 y = ToVect4(forward + (long)rs * units, u, units);
+    const TYPE4 y = ToVect4(forward + (long)rs * units, u, units) * kept;
     if (mode == MERGE_CONCAT) {
         __global TYPE *row = out + (long)rs * 2 * units;
         D4ToArray(row, y, u, units);
@@ -47,20 +58,21 @@ __kernel __attribute__((vec_type_hint(TYPE4)))
 void CalcHiddenGradientBidirectional(__global const TYPE *grad, __global const TYPE *forward,
                                      __global const TYPE *backward, __global TYPE *grad_forward,
                                      __global TYPE *grad_backward, const int units, const int steps, const int positions,
-                                     const int mode)
+                                     const int mode, __global const TYPE *mask, const int masked)
 {
     const int quads = (units + 3) / 4, rs = get_global_id(0) / quads, u = get_global_id(0) % quads * 4;
     if (rs >= positions)
         return;
     const int s = rs % steps, flipped = rs - s + steps - 1 - s;
+    const TYPE kept = Kept(mask, masked, rs);
     __global TYPE *to_backward = grad_backward + (long)flipped * units;
     TYPE4 g_forward, g_backward;
     if (mode == MERGE_CONCAT) {
         __global const TYPE *row = grad + (long)rs * 2 * units;
-        g_forward = ToVect4(row, u, units);
-        g_backward = ToVect4(row + units, u, units);
+        g_forward = ToVect4(row, u, units) * kept;
+        g_backward = ToVect4(row + units, u, units) * kept;
     } else {
-        const TYPE4 g = ToVect4(grad + (long)rs * units, u, units);
+        const TYPE4 g = ToVect4(grad + (long)rs * units, u, units) * kept;
         if (mode == MERGE_NONE) {
             D4ToArray(to_backward, g, u, units);
             return;

@@ -7,6 +7,8 @@ sequence reversed (go_backwards) and writes its outputs in that order; one launc
 time order as it merges (FeedForwardBidirectional), and one takes the merged gradient back apart
 (CalcHiddenGradientBidirectional). The input's gradient is the sum of both layers': a Sum more.
 On a GPU the backward layer runs on the runtime's branch queue, beside the forward one.
+A masked input goes to both layers, and where they return sequences the merge zeros the padded
+steps, as Keras's Bidirectional (zero_output_for_mask).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import copy
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer, check_call_arguments
+from .base import Layer, check_call_arguments, tensors_of
 from .merge import merge_program
 from .recurrent import Recurrent, call_with_initial_state
 
@@ -66,11 +68,25 @@ class Bidirectional(Layer):
         return slice(0, count), slice(count, count + self.backward_layer.state_count)
 
     # -- the functional API -------------------------------------------------------------------
+    mask_handling = "consume"
+
     def __call__(self, inputs, initial_state=None, training=None, mask=None):
         """`layer(x)`, or with initial states, as Keras: the forward layer's, then the backward
-        layer's (`initial_state=[h_f, h_b]`; LSTM: `[h_f, c_f, h_b, c_b]`), or `layer([x, *states])`."""
-        check_call_arguments(self, (), training=training, mask=mask)
-        return call_with_initial_state(self, inputs, initial_state, self._check_initial_state)
+        layer's (`initial_state=[h_f, h_b]`; LSTM: `[h_f, c_f, h_b, c_b]`), or `layer([x, *states])`.
+        `mask` (batch, timesteps), if given, stands for the mask x carries."""
+        check_call_arguments(self, (), training=training)
+        x = tensors_of(inputs[0] if isinstance(inputs, (list, tuple)) else inputs)
+        if self.merge_mode is None and self.return_sequences and (mask is not None
+                                                                  or getattr(x, "_keras_mask", None) is not None):
+            raise ValueError(f"{self.describe()} was given a masked input; with merge_mode=None and return_sequences "
+                             "clnet cannot zero the forward output's padded steps yet: use a merge_mode")
+        return call_with_initial_state(self, inputs, initial_state, self._check_initial_state, mask)
+
+    def compute_mask(self, inputs, mask):
+        """As Keras's: the output carries the input's mask where the layers return sequences."""
+        output = mask if self.return_sequences else None
+        states = [None] * (self.forward_layer.state_count + self.backward_layer.state_count) * self.return_state
+        return [output, *states] if states else output
 
     def _check_initial_state(self, states: list) -> None:
         forward, backward = self._layers
@@ -145,20 +161,23 @@ class Bidirectional(Layer):
         return (*self.rt.four_per_item(positions * 4 * -(-self.forward_layer.units // 4)), self.forward_layer.units,
                 self.steps, positions)
 
-    def forward(self, x, rows):
+    def forward(self, x, rows, mask=None):
         x, *states = x if self.multi_input else [x]
 
         def run(layer, given):
             layer.training, layer.step = self.training, self.step
-            result = layer.forward([x, *states[given]] if self.multi_input else x, rows)
+            result = layer.forward([x, *states[given]] if self.multi_input else x, rows, mask=mask)
             return result if self.return_state else [result]
 
         (self.y, *final_f), (self.y_rev, *final_b) = self._on_both(run, self._state_slices())
         global_size, local_size, units, steps, positions = self._size(rows)
+        # Keras's zero_output_for_mask where the layers return sequences: zeros at the padded steps.
+        self._zeroed = (mask, 1) if mask is not None and self.return_sequences else (self.outputs, 0)
         if self.merge_mode is None and not self.return_sequences:
             outputs = [self.y, self.y_rev]  # the last steps: nothing to flip
         else:
-            self._merge(global_size, local_size, self.y, self.y_rev, self.outputs, units, steps, positions, self.mode)
+            self._merge(global_size, local_size, self.y, self.y_rev, self.outputs, units, steps, positions, self.mode,
+                        *self._zeroed)
             outputs = [self.outputs] if self.merge_mode is not None else [self.y, self.outputs]
         outputs += final_f + final_b
         return outputs[0] if len(outputs) == 1 else outputs
@@ -177,12 +196,12 @@ class Bidirectional(Layer):
             grad_f = grad
             if grad_rev is not None and self.return_sequences:
                 self._split(global_size, local_size, grad_rev, self.y, self.y_rev, grad_f, grad_b, units, steps,
-                            positions, self.mode)
+                            positions, self.mode, *self._zeroed)
             else:
                 grad_b = grad_rev
         elif grad is not None:
             self._split(global_size, local_size, grad, self.y, self.y_rev, grad_f, grad_b, units, steps, positions,
-                        self.mode)
+                        self.mode, *self._zeroed)
         else:
             grad_f = grad_b = None
         # A layer given no gradient still runs its backward pass: its weights' gradients are zeros.

@@ -266,6 +266,8 @@ BLOCK_KEYS["HG"] += ("HG_T",)  # the input gradient's form, too (see HG_T in den
 
 
 class Dense(Layer):
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, tiles=None):
         """`tiles` fixes the kernels' vector width and blocks (see tile_candidates); by default

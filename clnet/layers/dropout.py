@@ -26,6 +26,8 @@ def seed_for_kernels(seed: int | None, rng: np.random.Generator) -> int:
 
 
 class Dropout(BufferedLayer):
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
     def __init__(self, rate, noise_shape=None, seed=None, name=None, input_shape=None):
         """`noise_shape`: the mask's shape with the batch axis, 1 (or the input's size, or None)
         per axis; axes of 1 share the mask, e.g. (None, 1, features) drops the same features at
@@ -108,6 +110,8 @@ class SpatialDropout(Dropout, registered=False):
     of a feature map are correlated, so that dropping elements one by one regularises little),
     which is Dropout with noise shape (None, 1, ..., 1, channels) (channels_first: (None,
     channels, 1, ..., 1))."""
+    mask_handling = "drop"  # (as Keras's, which does not support masking)
+
     spatial_rank = 0
 
     def __init__(self, rate, data_format=None, seed=None, name=None, input_shape=None):
@@ -156,6 +160,8 @@ class SpatialDropout3D(SpatialDropout):
 class GaussianNoise(Layer):
     """Keras's GaussianNoise: in fit, adds noise drawn from N(0, stddev^2) to every element, anew
     each step; the gradient passes through unchanged."""
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
 
     def __init__(self, stddev, seed=None, name=None, input_shape=None):
         """`stddev`: in [0, 1], as Keras takes it. `seed`: as Dropout's."""

@@ -7,14 +7,20 @@ inline int token_id(const TYPE id, const int input_dim)
     return clamp((int)id, 0, input_dim - 1);
 }
 
+// With mask_zero, column 0's work-items also write Keras's mask, 1 where the id is not 0: in this
+// launch rather than one of its own, which would read the ids again.
 __kernel void FeedForwardEmbedding(__global const TYPE *ids,      // (tokens,)
                                    __global const TYPE *table,    // (input_dim, output_dim)
                                    __global TYPE *outputs,        // (tokens, output_dim)
-                                   const int input_dim, const int output_dim)
+                                   __global TYPE *mask,           // (tokens,), written when mask_zero
+                                   const int input_dim, const int output_dim, const int mask_zero)
 {
     const int column = get_global_id(0), token = get_global_id(1);
-    const long row = token_id(ids[token], input_dim);
+    const TYPE id = ids[token];
+    const long row = token_id(id, input_dim);
     outputs[(long)token * output_dim + column] = table[row * output_dim + column];
+    if (mask_zero && column == 0)
+        mask[token] = id != 0;
 }
 
 // How often each id occurs in the batch, and where first. Integer atomics count exactly and

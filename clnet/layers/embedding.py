@@ -20,7 +20,9 @@ class Embedding(Layer):
     Ids reach the device in the model's float type, so `input_dim` is limited to what it holds
     exactly (float32: 2^24). Ids that come straight from a model input are checked on the host
     before anything runs (`check_input`); ids are not differentiable, so the input gradient is
-    zeros, as Keras has none. Masking (`mask_zero=True`) is not supported."""
+    zeros, as Keras has none. With `mask_zero=True` id 0 is padding: the output carries Keras's
+    mask, 1 where the id is not 0, which the layers after it read or pass on (see
+    Layer.mask_handling); input_dim then counts the padding id too, as in Keras."""
 
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", mask_zero=False, name=None,
                  input_shape=None):
@@ -28,14 +30,17 @@ class Embedding(Layer):
         for argument, value in (("input_dim", input_dim), ("output_dim", output_dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{layer_label('Embedding', name)}: {argument} must be a positive integer, got {value!r}")
-        if mask_zero:
-            raise ValueError(f"{layer_label('Embedding', name)}: mask_zero must be False (clnet has no masks), got {mask_zero!r}")
-        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        if not isinstance(mask_zero, (bool, np.bool_)):
+            raise TypeError(f"{layer_label('Embedding', name)}: mask_zero must be True or False, got {mask_zero!r}")
+        self.input_dim, self.output_dim, self.mask_zero = int(input_dim), int(output_dim), bool(mask_zero)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
         self._initializer_name = embeddings_initializer
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.output_dim)
+
+    def makes_mask(self):
+        return self.mask_zero
 
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
@@ -86,11 +91,13 @@ class Embedding(Layer):
         super().allocate(capacity)
         self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
         self.input_grad = Tensor.zeros((capacity, *self.input_shape), self.dtype, self.rt)  # ids: no gradient
+        # Keras's mask, 1 where an id is not 0 (mask_zero); else a stand-in the kernel never writes.
+        self.output_mask = Tensor((capacity, *self.input_shape) if self.mask_zero else (1,), self.dtype, self.rt)
 
     def forward(self, x, rows):
         self.x = x
         self._forward((self.output_dim, rows * self.positions), None, x, self.embeddings.value, self.outputs,
-                      self.input_dim, self.output_dim)
+                      self.output_mask, self.input_dim, self.output_dim, int(self.mask_zero))
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
@@ -108,4 +115,4 @@ class Embedding(Layer):
     def get_config(self):
         init = self._initializer_name
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
-                "embeddings_initializer": init if isinstance(init, str) else init.__name__}
+                "embeddings_initializer": init if isinstance(init, str) else init.__name__, "mask_zero": self.mask_zero}

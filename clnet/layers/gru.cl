@@ -8,18 +8,20 @@
 // needs. The gate math runs on blocks of VW units of one batch row, in one launch over every step
 // (the CPU form or the sequence form; see recurrent.cl).
 
-// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
+// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
+// step (see MaskSteps) keeps the state h and outputs the step before's output.
 HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __global const TYPE *sums,
                             __global TYPE *states, __global const TYPE *initial_h, __global TYPE *candidates,
                             __global TYPE *last, const int row, const int s, const int steps, const int units,
                             const int j0, const int use_bias, const int with_initial, const int write_last,
-                            const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                            const TYPE a, const TYPE b, const TYPE ra, const TYPE rb, MASK_ARGS)
 {
     const int cols = 3 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    const int from = FirstHeld(first, masked, row), holds = Held(held, masked, row, s, steps);
     __global TYPE *zp = pre + (row * steps + s) * cols + j0;
     VEC u[3];
     for (int g = 0; g < 3; g++)
-        u[g] = LoadBlock(sums + row * cols + g * units + j0, width)
+        u[g] = RecurrentSum(sums, row, row * cols + g * units + j0, width, s, from, with_initial)
                + (use_bias ? LoadBlock(bias + cols + g * units + j0, width) : (VEC)(0));
     const VEC zz = LoadBlock(zp, width) + u[0], zr = LoadBlock(zp + units, width) + u[1];
     const VEC zh = LoadBlock(zp + 2 * units, width) + RACT_FORWARD_V(zr, ra, rb) * u[2];
@@ -27,35 +29,38 @@ HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __glo
     StoreBlock(zr, zp + units, width);
     StoreBlock(zh, zp + 2 * units, width);
     const VEC gz = RACT_FORWARD_V(zz, ra, rb);
-    const VEC h = gz * PreviousState(states, initial_h, row, s, steps, units, j0, with_initial)
-                  + (1 - gz) * ACT_FORWARD_V(zh, a, b);
+    const VEC h_prev = PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial);
+    const VEC h = holds ? gz * h_prev + (1 - gz) * ACT_FORWARD_V(zh, a, b)
+                        : PaddedOutput(states, row, s, from, steps, units, j0);
     StoreBlock(u[2], candidates + k, width);
     StoreBlock(h, states + k, width);
-    if (write_last)
-        StoreBlock(h, last + row * units + j0, width);
+    if (write_last)  // (see LAST_IS_OUTPUT)
+        StoreBlock(holds || write_last & LAST_IS_OUTPUT ? h : h_prev, last + row * units + j0, width);
 }
 
 // Step s of backpropagation through time, once `sums` holds the row's dL/dh_s through U. h_{s-1}
 // reaches h_s directly (through z h_{s-1}) and through U: `carry` holds dL/dh_s z_s for step
 // s - 1, written by this same block. The recurrent deltas differ from the input ones in the
-// candidate block only: u_h is scaled by r.
+// candidate block only: u_h is scaled by r. A padded step is a step of z = 1: it passes all of
+// dL/dh_s on, and its deltas are zeros.
 HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *states, __global const TYPE *initial_h,
                              __global const TYPE *candidates, __global const TYPE *sums, __global TYPE *delta,
                              __global TYPE *delta_rec, __global TYPE *step_delta, __global TYPE *carry,
                              const int row, const int s, const int steps, const int units, const int j0,
                              const int with_initial, const int capacity, const TYPE a, const TYPE b, const TYPE ra,
-                             const TYPE rb)
+                             const TYPE rb, MASK_ARGS)
 {
     const int cols = 3 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    const int from = FirstHeld(first, masked, row), holds = Held(held, masked, row, s, steps);
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
     const VEC dhs = LoadBlock(sums + row * cols + j0, width)
                     + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
     const VEC zz = LoadBlock(zp, width), zr = LoadBlock(zp + units, width), zh = LoadBlock(zp + 2 * units, width);
     const VEC gz = RACT_FORWARD_V(zz, ra, rb), gr = RACT_FORWARD_V(zr, ra, rb), gh = ACT_FORWARD_V(zh, a, b);
-    const VEC h_prev = PreviousState(states, initial_h, row, s, steps, units, j0, with_initial);
-    StoreBlock(dhs * gz, carry + row * units + j0, width);
-    const VEC dz = dhs * (h_prev - gh) * RACT_DERIVATIVE_V(gz, zz, ra, rb);
-    const VEC dc = dhs * (1 - gz) * ACT_DERIVATIVE_V(gh, zh, a, b);
+    const VEC h_prev = PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial);
+    StoreBlock(holds ? dhs * gz : dhs, carry + row * units + j0, width);
+    const VEC dz = holds ? dhs * (h_prev - gh) * RACT_DERIVATIVE_V(gz, zz, ra, rb) : (VEC)(0);
+    const VEC dc = holds ? dhs * (1 - gz) * ACT_DERIVATIVE_V(gh, zh, a, b) : (VEC)(0);
     const VEC dr = dc * LoadBlock(candidates + k, width) * RACT_DERIVATIVE_V(gr, zr, ra, rb);
     const VEC d[3] = {dz, dr, dc}, d_rec[3] = {dz, dr, dc * gr};
     for (int g = 0; g < 3; g++) {
@@ -76,7 +81,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global TYPE *candidates,       /* u_h, (rows, steps, units) */                                 \
     __global TYPE *last,             /* h of the last step, (rows, units) */                         \
     const int rows, const int steps, const int units, const int use_bias, const TYPE a, const TYPE b, \
-    const TYPE ra, const TYPE rb, const int with_initial, const int write_last
+    const TYPE ra, const TYPE rb, const int with_initial, const int write_last, MASK_ARGS
 
 #define GRU_BACKWARD_ARGS                                                                            \
     __global const TYPE *output_gr,   /* (rows, steps, units) or (rows, units) */                    \
@@ -92,7 +97,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global TYPE *step_delta,        /* (2, capacity, 3 units) */                                   \
     __global TYPE *carry,             /* dL/dh_s z_s, (rows, units) */                               \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int grads, const int with_initial, const int capacity
+    const TYPE rb, const int grads, const int with_initial, const int capacity, MASK_ARGS
 
 __kernel void FeedForwardGRU(GRU_FORWARD_ARGS)
 {
@@ -100,12 +105,13 @@ __kernel void FeedForwardGRU(GRU_FORWARD_ARGS)
     if (j0 >= units)
         return;
     for (int s = 0; s < steps; s++) {
-        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial);
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial,
+                          first, masked);
         for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
                 GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row, s, steps, units, j, use_bias,
-                                with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+                                with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
     }
@@ -115,12 +121,13 @@ __kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 3 * units, with_initial);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 3 * units, with_initial,
+                         first, masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row0 + q / blocks, s, steps,
                                 units, q % blocks * VW, use_bias, with_initial, s == steps - 1 ? write_last : 0, a, b,
-                                ra, rb);
+                                ra, rb, held, first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -132,12 +139,12 @@ __kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS)
         return;
     for (int s = steps - 1; s >= 0; s--) {
         StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                            3 * units, grads, capacity);
+                            3 * units, grads, capacity, held, first, masked);
         for (int q = 0; q < RB * SV; q++) {
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
                 GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry, row, s,
-                                 steps, units, j, with_initial, capacity, a, b, ra, rb);
+                                 steps, units, j, with_initial, capacity, a, b, ra, rb, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
     }
@@ -148,12 +155,12 @@ __kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
-                                3 * units, grads, capacity);
+                                3 * units, grads, capacity, held, first, masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
                 GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry,
                                  row0 + q / blocks, s, steps, units, q % blocks * VW, with_initial, capacity, a, b,
-                                 ra, rb);
+                                 ra, rb, held, first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -16,6 +16,8 @@ class Lambda(PassThrough):
     `output_shape`, if given (with or without the batch axis), is checked against the shape the
     function's ops give. A Lambda's function is Python code, not configuration, so a model that
     holds one cannot be saved (get_config raises, as Keras refuses one in safe mode)."""
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
 
     def __init__(self, function, output_shape=None, name=None, arguments=None):
         super().__init__(name)

@@ -29,6 +29,8 @@ def chunked_form(rt) -> bool:
 
 
 class LayerNormalization(BufferedLayer):
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
     adds_to_input_grad = True  # (see Layer)
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",

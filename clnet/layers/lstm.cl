@@ -7,27 +7,34 @@
 // of VW units of one batch row, all four gates of them; both forms loop over the steps in one
 // launch (see recurrent.cl).
 
-// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
+// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
+// step (see MaskSteps) keeps c and the state h, and outputs the step before's output.
 HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
-                             __global TYPE *cells, __global const TYPE *initial_c, __global TYPE *last,
-                             __global TYPE *last_cell, const int row, const int s, const int steps, const int units,
-                             const int j0, const int with_initial, const int write_last, const TYPE a, const TYPE b,
-                             const TYPE ra, const TYPE rb)
+                             __global TYPE *cells, __global const TYPE *initial_h, __global const TYPE *initial_c,
+                             __global TYPE *last, __global TYPE *last_cell, const int row, const int s,
+                             const int steps, const int units, const int j0, const int with_initial,
+                             const int write_last, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb, MASK_ARGS)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    const int from = FirstHeld(first, masked, row), holds = Held(held, masked, row, s, steps);
     __global TYPE *zp = pre + (row * steps + s) * cols + j0;
     VEC z[4];
     for (int g = 0; g < 4; g++) {
-        z[g] = LoadBlock(zp + g * units, width) + LoadBlock(sums + row * cols + g * units + j0, width);
+        z[g] = LoadBlock(zp + g * units, width)
+               + RecurrentSum(sums, row, row * cols + g * units + j0, width, s, from, with_initial);
         StoreBlock(z[g], zp + g * units, width);
     }
-    const VEC c_prev = PreviousState(cells, initial_c, row, s, steps, units, j0, with_initial);
-    const VEC c = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
-    const VEC h = RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b);
+    const VEC c_prev = PreviousState(cells, initial_c, row, s, from, steps, units, j0, with_initial);
+    const VEC c_new = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
+    const VEC c = holds ? c_new : c_prev;
+    const VEC h = holds ? RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b)
+                        : PaddedOutput(states, row, s, from, steps, units, j0);
     StoreBlock(c, cells + k, width);
     StoreBlock(h, states + k, width);
-    if (write_last & 1)
-        StoreBlock(h, last + row * units + j0, width);
+    if (write_last & 1)  // (see LAST_IS_OUTPUT)
+        StoreBlock(holds || write_last & LAST_IS_OUTPUT
+                   ? h : PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial),
+                   last + row * units + j0, width);
     if (write_last & 2)
         StoreBlock(c, last_cell + row * units + j0, width);
 }
@@ -35,29 +42,39 @@ HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __gl
 // Step s of backpropagation through time, once `sums` holds the row's dL/dh_s.
 // dL/dc_s = dL/dh_s o f'(c_s) + dL/dc_{s+1} f_{s+1}; `carry` holds the second term, written by
 // this same block at step s + 1. At the last step the second term is the final cell state's
-// gradient from above, when return_state gives c_T to a later layer (GRAD_CELL).
+// gradient from above, when return_state gives c_T to a later layer (GRAD_CELL). With a mask,
+// dL/dh_s also has what the step after passed over (`carry_h`): a padded step passes dL/dh_s
+// and dL/dc_s on to the step before whole, and its deltas are zeros.
 HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cells, __global const TYPE *initial_c,
                               __global const TYPE *sums, __global const TYPE *cell_gr, __global TYPE *delta,
-                              __global TYPE *step_delta, __global TYPE *carry, const int row, const int s,
-                              const int steps, const int units, const int j0, const int grads, const int with_initial,
-                              const int capacity, const TYPE a, const TYPE b, const TYPE ra, const TYPE rb)
+                              __global TYPE *step_delta, __global TYPE *carry, __global TYPE *carry_h,
+                              const int row, const int s, const int steps, const int units, const int j0,
+                              const int grads, const int with_initial, const int capacity, const TYPE a, const TYPE b,
+                              const TYPE ra, const TYPE rb, MASK_ARGS)
 {
     const int cols = 4 * units, width = units - j0, k = (row * steps + s) * units + j0;
+    const int from = FirstHeld(first, masked, row), holds = Held(held, masked, row, s, steps);
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
-    const VEC dh = LoadBlock(sums + row * cols + j0, width);
+    const VEC dh = LoadBlock(sums + row * cols + j0, width)
+                   + (masked && s < steps - 1 ? LoadBlock(carry_h + row * units + j0, width) : (VEC)(0));
     const VEC zi = LoadBlock(zp, width), zf = LoadBlock(zp + units, width);
     const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
     const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
     const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
     const VEC c = LoadBlock(cells + k, width);
-    const VEC c_prev = PreviousState(cells, initial_c, row, s, steps, units, j0, with_initial);
+    const VEC c_prev = PreviousState(cells, initial_c, row, s, from, steps, units, j0, with_initial);
     const VEC fc = ACT_FORWARD_V(c, a, b);
     const VEC later = s < steps - 1 ? LoadBlock(carry + row * units + j0, width)
                       : (grads & GRAD_CELL ? LoadBlock(cell_gr + row * units + j0, width) : (VEC)(0));
     const VEC dc = dh * go * ACT_DERIVATIVE_V(fc, c, a, b) + later;
-    StoreBlock(dc * gf, carry + row * units + j0, width);
-    const VEC d[4] = {dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb), dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb),
-                      dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b), dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb)};
+    StoreBlock(holds ? dc * gf : later, carry + row * units + j0, width);
+    if (masked)
+        StoreBlock(holds ? (VEC)(0) : dh, carry_h + row * units + j0, width);
+    const VEC zero = (VEC)(0);
+    const VEC d[4] = {holds ? dc * gc * RACT_DERIVATIVE_V(gi, zi, ra, rb) : zero,
+                      holds ? dc * c_prev * RACT_DERIVATIVE_V(gf, zf, ra, rb) : zero,
+                      holds ? dc * gi * ACT_DERIVATIVE_V(gc, zc, a, b) : zero,
+                      holds ? dh * fc * RACT_DERIVATIVE_V(go, zo, ra, rb) : zero};
     for (int g = 0; g < 4; g++) {
         StoreDeltaBlock(delta, d[g], row, s, g * units + j0, width, steps, capacity);
         StoreStepDeltaBlock(step_delta, d[g], row, s, g * units + j0, width, cols, capacity);
@@ -76,7 +93,7 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global TYPE *last,             /* h of the last step, (rows, units): write_last & 1 */         \
     __global TYPE *last_cell,        /* c of the last step, (rows, units): write_last & 2 */         \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int with_initial, const int write_last
+    const TYPE rb, const int with_initial, const int write_last, MASK_ARGS
 
 #define LSTM_BACKWARD_ARGS                                                                           \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
@@ -90,8 +107,9 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
     __global TYPE *step_delta,       /* (2, capacity, 4 units) */                                    \
     __global TYPE *carry,            /* dL/dc_s f_s, (rows, units) */                                \
+    __global TYPE *carry_h,          /* dL/dh_s a padded step passes over, (rows, units): masked */  \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
-    const TYPE rb, const int grads, const int with_initial, const int capacity
+    const TYPE rb, const int grads, const int with_initial, const int capacity, MASK_ARGS
 
 __kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS)
 {
@@ -99,12 +117,13 @@ __kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS)
     if (j0 >= units)
         return;
     for (int s = 0; s < steps; s++) {
-        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial);
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial,
+                          first, masked);
         for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
-                LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row, s, steps, units, j,
-                                 with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+                LSTMForwardBlock(pre, sums, states, cells, initial_h, initial_c, last, last_cell, row, s, steps, units,
+                                 j, with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
     }
@@ -114,11 +133,13 @@ __kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 4 * units, with_initial);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 4 * units, with_initial,
+                         first, masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMForwardBlock(pre, sums, states, cells, initial_c, last, last_cell, row0 + q / blocks, s, steps,
-                                 units, q % blocks * VW, with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb);
+                LSTMForwardBlock(pre, sums, states, cells, initial_h, initial_c, last, last_cell, row0 + q / blocks,
+                                 s, steps, units, q % blocks * VW, with_initial, s == steps - 1 ? write_last : 0, a,
+                                 b, ra, rb, held, first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -130,12 +151,12 @@ __kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS)
         return;
     for (int s = steps - 1; s >= 0; s--) {
         StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                            4 * units, grads, capacity);
+                            4 * units, grads, capacity, held, first, masked);
         for (int q = 0; q < RB * SV; q++) {
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
-                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row, s, steps,
-                                  units, j, grads, with_initial, capacity, a, b, ra, rb);
+                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, carry_h, row, s,
+                                  steps, units, j, grads, with_initial, capacity, a, b, ra, rb, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
     }
@@ -146,11 +167,12 @@ __kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
-                                4 * units, grads, capacity);
+                                4 * units, grads, capacity, held, first, masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, row0 + q / blocks,
-                                  s, steps, units, q % blocks * VW, grads, with_initial, capacity, a, b, ra, rb);
+                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, carry_h,
+                                  row0 + q / blocks, s, steps, units, q % blocks * VW, grads, with_initial, capacity,
+                                  a, b, ra, rb, held, first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -53,7 +53,7 @@ class LSTM(Recurrent):
 
     def _backward_buffers(self):
         return (self.pre, self.cells, self._initial_c, self.transposed, self.sums, self.delta, self.step_delta,
-                self.carry)
+                self.carry, self.carry_h)
 
     def _initial_gradients(self, rows, wanted):
         # dL/dc_0 is what the first step carries back: dL/dc_0 f_0 (see lstm.cl).

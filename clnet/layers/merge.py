@@ -13,6 +13,8 @@ def merge_program(rt, dtype):
 
 
 class _Merge(Layer):
+    mask_handling = "propagate"  # (inputs of one mask, or of one and none: Keras's AND of them)
+
     multi_input = True
 
     def compute_output_shape(self, input_shapes, tensors=None):
@@ -111,6 +113,15 @@ class Concatenate(_Merge):
             raise ValueError(f"Concatenate axis must be a non-zero integer (0 is the batch axis), got {axis!r}")
         self.axis = int(axis)
 
+    def compute_mask(self, inputs, mask):
+        """Keras's AND of the inputs' masks where the features are joined; along another axis
+        Keras joins the masks too, which clnet does not yet."""
+        rank = len(inputs[0].sample_shape)
+        if mask is not None and self.axis not in (-1, rank):
+            raise ValueError(f"{self.describe()} joins masked inputs along axis {self.axis}; clnet joins masked "
+                             "inputs along the last (features) axis only")
+        return mask
+
     def _merged_shape(self, shapes, tensors):
         rank = len(shapes[0])
         axis = self.axis - 1 if self.axis > 0 else rank + self.axis  # within the sample shape
@@ -164,6 +175,8 @@ class Concatenate(_Merge):
 class _OpMerge(Layer):
     """Keras's merges that are elementwise ops of their inputs (Subtract, Average, Maximum,
     Minimum): traced into clnet.ops calls, which compute, differentiate, save and export them."""
+    mask_handling = "propagate"  # (inputs of one mask, or of one and none: Keras's AND of them)
+
 
     def call(self, inputs):
         if not isinstance(inputs, (list, tuple)) or len(inputs) < (2 if self.arity is None else self.arity):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import KerasTensor, Layer, check_call_arguments
+from .base import KerasTensor, Layer, check_call_arguments, tensors_of
 from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines
 from .merge import merge_program
 
@@ -65,6 +65,11 @@ class MultiHeadAttention(Layer):
     the value, the key and the mask, and whether the mask is causal, is fixed by the layer's
     first call (`wiring`, saved in its config). Self-attention, `mha(x, x)`, reads one tensor
     and sums the three projections' input gradients into one."""
+    # Masks on the query, value and key (Embedding(mask_zero=True), Masking) become part of the
+    # attention mask, in __call__ (as Keras's _compute_attention_mask); the output carries the
+    # query's.
+    mask_handling = "ignore"
+
     multi_input = True
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
@@ -116,6 +121,7 @@ class MultiHeadAttention(Layer):
         if value is None:
             raise TypeError(f"{self.describe()} needs a query and a value: mha(query, value), got only a query")
         named = {"query": query, "value": value, "key": value if key is None else key}
+        attention_mask = self._with_padding_masks(*(tensors_of(named[role]) for role in ROLES), attention_mask)
         tensors, wiring = [], {}
         for role in ROLES:
             tensor = _symbolic(self, role, named[role])
@@ -132,10 +138,30 @@ class MultiHeadAttention(Layer):
                              f"attention layer must be called the same way each time, got {wiring}")
         before, self.wiring = self.wiring, wiring
         try:
-            return super().__call__(tensors)
+            output = super().__call__(tensors)
         except Exception:
             self.wiring = before
             raise
+        output._keras_mask = getattr(tensors_of(query), "_keras_mask", None)
+        return output
+
+    def _with_padding_masks(self, query, value, key, attention_mask):
+        """Keras's attention mask: 1 where a query step that holds data may attend a key step that
+        does (the masks that query, value and key carry), times `attention_mask` if given; the
+        given one (or None) where none carries a mask."""
+        masks = [getattr(t, "_keras_mask", None) for t in (query, value, key)]
+        if all(m is None for m in masks) or not all(isinstance(t, KerasTensor) for t in (query, value, key)):
+            return attention_mask
+        from .. import ops  # (clnet.ops imports the layers)
+        tq, tk = query.sample_shape[0], value.sample_shape[0]
+        query_mask, *key_masks = masks
+        made = ops.expand_dims(query_mask, -1) if query_mask is not None else ops.ones((tq, 1))  # (batch, Tq, 1)
+        for mask in key_masks:
+            if mask is not None:
+                made = ops.multiply(made, ops.expand_dims(mask, 1))  # (batch, 1, Tk): (batch, Tq, Tk)
+        if made.sample_shape != (tq, tk):
+            made = ops.multiply(made, ops.ones((tq, tk)))
+        return made if attention_mask is None else ops.multiply(made, attention_mask)
 
     def compute_output_shape(self, input_shapes, tensors=None):
         shapes = [tuple(s) for s in input_shapes]

@@ -163,3 +163,45 @@ void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows
                     out[c] = inside ? g[c] / count : 0;
         }
 }
+
+// GlobalAveragePooling1D over a masked input (Keras's: the mean of the steps that hold data, 0/0
+// where none does, as Keras's). A work-item per (row, channel) walks the row's steps; y^T as
+// FeedForwardPool writes it, unless ld = 0.
+__kernel void FeedForwardMaskedAverage(__global const TYPE *inputs,  // (rows, steps, channels)
+                                       __global const TYPE *mask,    // (rows, steps), 1 where a step holds data
+                                       __global TYPE *outputs,       // (rows, channels)
+                                       __global TYPE *outputs_t,     // (channels, ld)
+                                       const int ld, const int steps, const int channels)
+{
+    const int c = get_global_id(0), row = get_global_id(1);
+    if (c >= channels)
+        return;
+    const __global TYPE *x = inputs + (long)row * steps * channels + c;
+    const __global TYPE *m = mask + (long)row * steps;
+    TYPE sum = 0, count = 0;
+    for (int s = 0; s < steps; s++) {
+        sum += m[s] != 0 ? x[(long)s * channels] : 0;
+        count += m[s] != 0;
+    }
+    const TYPE mean = sum / count;
+    outputs[(long)row * channels + c] = mean;
+    if (ld)
+        outputs_t[(long)c * ld + row] = mean;
+}
+
+// Its gradient: dL/dy / (the row's steps that hold data) at those steps, zeros at the others. A
+// work-item per (row, step, channel).
+__kernel void CalcHiddenGradientMaskedAverage(__global const TYPE *output_gr,  // (rows, channels)
+                                              __global const TYPE *mask,       // (rows, steps)
+                                              __global TYPE *input_gr,         // (rows, steps, channels)
+                                              const int steps, const int channels)
+{
+    const int c = get_global_id(0), rs = get_global_id(1), row = rs / steps;
+    if (c >= channels)
+        return;
+    const __global TYPE *m = mask + (long)row * steps;
+    TYPE count = 0;
+    for (int s = 0; s < steps; s++)
+        count += m[s] != 0;
+    input_gr[(long)rs * channels + c] = m[rs % steps] != 0 ? output_gr[(long)row * channels + c] / count : 0;
+}

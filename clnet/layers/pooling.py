@@ -149,4 +149,32 @@ class GlobalMaxPooling1D(_GlobalPool):
 
 
 class GlobalAveragePooling1D(_GlobalPool):
+    """(steps, channels) -> (channels,), or (1, channels) with keepdims. A masked input (see
+    Layer.mask_handling) is averaged over the steps that hold data, as Keras's."""
     rank, use_max = 1, False
+    mask_handling = "consume"
+
+    def compute_mask(self, inputs, mask):
+        return None
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self._masked_forward = self.rt.kernel(self.program, "FeedForwardMaskedAverage", self.dtype)
+        self._masked_hidden = self.rt.kernel(self.program, "CalcHiddenGradientMaskedAverage", self.dtype)
+
+    def forward(self, x, rows, mask=None):
+        self.mask = mask
+        if mask is None:
+            return super().forward(x, rows)
+        steps, channels = self.geometry[1], self.geometry[2]  # (1-D: height 1, width the steps)
+        transposed = self.outputs.transposed
+        self._masked_forward((channels, rows), None, x, mask, self.outputs, transposed if transposed is not None else
+                             self.outputs, self.capacity if transposed is not None else 0, steps, channels)
+        return self.outputs
+
+    def backward(self, grad, rows, input_grad, activation_done=False):
+        if self.mask is None or not input_grad:
+            return super().backward(grad, rows, input_grad, activation_done)
+        steps, channels = self.geometry[1], self.geometry[2]
+        self._masked_hidden((channels, rows * steps), None, grad, self.mask, self.input_grad, steps, channels)
+        return self.input_grad

@@ -15,6 +15,8 @@ CHUNK = 256
 
 
 class PReLU(BufferedLayer):
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
     def __init__(self, alpha_initializer="zeros", alpha_regularizer=None, alpha_constraint=None, shared_axes=None,
                  name=None, input_shape=None):
         """Keras 3's arguments. `shared_axes`: an axis or a list of them, numbered from 1 as Keras

@@ -158,20 +158,87 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
 #define UNITS_BLOCK(p, width) LoadBlock(p, width)
 #endif
 
-// Row `row`'s h_{s-1}: the step before's, or at the first step the initial state (the call's
-// initial_state; without one the state is zeros, which the products skip and nothing reads).
-HELPER __global const TYPE *PreviousRow(__global const TYPE *per_step, __global const TYPE *initial, const int row,
-                                        const int s, const int steps, const int units)
+// Masks (Keras's: Embedding(mask_zero=True), Masking): a step that is padding carries the
+// state over unchanged (h_s = h_{s-1}, LSTM's c too), and outputs the step before's output, or
+// zeros before the row's first step that holds data, as Keras's RNN does. MaskSteps writes, from
+// the call's mask, `held` (rows, steps) in processing order, 1 where a step holds data, and
+// `first` (rows,), each row's first step that does (steps if none). A call without a mask passes
+// masked = 0, and neither is read: every step holds data, and the first is step 0.
+#define MASK_ARGS __global const TYPE *held, __global const int *first, const int masked
+
+__kernel void MaskSteps(__global const TYPE *mask,  // (rows, steps), in the input's order
+                        __global TYPE *held,        // (rows, steps), in processing order
+                        __global int *first,        // (rows,)
+                        const int steps, const int reverse)
 {
-    return s ? per_step + (row * steps + s - 1) * units : initial + row * units;
+    const int row = get_global_id(0);
+    int found = steps;
+    for (int s = steps - 1; s >= 0; s--) {
+        const int m = mask[row * steps + (reverse ? steps - 1 - s : s)] != 0;
+        held[row * steps + s] = m;
+        found = m ? s : found;
+    }
+    first[row] = found;
 }
 
-// Units j0 .. + VW of row `row`'s h_{s-1} (LSTM: c_{s-1}), zeros at s = 0 without initial state.
-HELPER VEC PreviousState(__global const TYPE *per_step, __global const TYPE *initial, const int row, const int s,
-                         const int steps, const int units, const int j0, const int with_initial)
+HELPER int FirstHeld(__global const int *first, const int masked, const int row)
 {
-    return s || with_initial ? LoadBlock(PreviousRow(per_step, initial, row, s, steps, units) + j0, units - j0)
-                             : (VEC)(0);
+    return masked ? first[row] : 0;
+}
+
+HELPER int Held(__global const TYPE *held, const int masked, const int row, const int s, const int steps)
+{
+    return !masked || held[row * steps + s] != 0;
+}
+
+// Whether step s's h_{s-1} U counts: always after the row's first step that holds data (`first`),
+// and at or before it only from an initial state (the call's initial_state; without one the state
+// there is zeros, whose products the steps leave out).
+HELPER int Recurs(const int s, const int first, const int with_initial)
+{
+    return s > first || with_initial;
+}
+
+// Row `row`'s h_{s-1}: the step before's; at or before its first step that holds data, the
+// initial state, or where the state is zeros (see Recurs) any of the row's own values, unread.
+HELPER __global const TYPE *PreviousRow(__global const TYPE *per_step, __global const TYPE *initial, const int row,
+                                        const int s, const int first, const int steps, const int units,
+                                        const int with_initial)
+{
+    if (s > first)
+        return per_step + (row * steps + s - 1) * units;
+    return with_initial ? initial + row * units : per_step + row * steps * units;
+}
+
+// Units j0 .. + VW of row `row`'s h_{s-1} (LSTM: c_{s-1}): zeros where the state is (see Recurs).
+HELPER VEC PreviousState(__global const TYPE *per_step, __global const TYPE *initial, const int row, const int s,
+                         const int first, const int steps, const int units, const int j0, const int with_initial)
+{
+    return Recurs(s, first, with_initial)
+           ? LoadBlock(PreviousRow(per_step, initial, row, s, first, steps, units, with_initial) + j0, units - j0)
+           : (VEC)(0);
+}
+
+// Units j0 .. + VW of what step s outputs where it is padding: the step before's output, or
+// zeros before the row's first step that holds data (though the state there is the initial one).
+// Either way, from the row's first step that holds data on, a step's output is its state h.
+HELPER VEC PaddedOutput(__global const TYPE *states, const int row, const int s, const int first, const int steps,
+                        const int units, const int j0)
+{
+    return s > first ? LoadBlock(states + (row * steps + s - 1) * units + j0, units - j0) : (VEC)(0);
+}
+
+// The forward kernels' write_last: the last step's h (1; LSTM's c, 2) to buffers of their own; with
+// LAST_IS_OUTPUT that h is the layer's output (no return_sequences), which at a padded last step is
+// the step before's output (PaddedOutput), not the state carried over: they differ where a row
+// holds no data at all and the call has an initial state (clnet refuses a call that returns both).
+#define LAST_IS_OUTPUT 4
+
+// Units j0 .. + VW of step s's h_{s-1} U for `row` from `sums`, or zeros where it does not count.
+HELPER VEC RecurrentSum(__global const TYPE *sums, const int row, const int at, const int width, const int s,
+                        const int first, const int with_initial)
+{
+    return Recurs(s, first, with_initial) ? LoadBlock(sums + at, width) : (VEC)(0);
 }
 
 // Where each of a CPU-form work-item's SV vectors starts in its block of `width` units: v VW, or
@@ -192,7 +259,8 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
                               __global const TYPE *recurrent,  // U, (units, cols)
                               __global TYPE *sums,             // (capacity, cols)
                               const int row0, const int rows, const int s, const int steps, const int units,
-                              const int j0, const int cols, const int with_initial)
+                              const int j0, const int cols, const int with_initial, __global const int *first,
+                              const int masked)
 {
     const int g = get_global_id(0) % GATES, width = units - j0;
     __global const TYPE *h[RB];
@@ -201,13 +269,14 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
     VectorOffsets(offset, width);
     #pragma unroll
     for (int i = 0; i < RB; i++) {
-        h[i] = PreviousRow(states, initial, min(row0 + i, rows - 1), s, steps, units);
+        const int row = min(row0 + i, rows - 1);
+        h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
         #pragma unroll
         for (int v = 0; v < SV; v++)
             acc[i][v] = (VEC)(0);
     }
     __global const TYPE *w = recurrent + g * units + j0;
-    for (int k = 0; k < (s || with_initial ? units : 0); k++, w += cols) {
+    for (int k = 0; k < (s || with_initial || masked ? units : 0); k++, w += cols) {
         VEC u[SV];
         #pragma unroll
         for (int v = 0; v < SV; v++)
@@ -239,10 +308,13 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
 #define GRAD_CELL 8
 
 // Where the gradients from above of step s's h lie for `row` (a row of `units` each): the
-// output's, and at the last step the final state's; 0 for one that gives step s nothing.
+// output's, and at the last step the final state's; 0 for one that gives step s nothing. A step
+// before the row's first that holds data outputs zeros, not h: its output's gradient is not h's.
 HELPER __global const TYPE *OutputGradientRow(__global const TYPE *output_gr, const int row, const int s,
-                                              const int steps, const int units, const int grads)
+                                              const int steps, const int units, const int grads, MASK_ARGS)
 {
+    if (s < FirstHeld(first, masked, row))
+        return 0;
     if (grads & GRAD_SEQUENCES)
         return output_gr + (row * steps + s) * units;
     return (grads & GRAD_OUTPUT) && s == steps - 1 ? output_gr + row * units : 0;
@@ -258,9 +330,9 @@ HELPER __global const TYPE *StateGradientRow(__global const TYPE *state_gr, cons
 HELPER VEC GradientFromAbove(__global const TYPE *output_gr,  // (rows, steps, units) or (rows, units)
                              __global const TYPE *state_gr,   // dL/dh_T, (rows, units)
                              const int row, const int s, const int j0, const int steps, const int units,
-                             const int grads)
+                             const int grads, MASK_ARGS)
 {
-    __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads);
+    __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads, held, first, masked);
     __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
     const VEC dh = output ? LoadBlock(output + j0, units - j0) : (VEC)(0);
     return state ? dh + LoadBlock(state + j0, units - j0) : dh;
@@ -277,7 +349,7 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
                                 __global const TYPE *transposed,  // U^T, (cols, units)
                                 __global TYPE *sums,              // (capacity, cols)
                                 const int row0, const int rows, const int s, const int j0, const int steps,
-                                const int units, const int cols, const int grads, const int capacity)
+                                const int units, const int cols, const int grads, const int capacity, MASK_ARGS)
 {
     const int width = units - j0;
     __global const TYPE *d[RB];
@@ -289,7 +361,8 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
         const int row = min(row0 + i, rows - 1);
         #pragma unroll
         for (int v = 0; v < SV; v++)
-            dh[i][v] = GradientFromAbove(output_gr, state_gr, row, s, j0 + offset[v], steps, units, grads);
+            dh[i][v] = GradientFromAbove(output_gr, state_gr, row, s, j0 + offset[v], steps, units, grads, held,
+                                         first, masked);
         d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
     }
     __global const TYPE *w = transposed + j0;
@@ -356,14 +429,16 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
                              __global const TYPE *recurrent,  // U, (units, cols)
                              __global TYPE *sums,             // (capacity, cols)
                              const int row0, const int rows, const int s, const int steps, const int units,
-                             const int cols, const int with_initial)
+                             const int cols, const int with_initial, __global const int *first, const int masked)
 {
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
-    for (int i = 0; i < SEQ_ROWS; i++)
-        h[i] = PreviousRow(states, initial, min(row0 + i, rows - 1), s, steps, units);
+    for (int i = 0; i < SEQ_ROWS; i++) {
+        const int row = min(row0 + i, rows - 1);
+        h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
+    }
     for (int c = get_local_id(0); c < cols; c += get_local_size(0))
-        SequenceColumn(sums, h, recurrent + c, cols, 0, s || with_initial ? units : 0, row0, rows, cols, c);
+        SequenceColumn(sums, h, recurrent + c, cols, 0, s || with_initial || masked ? units : 0, row0, rows, cols, c);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
@@ -378,7 +453,8 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
                                     __global const TYPE *transposed,  // U^T, (cols, units)
                                     __global TYPE *sums,              // (capacity, cols)
                                     const int row0, const int rows, const int s, const int steps,
-                                    const int units, const int cols, const int grads, const int capacity)
+                                    const int units, const int cols, const int grads, const int capacity,
+                                    MASK_ARGS)
 {
     const int parts = clamp((int)get_local_size(0) / units, 1, GATES), span = (cols + parts - 1) / parts;
     __global const TYPE *d[SEQ_ROWS];
@@ -394,7 +470,7 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
         const int row = row0 + q / units, j = q % units;
         if (row >= rows)
             continue;
-        __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads);
+        __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads, held, first, masked);
         __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
         TYPE dh = (output ? output[j] : 0) + (state ? state[j] : 0);
         for (int part = 0; part < parts; part++)  // each (row, j) reads and writes only its own sums
@@ -439,9 +515,11 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 }
 
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
-// reversed: go_backwards) for dL/dW, or the previous step's h for dL/dU: mode 2, where the first
-// step's is the zero state, mode 3, where it is the initial state `initial`. A work-item sums RM rows of the gradient by two column panels (2 VW
-// columns: 2 RM accumulators, which each pair of loads of delta serves RM times). The work-items
+// reversed: go_backwards) for dL/dW, or the previous step's h for dL/dU: mode 2, where the state
+// before a row's first step that holds data is zeros (skipped), mode 3, where it is the initial
+// state `initial`. (A padded step's delta is zeros.) A work-item sums RM rows of the gradient by
+// two column panels (2 VW columns: 2 RM accumulators, which each pair of loads of delta serves RM
+// times). The work-items
 // past the last block of RM rows of a (get_global_id(1) == blocks) write the bias gradient, sum
 // of delta, into bias_gr[bias_offset + c] when with_bias.
 //
@@ -459,7 +537,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
                                const int rows, const int steps, const int cols, const int n,
                                const int mode, const int with_bias, const int bias_offset,
                                const int stride, const int weights_offset, const int split_rows,
-                               const int split_stride)
+                               const int split_stride, __global const int *first, const int masked)
 {
     const int c = get_global_id(0) * 2 * VW, k0 = get_global_id(1) * RM;
     if (c >= cols)
@@ -469,7 +547,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
     weights_gr += split * split_stride + weights_offset;
     bias_gr += split * split_stride;
     // The second panel, when there is one; else the first again, its sums not stored.
-    const int width = cols - c, second = width > VW, first = mode == 2 ? 1 : 0;
+    const int width = cols - c, second = width > VW;
     __global const VEC *panel = (__global const VEC *)(delta + c * stride);
     __global const VEC *panel2 = second ? panel + stride : panel;
     if (k0 >= n) {
@@ -492,10 +570,11 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
         acc[i] = acc2[i] = (VEC)(0);
         k[i] = min(k0 + i, n - 1);
     }
-    for (int row = first_row; row < end_row; row++)
-        for (int s = first; s < steps; s++) {
+    for (int row = first_row; row < end_row; row++) {
+        const int held_from = FirstHeld(first, masked, row);
+        for (int s = mode == 2 ? held_from + 1 : 0; s < steps; s++) {
             const int r = row * steps + s;
-            __global const TYPE *x = mode >= 2 ? PreviousRow(a, initial, row, s, steps, n)
+            __global const TYPE *x = mode >= 2 ? PreviousRow(a, initial, row, s, held_from, steps, n, mode == 3)
                                                : a + InputRow(r, steps, mode) * n;
             const VEC d = panel[r], d2 = panel2[r];
             #pragma unroll
@@ -505,6 +584,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
                 acc2[i] += xk * d2;
             }
         }
+    }
     #pragma unroll
     for (int i = 0; i < RM; i++)
         if (k0 + i < n) {

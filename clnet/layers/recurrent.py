@@ -23,6 +23,12 @@ A call may start from initial states (inputs of the call after x): the first ste
 where it would read zeros, and their gradient, dL/dh_0, is one more launch after the backward
 steps (CalcInitialStateGradient; LSTM's dL/dc_0 is the cell carry its first step leaves).
 With return_state the call's outputs after the output are the last step's h (and c).
+
+A masked input (Embedding(mask_zero=True), Masking) is read as Keras's RNN reads it: a padded
+step carries the state over and outputs the step before's output (zeros before the first step
+that holds data). One launch more each forward pass (MaskSteps) puts the mask in processing
+order for the time loop; the backward steps pass a padded step's gradient on whole, through
+`carry` buffers as GRU's direct path does.
 """
 from __future__ import annotations
 
@@ -30,7 +36,8 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import Call, KerasTensor, Layer, check_call_arguments, check_weights, output_shapes
+from .base import (Call, KerasTensor, Layer, check_call_arguments, check_weights, input_mask, output_shapes,
+                   set_output_masks)
 from .dropout import Dropout
 
 
@@ -107,12 +114,19 @@ def _onnx_activation(layer: "Recurrent", activation) -> tuple[str, list, list]:
                      "recurrent ops take tanh, sigmoid (a=1, b=0), relu, softplus, linear or lrelu")
 
 
-def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> KerasTensor | list[KerasTensor]:
+def call_with_initial_state(layer: Layer, inputs, initial_state, check, mask=None) -> KerasTensor | list[KerasTensor]:
     """A call of a recurrent layer (or Bidirectional) on symbolic tensors: `layer(x)`,
     `layer(x, initial_state=states)` or `layer([x, *states])`. `check(states)` raises for states
     of the wrong count or shapes. A call with initial states has them as inputs after x, and
-    makes the layer multi_input."""
+    makes the layer multi_input. x's mask (or `mask`) is the call's (see Layer.mask_handling)."""
     x, *states = layer._symbolic(inputs)
+    mask = input_mask(layer, [x], mask)
+    if mask is not None and (initial_state is not None or states) and layer.return_state \
+            and not layer.return_sequences:
+        raise ValueError(f"{layer.describe()} was called with a mask and initial states, returning its last output "
+                         "and its states: where a row is padding throughout, Keras's output is zeros and its state "
+                         "the initial one, which clnet's one buffer for both cannot hold yet; use "
+                         "return_sequences=True, or no return_state")
     if initial_state is not None:
         if states:
             raise ValueError(f"{layer.describe()} was given initial states both in its inputs and as "
@@ -127,7 +141,8 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check) -> Keras
         layer.check_weights_fit([x.sample_shape, *(s.sample_shape for s in states)] if states else x.sample_shape)
     shapes = output_shapes(layer.compute_output_shapes, x.sample_shape)
     layer.called_with_initial_state = layer.multi_input = bool(states)
-    call = Call(layer, [x, *states], shapes)
+    call = Call(layer, [x, *states], shapes, mask=mask if layer.mask_handling == "consume" else None)
+    set_output_masks(call, mask)
     return call.output if len(call.outputs) == 1 else list(call.outputs)
 
 
@@ -181,11 +196,19 @@ class Recurrent(Layer, registered=False):
         self.called_with_initial_state = None
         self.go_backwards = bool(go_backwards)
 
+    mask_handling = "consume"
+
     def __call__(self, inputs, initial_state=None, training=None, mask=None):
         """`layer(x)`, or `layer(x, initial_state=[h])` (LSTM: `[h, c]`), the states (units,) each:
-        as Keras, also `layer([x, h, c])`. The states are inputs of the call, which trains them."""
-        check_call_arguments(self, (), training=training, mask=mask)
-        return call_with_initial_state(self, inputs, initial_state, self._check_initial_state)
+        as Keras, also `layer([x, h, c])`. The states are inputs of the call, which trains them.
+        `mask` (batch, timesteps), if given, stands for the mask x carries."""
+        check_call_arguments(self, (), training=training)
+        return call_with_initial_state(self, inputs, initial_state, self._check_initial_state, mask)
+
+    def compute_mask(self, inputs, mask):
+        """As Keras's: the output carries the input's mask with return_sequences; the states none."""
+        output = mask if self.return_sequences else None
+        return [output] + [None] * self.state_count if self.return_state else output
 
     def _check_initial_state(self, states: list) -> None:
         names = "[h, c]" if self.state_count == 2 else "[h]"
@@ -263,6 +286,7 @@ class Recurrent(Layer, registered=False):
         self._hidden = kernel("CalcHiddenGradientRecurrentInput")
         self._sum_splits = kernel("SumRecurrentSplits")
         self._initial_gradient = kernel("CalcInitialStateGradient")
+        self._mask_steps = kernel("MaskSteps")
         suffix = "Sequence" if self.whole_sequence else ""
         self._step_ff, self._step_bp = (kernel(name + suffix) for name in self.step_names)
         return shape
@@ -291,6 +315,10 @@ class Recurrent(Layer, registered=False):
         self.step_delta = Tensor((2, capacity, self.cols), dt, rt)   # a step's recurrent dL/dz, by parity
         self.input_grad = Tensor((capacity, steps, self.n_in), dt, rt)
         self.initial_grad = Tensor((capacity, self.units), dt, rt) if self.multi_input else None  # dL/dh_0
+        # A masked call's steps that hold data, in processing order, and each row's first (MaskSteps).
+        self.held = Tensor((capacity, steps), dt, rt)
+        self.first = Tensor((capacity,), np.int32, rt)
+        self.carry_h = Tensor((capacity, self.units), dt, rt)  # dL/dh a padded step passes over
         if self._input_dropout is not None:
             self._input_dropout.allocate(capacity)
         if self.whole_sequence:  # the weight gradients' slices: dL/dW, its bias, dL/dU, the recurrent bias
@@ -305,8 +333,11 @@ class Recurrent(Layer, registered=False):
     def _bias_value(self) -> Tensor:
         return self.bias.value if self.use_bias else self._no_bias
 
-    def forward(self, x, rows):
+    def forward(self, x, rows, mask=None):
         x, *self.initial = x if self.multi_input else [x]  # the initial states, (rows, units) each
+        self.masked = mask is not None
+        if self.masked:  # (rows, steps), 1 where a step holds data
+            self._mask_steps((rows,), None, mask, self.held, self.first, self.steps, int(self.go_backwards))
         if self._input_dropout is not None:  # in fit only; the weight gradient reads the dropped x
             self._input_dropout.training, self._input_dropout.step = self.training, self.step
             x = self._input_dropout.forward(x, rows)
@@ -320,11 +351,20 @@ class Recurrent(Layer, registered=False):
                             flops=2.0 * rows * steps * self.n_in * cols)
         args = (*self._forward_buffers(), rows, steps, self.units, *self._forward_flags(), *self._act())
         flops = 2.0 * rows * self.units * cols
-        # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl).
-        last = int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
-        self._step_ff(*self._loop_size(rows), *args, int(self.multi_input), last, flops=steps * flops)
+        # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl),
+        # and whether that h is the output (LAST_IS_OUTPUT, recurrent.cl).
+        last = (int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
+                | 4 * int(not self.return_sequences))
+        self._step_ff(*self._loop_size(rows), *args, int(self.multi_input), last, *self._mask_arguments(),
+                      flops=steps * flops)
         output = self.states if self.return_sequences else self.last
         return [output, *self._final_states()] if self.return_state else output
+
+    def _mask_arguments(self) -> tuple:
+        """The step kernels' MASK_ARGS (see recurrent.cl): held, first, masked."""
+        return self.held, self.first, int(self.masked)
+
+    masked = False  # whether the last forward pass had a mask
 
     @property
     def _writes_last(self) -> bool:
@@ -348,7 +388,7 @@ class Recurrent(Layer, registered=False):
         # The kernels read only the gradients `grads` names; a buffer stands in for each other.
         given = [g if g is not None else self.states for g in (grad, *state_grads)]
         args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads,
-                *self._backward_flags(), self.capacity)
+                *self._backward_flags(), self.capacity, *self._mask_arguments())
         flops = 2.0 * rows * self.units * cols
         self._step_bp(*self._loop_size(rows, True), *args, flops=steps * flops)
         self._weight_gradients(rows)
@@ -375,8 +415,10 @@ class Recurrent(Layer, registered=False):
         return [self.initial_grad]
 
     # The part of dL/dh_{s-1} that skips U, which the backward steps leave in a buffer (GRU's
-    # z_s dL/dh_s); None where there is none.
-    _carry_to_h = None
+    # z_s dL/dh_s, or what a padded step passes over); None where there is none.
+    @property
+    def _carry_to_h(self):
+        return self.carry_h if self.masked else None
 
     def _weight_gradients(self, rows: int) -> None:
         """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
@@ -389,25 +431,26 @@ class Recurrent(Layer, registered=False):
         flops = 2.0 * total * cols
         # dL/dU reads h_{s-1}: mode 3 takes the first step's from the initial state, 2 skips it (zeros).
         previous, mode = (self.initial[0], 3) if self.multi_input else (self.states, 2)
+        held = self._mask_arguments()[1:]  # (first, masked)
         if not self.whole_sequence:
             self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.x, self.delta,
                                 self.kernel.grad, bias_grad, rows, steps, cols, n_in, int(self.go_backwards),
-                                int(self.use_bias), 0, self.capacity * steps, 0, rows, 0, flops=flops * n_in,
+                                int(self.use_bias), 0, self.capacity * steps, 0, rows, 0, *held, flops=flops * n_in,
                                 beside=True)
             self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, previous, self._delta_rec,
                                   self.recurrent.grad, bias_grad, rows, steps, cols, units, mode, recurrent_bias, cols,
-                                  self.capacity * steps, 0, rows, 0, flops=flops * units, beside=True)
+                                  self.capacity * steps, 0, rows, 0, *held, flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
         self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.x, self.delta,
                             self.split_sums, self.split_sums, rows, steps, cols, n_in, int(self.go_backwards),
-                            int(self.use_bias), n_in * cols, self.capacity * steps, 0, chunk, height * cols,
+                            int(self.use_bias), n_in * cols, self.capacity * steps, 0, chunk, height * cols, *held,
                             flops=flops * n_in, beside=True)
         self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, previous, self._delta_rec,
                               self.split_sums, self.split_sums, rows, steps, cols, units, mode, recurrent_bias,
                               (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
-                              height * cols, flops=flops * units, beside=True)
+                              height * cols, *held, flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, self.split_sums, self.kernel.grad, self.recurrent.grad, bias_grad,
                          splits, n_in, units, cols, int(self.use_bias), recurrent_bias, beside=True)
 

@@ -24,6 +24,8 @@ def _number(kind: str, name, argument: str, value, non_negative: bool = True, ex
 class ReLU(BufferedLayer):
     """y = min(x, max_value) for x > threshold, else negative_slope (x - threshold), as Keras's
     ReLU layer; all three non-negative (Keras refuses negative ones too), max_value None for none."""
+    mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
+
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, name=None, input_shape=None):
         super().__init__(name, input_shape)

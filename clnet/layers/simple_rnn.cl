@@ -3,29 +3,40 @@
 // activation runs on blocks of VW units of one batch row, in one launch over every step (the CPU
 // form or the sequence form; see recurrent.cl).
 
-// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U.
+// Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
+// step (see MaskSteps) outputs the step before's output and leaves the state as it was.
 HELPER void SimpleRNNForwardBlock(__global TYPE *pre, __global const TYPE *sums, __global TYPE *states,
-                                  __global TYPE *last, const int row, const int s, const int steps, const int units,
-                                  const int j0, const int write_last, const TYPE a, const TYPE b)
+                                  __global const TYPE *initial_h, __global TYPE *last, const int row, const int s,
+                                  const int steps, const int units, const int j0, const int write_last,
+                                  const int with_initial, const TYPE a, const TYPE b, MASK_ARGS)
 {
-    const int width = units - j0, k = (row * steps + s) * units + j0;
-    const VEC z = LoadBlock(pre + k, width) + LoadBlock(sums + row * units + j0, width);
-    const VEC h = ACT_FORWARD_V(z, a, b);
+    const int width = units - j0, k = (row * steps + s) * units + j0, from = FirstHeld(first, masked, row);
+    const VEC z = LoadBlock(pre + k, width) + RecurrentSum(sums, row, row * units + j0, width, s, from, with_initial);
+    const int holds = Held(held, masked, row, s, steps);
+    const VEC h = holds ? ACT_FORWARD_V(z, a, b) : PaddedOutput(states, row, s, from, steps, units, j0);
     StoreBlock(z, pre + k, width);
     StoreBlock(h, states + k, width);
-    if (write_last)
-        StoreBlock(h, last + row * units + j0, width);
+    if (write_last)  // (see LAST_IS_OUTPUT)
+        StoreBlock(holds || write_last & LAST_IS_OUTPUT
+                   ? h : PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial),
+                   last + row * units + j0, width);
 }
 
 // Step s of backpropagation through time: delta_s = dL/dh_s f'(z_s), once `sums` holds dL/dh_s.
+// With a mask, dL/dh_s also has what the step after passed over (`carry`, written by this same
+// block): a padded step passes all of dL/dh_s to h_{s-1}, and its delta is zeros.
 HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE *states, __global const TYPE *sums,
-                                   __global TYPE *delta, __global TYPE *step_delta, const int row, const int s,
-                                   const int steps, const int units, const int j0, const int capacity,
-                                   const TYPE a, const TYPE b)
+                                   __global TYPE *delta, __global TYPE *step_delta, __global TYPE *carry,
+                                   const int row, const int s, const int steps, const int units, const int j0,
+                                   const int capacity, const TYPE a, const TYPE b, MASK_ARGS)
 {
-    const int width = units - j0, k = (row * steps + s) * units + j0;
-    const VEC dz = LoadBlock(sums + row * units + j0, width)
-                   * ACT_DERIVATIVE_V(LoadBlock(states + k, width), LoadBlock(pre + k, width), a, b);
+    const int width = units - j0, k = (row * steps + s) * units + j0, holds = Held(held, masked, row, s, steps);
+    const VEC dh = LoadBlock(sums + row * units + j0, width)
+                   + (masked && s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
+    const VEC dz = holds ? dh * ACT_DERIVATIVE_V(LoadBlock(states + k, width), LoadBlock(pre + k, width), a, b)
+                         : (VEC)(0);
+    if (masked)
+        StoreBlock(holds ? (VEC)(0) : dh, carry + row * units + j0, width);
     StoreDeltaBlock(delta, dz, row, s, j0, width, steps, capacity);
     StoreStepDeltaBlock(step_delta, dz, row, s, j0, width, units, capacity);
 }
@@ -39,7 +50,7 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
     __global const TYPE *initial_h,  /* h_0, (rows, units): read when with_initial */                \
     __global TYPE *last,             /* h of the last step, (rows, units) */                         \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b,                    \
-    const int with_initial, const int write_last
+    const int with_initial, const int write_last, MASK_ARGS
 
 #define SIMPLE_RNN_BACKWARD_ARGS                                                                     \
     __global const TYPE *output_gr,  /* (rows, steps, units) or (rows, units) */                     \
@@ -50,8 +61,9 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
     __global TYPE *sums,             /* dL/dh_s, (capacity, units) */                                \
     __global TYPE *delta,            /* dL/dz, panels (see recurrent.cl) */                          \
     __global TYPE *step_delta,       /* (2, capacity, units) */                                      \
+    __global TYPE *carry,            /* dL/dh_s a padded step passes over, (rows, units): masked */  \
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const int grads,     \
-    const int capacity
+    const int capacity, MASK_ARGS
 
 __kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS)
 {
@@ -59,12 +71,13 @@ __kernel void FeedForwardSimpleRNN(SIMPLE_RNN_FORWARD_ARGS)
     if (j0 >= units)
         return;
     for (int s = 0; s < steps; s++) {
-        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, units, with_initial);
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, units, with_initial,
+                          first, masked);
         for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
-                SimpleRNNForwardBlock(pre, sums, states, last, row, s, steps, units, j, s == steps - 1 ? write_last : 0,
-                                      a, b);
+                SimpleRNNForwardBlock(pre, sums, states, initial_h, last, row, s, steps, units, j,
+                                      s == steps - 1 ? write_last : 0, with_initial, a, b, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
     }
@@ -74,11 +87,13 @@ __kernel void FeedForwardSimpleRNNSequence(SIMPLE_RNN_FORWARD_ARGS)
 {
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, units, with_initial);
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, units, with_initial, first,
+                         masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                SimpleRNNForwardBlock(pre, sums, states, last, row0 + q / blocks, s, steps, units, q % blocks * VW,
-                                      s == steps - 1 ? write_last : 0, a, b);
+                SimpleRNNForwardBlock(pre, sums, states, initial_h, last, row0 + q / blocks, s, steps, units,
+                                      q % blocks * VW, s == steps - 1 ? write_last : 0, with_initial, a, b, held,
+                                      first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }
@@ -90,11 +105,12 @@ __kernel void CalcHiddenGradientSimpleRNN(SIMPLE_RNN_BACKWARD_ARGS)
         return;
     for (int s = steps - 1; s >= 0; s--) {
         StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units, units,
-                            grads, capacity);
+                            grads, capacity, held, first, masked);
         for (int q = 0; q < RB * SV; q++) {
             const int row = row0 + q / SV, j = j0 + q % SV * VW;
             if (row < rows && j < units)
-                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row, s, steps, units, j, capacity, a, b);
+                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, carry, row, s, steps, units, j, capacity,
+                                       a, b, held, first, masked);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
     }
@@ -105,11 +121,11 @@ __kernel void CalcHiddenGradientSimpleRNNSequence(SIMPLE_RNN_BACKWARD_ARGS)
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
     for (int s = steps - 1; s >= 0; s--) {
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
-                                units, grads, capacity);
+                                units, grads, capacity, held, first, masked);
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
             if (row0 + q / blocks < rows)
-                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, row0 + q / blocks, s, steps, units,
-                                       q % blocks * VW, capacity, a, b);
+                SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta, carry, row0 + q / blocks, s, steps, units,
+                                       q % blocks * VW, capacity, a, b, held, first, masked);
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -13,7 +13,7 @@ class SimpleRNN(Recurrent):
         return self.pre, self.recurrent.value, self.sums, self.states, self._initial_h, self._last
 
     def _backward_buffers(self):
-        return self.pre, self.states, self.transposed, self.sums, self.delta, self.step_delta
+        return self.pre, self.states, self.transposed, self.sums, self.delta, self.step_delta, self.carry_h
 
     def _backward_flags(self):
         return ()  # its backward step reads no previous state

@@ -26,6 +26,8 @@ def _per_position(layer: Layer) -> bool:
 
 
 class TimeDistributed(Layer):
+    mask_handling = "propagate"  # (the layers it applies work a step at a time)
+
     def __init__(self, layer, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(layer, Layer):

@@ -89,6 +89,13 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
     if target == "mt5":
         check_mt5_model(model, opset)
 
+    made = {id(call.made_mask) for call in model.calls if call.made_mask is not None}
+    masked = [call.layer.describe() for call in model.calls
+              if call.mask is not None or any(id(t) in made for t in call.inputs)]
+    if masked:
+        raise ValueError(f"model {model.name!r} has layers that read a mask (of Embedding(mask_zero=True) or "
+                         f"Masking): {', '.join(masked)}; clnet does not export masks to ONNX yet, and without them "
+                         "the file would compute something else")
     graph = GraphBuilder(model.dtype, opset)
     sources = input_names(model)
     tensors = {id(t): name for t, name in zip(model.inputs, sources)}

@@ -128,6 +128,8 @@ def eager_axis(axis):
 class Op(Layer, registered=False):
     """An op as a layer of any number of symbolic inputs (forward(xs, rows), backward(grad, rows,
     wanted) -> a gradient per input, as merge layers). `op` is its Keras name."""
+    mask_handling = "ignore"  # (as Keras's ops: what they compute carries no mask)
+
     multi_input = True
     counts_batch_axis = True
     op = "op"
