@@ -24,7 +24,7 @@ from .cl.parameters import ParameterStore, parameter_ranges
 from .data import checked
 from .layers import Input, Layer
 from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, input_mask,
-                          is_concrete, leaves_of, register_custom_objects, set_output_masks, tensors_of, trace_scope,
+                          is_concrete, leaves_of, masked_call, register_custom_objects, tensors_of, trace_scope,
                           tracing)
 from .step import NotCompiledError, Step, by_name  # noqa: F401 (clnet.model.NotCompiledError too)
 from .trainer import Trainer, check_int
@@ -741,8 +741,7 @@ class Sequential(Model):
                                  f"{layer.describe()} has {len(shapes)} (return_state=True): use the functional "
                                  "API, Model(inputs, outputs), for multi-output layers")
             mask = input_mask(layer, [tensor])  # (Keras's masks: see Layer.mask_handling)
-            calls.append(Call(layer, [tensor], shapes, mask=mask if layer.mask_handling == "consume" else None))
-            set_output_masks(calls[-1], mask)
+            calls.append(masked_call(layer, [tensor], shapes, mask))
             tensor = calls[-1].output
         return [source], calls, tensor
 

@@ -283,8 +283,7 @@ class Layer(HasWeights):
             raise ValueError(f"{self.describe()} takes one input, got {len(tensors)}")
         else:
             shapes = output_shapes(self.compute_output_shapes, tensors[0].sample_shape)
-        call = Call(self, tensors, shapes, mask=mask if self.mask_handling == "consume" else None)
-        set_output_masks(call, mask)
+        call = masked_call(self, tensors, shapes, mask)
         return call.output if len(call.outputs) == 1 else list(call.outputs)
 
     # -- subclasses written as Keras's ----------------------------------------------------------
@@ -685,6 +684,14 @@ def drop_mask_warning(layer: "Layer") -> None:
     warnings.warn(f"Layer '{layer.name}' (of type {type(layer).__name__}) was passed an input with a mask attached "
                   "to it. However, this layer does not support masking and will therefore destroy the mask "
                   "information. Downstream layers will not see the mask.", stacklevel=4)
+
+
+def masked_call(layer: "Layer", tensors: list[KerasTensor], shapes: list[tuple], mask: KerasTensor | None) -> Call:
+    """A call of `layer` on `tensors` going on with `mask` (input_mask's): the call reads it where
+    the layer consumes masks, and its outputs carry what set_output_masks gives them."""
+    call = Call(layer, tensors, shapes, mask=mask if layer.mask_handling == "consume" else None)
+    set_output_masks(call, mask)
+    return call
 
 
 def set_output_masks(call: Call, mask: KerasTensor | None) -> None:

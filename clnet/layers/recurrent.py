@@ -36,8 +36,8 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from .base import (Call, KerasTensor, Layer, check_call_arguments, check_weights, input_mask, output_shapes,
-                   set_output_masks)
+from .base import (KerasTensor, Layer, check_call_arguments, check_weights, input_mask, masked_call,
+                   output_shapes)
 from .dropout import Dropout
 
 
@@ -141,8 +141,7 @@ def call_with_initial_state(layer: Layer, inputs, initial_state, check, mask=Non
         layer.check_weights_fit([x.sample_shape, *(s.sample_shape for s in states)] if states else x.sample_shape)
     shapes = output_shapes(layer.compute_output_shapes, x.sample_shape)
     layer.called_with_initial_state = layer.multi_input = bool(states)
-    call = Call(layer, [x, *states], shapes, mask=mask if layer.mask_handling == "consume" else None)
-    set_output_masks(call, mask)
+    call = masked_call(layer, [x, *states], shapes, mask)
     return call.output if len(call.outputs) == 1 else list(call.outputs)
 
 
