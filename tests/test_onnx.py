@@ -443,6 +443,16 @@ def reductions(dtype):
                     dtype)
 
 
+def indices(dtype):
+    """ArgMax and ArgMin along one axis, with and without keepdims, and over a sample of one axis
+    (axis None), each Cast to the float type."""
+    x, v = Input((3, 4, 5), name="x"), Input((6,), name="v")
+    a = ops.argmax(x, axis=-1, keepdims=True)                       # (3, 4, 1)
+    b = ops.argmin(x, axis=2)                                       # (3, 5)
+    c = ops.argmax(v, keepdims=True)                                # (1,)
+    return op_model([x, v], ops.sum(a, axis=-1) * ops.expand_dims(c, 2) + ops.sum(b, axis=-1, keepdims=True), dtype)
+
+
 def shape_views(dtype):
     """reshape, expand_dims, squeeze: Reshape, Unsqueeze, Squeeze (Reshape and Flatten layers on import)."""
     x = Input((2, 6), name="x")
@@ -494,7 +504,7 @@ def lambda_of_ops(dtype):
                     dtype)
 
 
-OP_EXAMPLES = {"Elementwise": (arithmetic_ops, unary_ops), "Reduction": (reductions,), "ShapeView": (shape_views,),
+OP_EXAMPLES = {"Elementwise": (arithmetic_ops, unary_ops), "Reduction": (reductions, indices), "ShapeView": (shape_views,),
                "Slice": (slices,), "Take": (takes,), "MatMul": (matmuls,), "FusedElementwise": (fused,),
                "Lambda": (lambda_of_ops,)}
 
@@ -629,6 +639,22 @@ def test_every_layer_class_round_trips(name, dtype, tmp_path, rng):
                 assert_close(run_onnx(path, [part[:rows] for part in xs] if len(xs) > 1 else x[:rows]), want[:rows],
                              RTOL[dtype])
             assert structure(loaded) == structure(model)
+
+
+def test_an_index_over_every_sample_axis_exports_flattened(tmp_path, rng):
+    """argmax over a sample of several axes: numpy's index in the flattened sample, as a Flatten,
+    an ArgMax and (keepdims) a Reshape, which onnxruntime runs and clnet loads back."""
+    x = Input((3, 4), name="x")
+    model, _ = op_model([x], ops.argmax(x, keepdims=True) + ops.reshape(ops.argmin(x), (None, 1, 1)), np.float32)
+    data = rng.normal(size=(7, 3, 4)).astype(np.float32)
+    want = model.predict(data)
+    flat = data.reshape(7, -1)
+    np.testing.assert_array_equal(want, (flat.argmax(1) + flat.argmin(1)).reshape(7, 1, 1))
+    path = tmp_path / "indices.onnx"
+    model.export(path)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    np.testing.assert_array_equal(run_onnx(path, data), want)
+    np.testing.assert_array_equal(clnet.onnx.load(path).predict(data), want)
 
 
 def test_tiny_gpt_round_trip(tmp_path, rng):

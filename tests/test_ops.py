@@ -200,6 +200,29 @@ def test_max_shares_gradient_among_ties(rt):
     np.testing.assert_array_equal(dx, [[0, 0.5, 0.5, 0], [0.5, 0.5, 0.5, 0.5]])
 
 
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_and_argmin_against_numpy(rt, fp64, rng, op):
+    """Symbolic along each axis and over every sample axis (numpy's flattened index), the first of
+    tied extremes, no gradient; eager on arrays as numpy's."""
+    x = rng.normal(size=(13, 5, 3, 7)).round(1).astype(F32)  # (rounded: ties)
+    layers, (t,) = inputs((5, 3, 7))
+    for axis, keepdims in [(1, False), (-1, True), (2, False), (None, False), (None, True)]:
+        y = getattr(ops, op)(t, axis=axis, keepdims=keepdims)
+        flat = getattr(np, op)(x.reshape(13, -1), axis=1)
+        want = (flat.reshape(13, *(1, 1, 1)[:3 if keepdims else 0]) if axis is None
+                else getattr(np, op)(x, axis=axis, keepdims=keepdims))
+        assert y.shape == (None, *want.shape[1:])
+        result, (dx,), forward, backward = device_pass(y, [x], np.ones(want.shape))
+        np.testing.assert_array_equal(result, want)
+        np.testing.assert_array_equal(dx, 0)
+        assert forward == 1
+    assert getattr(ops, op)(x) == getattr(np, op)(x)
+    np.testing.assert_array_equal(getattr(ops, op)(x, axis=0), getattr(np, op)(x, axis=0))
+    np.testing.assert_array_equal(getattr(ops, op)(x[0, 0], axis=-1, keepdims=True),
+                                  getattr(np, op)(x[0, 0], axis=-1, keepdims=True))
+    assert getattr(ops, op)(x[0], keepdims=True).shape == (1, 1, 1)
+
+
 def test_softmax(fp64, rng):
     x = rng.normal(size=(3, 5, 7)).astype(F32)
     for axis in (-1, 1):
@@ -371,7 +394,8 @@ def test_errors():
         (lambda: ops.take(a, [0.5], axis=1), TypeError, r"take: indices must be integers, got float64"),
         (lambda: ops.clip(a, 1, 0), ValueError, r"clip: x_min \(1\) must not exceed x_max \(0\)"),
         (lambda: ops.clip(a, b, 1), TypeError, r"clip: x_min must be a finite number"),
-        (lambda: ops.cast(a, "int32"), TypeError, r"cast: dtype must be 'float32' or 'float64'"),
+        (lambda: ops.cast(a, "int32"), TypeError, r"cast: a symbolic tensor takes dtype .float32. or .float64."),
+        (lambda: ops.argmax(a, axis=(1, 2)), TypeError, r"argmax: axis must be an integer or None, got \(1, 2\)"),
         (lambda: ops.sum(a, keepdims=1), TypeError, r"sum: keepdims must be True or False, got 1"),
     ]
     for call, kind, message in cases:

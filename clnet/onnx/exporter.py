@@ -26,12 +26,12 @@ MT5_NEWEST_OPSET = 18
 # .ci/onnx-oldest-runtime runs every exported example, at opsets 17 and 18, in the oldest onnxruntime
 # PyPI has for CI's Python (1.14 itself has no wheel for Python 3.11).
 MT5_OPS = frozenset({
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "Div", "Elu", "Equal",
-    "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gemm", "Greater", "GreaterOrEqual", "Identity", "LSTM",
-    "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg", "Not", "PRelu",
-    "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape",
-    "Resize", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile",
-    "Transpose", "Unsqueeze", "Where"})
+    "Abs", "Add", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "Div",
+    "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "GRU", "Gather", "Gemm", "Greater", "GreaterOrEqual",
+    "Identity", "LSTM", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg",
+    "Not", "PRelu", "Pad", "Pow", "RNN", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu",
+    "Reshape", "Resize", "Shape", "Sigmoid", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub", "Sum",
+    "Tanh", "Tile", "Transpose", "Unsqueeze", "Where"})
 TARGETS = (None, "mt5")
 
 

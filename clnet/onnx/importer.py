@@ -100,6 +100,7 @@ dynamo exporters) and Keras's:
     ReduceSum, ReduceMean, ReduceMax, ReduceMin over sample axes   -> ops.sum, ... (a mean or max
                                                                       over the spatial axes: a
                                                                       global pooling layer)
+    ArgMax, ArgMin along a sample axis (then a Cast)               -> ops.argmax, ops.argmin
     Slice of step 1 (not a cropping, above) [+ Squeeze of axes it
     cut to 1]                                                      -> ops.slice (one Slice layer)
     Gather of constant indices along a sample axis                 -> ops.take
@@ -165,7 +166,7 @@ def load(source, floatx: str | None = None, seed: int | None = None):
     return _Reader(proto, where).model(floatx, seed)
 
 
-SUPPORTED_OPS = ("Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
+SUPPORTED_OPS = ("Abs", "Add", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
                  "ConstantOfShape", "Conv", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "GRU",
                  "Gather", "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual",
                  "Identity", "LSTM", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "MatMul", "Max",
@@ -1277,6 +1278,24 @@ class _Reader:
                           node.inputs[:1], elementwise=False)
 
     _op_reducesum = _op_reducemean = _op_reducemax = _op_reducemin = _reduce
+
+    def _index_of_extreme(self, node):
+        """ArgMax, ArgMin along a sample axis: ops.argmax, ops.argmin (a float index, which the
+        Cast to the float type after it leaves as it is)."""
+        value = self._value(node, node.inputs[0])
+        rank = len(value.shape) + 1
+        axis = self._attribute(node, "axis", 0) % rank
+        if axis == 0:
+            raise _misused(node, f"it takes its index along axis 0 of {(None, *value.shape)}, the batch axis; clnet "
+                                 "takes it along a sample axis")
+        if self._attribute(node, "select_last_index", 0):
+            raise _misused(node, "it selects the last of tied extremes (select_last_index=1); clnet's is the first, "
+                                 "as numpy's")
+        op, keepdims = node.op.lower(), bool(self._attribute(node, "keepdims", 1))
+        self._elementwise(node, lambda t: getattr(self._ops_module(), op)(t, axis=axis, keepdims=keepdims),
+                          node.inputs[:1], elementwise=False)
+
+    _op_argmax = _op_argmin = _index_of_extreme
 
     def _pooled(self, node, value: _Value, axes: list, keepdims: bool, use_max: bool) -> bool:
         """A mean or max over every spatial axis (every sample axis but the channels, which clnet

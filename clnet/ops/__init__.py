@@ -27,7 +27,7 @@ product by a constant matrix as a Dense, ...: see clnet/onnx/importer.py's table
 from .elementwise import (abs, absolute, add, clip, divide, equal, exp, gelu, greater, greater_equal, less,
                           less_equal, log, maximum, minimum, multiply, negative, not_equal, ones_like, power, relu,
                           sigmoid, sqrt, square, subtract, tanh, true_divide, where, zeros_like)
-from .reduction import amax, amin, max, mean, min, softmax, sum
+from .reduction import amax, amin, argmax, argmin, max, mean, min, softmax, sum
 from .indexing import getitem, slice, split, take
 from .shape import (arange, cast, concatenate, convert_to_numpy, convert_to_tensor, expand_dims, ones, reshape, shape,
                     squeeze, stack, transpose, zeros)
@@ -37,7 +37,7 @@ from .fusion import fuse_elementwise
 __all__ = ["abs", "absolute", "add", "clip", "divide", "equal", "exp", "gelu", "greater", "greater_equal", "less",
            "less_equal", "log", "maximum", "minimum", "multiply", "negative", "not_equal", "ones_like", "power",
            "relu", "sigmoid", "sqrt", "square", "subtract", "tanh", "true_divide", "where", "zeros_like",
-           "amax", "amin", "max", "mean", "min", "softmax", "sum", "getitem", "slice", "split", "take", "arange",
+           "amax", "amin", "argmax", "argmin", "max", "mean", "min", "softmax", "sum", "getitem", "slice", "split", "take", "arange",
            "cast", "concatenate", "convert_to_numpy", "convert_to_tensor", "dot", "expand_dims", "ones", "reshape", "shape", "squeeze", "stack", "transpose",
            "zeros", "matmul",
            "fuse_elementwise"]

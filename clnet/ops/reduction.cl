@@ -1,4 +1,4 @@
-// Reductions over sample axes (ops/reduction.py): sum, mean, max, min. One work-item per output
+// Reductions over sample axes (ops/reduction.py): sum, mean, max, min, argmax, argmin. One work-item per output
 // element walks the elements it reduces; the batch axis is never reduced, so every output row
 // reads its own input row.
 //
@@ -13,9 +13,13 @@
 #define REDUCE_MEAN 1
 #define REDUCE_MAX 2
 #define REDUCE_MIN 3
+#define REDUCE_ARGMAX 4
+#define REDUCE_ARGMIN 5
 
 // y (rows, out_width) and, for max and min, ties (rows, out_width): how many elements equal the
 // extreme, among which the backward pass shares the gradient (as TensorFlow's and PyTorch's amax).
+// argmax and argmin give the row-major index among the reduced elements of the first extreme,
+// as numpy's, as a float (the graph's type); they have no gradient.
 __kernel void Reduce(const int op, __global const TYPE *x, __global TYPE *y, __global TYPE *ties,
                      __global const int *dims, const int axes, const int in_width, const int out_width,
                      const int reduced, const int total)
@@ -33,8 +37,9 @@ __kernel void Reduce(const int op, __global const TYPE *x, __global TYPE *y, __g
         j /= EXTENT(k);
         base += e * IN_STRIDE(k);
     }
-    TYPE acc = op == REDUCE_MAX ? -INFINITY : op == REDUCE_MIN ? INFINITY : 0;
-    TYPE count = 0;
+    TYPE acc = op == REDUCE_MAX || op == REDUCE_ARGMAX ? -INFINITY
+             : op == REDUCE_MIN || op == REDUCE_ARGMIN ? INFINITY : 0;
+    TYPE count = 0;  // ties, or the extreme's index
     for (int m = 0; m < reduced; m++) {  // the reduced axes walk its elements
         long p = base;
         int q = m;
@@ -48,6 +53,11 @@ __kernel void Reduce(const int op, __global const TYPE *x, __global TYPE *y, __g
         const TYPE v = x[p];
         if (op == REDUCE_SUM || op == REDUCE_MEAN) {
             acc += v;
+        } else if (op >= REDUCE_ARGMAX) {
+            if (m == 0 || (op == REDUCE_ARGMAX ? v > acc : v < acc)) {
+                acc = v;
+                count = m;
+            }
         } else if (v == acc) {
             count += 1;
         } else if (op == REDUCE_MAX ? v > acc : v < acc) {
@@ -55,7 +65,7 @@ __kernel void Reduce(const int op, __global const TYPE *x, __global TYPE *y, __g
             count = 1;
         }
     }
-    y[i] = op == REDUCE_MEAN ? acc / reduced : acc;
+    y[i] = op == REDUCE_MEAN ? acc / reduced : op >= REDUCE_ARGMAX ? count : acc;
     if (op == REDUCE_MAX || op == REDUCE_MIN)
         ties[i] = count;
 }

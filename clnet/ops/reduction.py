@@ -1,5 +1,5 @@
-"""Reductions over sample axes (sum, mean, max, min, with Keras's `axis` and `keepdims`) and
-softmax along one. The batch axis is never reduced: axis=None means every sample axis, and
+"""Reductions over sample axes (sum, mean, max, min, with Keras's `axis` and `keepdims`; argmax
+and argmin along one or all) and softmax along one. The batch axis is never reduced: axis=None means every sample axis, and
 naming axis 0 raises."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from ..layers.activation import Softmax
 from .base import (Op, check_axis, eager_array, eager_axis, geometry, is_symbolic, launch, op_name, row_major,
                    run_eagerly, size, symbolic)
 
-REDUCTIONS = ["sum", "mean", "max", "min"]  # reduction.cl's REDUCE_* codes, in order
+REDUCTIONS = ["sum", "mean", "max", "min", "argmax", "argmin"]  # reduction.cl's REDUCE_* codes, in order
+INDICES = ("argmax", "argmin")  # (no gradient)
 
 
 def axes_of(op: str, axis, rank: int) -> tuple[int, ...]:
@@ -28,8 +29,8 @@ def axes_of(op: str, axis, rank: int) -> tuple[int, ...]:
 
 
 class Reduction(Op):
-    """sum, mean, max or min of each sample over `axis` (sample axes, counted as Keras counts them:
-    1 is the first after the batch); `keepdims` keeps them as axes of 1."""
+    """sum, mean, max, min, argmax or argmin of each sample over `axis` (sample axes, counted as
+    Keras counts them: 1 is the first after the batch); `keepdims` keeps them as axes of 1."""
 
     def __init__(self, op, axis=None, keepdims=False, name=None):
         if op not in REDUCTIONS:
@@ -80,12 +81,23 @@ class Reduction(Op):
     def backward(self, grad, rows, input_grads):
         if not input_grads[0]:
             return [None]
+        if self.op in INDICES:  # an index is constant where it is defined
+            return [self.zeros_for(0)]
         total = rows * self.in_width
         self._gradient(*launch(total), self.code, self.x, self.outputs, self.ties or self.outputs, grad,
                        self.input_grad, self.dims, self.axes, self.in_width, self.width, self.reduced, total)
         return [self.input_grad]
 
     def to_onnx(self, graph, inputs):
+        if self.op in INDICES:  # ONNX's ArgMax takes one axis: every sample axis is one once flattened
+            x, axis = inputs[0], self.reduced_axes[0] + 1
+            if len(self.reduced_axes) > 1:
+                x, axis = graph.op("Flatten", x, axis=1), 1
+            index = graph.op("ArgMax" if self.op == "argmax" else "ArgMin", x, axis=axis,
+                             keepdims=int(self.keepdims and len(self.reduced_axes) == 1))
+            if self.keepdims and len(self.reduced_axes) > 1:
+                index = graph.op("Reshape", index, graph.constant("shape", np.array([-1, *self.output_shape], np.int64)))
+            return [graph.cast(index, self.dtype)]
         # The sample axes reduced, + 1 for ONNX's batch axis (ReduceSum's axes an input from opset
         # 13, the others' from 18: GraphBuilder.reduce writes the form the opset takes).
         op = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin"}[self.op]
@@ -126,6 +138,26 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
 
 
 amax, amin = max, min
+
+
+def argmax(x, axis=None, keepdims=False):
+    """The index of the largest element along `axis` (one axis, or None: every sample axis, the
+    index in the flattened sample), the first where several tie, as a float; no gradient."""
+    return _index("argmax", x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """The index of the smallest element along `axis`, as argmax."""
+    return _index("argmin", x, axis, keepdims)
+
+
+def _index(op: str, x, axis, keepdims):
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
+        raise TypeError(f"{op}: axis must be an integer or None, got {axis!r}")
+    if is_symbolic(x) or axis is not None:
+        return reduce(op, x, axis, keepdims)
+    result = reduce(op, x, axis, False)  # numpy's: the index in the flattened array
+    return result.reshape((1,) * np.ndim(x)) if keepdims else result
 
 
 def softmax(x, axis=-1):

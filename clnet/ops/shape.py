@@ -212,14 +212,19 @@ def _agree(op: str, shapes, axis: int, what: str) -> None:
 
 
 def cast(x, dtype):
-    """x in `dtype`, float32 or float64. A symbolic x is returned as it is: a model computes in its
-    own float type (Model(floatx=...)), whatever the casts inside it."""
-    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    if name not in ("float32", "float64"):
-        raise TypeError(f"cast: dtype must be 'float32' or 'float64' (clnet computes in floats), got {dtype!r}")
+    """x in `dtype`. A symbolic x is returned as it is, and takes float32 or float64: a model
+    computes in its own float type (Model(floatx=...)), whatever the casts inside it. An array
+    (eager) takes any numpy type, as numpy's astype (a float cast to an integer is truncated)."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"cast: dtype must be a numpy type or its name, got {dtype!r}") from None
     if is_symbolic(x):
+        if name not in ("float32", "float64"):
+            raise TypeError(f"cast: a symbolic tensor takes dtype 'float32' or 'float64' (a model computes in "
+                            f"floats), got {dtype!r}")
         return symbolic(x)
-    return np.asarray(eager_array("cast", "x", x), name)
+    return np.asarray(eager_array("cast", "x", x)).astype(name)
 
 
 def arange(start, stop=None, step=1, dtype=None):
