@@ -525,7 +525,7 @@ class Head:
     def metric_results(self, hits: float, count: int) -> list:
         """(name, value) of each metric after `count` samples, in compile's order; `hits`: the
         loss kernel's summed hits (compile's "accuracy")."""
-        return [("accuracy", hits / count) if m == "accuracy" else (m.name, m.result(count)) for m in self.metrics]
+        return [("accuracy", hits / count) if m == "accuracy" else (m.name, m.value()) for m in self.metrics]
 
     def totals(self, count: int) -> tuple[float, float]:
         """Sum of per-sample loss and accuracy over [0, count). With a mask the accuracy is Keras's

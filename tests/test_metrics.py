@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import clnet
-from clnet import metrics
+from clnet import metrics, ops
 from clnet.layers import Activation, Dense, Input
 from clnet.model import Model, Sequential
 
@@ -264,16 +264,93 @@ def test_a_distribution_refuses_metrics_it_does_not_reduce():
         model.compile("sgd", "binary_crossentropy", metrics=["accuracy", "AUC"], distribution=strategy)
 
 
-def test_a_metric_of_one_s_own_is_refused_saying_so():
-    class TruePositives(metrics.Metric):
+class ClassHits(metrics.Metric):
+    """A metric of one's own as Keras's guides write one: variables, update_state with ops on the
+    batch's arrays, result."""
+
+    def __init__(self, name="class_hits", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.hits = self.add_variable(shape=(), initializer="zeros", name="hits")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        chosen = ops.argmax(y_pred, axis=-1)  # (rows,)
+        values = ops.cast(ops.cast(y_true, "int32") == ops.cast(chosen, "int32"), "float32")
+        if sample_weight is not None:
+            values = ops.multiply(values, sample_weight)
+        self.hits.assign_add(ops.sum(values))
+
+    def result(self):
+        return self.hits
+
+
+class MeanError(metrics.Metric):
+    """Two variables and a result of Python's operators on them; a reset of its own."""
+
+    def __init__(self, name="mean_error", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.total = self.add_weight(name="total", initializer="zeros")
+        self.seen = self.add_weight(name="seen", initializer="zeros")
+        self.resets = 0
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        self.total.assign_add(np.abs(y_true - y_pred).sum())
+        self.seen.assign_add(y_true.size)
+
+    def result(self):
+        return self.total / self.seen
+
+    def reset_state(self):
+        self.resets += 1
+        super().reset_state()
+
+
+def test_a_metric_of_one_s_own_runs_update_state_on_each_batch(rng, tmp_path):
+    """Keras's Metric subclass: fit's History and evaluate's logs are its result over the epoch's
+    batches (numpy's on the predictions), its state starting again at each epoch and each
+    evaluation; weighted_metrics pass sample_weight; y_true is the class ids a sparse loss takes."""
+    x, y, w = rng.normal(size=(37, 5)), rng.integers(0, 3, 37), rng.random(37) * 2
+    model = Sequential([Input((5,)), Dense(3, activation="softmax")], seed=3)
+    model.compile(clnet.optimizers.SGD(0.0), "sparse_categorical_crossentropy",
+                  metrics=["accuracy", ClassHits()], weighted_metrics=[ClassHits(name="weighted_hits")])
+    history = model.fit(x, y, batch_size=8, epochs=2, sample_weight=w, validation_data=(x[:11], y[:11]),
+                        verbose=0).history
+    hits = model.predict(x).argmax(-1) == y
+    np.testing.assert_array_equal(history["class_hits"], [hits.sum()] * 2)
+    np.testing.assert_allclose(history["weighted_hits"], [np.sum(w * hits)] * 2, rtol=1e-5)
+    np.testing.assert_array_equal(history["val_class_hits"], [hits[:11].sum()] * 2)
+    assert history["accuracy"] == pytest.approx([hits.mean()] * 2)
+    logs = model.evaluate(x, y, batch_size=5, return_dict=True)
+    assert logs["class_hits"] == hits.sum() and logs["weighted_hits"] == hits.sum()  # (no sample_weight)
+    model.save(tmp_path / "own.h5")  # by its class name, as Keras finds a registered class
+    assert clnet.load_model(tmp_path / "own.h5").evaluate(x, y, return_dict=True) == pytest.approx(logs)
+
+
+def test_a_metric_of_one_s_own_sees_the_output_s_shape_and_resets(rng):
+    p, t = rng.random((23, 4, 3)).astype(np.float32), rng.random((23, 4, 3)).astype(np.float32)
+    error = MeanError()
+    logs = measured(p, t, "mse", [error, "mae"])
+    assert logs["mean_error"] == pytest.approx(np.abs(t - p).mean(), rel=1e-5)
+    assert logs["mean_error"] == pytest.approx(logs["mae"], rel=1e-5)
+    assert error.resets == 2  # when bound, then at the evaluation's first batch
+    error.reset_state()
+    error.update_state(t[:2], p[:2])  # alone, as Keras's: on arrays
+    assert float(error.result()) == pytest.approx(np.abs(t[:2] - p[:2]).mean(), rel=1e-6)
+
+
+def test_a_metric_of_one_s_own_says_what_it_lacks():
+    class NoResult(metrics.Metric):
         def update_state(self, y_true, y_pred, sample_weight=None):
             pass
 
-        def result(self):
-            return 0.0
+    class Nothing(metrics.Metric):
+        pass
 
-    with pytest.raises(TypeError, match="'true_positives' .* has no device kernel: .* not supported yet"):
-        identity((2,)).compile("sgd", "mse", metrics=[TruePositives()])
+    with pytest.raises(TypeError, match=r"'no_result' \(NoResult\) defines update_state but not result\(\)"):
+        identity((2,)).compile("sgd", "mse", metrics=[NoResult()])
+    with pytest.raises(TypeError, match=r"'nothing' \(Nothing\) has neither a device kernel nor an update_state"):
+        identity((2,)).compile("sgd", "mse", metrics=[Nothing()])
+    with pytest.raises(ValueError, match=r"variable 'hits'.assign_add: a value of shape \(2,\)"):
+        ClassHits().hits.assign_add(np.ones(2))
 
 
 def test_weighted_metrics_are_named_as_keras_names_them_and_saved(rng, tmp_path):

@@ -6,21 +6,89 @@ batch's statistics (a sum, or counts per column or per threshold) into the metri
 numbers on the device; a progress update reads them once and computes Keras's result from them.
 Summing in a fixed order within one work-group, without atomics, makes every run give the same
 numbers. The state starts again at each epoch's (and each evaluation's) first batch, as Keras
-resets its metrics."""
+resets its metrics.
+
+A Metric of the user's (Keras's subclass: add_variable in __init__, update_state(y_true, y_pred,
+sample_weight=None), result(), optionally reset_state) runs in Python: after each batch the
+batch's targets and predictions are read to the host, once, and given to update_state as numpy
+arrays, where clnet.ops (eagerly) and numpy compute. That read is the only host round-trip of
+the step, and only a model compiled with such a metric has it."""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import initializers
 from ..cl.tensor import Tensor
 from ..layers.base import snake_case
 
 
+class MetricVariable:
+    """A variable of a user's Metric (Keras's add_variable): a numpy array on the host, updated
+    by assign, assign_add and assign_sub, read as an array (numpy's and clnet.ops' functions and
+    Python's operators take it as one)."""
+
+    __array_priority__ = 100  # numpy defers to its operators, which give arrays
+
+    def __init__(self, name: str, initial: np.ndarray):
+        self.name, self.initial = name, initial
+        self.value = initial.copy()
+
+    @property
+    def shape(self):
+        return self.value.shape
+
+    @property
+    def dtype(self):
+        return self.value.dtype
+
+    def numpy(self) -> np.ndarray:
+        return self.value.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.value if dtype is None else self.value.astype(dtype)
+
+    def _checked(self, value, how: str) -> np.ndarray:
+        array = np.asarray(value, np.float64)
+        if array.shape != self.value.shape and array.size != 1:
+            raise ValueError(f"variable {self.name!r}.{how}: a value of shape {array.shape} for a variable of "
+                             f"shape {self.value.shape}")
+        return array
+
+    def assign(self, value) -> None:
+        self.value[...] = self._checked(value, "assign")
+
+    def assign_add(self, value) -> None:
+        self.value[...] = self.value + self._checked(value, "assign_add")
+
+    def assign_sub(self, value) -> None:
+        self.value[...] = self.value - self._checked(value, "assign_sub")
+
+    def __float__(self):
+        return float(self.value)
+
+    def __repr__(self):
+        return f"<MetricVariable {self.name!r} shape={self.value.shape} value={self.value!r}>"
+
+
+def _operator(name):
+    def apply(self, *other):
+        return getattr(self.value, name)(*(np.asarray(o) for o in other))
+    return apply
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__", "__gt__", "__ge__", "__lt__", "__le__",
+              "__getitem__"):
+    setattr(MetricVariable, _name, _operator(_name))
+
+
 class Metric:
-    """A metric of Keras's, computed on the device. Subclasses set `aliases` (names compile takes
-    besides the class name and its snake_case), `source` (the family's .cl) and
+    """A metric of Keras's. clnet's own are computed on the device: they set `aliases` (names
+    compile takes besides the class name and its snake_case), `source` (the family's .cl) and
     `reads_probabilities` (False where the result depends only on the order of each row's values,
     so an output whose softmax the loss kernel takes may hand it the softmax's input), and define
-    `state_size`, `update` and `result`."""
+    `state_size`, `update` and `result`. A user's subclass defines Keras's `update_state` and
+    `result` instead (see the module's docstring)."""
 
     registry: dict[str, type["Metric"]] = {}
     aliases: tuple[str, ...] = ()
@@ -43,16 +111,62 @@ class Metric:
         self.dtype = dtype  # (Keras's argument; a clnet metric computes in the model's floatx)
         self.state = None
         self.weighted = False  # compile's weighted_metrics set it
+        self.count = 0  # samples since the state started again
+        self._variables: list[MetricVariable] = []
+
+    @property
+    def on_host(self) -> bool:
+        """A user's metric: update_state and result in Python (Keras's subclass)."""
+        return type(self).update_state is not Metric.update_state
+
+    # -- Keras's subclass API ------------------------------------------------------------------
+    def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum", name=None) -> MetricVariable:
+        """A variable of the metric's state (Keras's), `initializer` a name of
+        clnet.initializers, a number or a callable (shape, rng); reset_state sets it back."""
+        if aggregation not in ("sum", "mean", "only_first_replica", "none"):
+            raise ValueError(f"add_variable aggregation must be 'sum', 'mean', 'only_first_replica' or 'none', "
+                             f"got {aggregation!r}")
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if isinstance(initializer, (int, float, np.number)) and not isinstance(initializer, bool):
+            initial = np.full(shape, float(initializer))
+        else:
+            initial = np.asarray(initializers.get(initializer)(shape, np.random.default_rng(0)), np.float64)
+        variable = MetricVariable(name or f"variable_{len(self._variables)}",
+                                  initial.astype(np.dtype(dtype or "float32")))
+        self._variables.append(variable)
+        return variable
+
+    def add_weight(self, name=None, shape=(), dtype=None, initializer="zeros", aggregation="sum") -> MetricVariable:
+        return self.add_variable(shape, initializer, dtype, aggregation, name)
+
+    @property
+    def variables(self) -> list[MetricVariable]:
+        return list(self._variables)
+
+    def update_state(self, y_true, y_pred, sample_weight=None) -> None:
+        """A user's metric: add a batch (numpy arrays: y_true as the loss takes the targets, one
+        class id per position for a sparse loss, else the output's shape; y_pred the output;
+        sample_weight (rows,) or None) into its variables."""
+        raise NotImplementedError
 
     # -- what the step calls -------------------------------------------------------------------
     def bind(self, rt, dtype, output_shape: tuple, sparse: bool, loss_name: str) -> None:
         """Ready for a model output of `output_shape` whose loss `loss_name` takes class ids per
         position (`sparse`) or a target column per output column: the state on rt's device, the
         update kernel. Raises where the targets are not the ones this metric compares with."""
+        self.rt, self.dtype_bound, self.output_shape = rt, np.dtype(dtype), tuple(output_shape)
+        self.positions, self.cols = int(np.prod(output_shape[:-1])), int(output_shape[-1])
+        self.target_shape = tuple(output_shape[:-1]) if sparse else self.output_shape
+        if self.on_host:
+            if type(self).result is Metric.result:
+                raise TypeError(f"metric {self.name!r} ({type(self).__name__}) defines update_state but not "
+                                "result(); a Metric subclass defines both, as Keras's")
+            self.reset_state()
+            return
         if not self.source:
-            raise TypeError(f"metric {self.name!r} ({type(self).__name__}) has no device kernel: clnet computes "
-                            "metrics on the device, and a Metric of your own (update_state and result in "
-                            "Python, as Keras's) is not supported yet; use one of clnet.metrics' classes")
+            raise TypeError(f"metric {self.name!r} ({type(self).__name__}) has neither a device kernel nor an "
+                            "update_state: subclass clnet.metrics.Metric with update_state(y_true, y_pred, "
+                            "sample_weight=None) and result(), as Keras's")
         if self.targets == "dense" and sparse:
             raise ValueError(f"metric {self.name!r} ({type(self).__name__}) compares the outputs with a target "
                              f"column per output column, but loss {loss_name!r} takes class ids; use "
@@ -61,8 +175,6 @@ class Metric:
             raise ValueError(f"metric {self.name!r} ({type(self).__name__}) takes class ids as targets, as "
                              f"'sparse_categorical_crossentropy' does, but loss {loss_name!r} takes a column per "
                              "class; use its categorical form")
-        self.rt, self.dtype_bound = rt, np.dtype(dtype)
-        self.positions, self.cols = int(np.prod(output_shape[:-1])), int(output_shape[-1])
         self.target_width = 1 if sparse else self.cols
         self.check_shape(output_shape)
         self.state = Tensor((self.state_size(),), dtype, rt)
@@ -82,21 +194,36 @@ class Metric:
         `row_weights` where the metric is weighted (compile's weighted_metrics) and the batch
         has sample weights."""
         if first == 0:
-            self.state.fill(0)
+            self.reset_state()
         weights = row_weights if self.weighted and row_weights is not None else None
-        self.update(target, output, rows * self.positions,
-                    self.state if weights is None else weights, int(weights is not None))
+        if self.on_host:
+            self.update_state(target.numpy()[:rows].reshape(rows, *self.target_shape),
+                              output.numpy()[:rows].reshape(rows, *self.output_shape),
+                              sample_weight=None if weights is None else weights.numpy()[:rows].reshape(rows))
+        else:
+            self.update(target, output, rows * self.positions,
+                        self.state if weights is None else weights, int(weights is not None))
+        self.count = first + rows
 
     def reset_state(self) -> None:
+        """The state as at the start (Keras's: each variable back to its initial value)."""
+        self.count = 0
         if self.state is not None:
             self.state.fill(0)
+        for variable in self._variables:
+            variable.assign(variable.initial)
 
     def update(self, target: Tensor, output: Tensor, tokens: int, row_weights: Tensor, weighted: int) -> None:
         raise NotImplementedError
 
-    def result(self, count: int):
-        """Keras's result from the state, after `count` samples."""
+    def result(self):
+        """Keras's result from the state (after `count` samples)."""
         raise NotImplementedError
+
+    def value(self):
+        """result() as the logs show it: a Python float, or an array (F1Score per class)."""
+        result = np.asarray(self.result(), np.float64)
+        return float(result) if result.ndim == 0 else result
 
     # -- config --------------------------------------------------------------------------------
     def get_config(self) -> dict:
@@ -133,10 +260,10 @@ class MeanMetric(Metric):
         self.kernel((size,), (size,), target, output, tokens, self.positions, self.cols, self.target_width,
                     self.kind, float(self.parameter()), row_weights, weighted, self.state)
 
-    def result(self, count):
+    def result(self):
         total, weights = self.state.numpy().astype(np.float64)
         if not self.weighted:  # the count, exactly (a float32 sum of ones stops at 2^24)
-            weights = count * self.positions
+            weights = self.count * self.positions
         return float(total / weights) if weights else 0.0
 
 

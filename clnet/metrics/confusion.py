@@ -82,7 +82,7 @@ class Precision(_PrecisionRecall):
     def __init__(self, thresholds=None, top_k=None, class_id=None, name="precision", dtype=None):
         super().__init__(thresholds, top_k, class_id, name, dtype)
 
-    def result(self, count):
+    def result(self):
         tp, fp, _ = self.selected()
         return float(_divide_no_nan(tp, tp + fp))
 
@@ -93,7 +93,7 @@ class Recall(_PrecisionRecall):
     def __init__(self, thresholds=None, top_k=None, class_id=None, name="recall", dtype=None):
         super().__init__(thresholds, top_k, class_id, name, dtype)
 
-    def result(self, count):
+    def result(self):
         tp, _, fn = self.selected()
         return float(_divide_no_nan(tp, tp + fn))
 
@@ -123,7 +123,7 @@ class FBetaScore(_Columns):
             raise ValueError(f"metric {self.name!r} ({type(self).__name__}) takes outputs of shape (batch, classes), "
                              f"as Keras's; got (batch, {', '.join(map(str, output_shape))})")
 
-    def result(self, count):
+    def result(self):
         tp, fp, fn, positives = self.counts()
         if self.average == "micro":
             tp, fp, fn, positives = tp.sum(), fp.sum(), fn.sum(), positives.sum()
@@ -188,7 +188,7 @@ class AUC(Metric):
         self.kernel((size,), (size,), target, output, tokens * self.cols, self.positions * self.cols,
                     self.num_thresholds, int(self.from_logits), row_weights, weighted, self.state)
 
-    def result(self, count):
+    def result(self):
         n = self.num_thresholds
         counts = self.state.numpy().reshape(2, n)
         tp, fp = counts

@@ -44,5 +44,5 @@ class RootMeanSquaredError(MeanMetric):
     def __init__(self, name="root_mean_squared_error", dtype=None):
         super().__init__(name, dtype)
 
-    def result(self, count):
-        return math.sqrt(super().result(count))
+    def result(self):
+        return math.sqrt(super().result())
