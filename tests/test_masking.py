@@ -293,6 +293,21 @@ def test_global_average_pooling_1d_reads_the_mask(rt, dtype):
                                (x * mask[..., None]).sum(1) / count @ kernel + bias, rtol=1e-5, atol=1e-6)
 
 
+def test_the_merges_of_ops_combine_every_input_s_mask(rt):
+    """Subtract, Average, Maximum, Minimum (traced into ops) as Keras's merges: the output's mask
+    is the AND of the inputs' masks, whichever input carries one."""
+    steps = MASK.shape[1]
+    ids, other, x_in = layers.Input((steps,)), layers.Input((steps,)), layers.Input((steps, 4))
+    first, second = layers.Embedding(9, 4, mask_zero=True)(ids), layers.Embedding(9, 4, mask_zero=True)(other)
+    assert layers.Subtract()([x_in, first])._keras_mask is first._keras_mask
+    assert layers.Maximum()([first, x_in])._keras_mask is first._keras_mask
+    both = layers.Average()([first, second])
+    model = clnet.Model([ids, other], both._keras_mask)
+    rng = np.random.default_rng(2)
+    a, b = ids_for(MASK, rng), ids_for(MASK[::-1], rng)
+    np.testing.assert_array_equal(model.predict([a, b], verbose=0), MASK * MASK[::-1])
+
+
 # -- MultiHeadAttention --------------------------------------------------------------------------
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("masked_key", ["value", "query"])

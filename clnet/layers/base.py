@@ -380,7 +380,7 @@ class Layer(HasWeights):
         if not outputs or not all(isinstance(t, KerasTensor) for t in outputs):
             raise TypeError(f"{self.describe()}.call() returned {result!r}; a traced call() must return the symbolic "
                             "tensors that clnet layers and ops gave it (one, a list or a dict of them)")
-        if mask is not None and defines_mask:
+        if defines_mask and (mask is not None or any(t._keras_mask is not None for t in leaves)):
             mark_outputs(outputs, self.compute_mask(inputs, mask))
         return result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .base import Layer
+from .base import Layer, input_mask
 
 
 def merge_program(rt, dtype):
@@ -175,7 +175,11 @@ class Concatenate(_Merge):
 class _OpMerge(Layer):
     """Keras's merges that are elementwise ops of their inputs (Subtract, Average, Maximum,
     Minimum): traced into clnet.ops calls, which compute, differentiate, save and export them."""
-    mask_handling = "propagate"  # (inputs of one mask, or of one and none: Keras's AND of them)
+    mask_handling = "propagate"
+
+    def compute_mask(self, inputs, mask):
+        # As _Merge's (Keras's merges): where every input that carries a mask says a step holds data.
+        return input_mask(self, list(inputs))
 
 
     def call(self, inputs):
