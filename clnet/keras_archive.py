@@ -35,7 +35,7 @@ MAGIC = b"PK\x03\x04"  # a zip file's first bytes
 # Keras config keys clnet's layers do not take, with the value (or values) they must hold: Keras's
 # defaults, which clnet computes as.
 KERAS_ONLY = {
-    "trainable": (True,), "data_format": ("channels_last", None), "groups": (1,), "sparse": (False,),
+    "data_format": ("channels_last", None), "groups": (1,), "sparse": (False,),
     "ragged": (False,), "optional": (False,), "batch_size": (None,), "input_tensor": (None,),
     "kernel_regularizer": (None,), "bias_regularizer": (None,), "activity_regularizer": (None,),
     "recurrent_regularizer": (None,), "embeddings_regularizer": (None,), "beta_regularizer": (None,),
@@ -257,6 +257,8 @@ def _layer_from_keras(entry: dict) -> Layer:
                 kwargs[key] = initializer
         elif key == "dtype":
             _floatx(value)  # a policy clnet computes in, or an error naming it
+        elif key == "trainable":
+            kwargs[key] = bool(value)  # (every layer class takes it, see Layer.__init_subclass__)
         elif key == "name" and key not in accepted:
             continue  # TimeDistributed: clnet gives the wrapped layer itself
         elif key == "axis" and isinstance(value, list) and len(value) == 1:
@@ -450,7 +452,7 @@ def _keras_config(model: Model) -> tuple[dict, list]:
         source = model.built_layers[0]
         input_entry = _input_entry(source, floatx)
         config = {"module": "keras", "class_name": "Sequential", "registered_name": None,
-                  "config": {"name": model.name, "trainable": True, "dtype": floatx,
+                  "config": {"name": model.name, "trainable": model.trainable, "dtype": floatx,
                              "layers": [input_entry, *(e for e, _ in entries)]},
                   "build_config": {"input_shape": input_entry["config"]["batch_shape"]}}
         return config, entries
@@ -490,7 +492,7 @@ def _keras_functional(model: Model, config: dict, floatx: str) -> tuple[dict, li
     out_refs = [[names[r[0]], r[1], r[2] if len(r) > 2 else 0] for r in outs]
     in_refs = [[names[i], 0, 0] for i in config["inputs"]]
     keras = {"module": "keras.src.models.functional", "class_name": "Functional", "registered_name": "Functional",
-             "config": {"name": model.name, "trainable": True, "layers": written,
+             "config": {"name": model.name, "trainable": model.trainable, "layers": written,
                         "input_layers": in_refs[0] if len(in_refs) == 1 else in_refs,
                         "output_layers": out_refs[0] if "output" in config else out_refs},
              "build_config": {"input_shape": None}}
@@ -584,8 +586,11 @@ def _keras_entry(layer: Layer, floatx: str) -> dict:
     for key in ("layer", "backward_layer"):
         if isinstance(config.get(key), dict):
             config[key] = _nested_entry(config[key], floatx)
-    # (No "trainable": Keras's default, and SpatialDropout1D's constructor does not take it.)
+    # "trainable" only for a frozen layer of weights: Keras's SpatialDropout1D's constructor does
+    # not take it.
     config = {"name": config.pop("name"), "dtype": floatx, **config}
+    if not layer.trainable and layer.parameters:
+        config["trainable"] = False
     return {"module": "keras.layers", "class_name": cls_name, "config": config, "registered_name": None}
 
 

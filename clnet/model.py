@@ -392,13 +392,50 @@ class Model(Trainer, Step, HasWeights):
         else:
             only = stores.popitem()[1] if len(stores) == 1 else None
             self._whole_store = only if only is not None and len(only.parameters) == len(parameters) else None
-        self._ranges = parameter_ranges(parameters)
+        self._parameters = parameters
+        self._ranges = parameter_ranges(parameters, self._frozen())
+        self._trainability_stale = False
         for s in [store, *(p.store for p in parameters)]:
             s.users.add(self)
         shapes = [o.sample_shape for o in self._outputs]
         self.output_shape = shapes[0] if len(shapes) == 1 else shapes
         self.built = True
         self._plan()  # (Step: what the step needs of this graph)
+
+    def _frozen(self) -> set[int]:
+        """The parameters of the layers set trainable = False (as ids)."""
+        return {id(p) for layer in self._layers if not layer.trainable for p in _declared.get(layer, ())}
+
+    def held_layers(self) -> list:
+        """Its layers (as given, as built, and the copies its steps run): what `trainable` sets."""
+        given = self._pattern["layers"] if self._pattern else []
+        runners = [runner for runner, _ in getattr(self, "runs", ())]
+        return list({id(layer): layer for layer in [*given, *self._layers, *runners]}.values())
+
+    def trainability_changed(self) -> None:
+        """A layer of this model was set trainable or not: the next training step trains what is
+        trainable then (apply_trainability)."""
+        self._trainability_stale = True
+
+    def apply_trainability(self) -> None:
+        """The optimizer's ranges made again over the parameters of the layers trainable now (the
+        moments of those it trained before kept, see Optimizer.bind), each copy a step runs set as
+        its layer, and the backward plans made again (a frozen layer's weight gradients are not
+        needed where nothing below it trains). The training step calls it when a layer changed."""
+        self._trainability_stale = False
+        if not self.built:
+            return
+        frozen = self._frozen()
+        if self.distribution is not None and frozen:
+            raise ValueError(f"{type(self.distribution).__name__} trains every trainable weight, but a layer of "
+                             f"model {self.name!r} was set trainable = False while it trains under it")
+        for runner, call in self.runs:
+            if runner is not call.layer:
+                runner._trainable = call.layer.trainable
+        self._ranges = parameter_ranges(self._parameters, frozen)
+        self._grad_plans = {}
+        if self.compiled:
+            self._bind_optimizer()
 
     @property
     def store(self) -> ParameterStore:
@@ -647,7 +684,7 @@ class Model(Trainer, Step, HasWeights):
             print(line + (f"  {', '.join(sources[id(layer)])}" if graph else ""), file=file)
         print("=" * width, file=file)
         total = self.count_params()
-        trainable = sum(w.size for layer in self._layers
+        trainable = sum(w.size for layer in self._layers if layer.trainable
                         for p, w in zip(layer.parameters, layer.get_weights()) if p.trainable)
         print(f"Total params: {total:,}", file=file)
         print(f"Trainable params: {trainable:,}", file=file)
@@ -805,7 +842,10 @@ def model_from_config(config: dict, floatx: str | None = None) -> Model:
 
 
 def _layer_config(layer: Layer) -> dict:
-    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+    config = layer.get_config()
+    if not layer.trainable and "frozen" not in config:  # (Keras writes it always; clnet where it is not the default)
+        config = {**config, "trainable": False}
+    return {"class_name": type(layer).__name__, "config": config}
 
 
 def _layer_from_config(entry: dict) -> Layer:

@@ -120,7 +120,7 @@ def _moment_records(model: Model, layers: list) -> dict[str, np.ndarray]:
         flat = tensor.numpy()
         for group, _, weights in layers:
             for name, parameter, array in weights:
-                if parameter.trainable:  # the optimizer keeps no moments for the others
+                if model.optimizer.keeps(parameter):  # none for the others (non-trainable, frozen)
                     records[f"{slot}/{group}/{name}"] = parameter.to_keras(model.optimizer.moment(parameter, flat))
     return records
 
@@ -355,7 +355,7 @@ class _Checkpoint:
             flat = np.full(tensor.size, optimizer.slots[slot], tensor.dtype)
             for group, _, weights in layers:
                 for name, parameter, shape in weights:
-                    if not parameter.trainable:
+                    if not optimizer.keeps(parameter):
                         continue
                     saved = self.array(f"optimizer/{slot}/{group}/{name}", shape)
                     parameter.from_keras(saved, optimizer.moment(parameter, flat))

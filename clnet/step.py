@@ -36,6 +36,8 @@ class NotCompiledError(ValueError, RuntimeError):
 class Step:
     """The compiled step of a Model (a mixin of it; see model.py for the graph it reads)."""
 
+    _trainability_stale = False  # a layer was frozen or unfrozen since the last step (Model.apply_trainability)
+
     # -- the step, as Keras's: what fit, evaluate, predict and the distributions run --------------
     def train_step(self, data: DeviceBatch) -> None:
         """One training step on a batch on the device, as Keras's train_step: compute_loss in
@@ -63,6 +65,8 @@ class Step:
     def compute_loss(self, data: DeviceBatch, training: bool = False) -> None:
         """The forward pass and each output's loss kernel: the gradient at the outputs, and the
         per-sample loss and hits at [first, first + rows) of the epoch's statistics."""
+        if training and self._trainability_stale:  # (a layer was frozen or unfrozen)
+            self.apply_trainability()
         self.reserve_statistics(data.first + data.rows)
         self._forward_loss(data.x, data.y, data.rows, data.first, training, data.weighted)
 
@@ -146,20 +150,26 @@ class Step:
                 raise ValueError(f"{type(self.distribution).__name__} reports the loss and 'accuracy'; metrics "
                                  f"{others} are computed on one device only: compile without them, or "
                                  "evaluate them afterwards without a distribution")
+            if self.built and self._frozen():
+                raise ValueError(f"{type(self.distribution).__name__} trains every trainable weight, but model "
+                                 f"{self.name!r} has layers set trainable = False; train it without a distribution")
             if self.built and self._whole_store is None:
                 raise ValueError(f"{type(self.distribution).__name__} reduces a model's parameters as one flat "
                                  f"store, but model {self.name!r} shares layers another model built (their "
                                  "weights stay in that model's store); distribute the model that built them")
             self.distribution.attach(self)
 
+    def _bind_optimizer(self) -> None:
+        # A model made again on other lengths trains the same parameters: its optimizer keeps
+        # its moments (and step count) where the ranges are the same.
+        bound = self.optimizer.ranges if getattr(self.optimizer, "rt", None) is not None else None
+        if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
+                (id(r.store), r.start, r.size) for r in self._ranges]:
+            self.optimizer.bind(self._ranges, self.rt, self.dtype)
+
     def _bind(self) -> None:
         if self.built and self.compiled:
-            # A model made again on other lengths trains the same parameters: its optimizer keeps
-            # its moments (and step count) where the ranges are the same.
-            bound = getattr(self.optimizer, "ranges", None)
-            if bound is None or [(id(r.store), r.start, r.size) for r in bound] != [
-                    (id(r.store), r.start, r.size) for r in self._ranges]:
-                self.optimizer.bind(self._ranges, self.rt, self.dtype)
+            self._bind_optimizer()
             for head, loss, weight, metrics, weighted in zip(self._heads, self._losses, self._loss_weights,
                                                              self._metrics, self._weighted_metrics):
                 head.compile(loss, weight, metrics, weighted)
@@ -271,7 +281,7 @@ class Step:
             for runner, call in self.runs:
                 # (a mask a layer makes beside its output, which ops may read, has no gradient)
                 plan[id(call)] = [upstream.get(id(t), False) for t in call.inputs]
-                needed = any(plan[id(call)]) or any(p.trainable for p in runner.parameters)
+                needed = any(plan[id(call)]) or runner.trainable and any(p.trainable for p in runner.parameters)
                 upstream.update({id(t): needed for t in call.outputs})
             self._grad_plans[want_input_grad] = plan
         return self._grad_plans[want_input_grad]

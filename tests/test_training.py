@@ -224,19 +224,6 @@ def test_verbose_out_of_range_is_refused():
         model.fit(np.zeros((4, 3)), np.zeros(4), verbose="loud")
 
 
-def test_freezing_a_layer_is_refused_not_ignored():
-    """Keras's `layer.trainable = False` would leave the layer's weights unchanged by fit; clnet
-    cannot freeze yet, and says so rather than training the layer unnoticed."""
-    dense = Dense(3)
-    model = clnet.Sequential([Input((4,)), dense, Dense(1)], seed=0)
-    assert dense.trainable and model.trainable
-    dense.trainable = True
-    with pytest.raises(NotImplementedError, match=r"Dense.trainable = False: clnet cannot freeze layers yet"):
-        dense.trainable = False
-    with pytest.raises(NotImplementedError, match=r"Sequential.trainable = False"):
-        model.trainable = False
-
-
 def test_evaluate_lists_several_outputs_losses_then_metrics_by_name():
     x = np.random.default_rng(3).normal(size=(32, 4))
     y = (x[:, 0] > 0).astype(float)

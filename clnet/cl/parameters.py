@@ -193,11 +193,12 @@ def _trainable_end(store: ParameterStore) -> int:
     return max((p.offset + p.size for p in store.parameters if p.trainable), default=0)
 
 
-def parameter_ranges(parameters: list[Parameter]) -> list[ParameterRange]:
-    """The trainable `parameters` (of allocated stores) as maximal runs of their stores: one
-    range per store whose trainable parameters they all are, more where they skip some."""
-    wanted = {id(p) for p in parameters if p.trainable}
-    stores = list({id(p.store): p.store for p in parameters if p.trainable}.values())
+def parameter_ranges(parameters: list[Parameter], frozen: set[int] = frozenset()) -> list[ParameterRange]:
+    """The trainable `parameters` (of allocated stores) but those whose id is in `frozen` (of
+    layers set trainable = False) as maximal runs of their stores: one range per store whose
+    trainable parameters they all are, more where they skip some."""
+    wanted = {id(p) for p in parameters if p.trainable and id(p) not in frozen}
+    stores = list({id(p.store): p.store for p in parameters if id(p) in wanted}.values())
     ranges = []
     for store in stores:
         run: list[Parameter] = []

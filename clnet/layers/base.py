@@ -3,6 +3,7 @@ allocate() makes the per-batch device buffers, forward()/backward() launch kerne
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import re
 import warnings
@@ -198,17 +199,31 @@ class HasWeights:
 
     @property
     def trainable(self) -> bool:
-        """True: every layer and model trains all its trainable weights."""
-        return True
+        """Whether fit trains this layer's (or model's) weights, as Keras's: False freezes them (the
+        optimizer leaves them and keeps no moments for them; a BatchNormalization then normalises
+        with its moving statistics, as Keras 3's). Set, it sets the layers it holds too."""
+        return self.__dict__.get("_trainable", True)
 
     @trainable.setter
     def trainable(self, value) -> None:
-        # Keras's freezing (transfer learning, a GAN's discriminator) is not built: the optimizer
-        # updates every trainable weight. Refused rather than ignored, so that a "frozen" layer
-        # does not train unnoticed.
-        if not value:
-            raise NotImplementedError(f"{type(self).__name__}.trainable = False: clnet cannot freeze layers yet; "
-                                      "every trainable weight is updated by fit")
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{self.describe()}: trainable must be True or False, got {value!r}")
+        self._trainable = bool(value)
+        for layer in self.held_layers():
+            layer.trainable = value
+        built = getattr(self, "built", False) and not hasattr(self, "trainability_changed")  # (a built layer)
+        users = {id(m): m for p in (self.parameters if built else ()) if p.store is not None for m in p.store.users}
+        if hasattr(self, "trainability_changed"):  # (a model)
+            users[id(self)] = self
+        for model in users.values():  # (they train from their next step on)
+            model.trainability_changed()
+
+    def held_layers(self) -> list:
+        """The layers this one holds (a wrapper's, a subclass's, a model's): what `trainable` sets."""
+        held = [v.layer for v in self.__dict__.get("_variables", ())]  # (add_weight's Weight layers)
+        held += [h for h in leaves_of([v for k, v in self.__dict__.items() if k != "inbound_calls"])
+                 if h is not self and isinstance(h, HasWeights)]
+        return list({id(h): h for h in held}.values())
 
 
 class Layer(HasWeights):
@@ -223,6 +238,9 @@ class Layer(HasWeights):
         # of its own; nor is a subclass with call(), which is traced into the layers it calls.
         if registered and not cls.__name__.startswith("_") and cls.call is Layer.call:
             Layer.registry[cls.__name__] = cls
+        init = cls.__dict__.get("__init__")
+        if init is not None and "trainable" not in inspect.signature(init).parameters:
+            cls.__init__ = _taking_trainable(init)
 
     def __init__(self, name: str | None = None, input_shape=None):
         if name is not None and not isinstance(name, str):
@@ -529,7 +547,7 @@ class Layer(HasWeights):
     def gradients(self) -> list[np.ndarray]:
         """The last backward pass's parameter gradients, in get_weights() layout (zeros for a
         non-trainable weight, which the loss does not depend on in training)."""
-        return [p.to_keras(p.grad.numpy()) if p.trainable else np.zeros(p.keras_index.shape, self.dtype)
+        return [p.to_keras(p.grad.numpy()) if p.trainable and self.trainable else np.zeros(p.keras_index.shape, self.dtype)
                 for p in self.parameters]
 
     def set_weights(self, weights) -> None:
@@ -779,6 +797,20 @@ def tensors_of(structure):
     if isinstance(structure, Layer) and structure.is_input:
         return structure.output
     return structure
+
+
+def _taking_trainable(init):
+    """A layer class's __init__ that also takes Keras's `trainable` (every Keras layer does),
+    set once the layer is made (a subclass's __init__ calling its base's passes none on)."""
+    @functools.wraps(init)
+    def __init__(self, *args, trainable=True, **kwargs):
+        init(self, *args, **kwargs)
+        if trainable is not True:
+            self.trainable = trainable
+    return __init__
+
+
+Layer.__init__ = _taking_trainable(Layer.__init__)
 
 
 def leaves_of(structure) -> list:

@@ -99,20 +99,29 @@ class BatchNormalization(BufferedLayer):
     def forward(self, x, rows):
         self.x = x
         gamma, beta = self._gamma_beta()
-        if self.training:
+        if self.training and self.trainable:  # (frozen, it infers in training too, as Keras 3's)
             self._forward_batch(*self._groups, x, self.outputs, gamma, beta,
                                 self.moving_mean.value, self.moving_variance.value, self.batch_mean,
                                 self.batch_inv_std, rows * self.outer * self.inner, self.channels, self.inner,
                                 self.momentum, self.epsilon)
         else:
-            total = rows * self.outer * self.channels * self.inner
-            self._forward_moving((-(-total // 64) * 64,), None, x, self.outputs, gamma, beta,
-                                 self.moving_mean.value, self.moving_variance.value, total, self.channels,
-                                 self.inner, self.epsilon)
+            self._normalise_moving(x, self.outputs, gamma, beta, self.moving_mean.value, rows)
         return self.outputs
 
+    def _normalise_moving(self, x, y, gamma, beta, mean, rows):
+        total = rows * self.outer * self.channels * self.inner
+        self._forward_moving((-(-total // 64) * 64,), None, x, y, gamma, beta, mean, self.moving_variance.value,
+                             total, self.channels, self.inner, self.epsilon)
+
     def backward(self, grad, rows, input_grad, activation_done=False):
-        """The training-mode gradient (fit is the only caller of backward)."""
+        """The training-mode gradient (fit is the only caller of backward). Frozen (trainable =
+        False), the layer is the affine map of the moving statistics, whose input gradient is
+        the inference kernel on the gradient, mean and beta 0: dL/dy gamma / sqrt(var + eps)."""
+        if not self.trainable:
+            if not input_grad:
+                return None
+            self._normalise_moving(grad, self.input_grad, self._gamma_beta()[0], self._zeros, self._zeros, rows)
+            return self.input_grad
         if not input_grad and not (self.scale or self.center):
             return None
         self._hidden(*self._groups, self.x, grad, self.input_grad, self._gamma_beta()[0],

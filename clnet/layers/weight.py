@@ -21,26 +21,18 @@ class Weight(Layer):
     gradient its readers give it (summed over the batch) is the weight's gradient."""
     multi_input = True  # of no inputs
 
-    def __init__(self, shape, initializer="glorot_uniform", trainable=True, name=None):
+    def __init__(self, shape, initializer="glorot_uniform", trainable=True, name=None, frozen=False):
         super().__init__(name)
         self.weight_shape = checked_shape("add_weight: shape", shape, scalar=True)
         initializers.get(initializer)  # an unknown name raises here, naming the ones there are
         self.initializer = initializer
         if not isinstance(trainable, (bool, np.bool_)):
             raise TypeError(f"trainable must be True or False, got {trainable!r}")
+        # add_weight's `trainable` (fixed when it is made); the layer's `trainable`, set False
+        # with its owner's (`frozen` in its config), stops fit training it for now.
         self._weight_trainable = bool(trainable)
-
-    @property
-    def trainable(self) -> bool:
-        """add_weight's `trainable`: whether fit trains this weight (fixed when it is made)."""
-        return self._weight_trainable
-
-    @trainable.setter
-    def trainable(self, value) -> None:
-        if bool(value) != self._weight_trainable:
-            raise NotImplementedError(f"{self.name}.trainable = {value!r}: a weight's trainability is add_weight's "
-                                      f"trainable={self._weight_trainable}, fixed when it is made; clnet cannot "
-                                      "freeze or unfreeze weights yet")
+        if frozen:
+            self.trainable = False
 
     def compute_output_shape(self, input_shapes, tensors=None):
         return self.weight_shape
@@ -49,7 +41,8 @@ class Weight(Layer):
         self.input_shapes, self.input_shape = [], None
         self.rt, self.dtype = store.rt, store.dtype
         initial = initializers.draw(initializers.get(self.initializer), self.weight_shape, rng, None)
-        self.parameter = store.add(np.asarray(initial, np.float64).reshape(self.weight_shape), trainable=self.trainable)
+        self.parameter = store.add(np.asarray(initial, np.float64).reshape(self.weight_shape),
+                                   trainable=self._weight_trainable)
         self.output_shape = self.weight_shape
         self.built = True
         return self.output_shape
@@ -75,7 +68,7 @@ class Weight(Layer):
             raise TypeError(f"{self.describe()} has the initializer {self.initializer!r}, a function, which a "
                             "config cannot hold; give add_weight an initializer by name ('zeros', 'glorot_uniform', ...)")
         return {"name": self.name, "shape": list(self.weight_shape), "initializer": self.initializer,
-                "trainable": self.trainable}
+                "trainable": self._weight_trainable, **({} if self.trainable else {"frozen": True})}
 
 
 class Constant(Layer):
@@ -143,7 +136,10 @@ class Variable:
 
     @property
     def trainable(self) -> bool:
-        return self.layer.trainable if isinstance(self.layer, Weight) else self.layer.parameters[self.index].trainable
+        """Whether fit trains it now: declared trainable, and its layer not set trainable = False."""
+        declared = (self.layer._weight_trainable if isinstance(self.layer, Weight)
+                    else self.layer.parameters[self.index].trainable)
+        return declared and self.layer.trainable
 
     @property
     def dtype(self) -> str:

@@ -122,12 +122,24 @@ class Optimizer:
         stores (one, the whole store, for a model that built its layers; see cl/parameters.py),
         and, when clipping by norm, the tables and scratch of the two norm passes. Each range's
         section of a moment starts on the sub-buffer alignment; one range's is the whole moment."""
+        # Bound again (a layer frozen or unfrozen): the parameters it trained keep their moments.
+        kept = {}
+        if self.ranges and getattr(self, "rt", None) is rt and self.dtype == np.dtype(dtype):
+            flats = {name: tensor.numpy() for name, tensor in self.moments.items()}
+            kept = {id(p): {name: self.moment(p, flat).copy() for name, flat in flats.items()}
+                    for r in self.ranges for p in r.parameters}
         self.ranges, self.rt, self.dtype = ranges, rt, np.dtype(dtype)
         self._moment_starts = _sections([r.size for r in ranges], rt.alignment // self.dtype.itemsize)
         total = self._moment_starts[-1] if len(ranges) > 1 else ranges[0].size if ranges else 0
         self.moments = {name: Tensor((total,), dtype, rt) for name in self.slots}
         for name, initial in self.slots.items():
             self.moments[name].fill(initial)
+        if kept:
+            for name, tensor in self.moments.items():
+                flat = tensor.numpy()
+                for p in (p for r in ranges for p in r.parameters if id(p) in kept):
+                    self.moment(p, flat)[:] = kept[id(p)][name]
+                tensor.write(flat)
         self._range_moments = [[m if len(ranges) == 1 else m.region(start, (r.size,)) for m in self.moments.values()]
                                for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
@@ -136,6 +148,10 @@ class Optimizer:
         self._clip_arguments = [() for _ in ranges]
         if clip:
             self._bind_clip_norm(program)
+
+    def keeps(self, parameter: Parameter) -> bool:
+        """Whether it keeps moments for `parameter` (one it trains)."""
+        return any(p is parameter for r in self.ranges for p in r.parameters)
 
     def moment(self, parameter: Parameter, flat: np.ndarray) -> np.ndarray:
         """`parameter`'s part of `flat`, a moment read to the host (a view, in device layout)."""
