@@ -166,3 +166,31 @@ def test_a_distribution_refuses_frozen_layers():
     with pytest.raises(ValueError, match=r"DataParallel trains every trainable weight, but model .* has layers set "
                                          r"trainable = False"):
         model.compile("sgd", "mse", distribution=clnet.distribute.DataParallel(devices=[0]))
+
+
+class Scale(layers.Layer):
+    """A subclass with a weight of its own (add_weight)."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, inputs):
+        return inputs * self.scale
+
+
+def test_a_subclass_s_own_weight_freezes_with_it(rng, tmp_path):
+    x, t = rng.normal(size=(16, 3)), rng.normal(size=(16, 2))
+    scale = Scale()
+    inputs = Input((3,))
+    model = Model(inputs, Dense(2)(scale(inputs)))
+    scale.trainable = False
+    assert not scale.scale.trainable and len(model.trainable_weights) == 2
+    model.compile("adam", "mse")
+    model.fit(x, t, epochs=2, verbose=0)
+    np.testing.assert_array_equal(scale.scale.numpy(), np.ones(3))
+    model.save(tmp_path / "s.h5")
+    loaded = clnet.load_model(tmp_path / "s.h5")
+    assert len(loaded.trainable_weights) == 2 and len(loaded.weights) == 3
+    scale.trainable = True
+    model.fit(x, t, epochs=1, verbose=0)
+    assert not np.array_equal(scale.scale.numpy(), np.ones(3))

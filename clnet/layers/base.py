@@ -208,14 +208,19 @@ class HasWeights:
     def trainable(self, value) -> None:
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{self.describe()}: trainable must be True or False, got {value!r}")
-        self._trainable = bool(value)
-        for layer in self.held_layers():
-            layer.trainable = value
-        built = getattr(self, "built", False) and not hasattr(self, "trainability_changed")  # (a built layer)
-        users = {id(m): m for p in (self.parameters if built else ()) if p.store is not None for m in p.store.users}
-        if hasattr(self, "trainability_changed"):  # (a model)
-            users[id(self)] = self
-        for model in users.values():  # (they train from their next step on)
+        reached, pending, users = {}, [self], {}
+        while pending:  # this one and every layer it holds, each once
+            item = pending.pop()
+            if id(item) not in reached:
+                reached[id(item)] = item
+                item._trainable = bool(value)
+                pending += item.held_layers()
+        for item in reached.values():
+            if hasattr(item, "trainability_changed"):  # (a model)
+                users[id(item)] = item
+            elif item.built:  # the models that read its weights
+                users.update((id(m), m) for p in item.parameters if p.store is not None for m in p.store.users)
+        for model in users.values():  # (they train what is trainable from their next step on)
             model.trainability_changed()
 
     def held_layers(self) -> list:
