@@ -5,9 +5,12 @@ turns in fresh processes.
     python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda] [--cuda-graph]
     python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
     python -m benchmarks.lstm --bidirectional ...             # Bidirectional(LSTM(128)): both final states
+    python -m benchmarks.lstm --lengths 32,96 ...             # batches of these lengths in turn
 
 With --bidirectional the layer is clnet's Bidirectional(LSTM(128)) (concat) and PyTorch's
-nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10).
+nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10). With --lengths the
+batches take those lengths in turn (bucketed sequences): clnet's model is Input((None, 32)) fed
+by a PyDataset, so that every batch switches its instantiation; PyTorch runs each batch as it is.
 
 Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
 and reports the median seconds per training step over the epochs after the first, which pays for
@@ -35,19 +38,40 @@ def data(args):
             rng.integers(0, CLASSES, samples).astype("int64"))
 
 
+def batches_of_lengths(args) -> list:
+    """--lengths: (x, y) per batch, the lengths in turn."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return [(rng.normal(size=(args.batch, args.lengths[k % len(args.lengths)], FEATURES)).astype("float32"),
+             rng.integers(0, CLASSES, args.batch).astype("int64")) for k in range(args.steps)]
+
+
 def run_clnet(args):
     import clnet
     from clnet.layers import LSTM, Bidirectional, Dense, Input
 
     if args.device is not None:
         clnet.set_device(args.device)
-    x, y = data(args)
     recurrent = Bidirectional(LSTM(UNITS)) if args.bidirectional else LSTM(UNITS)
-    model = clnet.Sequential([Input((STEPS, FEATURES)), recurrent, Dense(CLASSES, "softmax")], seed=0)
+    length = None if args.lengths else STEPS
+    model = clnet.Sequential([Input((length, FEATURES)), recurrent, Dense(CLASSES, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy")
     times = []
-    model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, shuffle=False,
-              callbacks=[clnet_epoch_timer(times)])
+    if args.lengths:
+        class Bucketed(clnet.PyDataset):
+            batches = batches_of_lengths(args)
+
+            def __len__(self):
+                return len(self.batches)
+
+            def __getitem__(self, index):
+                return self.batches[index]
+
+        model.fit(Bucketed(), epochs=args.epochs, verbose=0, shuffle=False, callbacks=[clnet_epoch_timer(times)])
+    else:
+        x, y = data(args)
+        model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, shuffle=False,
+                  callbacks=[clnet_epoch_timer(times)])
     info = clnet.runtime().info
     return times, f"{info.name} [{info.platform_version.strip()}]", versions("clnet", "pyopencl")
 
@@ -82,10 +106,20 @@ def run_torch(args):
 
     step = cuda_graph_steps(torch, train_step, len(x), args.batch, device) if args.cuda_graph else train_step
     batches = torch.arange(len(x), device=device)
+    bucketed = [tuple(torch.from_numpy(a).to(device) for a in batch) for batch in batches_of_lengths(args)] \
+        if args.lengths else []
+
+    def bucketed_step(xb, yb):
+        optimizer.zero_grad(set_to_none=False)
+        loss_fn(model(xb), yb).backward()
+        optimizer.step()
+
     times = []
     for _ in range(args.epochs):
         started = time.perf_counter()
-        for first in range(0, len(x), args.batch):
+        for xb, yb in bucketed:
+            bucketed_step(xb, yb)
+        for first in range(0, len(x), args.batch) if not bucketed else ():
             step(batches[first:first + args.batch])
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -109,10 +143,12 @@ def one_run(args):
 def compare(args):
     options = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)]
     options += ["--cuda-graph"] * args.cuda_graph + ["--bidirectional"] * args.bidirectional
+    options += ["--lengths", ",".join(map(str, args.lengths))] if args.lengths else []
     results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options)
     base = median(r["seconds_per_step"] for r in results["clnet"])
     layer = f"Bidirectional(LSTM({UNITS}))" if args.bidirectional else f"LSTM({UNITS})"
-    lines = [f"{layer} over {STEPS} steps of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
+    over = f"batches of {'/'.join(map(str, args.lengths))} steps in turn" if args.lengths else f"{STEPS} steps"
+    lines = [f"{layer} over {over} of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
              f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
              "| framework | device | ms/step | × clnet's time |", "| --- | --- | ---: | ---: |"]
     summary = {}
@@ -123,7 +159,7 @@ def compare(args):
                          "versions": runs[0]["versions"]}
         lines.append(f"| {name} | {runs[0]['device'][:60]} | {1000 * seconds:.1f} | {seconds / base:.2f} |")
     print("\n".join(lines))
-    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
+    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "lengths": args.lengths, "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
           "rounds": args.rounds, "clnet_over_torch": round(base / summary["torch"]["seconds_per_step"], 3),
           "results": summary})
 
@@ -139,6 +175,8 @@ def main(argv=None):
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
     parser.add_argument("--cuda-graph", action="store_true", help="torch: capture the training step as a CUDA graph")
     parser.add_argument("--bidirectional", action="store_true", help="Bidirectional(LSTM): both frameworks")
+    parser.add_argument("--lengths", type=lambda text: [int(n) for n in text.split(",")],
+                        help="batches of these lengths in turn, e.g. 32,96 (clnet: Input((None, 32)))")
     args = parser.parse_args(argv)
     (one_run if args.framework else compare)(args)
 

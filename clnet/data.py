@@ -233,8 +233,10 @@ class ArrayFeed:
     `weighted`: its targets end with a column of sample weights (set by the model that made it)."""
     weighted = False
 
-    def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None, reserve):
+    def __init__(self, batches: Batches, batch_size: int, steps: int | None, seed: int | None, reserve,
+                 ready=lambda: None):
         self.batches, self.batch_size, self.seed, self.reserve = batches, batch_size, seed, reserve
+        self.ready = ready  # () -> the model made on this data's lengths (another data set's may differ)
         self.total = -(-batches.samples // batch_size)
         self.steps_per_epoch = steps
         self.exhausted = False
@@ -250,6 +252,7 @@ class ArrayFeed:
 
     def epoch(self, epoch: int) -> Iterator[tuple[int, Tensor, Tensor]]:
         pass_index, start, end = plan(epoch, self.total, self.steps_per_epoch)
+        self.ready()
         capacity = self.reserve(min(self.batch_size, self.batches.samples))
         if capacity != self.batches.capacity:  # another data set's batches grew the model's
             self.batches.allocate(capacity)
@@ -284,7 +287,7 @@ class Stream:
         self.generator = isinstance(source, Iterator) and not isinstance(source, PyDataset)
         self.kind = "generator" if self.generator else "PyDataset"
         self.steps_per_epoch, self.seed = steps, seed
-        self.staging: Staging | None = None
+        self.stagings: dict[tuple, Staging] = {}  # by (capacity, x columns, y columns): batches' lengths may differ
         self.exhausted = False  # a generator ran out
         self.pending = None     # a generator's first batch, read ahead by peek()
         if not self.generator:
@@ -364,14 +367,15 @@ class Stream:
         x, y = self._prepare(batch, step)
         rows = len(x)
         capacity = self.reserve(rows)
-        if self.staging is None or self.staging.capacity != capacity:
-            self.staging = Staging(self.rt, x.shape[1], 0 if y is None else y.shape[1], capacity, self.dtype,
-                                   self.transposed())
-        slot = self.staging.acquire()
+        key = (capacity, x.shape[1], 0 if y is None else y.shape[1])
+        staging = self.stagings.get(key)
+        if staging is None:
+            staging = self.stagings[key] = Staging(self.rt, *key[1:], capacity, self.dtype, self.transposed())
+        slot = staging.acquire()
         slot.x[:rows] = x
         if y is not None:
             slot.y[:rows] = y
-        return (rows, *self.staging.send(slot, rows))
+        return (rows, *staging.send(slot, rows))
 
 
 class PyDataset:

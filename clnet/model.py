@@ -73,6 +73,7 @@ class Model(Trainer, Step, HasWeights):
         # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs
         # it made again on each data's lengths (_instantiate), sharing its layers.
         self._pattern: dict | None = None
+        self._instantiations: dict[tuple, dict] = {}  # other lengths' (see ensure_built), oldest first
         if type(self) is Model:
             self._set_graph(inputs, outputs)
             if has_lengths([i.input_shape for i in self._inputs]):
@@ -434,6 +435,7 @@ class Model(Trainer, Step, HasWeights):
                 runner._trainable = call.layer.trainable
         self._ranges = parameter_ranges(self._parameters, frozen)
         self._grad_plans = {}
+        self.forget_instantiations()
         if self.compiled:
             self._bind_optimizer()
 
@@ -454,11 +456,12 @@ class Model(Trainer, Step, HasWeights):
             return arrays[0]
         return dict(zip(self._output_names, arrays)) if self._output_structure == "dict" else arrays
 
-    def ensure_built(self, shapes: list[tuple], labels: list[str], lengths: list[tuple] | None = None) -> None:
+    def ensure_built(self, shapes: list[tuple], labels: list[str]) -> None:
         """Build for the data's sample `shapes` (one per input; `labels` name them in errors): a
         model not built yet (a subclassed model is traced on them), and one whose Inputs have
-        lengths of None, made again on the data's lengths whenever they change (within a fit,
-        whose batches must keep the lengths of its first data, they may not). The feeds call it."""
+        lengths of None, made again on the data's lengths whenever they change, batch by batch
+        within a fit too (the same layers and weights; the optimizer's moments and the epoch's
+        per-sample numbers and metrics go on). The feeds call it."""
         if self._pattern is None:
             if not self.built:
                 self.build(shapes[0] if len(shapes) == 1 else shapes)
@@ -468,21 +471,36 @@ class Model(Trainer, Step, HasWeights):
             if not _fits(shape, source.input_shape):
                 raise ValueError(f"{label} has samples of shape {shape}, but input {source.name!r} takes "
                                  f"samples of shape {source.input_shape} (None: any length)")
-        if lengths is not None and shapes != lengths:
-            raise ValueError(f"{', '.join(labels)} has samples of shape {shapes}, but this fit runs on {lengths}: "
-                             "within one fit (its validation data too) every batch must have the same lengths; pad "
-                             "them to one length")
-        if self.built and shapes == [i.input_shape for i in self._inputs]:
+        current = self.built_shapes
+        if current == shapes:
             return
-        self._instantiate(shapes)
-        self.build()
+        if current is not None:  # kept as it is, buffers and all, for its lengths' next batch
+            self._instantiations[tuple(current)] = {a: self.__dict__[a] for a in INSTANTIATION if a in self.__dict__}
+        kept = self._instantiations.pop(tuple(shapes), None)
+        if kept is None:
+            self._instantiate(shapes)
+            self.build()
+        else:
+            for attribute in INSTANTIATION:
+                if attribute in kept:
+                    self.__dict__[attribute] = kept[attribute]
+                else:
+                    self.__dict__.pop(attribute, None)
+            self.rebind_heads()
+        while len(self._instantiations) >= KEPT_INSTANTIATIONS:  # the longest unused goes
+            self._instantiations.pop(next(iter(self._instantiations)))
+
+    def forget_instantiations(self) -> None:
+        """Drop the instantiations kept for other lengths (they are made again when data of their
+        lengths comes): compile and a change of trainability call it, which the kept ones missed."""
+        self._instantiations = {}
 
     @property
     def built_shapes(self) -> list[tuple] | None:
         """The sample shape of each input the model is built on (None before it is built)."""
         return [i.input_shape for i in self._inputs] if self.built else None
 
-    def prepare_inputs(self, x, name: str = "x", lengths: list[tuple] | None = None) -> np.ndarray:
+    def prepare_inputs(self, x, name: str = "x") -> np.ndarray:
         """x checked and viewed as (samples, features), still in its own dtype (a memmap is not
         read), the model built for its shapes (ensure_built, `lengths` as there). A model of
         several inputs takes a list of arrays in input order or a dict by input name, and gets
@@ -492,7 +510,7 @@ class Model(Trainer, Step, HasWeights):
             pairs = by_name(x, names, name, "input")
             labels = [f"{name}[{key!r}] (input {n!r})" for (key, _), n in zip(pairs, names)]
             arrays = [_batch(part, label) for (_, part), label in zip(pairs, labels)]
-            self.ensure_built([a.shape[1:] for a in arrays], labels, lengths)
+            self.ensure_built([a.shape[1:] for a in arrays], labels)
             parts = [self._checked_input(a, label, source) for a, label, source in zip(arrays, labels, self._inputs)]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
@@ -502,7 +520,7 @@ class Model(Trainer, Step, HasWeights):
         elif isinstance(x, dict) and self._inputs and list(x) == [self._inputs[0].name]:
             x = x[self._inputs[0].name]
         x = _batch(x, name)
-        self.ensure_built([x.shape[1:]], [name], lengths)
+        self.ensure_built([x.shape[1:]], [name])
         return self._checked_input(x, name, self._inputs[0])
 
     def _checked_input(self, x: np.ndarray, name: str, source: Input) -> np.ndarray:
@@ -839,6 +857,17 @@ def _refilled(structure, items):
 def model_from_config(config: dict, floatx: str | None = None) -> Model:
     """A Sequential or functional model from its get_config()."""
     return (Model if config.get("class_name") == "Model" else Sequential).from_config(config, floatx)
+
+
+# What an instantiation of a model of lengths None holds: its graph made on the data's lengths,
+# built (its layers' copies and their buffers), and its step's plan and buffers. ensure_built keeps
+# one per lengths (at most KEPT_INSTANTIATIONS), so that batches of other lengths switch between
+# them rather than build again.
+INSTANTIATION = ("_inputs", "_outputs", "_calls", "_layers", "_mask_calls", "runs", "batch_transposed", "_own_store",
+                 "_whole_store", "_parameters", "_ranges", "output_shape", "_residuals", "_folded", "_heads",
+                 "_loss_masks", "_output_masks", "_fan_out", "_input_widths", "capacity", "_grad_plans", "_grad_sums",
+                 "_input_batches", "_logit_outputs")
+KEPT_INSTANTIATIONS = 8
 
 
 def _layer_config(layer: Layer) -> dict:

@@ -138,6 +138,8 @@ class Step:
                                  else dict(zip(names, self._weighted_metrics)))
         self.loss_weights = None if loss_weights is None else dict(zip(names, self._loss_weights))
         self.compiled = True
+        self._statistics = None  # (the epoch's per-sample numbers start again with the new losses)
+        self.forget_instantiations()
         self._bind()
         self.distribution = distribution or current()
         if self.distribution is not None:
@@ -174,7 +176,27 @@ class Step:
                                                              self._metrics, self._weighted_metrics):
                 head.compile(loss, weight, metrics, weighted)
             self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
-            self._stats_size = 0
+            if not self._keep_statistics():
+                self._statistics, self._stats_size = None, 0
+
+    def _keep_statistics(self) -> bool:
+        """A model made again on other lengths within an epoch (its batches' lengths differ) keeps
+        the epoch's per-sample numbers: its heads write where the last ones did."""
+        kept = getattr(self, "_statistics", None)
+        if kept is None or [len(k) for k in kept] != [h.stat_arrays for h in self._heads]:
+            return False
+        for head, statistics in zip(self._heads, kept):
+            head.stats = statistics
+        return True
+
+    def rebind_heads(self) -> None:
+        """The heads of an instantiation kept for other lengths, taken up again (Model.ensure_built):
+        the metrics (shared by every instantiation) bound to its outputs' shapes, the epoch's
+        per-sample numbers where they are now."""
+        if self.compiled:
+            for head in self._heads:
+                head.rebind_metrics()
+            self._keep_statistics()
 
     def compile_config(self) -> dict:
         """compile's loss, metrics and loss weights as JSON-able values (a checkpoint's training
@@ -204,7 +226,9 @@ class Step:
         for o in self._outputs:  # an output's loss reads it too
             consumers[id(o)] = consumers.get(id(o), 0) + 1
         self._fold_residual_sums({id(t): runner for runner, call in self.runs for t in call.outputs}, consumers)
-        self._heads = [Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1)
+        # (one work-group per sample where the lengths may differ from batch to batch, so that
+        # every instantiation writes the epoch's per-sample numbers in one layout)
+        self._heads = [Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1, one_block=self._pattern is not None)
                        for o, name in zip(self._outputs, self._output_names)]
         # An output's mask (Keras's: its padded steps count in neither its loss nor its metrics).
         self._loss_masks = [o._keras_mask for o in self._outputs]
@@ -271,6 +295,7 @@ class Step:
             for head in self._heads:
                 head.grow_stats(size, self._stats_size)
             self._stats_size = size
+            self._statistics = [head.stats for head in self._heads]
 
     def _needs_input_grad(self, want_input_grad: bool) -> dict[int, list[bool]]:
         """Per call, which of its inputs need a gradient: those downstream of a parameter (or, when
@@ -443,14 +468,15 @@ class Head:
     weight and metrics, and its loss kernel's buffers. `consumed`: a layer reads the output too,
     so its gradient is a sum, and its layer's activation stays out of the loss."""
 
-    def __init__(self, rt, dtype, tensor: KerasTensor, name: str, consumed: bool):
+    def __init__(self, rt, dtype, tensor: KerasTensor, name: str, consumed: bool, one_block: bool = False):
         self.rt, self.dtype, self.tensor, self.name, self.consumed = rt, dtype, tensor, name, consumed
         self.shape = tensor.sample_shape
         self.positions = int(np.prod(self.shape[:-1]))  # time steps, or 1
         # The loss kernel's work-groups (Runtime.row_group: a power of two of at most 64 items),
-        # enough per sample for its positions; each writes its share of the sample's loss.
+        # enough per sample for its positions (`one_block`: one), each writing its share of the
+        # sample's loss.
         self.group = rt.row_group(self.positions)
-        self.blocks = -(-self.positions // self.group)  # work-groups per sample
+        self.blocks = 1 if one_block else -(-self.positions // self.group)  # work-groups per sample
         # Keras's mask on the output (a sequence's padded positions count in neither the loss nor
         # the accuracy): one value per position.
         mask = tensor._keras_mask
@@ -458,6 +484,12 @@ class Head:
         if self.masked and mask.sample_shape != self.shape[:-1]:
             raise ValueError(f"the output {tensor.describe()} carries a mask of shape {mask.shape}; a loss takes the "
                              f"mask of its output's positions, of shape {(None, *self.shape[:-1])}")
+        # A sequence output whose length may differ from batch to batch (`one_block`) counts its
+        # positions as a mask of ones would: the epoch's accuracy is then over every position, as
+        # Keras's, not a mean of each batch's.
+        self.counts_positions = one_block and self.positions > 1 and not self.masked
+        self.held_counted = self.masked or self.counts_positions
+        self._ones = None
 
     def compile(self, loss, weight: float, metrics: list, weighted_metrics: list = ()) -> None:
         """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects;
@@ -480,9 +512,8 @@ class Head:
             names = [m.name for m in self.device_metrics]
             raise ValueError(f"output {self.name!r} carries a mask, which metrics {names} do not read yet; "
                              "compile's 'accuracy' and the loss leave its padded positions out")
-        sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
-        for metric in self.device_metrics:
-            metric.bind(rt, dtype, self.shape, sparse, loss.name)
+        self.sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
+        self.rebind_metrics()
         # fit and evaluate read the output only through the loss (and metrics that need only the
         # order of each row's values): an output layer whose softmax the loss folds may leave the
         # softmax to the loss kernel (see Step._forward_loss).
@@ -496,16 +527,29 @@ class Head:
         # kernel's blocks per sample
         self.stats = None
 
+    def rebind_metrics(self) -> None:
+        """Its metrics bound to this output (they keep their state: see Metric.bind)."""
+        for metric in self.device_metrics:
+            metric.bind(self.rt, self.dtype, self.shape, self.sparse, self.loss.name)
+
     def ensure_rows(self, rows: int) -> None:
         if self.output_grad is None or self.output_grad.shape[0] < rows:
             self.output_grad = Tensor((rows, *self.shape), self.dtype, self.rt)
             # Where a batch holds more than this output's targets (several outputs, sample
             # weights), its columns are copied out of the batch's.
             self.target = Tensor((rows, self.width), self.dtype, self.rt)
+            if self.counts_positions:
+                self._ones = Tensor.from_numpy(np.ones((rows, self.positions)), self.dtype, self.rt)
+
+    @property
+    def stat_arrays(self) -> int:
+        """How many per-sample arrays it keeps: loss, hits, and (with a mask, or positions counted)
+        the held positions."""
+        return 2 + self.held_counted
 
     def grow_stats(self, samples: int, kept: int) -> None:
         """Room for `samples`, with a device-side copy of the first `kept` samples' numbers."""
-        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(2 + self.masked))
+        grown = tuple(Tensor((samples * self.blocks,), self.dtype, self.rt) for _ in range(self.stat_arrays))
         if kept:
             for old, new in zip(self.stats, grown):
                 cl_runtime.cl.enqueue_copy(self.rt.queue, new.buffer, old.buffer, byte_count=kept * self.blocks * old.dtype.itemsize)
@@ -519,6 +563,8 @@ class Head:
         As in Keras the last axis is what a loss compares (the classes), averaged over the other
         axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
         input: one launch fewer per step (on the H100 small batches are launch-bound)."""
+        if mask is None and self.counts_positions:
+            mask = self._ones
         self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
                      *self.stats[:2], first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
                      SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
@@ -538,13 +584,13 @@ class Head:
         return [("accuracy", hits / count) if m == "accuracy" else (m.name, m.value()) for m in self.metrics]
 
     def totals(self, count: int) -> tuple[float, float]:
-        """Sum of per-sample loss and accuracy over [0, count). With a mask the accuracy is Keras's
-        over the held positions, given as that mean times `count`."""
+        """Sum of per-sample loss and accuracy over [0, count). With a mask (or positions counted)
+        the accuracy is Keras's over the held positions, given as that mean times `count`."""
         size = self.rt.local_size
         self._reduce((size,), (size,), *self.stats[:2], count * self.blocks, self._totals, self.stats[-1],
-                     int(self.masked))
+                     int(self.held_counted))
         loss, hits, held = self._totals.numpy()
-        if self.masked:
+        if self.held_counted:
             hits = hits / held * count if held else 0.0
         return float(loss), float(hits)
 

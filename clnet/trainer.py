@@ -2,7 +2,7 @@
 compiled step (step.py: train_step, test_step, predict_step), run the callbacks and show the
 progress, as Keras's Trainer. Data comes in as arrays (a memmap too) or as a generator or PyDataset
 of batches (clnet/data.py); the model prepares the inputs (model.py: prepare_inputs) and the step
-the targets (prepare_targets); within one fit the inputs keep the lengths of its first data."""
+the targets (prepare_targets); a model of lengths None is made on each data's (each batch's) lengths."""
 from __future__ import annotations
 
 import sys
@@ -26,8 +26,6 @@ class Trainer:
     """fit, evaluate, predict of a Model (a mixin of it; the graph and the step are model.py's and
     step.py's)."""
 
-    _in_fit = False
-
     def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None) -> History:
@@ -38,102 +36,98 @@ class Trainer:
         (Step.prepare_targets); validation_data may be (x, y, sample_weight). `verbose`: 0 silent,
         1 or "auto" (Keras's default) a progress bar, 2 one line per epoch."""
         verbose = check_verbose(verbose)
-        self._in_fit, self._fit_shapes = True, None  # (the lengths of its first data stay: _inputs_of)
-        try:
-            self.require_compiled("fit")
-            batch_size = check_int("batch_size", batch_size, minimum=1)
-            epochs = check_int("epochs", epochs, minimum=0)
-            initial_epoch = check_int("initial_epoch", initial_epoch, minimum=0)
-            steps_per_epoch = check_steps("steps_per_epoch", steps_per_epoch)
-            validation_steps = check_steps("validation_steps", validation_steps)
-            if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
-                raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
-            weights = {"sample_weight": sample_weight, "class_weight": class_weight}
-            self._check_weights_usable(x, weights)
-            if validation_split and validation_data is None:
-                if is_stream(x):
-                    raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
-                                     "validation_data instead")
-                x, y = self._prepare(x, y, **weights)  # (the weights' column split with the targets)
-                split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
-                if split < 1 or split == len(x):
-                    raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
-                                     f"samples out of {len(x)}")
-                weighted = _weighted(weights)
-                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle, weighted=weighted)
-                val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
-                                       reserved=train.batches.device_bytes, weighted=weighted)
+        self.require_compiled("fit")
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        epochs = check_int("epochs", epochs, minimum=0)
+        initial_epoch = check_int("initial_epoch", initial_epoch, minimum=0)
+        steps_per_epoch = check_steps("steps_per_epoch", steps_per_epoch)
+        validation_steps = check_steps("validation_steps", validation_steps)
+        if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
+            raise ValueError(f"validation_split must be a number in [0, 1), got {validation_split!r}")
+        weights = {"sample_weight": sample_weight, "class_weight": class_weight}
+        self._check_weights_usable(x, weights)
+        if validation_split and validation_data is None:
+            if is_stream(x):
+                raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
+                                 "validation_data instead")
+            x, y = self._prepare(x, y, **weights)  # (the weights' column split with the targets)
+            split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
+            if split < 1 or split == len(x):
+                raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
+                                 f"samples out of {len(x)}")
+            weighted = _weighted(weights)
+            train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle, weighted=weighted)
+            val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
+                                   reserved=train.batches.device_bytes, weighted=weighted)
+        else:
+            train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle, **weights)
+            val = None
+        if validation_data is not None:
+            val_weights = {}
+            if is_stream(validation_data):
+                val_x, val_y = validation_data, None
+            elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
+                val_x, val_y, *rest = validation_data
+                val_weights = {"sample_weight": rest[0]} if rest else {}
             else:
-                train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle, **weights)
-                val = None
-            if validation_data is not None:
-                val_weights = {}
-                if is_stream(validation_data):
-                    val_x, val_y = validation_data, None
-                elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
-                    val_x, val_y, *rest = validation_data
-                    val_weights = {"sample_weight": rest[0]} if rest else {}
-                else:
-                    raise ValueError("validation_data must be a tuple (x_val, y_val) or (x_val, y_val, "
-                                     "val_sample_weight), a generator or a PyDataset")
-                reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
-                val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved,
-                                 **val_weights)
-            if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
-                train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
-            chief = self.distribution is None or self.distribution.chief  # shows the progress
-            steps = train.steps
+                raise ValueError("validation_data must be a tuple (x_val, y_val) or (x_val, y_val, "
+                                 "val_sample_weight), a generator or a PyDataset")
+            reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
+            val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved,
+                             **val_weights)
+        if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
+            train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
+        chief = self.distribution is None or self.distribution.chief  # shows the progress
+        steps = train.steps
 
-            history = History()
-            callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
-                                     {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
-            self.stop_training = False
-            watch_batches = callbacks.watch("on_train_batch_begin", "on_train_batch_end")
-            callbacks.on_train_begin({})
-            for epoch in range(initial_epoch, epochs):
-                if train.exhausted:  # a generator read to its end in an earlier epoch
+        history = History()
+        callbacks = CallbackList([*(callbacks or []), history], self,  # History last, as Keras: it sees what others add
+                                 {"epochs": epochs, "steps": steps, "batch_size": batch_size, "verbose": verbose})
+        self.stop_training = False
+        watch_batches = callbacks.watch("on_train_batch_begin", "on_train_batch_end")
+        callbacks.on_train_begin({})
+        for epoch in range(initial_epoch, epochs):
+            if train.exhausted:  # a generator read to its end in an earlier epoch
+                data.ran_out("x")
+                break
+            callbacks.on_epoch_begin(epoch, {})
+            started = time.perf_counter()
+            seen = 0
+            with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
+                      disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
+                refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
+                with closing(train.epoch(epoch)) as batches:
+                    for step, (rows, xb, yb) in enumerate(batches):
+                        if watch_batches:
+                            callbacks.on_train_batch_begin(step, {"batch": step, "size": rows})
+                        self.train_step(DeviceBatch(xb, yb, rows, seen, train.weighted))
+                        seen += rows
+                        if watch_batches:
+                            callbacks.on_train_batch_end(step, {"batch": step, "size": rows})
+                        bar.update(1)
+                        if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
+                            bar.set_postfix(self.training_logs(seen, running=True), refresh=False)
+                        if self.stop_training:  # set by a batch hook: the epoch ends here, as Keras's
+                            break
+                if not seen:
+                    if epoch == initial_epoch:
+                        raise ValueError("x (a generator) yielded no batches")
                     data.ran_out("x")
                     break
-                callbacks.on_epoch_begin(epoch, {})
-                started = time.perf_counter()
-                seen = 0
-                with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
-                          disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
-                    refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
-                    with closing(train.epoch(epoch)) as batches:
-                        for step, (rows, xb, yb) in enumerate(batches):
-                            if watch_batches:
-                                callbacks.on_train_batch_begin(step, {"batch": step, "size": rows})
-                            self.train_step(DeviceBatch(xb, yb, rows, seen, train.weighted))
-                            seen += rows
-                            if watch_batches:
-                                callbacks.on_train_batch_end(step, {"batch": step, "size": rows})
-                            bar.update(1)
-                            if verbose == 1 and ((step + 1) % refresh == 0 or step + 1 == steps):
-                                bar.set_postfix(self.training_logs(seen, running=True), refresh=False)
-                            if self.stop_training:  # set by a batch hook: the epoch ends here, as Keras's
-                                break
-                    if not seen:
-                        if epoch == initial_epoch:
-                            raise ValueError("x (a generator) yielded no batches")
-                        data.ran_out("x")
-                        break
-                    logs = self.training_logs(seen)
-                    if val is not None:
-                        logs.update(self._evaluate_feed(val, epoch, prefix="val_", callbacks=callbacks))
-                    bar.set_postfix(logs, refresh=False)
-                self.epoch = epoch + 1
-                if verbose == 2 and chief:
-                    print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
-                          _shown(logs), file=sys.stderr)
-                callbacks.on_epoch_end(epoch, logs)
-                if self.stop_training:
-                    break
-            callbacks.on_train_end({})
-            self.history = history
-            return history
-        finally:
-            self._in_fit = False
+                logs = self.training_logs(seen)
+                if val is not None:
+                    logs.update(self._evaluate_feed(val, epoch, prefix="val_", callbacks=callbacks))
+                bar.set_postfix(logs, refresh=False)
+            self.epoch = epoch + 1
+            if verbose == 2 and chief:
+                print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
+                      _shown(logs), file=sys.stderr)
+            callbacks.on_epoch_end(epoch, logs)
+            if self.stop_training:
+                break
+        callbacks.on_train_end({})
+        self.history = history
+        return history
 
     def _evaluate_feed(self, feed, epoch: int = 0, prefix: str = "", callbacks: CallbackList | None = None) -> dict:
         """evaluate's logs over the feed's batches, each key after `prefix`, with the callbacks'
@@ -316,8 +310,10 @@ class Trainer:
         budget = data.device_budget(self.rt) - reserved
         if y is not None:
             self.reserve_statistics(len(x))
+        shapes = self.built_shapes  # (the arrays' lengths: the model is made on them for each pass)
         feed = ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed), batch_size,
-                         steps, self.seed if shuffle else None, self.reserve)
+                         steps, self.seed if shuffle else None, self.reserve,
+                         lambda: self.ensure_built(shapes, ["x"]))
         feed.weighted = weighted
         return feed
 
@@ -332,11 +328,9 @@ class Trainer:
             raise ValueError(f"{given} is not supported under {type(self.distribution).__name__} yet")
 
     def _inputs_of(self, x, name: str = "x") -> np.ndarray:
-        """x prepared by the model (prepare_inputs); within a fit, at the lengths of its first data."""
-        x = self.prepare_inputs(x, name, self._fit_shapes if self._in_fit else None)
-        if self._in_fit:
-            self._fit_shapes = self.built_shapes
-        return x
+        """x prepared by the model (prepare_inputs): the model made on its lengths, if it has
+        lengths of None."""
+        return self.prepare_inputs(x, name)
 
     def _prepare(self, x, y, names=("x", "y"), **weights):
         x, y = self._inputs_of(x, names[0]), self.prepare_targets(y, names[1], **weights)

@@ -92,8 +92,9 @@ def test_lengths_are_checked(rng):
         model.predict({**data, "tags": np.zeros((8, 4))})
     with pytest.raises(ValueError, match=r"input 'title' takes samples of shape \(None,\)"):
         model.predict({**data, "title": np.zeros((8, 4, 2))})
-    with pytest.raises(ValueError, match="within one fit .* every batch must have the same lengths"):
-        model.fit(data, targets, validation_data=({**data, "body": data["body"][:, :3]}, targets), verbose=0)
+    shorter = {**data, "body": data["body"][:, :3]}  # (validation data of other lengths: made on them)
+    history = model.fit(data, targets, validation_data=(shorter, targets), verbose=0).history
+    assert history["val_loss"][0] == pytest.approx(model.evaluate(shorter, targets, return_dict=True)["loss"], rel=1e-5)
     with pytest.raises(TypeError, match="positive integers or None"):
         layers.Input(("a", 3))
 
@@ -169,3 +170,65 @@ def test_each_length_trains_on_its_own_gradient(rng, kind):
     alone.set_weights(weights)
     for got, want in zip(any_length.compute_gradients(x11, y)[1], alone.compute_gradients(x11, y)[1], strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+class Buckets(clnet.PyDataset):
+    """Batches of other lengths, as bucketed sequences come."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        return self.batches[index]
+
+
+@pytest.mark.parametrize("tagging", [False, True])
+def test_each_batch_of_one_fit_runs_at_its_own_lengths(rng, tagging):
+    """A PyDataset of batches of lengths 5, 9, 5, 3 in one fit, validation arrays of length 7:
+    each batch trains at its length, as train_on_batch on the same batches one by one does (the
+    same weights after two epochs, float64); the epoch's loss is the batches' weighted by their
+    sizes, its accuracy over every sample (a tagger's: over every step, as Keras's), with a
+    metric of clnet.metrics beside; no program is built after the first epoch; compiled again,
+    the lengths' instantiations train with the new step."""
+    def model():
+        x = layers.Input((None, 3))
+        h = layers.LSTM(5, return_sequences=tagging)(x)
+        made = Model(x, layers.Dense(3, "softmax")(h), seed=4, floatx="float64")
+        made.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy",
+                     metrics=["accuracy", clnet.metrics.SparseCategoricalAccuracy(name="sca")])
+        return made
+    shapes = [(6, 5), (4, 9), (3, 5), (5, 3)]
+    batches = [(rng.normal(size=(n, t, 3)), rng.integers(0, 3, (n, t) if tagging else n)) for n, t in shapes]
+    xv, yv = rng.normal(size=(4, 7, 3)), rng.integers(0, 3, (4, 7) if tagging else 4)
+    bucketed, one_by_one = model(), model()
+    rt = clnet.runtime()
+    history = bucketed.fit(Buckets(batches), epochs=1, shuffle=False, validation_data=(xv, yv), verbose=0).history
+    validation = bucketed.evaluate(xv, yv, return_dict=True)  # (the weights the validation saw)
+    builds = rt.builds
+    history2 = bucketed.fit(Buckets(batches), epochs=1, shuffle=False, verbose=0).history
+    assert rt.builds == builds
+    logs = [[], []]
+    for epoch in range(2):
+        for x, y in batches:
+            logs[epoch].append(one_by_one.train_on_batch(x, y, return_dict=True))
+    for got, want in zip(bucketed.get_weights(), one_by_one.get_weights(), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    sizes = np.array([n for n, _ in shapes])
+    tokens = sizes * np.array([t for _, t in shapes]) if tagging else sizes
+    for got, epoch in ((history, logs[0]), (history2, logs[1])):
+        assert got["loss"][0] == pytest.approx(np.dot([b["loss"] for b in epoch], sizes) / sizes.sum(), rel=1e-12)
+        for name in ("accuracy", "sca"):
+            assert got[name][0] == pytest.approx(np.dot([b[name] for b in epoch], tokens) / tokens.sum(), rel=1e-12)
+    assert history["val_loss"][0] == pytest.approx(validation["loss"], rel=1e-12)
+    assert history["val_sca"][0] == pytest.approx(validation["sca"], rel=1e-12)
+    for made in (bucketed, one_by_one):  # compiled again: the lengths' kept instantiations with it
+        made.compile(clnet.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    bucketed.fit(Buckets(batches[::-1]), epochs=1, shuffle=False, verbose=0)
+    for x, y in batches[::-1]:
+        one_by_one.train_on_batch(x, y)
+    for got, want in zip(bucketed.get_weights(), one_by_one.get_weights(), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)

@@ -112,6 +112,7 @@ class Metric:
         self.state = None
         self.weighted = False  # compile's weighted_metrics set it
         self.count = 0  # samples since the state started again
+        self.tokens = 0  # positions of them (a sequence output's steps; batches' lengths may differ)
         self._variables: list[MetricVariable] = []
 
     @property
@@ -153,7 +154,9 @@ class Metric:
     def bind(self, rt, dtype, output_shape: tuple, sparse: bool, loss_name: str) -> None:
         """Ready for a model output of `output_shape` whose loss `loss_name` takes class ids per
         position (`sparse`) or a target column per output column: the state on rt's device, the
-        update kernel. Raises where the targets are not the ones this metric compares with."""
+        update kernel. Raises where the targets are not the ones this metric compares with. Bound
+        again (a model made again on another batch's lengths) it keeps its state, which the next
+        epoch's or evaluation's first batch starts again."""
         self.rt, self.dtype_bound, self.output_shape = rt, np.dtype(dtype), tuple(output_shape)
         self.positions, self.cols = int(np.prod(output_shape[:-1])), int(output_shape[-1])
         self.target_shape = tuple(output_shape[:-1]) if sparse else self.output_shape
@@ -161,7 +164,6 @@ class Metric:
             if type(self).result is Metric.result:
                 raise TypeError(f"metric {self.name!r} ({type(self).__name__}) defines update_state but not "
                                 "result(); a Metric subclass defines both, as Keras's")
-            self.reset_state()
             return
         if not self.source:
             raise TypeError(f"metric {self.name!r} ({type(self).__name__}) has neither a device kernel nor an "
@@ -177,8 +179,10 @@ class Metric:
                              "class; use its categorical form")
         self.target_width = 1 if sparse else self.cols
         self.check_shape(output_shape)
-        self.state = Tensor((self.state_size(),), dtype, rt)
-        self.state.fill(0)
+        state = self.state
+        if state is None or state.rt is not rt or state.dtype != np.dtype(dtype) or state.shape != (self.state_size(),):
+            self.state = Tensor((self.state_size(),), dtype, rt)
+            self.state.fill(0)
         self.kernel = rt.kernel(rt.program(self.sources(), dtype), self.kernel_name, dtype)
 
     def check_shape(self, output_shape: tuple) -> None:
@@ -204,10 +208,11 @@ class Metric:
             self.update(target, output, rows * self.positions,
                         self.state if weights is None else weights, int(weights is not None))
         self.count = first + rows
+        self.tokens += rows * self.positions
 
     def reset_state(self) -> None:
         """The state as at the start (Keras's: each variable back to its initial value)."""
-        self.count = 0
+        self.count = self.tokens = 0
         if self.state is not None:
             self.state.fill(0)
         for variable in self._variables:
@@ -263,7 +268,7 @@ class MeanMetric(Metric):
     def result(self):
         total, weights = self.state.numpy().astype(np.float64)
         if not self.weighted:  # the count, exactly (a float32 sum of ones stops at 2^24)
-            weights = self.count * self.positions
+            weights = self.tokens
         return float(total / weights) if weights else 0.0
 
 
