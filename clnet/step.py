@@ -508,10 +508,6 @@ class Head:
                 metric.name = f"weighted_{metric.name}"
         self.metrics = [*metrics, *weighted]
         self.device_metrics = [m for m in self.metrics if m != "accuracy"]
-        if self.masked and self.device_metrics:
-            names = [m.name for m in self.device_metrics]
-            raise ValueError(f"output {self.name!r} carries a mask, which metrics {names} do not read yet; "
-                             "compile's 'accuracy' and the loss leave its padded positions out")
         self.sparse = self.width != int(np.prod(self.shape))  # class ids, not a column per output column
         self.rebind_metrics()
         # fit and evaluate read the output only through the loss (and metrics that need only the
@@ -521,6 +517,7 @@ class Head:
                                 and not any(m.reads_probabilities for m in self.device_metrics))
         self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
         self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
+        self._mask_weights = rt.kernel(loss.program(rt, dtype), "MaskTimesRowWeights", dtype)
         self._totals = Tensor((3,), dtype, rt)
         self.output_grad = self.target = None
         # (per-sample loss, per-sample hits, with a mask per-sample held positions), in the
@@ -540,6 +537,8 @@ class Head:
             self.target = Tensor((rows, self.width), self.dtype, self.rt)
             if self.counts_positions:
                 self._ones = Tensor.from_numpy(np.ones((rows, self.positions)), self.dtype, self.rt)
+            if self.masked:  # (a masked, weighted batch's mask times sample weights, for its metrics)
+                self._position_weights = Tensor((rows * self.positions,), self.dtype, self.rt)
 
     @property
     def stat_arrays(self) -> int:
@@ -571,8 +570,20 @@ class Head:
                      self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
                      int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None),
                      self.stats[-1])
+        # A mask weighs each position of the metrics as a sample weight does (Keras's); weighted
+        # metrics of a weighted batch take it times the sample's weight, in one launch.
+        masked_weights = None
+        if self.masked and row_weights is not None and any(m.weighted for m in self.device_metrics):
+            tokens = rows * self.positions
+            self._mask_weights((-(-tokens // 64) * 64,), None, mask, row_weights, self.positions, tokens,
+                               self._position_weights)
+            masked_weights = self._position_weights
         for metric in self.device_metrics:
-            metric.update_batch(target, output, rows, first, row_weights)
+            if self.masked:
+                weights = masked_weights if metric.weighted and masked_weights is not None else mask
+                metric.update_batch(target, output, rows, first, weights, per_position=True)
+            else:
+                metric.update_batch(target, output, rows, first, row_weights)
 
     def metric_names(self) -> list[str]:
         """The metrics' names in the logs, in compile's order."""

@@ -308,6 +308,50 @@ def test_the_merges_of_ops_combine_every_input_s_mask(rt):
     np.testing.assert_array_equal(model.predict([a, b], verbose=0), MASK * MASK[::-1])
 
 
+class HeldError(clnet.metrics.Metric):
+    """A metric of one's own: given the mask as its sample_weight (rows, steps), as Keras's."""
+
+    def __init__(self, name="held_error"):
+        super().__init__(name=name)
+        self.total, self.seen = self.add_variable(name="total"), self.add_variable(name="seen")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        weight = np.ones(y_true.shape[:-1]) if sample_weight is None else sample_weight
+        self.total.assign_add(np.sum(weight[..., None] * np.abs(y_true - y_pred)))
+        self.seen.assign_add(np.sum(weight) * y_true.shape[-1])
+
+    def result(self):
+        return self.total / self.seen
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_metrics_of_a_masked_output_count_its_held_positions(rt, weighted):
+    """Keras's: a mask weighs each position of every metric as a sample weight does. Behind
+    Masking, each metric (a mean, counts, AUC, one of the user's) over padded sequences is the
+    same metric over the held positions alone, each a sample of its own; as weighted_metrics of
+    a weighted evaluation, each position counts its sample's weight too."""
+    rng = np.random.default_rng(5)
+    rows, steps, cols = *MASK.shape, 3
+    p = (rng.random((rows, steps, cols)) + 0.01) * MASK[..., None]  # padded steps all 0: Masking(0) marks them
+    t = (rng.random((rows, steps, cols)) < 0.5).astype(np.float64)
+    w = rng.random(rows) + 0.5
+    chosen = lambda: ["mae", clnet.metrics.AUC(name="auc"), clnet.metrics.Precision(name="precision"),
+                      clnet.metrics.BinaryAccuracy(name="hits"), HeldError()]
+    given = (lambda: {"weighted_metrics": chosen()}) if weighted else (lambda: {"metrics": chosen()})
+    weights = {"sample_weight": w} if weighted else {}
+    x = layers.Input((steps, cols))
+    masked = clnet.Model(x, layers.Activation("linear")(layers.Masking(0.0)(x)))
+    masked.compile("sgd", "mse", **given())
+    got = masked.evaluate(p, t, batch_size=2, return_dict=True, **weights)
+    held = MASK.astype(bool)
+    alone = clnet.Sequential([layers.Input((cols,)), layers.Activation("linear")])
+    alone.compile("sgd", "mse", **given())
+    per_position = {"sample_weight": np.repeat(w, MASK.sum(1))} if weighted else {}
+    want = alone.evaluate(p[held], t[held], batch_size=7, return_dict=True, **per_position)
+    for name in ("mae", "auc", "precision", "hits", "held_error"):
+        assert got[name] == pytest.approx(want[name], rel=1e-5), name
+
+
 # -- MultiHeadAttention --------------------------------------------------------------------------
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("masked_key", ["value", "query"])
@@ -489,12 +533,9 @@ def test_an_explicit_mask_argument(rt):
         GRU(4)(x, mask=np.ones((rows, steps)))
 
 
-def test_masked_outputs_refuse_what_cannot_read_the_mask(rt, tmp_path):
-    """Metric objects do not read an output's mask yet, nor does ONNX export where a layer reads
-    one (where none does, the file computes what predict does): each raises."""
-    model = per_step_model(3, "softmax", "float32")
-    with pytest.raises(ValueError, match="carries a mask, which metrics"):
-        model.compile("adam", "sparse_categorical_crossentropy", [clnet.metrics.SparseCategoricalAccuracy()])
+def test_onnx_export_refuses_layers_that_read_a_mask(rt, tmp_path):
+    """ONNX export does not carry masks: where a layer reads one it raises (where none does, the
+    file computes what predict does)."""
     ids = layers.Input((6,))
     reader = clnet.Model(ids, LSTM(2)(layers.Embedding(9, 4, mask_zero=True)(ids)))
     with pytest.raises(ValueError, match=r"layers that read a mask .*: LSTM 'lstm.*'; clnet does not export masks"):

@@ -25,6 +25,16 @@ inline TYPE binary_hit(__global const TYPE *p, __global const TYPE *t, const int
     return hits / cols;
 }
 
+// A masked output's metrics weigh each position by its mask times its sample's weight (Keras's
+// mask, applied as a sample weight): weights[token] = mask[token] * row_weights[token / positions].
+__kernel void MaskTimesRowWeights(__global const TYPE *mask, __global const TYPE *row_weights, const int positions,
+                                  const int tokens, __global TYPE *weights)
+{
+    const int token = get_global_id(0);
+    if (token < tokens)
+        weights[token] = (mask[token] != 0) * row_weights[token / positions];
+}
+
 // totals[0] = sum of sample_loss[0..count), totals[1] = sum of sample_hit[0..count), and where
 // `counted`, totals[2] = sum of sample_held[0..count). One work-group of LOCAL_SIZE items.
 __kernel void ReduceMetrics(__global const TYPE *sample_loss, __global const TYPE *sample_hit,

@@ -113,6 +113,8 @@ class Metric:
         self.weighted = False  # compile's weighted_metrics set it
         self.count = 0  # samples since the state started again
         self.tokens = 0  # positions of them (a sequence output's steps; batches' lengths may differ)
+        self.counts_weights = False
+        self.weight_stride = 1
         self._variables: list[MetricVariable] = []
 
     @property
@@ -192,18 +194,23 @@ class Metric:
         return (self.source,)
 
     def update_batch(self, target: Tensor, output: Tensor, rows: int, first: int,
-                     row_weights: Tensor | None = None) -> None:
+                     row_weights: Tensor | None = None, per_position: bool = False) -> None:
         """Adds the batch's statistics into the state (one launch), starting again where `first`
         is 0 (an epoch's or an evaluation's first batch); each sample counting its weight in
         `row_weights` where the metric is weighted (compile's weighted_metrics) and the batch
-        has sample weights."""
+        has sample weights. `per_position`: `row_weights` holds a weight per position (a masked
+        output's mask, or mask times sample weight), which every metric counts, as Keras's."""
         if first == 0:
             self.reset_state()
-        weights = row_weights if self.weighted and row_weights is not None else None
+        weights = row_weights if (self.weighted or per_position) and row_weights is not None else None
+        self.weight_stride = 1 if per_position else self.positions  # positions per weight
+        self.counts_weights = self.counts_weights or weights is not None
         if self.on_host:
+            shape = (rows, *self.output_shape[:-1]) if per_position else (rows,)
             self.update_state(target.numpy()[:rows].reshape(rows, *self.target_shape),
                               output.numpy()[:rows].reshape(rows, *self.output_shape),
-                              sample_weight=None if weights is None else weights.numpy()[:rows].reshape(rows))
+                              sample_weight=None if weights is None
+                              else weights.numpy().reshape(-1)[:int(np.prod(shape))].reshape(shape))
         else:
             self.update(target, output, rows * self.positions,
                         self.state if weights is None else weights, int(weights is not None))
@@ -213,6 +220,7 @@ class Metric:
     def reset_state(self) -> None:
         """The state as at the start (Keras's: each variable back to its initial value)."""
         self.count = self.tokens = 0
+        self.counts_weights = False  # (whether a batch gave weights: the mean is then over their sum)
         if self.state is not None:
             self.state.fill(0)
         for variable in self._variables:
@@ -262,12 +270,12 @@ class MeanMetric(Metric):
 
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.positions, self.cols, self.target_width,
+        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, self.cols, self.target_width,
                     self.kind, float(self.parameter()), row_weights, weighted, self.state)
 
     def result(self):
         total, weights = self.state.numpy().astype(np.float64)
-        if not self.weighted:  # the count, exactly (a float32 sum of ones stops at 2^24)
+        if not self.counts_weights:  # the count, exactly (a float32 sum of ones stops at 2^24)
             weights = self.tokens
         return float(total / weights) if weights else 0.0
 

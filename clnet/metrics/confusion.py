@@ -33,7 +33,7 @@ class _Columns(Metric):
 
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.positions, self.cols, int(self.row_max),
+        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, self.cols, int(self.row_max),
                     float(self.threshold if self.threshold is not None else 0.0), int(self.labels_as_bool),
                     row_weights, weighted, self.state)
 
@@ -185,7 +185,7 @@ class AUC(Metric):
 
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens * self.cols, self.positions * self.cols,
+        self.kernel((size,), (size,), target, output, tokens * self.cols, self.weight_stride * self.cols,
                     self.num_thresholds, int(self.from_logits), row_weights, weighted, self.state)
 
     def result(self):
