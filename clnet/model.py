@@ -432,7 +432,7 @@ class Model(Trainer, Step, HasWeights):
                              f"model {self.name!r} was set trainable = False while it trains under it")
         for runner, call in self.runs:
             if runner is not call.layer:
-                runner._trainable = call.layer.trainable
+                runner.follow_trainability(call.layer)
         self._ranges = parameter_ranges(self._parameters, frozen)
         self._grad_plans = {}
         self.forget_instantiations()

@@ -223,6 +223,11 @@ class HasWeights:
         for model in users.values():  # (they train what is trainable from their next step on)
             model.trainability_changed()
 
+    def follow_trainability(self, layer: "HasWeights") -> None:
+        """Take `layer`'s trainable flag as it is, alone: a copy a model runs for a layer follows it
+        (the layer's setter has told the models already)."""
+        self._trainable = layer.trainable
+
     def held_layers(self) -> list:
         """The layers this one holds (a wrapper's, a subclass's, a model's): what `trainable` sets."""
         held = [v.layer for v in self.__dict__.get("_variables", ())]  # (add_weight's Weight layers)
