@@ -192,6 +192,7 @@ class Trainer:
             for step, (rows, xb, _) in enumerate(batches):
                 if watch_begin:
                     callbacks.on_predict_batch_begin(step)
+                shapes = self._output_shapes()  # (a stream's batch may have made the model on other lengths)
                 part = ([np.empty((rows, *shape), self.dtype) for shape in shapes] if results is None
                         else [result[seen:seen + rows] for result in results])
                 # Reads queue behind the kernels without waiting (finish() below waits for them
@@ -211,7 +212,13 @@ class Trainer:
         callbacks.on_predict_end()
         if results is not None and seen < feed.samples:  # stopped by a callback
             results = [result[:seen] for result in results]
-        return self.outputs_as_given(results if results is not None else [np.concatenate(p) for p in zip(*parts)])
+        if results is None:
+            made = sorted({tuple(array.shape[1:] for array in part) for part in parts})
+            if len(made) > 1:
+                raise ValueError(f"x's batches are of other lengths, and gave outputs of samples of shapes {made}, "
+                                 "which one array cannot hold; predict each length apart (predict_on_batch)")
+            results = [np.concatenate(p) for p in zip(*parts)]
+        return self.outputs_as_given(results)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict: bool = False):
         """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if

@@ -232,3 +232,18 @@ def test_each_batch_of_one_fit_runs_at_its_own_lengths(rng, tagging):
         one_by_one.train_on_batch(x, y)
     for got, want in zip(bucketed.get_weights(), one_by_one.get_weights(), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_predict_over_batches_of_other_lengths(rng):
+    """A PyDataset of batches of other lengths: a classifier's outputs are one array, each batch
+    predicted at its length; a tagger's (one output per step) cannot be, which says so."""
+    x = layers.Input((None, 3))
+    h = layers.LSTM(4, return_sequences=True)(x)
+    classifier = Model(x, layers.Dense(2)(layers.GlobalAveragePooling1D()(h)), seed=1)
+    tagger = Model(x, layers.Dense(2)(h))
+    batches = [(rng.normal(size=(3, t, 3)),) for t in (4, 7, 2)]
+    got = classifier.predict(Buckets(batches))
+    np.testing.assert_allclose(got, np.concatenate([classifier.predict(b[0]) for b in batches]), rtol=1e-6)
+    tagger.predict(Buckets(batches[:1]))
+    with pytest.raises(ValueError, match=r"outputs of samples of shapes \[\(\(2, 2\),\), \(\(4, 2\),\), \(\(7, 2\),\)\]"):
+        tagger.predict(Buckets(batches))
