@@ -56,7 +56,9 @@ def main():
             ("SparseTopKCategoricalAccuracy", {"k": 2, "name": "top2"})]),
         "labels": (rng.random((n, 4)), labels_t, "binary_crossentropy", [
             ("BinaryAccuracy", {}), ("Precision", {}), ("Recall", {}), ("AUC", {}),
-            ("F1Score", {"threshold": 0.5, "average": "macro"})]),
+            ("F1Score", {"threshold": 0.5, "average": "macro"}), ("AUC", {"multi_label": True, "name": "ml"}),
+            ("AUC", {"multi_label": True, "curve": "PR", "name": "mlpr"}),
+            ("AUC", {"multi_label": True, "num_labels": 4, "label_weights": [1.0, 2.0, 0.5, 0.0], "name": "mlw"})]),
         "regression": (rng.normal(1, 1, (n, 3)), rng.normal(1, 1, (n, 3)), "mse", [
             ("MeanSquaredError", {}), ("MeanAbsoluteError", {}), ("RootMeanSquaredError", {}),
             ("MeanAbsolutePercentageError", {}), ("MeanSquaredLogarithmicError", {})]),

@@ -132,6 +132,20 @@ def test_each_metric_is_numpys_in_float64(rng, name):
 
 
 # -- state over batches, epochs and evaluations -------------------------------------------------
+def test_multi_label_auc_is_the_mean_of_each_column_s(rng):
+    """AUC(multi_label=True): a curve per output column from its own counts (one launch), their
+    mean, or their mean weighted by label_weights; against numpy's AUC of each column."""
+    p, t = rng.random((37, 3)).astype(np.float32), (rng.random((37, 3)) < 0.5).astype(np.float32)
+    logs = measured(p, t, "binary_crossentropy", [metrics.AUC(multi_label=True, name="ml"),
+                                                  metrics.AUC(multi_label=True, label_weights=[1, 0, 3], name="w")],
+                    batch_size=5)
+    each = [auc_reference(p[:, c], t[:, c]) for c in range(3)]
+    assert logs["ml"] == pytest.approx(np.mean(each), rel=1e-5)
+    assert logs["w"] == pytest.approx((each[0] + 3 * each[2]) / 4, rel=1e-5)
+    with pytest.raises(ValueError, match="label_weights give 2 labels, but the output has 3 columns"):
+        measured(p, t, "mse", [metrics.AUC(multi_label=True, label_weights=[1, 2])])
+
+
 def test_batches_sum_into_one_result_and_each_evaluation_starts_again(rng):
     p, t = rng.random((41, 3)).astype(np.float32), (rng.random((41, 3)) < 0.5).astype(np.float32)
     model = identity((3,))
@@ -236,7 +250,9 @@ def test_a_metric_that_cannot_take_the_output_says_why(chosen, loss, message):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: metrics.AUC(multi_label=True), "multi_label is not supported"),
+    (lambda: metrics.AUC(multi_label="yes"), "multi_label must be True or False"),
+    (lambda: metrics.AUC(label_weights=[1.0, 2.0]), "label_weights must be one non-negative number per label"),
+    (lambda: metrics.AUC(thresholds=[0.5]), "thresholds is not supported"),
     (lambda: metrics.AUC(curve="LIFT"), "curve must be 'ROC' or 'PR'"),
     (lambda: metrics.AUC(num_thresholds=1), "num_thresholds must be an integer > 1"),
     (lambda: metrics.Precision(top_k=2), "top_k is not supported"),

@@ -58,15 +58,19 @@ __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
 // counted at every threshold up to its bucket: state[i] the positives' count (true positives at
 // threshold i), state[thresholds + i] the negatives' (false positives). Threshold 0 counts
 // every element: the totals. A target is positive where it is not 0. With `weighted` an element
-// counts its sample's weight (row_weights[e / per_row], per_row its sample's elements).
+// counts its sample's weight (row_weights[e / per_row], per_row its sample's elements). With
+// `labels` > 1 (multi_label: one curve per output column) column c's elements, every labels-th,
+// have counts of their own, state[2 c thresholds ...]; one label is every element's.
 __kernel void UpdateThresholds(__global const TYPE *target, __global const TYPE *outputs, const int elements,
                                const int per_row, const int thresholds, const int from_logits,
-                               __global const TYPE *row_weights, const int weighted, __global TYPE *state)
+                               __global const TYPE *row_weights, const int weighted, const int labels,
+                               __global TYPE *state)
 {
     const int lid = get_local_id(0);
-    for (int i = lid; i < thresholds; i += LOCAL_SIZE) {
+    for (int item = lid; item < thresholds * labels; item += LOCAL_SIZE) {
+        const int i = item % thresholds, label = item / thresholds;
         TYPE tp = 0, fp = 0;
-        for (int e = 0; e < elements; e++) {
+        for (int e = label; e < elements; e += labels) {
             TYPE p = outputs[e];
             if (from_logits)
                 p = 1 / (1 + exp(-p));
@@ -79,7 +83,7 @@ __kernel void UpdateThresholds(__global const TYPE *target, __global const TYPE 
                 fp += w * (1 - label);
             }
         }
-        state[i] += tp;
-        state[thresholds + i] += fp;
+        state[2 * label * thresholds + i] += tp;
+        state[(2 * label + 1) * thresholds + i] += fp;
     }
 }

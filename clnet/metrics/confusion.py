@@ -154,8 +154,9 @@ class F1Score(FBetaScore):
 class AUC(Metric):
     """The area under the ROC or the precision-recall curve, from counts at `num_thresholds`
     evenly spaced thresholds (Keras's bucketed update), every output column's predictions taken
-    together (multi_label=False); summation_method "interpolation" (for PR, Davis and Goadrich's),
-    "minoring" or "majoring"."""
+    together, or with multi_label one curve per column and their mean (weighted by
+    `label_weights` if given, as Keras's); summation_method "interpolation" (for PR, Davis and
+    Goadrich's), "minoring" or "majoring"."""
     source, kernel_name = "metrics/confusion.cl", "UpdateThresholds"
 
     def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation", name="auc",
@@ -172,29 +173,62 @@ class AUC(Metric):
         if self.summation_method not in ("interpolation", "minoring", "majoring"):
             raise ValueError("AUC summation_method must be 'interpolation', 'minoring' or 'majoring', "
                              f"got {summation_method!r}")
-        for argument, value, default in (("thresholds", thresholds, None), ("multi_label", multi_label, False),
-                                         ("num_labels", num_labels, None), ("label_weights", label_weights, None)):
-            if value is not default and not (default is False and value is False):
-                raise ValueError(f"AUC {argument} is not supported by clnet (got {value!r}); leave it {default!r}")
+        if thresholds is not None:
+            raise ValueError(f"AUC thresholds is not supported by clnet (got {thresholds!r}); leave it None and "
+                             "give num_thresholds")
+        if not isinstance(multi_label, (bool, np.bool_)):
+            raise ValueError(f"AUC multi_label must be True or False, got {multi_label!r}")
+        self.multi_label = bool(multi_label)
+        if num_labels is not None and (isinstance(num_labels, bool) or not isinstance(num_labels, (int, np.integer))
+                                       or num_labels < 1 or not self.multi_label):
+            raise ValueError(f"AUC num_labels must be a positive integer, with multi_label=True, got {num_labels!r}")
+        self.num_labels = None if num_labels is None else int(num_labels)
+        if label_weights is not None:
+            weights = np.asarray(label_weights, np.float64)
+            if (not self.multi_label or weights.ndim != 1 or not np.all(np.isfinite(weights)) or np.any(weights < 0)
+                    or not weights.sum() > 0):
+                raise ValueError("AUC label_weights must be one non-negative number per label, not all 0, with "
+                                 f"multi_label=True, got {label_weights!r}")
+            label_weights = weights.tolist()
+        self.label_weights = label_weights
         if not isinstance(from_logits, (bool, np.bool_)):
             raise ValueError(f"AUC from_logits must be True or False, got {from_logits!r}")
         self.from_logits = bool(from_logits)
 
+    def check_shape(self, output_shape):
+        labels = [n for n in (self.num_labels, None if self.label_weights is None else len(self.label_weights))
+                  if n is not None]
+        if self.multi_label and any(n != output_shape[-1] for n in labels):
+            raise ValueError(f"metric {self.name!r}: num_labels or label_weights give {labels[0]} labels, but the "
+                             f"output has {output_shape[-1]} columns")
+
+    @property
+    def labels(self) -> int:
+        return self.cols if self.multi_label else 1
+
     def state_size(self):
-        return 2 * self.num_thresholds
+        return 2 * self.num_thresholds * self.labels
 
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
         self.kernel((size,), (size,), target, output, tokens * self.cols, self.weight_stride * self.cols,
-                    self.num_thresholds, int(self.from_logits), row_weights, weighted, self.state)
+                    self.num_thresholds, int(self.from_logits), row_weights, weighted, self.labels, self.state)
 
     def result(self):
-        n = self.num_thresholds
-        counts = self.state.numpy().reshape(2, n)
-        tp, fp = counts
+        counts = self.state.numpy().astype(np.float64).reshape(self.labels, 2, self.num_thresholds)
+        areas = np.array([self._area(tp, fp) for tp, fp in counts])
+        if not self.multi_label:
+            return float(areas[0])
+        if self.label_weights is None:
+            return float(areas.mean())
+        weights = np.asarray(self.label_weights)
+        return float(np.sum(areas * weights) / weights.sum())
+
+    def _area(self, tp, fp):
+        """The area under one curve, from its counts at each threshold."""
         fn, tn = tp[0] - tp, fp[0] - fp  # threshold 0 counts every element
         if self.curve == "PR" and self.summation_method == "interpolation":
-            return float(self._interpolated_pr(tp, fp, fn))
+            return self._interpolated_pr(tp, fp, fn)
         recall = _divide_no_nan(tp, tp + fn)
         if self.curve == "ROC":
             x, y = _divide_no_nan(fp, fp + tn), recall
@@ -202,7 +236,7 @@ class AUC(Metric):
             x, y = recall, _divide_no_nan(tp, tp + fp)
         heights = {"interpolation": (y[:-1] + y[1:]) / 2, "minoring": np.minimum(y[:-1], y[1:]),
                    "majoring": np.maximum(y[:-1], y[1:])}[self.summation_method]
-        return float(np.sum((x[:-1] - x[1:]) * heights))
+        return np.sum((x[:-1] - x[1:]) * heights)
 
     @staticmethod
     def _interpolated_pr(tp, fp, fn):
@@ -218,4 +252,5 @@ class AUC(Metric):
 
     def get_config(self):
         return {"name": self.name, "num_thresholds": self.num_thresholds, "curve": self.curve,
-                "summation_method": self.summation_method, "from_logits": self.from_logits}
+                "summation_method": self.summation_method, "multi_label": self.multi_label,
+                "num_labels": self.num_labels, "label_weights": self.label_weights, "from_logits": self.from_logits}
