@@ -514,7 +514,7 @@ def _inbound_node(layer, inputs: list) -> dict:
         kwargs = {}
         if wiring["key"] != wiring["value"]:
             kwargs["key"] = inputs[wiring["key"]]
-        if wiring.get("mask") is not None:
+        if wiring.get("mask") is not None and not wiring.get("padding"):  # (Keras makes a padding one itself)
             kwargs["attention_mask"] = inputs[wiring["mask"]]
         if wiring.get("causal"):
             kwargs["use_causal_mask"] = True

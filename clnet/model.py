@@ -122,11 +122,12 @@ class Model(Trainer, Step, HasWeights):
             if id(call) not in seen:
                 seen.add(id(call))
                 calls.append(call)
-                stack.extend(t.call for t in call.inputs)
+                stack.extend(t.call for t in call.given_inputs)
         # ... and those that only make the masks its layers and losses read (ops combining two
-        # masks): they run, and the graph as given (config, layers, export) leaves them out, as
-        # the layers that make them make them again.
+        # masks, a MultiHeadAttention's padding mask): they run, and the graph as given (config,
+        # layers, export) leaves them out, as the layers that make them make them again.
         self._mask_calls, stack = [], [c.mask.call for c in calls if c.mask is not None]
+        stack += [c.inputs[i].call for c in calls for i in c.derived_inputs]
         stack += [o._keras_mask.call for o in outputs if o._keras_mask is not None]
         while stack:
             call = stack.pop()
@@ -627,10 +628,11 @@ class Model(Trainer, Step, HasWeights):
                 raise ValueError(f"{call.layer.describe()} was given mask= explicitly; clnet cannot write such a "
                                  "graph's config yet (a mask its input carries, from Embedding(mask_zero=True) or "
                                  "Masking, is saved with the layer that makes it)")
-            if any(id(t) not in refs for t in call.inputs):  # (a mask an Embedding or Masking makes)
-                raise ValueError(f"{call.layer.describe()} reads a mask as an input of its own (a MultiHeadAttention's "
-                                 "padding masks); clnet cannot write such a graph's config yet")
-            calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.inputs]})
+            if any(id(t) not in refs for t in call.given_inputs):  # (a mask an Embedding or Masking makes)
+                raise ValueError(f"{call.layer.describe()} reads a mask as an input of its own (an attention mask "
+                                 "made from padding masks by ops of your own); clnet cannot write such a graph's "
+                                 "config yet")
+            calls.append({"layer": position[id(call.layer)], "inputs": [refs[id(t)] for t in call.given_inputs]})
             refs.update({id(t): [position[id(call.layer)], k] + ([t.index] if t.index else []) for t in call.outputs})
         return graph, position, refs, calls
 
@@ -685,7 +687,8 @@ class Model(Trainer, Step, HasWeights):
         shapes = {}  # a layer of several outputs shows them all, as Keras
         for call in self._calls:
             # A call's later outputs (a recurrent layer's states) by their index: lstm[1], lstm[2].
-            sources[id(call.layer)].extend(t.call.layer.name + (f"[{t.index}]" if t.index else "") for t in call.inputs)
+            sources[id(call.layer)].extend(t.call.layer.name + (f"[{t.index}]" if t.index else "")
+                                           for t in call.given_inputs)
             shapes.setdefault(id(call.layer), [t.shape for t in call.outputs])
         rows = self._layers if self._pattern else self.layers  # (as run, on the data's lengths)
         listed = {id(l): shapes.get(id(l), [(None, *l.output_shape)]) for l in rows}  # Inputs have no call
@@ -954,7 +957,7 @@ def _replayed(graph: dict, made: dict) -> list[KerasTensor]:
     """The outputs of `graph` (inputs, calls, outputs) with each call made again on the tensors
     `made` gives its inputs (id of the graph's tensor -> the new one), sharing the layers."""
     for call in graph["calls"]:  # as from_config: each layer on the list of its inputs
-        result = call.layer([made[id(t)] for t in call.inputs])
+        result = call.layer([made[id(t)] for t in call.given_inputs])
         made.update(zip(map(id, call.outputs), result if isinstance(result, list) else [result]))
     return [made[id(o)] for o in graph["outputs"]]
 

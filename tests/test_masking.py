@@ -379,6 +379,28 @@ def test_attention_reads_the_masks(rt, causal, masked_key):
     np.testing.assert_allclose(model.predict([q_ids, v_ids], verbose=0), want, rtol=1e-5, atol=1e-6)
 
 
+def test_attention_over_padding_masks_saves_and_reloads(rt, tmp_path):
+    """A MultiHeadAttention that reads its inputs' padding masks (no attention_mask of the
+    user's) saves its graph without the ops that made the attention mask (Keras's config: the
+    layer makes it again from the masks), and reloads from .h5 and .keras predicting the same."""
+    rng = np.random.default_rng(15)
+    rows, steps = MASK.shape
+    ids = layers.Input((steps,))
+    h = layers.Embedding(9, 4, mask_zero=True)(ids)
+    h = layers.MultiHeadAttention(2, 3)(h, h, use_causal_mask=True)
+    model = clnet.Model(ids, layers.Dense(2)(layers.GlobalAveragePooling1D()(h)), seed=4)
+    model.compile("adam", "mse")
+    data = ids_for(MASK, rng)
+    want = model.predict(data, verbose=0)
+    config = model.get_config()
+    assert [layer["class_name"] for layer in config["layers"]] == [
+        "Input", "Embedding", "MultiHeadAttention", "GlobalAveragePooling1D", "Dense"]
+    for path in (tmp_path / "m.h5", tmp_path / "m.keras"):
+        model.save(path)
+        loaded = clnet.load_model(path)
+        np.testing.assert_allclose(loaded.predict(data, verbose=0), want, rtol=1e-6, atol=1e-7)
+
+
 def test_self_attention_mask_and_given_attention_mask(fp64):
     """Self-attention over a masked sequence with an attention_mask input as well: the three
     combined; float64 central differences of a model ending in the loss that reads the mask."""

@@ -178,6 +178,15 @@ class Call:
     # or outputs, so configs, summaries and exports see the graph as Keras's.
     mask: KerasTensor | None = None
     made_mask: KerasTensor | None = None
+    # Inputs its layer makes again from its other inputs' masks when the call is made again
+    # (MultiHeadAttention's padding attention mask): the graph as given (config, summary) leaves
+    # them and the ops that made them out, as it leaves out masks.
+    derived_inputs: frozenset = frozenset()
+
+    @property
+    def given_inputs(self) -> list[KerasTensor]:
+        """The inputs a config records: all but the derived ones."""
+        return [t for i, t in enumerate(self.inputs) if i not in self.derived_inputs]
 
 
 # Python's operators of a tensor (KerasTensor's, forwarded by Input and Variable).

@@ -117,10 +117,23 @@ class MultiHeadAttention(Layer):
             if self.wiring is None:
                 raise ValueError(f"{self.describe()} is called as mha(query, value, key=None, attention_mask=None, "
                                  "use_causal_mask=False); a list of inputs needs the wiring of an earlier call")
-            return super().__call__(query)
+            tensors = list(query)
+            if self.wiring.get("padding"):  # its attention mask made again from the inputs' masks
+                named = [tensors_of(tensors[self.wiring[role]]) for role in ROLES]
+                made = self._with_padding_masks(*named, None)
+                if made is None:
+                    raise ValueError(f"{self.describe()} was saved reading its inputs' padding masks, but its "
+                                     "inputs carry none (make them with Embedding(mask_zero=True) or Masking)")
+                tensors.append(_symbolic(self, "attention_mask", made))
+                output = super().__call__(tensors)
+                output.call.derived_inputs = frozenset({len(tensors) - 1})
+                output._keras_mask = getattr(named[0], "_keras_mask", None)
+                return output
+            return super().__call__(tensors)
         if value is None:
             raise TypeError(f"{self.describe()} needs a query and a value: mha(query, value), got only a query")
         named = {"query": query, "value": value, "key": value if key is None else key}
+        given = attention_mask
         attention_mask = self._with_padding_masks(*(tensors_of(named[role]) for role in ROLES), attention_mask)
         tensors, wiring = [], {}
         for role in ROLES:
@@ -133,6 +146,8 @@ class MultiHeadAttention(Layer):
             wiring["mask"] = len(tensors)
             tensors.append(_symbolic(self, "attention_mask", attention_mask))
         wiring["causal"] = bool(use_causal_mask)
+        if given is None and attention_mask is not None:  # made from the padding masks alone
+            wiring["padding"] = True
         if self.wiring is not None and wiring != self.wiring:
             raise ValueError(f"{self.describe()} was first called with inputs wired as {self.wiring}; a shared "
                              f"attention layer must be called the same way each time, got {wiring}")
@@ -142,6 +157,8 @@ class MultiHeadAttention(Layer):
         except Exception:
             self.wiring = before
             raise
+        if wiring.get("padding"):
+            output.call.derived_inputs = frozenset({wiring["mask"]})
         output._keras_mask = getattr(tensors_of(query), "_keras_mask", None)
         return output
 

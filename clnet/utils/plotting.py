@@ -123,7 +123,7 @@ def _layer_label(layer, floatx, show_layer_names, show_layer_activations, show_d
 def _graph_edges(model) -> list:
     """(source layer, destination layer) of every call, in the order the calls were made: Keras's
     edges from each input tensor's maker to its reader."""
-    return [(t.call.layer, call.layer) for call in model.calls for t in call.inputs]
+    return [(t.call.layer, call.layer) for call in model.calls for t in call.given_inputs]
 
 
 def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=True, rankdir="TB",
