@@ -503,7 +503,7 @@ class Model(Trainer, Step, HasWeights):
 
     def prepare_inputs(self, x, name: str = "x") -> np.ndarray:
         """x checked and viewed as (samples, features), still in its own dtype (a memmap is not
-        read), the model built for its shapes (ensure_built, `lengths` as there). A model of
+        read), the model built for its shapes (ensure_built). A model of
         several inputs takes a list of arrays in input order or a dict by input name, and gets
         their features side by side (a copy). Errors name `name`."""
         if len(self._inputs) > 1:

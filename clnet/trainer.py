@@ -253,7 +253,7 @@ class Trainer:
         """(rows, x batch, y batch or None): all of x (and, with `targets`, y and any sample or
         class weights), checked as fit checks them, on the device as one batch."""
         if not targets:
-            x = self._inputs_of(x)
+            x = self.prepare_inputs(x)
         elif y is None:
             raise ValueError("y (the targets) is required with an array x")
         else:
@@ -293,7 +293,7 @@ class Trainer:
             def prepare(xb, yb, step):
                 where = f" in batch {step}"
                 if not targets:
-                    return self._inputs_of(xb, names[0] + where), None
+                    return self.prepare_inputs(xb, names[0] + where), None
                 return self._prepare(xb, yb, (names[0] + where, names[1] + where))
 
             stream = Stream(cl_runtime.runtime() if not self.built else self.rt, x, name or "x", prepare,
@@ -303,7 +303,7 @@ class Trainer:
                 stream.peek()
             return stream
         if not targets:
-            return self._array_feed(self._inputs_of(x, names[0]), None, batch_size, steps, shuffle, reserved)
+            return self._array_feed(self.prepare_inputs(x, names[0]), None, batch_size, steps, shuffle, reserved)
         if y is None:
             raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
                              "or pass x as a generator or PyDataset of (x, y) batches")
@@ -334,13 +334,8 @@ class Trainer:
         if self.distribution is not None:
             raise ValueError(f"{given} is not supported under {type(self.distribution).__name__} yet")
 
-    def _inputs_of(self, x, name: str = "x") -> np.ndarray:
-        """x prepared by the model (prepare_inputs): the model made on its lengths, if it has
-        lengths of None."""
-        return self.prepare_inputs(x, name)
-
     def _prepare(self, x, y, names=("x", "y"), **weights):
-        x, y = self._inputs_of(x, names[0]), self.prepare_targets(y, names[1], **weights)
+        x, y = self.prepare_inputs(x, names[0]), self.prepare_targets(y, names[1], **weights)
         if len(x) != len(y):
             raise ValueError(f"{names[0]} has {len(x)} samples but {names[1]} has {len(y)}; they must match")
         return x, np.ascontiguousarray(y)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
-from ..layers.base import snake_case
+from ..layers.base import TENSOR_OPERATORS, snake_case
 
 
 class MetricVariable:
@@ -76,9 +76,7 @@ def _operator(name):
     return apply
 
 
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-              "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__", "__gt__", "__ge__", "__lt__", "__le__",
-              "__getitem__"):
+for _name in TENSOR_OPERATORS:  # (a layer's Variable forwards the same)
     setattr(MetricVariable, _name, _operator(_name))
 
 
@@ -149,7 +147,7 @@ class Metric:
     def update_state(self, y_true, y_pred, sample_weight=None) -> None:
         """A user's metric: add a batch (numpy arrays: y_true as the loss takes the targets, one
         class id per position for a sparse loss, else the output's shape; y_pred the output;
-        sample_weight (rows,) or None) into its variables."""
+        sample_weight (rows,), a masked output's (rows, positions...), or None) into its variables."""
         raise NotImplementedError
 
     # -- what the step calls -------------------------------------------------------------------
