@@ -88,10 +88,14 @@ class Step:
             if isinstance(y, (list, tuple)) and len(y) == 1 and not np.isscalar(y[0]):
                 y = y[0]  # Keras takes [y] for a model of one output
             raw = y
+            self._heads[0].note_targets(np.shape(y)[1:])
             y = self._heads[0].loss.prepare_targets(y, self._heads[0].shape, self.dtype, name)
         else:
+            given = by_name(y, self.output_names, name, "output")
+            for head, (_, part) in zip(self._heads, given):
+                head.note_targets(np.shape(part)[1:])
             parts = [head.loss.prepare_targets(part, head.shape, self.dtype, f"{name}[{key!r}] (output {head.name!r})")
-                     for head, (key, part) in zip(self._heads, by_name(y, self.output_names, name, "output"))]
+                     for head, (key, part) in zip(self._heads, given)]
             if len({len(p) for p in parts}) > 1:
                 raise ValueError(f"the arrays of {name} have {[len(p) for p in parts]} samples; they must match")
             y = np.concatenate(parts, axis=1)
@@ -528,6 +532,18 @@ class Head:
         """Its metrics bound to this output (they keep their state: see Metric.bind)."""
         for metric in self.device_metrics:
             metric.bind(self.rt, self.dtype, self.shape, self.sparse, self.loss.name)
+        self.note_targets(self.given_targets)
+
+    given_targets = None  # the sample shape of the targets the user gave last (note_targets)
+
+    def note_targets(self, shape) -> None:
+        """The sample shape of the targets as the user gives them ((1,) or () for a class id):
+        a Metric of the user's gets y_true in it, as Keras passes y as given."""
+        self.given_targets = None if shape is None else tuple(shape)
+        for metric in getattr(self, "device_metrics", ()):
+            if (metric.on_host and self.given_targets is not None
+                    and int(np.prod(self.given_targets)) == int(np.prod(metric.target_shape))):
+                metric.target_shape = self.given_targets
 
     def ensure_rows(self, rows: int) -> None:
         if self.output_grad is None or self.output_grad.shape[0] < rows:

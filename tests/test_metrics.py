@@ -353,6 +353,28 @@ def test_a_metric_of_one_s_own_sees_the_output_s_shape_and_resets(rng):
     assert float(error.result()) == pytest.approx(np.abs(t[:2] - p[:2]).mean(), rel=1e-6)
 
 
+def test_a_metric_of_one_s_own_gets_the_targets_as_given(rng):
+    """As Keras passes y: class ids given as (n,) come as (rows,), as (n, 1) as (rows, 1)."""
+    class Shapes(metrics.Metric):
+        def __init__(self):
+            super().__init__(name="shapes")
+            self.seen = []
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.seen.append((y_true.shape, y_pred.shape))
+
+        def result(self):
+            return 0.0
+
+    x = rng.normal(size=(10, 4))
+    for y, want in ((rng.integers(0, 3, 10), (4,)), (rng.integers(0, 3, (10, 1)), (4, 1))):
+        shapes = Shapes()
+        model = Sequential([Input((4,)), Dense(3, activation="softmax")])
+        model.compile("sgd", "sparse_categorical_crossentropy", metrics=[shapes])
+        model.evaluate(x[:4], y[:4], batch_size=4)
+        assert shapes.seen == [(want, (4, 3))]
+
+
 def test_a_metric_of_one_s_own_says_what_it_lacks():
     class NoResult(metrics.Metric):
         def update_state(self, y_true, y_pred, sample_weight=None):

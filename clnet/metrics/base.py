@@ -145,8 +145,8 @@ class Metric:
         return list(self._variables)
 
     def update_state(self, y_true, y_pred, sample_weight=None) -> None:
-        """A user's metric: add a batch (numpy arrays: y_true as the loss takes the targets, one
-        class id per position for a sparse loss, else the output's shape; y_pred the output;
+        """A user's metric: add a batch (numpy arrays: y_true in the sample shape the targets were
+        given in, as Keras passes them; y_pred the output;
         sample_weight (rows,), a masked output's (rows, positions...), or None) into its variables."""
         raise NotImplementedError
 
