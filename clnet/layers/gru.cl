@@ -99,68 +99,14 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
     const TYPE rb, const int grads, const int with_initial, const int capacity, MASK_ARGS
 
-__kernel void FeedForwardGRU(GRU_FORWARD_ARGS)
-{
-    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;
-    if (j0 >= units)
-        return;
-    for (int s = 0; s < steps; s++) {
-        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 3 * units, with_initial,
-                          first, masked);
-        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
-            const int row = row0 + q / SV, j = j0 + q % SV * VW;
-            if (row < rows && j < units)
-                GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row, s, steps, units, j, use_bias,
-                                with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb, held, first, masked);
-        }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
-    }
-}
+// The cell's block at (row, s, j) in both forms' loops (recurrent.cl's STEP_FORWARD and the rest).
+#define GRU_FORWARD_BLOCK(row, s, j) GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, \
+                                                     row, s, steps, units, j, use_bias, with_initial,      \
+                                                     s == steps - 1 ? write_last : 0, a, b, ra, rb, held,  \
+                                                     first, masked)
+#define GRU_BACKWARD_BLOCK(row, s, j) GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta,       \
+                                                       delta_rec, step_delta, carry, row, s, steps, units, j, \
+                                                       with_initial, capacity, a, b, ra, rb, held, first,     \
+                                                       masked)
 
-__kernel void FeedForwardGRUSequence(GRU_FORWARD_ARGS)
-{
-    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
-    for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 3 * units, with_initial,
-                         first, masked);
-        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
-            if (row0 + q / blocks < rows)
-                GRUForwardBlock(pre, bias, sums, states, initial_h, candidates, last, row0 + q / blocks, s, steps,
-                                units, q % blocks * VW, use_bias, with_initial, s == steps - 1 ? write_last : 0, a, b,
-                                ra, rb, held, first, masked);
-        barrier(CLK_GLOBAL_MEM_FENCE);
-    }
-}
-
-__kernel void CalcHiddenGradientGRU(GRU_BACKWARD_ARGS)
-{
-    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;
-    if (j0 >= units)
-        return;
-    for (int s = steps - 1; s >= 0; s--) {
-        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                            3 * units, grads, capacity, held, first, masked);
-        for (int q = 0; q < RB * SV; q++) {
-            const int row = row0 + q / SV, j = j0 + q % SV * VW;
-            if (row < rows && j < units)
-                GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry, row, s,
-                                 steps, units, j, with_initial, capacity, a, b, ra, rb, held, first, masked);
-        }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
-    }
-}
-
-__kernel void CalcHiddenGradientGRUSequence(GRU_BACKWARD_ARGS)
-{
-    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
-    for (int s = steps - 1; s >= 0; s--) {
-        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
-                                3 * units, grads, capacity, held, first, masked);
-        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
-            if (row0 + q / blocks < rows)
-                GRUBackwardBlock(pre, states, initial_h, candidates, sums, delta, delta_rec, step_delta, carry,
-                                 row0 + q / blocks, s, steps, units, q % blocks * VW, with_initial, capacity, a, b,
-                                 ra, rb, held, first, masked);
-        barrier(CLK_GLOBAL_MEM_FENCE);
-    }
-}
+RECURRENT_KERNELS(GRU, GRU, 3 * units)

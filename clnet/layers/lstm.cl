@@ -111,68 +111,14 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     const int rows, const int steps, const int units, const TYPE a, const TYPE b, const TYPE ra,     \
     const TYPE rb, const int grads, const int with_initial, const int capacity, MASK_ARGS
 
-__kernel void FeedForwardLSTM(LSTM_FORWARD_ARGS)
-{
-    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;
-    if (j0 >= units)
-        return;
-    for (int s = 0; s < steps; s++) {
-        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, 4 * units, with_initial,
-                          first, masked);
-        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) {  // the block's (row, vector) pairs
-            const int row = row0 + q / SV, j = j0 + q % SV * VW;
-            if (row < rows && j < units)
-                LSTMForwardBlock(pre, sums, states, cells, initial_h, initial_c, last, last_cell, row, s, steps, units,
-                                 j, with_initial, s == steps - 1 ? write_last : 0, a, b, ra, rb, held, first, masked);
-        }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // h_s whole before step s + 1's products read it
-    }
-}
+// The cell's block at (row, s, j) in both forms' loops (recurrent.cl's STEP_FORWARD and the rest).
+#define LSTM_FORWARD_BLOCK(row, s, j) LSTMForwardBlock(pre, sums, states, cells, initial_h, initial_c, last, \
+                                                       last_cell, row, s, steps, units, j, with_initial,     \
+                                                       s == steps - 1 ? write_last : 0, a, b, ra, rb, held,  \
+                                                       first, masked)
+#define LSTM_BACKWARD_BLOCK(row, s, j) LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta,         \
+                                                         step_delta, carry, carry_h, row, s, steps, units, j, \
+                                                         grads, with_initial, capacity, a, b, ra, rb, held,   \
+                                                         first, masked)
 
-__kernel void FeedForwardLSTMSequence(LSTM_FORWARD_ARGS)
-{
-    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
-    for (int s = 0; s < steps; s++) {
-        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, 4 * units, with_initial,
-                         first, masked);
-        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
-            if (row0 + q / blocks < rows)
-                LSTMForwardBlock(pre, sums, states, cells, initial_h, initial_c, last, last_cell, row0 + q / blocks,
-                                 s, steps, units, q % blocks * VW, with_initial, s == steps - 1 ? write_last : 0, a,
-                                 b, ra, rb, held, first, masked);
-        barrier(CLK_GLOBAL_MEM_FENCE);
-    }
-}
-
-__kernel void CalcHiddenGradientLSTM(LSTM_BACKWARD_ARGS)
-{
-    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;
-    if (j0 >= units)
-        return;
-    for (int s = steps - 1; s >= 0; s--) {
-        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0, steps, units,
-                            4 * units, grads, capacity, held, first, masked);
-        for (int q = 0; q < RB * SV; q++) {
-            const int row = row0 + q / SV, j = j0 + q % SV * VW;
-            if (row < rows && j < units)
-                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, carry_h, row, s,
-                                  steps, units, j, grads, with_initial, capacity, a, b, ra, rb, held, first, masked);
-        }
-        barrier(CLK_GLOBAL_MEM_FENCE);  // step s's deltas whole before step s - 1 reads them
-    }
-}
-
-__kernel void CalcHiddenGradientLSTMSequence(LSTM_BACKWARD_ARGS)
-{
-    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;
-    for (int s = steps - 1; s >= 0; s--) {
-        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, steps, units,
-                                4 * units, grads, capacity, held, first, masked);
-        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))
-            if (row0 + q / blocks < rows)
-                LSTMBackwardBlock(pre, cells, initial_c, sums, cell_gr, delta, step_delta, carry, carry_h,
-                                  row0 + q / blocks, s, steps, units, q % blocks * VW, grads, with_initial, capacity,
-                                  a, b, ra, rb, held, first, masked);
-        barrier(CLK_GLOBAL_MEM_FENCE);
-    }
-}
+RECURRENT_KERNELS(LSTM, LSTM, 4 * units)

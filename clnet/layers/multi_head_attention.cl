@@ -87,6 +87,46 @@ inline int attention_keys(const int causal, const int i, const int tk)
     return causal ? min(i + 1, tk) : tk;
 }
 
+// The attention kernels' arguments, the same in both forms (this file's, a GPU's, and
+// multi_head_attention_lanes.cl's, a CPU's); the probabilities and dL/dscores are (batch, heads,
+// Tq, Tk) here and lane-major, (batch, heads, Tk, tq_p), in the lanes form. The last ones say
+// what to mask and how to drop out, as FeedForwardAttention describes.
+#define ATTENTION_FLAGS                                                                               \
+    const TYPE scale, const int use_mask, const int causal, const int dropout, const int seed,        \
+    const int step, const TYPE keep
+
+#define FEED_FORWARD_ATTENTION_ARGS                                                                   \
+    __global const TYPE *query,          /* (batch * Tq, heads * KEY_DIM) */                          \
+    __global const TYPE *key,            /* (batch * Tk, heads * KEY_DIM) */                          \
+    __global const TYPE *value,          /* (batch * Tk, heads * VALUE_DIM) */                        \
+    __global const TYPE *mask,           /* (batch, Tq, Tk) if use_mask */                            \
+    __global TYPE *probabilities,                                                                     \
+    __global TYPE *context,              /* (batch * Tq, heads * VALUE_DIM) */                        \
+    __global TYPE *context_t,            /* (heads * VALUE_DIM, ld) */                                \
+    __global const int *noise,           /* dropout.cl's geometry: unused (rank 0) */                  \
+    const int tq, const int tk, const int heads, const int ld, ATTENTION_FLAGS
+
+#define HIDDEN_GRADIENT_ATTENTION_ARGS                                                                \
+    __global const TYPE *context_gr,     /* (batch * Tq, heads * VALUE_DIM) */                        \
+    __global const TYPE *key,            /* (batch * Tk, heads * KEY_DIM) */                          \
+    __global const TYPE *value,          /* (batch * Tk, heads * VALUE_DIM) */                        \
+    __global const TYPE *mask,                                                                        \
+    __global const TYPE *probabilities,                                                               \
+    __global TYPE *score_gr,                                                                          \
+    __global TYPE *query_gr,             /* (batch * Tq, heads * KEY_DIM) */                          \
+    __global const int *noise,           /* dropout.cl's geometry: unused (rank 0) */                  \
+    const int tq, const int tk, const int heads, ATTENTION_FLAGS
+
+#define KEY_VALUE_GRADIENT_ATTENTION_ARGS                                                             \
+    __global const TYPE *context_gr,     /* (batch * Tq, heads * VALUE_DIM) */                        \
+    __global const TYPE *query,          /* (batch * Tq, heads * KEY_DIM) */                          \
+    __global const TYPE *probabilities,                                                               \
+    __global const TYPE *score_gr,                                                                    \
+    __global TYPE *key_gr,               /* (batch * Tk, heads * KEY_DIM) */                          \
+    __global TYPE *value_gr,             /* (batch * Tk, heads * VALUE_DIM) */                        \
+    __global const int *noise,           /* dropout.cl's geometry: unused (rank 0) */                  \
+    const int tq, const int tk, const int heads, ATTENTION_FLAGS
+
 // probabilities = softmax(where(mask, (q / sqrt(key_dim)) . k, -1e9)) over the keys, the same
 // max-subtracted formula as SoftMaxActivation; context = dropout(probabilities) . v, written as
 // (batch * Tq, heads * value_dim) and, unless ld = 0, transposed, (heads * value_dim, ld), for the
@@ -94,17 +134,7 @@ inline int attention_keys(const int causal, const int i, const int tk)
 // in fit only) keeps a probability where dropout.cl's hash of (seed, step, its index in
 // `probabilities`) says so, scaled by 1 / keep. KEY_DIM and VALUE_DIM are build-time constants, so
 // that a query row and the context row being summed stay in registers.
-__kernel void FeedForwardAttention(__global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
-                                   __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
-                                   __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
-                                   __global const TYPE *mask,        // (batch, Tq, Tk) if use_mask
-                                   __global TYPE *probabilities,     // (batch, heads, Tq, Tk)
-                                   __global TYPE *context,           // (batch * Tq, heads * VALUE_DIM)
-                                   __global TYPE *context_t,         // (heads * VALUE_DIM, ld)
-                                   __global const int *noise,        // dropout.cl's geometry: unused (rank 0)
-                                   const int tq, const int tk, const int heads, const int ld, const TYPE scale,
-                                   const int use_mask, const int causal, const int dropout,
-                                   const int seed, const int step, const TYPE keep)
+__kernel void FeedForwardAttention(FEED_FORWARD_ATTENTION_ARGS)
 {
     const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
     if (i >= tq)
@@ -171,17 +201,7 @@ __kernel void FeedForwardAttention(__global const TYPE *query,       // (batch *
 // the dropout to dL/dp, through the softmax to dL/ds = p (dL/dp - sum_j p_j dL/dp_j), 0 where
 // masked (the score was replaced there); then dL/dquery = scale * sum_j dL/ds_j k_j.
 // score_grad keeps dL/ds for CalcHiddenGradientAttentionKeyValue.
-__kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
-                                          __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
-                                          __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
-                                          __global const TYPE *mask,
-                                          __global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
-                                          __global TYPE *score_gr,          // (batch, heads, Tq, Tk)
-                                          __global TYPE *query_gr,          // (batch * Tq, heads * KEY_DIM)
-                                          __global const int *noise,
-                                          const int tq, const int tk, const int heads, const TYPE scale,
-                                          const int use_mask, const int causal, const int dropout,
-                                          const int seed, const int step, const TYPE keep)
+__kernel void CalcHiddenGradientAttention(HIDDEN_GRADIENT_ATTENTION_ARGS)
 {
     const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
     if (i >= tq)
@@ -221,16 +241,7 @@ __kernel void CalcHiddenGradientAttention(__global const TYPE *context_gr,  // (
 
 // Per column (sample, head, key position j): dL/dvalue_j = sum_i dropped p_ij dL/dcontext_i and
 // dL/dkey_j = sum_i dL/ds_ij (scale * query_i); under the causal mask alone only rows i >= j reach j.
-__kernel void CalcHiddenGradientAttentionKeyValue(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
-                                                  __global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
-                                                  __global const TYPE *probabilities,  // (batch, heads, Tq, Tk)
-                                                  __global const TYPE *score_gr,    // (batch, heads, Tq, Tk)
-                                                  __global TYPE *key_gr,            // (batch * Tk, heads * KEY_DIM)
-                                                  __global TYPE *value_gr,          // (batch * Tk, heads * VALUE_DIM)
-                                                  __global const int *noise,
-                                                  const int tq, const int tk, const int heads, const TYPE scale,
-                                                  const int use_mask, const int causal, const int dropout,
-                                                  const int seed, const int step, const TYPE keep)
+__kernel void CalcHiddenGradientAttentionKeyValue(KEY_VALUE_GRADIENT_ATTENTION_ARGS)
 {
     const int j = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
     if (j >= tk)

@@ -86,17 +86,7 @@ inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, _
 // FeedForwardAttention's results for the query positions i0..i0+7 of (sample b, head h): the
 // same formula (scores of the scaled query, masked by -1e9, max-subtracted softmax, dropout,
 // weighted sum of the values), probabilities lane-major (see above).
-__kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
-                                        __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
-                                        __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
-                                        __global const TYPE *mask,        // (batch, Tq, Tk) if use_mask
-                                        __global TYPE *probabilities,     // (batch, heads, Tk, tq_p)
-                                        __global TYPE *context,           // (batch * Tq, heads * VALUE_DIM)
-                                        __global TYPE *context_t,         // (heads * VALUE_DIM, ld)
-                                        __global const int *noise,        // dropout.cl's geometry: unused (rank 0)
-                                        const int tq, const int tk, const int heads, const int ld, const TYPE scale,
-                                        const int use_mask, const int causal, const int dropout,
-                                        const int seed, const int step, const TYPE keep)
+__kernel void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
     const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq);
@@ -167,17 +157,7 @@ __kernel void FeedForwardAttentionLanes(__global const TYPE *query,       // (ba
 // CalcHiddenGradientAttention for the query positions i0..i0+7 of (sample b, head h): dL/dp =
 // dL/dcontext . v through the dropout, dL/ds = p (dL/dp - sum_j p_j dL/dp_j), 0 where masked,
 // dL/dquery = scale * sum_j dL/ds_j k_j; score_gr lane-major, as the probabilities.
-__kernel void CalcHiddenGradientAttentionLanes(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
-                                               __global const TYPE *key,         // (batch * Tk, heads * KEY_DIM)
-                                               __global const TYPE *value,       // (batch * Tk, heads * VALUE_DIM)
-                                               __global const TYPE *mask,
-                                               __global const TYPE *probabilities,  // (batch, heads, Tk, tq_p)
-                                               __global TYPE *score_gr,          // (batch, heads, Tk, tq_p)
-                                               __global TYPE *query_gr,          // (batch * Tq, heads * KEY_DIM)
-                                               __global const int *noise,
-                                               const int tq, const int tk, const int heads, const TYPE scale,
-                                               const int use_mask, const int causal, const int dropout,
-                                               const int seed, const int step, const TYPE keep)
+__kernel void CalcHiddenGradientAttentionLanes(HIDDEN_GRADIENT_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
     const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq), stride = tq_p / LANES;
@@ -231,16 +211,7 @@ TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
 // block's keys, which take their weights (probability and dL/ds, consecutive along the queries)
 // one at a time. KV_KEYS (a build define) divides 8: a query's forward block then wrote all of
 // the block's keys that the causal mask lets the query reach, and the zeros past them.
-__kernel void CalcHiddenGradientAttentionKeyValueLanes(__global const TYPE *context_gr,  // (batch * Tq, heads * VALUE_DIM)
-                                                       __global const TYPE *query,       // (batch * Tq, heads * KEY_DIM)
-                                                       __global const TYPE *probabilities,  // (batch, heads, Tk, tq_p)
-                                                       __global const TYPE *score_gr,    // (batch, heads, Tk, tq_p)
-                                                       __global TYPE *key_gr,            // (batch * Tk, heads * KEY_DIM)
-                                                       __global TYPE *value_gr,          // (batch * Tk, heads * VALUE_DIM)
-                                                       __global const int *noise,
-                                                       const int tq, const int tk, const int heads, const TYPE scale,
-                                                       const int use_mask, const int causal, const int dropout,
-                                                       const int seed, const int step, const TYPE keep)
+__kernel void CalcHiddenGradientAttentionKeyValueLanes(KEY_VALUE_GRADIENT_ATTENTION_ARGS)
 {
     const int j0 = get_global_id(0) * KV_KEYS, h = get_global_id(1), b = get_global_id(2);
     const int keys = min(KV_KEYS, tk - j0), tq_p = LANE_ROWS(tq);

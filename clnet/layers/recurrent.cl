@@ -250,6 +250,38 @@ HELPER void VectorOffsets(int *offset, const int width)
         offset[v] = v * VW < width ? v * VW : 0;
 }
 
+// acc[i][v] += sum over k < count of x[i][k] m[k * stride + offset[v] ..] for the block's RB rows
+// and SV vectors of units: a step's products through U (forward) or U^T (backward), CPU form.
+HELPER void BlockProducts(VEC acc[RB][SV], __global const TYPE **x, __global const TYPE *m, const int stride,
+                          const int count, const int *offset, const int width)
+{
+    for (int k = 0; k < count; k++, m += stride) {
+        VEC u[SV];
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            u[v] = UNITS_BLOCK(m + offset[v], width - offset[v]);
+        #pragma unroll
+        for (int i = 0; i < RB; i++) {
+            const VEC xk = (VEC)(x[i][k]);
+            #pragma unroll
+            for (int v = 0; v < SV; v++)
+                acc[i][v] += xk * u[v];
+        }
+    }
+}
+
+// The block's sums to rows row0 .. + RB of `sums` (rows of `cols`), the units that exist.
+HELPER void StoreBlocks(VEC acc[RB][SV], __global TYPE *sums, const int row0, const int rows, const int cols,
+                        const int width)
+{
+    #pragma unroll
+    for (int i = 0; i < RB; i++)
+        #pragma unroll
+        for (int v = 0; v < SV; v++)
+            if (row0 + i < rows && v * VW < width)
+                StoreBlock(acc[i][v], sums + (row0 + i) * cols + v * VW, width - v * VW);
+}
+
 // sums[row, g * units + j0 .. + SV VW) = h_{s-1}[row, :] U[:, g * units + j0 .. + SV VW) for the
 // rows row0 .. + RB, gate g = get_global_id(0) % GATES's recurrent input (0 at the first step
 // without initial state, whose state is zeros); then a barrier, after which the work-group's sums
@@ -275,26 +307,8 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
         for (int v = 0; v < SV; v++)
             acc[i][v] = (VEC)(0);
     }
-    __global const TYPE *w = recurrent + g * units + j0;
-    for (int k = 0; k < (s || with_initial || masked ? units : 0); k++, w += cols) {
-        VEC u[SV];
-        #pragma unroll
-        for (int v = 0; v < SV; v++)
-            u[v] = UNITS_BLOCK(w + offset[v], width - offset[v]);
-        #pragma unroll
-        for (int i = 0; i < RB; i++) {
-            const VEC hk = (VEC)(h[i][k]);
-            #pragma unroll
-            for (int v = 0; v < SV; v++)
-                acc[i][v] += hk * u[v];
-        }
-    }
-    #pragma unroll
-    for (int i = 0; i < RB; i++)
-        #pragma unroll
-        for (int v = 0; v < SV; v++)
-            if (row0 + i < rows && v * VW < width)
-                StoreBlock(acc[i][v], sums + (row0 + i) * cols + g * units + j0 + v * VW, width - v * VW);
+    BlockProducts(acc, h, recurrent + g * units + j0, cols, s || with_initial || masked ? units : 0, offset, width);
+    StoreBlocks(acc, sums + g * units + j0, row0, rows, cols, width);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
@@ -365,26 +379,8 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
                                          first, masked);
         d[i] = step_delta + (((s + 1) & 1) * capacity + row) * cols;
     }
-    __global const TYPE *w = transposed + j0;
-    for (int c = 0; c < (s < steps - 1 ? cols : 0); c++, w += units) {
-        VEC u[SV];
-        #pragma unroll
-        for (int v = 0; v < SV; v++)
-            u[v] = UNITS_BLOCK(w + offset[v], width - offset[v]);
-        #pragma unroll
-        for (int i = 0; i < RB; i++) {
-            const VEC dc = (VEC)(d[i][c]);
-            #pragma unroll
-            for (int v = 0; v < SV; v++)
-                dh[i][v] += dc * u[v];
-        }
-    }
-    #pragma unroll
-    for (int i = 0; i < RB; i++)
-        #pragma unroll
-        for (int v = 0; v < SV; v++)
-            if (row0 + i < rows && v * VW < width)
-                StoreBlock(dh[i][v], sums + (row0 + i) * cols + j0 + v * VW, width - v * VW);
+    BlockProducts(dh, d, transposed + j0, units, s < steps - 1 ? cols : 0, offset, width);
+    StoreBlocks(dh, sums + j0, row0, rows, cols, width);
 }
 
 // The sequence form (a GPU's): one launch runs every step. Step s of batch row r needs only row
@@ -671,3 +667,80 @@ __kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, 
         sum += d[c] * transposed[c * units + j];
     initial_gr[row * units + j] = sum;
 }
+
+// Every cell's four kernels run these loops over the steps and over its (row, units block)
+// pairs; the cells differ in their gates' count (cols = gates * units) and in the block function
+// that BLOCK(row, s, j) calls for `row`'s units j .. + VW at step s. In the step form (a CPU's) a
+// work-item owns RB rows by SV vectors of units; in the sequence form (a GPU's) a work-group owns
+// SEQ_ROWS rows and all of their units (see SequenceProducts).
+#define STEP_FORWARD(cols, BLOCK)                                                                     \
+    const int j0 = get_global_id(0) / GATES * SV * VW, row0 = get_global_id(1) * RB;                  \
+    if (j0 >= units)                                                                                  \
+        return;                                                                                       \
+    for (int s = 0; s < steps; s++) {                                                                 \
+        RecurrentProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, j0, cols,   \
+                          with_initial, first, masked);                                               \
+        for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) { /* (row, vector) pairs */  \
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;                                      \
+            if (row < rows && j < units)                                                              \
+                BLOCK(row, s, j);                                                                     \
+        }                                                                                             \
+        barrier(CLK_GLOBAL_MEM_FENCE); /* h_s whole before step s + 1's products read it */          \
+    }
+
+#define SEQUENCE_FORWARD(cols, BLOCK)                                                                 \
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
+    for (int s = 0; s < steps; s++) {                                                                 \
+        SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, cols,        \
+                         with_initial, first, masked);                                                \
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
+            if (row0 + q / blocks < rows)                                                             \
+                BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \
+        barrier(CLK_GLOBAL_MEM_FENCE);                                                                \
+    }
+
+#define STEP_BACKWARD(cols, BLOCK)                                                                    \
+    const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;                          \
+    if (j0 >= units)                                                                                  \
+        return;                                                                                       \
+    for (int s = steps - 1; s >= 0; s--) {                                                            \
+        StepOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s, j0,      \
+                            steps, units, cols, grads, capacity, held, first, masked);                \
+        for (int q = 0; q < RB * SV; q++) {                                                           \
+            const int row = row0 + q / SV, j = j0 + q % SV * VW;                                      \
+            if (row < rows && j < units)                                                              \
+                BLOCK(row, s, j);                                                                     \
+        }                                                                                             \
+        barrier(CLK_GLOBAL_MEM_FENCE); /* step s's deltas whole before step s - 1 reads them */      \
+    }
+
+#define SEQUENCE_BACKWARD(cols, BLOCK)                                                                \
+    const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
+    for (int s = steps - 1; s >= 0; s--) {                                                            \
+        SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s,      \
+                                steps, units, cols, grads, capacity, held, first, masked);            \
+        for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
+            if (row0 + q / blocks < rows)                                                             \
+                BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \
+        barrier(CLK_GLOBAL_MEM_FENCE);                                                                \
+    }
+
+// A cell's four kernels, FeedForward<NAME>, FeedForward<NAME>Sequence, CalcHiddenGradient<NAME> and
+// CalcHiddenGradient<NAME>Sequence, from its CELL_FORWARD_ARGS, CELL_BACKWARD_ARGS and block macros.
+#define RECURRENT_KERNELS(NAME, CELL, cols)                                                           \
+    __kernel void FeedForward##NAME(CELL##_FORWARD_ARGS)                                              \
+    {                                                                                                 \
+        STEP_FORWARD(cols, CELL##_FORWARD_BLOCK)                                                      \
+    }                                                                                                 \
+    __kernel void FeedForward##NAME##Sequence(CELL##_FORWARD_ARGS)                                    \
+    {                                                                                                 \
+        SEQUENCE_FORWARD(cols, CELL##_FORWARD_BLOCK)                                                  \
+    }                                                                                                 \
+    __kernel void CalcHiddenGradient##NAME(CELL##_BACKWARD_ARGS)                                      \
+    {                                                                                                 \
+        STEP_BACKWARD(cols, CELL##_BACKWARD_BLOCK)                                                    \
+    }                                                                                                 \
+    __kernel void CalcHiddenGradient##NAME##Sequence(CELL##_BACKWARD_ARGS)                            \
+    {                                                                                                 \
+        SEQUENCE_BACKWARD(cols, CELL##_BACKWARD_BLOCK)                                                \
+    }

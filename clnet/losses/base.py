@@ -32,8 +32,9 @@ class Loss:
     def name(self) -> str:
         return self.names[0]
 
-    def program(self, rt: Runtime, dtype):
-        return rt.program(("losses/metrics.cl", self.source), dtype)
+    def program(self, rt: Runtime, dtype, defines=None):
+        # The family's position_loss between the helpers it uses and the kernel that calls it.
+        return rt.program(("losses/metrics.cl", self.source, "losses/output_gradient.cl"), dtype, defines)
 
     def can_fold(self, activation) -> bool:
         # The folded gradient assumes the plain function: Sigmoid(a=1, b=0), not a scaled one.
@@ -80,7 +81,11 @@ def as_numeric(array, argument: str) -> np.ndarray:
 
 
 def get(identifier) -> Loss:
-    """A loss from a name, a Loss, or a get_config() dict such as {"name": ..., "from_logits": True}."""
+    """A loss from a name, a Loss, or a get_config() dict such as `{"name": ..., "from_logits": True}`,
+    as `compile(loss=...)` takes it. Names (any case): `"mse"`, `"mean_squared_error"`, `"mae"`,
+    `"mean_absolute_error"`, `"categorical_crossentropy"` (also `"crossentropy"`),
+    `"sparse_categorical_crossentropy"`, `"binary_crossentropy"`; anything else raises a
+    `ValueError`. A Python function is not a loss here."""
     if isinstance(identifier, Loss):
         return identifier
     if isinstance(identifier, dict) and identifier.get("name") in Loss.registry:

@@ -1,10 +1,5 @@
-// Cross-entropy losses. `blocks` work-groups per sample, whose items take its positions (the
-// tokens of a (time, classes) output; one for a (classes,) output) in turn: each position's last
-// axis is one distribution, as in Keras. Writes dL/dp for the mean loss over every position of the
-// batch (scale = 1 / (rows * positions)), and each block's share of the sample's mean loss and
-// accuracy over its positions at sample_loss[(first + row) * blocks + block] (equal-length
-// samples: their mean is the mean over all tokens). A single work-group per sample left most of a
-// GPU idle (the tiny GPT's 32 samples of 256 positions on an H100).
+// Cross-entropy losses' position_loss (the kernel: losses/output_gradient.cl): each position's
+// last axis is one distribution, as in Keras.
 // With fold_activation the gradient is taken with respect to the logits instead: softmax then
 // categorical cross-entropy gives p * sum(t) - t, sigmoid then binary cross-entropy gives p - t,
 // which is both cheaper and exact where p saturates. fold_activation == SOFTMAX_HERE: the output
@@ -75,63 +70,34 @@ TYPE categorical_position(const __global TYPE *t, const int label, const __globa
     return loss;
 }
 
-__kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, positions, cols), SPARSE: ids (rows, positions)
-                                 __global const TYPE *outputs,    // p (rows, positions, cols), FROM_LOGITS: z
-                                 __global TYPE *gradients,        // dL/dp or dL/dlogits (rows, positions, cols)
-                                 __global TYPE *sample_loss, __global TYPE *sample_hit,
-                                 const int first, const int positions, const int blocks, const int cols,
-                                 const int loss_function, const int fold_activation, const TYPE unweighted_scale,
-                                 __global const TYPE *row_weights, const int weighted,
-                                 __global const TYPE *mask, const int masked, __global TYPE *sample_held)
+// One position's loss and its gradient g for the family's loss_function: the kernel itself is
+// losses/output_gradient.cl's, the same for every family. `target` is the whole batch's (ids for
+// SPARSE, one per token), `token` the position's index in it; *hit is its accuracy.
+TYPE position_loss(const __global TYPE *target, const __global TYPE *p, __global TYPE *g, const int token,
+                   const int cols, const int loss_function, const int fold_activation, const TYPE scale, TYPE *hit)
 {
-    __local TYPE scratch[LOCAL_SIZE];
-    const int row = get_group_id(0) / blocks, block = get_group_id(0) % blocks, lid = get_local_id(0);
-    const int size = get_local_size(0);
-    // A sample's weight (fit's sample_weight or class_weight) scales its gradient and its loss:
-    // Keras's loss is the weighted sum over the batch's samples divided by their count. Its
-    // metrics (compile's `metrics`) are not weighted, as Keras's. A mask (see metrics.cl) weighs
-    // each position too.
-    const TYPE w = weighted ? row_weights[row] : 1;
-    const TYPE scale_held = masked ? held_scale(mask, get_num_groups(0) / blocks, positions, scratch) : 1;
-    TYPE loss = 0, hits = 0, held = 0;
-    for (int position = block * size + lid; position < positions; position += blocks * size) {
-        const int token = row * positions + position;
-        const TYPE m = masked ? mask[token] != 0 : 1;
-        const TYPE scale = unweighted_scale * w * m * scale_held;
-        const __global TYPE *p = outputs + token * cols;
-        __global TYPE *g = gradients + token * cols;
-        if (loss_function == SPARSE) {
-            const int label = (int)target[token];
-            loss += m * categorical_position(0, label, p, g, cols, fold_activation, scale);
-            hits += m * (argmax(p, cols) == label);
-        } else if (loss_function == CATEGORICAL) {
-            const __global TYPE *t = target + token * cols;
-            loss += m * categorical_position(t, 0, p, g, cols, fold_activation, scale);
-            hits += m * argmax_hit(p, t, cols);
-        } else {
-            const __global TYPE *t = target + token * cols;
-            TYPE position_loss = 0;
-            for (int j = 0; j < cols; j++) {
-#if FROM_LOGITS
-                const TYPE z = p[j];
-                position_loss += fmax(z, (TYPE)0) - t[j] * z + log1p(exp(-fabs(z)));
-                g[j] = scale / cols * (1 / (1 + exp(-z)) - t[j]);
-#else
-                const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
-                position_loss -= t[j] * log(pj) + (1 - t[j]) * log(1 - pj);
-                g[j] = scale / cols * (fold_activation ? p[j] - t[j]
-                                                       : (p[j] == pj ? (pj - t[j]) / (pj * (1 - pj)) : 0));
-#endif
-            }
-            loss += m * position_loss / cols;
-            hits += m * binary_hit(p, t, cols);
-        }
-        held += m;
+    if (loss_function == SPARSE) {
+        const int label = (int)target[token];
+        *hit = argmax(p, cols) == label;
+        return categorical_position(0, label, p, g, cols, fold_activation, scale);
     }
-    loss = group_reduce(scratch, loss, 0);
-    hits = group_reduce(scratch, hits, 0);
-    held = group_reduce(scratch, held, 0);
-    if (lid == 0)
-        store_sample_stats(sample_loss, sample_hit, sample_held, (first + row) * blocks + block, w, loss, hits, held,
-                           positions, masked, scale_held);
+    const __global TYPE *t = target + token * cols;
+    if (loss_function == CATEGORICAL) {
+        *hit = argmax_hit(p, t, cols);
+        return categorical_position(t, 0, p, g, cols, fold_activation, scale);
+    }
+    TYPE loss = 0;
+    for (int j = 0; j < cols; j++) {
+#if FROM_LOGITS
+        const TYPE z = p[j];
+        loss += fmax(z, (TYPE)0) - t[j] * z + log1p(exp(-fabs(z)));
+        g[j] = scale / cols * (1 / (1 + exp(-z)) - t[j]);
+#else
+        const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
+        loss -= t[j] * log(pj) + (1 - t[j]) * log(1 - pj);
+        g[j] = scale / cols * (fold_activation ? p[j] - t[j] : (p[j] == pj ? (pj - t[j]) / (pj * (1 - pj)) : 0));
+#endif
+    }
+    *hit = binary_hit(p, t, cols);
+    return loss / cols;
 }

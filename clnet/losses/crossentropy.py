@@ -15,7 +15,7 @@ class _Crossentropy(Loss):
         self.from_logits = bool(from_logits)
 
     def program(self, rt, dtype):
-        return rt.program(("losses/metrics.cl", self.source), dtype, {"FROM_LOGITS": int(self.from_logits)})
+        return super().program(rt, dtype, {"FROM_LOGITS": int(self.from_logits)})
 
     def can_fold(self, activation):
         return not self.from_logits and super().can_fold(activation)
@@ -25,8 +25,12 @@ class _Crossentropy(Loss):
 
 
 class CategoricalCrossentropy(_Crossentropy):
-    """-sum t log p over the last axis, averaged over the other axes and the batch (Keras's
-    reduction). Targets: one-hot rows, or integer class labels (made one-hot on the host)."""
+    """Keras's `CategoricalCrossentropy` (`"categorical_crossentropy"`): -sum t log p over the last
+    axis, averaged over the other axes and the batch (Keras's reduction). Targets: one-hot rows, or
+    integer class labels (made one-hot on the host). `from_logits=False`: a bool; True where the
+    outputs are logits (a final Dense without activation), the max-subtracted softmax then taken
+    inside the loss kernel. At a softmax output the loss takes the softmax's derivative into its
+    own gradient. Keras's `label_smoothing`, `axis` and `reduction` are not taken."""
     names = ("categorical_crossentropy", "crossentropy")
     source, mode, folds = "losses/crossentropy.cl", 0, "softmax"
 
@@ -42,9 +46,12 @@ class CategoricalCrossentropy(_Crossentropy):
 
 
 class SparseCategoricalCrossentropy(CategoricalCrossentropy):
-    """Categorical cross-entropy with integer class ids as targets, one per position: (samples,)
-    for a (classes,) output, (samples, time) for (time, classes). The ids go to the device as
-    they are (one number per token, not a one-hot row)."""
+    """Keras's `SparseCategoricalCrossentropy` (`"sparse_categorical_crossentropy"`): categorical
+    cross-entropy with integer class ids as targets, one per position: (samples,) for a (classes,)
+    output, (samples, time) for (time, classes). The ids go to the device as they are (one number
+    per token, not a one-hot row), in the model's float type, so float32 takes up to 2^24 classes.
+    `from_logits=False`: a bool; True where the outputs are logits, the softmax then taken inside
+    the loss kernel. Keras's `ignore_class`, `axis` and `reduction` are not taken."""
     names = ("sparse_categorical_crossentropy",)
     mode = 2
 
