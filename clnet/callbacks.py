@@ -11,7 +11,13 @@ import warnings
 
 
 class Callback:
-    """Base class: override the hooks you need. `self.model` is set before training starts."""
+    """Keras's `Callback`, the base class: override the hooks you need. `self.model` is set before
+    training starts, and `self.params` holds fit's `epochs`, `steps`, `batch_size` and `verbose`.
+    The hooks, as Keras 3 calls them: `on_train_begin`/`end`, `on_epoch_begin`/`end(epoch, logs)`,
+    `on_train_batch_begin`/`end(batch, logs)` (also by their aliases `on_batch_begin`/`end`),
+    evaluate's (and fit's validation's) `on_test_*` and predict's `on_predict_*`. An epoch's `logs`
+    hold its loss and metrics (`val_` ones after validation); a callback may set
+    `self.model.stop_training = True` to end `fit` after the epoch."""
 
     def __init__(self):
         self.model = None
@@ -48,7 +54,9 @@ class Callback:
 
 
 class History(Callback):
-    """Records every epoch's logs: `history.history["loss"][epoch]`."""
+    """Records every epoch's logs: `history.history["loss"][epoch]`, and `history.epoch`, the
+    epochs' indices. `fit` returns one (added last, so it sees what other callbacks add to the logs,
+    such as `learning_rate`). Takes no arguments."""
 
     def __init__(self):
         super().__init__()
@@ -62,6 +70,10 @@ class History(Callback):
 
 
 class CallbackList:
+    """The callbacks of one `fit`, `evaluate` or `predict`, as Keras's `CallbackList`: `callbacks`
+    (Callback instances; anything else raises a `TypeError`) each given the `model` and the `params`
+    (`verbose`, `epochs`, `steps`). Calling a hook on the list (`on_epoch_end(epoch, logs)`, ...)
+    calls it on every callback that overrides it, in order; made by the model, not by hand."""
     def __init__(self, callbacks, model, params):
         self.callbacks = list(callbacks)
         for callback in self.callbacks:
@@ -121,7 +133,19 @@ def _monitored(callback: Callback, logs, monitor: str):
 
 class ModelCheckpoint(Callback):
     """Saves the model (or its weights) after every epoch, or only when `monitor` improved.
-    `filepath` may hold {epoch} (1-based, as Keras) and any log key: "ckpt-{epoch:02d}-{val_loss:.4f}.h5"."""
+    `filepath` may hold {epoch} (1-based, as Keras) and any log key:
+    "ckpt-{epoch:02d}-{val_loss:.4f}.h5".
+
+    - `monitor="val_loss"`: the log key compared with `save_best_only` (a missing one skips the
+      epoch with a warning).
+    - `save_best_only=False`: save only when `monitor` improved on the best so far.
+    - `save_weights_only=False`: `model.save_weights(path)` instead of `model.save(path)` (whose
+      suffix picks the format: `.h5` clnet's checkpoint, `.keras` Keras 3's archive).
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
+      minimise).
+    - `verbose=0`: 1 prints a line at each epoch's decision.
+
+    Keras's `save_freq` and `initial_value_threshold` are not taken: it checks once an epoch."""
 
     def __init__(self, filepath, monitor="val_loss", save_best_only=False, save_weights_only=False,
                  mode="auto", verbose=0):
@@ -162,7 +186,18 @@ class ModelCheckpoint(Callback):
 
 class EarlyStopping(Callback):
     """Stops training when `monitor` has not improved by more than `min_delta` for `patience` epochs
-    (or has not beaten `baseline`); optionally puts back the best epoch's weights."""
+    (or has not beaten `baseline`); optionally puts back the best epoch's weights.
+
+    - `monitor="val_loss"`: the log key watched (a missing one skips the epoch with a warning).
+    - `patience=0`: epochs without improvement before stopping.
+    - `min_delta=0`: the least change that counts as an improvement (its absolute value).
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
+      minimise).
+    - `restore_best_weights=False`: on stopping, put back the weights of the best epoch.
+    - `baseline=None`: a value to beat: an improving epoch resets the wait only if it also beats
+      this.
+
+    Keras's `verbose` and `start_from_epoch` are not taken."""
 
     def __init__(self, monitor="val_loss", patience=0, min_delta=0, mode="auto", restore_best_weights=False,
                  baseline=None):
@@ -202,8 +237,17 @@ class EarlyStopping(Callback):
 
 
 class ReduceLROnPlateau(Callback):
-    """Multiplies the learning rate by `factor` when `monitor` has not improved for `patience` epochs,
-    then waits `cooldown` epochs before counting again; never goes below `min_lr`."""
+    """Multiplies the learning rate by `factor` when `monitor` has not improved for `patience`
+    epochs, then waits `cooldown` epochs before counting again; never goes below `min_lr`. Each
+    epoch's logs get `learning_rate`, as Keras's.
+
+    - `monitor="val_loss"`; `factor=0.1`, in [0, 1); `patience=10`; `cooldown=0`; `min_lr=0`.
+    - `min_delta=1e-4`: the least change that counts as an improvement.
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
+      minimise).
+
+    The optimizer's learning rate must be a float: a learning-rate schedule's cannot be set (a
+    `TypeError`). Keras's `verbose` is not taken."""
 
     def __init__(self, monitor="val_loss", factor=0.1, patience=10, min_delta=1e-4, cooldown=0, min_lr=0,
                  mode="auto"):
@@ -273,7 +317,11 @@ class LearningRateScheduler(Callback):
 
 class CSVLogger(Callback):
     """Writes one row per epoch: epoch, then every log key (sorted) as of the first epoch; NA where
-    a later epoch lacks one. `append=True` continues an existing file (for resumed runs)."""
+    a later epoch lacks one. `append=True` continues an existing file (for resumed runs).
+
+    `filename`: the file's path (str or path-like). `separator=","`: the delimiter between fields.
+    `append=False`: start the file afresh, or with True add to it (no second header where it has
+    rows). Each row is flushed as it is written, so a crash loses at most the current epoch's."""
 
     def __init__(self, filename, separator=",", append=False):
         super().__init__()

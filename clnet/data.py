@@ -379,12 +379,12 @@ class Stream:
 
 
 class PyDataset:
-    """A data set served in batches, as keras.utils.PyDataset: implement __len__ (the number of
-    batches) and __getitem__(index) returning a batch (x, y) (for predict, x alone or (x,)), and
-    optionally on_epoch_begin / on_epoch_end. fit shuffles the batch order each epoch when
-    shuffle=True. Any object with __len__ and __getitem__ is accepted as well.
+    """A data set served in batches, as `keras.utils.PyDataset`: implement `__len__` (the number of
+    batches) and `__getitem__(index)` returning a batch `(x, y)` (for predict, `x` alone or `(x,)`),
+    and optionally `on_epoch_begin` / `on_epoch_end`. fit shuffles the batch order each epoch when
+    `shuffle=True`. Any object with `__len__` and `__getitem__` is accepted as well.
 
-    workers, use_multiprocessing and max_queue_size are accepted so that Keras subclasses run
+    `workers`, `use_multiprocessing` and `max_queue_size` are accepted so that Keras subclasses run
     unchanged; clnet reads batches in the calling thread (Keras's workers=1) and ignores them."""
 
     def __init__(self, workers: int = 1, use_multiprocessing: bool = False, max_queue_size: int = 10):

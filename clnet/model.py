@@ -33,24 +33,48 @@ _global_seed: int | None = None
 
 
 def set_seed(seed: int) -> None:
-    """Seed for models created afterwards: weight initialisation and shuffling repeat exactly."""
+    """Seed for models created afterwards: their weight initialisation, dropout masks and shuffling
+    repeat exactly. `seed` is a non-negative integer; a model's own `seed=` argument takes
+    precedence. `clnet.utils.set_random_seed` sets this together with Python's and numpy's
+    generators."""
     global _global_seed
     _global_seed = check_int("seed", seed, minimum=0)
 
 
 class NotBuiltError(ValueError, RuntimeError):
-    """The model does not know its input shape yet, so it has no weights."""
+    """The model does not know its input shape yet, so it has no weights: `get_weights`,
+    `set_weights`, `count_params` or `summary` on a model that has not met data (a Sequential
+    without an `Input` or `input_shape`, a model whose Inputs have lengths of None, a subclassed
+    model), or a subclassed model's `build()` without a shape. `build(input_shape)`, `fit` or
+    `predict` builds it. A ValueError and a RuntimeError, so either `except` catches it."""
 
 
 class Model(Trainer, Step, HasWeights):
-    """A graph of layer calls from one or more `Input`s to one output, trained on the device.
+    """A graph of layer calls from one or more `Input`s to its outputs, trained on the device, as
+    Keras's functional `Model(inputs, outputs)`.
 
     `x = Input((8,)); h = Dense(8, "relu")(x); y = Dense(1)(Add()([x, h])); Model(x, y)`. Every
     training step runs the calls in the order they were made (a topological order), then their
-    backward passes in reverse; a tensor read by several calls gets the sum of their gradients,
-    and a layer called twice shares its weights (its extra calls run as copies whose gradients are
-    added into the owner's). A call may give several tensors (a recurrent layer's final states),
-    each read on its own. `Sequential` is this engine over a chain."""
+    backward passes in reverse; a tensor read by several calls gets the sum of their gradients, and
+    a layer called twice shares its weights (its extra calls run as copies whose gradients are added
+    into the owner's). A call may give several tensors (a recurrent layer's final states), each read
+    on its own. `Sequential` is this engine over a chain.
+
+    - `inputs`: an `Input` (or its output tensor) or a list of them; every input must reach an
+      output.
+    - `outputs`: one output tensor, a list, or a dict of them by name (Keras's structures: `predict`
+      gives back the same structure, and losses, loss weights and targets follow it); each computed
+      from the inputs.
+    - `name=None`: the model's name (default `"model"`).
+    - `floatx=None`: `"float32"` or `"float64"`, the type its weights and computations are in; by
+      default `clnet.floatx()` (or, for a model of layers built already, theirs).
+    - `seed=None`: a non-negative integer that fixes weight initialisation, dropout and shuffling;
+      by default `clnet.set_seed`'s, else a fresh one.
+
+    A subclass that defines `call()` (and calls `super().__init__()` with no graph) is traced on
+    `Input`s of its first data's shape, or of `build(input_shape)`, as Keras's subclassed models
+    are, and saves as the graph it traced. The model is built (its weights made on the device) when
+    it is made, or, where an Input has lengths of None, on its first data."""
 
     def __init__(self, inputs=None, outputs=None, name: str | None = None, floatx: str | None = None,
                  seed: int | None = None):
@@ -713,7 +737,19 @@ class Model(Trainer, Step, HasWeights):
 
 
 class Sequential(Model):
-    """A plain stack of layers: the graph engine over a chain of calls."""
+    """A plain stack of layers, as Keras's `Sequential(layers)`: the graph engine over a chain of
+    calls, each layer called on the previous one's output.
+
+    - `layers=None`: a list of layers, which may start with an `Input` (or give the first layer
+      `input_shape=`); more can be added with `add(layer)`. A model that knows its input shape is
+      built at once, as Keras's; one that does not builds on its first data.
+    - `name=None`: the model's name (default `"sequential"`).
+    - `floatx=None`, `seed=None`: as Model's: the float type (default `clnet.floatx()`) and the seed
+      of its weight initialisation, dropout and shuffling (default `clnet.set_seed`'s, else a fresh
+      one).
+
+    Its `layers` leave out the `Input`, as Keras's. A `Lambda` cannot be a layer of a Sequential (it
+    runs its function when called): use the functional API."""
     default_name = "sequential"
 
     def __init__(self, layers=None, name: str | None = None, floatx: str | None = None, seed: int | None = None):
@@ -858,7 +894,10 @@ def _refilled(structure, items):
 
 
 def model_from_config(config: dict, floatx: str | None = None) -> Model:
-    """A Sequential or functional model from its get_config()."""
+    """A Sequential or functional model from its `get_config()` (a dict with `"class_name"`
+    `"Model"` for a functional one, else a Sequential), as `keras.models.model_from_config`;
+    `floatx` as Model's, by default `clnet.floatx()`. Its layers are found by class name among the
+    registered layers (clnet's and your own classes' that are imported)."""
     return (Model if config.get("class_name") == "Model" else Sequential).from_config(config, floatx)
 
 

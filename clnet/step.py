@@ -30,6 +30,9 @@ DeviceBatch = namedtuple("DeviceBatch", ["x", "y", "rows", "first", "weighted"],
 
 
 class NotCompiledError(ValueError, RuntimeError):
+    """A model was asked to `fit`, `evaluate`, `train_on_batch`, `test_on_batch` or
+    `compute_gradients` before `compile(optimizer, loss)`. A ValueError and a RuntimeError, so either
+    `except` catches it."""
     pass
 
 

@@ -60,7 +60,7 @@ class Activation:
         raise NotImplementedError(f"activation {self.name!r} has no ONNX export (to_onnx)")
 
     def program(self, rt: Runtime, dtype):
-        """The standalone <Prefix>Activation / <Prefix>Derivative kernels of this activation."""
+        """The standalone `<Prefix>Activation` / `<Prefix>Derivative` kernels of this activation."""
         return rt.program((self.source, "activations/elementwise.cl"), dtype,
                           {"ACT": self.function, "ACT_KERNEL": self.kernel_prefix})
 
@@ -70,7 +70,12 @@ class Activation:
 
 
 def get(identifier=None, **params) -> Activation:
-    """An activation from None (identity), a name, a config dict, or an Activation."""
+    """An activation from None (identity), a name, a config dict, or an Activation, as a layer's
+    `activation` argument takes it. Names: `"linear"`, `"sigmoid"`, `"tanh"`, `"relu"`, `"lrelu"`
+    (and Keras's `"leaky_relu"`, slope 0.2), `"swish"` (and `"silu"`), `"gelu"`, `"softplus"`,
+    `"elu"`, `"softmax"`, in any case. `params` are the family's parameters by name (`a`, `b`:
+    `get("lrelu", a=0.1)`); an unknown name or parameter raises. Unlike Keras, a Python function
+    is not an activation here: use a `Lambda` layer or `clnet.ops`."""
     if isinstance(identifier, Activation):
         if params:
             raise TypeError("parameters cannot be given together with an Activation object")

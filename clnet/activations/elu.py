@@ -2,7 +2,8 @@ from .base import Activation
 
 
 class ELU(Activation):
-    """Exponential linear unit: y = x for x > 0, else a (exp(x) - 1); Keras's "elu", alpha = a."""
+    """Exponential linear unit: y = x for x > 0, else a (exp(x) - 1): `"elu"`, Keras's with alpha = a,
+    1 by default. Parameters by name: `get("elu", a=0.5)`."""
     name, source, function, kernel_prefix = "elu", "activations/elu.cl", "elu", "ELU"
     vector_form = True
     defaults = {"a": 1.0}

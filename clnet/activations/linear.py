@@ -2,7 +2,8 @@ from .base import Activation
 
 
 class Linear(Activation):
-    """y = a x + b; the identity by default (activation=None)."""
+    """y = a x + b: `"linear"` (also `None`, `"none"`), the identity with the defaults a = 1, b = 0,
+    as Keras's `"linear"`. Parameters by name: `get("linear", a=2.0, b=1.0)`."""
     name, source, function, kernel_prefix = "linear", "activations/linear.cl", "linear", "Linear"
     vector_form = True
     derivative_from_output = True

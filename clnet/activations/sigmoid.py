@@ -2,7 +2,8 @@ from .base import Activation
 
 
 class Sigmoid(Activation):
-    """y = a / (1 + exp(-x)) - b."""
+    """y = a / (1 + exp(-x)) - b: `"sigmoid"`, Keras's sigmoid with the defaults a = 1, b = 0 (the MQL5
+    book's parameters scale and shift it). Parameters by name: `get("sigmoid", a=2.0, b=1.0)`."""
     name, source, function, kernel_prefix = "sigmoid", "activations/sigmoid.cl", "sigmoid", "Sigmoid"
     defaults = {"a": 1.0, "b": 0.0}
     vector_form = True

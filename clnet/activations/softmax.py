@@ -2,7 +2,10 @@ from .base import Activation
 
 
 class Softmax(Activation):
-    """Row-wise softmax: not elementwise, so it runs as its own kernels after the layer's product."""
+    """Row-wise softmax along the last axis, `"softmax"`: not elementwise, so it runs as its own
+    kernels after the layer's product (a recurrent layer or LocallyConnected1D refuses it), and a
+    cross-entropy loss at the model's output takes its derivative into its own gradient; no
+    parameters."""
     name, source = "softmax", "activations/softmax.cl"
     elementwise = False
 

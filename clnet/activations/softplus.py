@@ -2,7 +2,7 @@ from .base import Activation
 
 
 class Softplus(Activation):
-    """y = log(1 + exp(x))."""
+    """y = log(1 + exp(x)): `"softplus"`, as Keras's; no parameters."""
     name, source, function, kernel_prefix = "softplus", "activations/softplus.cl", "softplus", "Softplus"
     vector_form = True
 

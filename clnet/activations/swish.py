@@ -2,7 +2,8 @@ from .base import Activation
 
 
 class Swish(Activation):
-    """y = x sigmoid(b x)."""
+    """y = x sigmoid(b x): `"swish"`, also Keras's name `"silu"`, with b = 1 by default (Keras's
+    silu). Parameters by name: `get("swish", b=1.702)`."""
     name, source, function, kernel_prefix = "swish", "activations/swish.cl", "swish", "Swish"
     vector_form = True
     defaults = {"b": 1.0}

@@ -18,7 +18,9 @@ from . import icd
 
 
 class DeviceError(RuntimeError):
-    """No usable OpenCL device, or the one asked for does not exist or lacks a feature."""
+    """No usable OpenCL device, or the one asked for does not exist or lacks a feature (float64
+    without `cl_khr_fp64`, a CPU that the runtime's compiler does not know). The message says what
+    was found and what to install or set."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,10 @@ def _type_name(device_type: int) -> str:
 
 
 def devices() -> list[DeviceInfo]:
-    """Every OpenCL device of every platform, numbered as CLNET_DEVICE counts them."""
+    """Every OpenCL device of every platform, numbered as `CLNET_DEVICE` and `clnet.set_device`
+    count them: a list of `DeviceInfo` (index, name, vendor, platform, driver, type, compute units,
+    memory, whether it has float64, ...). Empty where no OpenCL runtime is installed; `clnet
+    devices` on the command line prints the list and says which device clnet would use and why."""
     icd.register()  # before pyopencl's first platform query, which fixes the list for the process
     found = []
     try:

@@ -33,7 +33,8 @@ SM90A = "SM90A"
 
 
 class BuildError(RuntimeError):
-    """An OpenCL program did not compile; the message holds the compiler's log."""
+    """An OpenCL program did not compile; the message holds the compiler's log, and names the
+    program's sources and build options. A layer of your own sees it from `rt.program(...)`."""
 
 
 # What a CPU runtime's compiler says when its LLVM does not know the processor: pip's PoCL 3.0
@@ -440,6 +441,10 @@ def set_device(spec: str | int | None = None) -> DeviceInfo:
 
 
 def runtime() -> Runtime:
+    """The current device's Runtime, choosing the device first (as `set_device()` with no argument:
+    `CLNET_DEVICE`, else the default) if none has been chosen: its context and queues, the programs
+    built for it, its `info` (a `DeviceInfo`) and `launches`, the count of kernel launches so far.
+    Models and layers take the current runtime when they are built."""
     if _runtime is None:
         set_device()
     return _runtime
@@ -462,7 +467,9 @@ def current_device_index() -> int | None:
 
 
 def set_floatx(name: str) -> None:
-    """Default floating type for new models: 'float32' or 'float64'."""
+    """Default floating type for models made afterwards: `'float32'` or `'float64'` (float64 needs a
+    device with `cl_khr_fp64`), as `keras.backend.set_floatx`. A model's own `floatx=` argument
+    takes precedence; models made already keep theirs."""
     global _floatx
     _floatx = floatx_dtype(name)
 
@@ -477,4 +484,6 @@ def floatx_dtype(name=None) -> np.dtype:
 
 
 def floatx() -> str:
+    """The default floating type for new models, `'float32'` (the start) or `'float64'`, as
+    `keras.backend.floatx`; `set_floatx` changes it."""
     return _floatx.name

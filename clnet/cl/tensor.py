@@ -8,7 +8,13 @@ from .runtime import Runtime, runtime
 
 
 class Tensor:
-    """A row-major array in device memory. It owns its cl.Buffer (or a sub-buffer of a parent)."""
+    """A row-major array in device memory, the buffers layers and kernels work on. It owns its
+    `cl.Buffer` (or a sub-buffer of a parent). `shape` is its full shape (a batch tensor's capacity
+    rows first), `dtype` its numpy dtype (the model's float type, or `int32` for index tables), `rt`
+    the Runtime whose context holds it (default: `clnet.runtime()`), and `buffer` an existing buffer
+    to view instead of allocating one. `Tensor.from_numpy(array)`, `Tensor.zeros(shape, dtype)`,
+    `write(array)`, `numpy()` and `fill(value)` move values in and out; the queue is in order, so a
+    read waits for the launches before it."""
 
     def __init__(self, shape, dtype, rt: Runtime | None = None, buffer: cl.Buffer | None = None):
         self.rt = rt or runtime()

@@ -28,7 +28,11 @@ def current() -> "Distribution | None":
 
 
 class Distribution:
-    """A strategy: `replicas` in all (devices, or ranks), of which this process runs `local`."""
+    """A strategy: `replicas` in all (devices, or ranks), of which this process runs `local`. The
+    base of `DataParallel` and `MPIDataParallel`: given to `compile(distribution=...)`, or opened
+    with `with strategy.scope():` so that models compiled inside use it (as Keras's distribution
+    scope). `chief` is whether this process writes checkpoints, shows the progress bar and runs the
+    writing callbacks. Takes no arguments."""
 
     chief = True  # this process writes checkpoints, shows the progress bar and runs writing callbacks
 

@@ -9,7 +9,14 @@ from .base import Layer, layer_label
 
 
 class Activation(Layer):
-    """Applies an activation to every element (softmax: along the last axis)."""
+    """Keras's `Activation(activation)`: applies an activation to every element, or softmax along
+    the last axis; any shape, `(batch, *shape) -> (batch, *shape)`, the input's mask goes on.
+
+    `activation` is anything `clnet.activations.get` takes: None (the identity), a name (`"relu"`,
+    `"gelu"`, `"softmax"`, ...), a config dict or an Activation; further keyword arguments
+    (`params`) are the family's parameters by name, `Activation("lrelu", a=0.1)`. Unlike Keras's, a
+    Python function is not taken (use `Lambda` or `clnet.ops`). It runs the activation family's own
+    kernels; at a model's output a cross-entropy loss may take over its softmax."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
 

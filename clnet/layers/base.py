@@ -246,6 +246,34 @@ class HasWeights:
 
 
 class Layer(HasWeights):
+    """The base of every layer, and Keras's `Layer` to subclass. Every layer takes `name=None` (a
+    string; by default Keras's automatic names, `dense`, `dense_1`, ..., which
+    `clnet.utils.clear_session()` starts again), `input_shape=None` (the sample's shape without the
+    batch axis, Keras's way of starting a `Sequential` without an `Input`) and `trainable=True`
+    (False freezes its weights: the optimizer leaves them).
+
+    Called on symbolic tensors (an `Input`, another call's output) a layer adds a call to the graph
+    and returns its output (a list for a layer of several, `y, h, c = LSTM(8,
+    return_state=True)(x)`); calling it again shares its weights. Called on numpy arrays outside a
+    trace it computes at once and returns numpy arrays, as Keras's eager call. `weights`,
+    `trainable_weights`, `non_trainable_weights` list its weights as Variables;
+    `get_weights()`/`set_weights()` take Keras's layouts; `get_config()`/`from_config()` round-trip
+    its arguments.
+
+    Two ways to write a layer of your own:
+
+    - As Keras's guides do: a subclass that defines `call(inputs)` with clnet layers (made in
+      `__init__` or `build`) and `clnet.ops`, and its own weights from `add_weight(shape,
+      initializer, trainable, name)`. It is traced when called: what `call()` applies becomes calls
+      of the graph, so a model lists, saves and exports the layers it is made of and needs no custom
+      object to load. `build(input_shape)` runs first, the shape with the batch axis (None) first;
+      `call(self, inputs, mask=None)` gets the first input's mask and `compute_mask(inputs, mask)`
+      gives the outputs theirs. `training=True`/`False` passed to a layer is refused: the model's
+      mode decides (`fit` trains, `evaluate` and `predict` infer).
+    - With OpenCL kernels of your own: a subclass without `call()` that implements
+      `build(input_shape, store, rng)`, `allocate`, `forward` and `backward` (see the guide "Writing
+      a layer with its own kernels"). It registers itself by its class name, which is how
+      `from_config` and `load_model` find it."""
     registry: dict[str, type["Layer"]] = {}
     # Merge layers take a list of inputs: forward(xs, rows), backward(grad, rows, input_grads) -> list.
     multi_input = False
@@ -325,7 +353,7 @@ class Layer(HasWeights):
 
     # -- subclasses written as Keras's ----------------------------------------------------------
     def call(self, inputs, *args, **kwargs):
-        """A subclass's computation, as Keras's Layer.call: clnet layers (made in __init__ or
+        """A subclass's computation, as Keras's Layer.call: clnet layers (made in `__init__` or
         build) and clnet.ops applied to `inputs`, symbolic tensors. It is traced when the layer
         is called: what it calls becomes calls of the graph (the layer itself adds none, so a
         model lists and saves the layers it is made of), and calling it again shares their
@@ -336,7 +364,7 @@ class Layer(HasWeights):
 
     def add_weight(self, shape=None, initializer=None, dtype=None, trainable=True, autocast=True, regularizer=None,
                    constraint=None, aggregation="none", overwrite_with_gradient=False, name=None):
-        """A weight of this layer, as Keras's add_weight (in __init__ or build): a Variable that
+        """A weight of this layer, as Keras's add_weight (in `__init__` or build): a Variable that
         call() uses as an operand of ops (`ops.matmul(inputs, self.w) + self.b`), trained with
         the layer's other weights. Its value is drawn by `initializer` (default glorot_uniform)
         when a model first builds it, and is kept in the model's float type."""
@@ -890,7 +918,9 @@ def reserve_names(names) -> None:
 
 
 def clear_names() -> None:
-    """Start the automatic names again (clnet.utils.clear_session)."""
+    """As `keras.utils.clear_session()` (`clnet.utils.clear_session`): the automatic layer names
+    start again, so the next Dense is `dense` once more, and names reserved by files loaded before
+    are freed. Only the names: models and layers made before keep working."""
     _name_counts.clear()
     _reserved.clear()
 

@@ -46,6 +46,27 @@ def work_groups(channels: int, inner: int, local: int, gpu: bool) -> tuple:
 
 
 class BatchNormalization(BufferedLayer):
+    """Keras's `BatchNormalization`: normalises each channel (the features along `axis`) to mean 0
+    and variance 1, then scales by gamma and shifts by beta. Any shape, `(batch, *shape) -> (batch,
+    *shape)`. In `fit` it uses the batch's mean and biased variance (over the batch and every other
+    axis) and moves the moving statistics towards them, moving = moving · momentum + batch · (1 -
+    momentum), on the device in the forward launch; in `evaluate`, `predict` and an ONNX export it
+    uses the moving statistics. Frozen (`trainable = False`) it uses the moving statistics in `fit`
+    too, as Keras 3's.
+
+    - `axis=-1`: the channels' axis, one integer counted as Keras counts (the batch is 0, which is
+      refused; Keras's list of axes is not taken).
+    - `momentum=0.99`: in [0, 1].
+    - `epsilon=1e-3`: a positive number added to the variance.
+    - `center=True`, `scale=True`: whether beta and gamma exist (without, they are 0 and 1 and not
+      weights).
+    - `beta_initializer="zeros"`, `gamma_initializer="ones"`, `moving_mean_initializer="zeros"`,
+      `moving_variance_initializer="ones"`: as `clnet.initializers.get` takes them.
+
+    Weights, in Keras's order and layout, each `(channels,)`: gamma (with `scale`), beta (with
+    `center`), moving_mean and moving_variance (not trainable). Keras's regularizers, constraints
+    and `synchronized` are not taken. An input with a mask raises: its batch statistics would have
+    to leave the padded steps out."""
     mask_handling = "refuse"
     mask_refusal = "its batch statistics would have to leave the padded steps out"
 

@@ -25,12 +25,29 @@ MERGE_MODES = {"concat": 0, "sum": 1, "ave": 2, "mul": 3, None: 4}  # bidirectio
 
 
 class Bidirectional(Layer):
+    """Keras's `Bidirectional(layer, merge_mode="concat", backward_layer=None)`: a copy of a
+    recurrent layer reads `(batch, timesteps, features)` forward in time and another reads it
+    backward, and their outputs are merged, the backward one flipped back into time order: `->
+    (batch, 2 · units)` with `"concat"` (or `(batch, timesteps, 2 · units)` with
+    `return_sequences`).
+
+    - `layer`: a SimpleRNN, LSTM or GRU, whose config makes the forward layer and, with
+      `go_backwards` flipped, the backward one. As in Keras, the layers are made anew from their
+      configs: `layer`'s weights are not reused.
+    - `merge_mode="concat"`: `"concat"` (the forward layer's features first), `"sum"`, `"ave"`,
+      `"mul"`, or None for both outputs (a list).
+    - `backward_layer=None`: a SimpleRNN, LSTM or GRU of your own for the backward direction, with
+      the other `go_backwards` and the same `return_sequences`, `return_state` and `units` (clnet
+      requires the same units, where Keras's `"concat"` and None would take two).
+
+    Each direction is a layer of its own weights (`get_weights()`: the forward layer's, then the
+    backward's, named as Keras names them: `forward_lstm`, `backward_lstm`). With `return_state` a
+    call returns `[output, forward states, backward states]`, and `initial_state` takes the forward
+    layer's states, then the backward's (`[h_f, c_f, h_b, c_b]` for an LSTM), or `layer([x,
+    *states])`. A masked input goes to both layers, and where they return sequences the merge zeros
+    the padded steps, as Keras's; a masked input with `merge_mode=None` and `return_sequences`
+    raises. On a GPU the backward layer runs on a second queue, beside the forward one."""
     def __init__(self, layer, merge_mode="concat", backward_layer=None, name=None, input_shape=None):
-        """`layer`: a SimpleRNN, LSTM or GRU, whose config makes the forward layer and, with
-        go_backwards flipped, the backward one (`backward_layer`: give your own, with the other
-        go_backwards and the same return_sequences and return_state). `merge_mode`: "concat"
-        (the forward layer's features first), "sum", "ave", "mul", or None for both outputs.
-        As in Keras, the layers are made anew from their configs: `layer`'s weights are not reused."""
         super().__init__(name, input_shape)
         for argument, value in (("layer", layer), ("backward_layer", backward_layer)):
             if not isinstance(value, Recurrent) and (value is not None or argument == "layer"):

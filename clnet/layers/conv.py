@@ -30,10 +30,6 @@ class BaseConv(Layer, registered=False):
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
                  use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None,
                  input_shape=None, tiles=None):
-        """`tiles` fixes the kernels' form, vector width and blocks, as Dense's does; by default
-        the autotuner's choice for the device is used. The tiled form's three products take tiles
-        of their own (conv_tiles): a tuple of three, (forward, weight gradient, input gradient),
-        fixes them apart."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
@@ -309,14 +305,48 @@ class BaseConv(Layer, registered=False):
 
 
 class Conv2D(BaseConv):
-    """2-D convolution over (height, width, channels) inputs; kernel (kh, kw, in, filters)."""
+    """Keras's `Conv2D`, channels_last: a 2-D convolution (a cross-correlation, as Keras's) of
+    `(batch, height, width, channels)` with `filters` kernels, `-> (batch, out_h, out_w, filters)`,
+    bias and activation fused as in Dense.
+
+    - `filters`: a positive integer.
+    - `kernel_size`: an int or a pair `(kh, kw)`, each at least 1.
+    - `strides=1`: an int or a pair.
+    - `padding="valid"`: `"valid"` (out = (length - extent) // stride + 1) or `"same"` (ceil(length
+      / stride) outputs, odd padding split as Keras splits it: the extra cell after); any case.
+    - `dilation_rate=1`: an int or a pair; strides above 1 and dilation above 1 together are
+      refused, as Keras refuses them.
+    - `activation=None`, `use_bias=True`, `kernel_initializer="glorot_uniform"`,
+      `bias_initializer="zeros"`: as Dense's (softmax runs over the filters of each position).
+    - `tiles=None` (clnet's own): fixes the products' form as Dense's does, or a tuple of three
+      tiled forms' tiles (forward, weight gradient, input gradient) to fix them apart; the
+      tensor-core forms are Dense's alone and refused here.
+
+    Weights, as `get_weights()` gives them (Keras's layout): kernel `(kh, kw, channels, filters)`,
+    then bias `(filters,)` with `use_bias`. conv.cl computes the product of the patches and the
+    kernel without writing the patches. Keras's `data_format`, `groups`, regularizers and
+    constraints are not taken. An input's mask is dropped, with Keras's warning."""
     rank = 2
 
 
 class Conv1D(BaseConv):
-    """1-D convolution over (steps, channels) inputs; kernel (kernel_size, in, filters). padding
-    may also be 'causal' (output t sees inputs up to t: (kernel_size - 1) * dilation_rate zeros
-    before the sequence, none after)."""
+    """Keras's `Conv1D`, channels_last: a 1-D convolution of `(batch, steps, channels)` with
+    `filters` kernels, `-> (batch, out_steps, filters)`, bias and activation fused as in Dense; it
+    runs as a Conv2D of height 1.
+
+    - `filters`: a positive integer.
+    - `kernel_size`: an int (or a 1-tuple), at least 1.
+    - `strides=1`, `dilation_rate=1`: ints (or 1-tuples); both above 1 together are refused, as in
+      Keras.
+    - `padding="valid"`: `"valid"`, `"same"` (ceil(steps / strides) outputs, the extra padding
+      after), or `"causal"`: output t sees inputs up to t, (kernel_size - 1) · dilation_rate zeros
+      before the sequence and none after.
+    - `activation=None`, `use_bias=True`, `kernel_initializer="glorot_uniform"`,
+      `bias_initializer="zeros"`, `tiles=None`: as Conv2D's.
+
+    Weights, as `get_weights()` gives them (Keras's layout): kernel `(kernel_size, channels,
+    filters)`, then bias `(filters,)` with `use_bias`. Keras's `data_format`, `groups`, regularizers
+    and constraints are not taken. An input's mask is dropped, with Keras's warning."""
     rank = 1
 
 

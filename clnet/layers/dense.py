@@ -266,12 +266,31 @@ BLOCK_KEYS["HG"] += ("HG_T",)  # the input gradient's form, too (see HG_T in den
 
 
 class Dense(Layer):
+    """Keras's `Dense`: y = activation(x · kernel + bias), the MQL5 book's perceptron layer with the
+    activation fused into the product's launch. `(batch, features) -> (batch, units)`; on `(batch,
+    ..., features)` it applies to the last axis, the same at every position, as Keras's does: one
+    product over batch × positions rows. The input's mask goes on.
+
+    - `units`: a positive integer.
+    - `activation=None`: anything `clnet.activations.get` takes (None, a name such as `"relu"`, a
+      config dict, an Activation); the elementwise ones run inside the product's kernel, softmax as
+      its own kernels after it, which a cross-entropy loss may take over.
+    - `use_bias=True`.
+    - `kernel_initializer="glorot_uniform"`, `bias_initializer="zeros"`: a name
+      `clnet.initializers.get` knows or a callable `(shape, rng) -> array`.
+    - `tiles=None` (clnet's own): fixes the kernels' form, vector width and blocks, a dict as
+      `clnet.layers.dense.tile_candidates` lists them (a tensor-core form, MMA or WGMMA, only where
+      it can run, else a `ValueError`); by default the autotuner's choice for this device and size
+      (`CLNET_TUNE=0`: each family's default without measuring).
+
+    Weights, as `get_weights()` gives them (Keras's layout): kernel `(features, units)`, then bias
+    `(units,)` with `use_bias`. On the device the kernel is laid out in column panels padded to the
+    vector width (see dense.cl); `get_weights`/`set_weights` convert. Keras's regularizers,
+    constraints and `lora_rank` are not taken."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, tiles=None):
-        """`tiles` fixes the kernels' vector width and blocks (see tile_candidates); by default
-        the autotuner's choice for the device is used."""
         super().__init__(name, input_shape)
         self.fixed_tiles = tiles
         if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:

@@ -26,12 +26,24 @@ def seed_for_kernels(seed: int | None, rng: np.random.Generator) -> int:
 
 
 class Dropout(BufferedLayer):
+    """Keras's `Dropout(rate, noise_shape=None, seed=None)`: in `fit`, zeroes each element with
+    probability `rate` and scales the others by 1 / (1 - rate) (inverted dropout, as Keras); in
+    `evaluate`, `predict` and an ONNX export it passes its input through. Any shape, `(batch,
+    *shape) -> (batch, *shape)`; the input's mask goes on.
+
+    - `rate`: a number in [0, 1) (Keras also takes 1, which clnet refuses).
+    - `noise_shape`: None (each element on its own), or the mask's shape with the batch axis, one
+      entry per input axis, each 1, None or that axis's size; the axes of 1 share the mask: `(None,
+      1, features)` drops the same features at every time step.
+    - `seed`: None or a non-negative integer, the mask's seed; by default one drawn from the model's
+      seed (`clnet.set_seed`, the model's `seed`).
+
+    The mask is not drawn on the host: dropout.cl hashes (seed, step, element) on the device, so a
+    step's mask is the same in its forward and backward passes and a resumed `fit` draws the same
+    masks."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
     def __init__(self, rate, noise_shape=None, seed=None, name=None, input_shape=None):
-        """`noise_shape`: the mask's shape with the batch axis, 1 (or the input's size, or None)
-        per axis; axes of 1 share the mask, e.g. (None, 1, features) drops the same features at
-        every time step. `seed`: the mask's seed; by default one drawn from the model's seed."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating)) or not 0 <= rate < 1:
@@ -139,8 +151,12 @@ class SpatialDropout(Dropout, registered=False):
 
 
 class SpatialDropout1D(SpatialDropout):
-    """Keras's SpatialDropout1D on (steps, features): drops whole features, the same at every step
-    of a sample. Keras's takes no data_format."""
+    """Keras's `SpatialDropout1D(rate, seed=None)` on `(batch, steps, features) -> (batch, steps,
+    features)`: in `fit`, drops whole features, the same at every step of a sample (`Dropout` with
+    `noise_shape=(None, 1, features)`), scaling the others by 1 / (1 - rate); the identity in
+    `evaluate` and `predict`. `rate` in [0, 1), `seed` as Dropout's. Keras's takes no `data_format`,
+    nor does this one. An input's mask is dropped with Keras's warning, as Keras's layer does not
+    support masking."""
     spatial_rank = 1
 
     def __init__(self, rate, seed=None, name=None, input_shape=None):
@@ -148,23 +164,39 @@ class SpatialDropout1D(SpatialDropout):
 
 
 class SpatialDropout2D(SpatialDropout):
-    """Keras's SpatialDropout2D on (rows, cols, channels) (channels_first: (channels, rows, cols))."""
+    """Keras's `SpatialDropout2D(rate, data_format=None, seed=None)` on `(batch, rows, cols,
+    channels)` (`data_format="channels_first"`: `(batch, channels, rows, cols)`), output of the same
+    shape: in `fit`, drops whole channels of a feature map, the same at every position (`Dropout`
+    with `noise_shape=(None, 1, 1, channels)`), scaling the others by 1 / (1 - rate); the identity
+    in `evaluate` and `predict`. `rate` in [0, 1); `data_format` `"channels_last"` (None's meaning)
+    or `"channels_first"`; `seed` as Dropout's."""
     spatial_rank = 2
 
 
 class SpatialDropout3D(SpatialDropout):
-    """Keras's SpatialDropout3D on (dim1, dim2, dim3, channels) (channels_first: channels first)."""
+    """Keras's `SpatialDropout3D(rate, data_format=None, seed=None)` on `(batch, dim1, dim2, dim3,
+    channels)` (`data_format="channels_first"`: `(batch, channels, dim1, dim2, dim3)`), output of
+    the same shape: in `fit`, drops whole channels, the same at every position (`Dropout` with
+    `noise_shape=(None, 1, 1, 1, channels)`), scaling the others by 1 / (1 - rate); the identity in
+    `evaluate` and `predict`. `rate` in [0, 1); `data_format` `"channels_last"` (None's meaning) or
+    `"channels_first"`; `seed` as Dropout's."""
     spatial_rank = 3
 
 
 class GaussianNoise(Layer):
-    """Keras's GaussianNoise: in fit, adds noise drawn from N(0, stddev^2) to every element, anew
-    each step; the gradient passes through unchanged."""
+    """Keras's `GaussianNoise(stddev, seed=None)`: in `fit`, adds noise drawn from N(0, stddev²) to
+    every element, anew each step; the gradient passes through unchanged. The identity in
+    `evaluate`, `predict` and an ONNX export. Any shape, `(batch, *shape) -> (batch, *shape)`; the
+    input's mask goes on.
+
+    - `stddev`: a number in [0, 1], as Keras requires.
+    - `seed`: None or a non-negative integer; by default one drawn from the model's seed. The noise
+      is drawn on the device by Box–Muller from Dropout's hash of (seed, step, element), so a
+      resumed `fit` draws the same noise."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
 
     def __init__(self, stddev, seed=None, name=None, input_shape=None):
-        """`stddev`: in [0, 1], as Keras takes it. `seed`: as Dropout's."""
         super().__init__(name, input_shape)
         if (isinstance(stddev, bool) or not isinstance(stddev, (int, float, np.integer, np.floating))
                 or not 0 <= stddev <= 1):

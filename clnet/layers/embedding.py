@@ -22,7 +22,12 @@ class Embedding(Layer):
     before anything runs (`check_input`); ids are not differentiable, so the input gradient is
     zeros, as Keras has none. With `mask_zero=True` id 0 is padding: the output carries Keras's
     mask, 1 where the id is not 0, which the layers after it read or pass on (see
-    Layer.mask_handling); input_dim then counts the padding id too, as in Keras."""
+    Layer.mask_handling); input_dim then counts the padding id too, as in Keras.
+
+    `(batch, *ids) -> (batch, *ids, output_dim)`. `input_dim` and `output_dim`: positive integers;
+    `embeddings_initializer="uniform"` (Keras's, uniform on [-0.05, 0.05]) as
+    `clnet.initializers.get` takes it; `mask_zero=False`, a bool. Keras's regularizer, constraint,
+    `weights` and `lora_rank` are not taken."""
 
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", mask_zero=False, name=None,
                  input_shape=None):

@@ -26,7 +26,10 @@ class View(Layer, registered=False):
 
 
 class Flatten(View):
-    """(batch, d1, d2, ...) -> (batch, d1*d2*...)."""
+    """Keras's `Flatten()`: `(batch, d1, d2, ...) -> (batch, d1 · d2 · ...)`, the sample's values in
+    row-major order. No kernel runs: the output is a view of the input's buffer. Takes no arguments
+    besides `name` (and `input_shape`); Keras's `data_format` is not taken (channels_last only). An
+    input's mask is dropped, with Keras's warning."""
 
     def compute_output_shape(self, input_shape):
         return (int(np.prod(input_shape)),)

@@ -7,6 +7,32 @@ from .recurrent import Recurrent, elementwise_activation
 
 
 class GRU(Recurrent):
+    """Keras's `GRU` with `reset_after=True` (its default), over `(batch, timesteps, features)`, `->
+    (batch, units)` (the last step's h), or `(batch, timesteps, units)` with `return_sequences`;
+    gates z, r, h in that order in its weights. Keras's arguments, defaults and weight layout, so
+    Keras's `get_weights()` arrays load as they are:
+
+    - `units`: a positive integer.
+    - `activation="tanh"`, `recurrent_activation="sigmoid"`: any elementwise activations (fused into
+      the step kernels; softmax is refused).
+    - `use_bias=True`; `kernel_initializer="glorot_uniform"`, `recurrent_initializer="orthogonal"`,
+      `bias_initializer="zeros"`.
+    - `dropout=0.0`: in [0, 1); in `fit` each input feature is dropped with this probability, the
+      same features at every step of a sequence, with `seed=None` its seed. `recurrent_dropout` must
+      be 0 (a `ValueError` says so).
+    - `return_sequences=False`, `return_state=False` (a call returns `[output, h]`),
+      `go_backwards=False`: as SimpleRNN's.
+    - `reset_after=True`: the reset gate applied after the recurrent product; False is refused with
+      a `ValueError`.
+    - `whole_sequence=None` (clnet's own): the form of the time loop, True the sequence form (a
+      GPU's default), False the CPU form (a CPU's default); see recurrent.cl.
+
+    Weights: kernel `(features, 3 · units)`, recurrent_kernel `(units, 3 · units)`, bias `(2, 3 ·
+    units)`: the input's and the recurrent kernel's. A call may start from a given state, `layer(x,
+    initial_state=[h])` (or `layer([x, h])`), a `(batch, units)` tensor of the graph that receives
+    its gradient. A masked input is read as Keras reads it: a padded step carries the state over.
+    The whole time loop is one launch forward and one backward. Keras's `stateful`, `unroll`,
+    regularizers and constraints are not taken."""
     gates = 3
     source = "layers/gru.cl"
     step_names = ("FeedForwardGRU", "CalcHiddenGradientGRU")

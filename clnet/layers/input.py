@@ -26,7 +26,14 @@ class Input(PassThrough):
 
     The first layer of a Sequential list, or the start of a functional graph:
     `x = Input((28, 28)); y = Dense(10)(Flatten()(x)); Model(x, y)`. `output` is the symbolic
-    tensor it stands for, so it can be passed wherever a layer's output can."""
+    tensor it stands for, so it can be passed wherever a layer's output can, and Python's
+    operators on it are its output's (clnet.ops calls).
+
+    `shape`: the sample's shape, a tuple of positive integers, any of which may be None (a length
+    each batch gives; the model builds on its first data, see the models guide). `dtype`:
+    Keras's, what the input holds (`"int32"` token ids, `"float32"`, any numeric numpy dtype); it is
+    checked and kept in the config, but the values travel in the model's float type (ids exactly
+    up to 2^24 in float32). Unlike Keras's, it takes no `batch_size`, `sparse` or `tensor`."""
 
     name_prefix = "input_layer"  # as Keras's InputLayer
     is_input = True

@@ -15,7 +15,11 @@ class Lambda(PassThrough):
 
     `output_shape`, if given (with or without the batch axis), is checked against the shape the
     function's ops give. A Lambda's function is Python code, not configuration, so a model that
-    holds one cannot be saved (get_config raises, as Keras refuses one in safe mode)."""
+    holds one cannot be saved (get_config raises, as Keras refuses one in safe mode).
+
+    `arguments`, if given, is a dict of keyword arguments passed to `function` on every call, as
+    Keras's. Keras's `mask` argument is not taken. A Lambda runs its function when it is called,
+    so it belongs in the functional API: a `Sequential` of one raises."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
 

@@ -29,14 +29,28 @@ def chunked_form(rt) -> bool:
 
 
 class LayerNormalization(BufferedLayer):
+    """Keras 3's `LayerNormalization`: normalises each sample's features along `axis` to mean 0 and
+    variance 1 (for every position of the other axes), then scales by gamma and shifts by beta, the
+    same in `fit` and in inference. Any shape, `(batch, *shape) -> (batch, *shape)`; the input's
+    mask goes on.
+
+    - `axis=-1`: the axis normalised over, one integer counted as Keras counts (the batch is 0,
+      which is refused; Keras's list of axes is not taken).
+    - `epsilon=1e-3`: a positive number added to the variance.
+    - `center=True`, `scale=True`: whether beta and gamma exist.
+    - `beta_initializer="zeros"`, `gamma_initializer="ones"`: as `clnet.initializers.get` takes
+      them.
+
+    Weights, in Keras's order, each `(features,)`: gamma (with `scale`), then beta (with `center`).
+    Keras 3's deprecated `rms_scaling` is not kept (Keras 3 points to RMSNormalization instead), nor
+    are regularizers and constraints. Its input gradient adds the gradient of the input's other
+    readers in the same launch (a transformer's residual stream)."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
     adds_to_input_grad = True  # (see Layer)
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", name=None, input_shape=None):
-        """Keras 3's arguments and defaults for one axis (its deprecated rms_scaling is not kept:
-        Keras 3 points to RMSNormalization instead)."""
         super().__init__(name, input_shape)
         self.axis = check_axis("LayerNormalization", axis)
         self.epsilon = check_positive("LayerNormalization", "epsilon", epsilon)

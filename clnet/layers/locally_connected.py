@@ -18,6 +18,23 @@ def _positive_int(argument: str, value) -> int:
 
 
 class LocallyConnected1D(Layer):
+    """Keras 2's `LocallyConnected1D` (Keras 3 has none): a 1-D convolution whose every output
+    position has weights of its own, `(batch, steps, input_dim) -> (batch, out_steps, filters)`,
+    out_steps = (steps - kernel_size) // strides + 1 (no padding, as Keras 2's `"valid"`). Output i
+    sees the `kernel_size` steps from i · strides.
+
+    - `filters`, `kernel_size`, `strides=1`: positive integers (a 1-tuple is taken too).
+    - `activation=None`: an elementwise activation, fused into the kernel; softmax is refused (add a
+      `Softmax()` layer after it).
+    - `use_bias=True`, `kernel_initializer="glorot_uniform"`, `bias_initializer="zeros"`: as
+      Dense's.
+
+    Weights, as `get_weights()` gives them (Keras 2's layout): kernel `(out_steps, kernel_size ·
+    input_dim, filters)`, then bias `(out_steps, filters)` with `use_bias`. Unlike Keras 2, the
+    kernel initializer scales by one position's fans, `(kernel_size · input_dim, filters)`, as a
+    Dense's (Keras 2's multiplies both by the output length, so that a long input's weights vanish).
+    Keras 2's `padding`, `data_format` and `implementation` are not taken, and a `.keras` archive of
+    it is refused when writing."""
     def __init__(self, filters, kernel_size, strides=1, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None, input_shape=None):
         super().__init__(name, input_shape)

@@ -8,6 +8,34 @@ from .recurrent import Recurrent, elementwise_activation
 
 
 class LSTM(Recurrent):
+    """Keras's `LSTM`, long short-term memory over `(batch, timesteps, features)`, `-> (batch,
+    units)` (the last step's h), or `(batch, timesteps, units)` with `return_sequences`; gates i, f,
+    c, o in that order in its weights. Keras's arguments, defaults and weight layout, so Keras's
+    `get_weights()` arrays load as they are:
+
+    - `units`: a positive integer.
+    - `activation="tanh"`, `recurrent_activation="sigmoid"`: any elementwise activations (fused into
+      the step kernels; softmax is refused).
+    - `use_bias=True`; `kernel_initializer="glorot_uniform"`, `recurrent_initializer="orthogonal"`,
+      `bias_initializer="zeros"`; `unit_forget_bias=True`: the forget gate's bias starts at 1, as
+      Keras's.
+    - `dropout=0.0`: in [0, 1); in `fit` each input feature is dropped with this probability, the
+      same features at every step of a sequence, with `seed=None` its seed. `recurrent_dropout` must
+      be 0 (a `ValueError` says so).
+    - `return_sequences=False`: every step's h instead of the last (in processing order with
+      `go_backwards`, as Keras's).
+    - `return_state=False`: a call returns `[output, h, c]`, the final states graph tensors that
+      later layers read and train through (the functional API only).
+    - `go_backwards=False`: process the sequence from its last step.
+    - `whole_sequence=None` (clnet's own): the form of the time loop, True the sequence form (a
+      GPU's default), False the CPU form (a CPU's default); see recurrent.cl.
+
+    Weights: kernel `(features, 4 · units)`, recurrent_kernel `(units, 4 · units)`, bias `(4 ·
+    units,)`. A call may start from given states, `layer(x, initial_state=[h, c])` (or Keras's
+    `layer([x, h, c])`), `(batch, units)` tensors of the graph that receive their gradients. A
+    masked input is read as Keras reads it: a padded step carries the states over. The whole time
+    loop is one launch forward and one backward. Keras's `stateful`, `unroll`, regularizers and
+    constraints are not taken."""
     gates = 4
     source = "layers/lstm.cl"
     step_names = ("FeedForwardLSTM", "CalcHiddenGradientLSTM")

@@ -51,8 +51,11 @@ class _Merge(Layer):
 
 
 class Add(_Merge):
-    """The sum of its inputs (a residual connection): dL/d(input) is dL/d(output) for each. The
-    model may fold a sum of two into the layer making one of them (see Layer.adds_to_output)."""
+    """The sum of its inputs (a residual connection), as Keras's `Add()`: called on a list of two or
+    more tensors of one shape, `[(batch, *shape), ...] -> (batch, *shape)`; dL/d(input) is
+    dL/d(output) for each. Takes no arguments besides `name` (and `input_shape`). The model may fold
+    a sum of two into the layer making one of them, so that the Add launches nothing (see
+    `Layer.adds_to_output`). Masks: Keras's, a step holds data where every masked input says so."""
     sums_inputs = True
 
     def forward(self, xs, rows):
@@ -69,7 +72,10 @@ class Add(_Merge):
 
 
 class Multiply(_Merge):
-    """The elementwise product of its inputs."""
+    """The elementwise product of its inputs, as Keras's `Multiply()`: called on a list of two or more
+    tensors of one shape, `[(batch, *shape), ...] -> (batch, *shape)`; each input's gradient is
+    dL/d(output) times the product of the others. Takes no arguments besides `name` (and
+    `input_shape`); no broadcasting between shapes (use `clnet.ops.multiply` for that)."""
 
     def allocate(self, capacity):
         super().allocate(capacity)
@@ -105,7 +111,13 @@ class Multiply(_Merge):
 
 
 class Concatenate(_Merge):
-    """Joins its inputs along `axis` (Keras's default: the last); the other axes must agree."""
+    """Joins a list of two or more inputs along `axis`, as Keras's `Concatenate(axis=-1)`: inputs
+    `(batch, ..., n_i, ...)` that agree on every other axis give `(batch, ..., sum of n_i, ...)`.
+
+    `axis` (default -1, the last) counts as Keras counts, the batch being axis 0, so it is any
+    nonzero integer that names a sample axis; 0 (the batch) is refused. Inputs carrying masks are
+    joined along the last axis only (Keras's AND of the masks); along another axis they raise a
+    `ValueError`. Unlike Keras's, it takes no `input_shape`."""
 
     def __init__(self, axis=-1, name=None):
         super().__init__(name)
@@ -196,7 +208,10 @@ class _OpMerge(Layer):
 
 
 class Subtract(_OpMerge):
-    """inputs[0] - inputs[1], as Keras's."""
+    """`inputs[0] - inputs[1]`, as Keras's `Subtract()`: called on a list of exactly two tensors of
+    one shape, `(batch, *shape)`. It is traced into a `clnet.ops.subtract` call, which computes,
+    differentiates, saves and exports it (a model holding it cannot be written as a `.keras`
+    archive, whose layers are Keras's). Takes no arguments besides `name`."""
     arity = 2
 
     def combine(self, inputs):
@@ -204,6 +219,11 @@ class Subtract(_OpMerge):
 
 
 class Average(_OpMerge):
+    """The elementwise mean of a list of two or more tensors of one shape, as Keras's `Average()`:
+    `[(batch, *shape), ...] -> (batch, *shape)`. Traced into `clnet.ops` additions and a
+    multiplication by 1/n, which compute, differentiate, save and export it. Takes no arguments
+    besides `name`."""
+
     def combine(self, inputs):
         total = inputs[0]
         for x in inputs[1:]:
@@ -224,37 +244,55 @@ class _Extreme(_OpMerge):
 
 
 class Maximum(_Extreme):
+    """The elementwise maximum of a list of two or more tensors of one shape, as Keras's `Maximum()`:
+    `[(batch, *shape), ...] -> (batch, *shape)`. Traced into `clnet.ops.maximum` calls (see that op
+    for which input a tie's gradient goes to). Takes no arguments besides `name`."""
     extreme = "maximum"
 
 
 class Minimum(_Extreme):
+    """The elementwise minimum of a list of two or more tensors of one shape, as Keras's `Minimum()`:
+    `[(batch, *shape), ...] -> (batch, *shape)`. Traced into `clnet.ops.minimum` calls (see that op
+    for which input a tie's gradient goes to). Takes no arguments besides `name`."""
     extreme = "minimum"
 
 
 # Keras's functional forms: `layers.concatenate([a, b])` is `Concatenate()([a, b])`.
 def add(inputs, **kwargs):
+    """`Add(**kwargs)(inputs)`: the sum of a list of tensors of one shape, as `keras.layers.add`."""
     return Add(**kwargs)(inputs)
 
 
 def multiply(inputs, **kwargs):
+    """`Multiply(**kwargs)(inputs)`: the elementwise product of a list of tensors of one shape, as
+    `keras.layers.multiply`."""
     return Multiply(**kwargs)(inputs)
 
 
 def concatenate(inputs, axis=-1, **kwargs):
+    """`Concatenate(axis=axis, **kwargs)(inputs)`: a list of tensors joined along `axis` (default the
+    last), as `keras.layers.concatenate`."""
     return Concatenate(axis=axis, **kwargs)(inputs)
 
 
 def subtract(inputs, **kwargs):
+    """`Subtract(**kwargs)(inputs)`: `inputs[0] - inputs[1]`, as `keras.layers.subtract`."""
     return Subtract(**kwargs)(inputs)
 
 
 def average(inputs, **kwargs):
+    """`Average(**kwargs)(inputs)`: the elementwise mean of a list of tensors of one shape, as
+    `keras.layers.average`."""
     return Average(**kwargs)(inputs)
 
 
 def maximum(inputs, **kwargs):
+    """`Maximum(**kwargs)(inputs)`: the elementwise maximum of a list of tensors of one shape, as
+    `keras.layers.maximum`."""
     return Maximum(**kwargs)(inputs)
 
 
 def minimum(inputs, **kwargs):
+    """`Minimum(**kwargs)(inputs)`: the elementwise minimum of a list of tensors of one shape, as
+    `keras.layers.minimum`."""
     return Minimum(**kwargs)(inputs)

@@ -56,15 +56,37 @@ def lanes_form(rt) -> bool:
 
 
 class MultiHeadAttention(Layer):
-    """`mha(query, value, key=None, attention_mask=None, use_causal_mask=False)` on tensors of
-    shape (None, Tq, query_dim), (None, Tk, value_dim) and (None, Tk, key_dim) gives
-    (None, Tq, output_dim); `attention_mask` is another tensor of shape (None, Tq, Tk), 1 (or
-    anything > 0.5) where a query position may attend to a key position, 0 where not.
+    """Keras 3's `MultiHeadAttention`: `mha(query, value, key=None, attention_mask=None,
+    use_causal_mask=False)` on tensors of shape `(None, Tq, query_dim)`, `(None, Tk, value_dim)` and
+    `(None, Tk, key_dim)` (the key defaults to the value) gives `(None, Tq, output_dim)`;
+    `attention_mask` is another tensor of shape `(None, Tq, Tk)`, 1 (or anything > 0.5) where a
+    query position may attend to a key position, 0 where not, and `use_causal_mask=True` lets
+    position t attend to positions up to t. Masks the inputs carry (`Embedding(mask_zero=True)`,
+    `Masking`) become part of the attention mask, as Keras's, and the output carries the query's.
 
-    The graph engine gives a layer a list of distinct input tensors; which of them is the query,
-    the value, the key and the mask, and whether the mask is causal, is fixed by the layer's
-    first call (`wiring`, saved in its config). Self-attention, `mha(x, x)`, reads one tensor
-    and sums the three projections' input gradients into one."""
+    - `num_heads`, `key_dim`: positive integers; `value_dim=None`: the value's per-head width (None:
+      `key_dim`).
+    - `dropout=0.0`: in [0, 1), on the attention probabilities in `fit`, hashed on the device as
+      Dropout's, with `seed=None` its seed.
+    - `use_bias=True`; `kernel_initializer="glorot_uniform"`, `bias_initializer="zeros"`: as
+      Dense's.
+    - `output_shape=None`: the output's last axis, one integer (None: the query's `query_dim`).
+    - `wiring=None`: which of the call's input tensors is the query, the value, the key and the
+      mask; set by the layer's first call and saved in its config, not given by hand.
+    - `tiles=None` (clnet's own) chooses the form: None, the device's (a GPU the products form,
+      where dims and lengths are multiples of 4); a tiled candidate of the Dense tuner's, the
+      products form with those local-memory tiles (where aligned), as `Dense(tiles=...)` fixes
+      Dense's; False, the rows form. The warpgroup tensor-core form (WGMMA) is refused.
+
+    Weights, in Keras's order and layout: for the query, key and value each a kernel `(features,
+    num_heads, dim)` and a bias `(num_heads, dim)`, then the output kernel `(num_heads, value_dim,
+    output_dim)` and bias `(output_dim,)`. Only sequences `(None, time, features)` are taken
+    (Keras's `attention_axes`, `return_attention_scores`, regularizers and constraints are not).
+
+    The graph engine gives a layer a list of distinct input tensors; which of them is the query, the
+    value, the key and the mask, and whether the mask is causal, is fixed by the layer's first call
+    (`wiring`). Self-attention, `mha(x, x)`, reads one tensor, projects it as one product where the
+    three projections' sizes allow, and sums the three projections' input gradients into one."""
     # Masks on the query, value and key (Embedding(mask_zero=True), Masking) become part of the
     # attention mask, in __call__ (as Keras's _compute_attention_mask); the output carries the
     # query's.
@@ -75,10 +97,6 @@ class MultiHeadAttention(Layer):
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", seed=None, name=None, wiring=None,
                  tiles=None):
-        """`tiles` (not Keras's) chooses the form: None, the device's (a GPU the products form,
-        where dims and lengths are multiples of 4); a tiled candidate of the Dense tuner's, the
-        products form with those local-memory tiles (where aligned), as Dense(tiles=...) fixes
-        Dense's; False, the rows form."""
         super().__init__(name)
         self.num_heads = _positive("num_heads", num_heads)
         self.key_dim = _positive("key_dim", key_dim)

@@ -119,38 +119,92 @@ class _GlobalPool(_Pooling):
 
 
 class MaxPooling2D(_Pool):
-    """Maximum over (pool_size) windows every `strides` (default: pool_size) of (height, width, channels)."""
+    """Keras's `MaxPooling2D(pool_size=2, strides=None, padding="valid")`, channels_last: the
+    maximum of each `pool_size` window of `(batch, height, width, channels)`, taken every `strides`
+    cells, per channel, `-> (batch, out_h, out_w, channels)`. The gradient goes to the element each
+    window's maximum came from (the first where several tie).
+
+    - `pool_size`: an int or a pair `(ph, pw)`, each at least 1.
+    - `strides`: an int, a pair, or None (`pool_size`, Keras's default).
+    - `padding`: `"valid"` (windows inside the input; out = (length - size) // stride + 1) or
+      `"same"` (ceil(length / stride) outputs, the odd cell of padding after, as Keras splits it);
+      padded cells are never the maximum.
+
+    Keras's `data_format` is not taken: clnet's pooling is channels_last."""
 
 
 class AveragePooling2D(_Pool):
-    """Mean over (pool_size) windows; with padding='same' the padded cells are not counted."""
+    """Keras's `AveragePooling2D(pool_size=2, strides=None, padding="valid")`, channels_last: the
+    mean of each `pool_size` window of `(batch, height, width, channels)`, taken every `strides`
+    cells, per channel, `-> (batch, out_h, out_w, channels)`.
+
+    - `pool_size`: an int or a pair `(ph, pw)`, each at least 1.
+    - `strides`: an int, a pair, or None (`pool_size`, Keras's default).
+    - `padding`: `"valid"` or `"same"` (ceil(length / stride) outputs, the odd cell of padding
+      after, as Keras); with `"same"` the padded cells are not counted in a window's mean, as in
+      Keras.
+
+    Keras's `data_format` is not taken: clnet's pooling is channels_last."""
     use_max = False
 
 
 class MaxPooling1D(_Pool):
-    """Maximum over pool_size steps every `strides` steps of (steps, channels)."""
+    """Keras's `MaxPooling1D(pool_size=2, strides=None, padding="valid")` on `(batch, steps,
+    channels) -> (batch, out_steps, channels)`: the maximum over each `pool_size` steps, taken every
+    `strides` steps, per channel. The gradient goes to the element each window's maximum came from.
+
+    - `pool_size`: an int (or a 1-tuple), at least 1.
+    - `strides`: an int, or None (`pool_size`, Keras's default).
+    - `padding`: `"valid"` or `"same"` (ceil(steps / strides) outputs, the odd step of padding
+      after, as Keras); padded steps are never the maximum.
+
+    Runs as a 2-D pooling of height 1. Keras's `data_format` is not taken: channels_last only."""
     rank = 1
 
 
 class AveragePooling1D(_Pool):
+    """Keras's `AveragePooling1D(pool_size=2, strides=None, padding="valid")` on `(batch, steps,
+    channels) -> (batch, out_steps, channels)`: the mean over each `pool_size` steps, taken every
+    `strides` steps, per channel.
+
+    - `pool_size`: an int (or a 1-tuple), at least 1.
+    - `strides`: an int, or None (`pool_size`, Keras's default).
+    - `padding`: `"valid"` or `"same"` (ceil(steps / strides) outputs, the odd step of padding
+      after, as Keras); padded steps are not counted in a mean.
+
+    Runs as a 2-D pooling of height 1. Keras's `data_format` is not taken: channels_last only."""
     rank, use_max = 1, False
 
 
 class GlobalMaxPooling2D(_GlobalPool):
-    """(height, width, channels) -> (channels,), or (1, 1, channels) with keepdims."""
+    """Keras's `GlobalMaxPooling2D(keepdims=False)`: the maximum of each channel over the whole
+    image, `(batch, height, width, channels) -> (batch, channels)`, or `(batch, 1, 1, channels)`
+    with `keepdims=True`. The gradient goes to the element the maximum came from. Keras's
+    `data_format` is not taken: channels_last only."""
 
 
 class GlobalAveragePooling2D(_GlobalPool):
+    """Keras's `GlobalAveragePooling2D(keepdims=False)`: the mean of each channel over the whole
+    image, `(batch, height, width, channels) -> (batch, channels)`, or `(batch, 1, 1, channels)`
+    with `keepdims=True`. Keras's `data_format` is not taken: channels_last only."""
     use_max = False
 
 
 class GlobalMaxPooling1D(_GlobalPool):
+    """Keras's `GlobalMaxPooling1D(keepdims=False)`: the maximum of each channel over the steps,
+    `(batch, steps, channels) -> (batch, channels)`, or `(batch, 1, channels)` with `keepdims=True`.
+    The gradient goes to the element the maximum came from. An input's mask is dropped with Keras's
+    warning (Keras's layer does not read it either). Keras's `data_format` is not taken:
+    channels_last only."""
     rank = 1
 
 
 class GlobalAveragePooling1D(_GlobalPool):
-    """(steps, channels) -> (channels,), or (1, channels) with keepdims. A masked input (see
-    Layer.mask_handling) is averaged over the steps that hold data, as Keras's."""
+    """Keras's `GlobalAveragePooling1D(keepdims=False)`: the mean of each channel over the steps,
+    `(batch, steps, channels) -> (batch, channels)`, or `(batch, 1, channels)` with `keepdims=True`.
+    A masked input (`Embedding(mask_zero=True)`, `Masking`) is averaged over the steps that hold
+    data, as Keras's, and the output carries no mask. Keras's `data_format` is not taken:
+    channels_last only."""
     rank, use_max = 1, False
     mask_handling = "consume"
 

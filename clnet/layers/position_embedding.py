@@ -12,7 +12,11 @@ class PositionEmbedding(Layer):
     """keras_hub's arguments and weights: `embeddings` (sequence_length, features). On inputs of
     shape (..., positions, features) it returns the table's first `positions` rows broadcast to
     the input's shape (the caller adds them to the token embeddings); positions may be fewer than
-    sequence_length. The output does not depend on the input's values: its input gradient is zeros."""
+    sequence_length. The output does not depend on the input's values: its input gradient is zeros.
+
+    `sequence_length`: a positive integer, the most positions an input may have (more raise when
+    the layer is called). `initializer="glorot_uniform"`: the table's, as `clnet.initializers.get`
+    takes it. keras_hub's layer, not Keras's: a `.keras` archive of it is refused when writing."""
 
     def __init__(self, sequence_length, initializer="glorot_uniform", name=None, input_shape=None):
         super().__init__(name, input_shape)

@@ -15,14 +15,23 @@ CHUNK = 256
 
 
 class PReLU(BufferedLayer):
+    """Keras 3's `PReLU`: y = x for x ≥ 0, alpha · x below, alpha a trainable weight; any shape,
+    `(batch, *shape) -> (batch, *shape)`, the input's mask goes on.
+
+    - `alpha_initializer="zeros"`: as `clnet.initializers.get` takes it.
+    - `shared_axes=None`: an axis or a list of them, numbered from 1 as Keras numbers them (the
+      batch being 0), along which alpha has size 1 (one alpha for all their elements): `[1, 2]` on a
+      Conv2D's `(height, width, channels)` gives one alpha per channel. An axis the input does not
+      have raises when the layer is called.
+    - `alpha_regularizer=None`, `alpha_constraint=None`: must be None (clnet's weights have no
+      regularizers or constraints).
+
+    Weight: alpha, of the sample's shape with 1 on `shared_axes` (Keras's layout). Its gradient is
+    summed over the batch and the shared axes on the device."""
     mask_handling = "propagate"  # (a step at a time: the input's mask goes on)
 
     def __init__(self, alpha_initializer="zeros", alpha_regularizer=None, alpha_constraint=None, shared_axes=None,
                  name=None, input_shape=None):
-        """Keras 3's arguments. `shared_axes`: an axis or a list of them, numbered from 1 as Keras
-        numbers them (the batch being 0), along which alpha has size 1: [1, 2] on a Conv2D's
-        (height, width, channels) gives one alpha per channel. clnet's weights take no
-        regularizers or constraints: alpha_regularizer and alpha_constraint must be None."""
         super().__init__(name, input_shape)
         for argument, value in (("alpha_regularizer", alpha_regularizer), ("alpha_constraint", alpha_constraint)):
             if value is not None:

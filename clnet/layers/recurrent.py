@@ -162,12 +162,6 @@ class Recurrent(Layer, registered=False):
                  recurrent_initializer="orthogonal", bias_initializer="zeros", dropout=0.0, recurrent_dropout=0.0,
                  seed=None, return_sequences=False, return_state=False, go_backwards=False, name=None,
                  input_shape=None, whole_sequence=None):
-        """`dropout`: as Keras, in fit each input feature is dropped with this probability, the same
-        features at every step of a sequence (a Dropout of noise shape (None, 1, features) before
-        the input product; `seed` its seed). `whole_sequence` fixes the form of the time loop:
-        True, the sequence form (a work-item per column of U), False, the CPU form (a work-item
-        per block of units in vector registers); by default a GPU takes the first and a CPU the
-        second (see recurrent.cl)."""
         super().__init__(name, input_shape)
         kind = type(self).__name__
         if whole_sequence is not None and not isinstance(whole_sequence, bool):

@@ -76,7 +76,9 @@ class ReLU(BufferedLayer):
 
 
 class LeakyReLU(Activation):
-    """y = x for x > 0, else negative_slope x (Keras's LeakyReLU layer: default 0.3, non-negative)."""
+    """Keras's `LeakyReLU(negative_slope=0.3)`: y = x for x > 0, else `negative_slope` · x, on any
+    shape; `negative_slope` a non-negative number, as Keras requires (the `"lrelu"` activation's
+    kernels)."""
 
     def __init__(self, negative_slope=0.3, name=None, input_shape=None):
         super().__init__("lrelu", name, input_shape,
@@ -87,7 +89,8 @@ class LeakyReLU(Activation):
 
 
 class ELU(Activation):
-    """y = x for x > 0, else alpha (exp(x) - 1) (Keras's ELU layer, default alpha 1.0)."""
+    """Keras's `ELU(alpha=1.0)`: y = x for x > 0, else `alpha` · (exp(x) - 1), on any shape; `alpha`
+    any finite number (the `"elu"` activation's kernels)."""
 
     def __init__(self, alpha=1.0, name=None, input_shape=None):
         super().__init__("elu", name, input_shape, a=_number("ELU", name, "alpha", alpha, non_negative=False))

@@ -6,7 +6,9 @@ from .base import BufferedLayer, layer_label
 
 
 class RepeatVector(BufferedLayer):
-    """(batch, features) -> (batch, n, features): the input vector n times, as Keras's RepeatVector."""
+    """Keras's `RepeatVector(n)`: `(batch, features) -> (batch, n, features)`, the input vector `n`
+    times (a positive integer); its gradient is the sum over the `n` copies. Inputs of another rank
+    raise a `ValueError` when the layer is called."""
 
     def __init__(self, n, name=None, input_shape=None):
         super().__init__(name, input_shape)

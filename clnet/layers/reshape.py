@@ -7,7 +7,11 @@ from .flatten import View
 
 
 class Reshape(View):
-    """(batch, *input_shape) -> (batch, *target_shape); one axis may be -1 (inferred)."""
+    """Keras's `Reshape(target_shape)`: `(batch, *input_shape) -> (batch, *target_shape)`, the
+    sample's values in row-major order. `target_shape`: a tuple of positive integers without the
+    batch axis, of which one may be -1 (inferred from the others); its product must be the sample's
+    size, else a `ValueError` when the layer is called. No kernel runs: the output is a view of the
+    input's buffer."""
 
     def __init__(self, target_shape, name=None, input_shape=None):
         super().__init__(name, input_shape)

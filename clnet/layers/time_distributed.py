@@ -26,6 +26,14 @@ def _per_position(layer: Layer) -> bool:
 
 
 class TimeDistributed(Layer):
+    """Keras's `TimeDistributed(layer)`: `layer` applied to every time step of a `(batch, time,
+    ...)` input, with one set of weights. The layers clnet takes act on the last axis alone and
+    already apply to every position of the leading axes in one launch (Dense: one product over batch
+    × time rows), so the wrapper calls `layer` itself on the whole input: Dense, Activation, ReLU,
+    LeakyReLU, ELU, Embedding, Dropout without a `noise_shape`, and Softmax and LayerNormalization
+    over axis -1. Another layer (a convolution per frame) raises `NotImplementedError` when the
+    wrapper is made; an input of fewer than three axes raises a `ValueError`. Its further keyword
+    arguments are `name` and `input_shape`."""
     mask_handling = "propagate"  # (the layers it applies work a step at a time)
 
     def __init__(self, layer, **kwargs):

@@ -38,7 +38,9 @@ class _UpSampling(CellCopy, Layer):
 
 
 class UpSampling1D(_UpSampling):
-    """(steps, features) -> (steps * size, features): each step `size` times in a row, as Keras's."""
+    """Keras's `UpSampling1D(size=2)`: `(batch, steps, features) -> (batch, steps · size,
+    features)`, each step repeated `size` times in a row (`size` a positive integer); the gradient
+    of a step is the sum over its copies."""
     rank = 1
 
     def __init__(self, size=2, name=None, input_shape=None):

@@ -18,7 +18,14 @@ from .base import TENSOR_OPERATORS, Layer, checked_shape, tracing
 
 class Weight(Layer):
     """A weight of a subclassed layer (Layer.add_weight): its output is the weight, and the
-    gradient its readers give it (summed over the batch) is the weight's gradient."""
+    gradient its readers give it (summed over the batch) is the weight's gradient. Made by
+    `add_weight`, not by hand.
+
+    `shape`: the weight's, a tuple of positive integers or `()`. `initializer="glorot_uniform"`: a
+    name `clnet.initializers.get` knows or a callable (a model whose weight has a callable cannot
+    be saved). `trainable=True`: add_weight's, fixed when it is made (False: a statistic the
+    optimizer leaves). `frozen=False`: the layer's own `trainable` set False, as a frozen owner's
+    config restores it."""
     multi_input = True  # of no inputs
 
     def __init__(self, shape, initializer="glorot_uniform", trainable=True, name=None, frozen=False):
@@ -73,7 +80,8 @@ class Weight(Layer):
 
 class Constant(Layer):
     """An array a traced call() gave a layer (`self.pos_emb(ops.arange(maxlen))`): its output,
-    without a batch axis, is the array in the model's float type; no gradient."""
+    without a batch axis, is the array in the model's float type; no gradient. Made by the trace,
+    not by hand: `value` is an array (or nested list) of finite numbers or bools."""
     multi_input = True  # of no inputs
 
     def __init__(self, value, name=None):
@@ -112,7 +120,11 @@ class Constant(Layer):
 class Variable:
     """A layer's weight, as Keras's Variable: `shape`, `trainable`, `name`, `path`, `numpy()`,
     `assign(value)`. A subclass's own (add_weight) is also an operand of ops in its call()
-    (`ops.matmul(x, self.w) + self.b`); out of a trace its operators compute on its value."""
+    (`ops.matmul(x, self.w) + self.b`); out of a trace its operators compute on its value.
+
+    Made by `add_weight` and `layer.weights`, not by hand: `layer` holds the value (its
+    `get_weights()[index]`), `name` is the weight's own name and `owner` the layer whose weight
+    it is (`path` is `owner.name/name`, as Keras's)."""
     is_variable = True
 
     def __init__(self, layer: Layer, index: int, name: str, owner: Layer):

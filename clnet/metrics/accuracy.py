@@ -11,7 +11,10 @@ from .base import MeanMetric
 
 
 class BinaryAccuracy(MeanMetric):
-    """The share of columns where (prediction > threshold) equals the target."""
+    """Keras's `BinaryAccuracy`: the share of columns where (prediction > `threshold`) equals the
+    target (targets 0 or 1), over every position. `name="binary_accuracy"`; `dtype=None`, Keras's
+    argument, kept for its signature (a clnet metric computes in the model's float type);
+    `threshold=0.5`, a finite number."""
     source, kind = "metrics/accuracy.cl", 0
 
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
@@ -29,7 +32,10 @@ class BinaryAccuracy(MeanMetric):
 
 
 class CategoricalAccuracy(MeanMetric):
-    """1 where the largest prediction and the largest target are in the same column."""
+    """Keras's `CategoricalAccuracy`: 1 where the largest prediction and the largest target (a
+    one-hot row) are in the same column, else 0, averaged over the positions. Targets must be a
+    column per class (a sparse loss's class ids raise: use `SparseCategoricalAccuracy`).
+    `name="categorical_accuracy"`; `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities = "metrics/accuracy.cl", 1, False
 
     def __init__(self, name="categorical_accuracy", dtype=None):
@@ -37,7 +43,10 @@ class CategoricalAccuracy(MeanMetric):
 
 
 class SparseCategoricalAccuracy(MeanMetric):
-    """1 where the largest prediction is at the target's class id."""
+    """Keras's `SparseCategoricalAccuracy`: 1 where the largest prediction is at the target's class
+    id, else 0, averaged over the positions. Targets must be class ids, as
+    `"sparse_categorical_crossentropy"` takes them. `name="sparse_categorical_accuracy"`;
+    `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities, targets = "metrics/accuracy.cl", 2, False, "ids"
 
     def __init__(self, name="sparse_categorical_accuracy", dtype=None):
@@ -45,7 +54,10 @@ class SparseCategoricalAccuracy(MeanMetric):
 
 
 class TopKCategoricalAccuracy(MeanMetric):
-    """1 where the target's class (a one-hot row's largest) is among the k largest predictions."""
+    """Keras's `TopKCategoricalAccuracy`: 1 where the target's class (a one-hot row's largest) is
+    among the `k` largest predictions, averaged over the positions. `k=5`: a positive integer, at
+    most the output's classes (more raise a `ValueError`, as Keras's top_k fails).
+    `name="top_k_categorical_accuracy"`; `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities = "metrics/accuracy.cl", 3, False
 
     def __init__(self, k=5, name="top_k_categorical_accuracy", dtype=None):
@@ -66,7 +78,10 @@ class TopKCategoricalAccuracy(MeanMetric):
 
 
 class SparseTopKCategoricalAccuracy(TopKCategoricalAccuracy):
-    """1 where the target's class id is among the k largest predictions."""
+    """Keras's `SparseTopKCategoricalAccuracy`: 1 where the target's class id is among the `k`
+    largest predictions, averaged over the positions. `k=5`: a positive integer, at most the
+    output's classes. `name="sparse_top_k_categorical_accuracy"`; `dtype=None`, Keras's argument,
+    kept for its signature."""
     kind, targets = 4, "ids"
 
     def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None):

@@ -86,7 +86,12 @@ class Metric:
     `reads_probabilities` (False where the result depends only on the order of each row's values,
     so an output whose softmax the loss kernel takes may hand it the softmax's input), and define
     `state_size`, `update` and `result`. A user's subclass defines Keras's `update_state` and
-    `result` instead (see the module's docstring)."""
+    `result` instead (see the module's docstring).
+
+    `name=None`: the name in the logs (a non-empty string; by default the class's name in
+    snake_case). `dtype=None`: Keras's argument, kept for its signature; a clnet metric computes in
+    the model's float type, and a user's variables are float32 unless `add_variable` is given
+    another dtype."""
 
     registry: dict[str, type["Metric"]] = {}
     aliases: tuple[str, ...] = ()
@@ -252,7 +257,8 @@ class Metric:
 class MeanMetric(Metric):
     """A metric that is the mean of a value per position (Keras's MeanMetricWrapper over a
     function of the last axis): metrics/mean.cl's UpdateMean sums the family's metric_value over
-    the batch's positions in one work-group; the state is that sum and the sum of the weights."""
+    the batch's positions in one work-group; the state is that sum and the sum of the weights.
+    `name` and `dtype` as Metric's."""
 
     kernel_name = "UpdateMean"
     kind = 0  # the family's metric_value case

@@ -76,8 +76,15 @@ class _PrecisionRecall(_Columns):
 
 
 class Precision(_PrecisionRecall):
-    """true positives / (true positives + false positives), a prediction positive above the
-    threshold (0.5)."""
+    """Keras's `Precision`: true positives / (true positives + false positives), a prediction
+    positive where it is above the threshold and a target positive where it is not 0; 0 where
+    nothing was predicted positive. The counts are summed per column on the device.
+
+    - `thresholds=None`: one number in [0, 1] (None: 0.5); Keras's list of thresholds is refused.
+    - `top_k=None`: must be None (refused otherwise: not yet supported).
+    - `class_id=None`: one column's counts alone (a non-negative integer, a column of the output),
+      else every column's summed.
+    - `name="precision"`; `dtype=None`, Keras's argument, kept for its signature."""
 
     def __init__(self, thresholds=None, top_k=None, class_id=None, name="precision", dtype=None):
         super().__init__(thresholds, top_k, class_id, name, dtype)
@@ -88,7 +95,15 @@ class Precision(_PrecisionRecall):
 
 
 class Recall(_PrecisionRecall):
-    """true positives / (true positives + false negatives)."""
+    """Keras's `Recall`: true positives / (true positives + false negatives), a prediction positive
+    where it is above the threshold and a target positive where it is not 0; 0 where no target was
+    positive. The counts are summed per column on the device.
+
+    - `thresholds=None`: one number in [0, 1] (None: 0.5); Keras's list of thresholds is refused.
+    - `top_k=None`: must be None (refused otherwise: not yet supported).
+    - `class_id=None`: one column's counts alone (a non-negative integer, a column of the output),
+      else every column's summed.
+    - `name="recall"`; `dtype=None`, Keras's argument, kept for its signature."""
 
     def __init__(self, thresholds=None, top_k=None, class_id=None, name="recall", dtype=None):
         super().__init__(thresholds, top_k, class_id, name, dtype)
@@ -101,7 +116,13 @@ class Recall(_PrecisionRecall):
 class FBetaScore(_Columns):
     """Keras's F-beta score per class (average=None: an array), or averaged ("micro": over the
     summed counts, "macro": the mean of the classes', "weighted": by each class's targets). With
-    threshold=None a prediction is positive where it is its row's largest."""
+    threshold=None a prediction is positive where it is its row's largest.
+
+    Outputs must be `(batch, classes)`, as Keras's. `average=None`: None, `"micro"`, `"macro"` or
+    `"weighted"`; `beta=1.0`: a positive number, recall counting beta times as much as precision;
+    `threshold=None`: None or a number in (0, 1], a prediction positive above it;
+    `name="fbeta_score"`; `dtype=None`, Keras's argument, kept for its signature (the per-class
+    array is in the model's float type)."""
     labels_as_bool = False
 
     def __init__(self, average=None, beta=1.0, threshold=None, name="fbeta_score", dtype=None):
@@ -142,7 +163,11 @@ class FBetaScore(_Columns):
 
 
 class F1Score(FBetaScore):
-    """FBetaScore with beta 1: the harmonic mean of precision and recall."""
+    """Keras's `F1Score`: FBetaScore with beta 1, the harmonic mean of precision and recall, per
+    class (an array) or averaged. `average=None`: None, `"micro"`, `"macro"` or `"weighted"`;
+    `threshold=None`: None (a prediction positive where it is its row's largest) or a number in (0,
+    1]; `name="f1_score"`; `dtype=None`, Keras's argument, kept for its signature. Outputs must be
+    `(batch, classes)`."""
 
     def __init__(self, average=None, threshold=None, name="f1_score", dtype=None):
         super().__init__(average, 1.0, threshold, name, dtype)
@@ -156,7 +181,19 @@ class AUC(Metric):
     evenly spaced thresholds (Keras's bucketed update), every output column's predictions taken
     together, or with multi_label one curve per column and their mean (weighted by
     `label_weights` if given, as Keras's); summation_method "interpolation" (for PR, Davis and
-    Goadrich's), "minoring" or "majoring"."""
+    Goadrich's), "minoring" or "majoring".
+
+    - `num_thresholds=200`: an integer above 1; the thresholds are evenly spaced over [0, 1].
+    - `curve="ROC"`: `"ROC"` or `"PR"` (any case).
+    - `summation_method="interpolation"`: `"interpolation"`, `"minoring"` or `"majoring"`.
+    - `name="auc"`; `dtype=None`, Keras's argument, kept for its signature.
+    - `thresholds=None`: must be None (Keras's list of thresholds is not yet supported): give
+      `num_thresholds`.
+    - `multi_label=False`: a bool; True for a curve per output column.
+    - `num_labels=None`: with `multi_label`, the output's columns (checked against the output).
+    - `label_weights=None`: with `multi_label`, one non-negative weight per column, not all 0.
+    - `from_logits=False`: a bool; True where the predictions are logits, which the sigmoid maps
+      to probabilities first."""
     source, kernel_name = "metrics/confusion.cl", "UpdateThresholds"
 
     def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation", name="auc",

@@ -8,6 +8,10 @@ from .base import MeanMetric
 
 
 class MeanSquaredError(MeanMetric):
+    """Keras's `MeanSquaredError` metric (also `"mse"`, `"MSE"`, `"mean_squared_error"`): the mean
+    over positions of (prediction - target)², averaged over the last axis, summed on the device
+    after each batch. `name="mean_squared_error"`: the name in the logs; `dtype=None`: Keras's
+    argument, kept for its signature (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 0, ("mse", "MSE")
 
     def __init__(self, name="mean_squared_error", dtype=None):
@@ -15,6 +19,10 @@ class MeanSquaredError(MeanMetric):
 
 
 class MeanAbsoluteError(MeanMetric):
+    """Keras's `MeanAbsoluteError` metric (also `"mae"`, `"MAE"`, `"mean_absolute_error"`): the mean
+    over positions of |prediction - target|, averaged over the last axis, summed on the device after
+    each batch. `name="mean_absolute_error"`: the name in the logs; `dtype=None`: Keras's argument,
+    kept for its signature (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 1, ("mae", "MAE")
 
     def __init__(self, name="mean_absolute_error", dtype=None):
@@ -22,7 +30,10 @@ class MeanAbsoluteError(MeanMetric):
 
 
 class MeanAbsolutePercentageError(MeanMetric):
-    """100 |t - p| / max(|t|, 1e-7), as Keras."""
+    """Keras's `MeanAbsolutePercentageError` (also `"mape"`, `"MAPE"`): 100 |t - p| / max(|t|,
+    1e-7), averaged over the last axis and the positions, as Keras.
+    `name="mean_absolute_percentage_error"`; `dtype=None`, Keras's argument, kept for its signature
+    (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 2, ("mape", "MAPE")
 
     def __init__(self, name="mean_absolute_percentage_error", dtype=None):
@@ -30,7 +41,10 @@ class MeanAbsolutePercentageError(MeanMetric):
 
 
 class MeanSquaredLogarithmicError(MeanMetric):
-    """(log(max(p, 1e-7) + 1) - log(max(t, 1e-7) + 1))^2, as Keras."""
+    """Keras's `MeanSquaredLogarithmicError` (also `"msle"`, `"MSLE"`): (log(max(p, 1e-7) + 1) -
+    log(max(t, 1e-7) + 1))², averaged over the last axis and the positions, as Keras.
+    `name="mean_squared_logarithmic_error"`; `dtype=None`, Keras's argument, kept for its signature
+    (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 3, ("msle", "MSLE")
 
     def __init__(self, name="mean_squared_logarithmic_error", dtype=None):
@@ -38,7 +52,10 @@ class MeanSquaredLogarithmicError(MeanMetric):
 
 
 class RootMeanSquaredError(MeanMetric):
-    """The root of the mean squared error over every output column of every position."""
+    """Keras's `RootMeanSquaredError`: the root of the mean squared error over every output column
+    of every position (the square root is taken of the whole epoch's mean, as Keras's).
+    `name="root_mean_squared_error"`; `dtype=None`, Keras's argument, kept for its signature (a
+    clnet metric computes in the model's float type)."""
     source, kind = "metrics/regression.cl", 0
 
     def __init__(self, name="root_mean_squared_error", dtype=None):

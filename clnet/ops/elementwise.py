@@ -293,18 +293,27 @@ def eager_dtype(values):
 
 # -- the ops, by Keras's names ------------------------------------------------------------------
 def add(x1, x2):
+    """`x1 + x2`, elementwise, as `keras.ops.add`; numpy's broadcasting, never along the batch axis (see
+    the module's doc). Each operand's gradient is the output's, summed over any axes it was broadcast
+    along."""
     return apply("add", [("x1", x1), ("x2", x2)])
 
 
 def subtract(x1, x2):
+    """`x1 - x2`, elementwise, as `keras.ops.subtract`; numpy's broadcasting, never along the batch axis.
+    The gradient is the output's for `x1` and its negative for `x2`."""
     return apply("subtract", [("x1", x1), ("x2", x2)])
 
 
 def multiply(x1, x2):
+    """`x1 * x2`, elementwise, as `keras.ops.multiply`; numpy's broadcasting, never along the batch axis.
+    Each operand's gradient is the output's times the other operand."""
     return apply("multiply", [("x1", x1), ("x2", x2)])
 
 
 def divide(x1, x2):
+    """`x1 / x2`, elementwise (true division), as `keras.ops.divide` (also `true_divide`); numpy's
+    broadcasting, never along the batch axis. Gradients `1 / x2` and `-y / x2`."""
     return apply("divide", [("x1", x1), ("x2", x2)])
 
 
@@ -312,39 +321,57 @@ true_divide = divide
 
 
 def power(x1, x2):
+    """`x1 ** x2`, elementwise (OpenCL's `pow`), as `keras.ops.power`; numpy's broadcasting. Gradients
+    `x2 * x1 ** (x2 - 1)` and `y * log(x1)` (NaN for the exponent's where `x1 <= 0`, as the formula)."""
     return apply("power", [("x1", x1), ("x2", x2)])
 
 
 def minimum(x1, x2):
+    """The elementwise smaller of `x1` and `x2`, as `keras.ops.minimum`; numpy's broadcasting. The
+    gradient goes to the operand chosen; where they tie, to `x1`."""
     return apply("minimum", [("x1", x1), ("x2", x2)])
 
 
 def maximum(x1, x2):
+    """The elementwise larger of `x1` and `x2`, as `keras.ops.maximum`; numpy's broadcasting. The
+    gradient goes to the operand chosen; where they tie, to `x1`."""
     return apply("maximum", [("x1", x1), ("x2", x2)])
 
 
 def greater(x1, x2):
-    """1.0 where x1 > x2, else 0.0 (in the model's float type; no gradient flows through it)."""
+    """1.0 where `x1 > x2`, else 0.0, as `keras.ops.greater` but in the model's float type (Keras's is
+    bool); numpy's broadcasting. No gradient flows through it."""
     return apply("greater", [("x1", x1), ("x2", x2)])
 
 
 def greater_equal(x1, x2):
+    """1.0 where `x1 >= x2`, else 0.0, as `keras.ops.greater_equal` but in the model's float type
+    (Keras's is bool); numpy's broadcasting. No gradient flows through it."""
     return apply("greater_equal", [("x1", x1), ("x2", x2)])
 
 
 def less(x1, x2):
+    """1.0 where `x1 < x2`, else 0.0, as `keras.ops.less` but in the model's float type (Keras's is
+    bool); numpy's broadcasting. No gradient flows through it."""
     return apply("less", [("x1", x1), ("x2", x2)])
 
 
 def less_equal(x1, x2):
+    """1.0 where `x1 <= x2`, else 0.0, as `keras.ops.less_equal` but in the model's float type
+    (Keras's is bool); numpy's broadcasting. No gradient flows through it."""
     return apply("less_equal", [("x1", x1), ("x2", x2)])
 
 
 def equal(x1, x2):
+    """1.0 where `x1 == x2`, else 0.0, as `keras.ops.equal` but in the model's float type (Keras's is
+    bool); numpy's broadcasting. No gradient flows through it. (A tensor's `==` operator stays
+    Python's identity, as in Keras.)"""
     return apply("equal", [("x1", x1), ("x2", x2)])
 
 
 def not_equal(x1, x2):
+    """1.0 where `x1 != x2`, else 0.0, as `keras.ops.not_equal` but in the model's float type (Keras's
+    is bool); numpy's broadcasting. No gradient flows through it."""
     return apply("not_equal", [("x1", x1), ("x2", x2)])
 
 
@@ -355,22 +382,28 @@ def where(condition, x1, x2):
 
 
 def negative(x):
+    """`-x`, elementwise, as `keras.ops.negative` (a tensor's unary `-`)."""
     return apply("negative", [("x", x)])
 
 
 def exp(x):
+    """`e ** x`, elementwise, as `keras.ops.exp`; gradient `y`."""
     return apply("exp", [("x", x)])
 
 
 def log(x):
+    """The natural logarithm of `x`, elementwise, as `keras.ops.log`; gradient `1 / x`."""
     return apply("log", [("x", x)])
 
 
 def sqrt(x):
+    """The square root of `x`, elementwise, as `keras.ops.sqrt`; gradient `0.5 / y` (infinite at 0)."""
     return apply("sqrt", [("x", x)])
 
 
 def abs(x):  # noqa: A001 (Keras's name)
+    """`|x|`, elementwise, as `keras.ops.abs` (also `absolute`, and a tensor's `abs()`); gradient
+    `sign(x)`, 0 at 0."""
     return apply("abs", [("x", x)])
 
 
@@ -378,30 +411,37 @@ absolute = abs
 
 
 def square(x):
+    """`x * x`, elementwise, as `keras.ops.square`; gradient `2 x`."""
     return apply("square", [("x", x)])
 
 
 def tanh(x):
+    """The hyperbolic tangent of `x`, elementwise, as `keras.ops.tanh`; gradient `1 - y ** 2`."""
     return apply("tanh", [("x", x)])
 
 
 def sigmoid(x):
+    """`1 / (1 + exp(-x))`, elementwise, as `keras.ops.sigmoid`; gradient `y (1 - y)`."""
     return apply("sigmoid", [("x", x)])
 
 
 def relu(x):
+    """`max(x, 0)`, elementwise, as `keras.ops.relu`; gradient 1 where `x > 0`, else 0."""
     return apply("relu", [("x", x)])
 
 
 def gelu(x, approximate=True):
-    """Keras's default is the tanh approximation; approximate=False is the erf form."""
+    """The Gaussian error linear unit, elementwise, as `keras.ops.gelu`: `approximate=True` (Keras's
+    default for the op) is the tanh approximation, `approximate=False` the exact `x Φ(x)` of the erf
+    form (which the `"gelu"` activation computes). `approximate` must be a bool."""
     if not isinstance(approximate, (bool, np.bool_)):
         raise TypeError(f"gelu: approximate must be True or False, got {approximate!r}")
     return apply("gelu" if approximate else "gelu_erf", [("x", x)])
 
 
 def clip(x, x_min, x_max):
-    """x limited to [x_min, x_max] (numbers); the gradient passes where x lies within them."""
+    """`x` limited to `[x_min, x_max]`, as `keras.ops.clip`: the bounds are finite Python or numpy
+    numbers (not tensors) with `x_min <= x_max`; the gradient passes where `x` lies within them."""
     for argument, value in (("x_min", x_min), ("x_max", x_max)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
             raise TypeError(f"clip: {argument} must be a finite number, got {value!r}")
@@ -411,9 +451,14 @@ def clip(x, x_min, x_max):
 
 
 def ones_like(x, dtype=None):
-    """Ones of x's shape (a symbolic x: a tensor of ones through which no gradient flows)."""
+    """Ones of `x`'s shape, as `keras.ops.ones_like` (a symbolic `x`: a tensor of ones through which no
+    gradient flows). `dtype` is taken for Keras's signature and not used: the values are in the
+    model's float type."""
     return apply("ones_like", [("x", x)])
 
 
 def zeros_like(x, dtype=None):
+    """Zeros of `x`'s shape, as `keras.ops.zeros_like` (a symbolic `x`: a tensor of zeros through which
+    no gradient flows). `dtype` is taken for Keras's signature and not used: the values are in the
+    model's float type."""
     return apply("zeros_like", [("x", x)])

@@ -134,7 +134,10 @@ class MatMul(Op):
 
 
 def matmul(x1, x2):
-    """x1 @ x2, numpy's matmul with the batch axis kept first (see the module's doc)."""
+    """`x1 @ x2`, as `keras.ops.matmul`: numpy's matmul with the batch axis kept first (see the
+    module's doc). Symbolic operands: `(batch, t, d) @ (batch, d, t2)`, a tensor times a constant
+    matrix `(d, k)`, a constant times a tensor, leading axes broadcast; the batch axis is never a
+    matrix axis. On arrays alone, numpy's matmul (a scalar operand raises)."""
     values = [("x1", x1), ("x2", x2)]
     if is_symbolic(x1) or is_symbolic(x2):
         layer = MatMul([operand(v) if is_symbolic(v) else constant("matmul", name, v) for name, v in values])

@@ -121,19 +121,32 @@ def reduce(op: str, x, axis, keepdims):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001 (Keras's name)
+    """The sum of `x`'s elements over `axis`, as `keras.ops.sum`. `axis`: an int, a tuple of them,
+    or None (every sample axis), counted as Keras counts (the batch is axis 0, which a symbolic
+    tensor's reduction refuses); `keepdims` keeps the reduced axes as axes of 1."""
     return reduce("sum", x, axis, keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
+    """The mean of `x`'s elements over `axis`, as `keras.ops.mean`. `axis`: an int, a tuple of them,
+    or None (every sample axis), counted as Keras counts (the batch is axis 0, which a symbolic
+    tensor's reduction refuses); `keepdims` keeps the reduced axes as axes of 1."""
     return reduce("mean", x, axis, keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """The maximum; where several elements tie for it, they share its gradient equally."""
+    """The maximum of `x`'s elements over `axis`, as `keras.ops.max` (also `amax`); where several
+    elements tie for it, they share its gradient equally. `axis`: an int, a tuple of them, or None
+    (every sample axis), counted as Keras counts (the batch is axis 0, which a symbolic tensor's
+    reduction refuses); `keepdims` keeps the reduced axes as axes of 1."""
     return reduce("max", x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False):  # noqa: A001
+    """The minimum of `x`'s elements over `axis`, as `keras.ops.min` (also `amin`); where several
+    elements tie for it, they share its gradient equally. `axis`: an int, a tuple of them, or None
+    (every sample axis), counted as Keras counts (the batch is axis 0, which a symbolic tensor's
+    reduction refuses); `keepdims` keeps the reduced axes as axes of 1."""
     return reduce("min", x, axis, keepdims)
 
 
@@ -147,7 +160,9 @@ def argmax(x, axis=None, keepdims=False):
 
 
 def argmin(x, axis=None, keepdims=False):
-    """The index of the smallest element along `axis`, as argmax."""
+    """The index of the smallest element along `axis`, as `keras.ops.argmin`: one axis, or None (every
+    sample axis, the index in the flattened sample); the first where several tie, as a float in the
+    model's float type; no gradient."""
     return _index("argmin", x, axis, keepdims)
 
 

@@ -96,7 +96,9 @@ def reshape(x, new_shape):
 
 
 def expand_dims(x, axis):
-    """x with an axis of extent 1 inserted at `axis` (not before the batch axis)."""
+    """`x` with an axis of extent 1 inserted at `axis`, as `keras.ops.expand_dims`. For a symbolic `x`
+    the axis counts the batch as 0 and may not go before it (axis 0 raises); on an array it is
+    numpy's."""
     def shape_of(shape):
         batched = is_symbolic(x)
         rank = len(shape) + 1 if batched else len(shape)
@@ -238,11 +240,14 @@ def arange(start, stop=None, step=1, dtype=None):
 
 
 def ones(shape, dtype=None):
-    """numpy's ones as a constant (in clnet.floatx() unless `dtype`), as keras.ops.ones."""
+    """numpy's ones of `shape` as a constant (a numpy array in `clnet.floatx()` unless `dtype`), as
+    `keras.ops.ones`: an operand of other ops, never a symbolic tensor."""
     return _filled("ones", shape, 1.0, dtype)
 
 
 def zeros(shape, dtype=None):
+    """numpy's zeros of `shape` as a constant (a numpy array in `clnet.floatx()` unless `dtype`), as
+    `keras.ops.zeros`: an operand of other ops, never a symbolic tensor."""
     return _filled("zeros", shape, 0.0, dtype)
 
 
@@ -252,14 +257,16 @@ def _filled(op: str, shape, value: float, dtype):
 
 
 def shape(x) -> tuple:
-    """x's shape, as keras.ops.shape: a symbolic tensor's with None for its batch axis."""
+    """`x`'s shape as a tuple, as `keras.ops.shape`: a symbolic tensor's with None for its batch axis,
+    an array's numpy's."""
     if is_symbolic(x):
         return tuple(symbolic(x).shape)
     return tuple(np.shape(x))
 
 
 def convert_to_numpy(x) -> np.ndarray:
-    """x as a numpy array, as keras.ops.convert_to_numpy (eager results already are)."""
+    """`x` as a numpy array, as `keras.ops.convert_to_numpy` (eager results already are); a symbolic
+    tensor has no values and raises a `TypeError`."""
     if is_symbolic(x):
         raise TypeError(f"convert_to_numpy: x is a symbolic tensor {symbolic(x).shape}, which has no values; "
                         "call the model (or predict) on arrays")

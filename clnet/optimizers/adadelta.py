@@ -2,6 +2,11 @@ from .base import Optimizer
 
 
 class AdaDelta(Optimizer):
+    """Keras's `Adadelta` (also `AdaDelta`, `"adadelta"`): Eg = rho · Eg + (1 - rho) · g², dx =
+    -sqrt(Ex + epsilon) · g / sqrt(Eg + epsilon), Ex = rho · Ex + (1 - rho) · dx², w += lr · dx.
+    `learning_rate` defaults to 0.001, as Keras's (Zeiler's method is 1.0); `rho=0.95`,
+    `epsilon=1e-7`. Also the arguments every optimizer takes (see Optimizer): `weight_decay`,
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`."""
     names = ("adadelta",)
     source, kernel_name = "optimizers/adadelta.cl", "AdaDeltaUpdate"
     defaults = {"rho": 0.95, "epsilon": 1e-7}

@@ -4,6 +4,12 @@ from .base import Optimizer
 
 
 class Adam(Optimizer):
+    """Keras's `Adam` (`"adam"`), with Keras's bias correction folded into the step size: m = beta_1
+    · m + (1 - beta_1) · g, v = beta_2 · v + (1 - beta_2) · g², w -= lr_t · m / (sqrt(v) + epsilon),
+    lr_t = lr · sqrt(1 - beta_2^t) / (1 - beta_1^t). `learning_rate` defaults to 0.001;
+    `beta_1=0.9`, `beta_2=0.999`, `epsilon=1e-7`, `amsgrad=False` (True: the running maximum of v in
+    its place). Also the arguments every optimizer takes (see Optimizer): `weight_decay`,
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`."""
     names = ("adam",)
     source, kernel_name = "optimizers/adam.cl", "AdamUpdate"
     defaults = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": False}
@@ -25,7 +31,10 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay, 0.004 by default as in Keras."""
+    """Keras's `AdamW` (`"adamw"`): Adam with decoupled weight decay, w -= weight_decay · lr · w
+    before each step. `learning_rate` defaults to 0.001; `weight_decay=0.004` as in Keras (None is
+    refused); Adam's `beta_1`, `beta_2`, `epsilon`, `amsgrad` and the other arguments every
+    optimizer takes (see Optimizer) by keyword."""
     names = ("adamw",)
 
     def __init__(self, learning_rate=None, *, weight_decay=0.004, **kwargs):

@@ -26,6 +26,29 @@ _NORM_ELEMENTS_PER_ITEM = 16
 
 
 class Optimizer:
+    """The base of clnet's optimizers, Keras 3's formulas, defaults and step order: the gradient
+    (with the `l1` and `l2` terms of the loss) is clipped, the decoupled weight decay applied, then
+    the optimizer's own update, all in one update launch per step for every parameter; clipping by
+    norm adds two launches, which leave the norms on the device.
+
+    Arguments every optimizer takes:
+
+    - `learning_rate=None`: a non-negative float, or a schedule from `clnet.optimizers.schedules`
+      (or its config dict), evaluated at `iterations` (0 for the first step), as Keras's; None is
+      the optimizer's default (0.001; SGD's 0.01). A float rate can be set later
+      (`optimizer.learning_rate = 1e-4`, what `ReduceLROnPlateau` does); a schedule's cannot.
+    - `weight_decay=None`: decoupled, w -= weight_decay · lr · w before the step.
+    - `clipnorm=None` (each parameter's gradient scaled to at most this norm),
+      `global_clipnorm=None` (all gradients together) or `clipvalue=None` (each element clipped to
+      ±clipvalue): at most one of them; 0 means no clipping, as in Keras.
+    - `l1=0.0`, `l2=0.0`: add l1 · |w| + l2 · w² to the loss, so that their gradient is clipped too
+      (clnet's; Keras puts regularizers on the layers, which clnet's layers do not take).
+    - The optimizer's own arguments (momentum, rho, beta_1, ...), by keyword only, with Keras's
+      defaults; an unknown one raises a `TypeError`.
+
+    Every number must be finite and non-negative. Keras's `name`, `use_ema`, `loss_scale_factor` and
+    `gradient_accumulation_steps` are not taken. `iterations` counts the steps taken;
+    `get_config()`/`from_config()` round-trip the arguments."""
     registry: dict[str, type["Optimizer"]] = {}
     names: tuple[str, ...] = ()
     source = ""
@@ -255,6 +278,10 @@ def _sections(sizes: list[int], step: int) -> list[int]:
 
 
 def get(identifier) -> Optimizer:
+    """An optimizer from a name, an Optimizer (returned as it is) or a `get_config()` dict, as
+    `compile(optimizer=...)` takes it. Names (any case): `"sgd"`, `"momentum"`, `"adagrad"`,
+    `"rmsprop"`, `"adadelta"`, `"adam"`, `"adamw"`, each with its defaults; anything else raises a
+    `ValueError`."""
     if isinstance(identifier, Optimizer):
         return identifier
     if isinstance(identifier, dict):

@@ -2,6 +2,11 @@ from .base import Optimizer
 
 
 class RMSProp(Optimizer):
+    """Keras's `RMSprop` (also `RMSProp`, `"rmsprop"`): s = rho · s + (1 - rho) · g², step = lr · g
+    / sqrt(s + epsilon), with `centered` the root of s - a² + epsilon, a the mean gradient, and with
+    `momentum` a momentum buffer over the steps. `learning_rate` defaults to 0.001; `rho=0.9`,
+    `momentum=0.0`, `epsilon=1e-7`, `centered=False`. Also the arguments every optimizer takes (see
+    Optimizer): `weight_decay`, `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`."""
     names = ("rmsprop",)
     source, kernel_name = "optimizers/rmsprop.cl", "RMSPropUpdate"
     defaults = {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": False}

@@ -2,7 +2,12 @@ from .base import Optimizer
 
 
 class SGD(Optimizer):
-    """Keras's SGD: plain, or with momentum (and nesterov, which without momentum changes nothing)."""
+    """Keras's `SGD` (`"sgd"`): plain, w -= lr · g, or with momentum, v = momentum · v - lr · g then
+    w += v (and with `nesterov`, w += momentum · v - lr · g, which without momentum changes
+    nothing). `learning_rate` defaults to 0.01, as Keras's; `momentum=0.0` in [0, 1];
+    `nesterov=False`. Also the arguments every optimizer takes (see Optimizer): `weight_decay`,
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`. A velocity buffer is kept only with
+    momentum."""
     names = ("sgd",)
     source, kernel_name = "optimizers/sgd.cl", "SGDUpdate"
     defaults = {"momentum": 0.0, "nesterov": False}
@@ -25,6 +30,9 @@ class SGD(Optimizer):
 
 
 class Momentum(SGD):
-    """SGD with momentum 0.9 by default (clnet's name from the MQL5 book; Keras writes SGD(momentum=...))."""
+    """SGD with momentum 0.9 by default (`"momentum"`, clnet's name from the MQL5 book; Keras writes
+    `SGD(momentum=...)`). `learning_rate` defaults to 0.01; `momentum=0.9` in [0, 1];
+    `nesterov=False`; and the arguments every optimizer takes (see Optimizer): `weight_decay`,
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`."""
     names = ("momentum",)
     defaults = {"momentum": 0.9, "nesterov": False}

@@ -91,7 +91,12 @@ def timeseries_dataset_from_array(data, targets, sequence_length, sequence_strid
 class TimeseriesDataset(PyDataset):
     """The windows of timeseries_dataset_from_array, cut from `data` a batch at a time.
 
-    `starts` are the time steps at which the windows begin, in the order they are served."""
+    `starts` are the time steps at which the windows begin, in the order they are served. Made by
+    `timeseries_dataset_from_array`, whose arguments these are: `data` (axis 0 is time; a memmap
+    is read a batch at a time), `targets` (None, or the target of each window, read at its
+    start), `sequence_length` (steps per window), `sampling_rate` (the period between a window's
+    steps) and `batch_size` (windows per batch; None serves single windows). A `PyDataset`:
+    `len()` batches, indexed or iterated, each `x` or `(x, y)`."""
 
     def __init__(self, data, targets, starts: np.ndarray, sequence_length: int, sampling_rate: int,
                  batch_size: int | None):
