@@ -13,10 +13,12 @@ depend on which path ran.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
 import warnings
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,6 +31,7 @@ from .losses.base import as_numeric
 DEVICE_SHARE = 0.25  # default budget: this share of the device's memory may hold resident data sets
 CHECK_BYTES = 64 << 20  # x is checked for NaN/inf this many bytes at a time (a memmap stays on disk)
 SLOTS = 2  # staging slots: the host fills one while the device reads the other
+SAMPLED_ROWS = 64  # rows of each array a Fingerprint hashes
 
 
 def parse_size(text: str) -> int:
@@ -80,6 +83,97 @@ def order(seed: int | None, pass_index: int, n: int) -> np.ndarray:
     if seed is None:
         return np.arange(n)
     return np.random.default_rng([seed, 1, pass_index]).permutation(n)
+
+
+class Fingerprint:
+    """What identifies the arrays of one fit/evaluate/predict call cheaply: the same array
+    objects (held weakly), of the same shapes, dtypes and memory, whose SAMPLED_ROWS rows spread
+    from first to last hash the same, and the same `options` (the model's float type, a
+    validation split...). It does not read whole arrays, so a change to rows it does not sample,
+    made in place, goes unseen: give fit a new array (or call Model.forget_data) after one."""
+
+    def __init__(self, leaves: list, options: tuple):
+        self.refs = [weakref.ref(a) for a in leaves]
+        self.meta = [(a.shape, a.dtype.str, a.strides, a.__array_interface__["data"][0]) for a in leaves]
+        self.options = options
+        self.digest = hashlib.blake2b(repr((self.meta, options)).encode())
+        for a in leaves:
+            if len(a):
+                rows = np.unique(np.linspace(0, len(a) - 1, SAMPLED_ROWS).astype(np.int64))
+                self.digest.update(np.ascontiguousarray(a[rows]).tobytes())
+        self.digest = self.digest.digest()
+
+    @classmethod
+    def of(cls, *parts, options: tuple = ()) -> "Fingerprint | None":
+        """The fingerprint of nested lists, tuples and dicts of numpy arrays (None parts skipped,
+        a dict's other values part of `options`), or None where a part is something else (a
+        DataFrame, a list of numbers): such data is prepared anew by every call."""
+        leaves, extra = [], []
+        stack = list(parts)
+        while stack:
+            part = stack.pop()
+            if part is None:
+                continue
+            if isinstance(part, np.ndarray):
+                if part.ndim == 0:
+                    return None
+                leaves.append(part)
+            elif isinstance(part, (list, tuple)) and all(isinstance(p, np.ndarray) for p in part):
+                stack.extend(part)
+            elif isinstance(part, dict) and all(isinstance(p, np.ndarray) for p in part.values()):
+                extra.append(tuple(part))
+                stack.extend(part.values())
+            elif isinstance(part, dict) and all(np.isscalar(k) and np.isscalar(v) for k, v in part.items()):
+                extra.append(tuple(sorted(part.items(), key=repr)))  # class_weight
+            else:
+                return None
+        return cls(leaves, (*options, *extra)) if leaves else None
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Fingerprint) and self.digest == other.digest and self.meta == other.meta
+                and len(self.refs) == len(other.refs)
+                and all(a() is not None and a() is b() for a, b in zip(self.refs, other.refs)))
+
+    __hash__ = None
+
+
+class KeptData:
+    """The device copies of the arrays a model was last given, one per use (fit's training data,
+    its validation data, evaluate's, predict's), kept for the next call that passes the same
+    arrays (Fingerprint): a walk-forward loop or fit called epoch by epoch copies its data to the
+    device once. Only resident data is kept, and the copies kept together stay within
+    device_budget: a new copy that would not fit beside them lets the others go first."""
+
+    def __init__(self):
+        self.entries: dict[str, tuple[Fingerprint, "Batches", object]] = {}
+
+    def find(self, use: str, fingerprint: Fingerprint | None):
+        """(batches, what the caller kept with them) for `use` if its arrays are `fingerprint`'s."""
+        entry = self.entries.get(use)
+        if fingerprint is None or entry is None or entry[0] != fingerprint:
+            return None
+        return entry[1], entry[2]
+
+    def keep(self, use: str, fingerprint: Fingerprint | None, batches: "Batches", extra=None) -> None:
+        if fingerprint is not None and batches.resident:
+            batches.release_host()
+            self.entries[use] = (fingerprint, batches, extra)
+
+    def make_room(self, use: str, nbytes: int, budget: int, busy=()) -> None:
+        """Let `use`'s copy go, and the others (but those `busy` now) while nbytes more would not
+        fit in `budget` beside them."""
+        self.entries.pop(use, None)
+        for other in [u for u in self.entries if u not in busy]:
+            if self.device_bytes(busy) + nbytes <= budget:
+                break
+            del self.entries[other]
+
+    def device_bytes(self, leaving=()) -> int:
+        """The bytes of the kept copies, but those of the uses `leaving`."""
+        return sum(entry[1].device_bytes for use, entry in self.entries.items() if use not in leaving)
+
+    def clear(self) -> None:
+        self.entries.clear()
 
 
 def batch_buffers(rt: Runtime, dtype, capacity: int, x_cols: int, y_cols: int, transposed: bool):
@@ -184,6 +278,12 @@ class Batches:
         self.allocate(capacity)
         self.order(np.arange(self.samples))
 
+    def release_host(self) -> None:
+        """Let the host arrays go where the data is resident (a copy kept between calls needs
+        them no more; a distributed fit, which reads them, does not keep its data)."""
+        if self.resident:
+            self.arrays = None
+
     def allocate(self, capacity: int) -> None:
         """Batch buffers of `capacity` rows: the model's, whose first layer reads x^T with it."""
         self.capacity = capacity
@@ -256,8 +356,8 @@ class ArrayFeed:
         capacity = self.reserve(min(self.batch_size, self.batches.samples))
         if capacity != self.batches.capacity:  # another data set's batches grew the model's
             self.batches.allocate(capacity)
-        if self.seed is not None:
-            self.batches.order(order(self.seed, pass_index, self.batches.samples))
+        # (in sequence too without a seed: kept batches may hold an earlier call's shuffled order)
+        self.batches.order(order(self.seed, pass_index, self.batches.samples))
         return self.batches.run(self.batch_size, start, end)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from . import ops
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
-from .data import checked
+from .data import KeptData, checked
 from .layers import Input, Layer
 from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, input_mask,
                           is_concrete, leaves_of, masked_call, register_custom_objects, tensors_of, trace_scope,
@@ -93,6 +93,7 @@ class Model(Trainer, Step, HasWeights):
         self.stop_evaluating = False  # set by a callback: evaluate (predict) ends after this batch
         self.stop_predicting = False
         self.epoch = 0  # epochs completed, for checkpoints
+        self.kept_data = KeptData()  # the device copies of arrays given before (Trainer.forget_data)
         self.distribution = None  # a clnet.distribute strategy, set by compile
         # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs
         # it made again on each data's lengths (_instantiate), sharing its layers.

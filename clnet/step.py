@@ -33,7 +33,6 @@ class NotCompiledError(ValueError, RuntimeError):
     """A model was asked to `fit`, `evaluate`, `train_on_batch`, `test_on_batch` or
     `compute_gradients` before `compile(optimizer, loss)`. A ValueError and a RuntimeError, so either
     `except` catches it."""
-    pass
 
 
 class Step:
@@ -147,6 +146,7 @@ class Step:
         self.compiled = True
         self._statistics = None  # (the epoch's per-sample numbers start again with the new losses)
         self.forget_instantiations()
+        self.forget_data()  # (the targets are prepared for the losses)
         self._bind()
         self.distribution = distribution or current()
         if self.distribution is not None:

@@ -50,17 +50,23 @@ class Trainer:
             if is_stream(x):
                 raise ValueError("validation_split needs arrays, but x is a generator or PyDataset: pass "
                                  "validation_data instead")
-            x, y = self._prepare(x, y, **weights)  # (the weights' column split with the targets)
-            split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
-            if split < 1 or split == len(x):
-                raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
-                                 f"samples out of {len(x)}")
-            weighted = _weighted(weights)
-            train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle, weighted=weighted)
-            val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
-                                   reserved=train.batches.device_bytes, weighted=weighted)
+            fingerprint = self._fingerprint(x, y, weights, ("validation_split", validation_split))
+            train = self._kept_feed("fit", fingerprint, batch_size, steps_per_epoch, shuffle)
+            val = self._kept_feed("fit validation", fingerprint, batch_size, validation_steps, False)
+            if train is None or val is None:
+                x, y = self._prepare(x, y, **weights)  # (the weights' column split with the targets)
+                split = len(x) - int(len(x) * validation_split)  # Keras: the last samples, before shuffling
+                if split < 1 or split == len(x):
+                    raise ValueError(f"validation_split={validation_split} leaves no training or no validation "
+                                     f"samples out of {len(x)}")
+                weighted = _weighted(weights)
+                train = self._array_feed(x[:split], y[:split], batch_size, steps_per_epoch, shuffle,
+                                         weighted=weighted, keep=("fit", fingerprint))
+                val = self._array_feed(x[split:], y[split:], batch_size, validation_steps, False,
+                                       reserved=train.batches.device_bytes, weighted=weighted,
+                                       keep=("fit validation", fingerprint), busy=("fit",))
         else:
-            train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle, **weights)
+            train = self._feed(x, y, batch_size, steps_per_epoch, shuffle=shuffle, use="fit", **weights)
             val = None
         if validation_data is not None:
             val_weights = {}
@@ -74,7 +80,7 @@ class Trainer:
                                  "val_sample_weight), a generator or a PyDataset")
             reserved = train.batches.device_bytes if isinstance(train, ArrayFeed) else 0
             val = self._feed(val_x, val_y, batch_size, validation_steps, name="validation_data", reserved=reserved,
-                             **val_weights)
+                             use="fit validation", **val_weights)
         if self.distribution is not None:  # each replica's shard of every batch, and the callbacks this process runs
             train, callbacks = self.distribution.prepare(self, train, list(callbacks or []))
         chief = self.distribution is None or self.distribution.chief  # shows the progress
@@ -166,7 +172,7 @@ class Trainer:
         verbose = check_verbose(verbose)
         batch_size = check_int("batch_size", batch_size, minimum=1)
         self._check_weights_usable(x, {"sample_weight": sample_weight})
-        feed = self._feed(x, y, batch_size, check_steps("steps", steps), sample_weight=sample_weight)
+        feed = self._feed(x, y, batch_size, check_steps("steps", steps), use="evaluate", sample_weight=sample_weight)
         logs = self._evaluate_feed(feed, callbacks=CallbackList(callbacks or [], self, {
             "verbose": verbose, "epochs": 1, "steps": feed.steps}))
         if verbose:
@@ -180,7 +186,7 @@ class Trainer:
         so far."""
         batch_size = check_int("batch_size", batch_size, minimum=1)
         verbose = check_verbose(verbose)
-        feed = self._feed(x, None, batch_size, check_steps("steps", steps), targets=False)
+        feed = self._feed(x, None, batch_size, check_steps("steps", steps), targets=False, use="predict")
         callbacks = CallbackList(callbacks or [], self, {"verbose": verbose, "epochs": 1, "steps": feed.steps})
         watch_begin, watch_end = callbacks.watch("on_predict_batch_begin"), callbacks.watch("on_predict_batch_end")
         shapes = self._output_shapes()
@@ -278,11 +284,12 @@ class Trainer:
         return loss, grads, arrays[0] if len(arrays) == 1 else arrays
 
     def _feed(self, x, y, batch_size: int, steps: int | None, name: str = "", targets: bool = True,
-              shuffle: bool = False, reserved: int = 0, **weights):
+              shuffle: bool = False, reserved: int = 0, use: str = "", **weights):
         """The batches of arrays (x, y), or of a generator / PyDataset x, as fit, evaluate and
         predict iterate them; `name` prefixes the arguments in errors (validation_data), and
         `reserved` bytes of the device budget are taken already (by the training data).
-        `weights`: sample_weight or class_weight of arrays (Step.prepare_targets)."""
+        `weights`: sample_weight or class_weight of arrays (Step.prepare_targets). Arrays that
+        `use` (fit, fit validation, evaluate, predict) had last time keep their device copy."""
         names = (f"{name} x".strip(), f"{name} y".strip())
         if is_stream(x):
             if y is not None:
@@ -302,27 +309,72 @@ class Trainer:
             if not self.built:
                 stream.peek()
             return stream
-        if not targets:
-            return self._array_feed(self.prepare_inputs(x, names[0]), None, batch_size, steps, shuffle, reserved)
-        if y is None:
+        if targets and y is None:
             raise ValueError(f"{names[1]} (the targets) is required when {names[0]} is an array; "
                              "or pass x as a generator or PyDataset of (x, y) batches")
+        fingerprint = self._fingerprint(x, y, weights) if use else None
+        kept = self._kept_feed(use, fingerprint, batch_size, steps, shuffle)
+        if kept is not None:
+            return kept
+        if not targets:
+            return self._array_feed(self.prepare_inputs(x, names[0]), None, batch_size, steps, shuffle, reserved,
+                                    keep=(use, fingerprint))
         prepared = self._prepare(x, y, names, **weights)
-        return self._array_feed(*prepared, batch_size, steps, shuffle, reserved, weighted=_weighted(weights))
+        return self._array_feed(*prepared, batch_size, steps, shuffle, reserved, weighted=_weighted(weights),
+                                keep=(use, fingerprint), busy=("fit",) if use == "fit validation" else ())
 
-    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0, weighted: bool = False) -> ArrayFeed:
+    def _array_feed(self, x, y, batch_size, steps, shuffle, reserved=0, weighted: bool = False,
+                    keep: tuple = ("", None), busy: tuple = ()) -> ArrayFeed:
         """Batches of prepared arrays: x (samples, features), y (samples, outputs, then a sample
-        weight if `weighted`) or None."""
+        weight if `weighted`) or None. keep = (use, fingerprint): the arrays' device copy is kept
+        for `use`'s next call with the same arrays (KeptData); `busy`: uses whose copies the
+        caller holds, which must not be let go to make room."""
+        use, fingerprint = keep
         capacity = self.reserve(min(batch_size, len(x)))
         budget = data.device_budget(self.rt) - reserved
-        if y is not None:
-            self.reserve_statistics(len(x))
+        if use:
+            nbytes = (x.size + (0 if y is None else y.size)) * self.dtype.itemsize
+            self.kept_data.make_room(use, nbytes, budget, busy)
+            budget -= self.kept_data.device_bytes(busy)  # (the busy ones' bytes are `reserved`)
+        batches = Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed)
+        if use:
+            self.kept_data.keep(use, fingerprint, batches, (self.built_shapes, weighted))
+        return self._feed_of(batches, y is not None, batch_size, steps, shuffle, weighted)
+
+    def _feed_of(self, batches: Batches, targets: bool, batch_size, steps, shuffle, weighted) -> ArrayFeed:
+        if targets:
+            self.reserve_statistics(batches.samples)
         shapes = self.built_shapes  # (the arrays' lengths: the model is made on them for each pass)
-        feed = ArrayFeed(Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed), batch_size,
-                         steps, self.seed if shuffle else None, self.reserve,
+        feed = ArrayFeed(batches, batch_size, steps, self.seed if shuffle else None, self.reserve,
                          lambda: self.ensure_built(shapes, ["x"]))
         feed.weighted = weighted
         return feed
+
+    def _fingerprint(self, x, y, weights: dict, options: tuple = ()) -> data.Fingerprint | None:
+        """What finds the device copy of arrays given before (None: not kept, as under a distribution,
+        which reads the host arrays)."""
+        if self.distribution is not None:
+            return None
+        return data.Fingerprint.of(x, y, *weights.values(), options=(self.dtype.str, *options,
+                                                                       *(v is None for v in weights.values())))
+
+    def _kept_feed(self, use: str, fingerprint, batch_size, steps, shuffle) -> ArrayFeed | None:
+        """The feed of `use`'s kept copy of the arrays `fingerprint` identifies, if there is one the
+        model (made again on its lengths) reads in its layout; else None."""
+        found = self.kept_data.find(use, fingerprint)
+        if found is None:
+            return None
+        batches, (shapes, weighted) = found
+        self.ensure_built(shapes, ["x"])
+        if batches.transposed != self.batch_transposed:
+            return None
+        return self._feed_of(batches, batches.y_cols > 0, batch_size, steps, shuffle, weighted)
+
+    def forget_data(self) -> None:
+        """Let go of the device copies of the arrays fit, evaluate and predict keep for their next
+        call with the same arrays (see clnet.data.Fingerprint for what "the same" means); compile
+        lets them go too."""
+        self.kept_data.clear()
 
     def _check_weights_usable(self, x, weights: dict) -> None:
         """Sample and class weights come with arrays, to a model on one device."""
