@@ -269,8 +269,10 @@ class Batches:
         self.device_bytes = sum(sizes) if self.resident else 0
         self.x_cols, self.y_cols = x.shape[1], y_cols
         if self.resident:
-            self.x = Tensor.from_numpy(x, self.dtype, rt)
-            self.y = Tensor.from_numpy(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
+            # A CPU device reads the host's memory itself: staging would be a copy more.
+            upload = Tensor.from_numpy if rt.info.type == "CPU" else Tensor.staged
+            self.x = upload(x, self.dtype, rt)
+            self.y = upload(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
             self.index = Tensor((self.samples,), np.int32, rt)
             self._gather = rt.shared_kernel(("data.cl",), "GatherRows", self.dtype)
         else:

@@ -131,3 +131,15 @@ def test_an_unshuffled_fit_after_a_shuffled_one_reads_the_kept_copy_in_order(cop
     assert copies == [203, 203, 203]
     for a, b in zip(kept.get_weights(), fresh.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape, dtype", [((1003, 7), np.float64), ((211, 3, 5), np.int64), ((40, 9), np.float32)])
+def test_a_staged_copy_converts_chunk_by_chunk_as_from_numpy(shape, dtype):
+    """Tensor.staged (a GPU's copy of resident data) through chunks of 100 rows or fewer, the last
+    one short: the values as from_numpy gives them."""
+    from clnet.cl.tensor import Tensor
+    array = (np.random.default_rng(4).normal(size=shape) * 1000).astype(dtype)
+    row = int(np.prod(shape[1:]))
+    staged = Tensor.staged(array, np.float32, chunk_bytes=row * 4 * 100)
+    np.testing.assert_array_equal(staged.numpy(), Tensor.from_numpy(array, np.float32).numpy())
+    assert staged.shape == shape and staged.dtype == np.float32
