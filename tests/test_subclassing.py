@@ -163,6 +163,25 @@ def test_time_distributed_applies_a_last_axis_layer_to_every_step(rng):
         layers.TimeDistributed(layers.Dense(2))(layers.Input((3,)))
 
 
+def test_time_distributed_takes_softmax_and_layer_normalization_over_the_last_axis_only(rng):
+    """Softmax is an Activation subclass; its axis (and LayerNormalization's) decides, not the class:
+    over axis -1 each step is normalised on its own, over another axis the wrapper refuses."""
+    x = layers.Input((5, 3))
+    softmax, norm = layers.TimeDistributed(layers.Softmax()), layers.TimeDistributed(layers.LayerNormalization())
+    model = Model(x, [softmax(x), norm(x)], floatx="float64")
+    data = rng.normal(size=(2, 5, 3))
+    e = np.exp(data - data.max(axis=-1, keepdims=True))
+    got_softmax, got_norm = model.predict(data)
+    np.testing.assert_allclose(got_softmax, e / e.sum(axis=-1, keepdims=True), rtol=1e-12)
+    centred = data - data.mean(axis=-1, keepdims=True)
+    np.testing.assert_allclose(got_norm, centred / np.sqrt(data.var(axis=-1, keepdims=True) + 1e-3), rtol=1e-10)
+    for layer, label in [(layers.Softmax(axis=1), "Softmax 'softmax_1'"),
+                         (layers.Softmax(axis=2), "Softmax 'softmax_2'"),
+                         (layers.LayerNormalization(axis=1), "LayerNormalization 'layer_normalization_1'")]:
+        with pytest.raises(NotImplementedError, match=rf"TimeDistributed\({label}\) is not supported yet"):
+            layers.TimeDistributed(layer)
+
+
 class BranchesOnTraining(layers.Layer):
     """The subclassing guide's CustomDropout shape: Python `if training:` around the computation."""
 

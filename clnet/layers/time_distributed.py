@@ -16,12 +16,13 @@ from .relu import ELU, LeakyReLU, ReLU
 
 def _per_position(layer: Layer) -> bool:
     """Whether `layer` computes each position of its leading axes on its own, from the last axis."""
+    # Softmax is an Activation: its axis is asked first, or the Activation check would let any axis through.
+    if isinstance(layer, (Softmax, LayerNormalization)):
+        return layer.axis == -1
     if isinstance(layer, (Dense, Activation, ReLU, LeakyReLU, ELU, Embedding)):
         return True
     if isinstance(layer, Dropout):
         return layer.noise_shape is None  # (a noise shape names the sample's axes)
-    if isinstance(layer, (Softmax, LayerNormalization)):
-        return layer.axis == -1
     return False
 
 
