@@ -9,6 +9,8 @@ import os
 import sys
 import warnings
 
+import numpy as np
+
 
 class Callback:
     """Keras's `Callback`, the base class: override the hooks you need. `self.model` is set before
@@ -95,7 +97,7 @@ class CallbackList:
 
     def watch(self, *hooks) -> bool:
         """Whether any callback does something in one of these hooks: fit builds the batch hooks'
-        logs only if so (on the H100 a step of a small MLP is a short stretch of Python, which
+        logs only if so (on a fast GPU a step of a small MLP is a short stretch of Python, which
         building the logs would lengthen)."""
         return any(self._overriding(hook) for hook in hooks)
 
@@ -108,17 +110,61 @@ class CallbackList:
                        for name in names)]
 
 
-def _monitor_op(callback: str, monitor: str, mode: str, min_delta: float = 0.0):
-    """(improved(current, best), the best value to start from) for `mode`; 'auto' maximises
-    accuracies and minimises everything else, as Keras does."""
-    if mode not in ("auto", "min", "max"):
-        raise ValueError(f"{callback} mode must be 'auto', 'min' or 'max', got {mode!r}")
-    if mode == "auto":
-        mode = "max" if "acc" in monitor else "min"
-    min_delta = abs(min_delta)
-    if mode == "min":
-        return (lambda current, best: current < best - min_delta), math.inf
-    return (lambda current, best: current > best + min_delta), -math.inf
+def _monitored_direction(model, monitor: str) -> str | None:
+    """Keras 3's mode "auto": "down" for a loss, else the `_direction` ("up" or "down") of the
+    compiled metric whose log key `monitor` is (its val_ prefix stripped); None where no compiled
+    metric has that key or the metric has no direction."""
+    key = monitor.removeprefix("val_")
+    if key == "loss":
+        return "down"
+    heads = (getattr(model, "_heads", None) or []) if getattr(model, "compiled", False) else []
+    several = len(heads) > 1
+    for head in heads:
+        prefix = f"{head.name}_" if several else ""  # (Step.epoch_logs's keys)
+        if several and key == f"{prefix}loss":
+            return "down"
+        for metric in getattr(head, "metrics", ()):
+            if metric == "accuracy":  # (compile's "accuracy": the loss kernel's hit, a string)
+                if key == f"{prefix}accuracy":
+                    return "up"
+            elif key == f"{prefix}{metric.name}":
+                return getattr(metric, "_direction", None)
+    return None
+
+
+class _MonitorCallback(Callback):
+    """What ModelCheckpoint, EarlyStopping and ReduceLROnPlateau share (Keras 3's MonitorCallback):
+    `monitor`, `mode` ("min", "max" or "auto") and `min_delta`. `monitor_op` (numpy's greater or
+    less) is set at the first epoch's end, as Keras sets it, once the model is compiled and built."""
+
+    def __init__(self, monitor: str, mode: str, min_delta: float = 0.0):
+        super().__init__()
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"{type(self).__name__} mode must be 'auto', 'min' or 'max', got {mode!r}")
+        self.monitor = monitor
+        self.mode = mode
+        self.min_delta = abs(min_delta)
+        self.monitor_op = None
+
+    def _set_monitor_op(self) -> None:
+        direction = ({"min": "down", "max": "up"}.get(self.mode)
+                     or _monitored_direction(self.model, self.monitor))
+        if direction is None:  # Keras's error, raised at the same point (the first epoch's end)
+            raise ValueError(f"{type(self).__name__} callback received monitor={self.monitor!r}, but "
+                             "cannot tell whether that metric should be maximized or minimized: it is "
+                             "neither a loss nor a compiled metric with a direction. Pass `mode='max'` in "
+                             "order to monitor based on the highest metric value, or pass `mode='min'` in "
+                             "order to use the lowest value.")
+        self.monitor_op = np.greater if direction == "up" else np.less
+
+    def improved(self, current, best) -> bool:
+        """Whether `current` beats `best` (None: nothing yet) by more than `min_delta`."""
+        if self.monitor_op is None:
+            self._set_monitor_op()
+        if best is None:
+            return True
+        delta = self.min_delta if self.monitor_op is np.greater else -self.min_delta
+        return bool(self.monitor_op(current - delta, best))
 
 
 def _monitored(callback: Callback, logs, monitor: str):
@@ -131,7 +177,7 @@ def _monitored(callback: Callback, logs, monitor: str):
     return value
 
 
-class ModelCheckpoint(Callback):
+class ModelCheckpoint(_MonitorCallback):
     """Saves the model (or its weights) after every epoch, or only when `monitor` improved.
     `filepath` may hold {epoch} (1-based, as Keras) and any log key:
     "ckpt-{epoch:02d}-{val_loss:.4f}.h5".
@@ -141,21 +187,23 @@ class ModelCheckpoint(Callback):
     - `save_best_only=False`: save only when `monitor` improved on the best so far.
     - `save_weights_only=False`: `model.save_weights(path)` instead of `model.save(path)` (whose
       suffix picks the format: `.h5` clnet's checkpoint, `.keras` Keras 3's archive).
-    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
-      minimise).
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"`, Keras 3's: minimise a loss (`"loss"`,
+      `"val_loss"`, an output's `"<name>_loss"`), else go the way the compiled metric of that log
+      key improves (up for accuracies, AUC, precision, recall and F-scores, down for errors); a
+      key that is neither (a metric that was not compiled, or one without a direction) raises a
+      `ValueError` at the first epoch's end, with `save_best_only`.
     - `verbose=0`: 1 prints a line at each epoch's decision.
 
     Keras's `save_freq` and `initial_value_threshold` are not taken: it checks once an epoch."""
 
     def __init__(self, filepath, monitor="val_loss", save_best_only=False, save_weights_only=False,
                  mode="auto", verbose=0):
-        super().__init__()
+        super().__init__(monitor, mode)
         self.filepath = os.fspath(filepath)
-        self.monitor = monitor
         self.save_best_only = save_best_only
         self.save_weights_only = save_weights_only
         self.verbose = verbose
-        self.improved, self.best = _monitor_op("ModelCheckpoint", monitor, mode)
+        self.best = None
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -168,12 +216,13 @@ class ModelCheckpoint(Callback):
             current = _monitored(self, logs, self.monitor)
             if current is None:
                 return
+            best = "None" if self.best is None else f"{self.best:.5f}"  # (Keras's words before the first)
             if not self.improved(current, self.best):
                 if self.verbose:
-                    print(f"Epoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
+                    print(f"Epoch {epoch + 1}: {self.monitor} did not improve from {best}")
                 return
             if self.verbose:
-                print(f"Epoch {epoch + 1}: {self.monitor} improved from {self.best:.5f} to {current:.5f}, "
+                print(f"Epoch {epoch + 1}: {self.monitor} improved from {best} to {current:.5f}, "
                       f"saving to {path}")
             self.best = current
         elif self.verbose:
@@ -184,15 +233,18 @@ class ModelCheckpoint(Callback):
             self.model.save(path)
 
 
-class EarlyStopping(Callback):
+class EarlyStopping(_MonitorCallback):
     """Stops training when `monitor` has not improved by more than `min_delta` for `patience` epochs
     (or has not beaten `baseline`); optionally puts back the best epoch's weights.
 
     - `monitor="val_loss"`: the log key watched (a missing one skips the epoch with a warning).
     - `patience=0`: epochs without improvement before stopping.
     - `min_delta=0`: the least change that counts as an improvement (its absolute value).
-    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
-      minimise).
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"`, Keras 3's: minimise a loss (`"loss"`,
+      `"val_loss"`, an output's `"<name>_loss"`), else go the way the compiled metric of that log
+      key improves (up for accuracies, AUC, precision, recall and F-scores, down for errors); a
+      key that is neither (a metric that was not compiled, or one without a direction) raises a
+      `ValueError` at the first epoch's end.
     - `restore_best_weights=False`: on stopping, put back the weights of the best epoch.
     - `baseline=None`: a value to beat: an improving epoch resets the wait only if it also beats
       this.
@@ -201,21 +253,21 @@ class EarlyStopping(Callback):
 
     def __init__(self, monitor="val_loss", patience=0, min_delta=0, mode="auto", restore_best_weights=False,
                  baseline=None):
-        super().__init__()
-        self.monitor = monitor
+        super().__init__(monitor, mode, min_delta)
         self.patience = patience
         self.baseline = baseline
         self.restore_best_weights = restore_best_weights
-        self.improved, self._start = _monitor_op("EarlyStopping", monitor, mode, min_delta)
 
     def on_train_begin(self, logs=None):
         self.wait = 0
         self.stopped_epoch = 0
-        self.best = self._start
+        self.best = None
         self.best_epoch = 0
         self.best_weights = None
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.monitor_op is None:
+            self._set_monitor_op()  # (Keras's: even when the logs lack the monitored key)
         current = _monitored(self, logs, self.monitor)
         if current is None:
             return
@@ -236,37 +288,40 @@ class EarlyStopping(Callback):
                 self.model.set_weights(self.best_weights)
 
 
-class ReduceLROnPlateau(Callback):
+class ReduceLROnPlateau(_MonitorCallback):
     """Multiplies the learning rate by `factor` when `monitor` has not improved for `patience`
     epochs, then waits `cooldown` epochs before counting again; never goes below `min_lr`. Each
     epoch's logs get `learning_rate`, as Keras's.
 
     - `monitor="val_loss"`; `factor=0.1`, in [0, 1); `patience=10`; `cooldown=0`; `min_lr=0`.
     - `min_delta=1e-4`: the least change that counts as an improvement.
-    - `mode="auto"`: `"min"`, `"max"`, or `"auto"` (maximise where the key contains `"acc"`, else
-      minimise).
+    - `mode="auto"`: `"min"`, `"max"`, or `"auto"`, Keras 3's: minimise a loss (`"loss"`,
+      `"val_loss"`, an output's `"<name>_loss"`), else go the way the compiled metric of that log
+      key improves (up for accuracies, AUC, precision, recall and F-scores, down for errors); a
+      key that is neither (a metric that was not compiled, or one without a direction) raises a
+      `ValueError` at the first epoch's end.
 
     The optimizer's learning rate must be a float: a learning-rate schedule's cannot be set (a
     `TypeError`). Keras's `verbose` is not taken."""
 
     def __init__(self, monitor="val_loss", factor=0.1, patience=10, min_delta=1e-4, cooldown=0, min_lr=0,
                  mode="auto"):
-        super().__init__()
+        super().__init__(monitor, mode, min_delta)
         if not 0 <= factor < 1:
             raise ValueError(f"ReduceLROnPlateau factor must be in [0, 1), got {factor!r}")
-        self.monitor = monitor
         self.factor = factor
         self.patience = patience
         self.cooldown = cooldown
         self.min_lr = min_lr
-        self.improved, self._start = _monitor_op("ReduceLROnPlateau", monitor, mode, min_delta)
 
     def on_train_begin(self, logs=None):
-        self.best = self._start
+        self.best = None
         self.wait = 0
         self.cooldown_counter = 0
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.monitor_op is None:
+            self._set_monitor_op()  # (Keras's: even when the logs lack the monitored key)
         optimizer = self.model.optimizer
         current = _monitored(self, logs, self.monitor)
         if current is not None:

@@ -76,14 +76,17 @@ def test_checkpoint_save_best_only(tmp_path, capsys):
     m = model()
     weights = Weights()
     fit(m, [Script([3.0, 1.0, 2.0, 0.5, 0.7]), weights,
-            ModelCheckpoint(tmp_path / "best.h5", monitor="score", save_best_only=True, verbose=1),
-            ModelCheckpoint(tmp_path / "e{epoch}.h5", monitor="score", save_best_only=True)], epochs=5)
+            ModelCheckpoint(tmp_path / "best.h5", monitor="score", save_best_only=True, mode="min",
+                            verbose=1),
+            ModelCheckpoint(tmp_path / "e{epoch}.h5", monitor="score", save_best_only=True, mode="min")],
+        epochs=5)
     assert sorted(os.listdir(tmp_path)) == ["best.h5", "e1.h5", "e2.h5", "e4.h5"]
     best = clnet.load_model(tmp_path / "best.h5")
     assert best.epoch == 4
     for a, b in zip(best.get_weights(), weights.seen[3]):
         np.testing.assert_array_equal(a, b)
     out = capsys.readouterr().out
+    assert f"Epoch 1: score improved from None to 3.00000, saving to {tmp_path / 'best.h5'}" in out
     assert "Epoch 3: score did not improve from 1.00000" in out
     assert f"Epoch 4: score improved from 1.00000 to 0.50000, saving to {tmp_path / 'best.h5'}" in out
     assert "Epoch 5: score did not improve from 0.50000" in out
@@ -94,7 +97,8 @@ def test_checkpoint_mode_max_and_auto_for_accuracy(tmp_path):
                                                               save_best_only=True, mode="max")], epochs=3)
     assert sorted(os.listdir(tmp_path)) == ["1.h5", "2.h5"]
     auto = ModelCheckpoint(tmp_path / "x.h5", monitor="val_accuracy", save_best_only=True)
-    assert auto.improved(0.9, 0.8) and not auto.improved(0.7, 0.8)
+    auto.set_model(model())
+    assert auto.improved(0.9, 0.8) and not auto.improved(0.7, 0.8) and auto.monitor_op is np.greater
     with pytest.raises(ValueError, match="ModelCheckpoint mode must be 'auto', 'min' or 'max', got 'up'"):
         ModelCheckpoint(tmp_path / "x.h5", mode="up")
 
@@ -130,7 +134,7 @@ def test_checkpoint_missing_monitor_warns_and_bad_template_raises(tmp_path):
     ([5, 4, 3, 2, 1, 0], {"patience": 0}, None),
 ])
 def test_early_stopping(scores, kwargs, stopped):
-    stopper = EarlyStopping(monitor="score", **kwargs)
+    stopper = EarlyStopping(monitor="score", **{"mode": "min", **kwargs})
     history = fit(model(), [Script(scores), stopper], epochs=6)
     epochs = 6 if stopped is None else stopped + 1
     assert history.epoch == list(range(epochs))
@@ -139,7 +143,7 @@ def test_early_stopping(scores, kwargs, stopped):
 
 def test_early_stopping_restores_best_weights():
     m, weights = model(), Weights()
-    stopper = EarlyStopping(monitor="score", patience=2, restore_best_weights=True)
+    stopper = EarlyStopping(monitor="score", patience=2, restore_best_weights=True, mode="min")
     fit(m, [Script([3, 1, 2, 2, 0]), weights, stopper], epochs=5)
     assert stopper.stopped_epoch == 3 and stopper.best_epoch == 1 and len(weights.seen) == 4
     assert not np.array_equal(weights.seen[3][0], weights.seen[1][0])
@@ -148,17 +152,112 @@ def test_early_stopping_restores_best_weights():
 
 
 def test_early_stopping_auto_mode_and_missing_monitor():
-    assert EarlyStopping(monitor="accuracy").improved(0.9, 0.8)
-    assert EarlyStopping(monitor="val_loss").improved(0.7, 0.8)
+    for monitor, better, worse in [("accuracy", 0.9, 0.7), ("val_loss", 0.7, 0.9)]:
+        stopper = EarlyStopping(monitor=monitor)
+        stopper.set_model(model())
+        assert stopper.improved(better, 0.8) and not stopper.improved(worse, 0.8)
     with pytest.warns(RuntimeWarning, match="EarlyStopping: the monitored metric 'val_loss' is not in the logs"):
         history = fit(model(), [EarlyStopping()], epochs=3)
     assert history.epoch == [0, 1, 2]
 
 
+# Keras 3.15.1's EarlyStopping(patience=2), mode "auto", fed these histories through on_epoch_end
+# after compile(metrics=["auc", Precision(), "mae"]): rising ones stop at epoch 4 with best 0.8
+# (maximised), falling ones at epoch 4 with best 0.3 (minimised).
+RISING, FALLING = [0.6, 0.7, 0.8, 0.75, 0.74, 0.9], [0.5, 0.4, 0.3, 0.35, 0.36, 0.2]
+
+
+def binary_model(metrics=("auc", clnet.metrics.Precision(), "mae")):
+    m = clnet.Sequential([Dense(1, "sigmoid", input_shape=(4,))], seed=3, floatx="float64")
+    m.compile(Adam(0.01), "binary_crossentropy", list(metrics))
+    return m
+
+
+def drive(callback, m, monitor, values):
+    """Feeds a scripted history of `monitor` through the callback's hooks, as Keras's unit tests do."""
+    callback.set_model(m)
+    m.stop_training = False
+    callback.on_train_begin()
+    for epoch, value in enumerate(values):
+        callback.on_epoch_end(epoch, {monitor: value})
+        if m.stop_training:
+            break
+    return callback
+
+
+@pytest.mark.parametrize("monitor,history,op,stopped,best", [
+    ("val_auc", RISING, np.greater, 4, 0.8),
+    ("val_precision", RISING, np.greater, 4, 0.8),
+    ("auc", FALLING, np.greater, 2, 0.5),  # (maximised even while it falls, as in Keras)
+    ("val_loss", FALLING, np.less, 4, 0.3),
+    ("val_mae", FALLING, np.less, 4, 0.3),
+])
+def test_early_stopping_auto_mode_goes_the_way_the_compiled_metric_improves(monitor, history, op, stopped,
+                                                                            best):
+    stopper = drive(EarlyStopping(monitor=monitor, patience=2), binary_model(), monitor, history)
+    assert stopper.monitor_op is op
+    assert (stopper.stopped_epoch, stopper.best) == (stopped, best)
+
+
+def test_auto_mode_reads_every_monitoring_callback_s_metric_direction(tmp_path):
+    m = binary_model()
+    m.optimizer.learning_rate = 0.1
+    drive(ReduceLROnPlateau(monitor="val_auc", patience=1, factor=0.5), m, "val_auc",
+          [0.6, 0.7, 0.65, 0.8, 0.79])
+    assert m.optimizer.learning_rate == 0.025  # Keras's: [0.1, 0.1, 0.05, 0.05, 0.025] over the epochs
+    checkpoint = ModelCheckpoint(tmp_path / "{epoch}.h5", monitor="val_precision", save_best_only=True)
+    drive(checkpoint, m, "val_precision", [0.5, 0.7, 0.6, 0.9])
+    assert checkpoint.monitor_op is np.greater and sorted(os.listdir(tmp_path)) == ["1.h5", "2.h5", "4.h5"]
+
+
+def test_auto_mode_raises_where_the_direction_is_unknown_as_keras():
+    """A key that is neither a loss nor a compiled metric, or a metric without `_direction` (a
+    user's, as Keras's own TruePositives), raises at the first epoch's end; `_direction` decides."""
+    class Hits(clnet.metrics.Metric):
+        def __init__(self, name="hits"):
+            super().__init__(name=name)
+            self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.total.assign_add(1.0)
+
+        def result(self):
+            return self.total
+
+    for monitor, metrics in [("val_score", ["auc"]), ("val_hits", [Hits()]), ("val_accuracy", ["auc"])]:
+        with pytest.raises(ValueError, match=rf"EarlyStopping callback received monitor='{monitor}', but "
+                                             r"cannot tell whether that metric should be maximized or "
+                                             r"minimized"):
+            drive(EarlyStopping(monitor=monitor), binary_model(metrics), monitor, [0.5])
+    rising = Hits()
+    rising._direction = "up"  # (as a Keras metric sets it in its constructor)
+    stopper = drive(EarlyStopping(monitor="val_hits"), binary_model([rising]), "val_hits", [0.5])
+    assert stopper.monitor_op is np.greater
+    stopper = drive(EarlyStopping(monitor="val_score", mode="max"), binary_model(), "val_score", [0.5])
+    assert stopper.monitor_op is np.greater
+
+
+def test_auto_mode_with_several_outputs_reads_the_output_s_metric():
+    """The log keys of a model of several outputs carry the output's name: `<name>_loss` is
+    minimised, `<name>_<metric>` goes its metric's way (Keras 3.15 raises for these: it looks the
+    key up among unprefixed metric names)."""
+    x = clnet.layers.Input((4,))
+    m = clnet.Model(x, {"score": Dense(1, name="score")(x), "flags": Dense(1, "sigmoid", name="flags")(x)},
+                    seed=2)
+    m.compile("adam", loss={"score": "mse", "flags": "binary_crossentropy"},
+              metrics={"score": ["mae"], "flags": ["auc", "accuracy"]})
+    for monitor, op in [("val_score_loss", np.less), ("val_score_mae", np.less),
+                        ("val_flags_auc", np.greater), ("flags_accuracy", np.greater), ("val_loss", np.less)]:
+        assert drive(EarlyStopping(monitor=monitor), m, monitor, [0.5]).monitor_op is op, monitor
+    with pytest.raises(ValueError, match="received monitor='val_auc'"):
+        drive(EarlyStopping(monitor="val_auc"), m, "val_auc", [0.5])
+
+
 # -- ReduceLROnPlateau -------------------------------------------------------------------------
 def test_reduce_lr_on_plateau(tmp_path):
     m = model(SGD(0.1))
-    history = fit(m, [Script([1.0] * 7), ReduceLROnPlateau(monitor="score", factor=0.5, patience=2, cooldown=1),
+    history = fit(m, [Script([1.0] * 7),
+                      ReduceLROnPlateau(monitor="score", factor=0.5, patience=2, cooldown=1, mode="min"),
                       ModelCheckpoint(tmp_path / "m.h5")], epochs=7)
     assert history.history["learning_rate"] == [0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.0125]
     assert m.optimizer.learning_rate == 0.0125
@@ -167,11 +266,13 @@ def test_reduce_lr_on_plateau(tmp_path):
 
 def test_reduce_lr_on_plateau_min_lr_min_delta_and_improvement():
     history = fit(model(SGD(0.1)), [Script([1.0] * 6), ReduceLROnPlateau(monitor="score", patience=1,
-                                                                       factor=0.2, min_lr=0.01)], epochs=6)
+                                                                       factor=0.2, min_lr=0.01, mode="min")],
+                  epochs=6)
     assert history.history["learning_rate"] == pytest.approx([0.1, 0.02, 0.01, 0.01, 0.01, 0.01], rel=1e-15)
     # Improving by less than min_delta counts as a plateau; by more resets the wait.
     history = fit(model(SGD(0.1)), [Script([1.0, 0.99995, 0.5, 0.49, 0.3]),
-                                    ReduceLROnPlateau(monitor="score", patience=1, factor=0.5, min_delta=1e-4)],
+                                    ReduceLROnPlateau(monitor="score", patience=1, factor=0.5, min_delta=1e-4,
+                                                      mode="min")],
                   epochs=5)
     assert history.history["learning_rate"] == [0.1, 0.05, 0.05, 0.05, 0.05]
     with pytest.raises(ValueError, match=r"ReduceLROnPlateau factor must be in \[0, 1\), got 1.0"):

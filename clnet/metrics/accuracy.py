@@ -16,6 +16,7 @@ class BinaryAccuracy(MeanMetric):
     argument, kept for its signature (a clnet metric computes in the model's float type);
     `threshold=0.5`, a finite number."""
     source, kind = "metrics/accuracy.cl", 0
+    _direction = "up"
 
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
         super().__init__(name, dtype)
@@ -37,6 +38,7 @@ class CategoricalAccuracy(MeanMetric):
     column per class (a sparse loss's class ids raise: use `SparseCategoricalAccuracy`).
     `name="categorical_accuracy"`; `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities = "metrics/accuracy.cl", 1, False
+    _direction = "up"
 
     def __init__(self, name="categorical_accuracy", dtype=None):
         super().__init__(name, dtype)
@@ -48,6 +50,7 @@ class SparseCategoricalAccuracy(MeanMetric):
     `"sparse_categorical_crossentropy"` takes them. `name="sparse_categorical_accuracy"`;
     `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities, targets = "metrics/accuracy.cl", 2, False, "ids"
+    _direction = "up"
 
     def __init__(self, name="sparse_categorical_accuracy", dtype=None):
         super().__init__(name, dtype)
@@ -59,6 +62,7 @@ class TopKCategoricalAccuracy(MeanMetric):
     most the output's classes (more raise a `ValueError`, as Keras's top_k fails).
     `name="top_k_categorical_accuracy"`; `dtype=None`, Keras's argument, kept for its signature."""
     source, kind, reads_probabilities = "metrics/accuracy.cl", 3, False
+    _direction = "up"
 
     def __init__(self, k=5, name="top_k_categorical_accuracy", dtype=None):
         super().__init__(name, dtype)

@@ -88,6 +88,10 @@ class Metric:
     `state_size`, `update` and `result`. A user's subclass defines Keras's `update_state` and
     `result` instead (see the module's docstring).
 
+    As in Keras, a metric may set `_direction`, "up" or "down" (clnet's own all do: accuracies, AUC,
+    precision, recall and F-scores up, errors down): the way the callbacks' `mode="auto"` takes as
+    better when they monitor it; monitoring one without it in that mode raises a `ValueError`.
+
     `name=None`: the name in the logs (a non-empty string; by default the class's name in
     snake_case). `dtype=None`: Keras's argument, kept for its signature; a clnet metric computes in
     the model's float type, and a user's variables are float32 unless `add_variable` is given

@@ -25,6 +25,7 @@ class _Columns(Metric):
     """Counts per output column (confusion.cl's UpdateColumns): true positives, false positives,
     false negatives and the targets' sum, each (cols,)."""
     source, kernel_name = "metrics/confusion.cl", "UpdateColumns"
+    _direction = "up"  # (precision, recall and the F-scores)
     row_max = False
     labels_as_bool = True
 
@@ -195,6 +196,7 @@ class AUC(Metric):
     - `from_logits=False`: a bool; True where the predictions are logits, which the sigmoid maps
       to probabilities first."""
     source, kernel_name = "metrics/confusion.cl", "UpdateThresholds"
+    _direction = "up"
 
     def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation", name="auc",
                  dtype=None, thresholds=None, multi_label=False, num_labels=None, label_weights=None,

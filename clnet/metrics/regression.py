@@ -13,6 +13,7 @@ class MeanSquaredError(MeanMetric):
     after each batch. `name="mean_squared_error"`: the name in the logs; `dtype=None`: Keras's
     argument, kept for its signature (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 0, ("mse", "MSE")
+    _direction = "down"
 
     def __init__(self, name="mean_squared_error", dtype=None):
         super().__init__(name, dtype)
@@ -24,6 +25,7 @@ class MeanAbsoluteError(MeanMetric):
     each batch. `name="mean_absolute_error"`: the name in the logs; `dtype=None`: Keras's argument,
     kept for its signature (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 1, ("mae", "MAE")
+    _direction = "down"
 
     def __init__(self, name="mean_absolute_error", dtype=None):
         super().__init__(name, dtype)
@@ -35,6 +37,7 @@ class MeanAbsolutePercentageError(MeanMetric):
     `name="mean_absolute_percentage_error"`; `dtype=None`, Keras's argument, kept for its signature
     (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 2, ("mape", "MAPE")
+    _direction = "down"
 
     def __init__(self, name="mean_absolute_percentage_error", dtype=None):
         super().__init__(name, dtype)
@@ -46,6 +49,7 @@ class MeanSquaredLogarithmicError(MeanMetric):
     `name="mean_squared_logarithmic_error"`; `dtype=None`, Keras's argument, kept for its signature
     (a clnet metric computes in the model's float type)."""
     source, kind, aliases = "metrics/regression.cl", 3, ("msle", "MSLE")
+    _direction = "down"
 
     def __init__(self, name="mean_squared_logarithmic_error", dtype=None):
         super().__init__(name, dtype)
@@ -57,6 +61,7 @@ class RootMeanSquaredError(MeanMetric):
     `name="root_mean_squared_error"`; `dtype=None`, Keras's argument, kept for its signature (a
     clnet metric computes in the model's float type)."""
     source, kind = "metrics/regression.cl", 0
+    _direction = "down"
 
     def __init__(self, name="root_mean_squared_error", dtype=None):
         super().__init__(name, dtype)
