@@ -398,7 +398,6 @@ def _optimizer_from_keras(entry: dict) -> optimizers.Optimizer:
     if not (isinstance(cls, type) and issubclass(cls, optimizers.Optimizer)):
         raise ValueError(f"its optimizer {name!r} is not one clnet has")
     config = dict(entry.get("config", {}))
-    config.pop("name", None)
     for key, allowed in OPTIMIZER_KERAS_ONLY.items():
         if key in config:
             value = config.pop(key)

@@ -221,8 +221,7 @@ def _optimizer(entry: dict) -> optimizers.Optimizer:
     classes = {cls.__name__: cls for cls in optimizers.Optimizer.registry.values()}
     if entry["class_name"] not in classes:
         raise ValueError(f"unknown optimizer class {entry['class_name']!r}; expected one of {sorted(classes)}")
-    config = {k: v for k, v in entry["config"].items() if k != "name"}
-    return classes[entry["class_name"]](**config)
+    return classes[entry["class_name"]].from_config(dict(entry["config"]))  # (its name too, as Keras's)
 
 
 class _Checkpoint:

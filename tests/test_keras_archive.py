@@ -88,7 +88,8 @@ def test_what_clnet_writes_keras_read_and_clnet_reads_again(name, tmp_path):
 def test_a_model_built_in_clnet_round_trips_through_an_archive(rng, tmp_path):
     x = Input((5,))
     model = clnet.Model(x, Dense(2, activation="softmax")(Dense(7, activation="relu")(x)), floatx="float64")
-    model.compile(clnet.optimizers.Adam(0.003), "categorical_crossentropy", metrics=["accuracy", "AUC"])
+    model.compile(clnet.optimizers.Adam(0.003, 0.8, name="my_adam"), "categorical_crossentropy",
+                  metrics=["accuracy", "AUC"])
     data, labels = rng.normal(size=(20, 5)), np.eye(2)[rng.integers(0, 2, 20)]
     model.fit(data, labels, epochs=2, verbose=0)
     model.save(tmp_path / "mine.keras")
@@ -97,6 +98,11 @@ def test_a_model_built_in_clnet_round_trips_through_an_archive(rng, tmp_path):
     assert loaded.dtype == np.float64
     np.testing.assert_array_equal(loaded.predict(data), model.predict(data))
     assert loaded.optimizer.get_config()["learning_rate"] == pytest.approx(0.003)
+    # Its name and arguments as Keras writes them (Keras 3.15.1 reads this config back as Adam "my_adam").
+    with zipfile.ZipFile(tmp_path / "mine.keras") as archive:
+        written = json.loads(archive.read("config.json"))["compile_config"]["optimizer"]
+    assert written["class_name"] == "Adam" and written["config"]["name"] == "my_adam"
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
     assert loaded.evaluate(data, labels, return_dict=True) == pytest.approx(model.evaluate(data, labels, return_dict=True))
 
 

@@ -1,6 +1,7 @@
 """Every optimizer and every argument: 50 steps on the device against tests/reference.py's numpy
 transcription of Keras 3, and 20 steps against real Keras numbers stored in
 tests/data/keras_optimizers.npz (written by make_keras_optimizer_fixture.py)."""
+import inspect
 import json
 from pathlib import Path
 
@@ -302,13 +303,75 @@ def test_keras_defaults_names_and_aliases():
 ], ids=lambda o: type(o).__name__)
 def test_config_round_trip(optimizer):
     config = optimizer.get_config()
-    restored = clnet.optimizers.get(json.loads(json.dumps(config)))  # as a checkpoint stores it
+    # As a checkpoint stores it: its class and its config (whose name is the optimizer's own).
+    stored = json.loads(json.dumps({"class_name": type(optimizer).__name__, "config": config}))
+    restored = clnet.optimizers.get(stored)
     assert type(restored) is type(optimizer)
     assert restored.get_config() == config
     assert restored.slots == optimizer.slots
     if optimizer.schedule is not None:
         assert type(restored.schedule) is type(optimizer.schedule)
         assert [restored.schedule(s) for s in range(60)] == [optimizer.schedule(s) for s in range(60)]
+
+
+# Keras 3.15.1's signatures, in order up to global_clipnorm (inspect.signature of keras.optimizers.X).
+CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
+KERAS_POSITIONS = {
+    "SGD": ("learning_rate", "momentum", "nesterov", "weight_decay", *CLIPS),
+    "Adagrad": ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", *CLIPS),
+    "RMSprop": ("learning_rate", "rho", "momentum", "epsilon", "centered", "weight_decay", *CLIPS),
+    "Adadelta": ("learning_rate", "rho", "epsilon", "weight_decay", *CLIPS),
+    "Adam": ("learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad", "weight_decay", *CLIPS),
+    "AdamW": ("learning_rate", "weight_decay", "beta_1", "beta_2", "epsilon", "amsgrad", *CLIPS),
+}
+
+
+@pytest.mark.parametrize("cls, values", [
+    ("SGD", (0.05, 0.9, True, 0.01, 1.5)),
+    ("Adagrad", (0.05, 0.3, 1e-6, 0.01, None, 0.5)),
+    ("RMSprop", (0.05, 0.8, 0.5, 1e-6, True, 0.01, None, None, 2.0)),
+    ("Adadelta", (0.05, 0.9, 1e-6, 0.01)),
+    ("Adam", (0.05, 0.8, 0.99, 1e-6, True, 0.01, 1.5)),
+    ("AdamW", (0.05, 0.02, 0.8, 0.99, 1e-6, True)),
+])
+def test_arguments_by_position_in_keras_s_order(cls, values):
+    """`SGD(0.05, 0.9, True)` is Keras's SGD(learning_rate=0.05, momentum=0.9, nesterov=True): each
+    optimizer takes its arguments positionally in Keras 3's order; l1, l2 and name by keyword only."""
+    optimizer_class = getattr(clnet.optimizers, cls)
+    by_position = optimizer_class(*values, name="same")
+    by_keyword = optimizer_class(**dict(zip(KERAS_POSITIONS[cls], values)), name="same")
+    assert by_position.get_config() == by_keyword.get_config()
+    for argument, value in zip(KERAS_POSITIONS[cls], values):
+        assert by_position.get_config()[argument] == value, argument
+    positions = list(inspect.signature(optimizer_class).parameters)
+    assert positions[:len(KERAS_POSITIONS[cls])] == list(KERAS_POSITIONS[cls])
+    with pytest.raises(TypeError, match="positional argument"):  # (Keras's next is use_ema, not taken)
+        optimizer_class(*KERAS_POSITIONS[cls], 0.0)
+
+
+def test_momentum_takes_sgd_s_positions():
+    assert clnet.optimizers.Momentum(0.05, 0.5, True).get_config() == {
+        **clnet.optimizers.SGD(0.05, 0.5, True).get_config(), "name": "momentum"}
+
+
+def test_names_as_keras_s_and_kept_by_the_config():
+    """Keras 3.15.1's automatic names (optimizer.name after keras.utils.clear_session()): the
+    class's name in snake_case, made unique: adam, adam_1, sgd, rm_sprop, adam_w, adagrad,
+    adadelta."""
+    opt = clnet.optimizers
+    made = [opt.Adam(), opt.Adam(), opt.SGD(), opt.RMSprop(), opt.AdamW(), opt.Adagrad(), opt.Adadelta(),
+            opt.get("adam")]
+    assert [o.name for o in made] == ["adam", "adam_1", "sgd", "rm_sprop", "adam_w", "adagrad", "adadelta",
+                                      "adam_2"]
+    named = opt.RMSprop(0.01, name="my_rmsprop")
+    assert named.name == named.get_config()["name"] == "my_rmsprop"
+    assert opt.RMSprop.from_config(named.get_config()).name == "my_rmsprop"
+    assert opt.get({"class_name": "RMSprop", "config": named.get_config()}).get_config() == named.get_config()
+    assert opt.get({"name": "rmsprop", "learning_rate": 0.5}).name == "rmsprop"  # (as clnet wrote it before)
+    with pytest.raises(ValueError, match=r"its name 'my_rmsprop' is not an optimizer's"):
+        opt.get(named.get_config())
+    with pytest.raises(ValueError, match="RMSProp name must be a non-empty string, got ''"):
+        opt.RMSprop(name="")
 
 
 def test_bad_arguments():

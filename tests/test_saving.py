@@ -151,6 +151,20 @@ def test_new_optimizer_state_and_schedules_round_trip(tmp_path, optimizer, slots
         np.testing.assert_array_equal(loaded.optimizer.moments[slot].numpy(), model.optimizer.moments[slot].numpy())
 
 
+def test_an_optimizer_s_name_round_trips_through_a_checkpoint(tmp_path):
+    """The name goes into the training config and comes back, as Keras keeps it; an automatic
+    name (rm_sprop) too, not made anew on loading."""
+    x, y = data()
+    for optimizer, name in [(RMSProp(0.01, 0.8, name="tuned"), "tuned"), (RMSProp(0.01), "rm_sprop")]:
+        model = mlp(optimizer)
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+        model.save(tmp_path / "m.h5")
+        with h5py.File(tmp_path / "m.h5", "r") as f:
+            assert json.loads(f.attrs["training_config"])["optimizer"]["config"]["name"] == name
+        loaded = clnet.load_model(tmp_path / "m.h5")
+        assert loaded.optimizer.name == name and loaded.optimizer.get_config() == model.optimizer.get_config()
+
+
 def test_save_weights_and_load_weights(tmp_path):
     x, y = data()
     model = mlp("SGD")

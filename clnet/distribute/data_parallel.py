@@ -26,7 +26,6 @@ from contextlib import contextmanager
 import numpy as np
 import pyopencl as cl
 
-from .. import optimizers
 from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
 from ..cl.runtime import Runtime, use_runtime
 from ..cl.tensor import Tensor
@@ -230,7 +229,8 @@ class DataParallel(Distribution):
             replica = model_from_config(model.get_config(), floatx=model.dtype.name)
             if not replica.built:
                 replica.build(model.input_shape)
-            replica.compile(optimizers.get(model.optimizer.get_config()), model.loss, model.metrics)
+            optimizer = type(model.optimizer).from_config(model.optimizer.get_config())
+            replica.compile(optimizer, model.loss, model.metrics)
         return replica
 
     def _copy_state(self, model) -> None:

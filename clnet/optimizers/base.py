@@ -18,6 +18,7 @@ import numpy as np
 from ..cl.parameters import Parameter, ParameterRange
 from ..cl.runtime import Runtime
 from ..cl.tensor import Tensor
+from ..layers.base import snake_case, unique_name
 from . import schedules
 from .schedules import LearningRateSchedule
 
@@ -43,18 +44,29 @@ class Optimizer:
       ±clipvalue): at most one of them; 0 means no clipping, as in Keras.
     - `l1=0.0`, `l2=0.0`: add l1 · |w| + l2 · w² to the loss, so that their gradient is clipped too
       (clnet's; Keras puts regularizers on the layers, which clnet's layers do not take).
-    - The optimizer's own arguments (momentum, rho, beta_1, ...), by keyword only, with Keras's
-      defaults; an unknown one raises a `TypeError`.
+    - `name=None`: a non-empty string, the optimizer's name in its config (and so in a saved
+      model's); None is Keras's automatic name, the Keras class's name in snake_case made unique
+      as layers' are (`"adam"`, then `"adam_1"`; `"rm_sprop"` for RMSprop), until
+      `clnet.utils.clear_session()`.
+    - The optimizer's own arguments (momentum, rho, beta_1, ...), with Keras's defaults; an unknown
+      one raises a `TypeError`.
 
-    Every number must be finite and non-negative. Keras's `name`, `use_ema`, `loss_scale_factor` and
+    Each optimizer takes `learning_rate`, its own arguments, `weight_decay`, `clipnorm`,
+    `clipvalue` and `global_clipnorm` in the order of Keras 3's signature, so they may be given
+    by position as in Keras (`SGD(0.01, 0.9)`; AdamW's `weight_decay` comes second, as in Keras);
+    `l1`, `l2` and `name` by keyword only (Keras's arguments between `global_clipnorm` and `name`
+    are not taken).
+
+    Every number must be finite and non-negative. Keras's `use_ema`, `loss_scale_factor` and
     `gradient_accumulation_steps` are not taken. `iterations` counts the steps taken;
-    `get_config()`/`from_config()` round-trip the arguments."""
+    `get_config()`/`from_config()` round-trip the arguments and the name."""
     registry: dict[str, type["Optimizer"]] = {}
     names: tuple[str, ...] = ()
     source = ""
     kernel_name = ""
     defaults: dict[str, float | bool] = {}  # the optimizer's own arguments, Keras's defaults
     learning_rate_default = 0.001
+    name_prefix: str | None = None  # the automatic name's stem where Keras's class name differs from clnet's
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -62,13 +74,16 @@ class Optimizer:
             Optimizer.registry[name] = cls
 
     def __init__(self, learning_rate=None, *, weight_decay=None, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None, l1=0.0, l2=0.0, **hyper):
+                 global_clipnorm=None, l1=0.0, l2=0.0, name=None, **hyper):
         kind = type(self).__name__
         unknown = set(hyper) - set(self.defaults)
         if unknown:
             raise TypeError(f"{kind} got unknown argument(s) {sorted(unknown)}; it takes learning_rate, "
                             f"{''.join(k + ', ' for k in self.defaults)}weight_decay, clipnorm, clipvalue, "
-                            "global_clipnorm, l1, l2")
+                            "global_clipnorm, l1, l2, name")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+        self.name = unique_name(self.name_prefix or snake_case(kind)) if name is None else name
         self.hyper = {}
         for key, default in self.defaults.items():
             value = hyper.get(key, default)
@@ -245,14 +260,14 @@ class Optimizer:
     # -- config --------------------------------------------------------------------------------
     def get_config(self) -> dict:
         schedule = self.schedule
-        return {"name": self.names[0],
+        return {"name": self.name,
                 "learning_rate": self._learning_rate if schedule is None else schedules.serialize(schedule),
                 **self.hyper, "weight_decay": self.weight_decay, "clipnorm": self.clipnorm,
                 "global_clipnorm": self.global_clipnorm, "clipvalue": self.clipvalue, "l1": self.l1, "l2": self.l2}
 
     @classmethod
     def from_config(cls, config: dict) -> "Optimizer":
-        """The optimizer get_config describes (without its "name"); a schedule's dict is rebuilt."""
+        """The optimizer get_config describes, its name included; a schedule's dict is rebuilt."""
         return cls(**config)
 
     def __repr__(self) -> str:
@@ -278,15 +293,28 @@ def _sections(sizes: list[int], step: int) -> list[int]:
 
 
 def get(identifier) -> Optimizer:
-    """An optimizer from a name, an Optimizer (returned as it is) or a `get_config()` dict, as
+    """An optimizer from a name, an Optimizer (returned as it is) or a dict, as
     `compile(optimizer=...)` takes it. Names (any case): `"sgd"`, `"momentum"`, `"adagrad"`,
-    `"rmsprop"`, `"adadelta"`, `"adam"`, `"adamw"`, each with its defaults; anything else raises a
-    `ValueError`."""
+    `"rmsprop"`, `"adadelta"`, `"adam"`, `"adamw"`, each with its defaults. A dict is Keras's
+    serialized form, `{"class_name": "Adam", "config": get_config()}` (a class name or one of those
+    names), or a `get_config()` dict whose `"name"` is one of those names (the automatic names
+    "sgd", "adam", ..., and what clnet wrote before optimizers kept a name of their own); anything
+    else raises a `ValueError`."""
     if isinstance(identifier, Optimizer):
         return identifier
     if isinstance(identifier, dict):
-        config = dict(identifier)
-        return get(config.pop("name")).__class__.from_config(config)
+        if "class_name" in identifier:
+            cls = Optimizer.registry.get(str(identifier["class_name"]).lower())
+            if cls is None:
+                raise ValueError(f"unknown optimizer class_name {identifier['class_name']!r}; expected one "
+                                 f"of {sorted(Optimizer.registry)} (any case)")
+            return cls.from_config(dict(identifier.get("config") or {}))
+        cls = Optimizer.registry.get(str(identifier.get("name")).lower())
+        if cls is None:  # a name of the user's says nothing of the class
+            raise ValueError(f"optimizer config {identifier!r}: its name {identifier.get('name')!r} is not "
+                             f"an optimizer's ({sorted(Optimizer.registry)}); give {{'class_name': ..., "
+                             "'config': ...}, as Keras serializes one, or call the class's from_config")
+        return cls.from_config(dict(identifier))
     if isinstance(identifier, str) and identifier.lower() in Optimizer.registry:
         return Optimizer.registry[identifier.lower()]()
     raise ValueError(f"unknown optimizer {identifier!r}; expected one of {sorted(Optimizer.registry)} "

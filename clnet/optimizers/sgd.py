@@ -6,12 +6,19 @@ class SGD(Optimizer):
     w += v (and with `nesterov`, w += momentum · v - lr · g, which without momentum changes
     nothing). `learning_rate` defaults to 0.01, as Keras's; `momentum=0.0` in [0, 1];
     `nesterov=False`. Also the arguments every optimizer takes (see Optimizer): `weight_decay`,
-    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`. A velocity buffer is kept only with
-    momentum."""
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`, `name` (by default `"sgd"`). Keras's
+    positional order: `SGD(learning_rate, momentum, nesterov, weight_decay, clipnorm, clipvalue,
+    global_clipnorm)`. A velocity buffer is kept only with momentum."""
     names = ("sgd",)
     source, kernel_name = "optimizers/sgd.cl", "SGDUpdate"
     defaults = {"momentum": 0.0, "nesterov": False}
     learning_rate_default = 0.01
+
+    def __init__(self, learning_rate=None, momentum=0.0, nesterov=False, weight_decay=None, clipnorm=None,
+                 clipvalue=None, global_clipnorm=None, *, l1=0.0, l2=0.0, name=None, **kwargs):
+        super().__init__(learning_rate, weight_decay=weight_decay, clipnorm=clipnorm, clipvalue=clipvalue,
+                         global_clipnorm=global_clipnorm, l1=l1, l2=l2, name=name, momentum=momentum,
+                         nesterov=nesterov, **kwargs)
 
     def check(self):
         if self.hyper["momentum"] > 1:
@@ -33,6 +40,12 @@ class Momentum(SGD):
     """SGD with momentum 0.9 by default (`"momentum"`, clnet's name from the MQL5 book; Keras writes
     `SGD(momentum=...)`). `learning_rate` defaults to 0.01; `momentum=0.9` in [0, 1];
     `nesterov=False`; and the arguments every optimizer takes (see Optimizer): `weight_decay`,
-    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`."""
+    `clipnorm`, `clipvalue`, `global_clipnorm`, `l1`, `l2`, `name` (by default `"momentum"`), in
+    SGD's positional order."""
     names = ("momentum",)
     defaults = {"momentum": 0.9, "nesterov": False}
+
+    def __init__(self, learning_rate=None, momentum=0.9, nesterov=False, weight_decay=None, clipnorm=None,
+                 clipvalue=None, global_clipnorm=None, *, l1=0.0, l2=0.0, name=None, **kwargs):
+        super().__init__(learning_rate, momentum, nesterov, weight_decay, clipnorm, clipvalue,
+                         global_clipnorm, l1=l1, l2=l2, name=name, **kwargs)
