@@ -71,3 +71,31 @@ def test_class_docstring_names_its_arguments(module, name, cls):
     missing = [argument for argument in constructor_arguments(cls)
                if (module, name, argument) not in EXEMPT_ARGUMENTS and not re.search(rf"\b{argument}\b", doc)]
     assert missing == [], f"{module}.{name}'s docstring does not name its arguments {missing}"
+
+
+# Measurements on the API pages: a device's name, or a number with a unit of size, time or speed.
+MEASURED = re.compile(r"\b(H100|H200|A100|EPYC|Xeon|Zen ?\d)"
+                      r"|\b\d+(\.\d+)? ?(KB|MB|GB|ms|us|µs|GFLOP/s|GB/s)\b")
+
+
+def documented_members(obj):
+    """(name, docstring) of a public object and, for a class, of its own public methods and
+    properties: what mkdocstrings renders for it."""
+    yield "", obj.__doc__ or ""
+    if inspect.isclass(obj):
+        for name, member in vars(obj).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(member, property):
+                yield f".{name}", member.fget.__doc__ or ""
+            elif inspect.isfunction(member):
+                yield f".{name}", member.__doc__ or ""
+
+
+@pytest.mark.parametrize("module, name, obj", OBJECTS, ids=[f"{m}.{n}" for m, n, _ in OBJECTS])
+def test_says_what_and_why_without_measurements(module, name, obj):
+    """A docstring says what and why; what was measured, on which device, belongs in
+    benchmarks/RESULTS.md, where it is dated and can be run again."""
+    found = [(f"{name}{member}", hit.group(0)) for member, doc in documented_members(obj)
+             for hit in MEASURED.finditer(doc)]
+    assert found == [], f"{module}: measured numbers in docstrings {found}"

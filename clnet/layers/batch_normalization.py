@@ -36,10 +36,9 @@ def work_groups(channels: int, inner: int, local: int, gpu: bool) -> tuple:
     """The training kernels' (global, local) sizes: work-groups of (block channels, lanes) (see
     batch_normalization.cl), up to 16 neighbouring channels when they are neighbours in memory
     (channels last). On a CPU one lane: a work-item walks all of its channel's elements, and
-    nothing is reduced in local memory, whose barriers a CPU runtime pays for in every work-item
-    (a CNN's BatchNormalization after Conv2D(32), 128 x 26 x 26 x 32, on a 2-core Zen 5: about
-    three times as fast with one lane as with 16 on Debian's PoCL, and faster too on Intel's
-    runtime)."""
+    nothing is reduced in local memory, whose barriers a CPU runtime pays for in every work-item,
+    more than the parallel reduction saves there (benchmarks/RESULTS.md, BatchNormalization on a
+    CPU)."""
     block = min(16, local, 1 << max(channels - 1, 0).bit_length()) if inner == 1 else 1
     lanes = local // block if gpu else 1
     return (-(-channels // block) * block, lanes), (block, lanes)

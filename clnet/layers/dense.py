@@ -18,17 +18,18 @@ def tile_candidates(rt, dtype) -> list[dict]:
     """Vector widths, output blocks per work-item and work-group shapes that the autotuner tries.
 
     CPUs want explicit vectors of one or two SIMD registers and several outputs per work-item:
-    two registers by 6 rows (12 accumulators, the usual AVX2 micro-kernel) came first on a 2-core
-    AMD EPYC with PoCL 3.0 (well ahead of one register by 8 rows) and Intel's runtime alike.
-    GPUs want many work-items with a small block each. The device's widest vector
-    (at most 64 bytes) and the CPU form's panels' VW >= 4 limit the width. The register size is
-    the device's native vector width (PoCL 3.1 also names its LLVM target in the device name;
-    PoCL 3.0 and Intel's runtime do not). FF_NB, FF_KB and the like: a CPU work-item's
-    register blocks and K-block depth (below), per kernel; a candidate gives all three kernels the
-    same, and the tuner takes each kernel's from the candidate fastest for it (_fastest_setting).
-    WG is the work-group side on a CPU (0: the runtime's choice), a launch setting rather than a
-    kernel define. HG_T (the input gradient from W^T, see dense.cl) is tried with WG 4 alone, as
-    work-groups of 2 and 4 ran alike in every sweep: half as many candidates more.
+    two registers by 6 rows (12 accumulators, the usual AVX2 micro-kernel) come first, as enough
+    independent multiply-adds to hide each one's latency without spilling (their measurements
+    against one register by 8 rows are in benchmarks/RESULTS.md). GPUs want many work-items with a
+    small block each. The device's widest vector (at most 64 bytes) and the CPU form's panels'
+    VW >= 4 limit the width. The register size is the device's native vector width (PoCL 3.1
+    also names its LLVM target in the device name; PoCL 3.0 and Intel's runtime do not). FF_NB,
+    FF_KB and the like: a CPU work-item's register blocks and K-block depth (below), per kernel;
+    a candidate gives all three kernels the same, and the tuner takes each kernel's from the
+    candidate fastest for it (_fastest_setting). WG is the work-group side on a CPU (0: the
+    runtime's choice), a launch setting rather than a kernel define. HG_T (the input gradient from
+    W^T, see dense.cl) is tried with WG 4 alone: the work-group side made no difference to it in
+    the sweeps, and this halves the candidates it adds.
     """
     if rt.info.is_gpu:
         blocked = [{"VW": 4, "FF_RM": rm, "DW_RM": rm, "HG_RM": rm, "WG": 0} for rm in (1, 2, 4)]
@@ -459,9 +460,9 @@ class Dense(Layer):
     def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
         """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows
         (see CalcDeltaWeights) where a distribution copies each off the device while the next
-        computes: on two H200s what is left to copy after the wide MLP's backward pass is its last
-        8 MB part, down and up in a fraction of the time the first layer's whole 67 MB took
-        (benchmarks/RESULTS.md, data-parallel training on two GPUs). The parts' flat ranges in the
+        computes: what is left to copy once the backward pass ends is then only the last part, not
+        the whole kernel's gradient, so the copies of a wide first layer hide behind the compute
+        (measured in benchmarks/RESULTS.md, data-parallel training). The parts' flat ranges in the
         store's gradients."""
         blocks = self._weight_row_blocks(parts)
         return [self._flat_rows(first, end) for first, end in blocks] if len(blocks) > 1 else []

@@ -68,10 +68,9 @@ MAX_SPLITS = 64
 
 def step_width(rt, dtype) -> int:
     """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one
-    (never wider than the device's widest vector).
-    On a 2-core Zen 5, LSTM(128) over 64 steps at batch 64 spent far less kernel time a training
-    step with 16 floats than with 8 on Intel's runtime, and less on Debian's PoCL 3.1 too
-    (benchmarks/RESULTS.md, 16-float recurrent steps on AVX-512)."""
+    (never wider than the device's widest vector). A whole register per vector: on AVX-512 each
+    step's products then take half the instructions float8s would (measured on Intel's runtime
+    and PoCL in benchmarks/RESULTS.md, 16-float recurrent steps on AVX-512)."""
     itemsize = np.dtype(dtype).itemsize
     return min(16 if itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8, rt.info.widest_vector_bytes // itemsize)
 
