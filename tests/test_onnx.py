@@ -430,8 +430,8 @@ def unary_ops(dtype):
     x = Input((3, 4), name="x")
     u = ops.exp(ops.tanh(x)) - ops.log(ops.abs(x) + 1.0)
     v = ops.sqrt(ops.square(x) + 1.0) * ops.sigmoid(x)
-    # (Both GELUs of one tensor make onnxruntime 1.32's GELU fusion write an invalid graph.)
-    w = ops.gelu(x) - ops.gelu(-x, approximate=False) + ops.relu(-x) + ops.clip(x, -0.5, 0.5) + ops.clip(x, 0, 1)
+    # (Both GELUs of one tensor: onnxruntime's fusions once broke clnet's graph of them.)
+    w = ops.gelu(x) - ops.gelu(x, approximate=False) + ops.relu(-x) + ops.clip(x, -0.5, 0.5) + ops.clip(x, 0, 1)
     return op_model([x], u + v + w + ops.ones_like(x) - ops.zeros_like(x), dtype)
 
 
@@ -1192,6 +1192,31 @@ def test_ops_across_opsets(opset, tmp_path, rng):
         with pytest.raises(ValueError, match=rf"layer 'equal' \(Elementwise\) needs ONNX opset >= 11 for ops.equal "
                                              rf"\(Equal of floats\); got opset={opset}"):
             equal.export(tmp_path / "equal.onnx", opset=opset)
+
+
+@pytest.mark.parametrize("opset", [8, 9, 10])  # (PositionEmbedding's Expand arrives in 8)
+@pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU", "Bidirectional", "PositionEmbedding"])
+def test_sequence_layers_below_opset_10(kind, opset, tmp_path, rng):
+    """Before opset 10 Slice has no steps and takes its bounds as attributes: go_backwards reverses
+    with a Gather of the steps backwards, PositionEmbedding slices its table with attributes. Each
+    file passes the full check and onnxruntime computes what predict does; it loads back to the
+    same predictions."""
+    # (PositionEmbedding's example ends in a softmax over (time, features), which needs opset 13.)
+    shape, layers = ((3, 4), lambda: [PositionEmbedding(6), Dense(2, "tanh")]) if kind == "PositionEmbedding" \
+        else LAYER_EXAMPLES[kind]
+    model = built(layers(), shape)
+    path = tmp_path / "model.onnx"
+    model.export(path, opset=opset)
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    for node in proto.graph.node:
+        if node.op_type == "Slice":
+            assert len(node.input) == (1 if opset < 10 else 4 if kind == "PositionEmbedding" else 5)
+    x = rng.normal(size=(5, *shape)).astype(np.float32)
+    want = model.predict(x)
+    for rows in (1, 5):
+        assert_close(run_onnx(path, x[:rows]), want[:rows], 1e-5)
+    np.testing.assert_allclose(clnet.onnx.load(path).predict(x), want, rtol=1e-6, atol=1e-6)
 
 
 def test_import_ops(tmp_path, rng):

@@ -31,8 +31,8 @@ def dims(value):
 def gelus():
     """Both GELUs of clnet.ops and the gelu activation: ONNX's Gelu op from opset 20, Tanh and Erf before."""
     x = Input((6,))
-    # (x + 1: both GELUs of one tensor make onnxruntime's GELU fusion, 1.15 to 1.32, write an invalid graph.)
-    h = ops.gelu(x) + ops.gelu(x + 1.0, approximate=False)
+    # (Both GELUs of one tensor: onnxruntime's fusions, 1.15 to 1.32, once broke clnet's graph of them.)
+    h = ops.gelu(x) + ops.gelu(x, approximate=False)
     return clnet.Model(x, Dense(3, "gelu")(h), seed=2)
 
 

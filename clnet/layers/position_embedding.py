@@ -67,8 +67,7 @@ class PositionEmbedding(Layer):
 
     def to_onnx(self, graph, inputs):
         """The table's used rows (a Slice of the initializer) expanded to the input's shape."""
-        used = graph.op("Slice", graph.constant("embeddings", self.get_weights()[0]), graph.constant("starts", [0]),
-                        graph.constant("ends", [self.output_shape[-2]]), graph.constant("axes", [0]))
+        used = graph.slice(graph.constant("embeddings", self.get_weights()[0]), [0], [self.output_shape[-2]], [0])
         return [graph.op("Expand", used, graph.op("Shape", inputs[0]))]
 
     def get_config(self):

@@ -508,8 +508,7 @@ class Recurrent(Layer, registered=False):
         x, *initial = inputs
         initial = [graph.op("Reshape", state, graph.constant("initial_shape", [1, -1, units])) for state in initial]
         if self.go_backwards:
-            x = graph.op("Slice", x, graph.constant("start", [-1]), graph.constant("end", [np.iinfo(np.int64).min]),
-                         graph.constant("axis", [1]), graph.constant("step", [-1]))
+            x = graph.reverse(x, axis=1, length=steps)
         x = graph.op("Transpose", x, perm=[1, 0, 2])                        # (steps, batch, features)
         op, weights, attributes = self._onnx_direction()
         w, r, b = (graph.constant(name, array[None]) for name, array in zip(("W", "R", "B"), weights))

@@ -30,8 +30,11 @@ Flatten(axis=1), or a Reshape whose shape starts with 0).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+GELU_C, GELU_K = math.sqrt(2 / math.pi), 0.044715  # GELU's tanh approximation (elementwise.cl's GELU_C and GELU_K)
 
 # TensorProto's element types, as Cast's `to` takes them (layer files never import onnx).
 TENSOR_TYPES = {"float32": 1, "bool": 9, "float64": 11}
@@ -43,7 +46,8 @@ class GraphBuilder:
     initializers are stored, and `opset` the ONNX opset version being written, which
     `require_opset(version, why)` checks. `clnet.onnx.export` (and `model.export`) makes one per
     export and turns its nodes and initializers into an `onnx.ModelProto`; a layer of your own only
-    calls its methods: `op`, `constant`, `cast`, `reduce`, `squeeze`, `unsqueeze`, `slice`."""
+    calls its methods: `op`, `constant`, `cast`, `reduce`, `squeeze`, `unsqueeze`, `slice`, `reverse`,
+    `gelu`."""
     def __init__(self, dtype, opset: int):
         self.dtype = np.dtype(dtype)       # the model's float type: float32 or float64
         self.opset = opset
@@ -112,6 +116,33 @@ class GraphBuilder:
             return self.op("Slice", x, self.constant("starts", starts), self.constant("ends", ends),
                            self.constant("axes", axes))
         return self.op("Slice", x, starts=starts, ends=ends, axes=axes)
+
+    def reverse(self, x: str, axis: int, length: int) -> str:
+        """`x` reversed along `axis` (counting the batch), whose `length` is known: a Slice of step
+        -1 from opset 10, which gave Slice its steps; before, a Gather of the indices backwards."""
+        if self.opset >= 10:
+            return self.op("Slice", x, self.constant("start", [-1]), self.constant("end", [np.iinfo(np.int64).min]),
+                           self.constant("axis", [axis]), self.constant("step", [-1]))
+        return self.op("Gather", x, self.constant("backwards", np.arange(length - 1, -1, -1, dtype=np.int64)),
+                       axis=axis)
+
+    def gelu(self, x: str, approximate: bool) -> str:
+        """GELU of `x`: ONNX's Gelu op from opset 20; before it, the tanh approximation
+        (approximate=True, Keras's ops.gelu default) from Tanh, or the exact form from Erf."""
+        if self.opset >= 20:
+            return self.op("Gelu", x, approximate="tanh") if approximate else self.op("Gelu", x)
+        if approximate:
+            cube = self.op("Pow", x, self.constant("three", 3.0))
+            inner = self.op("Add", x, self.op("Mul", cube, self.constant("k", GELU_K)))
+            t = self.op("Tanh", self.op("Mul", inner, self.constant("c", GELU_C)))
+            return self.op("Mul", self.op("Mul", x, self.constant("half", 0.5)),
+                           self.op("Add", self.constant("one", 1.0), t))
+        self.require_opset(9, "GELU's exact form (Erf)")
+        erf = self.op("Erf", self.op("Mul", x, self.constant("rsqrt2", 0.5 ** 0.5)))
+        # The 0.5 last: were both forms to start with Mul(x, 0.5), onnxruntime (1.15 to 1.32) would
+        # merge the two nodes into one and its Gelu fusion would then delete it under the other form.
+        one_plus = self.op("Add", self.constant("one", 1.0), erf)
+        return self.op("Mul", self.op("Mul", x, one_plus), self.constant("half", 0.5))
 
     def cast(self, x: str, dtype) -> str:
         """Cast of `x` to `dtype`: bool, or a float type (float32, float64)."""

@@ -205,7 +205,6 @@ ONNX_BINARY = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Di
                "minimum": "Min", "maximum": "Max"}
 ONNX_UNARY = {"negative": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "abs": "Abs", "tanh": "Tanh",
               "sigmoid": "Sigmoid", "relu": "Relu"}
-GELU_C, GELU_K = math.sqrt(2 / math.pi), 0.044715  # elementwise.cl's GELU_C and GELU_K
 
 
 def onnx_nodes(graph, op: str, xs: list[str], a: float = 0.0, b: float = 0.0) -> str:
@@ -237,21 +236,8 @@ def onnx_nodes(graph, op: str, xs: list[str], a: float = 0.0, b: float = 0.0) ->
         graph.require_opset(8, f"ops.{op} (Expand)")
         value = graph.constant("one" if op == "ones_like" else "zero", float(op == "ones_like"))
         return graph.op("Expand", value, graph.op("Shape", x))
-    if op == "gelu":  # Keras's default, the tanh approximation
-        if graph.opset >= 20:
-            return graph.op("Gelu", x, approximate="tanh")
-        cube = graph.op("Pow", x, graph.constant("three", 3.0))
-        inner = graph.op("Add", x, graph.op("Mul", cube, graph.constant("k", GELU_K)))
-        t = graph.op("Tanh", graph.op("Mul", inner, graph.constant("c", GELU_C)))
-        return graph.op("Mul", graph.op("Mul", x, graph.constant("half", 0.5)),
-                        graph.op("Add", graph.constant("one", 1.0), t))
-    if op == "gelu_erf":
-        if graph.opset >= 20:
-            return graph.op("Gelu", x)
-        graph.require_opset(9, "ops.gelu(approximate=False) (Erf)")
-        erf = graph.op("Erf", graph.op("Mul", x, graph.constant("rsqrt2", 0.5 ** 0.5)))
-        return graph.op("Mul", graph.op("Mul", x, graph.constant("half", 0.5)),
-                        graph.op("Add", graph.constant("one", 1.0), erf))
+    if op in ("gelu", "gelu_erf"):
+        return graph.gelu(x, approximate=op == "gelu")
     raise ValueError(f"ops.{op} has no ONNX form")  # (every op of OPS has one above)
 
 
