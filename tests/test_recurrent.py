@@ -355,7 +355,7 @@ def test_return_state_launches_nothing_more(rt, kind):
     x, y = np.ones((4, 5, 3)), np.zeros(4, np.int64)
     launches = []
     for model in (_with_states(kind, 5, "last state", False, False, None),
-                  (lambda i: clnet.Model(i, Dense(2, "softmax")(KINDS[kind](3)(i))))(Input((5, 3)))):
+                  (lambda i: clnet.Model(i, Dense(2, "softmax")(KINDS[kind](3)(i)), floatx="float64"))(Input((5, 3)))):
         model.compile("sgd", "sparse_categorical_crossentropy")
         model.train_on_batch(x, y)
         before = rt.launches
