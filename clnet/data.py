@@ -201,10 +201,12 @@ class _Slot:
         self.device = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE, size * dtype.itemsize)
         x_part = self.device.get_sub_region(0, max(capacity * x_cols, 1) * dtype.itemsize)
         y_part = self.device.get_sub_region(y_offset * dtype.itemsize, max(capacity * y_cols, 1) * dtype.itemsize)
-        # One kernel object per slot keeps its arguments set from step to step.
+        # One kernel object per slot keeps its arguments (by name) set from step to step.
         self.gather = rt.kernel(staging.program, "GatherRows", dtype)
-        self.arguments = (x_part, y_part, staging.identity, 0, x_cols, y_cols, staging.x_batch,
-                          *staging.x_batch.transposed_arguments(), staging.y_batch)
+        x_batch_t, ld = staging.x_batch.transposed_arguments()
+        self.arguments = {"x": x_part, "y": y_part, "index": staging.identity, "first": 0, "x_cols": x_cols,
+                          "y_cols": y_cols, "x_batch": staging.x_batch, "x_batch_t": x_batch_t, "ld": ld,
+                          "y_batch": staging.y_batch}
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
 
@@ -244,7 +246,7 @@ class Staging:
             slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
                                           is_blocking=False, wait_for=slot.read)
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
-        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, *slot.arguments)
+        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, **slot.arguments)
         slot.read = [cl.enqueue_marker(rt.queue)]
         return self.x_batch, self.y_batch
 
@@ -304,9 +306,10 @@ class Batches:
         """The rows order[first:first+rows], as device tensors of `rows` valid rows."""
         if self.resident:
             cols = max(self.x.shape[1], self.y.shape[1])
-            self._gather((-(-cols // 4), rows), None, self.x, self.y, self.index, first,
-                         self.x.shape[1], self.y.shape[1], self.x_batch, *self.x_batch.transposed_arguments(),
-                         self.y_batch)
+            x_batch_t, ld = self.x_batch.transposed_arguments()
+            self._gather((-(-cols // 4), rows), None, x=self.x, y=self.y, index=self.index, first=first,
+                         x_cols=self.x.shape[1], y_cols=self.y.shape[1], x_batch=self.x_batch, x_batch_t=x_batch_t,
+                         ld=ld, y_batch=self.y_batch)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()
         self._fill(slot, first, rows)

@@ -583,12 +583,15 @@ class Head:
         input: one launch fewer per step (on the H100 small batches are launch-bound)."""
         if mask is None and self.counts_positions:
             mask = self._ones
-        self._kernel((rows * self.blocks * self.group,), (self.group,), target, output, self.output_grad,
-                     *self.stats[:2], first, self.positions, self.blocks, self.shape[-1], self.loss.mode,
-                     SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
-                     self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
-                     int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None),
-                     self.stats[-1])
+        self._kernel((rows * self.blocks * self.group,), (self.group,), target=target, outputs=output,
+                     gradients=self.output_grad, sample_loss=self.stats[0], sample_hit=self.stats[1], first=first,
+                     positions=self.positions, blocks=self.blocks, cols=self.shape[-1],
+                     loss_function=self.loss.mode,
+                     fold_activation=SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
+                     unweighted_scale=self.weight / (rows * self.positions),
+                     row_weights=self.output_grad if row_weights is None else row_weights,
+                     weighted=int(row_weights is not None), mask=self.output_grad if mask is None else mask,
+                     masked=int(mask is not None), sample_held=self.stats[-1])
         # A mask weighs each position of the metrics as a sample weight does (Keras's); weighted
         # metrics of a weighted batch take it times the sample's weight, in one launch.
         masked_weights = None

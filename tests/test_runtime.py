@@ -257,3 +257,68 @@ def test_a_source_name_stands_for_one_text():
         add_source("user/fill_once.cl", text.replace("= 1", "= 2"))
     with pytest.raises(ValueError, match=r"add_source: 'layers/merge.cl' already names a package file"):
         add_source("layers/merge.cl", text)
+
+
+GATHER_AXPY = """
+__kernel void GatherAxpy(__global const TYPE *x, __global TYPE *y, __global const int *index, const TYPE a,
+                         const int n)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        y[i] += a * x[index[i]];
+}
+"""
+
+
+def gather_axpy(rt):
+    runtime_module.add_source("tests/gather_axpy.cl", GATHER_AXPY)
+    return rt.kernel(rt.program(("tests/gather_axpy.cl",), np.float32), "GatherAxpy", np.float32)
+
+
+def test_a_kernel_knows_its_arguments_as_compiled(rt):
+    kernel = gather_axpy(rt)
+    assert [(a.name, a.space, a.type) for a in kernel.signature] == [
+        ("x", "global", "float*"), ("y", "global", "float*"), ("index", "global", "int*"), ("a", "private", "float"),
+        ("n", "private", "int")]
+
+
+def test_arguments_by_name_in_any_order_are_those_by_position(rt):
+    kernel = gather_axpy(rt)
+    x = clnet.cl.tensor.Tensor.from_numpy(np.arange(5, dtype=np.float32), rt=rt)
+    index = clnet.cl.tensor.Tensor.from_numpy(np.array([4, 0, 2, 2, 1], np.int32), rt=rt)
+    ys = [clnet.cl.tensor.Tensor.zeros((5,), np.float32, rt) for _ in range(4)]
+    kernel((5,), None, x, ys[0], index, 2.0, 5)
+    kernel((5,), None, x=x, y=ys[1], index=index, a=2.0, n=5)
+    kernel((5,), None, n=5, a=2.0, index=index, y=ys[2], x=x)
+    kernel((5,), None, x, ys[3], n=5, index=index, a=2.0)
+    for y in ys:
+        np.testing.assert_array_equal(y.numpy(), [8, 0, 4, 4, 2])
+    kernel((5,), None, n=5, a=1.0, index=index, y=ys[2], x=x)  # (the order worked out before, other values)
+    np.testing.assert_array_equal(ys[2].numpy(), [12, 0, 6, 6, 3])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda k, x, y, i: k((5,), None, x=x, y=y, index=i, a=2.0), "kernel GatherAxpy: missing argument 'n'"),
+    (lambda k, x, y, i: k((5,), None, x=x, y=y, index=i, a=2.0, n=5, m=1),
+     "kernel GatherAxpy has no argument 'm'; its arguments: x, y, index, a, n"),
+    (lambda k, x, y, i: k((5,), None, x, y, x=x, index=i, a=2.0, n=5), "kernel GatherAxpy: argument 'x' given twice"),
+    (lambda k, x, y, i: k((5,), None, x=x, y=y, index=x, a=2.0, n=5),
+     r"kernel GatherAxpy: argument 'index' must be a buffer of int32 \(int\*\), got a Tensor of float32"),
+    (lambda k, x, y, i: k((5,), None, x=np.arange(5.0), y=y, index=i, a=2.0, n=5),
+     r"kernel GatherAxpy: argument 'x' must be a buffer \(Tensor or cl.Buffer\), got ndarray"),
+    (lambda k, x, y, i: k((5,), None, x, y, i, 2.0, 5.0),
+     r"kernel GatherAxpy: argument 'n' must be an integer \(int\), got 5.0"),
+    (lambda k, x, y, i: k((5,), None, x, y, i, "2", 5), r"kernel GatherAxpy: argument 'a' must be a number \(float\)"),
+    (lambda k, x, y, i: k((5,), None, x, y, i, 2.0), "GatherAxpy takes 5 arguments, got 4"),
+])
+def test_a_wrong_argument_is_named_before_any_launch(rt, call, message):
+    kernel = gather_axpy(rt)
+    x = clnet.cl.tensor.Tensor.from_numpy(np.arange(5, dtype=np.float32), rt=rt)
+    index = clnet.cl.tensor.Tensor.from_numpy(np.zeros(5, np.int32), rt=rt)
+    y = clnet.cl.tensor.Tensor.zeros((5,), np.float32, rt)
+    kernel((5,), None, x, y, index, 1.0, 5)  # (a good call first: later ones change arguments)
+    launches = rt.launches
+    with pytest.raises(TypeError, match=message):
+        call(kernel, x, y, index)
+    assert rt.launches == launches
+    np.testing.assert_array_equal(y.numpy(), np.zeros(5))

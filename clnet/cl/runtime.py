@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 import os
 import re
 import sys
 import warnings
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
@@ -119,8 +121,10 @@ class Runtime:
         # Every kernel is OpenCL C 1.2, the language every device compiles and the only one Apple's
         # OpenCL knows. Asked for by name because PoCL, left to choose, compiles OpenCL C 3.0, where
         # what 1.2 refuses (pointers without an address space, 2.0's built-ins) passes the tests here.
-        self._build_flags = ["-cl-std=CL1.2"] + (["-cl-fp32-correctly-rounded-divide-sqrt"]
-                                                 if self.device.single_fp_config & exact else [])
+        # -cl-kernel-arg-info: each kernel's argument names and types as compiled, which Kernel
+        # checks launches against (Kernel.signature).
+        self._build_flags = ["-cl-std=CL1.2", "-cl-kernel-arg-info"] + (
+            ["-cl-fp32-correctly-rounded-divide-sqrt"] if self.device.single_fp_config & exact else [])
 
     def join_side(self) -> None:
         """Make everything enqueued on the main queue from now on wait for the side queue's work."""
@@ -325,10 +329,83 @@ class Runtime:
         return kernel
 
 
+class Argument(NamedTuple):
+    """A kernel argument as compiled: its name, address space ("global", "constant", "local" or
+    "private": a value) and type as OpenCL C writes it after the preprocessor ("float*", "int")."""
+    name: str
+    space: str
+    type: str
+
+    def accepts(self, value) -> str | None:
+        """Why `value` cannot be this argument, or None if it can: a buffer (a Tensor of this
+        element type, a cl.Buffer, or None for a pointer the kernel does not read) for a global or
+        constant pointer, cl.LocalMemory for a local one, an integer for an integer scalar, a
+        number for a float one."""
+        if self.space in ("global", "constant"):
+            if value is None or isinstance(value, cl.MemoryObjectHolder):
+                return None
+            dtype = getattr(value, "dtype", None) if hasattr(value, "buffer") else None
+            if dtype is None:
+                return f"a buffer (Tensor or cl.Buffer), got {type(value).__name__}"
+            element = _ELEMENT_TYPES.get(self.type.rstrip("*0123456789 ").split()[-1])
+            if element is not None and np.dtype(dtype) != element:
+                return f"a buffer of {element.name} ({self.type}), got a Tensor of {np.dtype(dtype).name}"
+            return None
+        if self.space == "local":
+            return None if isinstance(value, cl.LocalMemory) else f"cl.LocalMemory, got {type(value).__name__}"
+        element = _ELEMENT_TYPES.get(self.type)
+        if element is None:
+            return None
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            return f"a number ({self.type}), got {type(value).__name__}"
+        if element.kind in "iu" and not isinstance(value, (int, np.integer)):
+            return f"an integer ({self.type}), got {value!r}"
+        return None
+
+
+# OpenCL C's scalar types as numpy's: a buffer's element type, a scalar argument's kind.
+_ELEMENT_TYPES = {"float": np.dtype(np.float32), "double": np.dtype(np.float64), "int": np.dtype(np.int32),
+                  "uint": np.dtype(np.uint32), "long": np.dtype(np.int64), "ulong": np.dtype(np.uint64),
+                  "char": np.dtype(np.int8), "uchar": np.dtype(np.uint8), "short": np.dtype(np.int16),
+                  "ushort": np.dtype(np.uint16), "half": np.dtype(np.float16)}
+_SPACES = {cl.kernel_arg_address_qualifier.GLOBAL: "global", cl.kernel_arg_address_qualifier.CONSTANT: "constant",
+           cl.kernel_arg_address_qualifier.LOCAL: "local", cl.kernel_arg_address_qualifier.PRIVATE: "private"}
+
+
+def _picker(positions: list[int]):
+    """args -> the tuple of args at `positions` (operator.itemgetter's speed)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    return (lambda args: (args[positions[0]],)) if positions else (lambda args: ())
+
+
+def kernel_signature(kernel: cl.Kernel) -> tuple[Argument, ...] | None:
+    """The kernel's arguments as compiled, or None where the runtime does not give them."""
+    info = cl.kernel_arg_info
+    try:
+        return tuple(Argument(_source_name(kernel.get_arg_info(i, info.NAME)),
+                              _SPACES[kernel.get_arg_info(i, info.ADDRESS_QUALIFIER)],
+                              kernel.get_arg_info(i, info.TYPE_NAME).strip())
+                     for i in range(kernel.num_args))
+    except (cl.Error, KeyError):
+        return None
+
+
+def _source_name(name: str) -> str:
+    """An argument's name as the source writes it: PoCL's headers rename the builtins by macro
+    (`#define step _cl_step`), and with them a parameter of the same name (step, length, min...)."""
+    return name[4:] if name.startswith("_cl_") else name
+
+
 class Kernel:
     """One kernel object with its arguments: a call sets only the arguments that changed since
     the last one, because a layer launches the same kernel on the same buffers step after step
-    (and on a GPU the Python cost of a launch is the cost of a small training step)."""
+    (and on a GPU the Python cost of a launch is the cost of a small training step).
+
+    Arguments go by position or by name, as the kernel's source names them (`signature`, read
+    from the compiled program); whenever they change, each is checked against its declaration
+    before the launch, and a missing, extra or mistyped one raises a TypeError naming the kernel
+    and the argument."""
 
     def __init__(self, rt: Runtime, program: cl.Program, name: str, dtype):
         self.rt = rt
@@ -336,17 +413,34 @@ class Kernel:
         self.kernel = cl.Kernel(program, name)
         self.scalar = np.dtype(dtype).type
         self.arity = self.kernel.num_args
+        self.signature = kernel_signature(self.kernel)
+        # (interned: a call's keywords are, so comparing them with these compares pointers)
+        self.names = None if self.signature is None else tuple(sys.intern(a.name) for a in self.signature)
+        # The buffers' (and local memories') positions: all arguments are checked when these
+        # change; a scalar that set_args cannot pack as declared is named when it raises.
+        spaces = [a.space for a in self.signature or ()]
+        self._buffers = _picker([i for i, space in enumerate(spaces) if space != "private"])
         self.last: tuple = ()
+        self.last_buffers: tuple | None = None
+        self._orders: dict = {}  # (positional count, names as given) -> their reordering
         # The local size this kernel is given where a launch leaves it open (cpu_work_group),
         # or 0: the runtime's choice.
         self.group_limit = min(CPU_GROUP, rt.device.max_work_group_size) if rt.info.compiles_per_work_group else 0
 
-    def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False) -> None:
-        """`beside`: on the runtime's side queue where it has one (see Runtime.side_queue), unless
-        profiling, whose kernel times are those of one queue; it waits for the main queue's last
-        kernel (Runtime.main_event), so what it reads must come from kernels, from Tensor writes
-        (which make it wait for a marker instead) or from blocking copies. Returns the launch's event."""
-        if args != self.last:  # tensors compare by identity, numbers by value
+    def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False, **named) -> None:
+        """The arguments `args` by position, then `named` by name. `beside`: on the runtime's side
+        queue where it has one (see Runtime.side_queue), unless profiling, whose kernel times are
+        those of one queue; it waits for the main queue's last kernel (Runtime.main_event), so
+        what it reads must come from kernels, from Tensor writes (which make it wait for a marker
+        instead) or from blocking copies. Returns the launch's event."""
+        if named:
+            # All of them by name in the kernel's order (the usual call) costs one comparison.
+            args = tuple(named.values()) if not args and tuple(named) == self.names else self._by_name(args, named)
+        try:
+            changed = args != self.last  # tensors compare by identity, numbers by value
+        except ValueError:  # a numpy array given: _set says where
+            changed = True
+        if changed:
             self._set(args)
         rt = self.rt
         if local_size is None and self.group_limit:
@@ -376,12 +470,55 @@ class Kernel:
         # is declared packs as one).
         if len(args) != self.arity:
             raise TypeError(f"{self.name} takes {self.arity} arguments, got {len(args)}")
+        buffers = self._buffers(args)
+        try:
+            changed = buffers != self.last_buffers  # (Tensors and buffers compare by identity)
+        except ValueError:  # a numpy array where a buffer belongs
+            changed = True
+        if changed:
+            self.check(args)
+            self.last_buffers = buffers
         if not self.last:
             self.kernel.set_scalar_arg_dtypes([np.int32 if isinstance(a, (int, np.integer))
                                                else self.scalar if isinstance(a, (float, np.floating))
                                                else None for a in args])
-        self.kernel.set_args(*[getattr(arg, "buffer", arg) for arg in args])  # a Tensor passes its cl.Buffer
+        try:
+            self.kernel.set_args(*[getattr(arg, "buffer", arg) for arg in args])  # a Tensor passes its cl.Buffer
+        except Exception:  # pyopencl's: struct.error, RuntimeError (bad_cast), cl.Error...
+            self.check(args)  # names the argument, if the signature tells which
+            raise
         self.last = args
+
+    def check(self, args: tuple) -> None:
+        """A TypeError naming the first argument that is not what the kernel declares."""
+        for argument, value in zip(self.signature or (), args):
+            if (why := argument.accepts(value)) is not None:
+                raise TypeError(f"kernel {self.name}: argument {argument.name!r} must be {why}")
+
+    def _by_name(self, args: tuple, named: dict) -> tuple:
+        """The arguments in the kernel's order from `args` (the first ones) and `named`; the
+        order of a call's names is worked out once (`_orders`)."""
+        key = (len(args), tuple(named))
+        reorder = self._orders.get(key)
+        if reorder is not None:
+            return reorder((*args, *named.values()))
+        if self.names is None:
+            raise TypeError(f"kernel {self.name}: {self.rt.info.name!r} gives no argument names; pass them by "
+                            "position")
+        values = dict(zip(self.names, args))
+        for name, value in named.items():
+            if name not in self.names:
+                raise TypeError(f"kernel {self.name} has no argument {name!r}; its arguments: {', '.join(self.names)}")
+            if name in values:
+                raise TypeError(f"kernel {self.name}: argument {name!r} given twice")
+            values[name] = value
+        missing = [name for name in self.names if name not in values]
+        if missing:
+            raise TypeError(f"kernel {self.name}: missing argument{'s' * (len(missing) > 1)} "
+                            f"{', '.join(map(repr, missing))}")
+        given = [*self.names[:len(args)], *named]
+        self._orders[key] = _picker([given.index(name) for name in self.names])
+        return tuple(values[name] for name in self.names)
 
 
 CPU_GROUP = 64

@@ -120,18 +120,20 @@ class BatchNormalization(BufferedLayer):
         self.x = x
         gamma, beta = self._gamma_beta()
         if self.training and self.trainable:  # (frozen, it infers in training too, as Keras 3's)
-            self._forward_batch(*self._groups, x, self.outputs, gamma, beta,
-                                self.moving_mean.value, self.moving_variance.value, self.batch_mean,
-                                self.batch_inv_std, rows * self.outer * self.inner, self.channels, self.inner,
-                                self.momentum, self.epsilon)
+            self._forward_batch(*self._groups, inputs=x, outputs=self.outputs, gamma=gamma, beta=beta,
+                                moving_mean=self.moving_mean.value, moving_variance=self.moving_variance.value,
+                                batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
+                                count=rows * self.outer * self.inner, channels=self.channels, inner=self.inner,
+                                momentum=self.momentum, epsilon=self.epsilon)
         else:
             self._normalise_moving(x, self.outputs, gamma, beta, self.moving_mean.value, rows)
         return self.outputs
 
     def _normalise_moving(self, x, y, gamma, beta, mean, rows):
         total = rows * self.outer * self.channels * self.inner
-        self._forward_moving((-(-total // 64) * 64,), None, x, y, gamma, beta, mean, self.moving_variance.value,
-                             total, self.channels, self.inner, self.epsilon)
+        self._forward_moving((-(-total // 64) * 64,), None, inputs=x, outputs=y, gamma=gamma, beta=beta,
+                             moving_mean=mean, moving_variance=self.moving_variance.value, total=total,
+                             channels=self.channels, inner=self.inner, epsilon=self.epsilon)
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """The training-mode gradient (fit is the only caller of backward). Frozen (trainable =
@@ -144,10 +146,11 @@ class BatchNormalization(BufferedLayer):
             return self.input_grad
         if not input_grad and not (self.scale or self.center):
             return None
-        self._hidden(*self._groups, self.x, grad, self.input_grad, self._gamma_beta()[0],
-                     self.batch_mean, self.batch_inv_std, self.gamma.grad if self.scale else self._sink,
-                     self.beta.grad if self.center else self._sink, rows * self.outer * self.inner,
-                     self.channels, self.inner, int(input_grad))
+        self._hidden(*self._groups, inputs=self.x, output_gr=grad, input_gr=self.input_grad,
+                     gamma=self._gamma_beta()[0], batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
+                     gamma_gr=self.gamma.grad if self.scale else self._sink,
+                     beta_gr=self.beta.grad if self.center else self._sink, count=rows * self.outer * self.inner,
+                     channels=self.channels, inner=self.inner, want_input_gr=int(input_grad))
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):

@@ -68,16 +68,15 @@ class GRU(Recurrent):
     def _carry_to_h(self):
         return self.carry
 
-    def _forward_buffers(self):
-        return (self.pre, self.recurrent.value, self._bias_value(), self.sums, self.states, self._initial_h,
-                self.candidates, self._last)
+    def _forward_arguments(self):
+        return {"pre": self.pre, "recurrent": self.recurrent.value, "bias": self._bias_value(), "sums": self.sums,
+                "states": self.states, "initial_h": self._initial_h, "candidates": self.candidates,
+                "last": self._last, "use_bias": int(self.use_bias)}
 
-    def _forward_flags(self):
-        return (int(self.use_bias),)
-
-    def _backward_buffers(self):
-        return (self.pre, self.states, self._initial_h, self.candidates, self.transposed, self.sums, self.delta,
-                self.delta_rec, self.step_delta, self.carry)
+    def _backward_arguments(self):
+        return {"pre": self.pre, "states": self.states, "initial_h": self._initial_h, "candidates": self.candidates,
+                "transposed": self.transposed, "sums": self.sums, "delta": self.delta, "delta_rec": self.delta_rec,
+                "step_delta": self.step_delta, "carry": self.carry, "with_initial": int(self.multi_input)}
 
     def _onnx_node(self):
         # ONNX's GRU has Keras's gate order; linear_before_reset=1 is reset_after=True.

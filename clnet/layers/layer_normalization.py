@@ -102,9 +102,10 @@ class LayerNormalization(BufferedLayer):
     def forward(self, x, rows):
         self.x = x
         groups = rows * self.outer * self.inner
-        self._forward(*self._group_sizes(groups), x, self.outputs, self._gamma(),
-                      self.beta.value if self.center else self._zeros, self.group_mean, self.group_inv_std,
-                      groups, self.features, self.inner, self.epsilon)
+        self._forward(*self._group_sizes(groups), inputs=x, outputs=self.outputs, gamma=self._gamma(),
+                      beta=self.beta.value if self.center else self._zeros, group_mean=self.group_mean,
+                      group_inv_std=self.group_inv_std, groups=groups, features=self.features, inner=self.inner,
+                      epsilon=self.epsilon)
         return self.outputs
 
     def _group_sizes(self, groups):
@@ -122,23 +123,28 @@ class LayerNormalization(BufferedLayer):
         if self.parameters:  # (see build)
             gamma_grad = self.gamma.grad if self.scale else self._sink
             beta_grad = self.beta.grad if self.center else self._sink
-            reads = (self.x, grad, self.group_mean, self.group_inv_std)  # x, dL/dy, the groups' statistics
+            # x, dL/dy, the groups' statistics
+            reads = {"inputs": self.x, "output_gr": grad, "group_mean": self.group_mean,
+                     "group_inv_std": self.group_inv_std}
             # Nothing in the backward pass reads gamma's and beta's gradients: beside the input
             # gradient (Runtime.side_queue).
             if self.chunked:
                 chunks = -(-groups // CHUNK)
                 self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
-                                    *reads, self._partials, groups, self.features, self.inner, CHUNK, beside=True)
-                self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES), self._partials,
-                                 gamma_grad, beta_grad, chunks, self.features, beside=True)
+                                    **reads, partials=self._partials, groups=groups, features=self.features,
+                                    inner=self.inner, chunk=CHUNK, beside=True)
+                self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES),
+                                 partials=self._partials, gamma_gr=gamma_grad, beta_gr=beta_grad, chunks=chunks,
+                                 features=self.features, beside=True)
             else:
-                self._delta_weights((-(-self.features // 8),), (1,), *reads, gamma_grad, beta_grad, groups,
-                                    self.features, self.inner, beside=True)
+                self._delta_weights((-(-self.features // 8),), (1,), **reads, gamma_gr=gamma_grad, beta_gr=beta_grad,
+                                    groups=groups, features=self.features, inner=self.inner, beside=True)
         if not input_grad:
             return None
         added = self.input_grad if add_to is None else add_to  # (read only when adding)
-        self._hidden(*self._group_sizes(groups), self.x, grad, self.input_grad, added, self._gamma(), self.group_mean,
-                     self.group_inv_std, groups, self.features, self.inner, int(add_to is not None))
+        self._hidden(*self._group_sizes(groups), inputs=self.x, output_gr=grad, input_gr=self.input_grad,
+                     add_to=added, gamma=self._gamma(), group_mean=self.group_mean, group_inv_std=self.group_inv_std,
+                     groups=groups, features=self.features, inner=self.inner, adding=int(add_to is not None))
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -73,15 +73,17 @@ class LSTM(Recurrent):
     def _initial_c(self) -> Tensor:
         return self.initial[1] if self.multi_input else self.cells  # a stand-in the kernels never read
 
-    def _forward_buffers(self):
+    def _forward_arguments(self):
         # Without return_state, `cells` stands in for last_cell, which the kernels then never write.
         last_cell = self.last_cell if self.last_cell is not None else self.cells
-        return (self.pre, self.recurrent.value, self.sums, self.states, self.cells, self._initial_h, self._initial_c,
-                self._last, last_cell)
+        return {"pre": self.pre, "recurrent": self.recurrent.value, "sums": self.sums, "states": self.states,
+                "cells": self.cells, "initial_h": self._initial_h, "initial_c": self._initial_c, "last": self._last,
+                "last_cell": last_cell}
 
-    def _backward_buffers(self):
-        return (self.pre, self.cells, self._initial_c, self.transposed, self.sums, self.delta, self.step_delta,
-                self.carry, self.carry_h)
+    def _backward_arguments(self):
+        return {"pre": self.pre, "cells": self.cells, "initial_c": self._initial_c, "transposed": self.transposed,
+                "sums": self.sums, "delta": self.delta, "step_delta": self.step_delta, "carry": self.carry,
+                "carry_h": self.carry_h, "with_initial": int(self.multi_input)}
 
     def _initial_gradients(self, rows, wanted):
         # dL/dc_0 is what the first step carries back: dL/dc_0 f_0 (see lstm.cl).

@@ -404,8 +404,13 @@ class MultiHeadAttention(Layer):
         the dropped probabilities while dropping, else the probabilities themselves."""
         return self.dropped if self._dropping else self.probabilities
 
-    def _dropout_arguments(self):
-        return int(self._dropping), self.kernel_seed, self.step, 1.0 - self.dropout
+    def _dropout_arguments(self) -> dict:
+        """The kernels' dropout arguments, by name (ATTENTION_FLAGS' last four)."""
+        return {"dropout": int(self._dropping), "seed": self.kernel_seed, "step": self.step, "keep": 1.0 - self.dropout}
+
+    def _mask_flags(self) -> dict:
+        """The kernels' use_mask and causal, by name: whether a mask is given, whether causal."""
+        return {"use_mask": int(self.wiring["mask"] is not None), "causal": int(self.wiring["causal"])}
 
     @property
     def adds_to_output(self):
@@ -426,10 +431,10 @@ class MultiHeadAttention(Layer):
             return self.outputs
         query, key, value = (self._projected[role][0] for role in PROJECTED)
         context_t, context_ld = self.context.transposed_arguments()  # ld 0: no context^T
-        self._forward((self._query_items, self.num_heads, rows), None, query, key, value, self._mask,
-                      self.probabilities, self.context, context_t, self._noise, self.tq, self.tk,
-                      self.num_heads, context_ld, self.scale, int(self.wiring["mask"] is not None),
-                      int(self.wiring["causal"]), *self._dropout_arguments())
+        self._forward((self._query_items, self.num_heads, rows), None, query=query, key=key, value=value,
+                      mask=self._mask, probabilities=self.probabilities, context=self.context, context_t=context_t,
+                      noise=self._noise, tq=self.tq, tk=self.tk, heads=self.num_heads, ld=context_ld,
+                      scale=self.scale, **self._mask_flags(), **self._dropout_arguments())
         self.output_dense.forward(self.context, rows * self.tq, add)
         return self.outputs
 
@@ -462,13 +467,12 @@ class MultiHeadAttention(Layer):
                       m, n, k, self.num_heads, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k,
                       beside=beside)
 
-    def _rows(self, kernel, rows, *tensors):
+    def _rows(self, kernel, rows, **tensors):
         """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each
-        (Runtime.row_group)."""
+        (Runtime.row_group); `tensors` by name, as the kernel's first arguments."""
         group = self.rt.row_group(self.tk)
-        kernel((rows * self.num_heads * self.tq * group,), (group,), *tensors, self._mask, self._noise,
-               self.tq, self.tk, self.num_heads, int(self.wiring["mask"] is not None), int(self.wiring["causal"]),
-               *self._dropout_arguments())
+        kernel((rows * self.num_heads * self.tq * group,), (group,), **tensors, mask=self._mask, noise=self._noise,
+               tq=self.tq, tk=self.tk, heads=self.num_heads, **self._mask_flags(), **self._dropout_arguments())
 
     def _row_blocks(self, kernel, rows, a, b, depth, *tensors, scale=None):
         """A row-block kernel (AttentionScoresSoftmax, AttentionScoreGradient): the product of a and
@@ -478,7 +482,7 @@ class MultiHeadAttention(Layer):
         scaled = () if scale is None else (float(scale),)
         kernel((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *b, *tensors,
                self._mask, self._noise, self.tq, self.tk, self.num_heads, depth, *scaled,
-               int(self.wiring["mask"] is not None), int(self.wiring["causal"]), *self._dropout_arguments(),
+               *self._mask_flags().values(), *self._dropout_arguments().values(),
                flops=2.0 * rows * self.num_heads * self.tq * self.tk * depth)
 
     def _forward_products(self, rows):
@@ -491,7 +495,7 @@ class MultiHeadAttention(Layer):
         else:
             scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
             self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
-            self._rows(self._softmax, rows, self.score_grad, self.probabilities, dropped)
+            self._rows(self._softmax, rows, scores=self.score_grad, probabilities=self.probabilities, dropped=dropped)
         ld = self.capacity * tq
         context = self.context, 0, self.context.shape[1]
         transposed = (None, 0, 0, 0) if self.context.transposed is None else (self.context.transposed, tq, vd * ld, ld)
@@ -514,7 +518,7 @@ class MultiHeadAttention(Layer):
             self._row_blocks(self._score_grad_product, rows, grad, value, vd, self.probabilities, self.score_grad)
         else:
             self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
-            self._rows(self._score_grad, rows, self.probabilities, self.score_grad)
+            self._rows(self._score_grad, rows, probabilities=self.probabilities, score_gr=self.score_grad)
         self._products(rows, scores, 0, query, 0, key_grad, tk, kd, tq, self.scale, causal=QUERIES_FROM_KEYS,
                        beside=True)
         self._products(rows, scores, 1, key, 0, query_grad, tq, kd, tk, self.scale, causal=KEYS_UP_TO_QUERIES)
@@ -525,16 +529,16 @@ class MultiHeadAttention(Layer):
             self._backward_products(context_grad, rows)
             self.rt.join_side()  # dL/dV, for the projections
         else:
-            masked = (self._mask, int(self.wiring["mask"] is not None), int(self.wiring["causal"]))
-            sizes = (self.tq, self.tk, self.num_heads)
+            sizes = {"tq": self.tq, "tk": self.tk, "heads": self.num_heads}
+            flags = {"scale": self.scale, **self._mask_flags(), **self._dropout_arguments()}
             q, k, v = (self._projected[role][0] for role in PROJECTED)
             query_grad, key_grad, value_grad = (self._projected_grad[role][0] for role in PROJECTED)
-            self._hidden((self._query_items, self.num_heads, rows), None, context_grad, k, v, masked[0],
-                         self.probabilities, self.score_grad, query_grad, self._noise, *sizes, self.scale,
-                         *masked[1:], *self._dropout_arguments())
-            self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_grad, q, self.probabilities,
-                                   self.score_grad, key_grad, value_grad, self._noise, *sizes, self.scale,
-                                   *masked[1:], *self._dropout_arguments())
+            self._hidden((self._query_items, self.num_heads, rows), None, context_gr=context_grad, key=k, value=v,
+                         mask=self._mask, probabilities=self.probabilities, score_gr=self.score_grad,
+                         query_gr=query_grad, noise=self._noise, **sizes, **flags)
+            self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_gr=context_grad, query=q,
+                                   probabilities=self.probabilities, score_gr=self.score_grad, key_gr=key_grad,
+                                   value_gr=value_grad, noise=self._noise, **sizes, **flags)
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]

@@ -8,6 +8,9 @@ from ..cl.tensor import Tensor
 from .base import Layer
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
+# The kernels' GEOMETRY arguments (pooling.cl), in the order of _Pooling.geometry.
+GEOMETRY = ("height", "width", "channels", "out_h", "out_w", "ph", "pw", "sh", "sw", "pad_top", "pad_left")
+
 
 class _Pooling(Layer):
     """Runs the pooling kernels over a 2-D window geometry that subclasses compute in `_windows`."""
@@ -52,16 +55,22 @@ class _Pooling(Layer):
     def forward(self, x, rows):
         height, width, channels, out_h, out_w = self.geometry[:5]
         transposed = self.outputs.transposed
-        self._forward((rows * out_h * out_w,), None, x, self.outputs, transposed, self.argmax,
-                      self.capacity if transposed is not None else 0, *self.geometry, int(self.use_max))
+        self._forward((rows * out_h * out_w,), None, inputs=x, outputs=self.outputs, outputs_t=transposed,
+                      argmax=self.argmax, ld=self.capacity if transposed is not None else 0, **self._geometry(),
+                      use_max=int(self.use_max))
         return self.outputs
+
+    def _geometry(self) -> dict:
+        """The geometry as the kernels' GEOMETRY arguments, by name."""
+        return dict(zip(GEOMETRY, self.geometry))
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
         height, width, channels, out_h, out_w = self.geometry[:5]
         work = (rows * out_h * out_w,) if self.cells else (channels, rows * height * width)
-        self._hidden(work, None, grad, self.argmax, self.input_grad, *self.geometry, int(self.use_max))
+        self._hidden(work, None, output_gr=grad, argmax=self.argmax, input_gr=self.input_grad, **self._geometry(),
+                     use_max=int(self.use_max))
         return self.input_grad
 
 
@@ -222,13 +231,15 @@ class GlobalAveragePooling1D(_GlobalPool):
             return super().forward(x, rows)
         steps, channels = self.geometry[1], self.geometry[2]  # (1-D: height 1, width the steps)
         transposed = self.outputs.transposed
-        self._masked_forward((channels, rows), None, x, mask, self.outputs, transposed if transposed is not None else
-                             self.outputs, self.capacity if transposed is not None else 0, steps, channels)
+        self._masked_forward((channels, rows), None, inputs=x, mask=mask, outputs=self.outputs,
+                             outputs_t=transposed if transposed is not None else self.outputs,
+                             ld=self.capacity if transposed is not None else 0, steps=steps, channels=channels)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if self.mask is None or not input_grad:
             return super().backward(grad, rows, input_grad, activation_done)
         steps, channels = self.geometry[1], self.geometry[2]
-        self._masked_hidden((channels, rows * steps), None, grad, self.mask, self.input_grad, steps, channels)
+        self._masked_hidden((channels, rows * steps), None, output_gr=grad, mask=self.mask, input_gr=self.input_grad,
+                            steps=steps, channels=channels)
         return self.input_grad

@@ -151,7 +151,8 @@ GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
 class Recurrent(Layer, registered=False):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
     columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
-    `_forward_buffers`/`_backward_buffers` (the step kernels' buffers) and `_onnx_node`."""
+    `_forward_arguments`/`_backward_arguments` (the step kernels' buffers and the cell's own
+    arguments, by the names its .cl gives them) and `_onnx_node`."""
     gates = 1
     source = ""
     step_names = ("", "")     # (forward, backward) step kernels in `source`
@@ -329,7 +330,8 @@ class Recurrent(Layer, registered=False):
         x, *self.initial = x if self.multi_input else [x]  # the initial states, (rows, units) each
         self.masked = mask is not None
         if self.masked:  # (rows, steps), 1 where a step holds data
-            self._mask_steps((rows,), None, mask, self.held, self.first, self.steps, int(self.go_backwards))
+            self._mask_steps((rows,), None, mask=mask, held=self.held, first=self.first, steps=self.steps,
+                             reverse=int(self.go_backwards))
         if self._input_dropout is not None:  # in fit only; the weight gradient reads the dropped x
             self._input_dropout.training, self._input_dropout.step = self.training, self.step
             x = self._input_dropout.forward(x, rows)
@@ -337,24 +339,25 @@ class Recurrent(Layer, registered=False):
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
         blocks = _blocks(rows * steps, RM) + _blocks(self.units, RM)
-        self._input_product((_blocks(cols, self.vw), blocks), None, x, self.kernel.value, self._bias_value(), self.pre,
-                            self.recurrent.value, self.transposed, rows * steps, cols, self.n_in, steps,
-                            int(self.go_backwards), int(self.use_bias), self.units,
+        self._input_product((_blocks(cols, self.vw), blocks), None, inputs=x, weights=self.kernel.value,
+                            bias=self._bias_value(), pre=self.pre, recurrent=self.recurrent.value,
+                            transposed=self.transposed, total=rows * steps, cols=cols, n_in=self.n_in, steps=steps,
+                            reverse=int(self.go_backwards), use_bias=int(self.use_bias), units=self.units,
                             flops=2.0 * rows * steps * self.n_in * cols)
-        args = (*self._forward_buffers(), rows, steps, self.units, *self._forward_flags(), *self._act())
         flops = 2.0 * rows * self.units * cols
         # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl),
         # and whether that h is the output (LAST_IS_OUTPUT, recurrent.cl).
         last = (int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
                 | 4 * int(not self.return_sequences))
-        self._step_ff(*self._loop_size(rows), *args, int(self.multi_input), last, *self._mask_arguments(),
+        self._step_ff(*self._loop_size(rows), **self._forward_arguments(), rows=rows, steps=steps, units=self.units,
+                      **self._act(), with_initial=int(self.multi_input), write_last=last, **self._mask_arguments(),
                       flops=steps * flops)
         output = self.states if self.return_sequences else self.last
         return [output, *self._final_states()] if self.return_state else output
 
-    def _mask_arguments(self) -> tuple:
+    def _mask_arguments(self) -> dict:
         """The step kernels' MASK_ARGS (see recurrent.cl): held, first, masked."""
-        return self.held, self.first, int(self.masked)
+        return {"held": self.held, "first": self.first, "masked": int(self.masked)}
 
     masked = False  # whether the last forward pass had a mask
 
@@ -379,15 +382,16 @@ class Recurrent(Layer, registered=False):
             grads |= flag * (state_grad is not None)
         # The kernels read only the gradients `grads` names; a buffer stands in for each other.
         given = [g if g is not None else self.states for g in (grad, *state_grads)]
-        args = (*given, *self._backward_buffers(), rows, steps, self.units, *self._act(), grads,
-                *self._backward_flags(), self.capacity, *self._mask_arguments())
         flops = 2.0 * rows * self.units * cols
-        self._step_bp(*self._loop_size(rows, True), *args, flops=steps * flops)
+        self._step_bp(*self._loop_size(rows, True), **dict(zip(("output_gr", "state_gr", "cell_gr"), given)),
+                      **self._backward_arguments(), rows=rows, steps=steps, units=self.units, **self._act(),
+                      grads=grads, capacity=self.capacity, **self._mask_arguments(), flops=steps * flops)
         self._weight_gradients(rows)
         input_grad = None
         if wanted[0]:
-            self._hidden((_blocks(self.n_in, RM), total), None, self.delta, self.kernel.value, self.input_grad, cols,
-                         self.n_in, steps, int(self.go_backwards), self.capacity * steps,
+            self._hidden((_blocks(self.n_in, RM), total), None, delta=self.delta, weights=self.kernel.value,
+                         input_gr=self.input_grad, cols=cols, n_in=self.n_in, steps=steps,
+                         reverse=int(self.go_backwards), stride=self.capacity * steps,
                          flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
@@ -401,9 +405,10 @@ class Recurrent(Layer, registered=False):
         if not wanted[0]:
             return [None]
         carry = self._carry_to_h
-        self._initial_gradient((self.units, rows), None, self.step_delta, self.transposed,
-                               self.states if carry is None else carry, self.initial_grad, self.units, self.cols,
-                               int(carry is not None), flops=2.0 * rows * self.units * self.cols)
+        self._initial_gradient((self.units, rows), None, step_delta=self.step_delta, transposed=self.transposed,
+                               carry=self.states if carry is None else carry, initial_gr=self.initial_grad,
+                               units=self.units, cols=self.cols, add_carry=int(carry is not None),
+                               flops=2.0 * rows * self.units * self.cols)
         return [self.initial_grad]
 
     # The part of dL/dh_{s-1} that skips U, which the backward steps leave in a buffer (GRU's
@@ -423,28 +428,35 @@ class Recurrent(Layer, registered=False):
         flops = 2.0 * total * cols
         # dL/dU reads h_{s-1}: mode 3 takes the first step's from the initial state, 2 skips it (zeros).
         previous, mode = (self.initial[0], 3) if self.multi_input else (self.states, 2)
-        held = self._mask_arguments()[1:]  # (first, masked)
+        stride, first, masked = self.capacity * steps, self.first, int(self.masked)
         if not self.whole_sequence:
-            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, self.x, self.x, self.delta,
-                                self.kernel.grad, bias_grad, rows, steps, cols, n_in, int(self.go_backwards),
-                                int(self.use_bias), 0, self.capacity * steps, 0, rows, 0, *held, flops=flops * n_in,
-                                beside=True)
-            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, self.states, previous, self._delta_rec,
-                                  self.recurrent.grad, bias_grad, rows, steps, cols, units, mode, recurrent_bias, cols,
-                                  self.capacity * steps, 0, rows, 0, *held, flops=flops * units, beside=True)
+            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, a=self.x, initial=self.x, delta=self.delta,
+                                weights_gr=self.kernel.grad, bias_gr=bias_grad, rows=rows, steps=steps, cols=cols,
+                                n=n_in, mode=int(self.go_backwards), with_bias=int(self.use_bias), bias_offset=0,
+                                stride=stride, weights_offset=0, split_rows=rows, split_stride=0, first=first,
+                                masked=masked, flops=flops * n_in, beside=True)
+            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, a=self.states, initial=previous,
+                                  delta=self._delta_rec, weights_gr=self.recurrent.grad, bias_gr=bias_grad, rows=rows,
+                                  steps=steps, cols=cols, n=units, mode=mode, with_bias=recurrent_bias,
+                                  bias_offset=cols, stride=stride, weights_offset=0, split_rows=rows, split_stride=0,
+                                  first=first, masked=masked, flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
-        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, self.x, self.x, self.delta,
-                            self.split_sums, self.split_sums, rows, steps, cols, n_in, int(self.go_backwards),
-                            int(self.use_bias), n_in * cols, self.capacity * steps, 0, chunk, height * cols, *held,
-                            flops=flops * n_in, beside=True)
-        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, self.states, previous, self._delta_rec,
-                              self.split_sums, self.split_sums, rows, steps, cols, units, mode, recurrent_bias,
-                              (n_in + 1 + units) * cols, self.capacity * steps, (n_in + 1) * cols, chunk,
-                              height * cols, *held, flops=flops * units, beside=True)
-        self._sum_splits((cols, height), None, self.split_sums, self.kernel.grad, self.recurrent.grad, bias_grad,
-                         splits, n_in, units, cols, int(self.use_bias), recurrent_bias, beside=True)
+        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, a=self.x, initial=self.x, delta=self.delta,
+                            weights_gr=self.split_sums, bias_gr=self.split_sums, rows=rows, steps=steps, cols=cols,
+                            n=n_in, mode=int(self.go_backwards), with_bias=int(self.use_bias),
+                            bias_offset=n_in * cols, stride=stride, weights_offset=0, split_rows=chunk,
+                            split_stride=height * cols, first=first, masked=masked, flops=flops * n_in, beside=True)
+        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, a=self.states, initial=previous,
+                              delta=self._delta_rec, weights_gr=self.split_sums, bias_gr=self.split_sums, rows=rows,
+                              steps=steps, cols=cols, n=units, mode=mode, with_bias=recurrent_bias,
+                              bias_offset=(n_in + 1 + units) * cols, stride=stride,
+                              weights_offset=(n_in + 1) * cols, split_rows=chunk, split_stride=height * cols,
+                              first=first, masked=masked, flops=flops * units, beside=True)
+        self._sum_splits((cols, height), None, splits=self.split_sums, kernel_gr=self.kernel.grad,
+                         recurrent_gr=self.recurrent.grad, bias_gr=bias_grad, count=splits, n_in=n_in, units=units,
+                         cols=cols, use_bias=int(self.use_bias), recurrent_bias=recurrent_bias, beside=True)
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
     @property
@@ -470,30 +482,24 @@ class Recurrent(Layer, registered=False):
         # with return_state); without either, a stand-in the kernels never write.
         return self.last if self.last is not None else self.states
 
-    def _act(self) -> tuple:
+    def _act(self) -> dict:
+        """The step kernels' activation parameters: the activation's a, b, the recurrent one's ra, rb."""
         act, ract = self.activation, self.recurrent_activation
-        return act.a, act.b, ract.a, ract.b
-
-    def _forward_flags(self) -> tuple:
-        return ()
-
-    def _backward_flags(self) -> tuple:
-        """The backward step kernel's arguments between `grads` and `capacity`: whether the
-        first step's previous state is the initial state (LSTM, GRU; SimpleRNN's steps do not
-        read the previous state)."""
-        return (int(self.multi_input),)
+        return {"a": act.a, "b": act.b, "ra": ract.a, "rb": ract.b}
 
     @property
     def _initial_h(self) -> Tensor:
         # The initial h, or a stand-in the kernels never read.
         return self.initial[0] if self.multi_input else self.states
 
-    def _forward_buffers(self) -> tuple:
-        """The step kernels' buffers, forward (see the layer's .cl)."""
+    def _forward_arguments(self) -> dict:
+        """The forward step kernel's buffers, and arguments of the cell's own, by name (see the
+        cell's .cl: its FORWARD_ARGS)."""
         raise NotImplementedError
 
-    def _backward_buffers(self) -> tuple:
-        """The step kernels' buffers after the output gradient, backward."""
+    def _backward_arguments(self) -> dict:
+        """The backward step kernel's buffers after the gradients from above, and arguments of the
+        cell's own, by name (its BACKWARD_ARGS)."""
         raise NotImplementedError
 
     # -- export and config ------------------------------------------------------------------------

@@ -38,17 +38,17 @@ class SimpleRNN(Recurrent):
     source = "layers/simple_rnn.cl"
     step_names = ("FeedForwardSimpleRNN", "CalcHiddenGradientSimpleRNN")
 
-    def _forward_buffers(self):
-        return self.pre, self.recurrent.value, self.sums, self.states, self._initial_h, self._last
+    def _forward_arguments(self):
+        return {"pre": self.pre, "recurrent": self.recurrent.value, "sums": self.sums, "states": self.states,
+                "initial_h": self._initial_h, "last": self._last}
 
-    def _backward_buffers(self):
-        return self.pre, self.states, self.transposed, self.sums, self.delta, self.step_delta, self.carry_h
-
-    def _backward_flags(self):
-        return ()  # its backward step reads no previous state
+    def _backward_arguments(self):
+        # (its backward step reads no previous state: no with_initial)
+        return {"pre": self.pre, "states": self.states, "transposed": self.transposed, "sums": self.sums,
+                "delta": self.delta, "step_delta": self.step_delta, "carry": self.carry_h}
 
     def _act(self):
-        return self.activation.a, self.activation.b  # one activation
+        return {"a": self.activation.a, "b": self.activation.b}  # one activation
 
     def _onnx_node(self):
         return "RNN", [0], lambda bias: [bias, 0 * bias], {"activations": [self.activation]}

@@ -23,7 +23,7 @@ class AdaGrad(Optimizer):
         return {"accumulator": self.hyper["initial_accumulator_value"]}
 
     def scalars(self, learning_rate):
-        return (learning_rate, self.hyper["epsilon"])
+        return {"lr": learning_rate, "eps": self.hyper["epsilon"]}
 
 
 Adagrad = AdaGrad  # Keras's spelling

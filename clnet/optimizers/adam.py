@@ -36,7 +36,7 @@ class Adam(Optimizer):
         # Keras folds the bias correction into the step size, t counting this step.
         h, t = self.hyper, self.iterations + 1
         alpha = learning_rate * math.sqrt(1 - h["beta_2"] ** t) / (1 - h["beta_1"] ** t)
-        return (alpha, h["beta_1"], h["beta_2"], h["epsilon"])
+        return {"alpha": alpha, "beta1": h["beta_1"], "beta2": h["beta_2"], "eps": h["epsilon"]}
 
 
 class AdamW(Adam):

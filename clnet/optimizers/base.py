@@ -121,9 +121,15 @@ class Optimizer:
         """Build switches of the update kernel (which moment buffers and arguments it has)."""
         return {}
 
-    def scalars(self, learning_rate: float) -> tuple:
-        """The update kernel's arguments after `total` and before l1, l2, clip value and decay."""
-        return (learning_rate, *(v for v in self.hyper.values() if not isinstance(v, bool)))
+    # A moment buffer's argument in the update kernel, where the kernel names it otherwise.
+    slot_arguments: dict[str, str] = {}
+
+    def scalars(self, learning_rate: float) -> dict:
+        """The update kernel's arguments after `total` and before l1, l2, clip value and decay, by
+        the kernel's names: by default lr, then the hyper-parameters that are numbers (epsilon as
+        eps)."""
+        return {"lr": learning_rate, **{"eps" if k == "epsilon" else k: v for k, v in self.hyper.items()
+                                        if not isinstance(v, bool)}}
 
     # -- the learning rate ---------------------------------------------------------------------
     @property
@@ -178,12 +184,14 @@ class Optimizer:
                 for p in (p for r in ranges for p in r.parameters if id(p) in kept):
                     self.moment(p, flat)[:] = kept[id(p)][name]
                 tensor.write(flat)
-        self._range_moments = [[m if len(ranges) == 1 else m.region(start, (r.size,)) for m in self.moments.values()]
+        # Each range's moments as the update kernel's arguments, by name.
+        self._range_moments = [{self.slot_arguments.get(name, name): m if len(ranges) == 1 else
+                                m.region(start, (r.size,)) for name, m in self.moments.items()}
                                for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
         program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
         self._kernel = rt.kernel(program, self.kernel_name, dtype)
-        self._clip_arguments = [() for _ in ranges]
+        self._clip_arguments = [{} for _ in ranges]
         if clip:
             self._bind_clip_norm(program)
 
@@ -231,9 +239,9 @@ class Optimizer:
             table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
             self._norm_launches.append((r, table, len(blocks), self._partial.region(first, (len(blocks),))))
         self._clip_arguments = [
-            (self._clip_scale.region(slots, (len(r.parameters),)),
-             Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),  # (parameters,)
-             len(r.parameters))
+            {"clip_scale": self._clip_scale.region(slots, (len(r.parameters),)),
+             "starts": Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),
+             "parameters": len(r.parameters)}  # (the update kernel's, with CLIP_NORM: see base.cl)
             for r, slots in zip(self.ranges, slot_starts)]
         self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
         self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
@@ -247,14 +255,16 @@ class Optimizer:
         if self._clip_norm > 0:
             size = rt.local_size
             for r, table, count, partial in self._norm_launches:
-                self._norm_kernel((count * size,), (size,), r.values, r.grads, table, self.l1, self.l2, partial)
-            self._scale_kernel((size,), (size,), self._partial, self._first_block, self._slots,
-                               self._clip_norm, int(self.global_clipnorm is not None), self._clip_scale)
+                self._norm_kernel((count * size,), (size,), weights=r.values, grads=r.grads, blocks=table,
+                                  l1=self.l1, l2=self.l2, partial=partial)
+            self._scale_kernel((size,), (size,), partial=self._partial, first_block=self._first_block,
+                               parameters=self._slots, clip_norm=self._clip_norm,
+                               global_norm=int(self.global_clipnorm is not None), clip_scale=self._clip_scale)
         decay = (self.weight_decay or 0.0) * learning_rate
         scalars = self.scalars(learning_rate)
         for r, moments, clip in zip(self.ranges, self._range_moments, self._clip_arguments):
-            self._kernel(*rt.four_per_item(r.size), r.values, r.grads, *moments, r.size, *scalars, self.l1, self.l2,
-                         self.clipvalue or 0.0, decay, *clip)
+            self._kernel(*rt.four_per_item(r.size), weights=r.values, grads=r.grads, **moments, total=r.size,
+                         **scalars, l1=self.l1, l2=self.l2, clip_value=self.clipvalue or 0.0, decay=decay, **clip)
         self.iterations += 1
 
     # -- config --------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ class RMSProp(Optimizer):
                          global_clipnorm=global_clipnorm, l1=l1, l2=l2, name=name, rho=rho, momentum=momentum,
                          epsilon=epsilon, centered=centered, **kwargs)
 
+    slot_arguments = {"momentum": "momentum_buffer"}  # (the kernel's momentum is the coefficient)
+
     def slot_initials(self):
         slots = {"mean_square": 0.0}
         if self.hyper["centered"]:
@@ -35,7 +37,8 @@ class RMSProp(Optimizer):
 
     def scalars(self, learning_rate):
         h = self.hyper
-        return (learning_rate, h["rho"], h["epsilon"], *((h["momentum"],) if h["momentum"] > 0 else ()))
+        return {"lr": learning_rate, "rho": h["rho"], "eps": h["epsilon"],
+                **({"momentum": h["momentum"]} if h["momentum"] > 0 else {})}
 
 
 RMSprop = RMSProp  # Keras's spelling

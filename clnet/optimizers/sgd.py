@@ -32,8 +32,8 @@ class SGD(Optimizer):
 
     def scalars(self, learning_rate):
         if not self.hyper["momentum"]:
-            return (learning_rate,)
-        return (learning_rate, self.hyper["momentum"], int(self.hyper["nesterov"]))
+            return {"lr": learning_rate}
+        return {"lr": learning_rate, "momentum": self.hyper["momentum"], "nesterov": int(self.hyper["nesterov"])}
 
 
 class Momentum(SGD):
