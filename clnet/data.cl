@@ -3,7 +3,8 @@
 // into the batch buffers, four columns per work-item.
 // x_batch is also written transposed, (x_cols, ld), for the first layer's weight gradient where
 // it reads x^T (the CPU form of Dense); ld = 0: not written (x^T's 4-byte stores, a row apart,
-// were 2/3 of the README MLP's gather at batch 1024 on the H100, where nothing read them).
+// were most of the README MLP's gather on a GPU, where nothing read them; benchmarks/RESULTS.md,
+// the batch gather's x^T).
 __kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index,
                          const int first, const int x_cols, const int y_cols,
                          __global TYPE *x_batch,    // (rows, x_cols)

@@ -7,7 +7,7 @@ staging slots, a second command queue copies it to the device while the previous
 and the same GatherRows launch, reading the slot in order, fills the batch buffers. Events order
 the two queues; nothing waits for the device except the host before it refills a slot whose
 previous copy is still running. The host gathers between launches: a second thread doing it
-measured slower on our 2-core machine, where it competes with the CPU device's threads.
+measured slower on a CPU of few cores, where it competes with the CPU device's threads.
 Resident or streamed, the layers get the same buffers holding the same values, so results do not
 depend on which path ran.
 """

@@ -257,7 +257,7 @@ class Step:
         (an input, or made earlier). Sets self._residuals, id(b's call) -> a, and self._folded,
         id(Add's call) -> b: the Add's output is b's, and it launches nothing. In a transformer
         every block's two residual sums fold into the attention's and the feed-forward's last
-        Dense, which spares the tiny GPT its 8 Sum launches on the H100."""
+        Dense, which spares the tiny GPT its 8 Sum launches."""
         order = {id(i.output): -1 for i in self._inputs}
         order.update({id(t): k for k, (_, call) in enumerate(self.runs) for t in call.outputs})
         self._residuals, self._folded = {}, {}
@@ -365,7 +365,7 @@ class Step:
         first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
         over the other axes (time). Where the loss folds the output layer's softmax, the layer
         hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
-        step (on the H100 small batches are launch-bound). `weighted`:
+        step (on a GPU small batches are launch-bound). `weighted`:
         the target's last column is each sample's weight."""
         outputs = self._forward(x, rows, training, logits=True)
         if len(self._heads) == 1 and not weighted:
@@ -580,7 +580,7 @@ class Head:
         `row_weights` if given, and each position's by the output's mask (rows, positions).
         As in Keras the last axis is what a loss compares (the classes), averaged over the other
         axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
-        input: one launch fewer per step (on the H100 small batches are launch-bound)."""
+        input: one launch fewer per step (on a GPU small batches are launch-bound)."""
         if mask is None and self.counts_positions:
             mask = self._ones
         self._kernel((rows * self.blocks * self.group,), (self.group,), target=target, outputs=output,

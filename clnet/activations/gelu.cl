@@ -1,7 +1,7 @@
 // GELU: y = x Φ(x) = x (1 + erf(x / √2)) / 2, the exact form (Keras's default, not the tanh fit).
 // dy/dx = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π).
 // M_SQRT1_2 and the like are doubles in OpenCL C: uncast, `x * M_SQRT1_2` and the erf after it ran in
-// double on the H100, and the tiny GPT's GELU layer's products took far longer than with a
+// double on a GPU, and the tiny GPT's GELU layer's products took far longer than with a
 // linear activation (forward, and the weight gradient, taking the derivative).
 inline TYPE gelu_forward(TYPE x, TYPE a, TYPE b) { return x * (1 + erf(x * (TYPE)M_SQRT1_2)) / 2; }
 inline TYPE gelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
@@ -10,12 +10,12 @@ inline TYPE gelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
 }
 
 // The same on VW lanes at once (Activation.vector_form): Dense's CPU form. PoCL 3.0's scalar erf
-// took about ten times as long an element on a Zen 3 core as its erf on float8: GELU's erf and
-// exp were a large part of the tiny GPT's training step. In double, erf and exp of the whole
-// vector (the library's, ulp-accurate), so that float64 gradient checks hold to 1e-6. In float,
-// erf is Eigen's rational fit (generic_fast_erf_float, also XLA's): erf(z) = z P(z²) / Q(z²) on
-// z clamped to [-4, 4] (past that erf rounds to ±1 in float), several times faster than PoCL's
-// own float8 erf. Measured in float against math.erf
+// costs an element far more than its erf on float8, and GELU's erf and exp were a large part of
+// the tiny GPT's training step (benchmarks/RESULTS.md, activations on vector lanes). In double,
+// erf and exp of the whole vector (the library's, ulp-accurate), so that float64 gradient checks
+// hold to 1e-6. In float, erf is Eigen's rational fit (generic_fast_erf_float, also XLA's):
+// erf(z) = z P(z²) / Q(z²) on z clamped to [-4, 4] (past that erf rounds to ±1 in float), far
+// faster than PoCL's own float8 erf. Measured in float against math.erf
 // in double (tests/test_kernels.py, a fine grid over [-12, 12]): y within 1.7e-7 max(|x|, 1), dy/dx
 // within 1.3e-7 max(|x|, 1), about the rounding error of erf in float times |x|, as in any float
 // GELU computed from erf (PyTorch's, Keras's): small values of y (x below about -3) keep few

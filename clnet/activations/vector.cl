@@ -1,8 +1,9 @@
 // The fused activation on VW lanes at once (-D VW, ACT, ACT_VECTOR), for kernels that hold a
 // block of VW columns in a VEC: ACT_FORWARD_V(x, a, b) and ACT_DERIVATIVE_V(y, x, a, b). Its
 // vector form where it has one (ACT_VECTOR = 1, see Activation.vector_form), else its scalar
-// function lane by lane. On a Zen 3 core PoCL's vector forms of exp, tanh and erf cost an
-// element a tenth of what a call of its scalar ones costs, or less.
+// function lane by lane. PoCL's vector forms of exp, tanh and erf cost an element a small
+// fraction of what a call of its scalar ones costs (benchmarks/RESULTS.md, activations on vector
+// lanes).
 #define DEFINE_LANES(name, FORWARD, DERIVATIVE)                                                  \
 __attribute__((always_inline))                                                                  \
 VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                                     \

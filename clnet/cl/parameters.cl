@@ -25,7 +25,8 @@ __kernel void ReduceReplicas(__global TYPE *total, const int total_first, __glob
 // replica order, this one's left out). Each product is rounded before it is added (no contraction
 // into an fma) and the order is the same everywhere, so that every replica gets the same bits: a
 // sum of two products is commutative, an fma is not. Summing on the devices leaves the host only
-// copies: numpy's weighted sum of two large replicas was slow even on 8 of an H100 host's threads.
+// copies: numpy's weighted sum of two large replicas was slow even on many host threads
+// (benchmarks/RESULTS.md, DataParallel's reduction through pinned memory, summed on the devices).
 #pragma OPENCL FP_CONTRACT OFF
 __kernel void SumReplicas(__global TYPE *own, const int own_first,
                           __global const TYPE *parts, const int parts_first, const int part_size,  // (replicas - 1, part_size)

@@ -84,24 +84,26 @@ class Runtime:
         # attention's dL/dV and dL/dK. On a GPU, whose in-order queue leaves SMs idle between
         # dependent kernels and under small ones, they run on this second in-order queue, each
         # after everything enqueued on the main queue before it, beside the rest of the backward
-        # pass, which made the tiny GPT's step on the H100 about a tenth shorter
-        # (benchmarks/RESULTS.md, the tiny GPT's gradient sums beside the backward pass). A CPU
-        # runtime's work-items already fill its cores: one queue. Model._backward joins it before
-        # the shared gradients' sums and before a distribution copies a layer's gradients; every
-        # host read or write of a tensor joins it.
+        # pass, which fills those idle SMs and shortens the step (benchmarks/RESULTS.md, the tiny
+        # GPT's gradient sums beside the backward pass). A CPU runtime's work-items already fill
+        # its cores: one queue. Model._backward joins it before the shared gradients' sums and
+        # before a distribution copies a layer's gradients; every host read or write of a tensor
+        # joins it.
         self.side_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
         # The side queue's last kernel, until the main queue waits for it; the main queue's last
         # command if it was a kernel (else None: a side launch then waits for a marker). Waiting
-        # for these events rather than for new markers: each marker cost the README's MLP at
-        # batch 1024 on the H100 a noticeable share of its short step.
+        # for these events rather than for new markers: a marker is one more command per launch,
+        # a noticeable cost to a short step such as the README MLP's (benchmarks/RESULTS.md, the
+        # tiny GPT's gradient sums beside the backward pass).
         self.side_event: cl.Event | None = None
         self.main_event: cl.Event | None = None
         self.launches_beside = 0    # of `launches`, those on the side queue
         # A whole layer's launches beside another's (Runtime.branch): Bidirectional's backward
         # layer, independent of its forward one, runs here on a GPU while that one runs on the
-        # main queue. Its recurrent sequence kernels take one work-group per batch row, 64 of the
-        # H100's 132 SMs at batch 64, so two fit side by side: Bidirectional(LSTM(128)) over 64
-        # steps took about a third less time a training step (benchmarks/RESULTS.md, Bidirectional).
+        # main queue. Its recurrent sequence kernels take one work-group per batch row, which at
+        # small batches leaves many of a large GPU's SMs free, so two fit side by side: a markedly
+        # shorter training step for Bidirectional(LSTM(128)) over 64 steps (benchmarks/RESULTS.md,
+        # the Bidirectional(LSTM) step).
         self.branch_queue = cl.CommandQueue(self.context, self.device) if info.is_gpu else None
         self.branch_event: cl.Event | None = None  # the branch queue's last kernel, until joined
         self._branch_start: cl.Event | None = None  # inside branch(): what its first launch waits for
@@ -174,9 +176,10 @@ class Runtime:
 
     def pinned(self, size: int, dtype) -> tuple[cl.Buffer, np.ndarray]:
         """A host array of `size` elements that the device copies to and from by DMA, without the
-        host waiting (pinned, where the driver pins ALLOC_HOST_PTR memory: on an H100 such copies
-        down and up ran several times faster than from a numpy array), and the buffer that owns it,
-        which must live as long as the array."""
+        host waiting (pinned, where the driver pins ALLOC_HOST_PTR memory: a GPU's copies down and
+        up run far faster from it than from a numpy array; benchmarks/RESULTS.md, DataParallel's
+        reduction through pinned memory), and the buffer that owns it, which must live as long as
+        the array."""
         dtype = np.dtype(dtype)
         buffer = cl.Buffer(self.context, cl.mem_flags.ALLOC_HOST_PTR | cl.mem_flags.READ_WRITE,
                            max(size, 1) * dtype.itemsize)
@@ -293,9 +296,9 @@ class Runtime:
 
     def row_group(self, width: int) -> int:
         """The work-group of a row kernel (softmax, LayerNorm, the attention's rows) over rows of
-        `width` elements: a power of two, for its reductions, of at most ROW_GROUP items. On the
-        H100 the tiny GPT's rows of 256 ran more than twice as fast in groups of 64 as in groups of
-        256 (AttentionSoftmax, the LayerNorm forward; benchmarks/RESULTS.md, the tiny GPT's
+        `width` elements: a power of two, for its reductions, of at most ROW_GROUP items. On a GPU
+        the tiny GPT's rows of 256 ran much faster in groups of 64 than in groups of 256
+        (AttentionSoftmax, the LayerNorm forward; benchmarks/RESULTS.md, the tiny GPT's
         non-product kernels): fewer barrier steps to a reduction and more rows in flight; 32 was no
         faster."""
         return min(ROW_GROUP, self.local_size, 1 << max(width - 1, 0).bit_length())
@@ -305,9 +308,8 @@ class Runtime:
         through ToVect4/D4ToArray, whose guards let work-items past the end do nothing. On a GPU
         in whole work-groups of local_size: NVIDIA's runtime, left to choose, divides the global
         size exactly, and ran a prime count (the tiny GPT's Adam update, 820 957 work-items) in
-        work-groups of one item, over ten times as long as in whole work-groups
-        (benchmarks/RESULTS.md, the tiny GPT's non-product kernels). A CPU runtime chooses its
-        own."""
+        work-groups of one item, far longer than in whole work-groups (benchmarks/RESULTS.md, the
+        tiny GPT's non-product kernels). A CPU runtime chooses its own."""
         items = -(-total // 4)
         if not self.info.is_gpu:
             return (items,), None

@@ -249,7 +249,7 @@ REDUCE_PIECES = 8
 PIECE_ELEMENTS = 1 << 20
 # What a step waits for after its backward pass is the last part of the layer it ends with (see
 # Layer.gradient_parts): copied in TAIL_PIECES pieces, each going up while the next comes down. On
-# two H200s the wide MLP's last part was up sooner after the last kernel in 4 pieces than in one.
+# two GPUs the wide MLP's last part was up sooner after the last kernel in 4 pieces than in one.
 TAIL_PIECES = 4
 
 

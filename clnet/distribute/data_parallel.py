@@ -9,12 +9,12 @@ comes down, and each replica sums all of them on its own device in the same orde
 the pieces done before the backward pass's last launch while the last ones are copied), so that
 the replicas stay identical to the bit. In one context the copies wait for each other on the
 devices and the host runs on to the next step; across contexts (devices unlike, or a model made
-outside scope()) the host waits for each piece. On two H200s this made the wide MLP's step an
-order of magnitude shorter than numpy's sum of unpinned arrays had (benchmarks/RESULTS.md,
-data-parallel training on two GPUs). With reduction="devices" nothing passes the host: each other
+outside scope()) the host waits for each piece. On two GPUs this made the wide MLP's step far
+shorter than numpy's sum of unpinned arrays had (benchmarks/RESULTS.md, data-parallel training
+on two GPUs). With reduction="devices" nothing passes the host: each other
 replica's flat gradients are copied device to device into a buffer on the first device, summed
 there with the shard weights (ReduceReplicas), and the sum copied back to every replica; NVIDIA's
-runtime makes those copies slow (the wide MLP's step on two H200s took many times as long as on
+runtime makes those copies slow (the wide MLP's step on two of its GPUs took far longer than on
 one), PoCL's not. Then each replica runs its update. The replicas
 run their shards concurrently: every launch is asynchronous."""
 from __future__ import annotations
@@ -178,7 +178,7 @@ class DataParallel(Distribution):
             # the shard weights), kept until done: pyopencl waits for such a copy when its event
             # (a NannyEvent) is deleted. Dropping each piece's reads once its copies up were queued,
             # the host waited every step for the devices to run up to the last piece and queued the
-            # next step late: the wide MLP's step on two H200s was measurably longer than with the
+            # next step late: the wide MLP's step on two GPUs was measurably longer than with the
             # events kept (and than in a profiled run, whose table keeps every event).
             self._in_flight: deque[list[cl.Event]] = deque(maxlen=2)
             self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
@@ -199,10 +199,11 @@ class DataParallel(Distribution):
         each follows the copies up of pieces[:end] and sums its pieces' ranges. The pieces done
         before the backward pass's last launch (pieces[:late], plan_pieces) are summed first, while
         the last ones come down and go up, where they hold PIECE_ELEMENTS or more (worth the
-        launches); then the rest. On two H200s the wide MLP's step waited after its last kernel
+        launches); then the rest. On two GPUs the wide MLP's step waited after its last kernel
         for the last part's copies, then for one sum of everything: with the first sum run
         meanwhile (and the last part in TAIL_PIECES), what follows the last kernel, Adam's update
-        included, took about a third less time (profiled steps)."""
+        included, took markedly less time (profiled steps; benchmarks/RESULTS.md, data-parallel
+        training on two GPUs: weight gradients in parts)."""
         early = sum(end - start for start, end in pieces[:late]) >= base.PIECE_ELEMENTS
         groups = []
         for first, end in [(0, late), (late, len(pieces))] if early else [(0, len(pieces))]:
@@ -313,7 +314,7 @@ class DataParallel(Distribution):
         shares = np.asarray(weights, first.host.dtype)
         # Written only when they change (an epoch's last, smaller batch), the copy's event kept
         # (_in_flight). Written every step, its event deleted at once, each held the host until the
-        # backward pass's end, so that it queued the other replica's next step late on two H200s
+        # backward pass's end, so that it queued the other replica's next step late on two GPUs
         # (the wide MLP's step took noticeably longer than its kernels).
         write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
         self._shares_written = shares

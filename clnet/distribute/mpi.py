@@ -61,10 +61,10 @@ class MPIDataParallel(Distribution):
             _abort_on_uncaught_error(self.comm)
         # The gradient pieces' all-reduces, blocking ones on a thread of their own, one after
         # another while the main thread waits for the next piece: between two ranks of one host
-        # Open MPI 5's non-blocking all-reduce moved a large model's gradients several times more
-        # slowly than its blocking one in 4 MB pieces. The main thread makes no MPI call until they
-        # are done. A daemon thread (started at the first piece): one left waiting on a dead rank
-        # must not keep the process from exiting.
+        # Open MPI 5's non-blocking all-reduce moved a large model's gradients far more slowly
+        # than its blocking one in 4 MB pieces (benchmarks/RESULTS.md, MPI). The main thread makes
+        # no MPI call until they are done. A daemon thread (started at the first piece): one left
+        # waiting on a dead rank must not keep the process from exiting.
         self._allreduces: queue.SimpleQueue | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------

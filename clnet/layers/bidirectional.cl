@@ -5,9 +5,9 @@
 // ceil(units / 4) work-items each, in one dimension, so that a GPU runs whole work-groups
 // (Runtime.four_per_item); work-items past the end do nothing.
 // A merge reads each element once and writes it once: memory-bound launches, small beside the
-// layers' own. Bidirectional(LSTM(128), return_sequences) over 64 steps at batch 64 on a 2-core
-// Zen 5 (Debian's PoCL 3.1): a small share of a training step's kernel time, both launches
-// together.
+// layers' own. Bidirectional(LSTM(128), return_sequences) over 64 steps at batch 64 on Debian's
+// PoCL 3.1: a small share of a training step's kernel time, both launches together
+// (benchmarks/RESULTS.md, the Bidirectional(LSTM) step).
 
 #define MERGE_CONCAT 0
 #define MERGE_SUM 1

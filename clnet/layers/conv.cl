@@ -277,7 +277,7 @@ inline int output_index(const int t, const int s, const int n)
 // filters of one tap; both slices are along k, and each work-item fetches the same pixels at
 // every depth. At stride 1 a pixel's row of D is delta's framed rows at one offset per tap from
 // the pixel's own (FRAME): a load with nothing to test or divide (the bounds and divisions of the
-// general gather held back the input gradient of benchmarks/conv.py's layer on the H100).
+// general gather held back the input gradient of benchmarks/conv.py's layer on a GPU).
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void CalcHiddenGradientConv(__global const TYPE *delta,    // dL/dz (rows, frame_h, frame_w, filters_p)
                             __global const TYPE *weights,  // W (K, filters_p), row-major
@@ -419,8 +419,9 @@ DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
 // out_w + ox) x VW filters per work-item. Per kernel tap each position reads its `channels`
 // inputs in place, or `zeros` where the tap falls in the padding. vec_type_hint, here and on the
 // input gradient: Intel's CPU compiler otherwise vectorizes across work-items code already in
-// VW-wide vectors (see recurrent.cl); with it the CNN's forward convolutions took about half as
-// long on a 2-core Zen 5 (PoCL, which ignores it, was faster still).
+// VW-wide vectors (see recurrent.cl); with it the CNN's forward convolutions took far less time
+// on Intel's runtime (PoCL, which ignores it, was faster still; benchmarks/RESULTS.md,
+// vec_type_hint on Intel's runtime).
 __kernel __attribute__((vec_type_hint(VEC)))
 void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, channels)
                      __global const TYPE *weights,  // W (K, filters), column panels
@@ -613,7 +614,8 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
 // out of a vector register, which ran the CNN's second layer slower). Its block is the forward's
 // (FF_RM rows), not the Dense input gradient's HG_RM: on pip's PoCL 3.0 (VW 16, AVX2) the tuner's
 // 6 rows left 12 accumulators and patch_product's 4 rows of Wt more than the 16 vector registers,
-// and ran the CNN's second layer at little more than half the speed of the forward's 4.
+// and ran the CNN's second layer far slower than the forward's 4 (benchmarks/RESULTS.md, the CNN
+// step's input gradient as the forward's product).
 __kernel __attribute__((vec_type_hint(VEC)))
 void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * out_h * out_w, filters)
                             __global const TYPE *weights_t,  // Wt (channels_p / VW, kh * kw * filters_p, VW)

@@ -24,7 +24,7 @@ class BaseConv(Layer, registered=False):
     rank = 2
     # About this many output positions (whole lines of out_w) per work-item of CalcDeltaWeightsConv's
     # block sums: enough chunks to keep every core busy, few enough that summing them is cheap (at
-    # 256 on pip's PoCL 3.0 the CNN's second layer ran slower, its sums taking about twice as long).
+    # 256 on pip's PoCL 3.0 the CNN's second layer ran slower, its sums taking markedly longer).
     chunk = 512
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1, activation=None,
@@ -165,7 +165,7 @@ class BaseConv(Layer, registered=False):
         result has K + 1 rows (the bias's is the last); the split is Dense's rule (split_k) at
         the full batch, but filling the device 8 times, not twice: each work-group's gather walks
         its positions' windows, and more of them in flight hide that (benchmarks/conv.py's layer on
-        an H100 ran markedly faster filling it 8 times than twice or 4 times, and little faster
+        a GPU ran markedly faster filling it 8 times than twice or 4 times, and little faster
         again with 16)."""
         rt, dt = self.rt, self.dtype
         splits, self._split_chunk = split_k(rt, self.product_tiles[1], self.patch_size + 1, self.filters_p, rows,
@@ -366,7 +366,7 @@ def weight_block_rows(depth: int) -> int:
     """The CPU form's weight gradient block: rows of the patch matrix per block, about 4, the
     same in every block of the `depth` (K) rows: 9 x 1 where K = 9 (a first layer on one channel:
     shorter blocks must store delta for the later ones to read: with blocks of 3 or 5 the CNN's
-    first layer took nearly twice as long per step), 4 x 72 where K = 288. Since delta is formed
+    first layer took markedly longer per step), 4 x 72 where K = 288. Since delta is formed
     once (the first block) and loaded by the others, a block's accumulators are what limit it:
     with VW 16 on AVX2, 4 rows keep 8 of the 16 vector registers (the CNN's second layer ran
     fastest with 4 rows: on Debian's PoCL 3.1 against 2, 3, 6 or 8, on pip's PoCL 3.0 against
@@ -384,12 +384,13 @@ def tiled_candidates(rt, dtype) -> list[dict]:
 def conv_tiles(rt, dtype, layer: BaseConv, batch: int) -> tuple[dict, dict, dict]:
     """The tiles of the tiled (GPU) form's forward, weight gradient and input gradient, measured
     once per device on a convolution like `layer` (its geometry, `batch` samples). Each product
-    gathers differently, so each has its own best: on an H100, benchmarks/conv.py's layer ran its
-    forward and input gradient faster with 64/8/16 than with 64/4/16, and its weight gradient about
-    twice as fast with 64/4/16 (the forward and input gradient feed 8 x 8 blocks per work-item,
+    gathers differently, so each has its own best: on a GPU, benchmarks/conv.py's layer ran its
+    forward and input gradient faster with 64/8/16 than with 64/4/16, and its weight gradient far
+    faster with 64/4/16 (the forward and input gradient feed 8 x 8 blocks per work-item,
     the weight gradient's gather, whose window moves at every depth, does not). And each layer
     size has its own: at a quarter of that batch
-    the input gradient ran faster on 64/4/16, whose work-groups are four times as many work-items."""
+    the input gradient ran faster on 64/4/16, whose work-groups are four times as many work-items
+    (benchmarks/RESULTS.md, one large convolution: tiles per product and per layer)."""
     candidates = tiled_candidates(rt, dtype)
     settings = {"candidates": candidates, "layer": type(layer).__name__, "input_shape": list(layer.input_shape),
                 "filters": layer.filters, "kernel_size": list(layer.kernel_size), "strides": list(layer.strides),

@@ -23,19 +23,20 @@
 #endif
 // STORE_SLOPES = 1 (the GPU form, where f' needs z): the forward stores f'(z) in z's place, and the
 // weight gradient multiplies dL/dy by it as it fetches it. It used to fetch y and z there and
-// compute f' inside the K loop: the tiny GPT's GELU layer (8192 x 256 -> 1024, WGMMA, H100) took
-// half as long again for its weight gradient as a linear layer's; this way it comes close to the
-// linear layer's, while the forward, whose erf f' shares, became only slightly slower.
+// compute f' inside the K loop: the tiny GPT's GELU layer (8192 x 256 -> 1024, WGMMA) took
+// markedly longer for its weight gradient than a linear layer's; this way it comes close to the
+// linear layer's, while the forward, whose erf f' shares, became only slightly slower
+// (benchmarks/RESULTS.md, f'(z) kept by the forward).
 #ifndef STORE_SLOPES
 #define STORE_SLOPES 0
 #endif
 // HG_T = 1 (the CPU form): the input gradient reads W^T, which CalcDeltaBias writes from this
 // step's W beside a row-major delta, and is the forward's product: rows of delta times W^T's column
 // panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
-// a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime, 2 Zen 4 cores, the
-// product's kernel alone ran faster with it at 2048^3 and 1024^3 (there faster than numpy too),
-// while writing W^T took about what the row panels it replaces took. PoCL 3.0 (VW 8) ran it
-// slower at 1024^3 (wall clock). The tuner chooses.
+// a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime the product's kernel
+// alone ran faster with it at 2048^3 and 1024^3 (there faster than numpy too), while writing W^T
+// took about what the row panels it replaces took. PoCL 3.0 (VW 8) ran it slower at 1024^3 (wall
+// clock). The tuner chooses (benchmarks/RESULTS.md, the input gradient from W^T).
 #ifndef HG_T
 #define HG_T 0
 #endif
@@ -80,8 +81,8 @@ void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const in
 
 // W's column panel p as rows p * VW.. of W^T's column panels: each row of the panel read as a
 // vector, its elements stored VW apart, down VW rows of W^T that stay in L1 while VW rows of W
-// fill them. For W of 2048 x 2048 (16 MiB each way) on 2 Zen 4 cores, Intel's runtime, as long
-// as a VW x VW block read and written whole through a private array took. W^T's lanes
+// fill them. For W of 2048 x 2048 (16 MiB each way) on Intel's runtime, as long as a VW x VW
+// block read and written whole through a private array took. W^T's lanes
 // past n_in are never written: zeros from the allocation.
 __attribute__((always_inline))
 void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, const int p, const int n_in,
@@ -157,7 +158,7 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // with the longer step). Defined once per block size, since RM sizes the arrays.
 // Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
 // calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
-// in memory, a load and a store around every FMA (far slower at 1024^3 on 2 Zen 3 cores). Forced
+// in memory, a load and a store around every FMA (far slower at 1024^3). Forced
 // inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
 // elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
 // unrolled loops over the block's rows (constant trip counts) let the block live in registers.
@@ -165,11 +166,11 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
 // K-block by K-block: each DEPTH-deep slice of the panel (DEPTH rows of at most 64 bytes: <= 16
 // KiB at 256) serves all BLOCKS blocks from L1 before the next slice is read, the blocks' sums
 // waiting in acc. Without it (BLOCKS = 1, DEPTH = 0: the whole depth at once) a work-item streams
-// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: at 2048^3 on
-// 2 Zen 3 cores PoCL ran at half the speed of the blocked form (8 blocks, 256 deep) or less. At
-// 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each kernel on its own (FF_NB,
-// FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight gradient ran slightly faster
-// unblocked at 1024^3 and 2048^3, the input gradient slightly slower.
+// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: at 2048^3 PoCL
+// ran far slower than the blocked form (8 blocks, 256 deep; benchmarks/RESULTS.md, K-blocking on
+// three CPU runtimes). At 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each
+// kernel on its own (FF_NB, FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight
+// gradient ran slightly faster unblocked at 1024^3 and 2048^3, the input gradient slightly slower.
 #if FF_KB % VW || DW_KB % VW || HG_KB % VW
 #error "a K-block must be a multiple of VW deep"
 #endif
@@ -410,7 +411,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
 // are row-major here (a single panel, P = units_p). WPT is a multiple of 4.
 // Aligned runs of 4 are read and written through TYPE4 pointers, and local memory is declared as
 // TYPE4: vload4/vstore4 only promise TYPE alignment, and NVIDIA's compiler splits them into four
-// scalar accesses (with them, 4096^3 ran markedly slower on an H100 than with TYPE4 accesses).
+// scalar accesses (with them, 4096^3 ran markedly slower than with TYPE4 accesses).
 // Buffers start aligned and such a run starts at a multiple of 4 of a row whose length is one.
 #define SIDE (TILE / WPT)
 #define ITEMS (SIDE * SIDE)
@@ -564,8 +565,8 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
 // row also write it out row-major, (capacity, units_p), for the input gradient, and each
 // work-item sums what it fetched down the rows, for the bias gradient (its runs of 4 columns are
 // the same in every slice). This is what a separate CalcDeltaBias launch did before the
-// products: on the H100, whose MLP step at batch 32 is bound by the host's time per launch, one
-// launch per layer fewer.
+// products: on a GPU, where an MLP's step at small batches is bound by the host's time per
+// launch, one launch per layer fewer.
 typedef struct {
     const __global TYPE *slopes;         // f'(z) with STORE_SLOPES, else y (rows, units)
     __global TYPE *delta;                // dL/dz (capacity, units_p); 0: not written by this group
@@ -610,9 +611,9 @@ inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, 
 // + small, each TF32 (big is x cut to its top 11 significant bits, small the rest rounded to
 // TF32; x is kept to within 2^-22 |x|, where float's rounding is 2^-24 and mma's own cutting of
 // small would be 2^-21), and a b ~ a_small b_big + a_big b_small + a_big b_big. The tensor cores'
-// own sums lose bits as they grow (into one accumulator the error grew with K: 3.9e-5 of the
-// largest output at 4096^3, numpy's float32 4.9e-7), so each slice is summed from 0 and added to
-// acc in ordinary float (7.5e-7). Against the CUDA-core tiles on an H100: as fast or faster at
+// own sums lose bits as they grow (into one accumulator the error grew with K, far past numpy's
+// float32 at 4096^3), so each slice is summed from 0 and added to acc in ordinary float (then
+// close to numpy's). Against the CUDA-core tiles: as fast or faster at
 // the tiny GPT's sizes, and more accurate (benchmarks/tensor_cores.py; benchmarks/RESULTS.md, the
 // Dense products' MMA form).
 // big and small of x, a float or a vector of them with its bit casts as_u and as_f: small is rounded
@@ -630,7 +631,7 @@ inline void split_tf32(const TYPE x, uint *big, uint *small)
 #if WGMMA
 // Hopper's wgmma (compute capability 9.0): a warpgroup's asynchronous product, its A operand
 // (64 x 8 of TF32) from registers and its B (8 x 128) from local memory, read by the tensor cores
-// themselves: on an H100 its 4096^3 forward ran markedly faster than the MMA form's, which feeds
+// themselves: its 4096^3 forward ran markedly faster than the MMA form's, which feeds
 // every operand through registers (benchmarks/RESULTS.md, Hopper's wgmma). While a slice's wgmmas
 // run, the work-items stage the next slice, fetched a slice earlier, into the other half of local
 // memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
@@ -1095,14 +1096,15 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from
 // dL/dy (see fetch_delta). x^T is x read along m: no transpose of x is made for it (the CPU form's
-// does read one). On the H100 the tiny GPT's Transposes (9 a step) and the y^T its GELU layers
-// stored for the next weight gradient went; the WGMMA form's staging of x one element at a time
-// (see stage) slowed its weight gradients slightly, and one step's kernels took less time in all.
+// does read one). The tiny GPT's Transposes (9 a step) and the y^T its GELU layers stored for
+// the next weight gradient went; the WGMMA form's staging of x one element at a time (see stage)
+// slowed its weight gradients slightly, and one step's kernels took less time in all
+// (benchmarks/RESULTS.md, weight gradients reading x).
 // The sums run over the batch's rows; a (n_in, units) block too small to fill the device is split
 // along them (split-K): work-group layer z sums rows [z
 // chunk, (z + 1) chunk) into its own slices of delta_weights and delta_bias, and SumSplits adds the
 // slices. A conv layer's patches have ~86k rows and a 9 x 32 kernel: one work-group walked them all
-// (most of the CNN's step on the H100). A launch may compute only dL/dW's rows from `first_row` (a
+// (most of the CNN's step on a GPU). A launch may compute only dL/dW's rows from `first_row` (a
 // multiple of TILE) on, as many as its work-groups cover: under data-parallel training a large
 // layer's rows are computed in parts, each copied off the device while the next computes, so that
 // what is left to copy when the backward pass ends is one part, not the layer (see

@@ -83,11 +83,12 @@ def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
 
 
 # How a CPU work-item walks the depth K (see dense.cl): one register block over the whole depth,
-# or NB blocks stacked down the rows, KB deep at a time. At 2048^3 on 2 Zen 3 cores K-blocking
-# made PoCL 3.1 about twice as fast and PoCL 3.0 faster too; at 1024^3 it slowed PoCL 3.0
-# somewhat, and Intel's runtime ran the same either way: the tuner chooses, for each kernel on
-# its own (on Intel's runtime at 1024^3 and 2048^3 the forward and the weight gradient ran
-# slightly faster unblocked, the input gradient slightly slower).
+# or NB blocks stacked down the rows, KB deep at a time. At 2048^3, where a work-group's panels
+# outgrow L2, K-blocking made PoCL 3.1 far faster and PoCL 3.0 faster too; at 1024^3 it slowed
+# PoCL 3.0 somewhat, and Intel's runtime ran the same either way: the tuner chooses, for each
+# kernel on its own (on Intel's runtime at 1024^3 and 2048^3 the forward and the weight gradient
+# ran slightly faster unblocked, the input gradient slightly slower; benchmarks/RESULTS.md, dense
+# products with K-blocking on three CPU runtimes, and K-blocking per kernel).
 UNBLOCKED = {"NB": 1, "KB": 0}
 K_BLOCKED = {"NB": 8, "KB": 256}
 KERNEL_PREFIXES = ("FF", "DW", "HG")  # PerceptronFeedForward, CalcDeltaWeights, CalcHiddenGradient
@@ -174,7 +175,7 @@ def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1)
     """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
     when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
     of at least MIN_SPLIT_ROWS rows (a multiple of TK). Dense fills it once: with the WGMMA
-    tiles, the tiny GPT's 17 weight gradients and their SumSplits took least time on the H100
+    tiles, the tiny GPT's 17 weight gradients and their SumSplits took least time on a GPU
     filling it once, more filling it twice and more again four times (alternated runs; with the
     CUDA-core tiles it made no difference)."""
     tile = tiles["TILE"]
@@ -196,18 +197,18 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     device, small enough to take milliseconds. A GPU measures an MLP-sized layer at two batches,
     where more work-groups win, larger ones, where bigger tiles do, and a tall one, a
     transformer's layer over (batch x time) rows: without it the tiny GPT's layers (8192 rows of
-    256 or 1024) took the tiles chosen at 1024^3, and ran slower on an H100 than with 128-tiles
+    256 or 1024) took the tiles chosen at 1024^3, and ran slower than with 128-tiles
     (benchmarks/RESULTS.md, the tiny GPT's Dense layers in the tuner's sizes). Likewise the README
-    MLP at batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer on the H100's
-    132 SMs; with the 1024-row MLP layer measured it takes 64-tiles, and its forwards and weight
-    gradients run faster. That size then stood nearest the GPT's second feed-forward layer (8192 x
-    1024 -> 256), which lost its WGMMA tiles (the step's products took markedly longer): the tall
-    layer is measured both ways round. A CPU measures a small layer, a cube, and a layer whose
-    weights (16 MiB) and inputs outgrow its caches, where K-blocking wins (PoCL on 2 Zen 3 cores,
-    512 x 2048 x 2048: a faster forward; at 256 rows it made no difference, at 1024^3 PoCL 3.0 ran
-    faster without). That layer has 1024 rows: at 512 the input gradient's W^T (HG_T), 16 MiB
-    written every step on Intel's runtime (2 Zen 4 cores), cost what its product gained, and the
-    tuner gave 2048^3 the form without, measurably slower there."""
+    MLP at batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer, far fewer than
+    a large GPU's SMs; with the 1024-row MLP layer measured it takes 64-tiles, and its forwards and
+    weight gradients run faster. That size then stood nearest the GPT's second feed-forward layer
+    (8192 x 1024 -> 256), which lost its WGMMA tiles (the step's products took markedly longer):
+    the tall layer is measured both ways round. A CPU measures a small layer, a cube, and a layer
+    whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins (PoCL, 512 x 2048 x
+    2048: a faster forward; at 256 rows it made no difference, at 1024^3 PoCL 3.0 ran faster
+    without). That layer has 1024 rows: at 512 the input gradient's W^T (HG_T), 16 MiB written
+    every step on Intel's runtime, cost what its product gained, and the tuner gave 2048^3 the
+    form without, measurably slower there."""
     if rt.info.is_gpu:
         return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
                 (8192, 1024, 256)]
@@ -510,7 +511,7 @@ class Dense(Layer):
     def _row_group(self) -> int:
         # Softmax reduces a row with a work-group (Runtime.row_group) on a GPU; on a CPU with one
         # work-item, as the runtime runs a work-group's items in loops split at each barrier (the
-        # tiny GPT's (2048, 113) softmax ran twice as fast on PoCL 3.1).
+        # tiny GPT's (2048, 113) softmax ran far faster that way on PoCL 3.1).
         if not self.rt.info.is_gpu:
             return 1
         return self.rt.row_group(self.units)

@@ -48,21 +48,21 @@ __kernel void CountEmbeddingIds(__global const TYPE *ids,         // (tokens,)
 // most LOCAL_SIZE * IDS_PER_ITEM), and every item adds the listed tokens' gradients to its own
 // columns, until the counted occurrences are all added (the counts come from the same ids; no
 // window reads past `tokens`). Before, item 0 alone walked the ids from the first occurrence
-// while the others waited: on an H100 the tiny GPT's step (8192 tokens, vocabulary 113, 256
+// while the others waited: on a GPU the tiny GPT's step (8192 tokens, vocabulary 113, 256
 // columns) spent a noticeable share of its time here, ~8192 dependent loads by one thread per
 // row. With 32 ids per item a group of 256 covers those 8192 ids in one window: a row takes one
-// scan and one list, and the H100's launch ran several times faster (the row of the most
-// frequent id, with the longest list to add, is then the slowest). Measured with
-// benchmarks/embedding.py (64 x 128 tokens, 128 columns, groups of 128, 2-core EPYC, PoCL) at
-// vocabularies of 100 and 50000, against item 0's walk, windows of 4, 16, 32 and 64 ids per item,
-// one work-item per (row, column) reading every id (far slower, impractically so at 50000),
-// np.add.at and torch's sorted form: 32 ids per item did as well as any window (64 about the
-// same), at least as well as the walk at both sizes and better than np.add.at; only torch's
-// sorted form was faster. The tiny GPT's shape (113, 8192 tokens, 256 columns) ran faster too.
-// Small groups lose: at 1 and 4 columns a window is 32 and 128 ids, a row spread over the batch
-// takes many, and the windows took about twice as long as the walk (at both vocabularies); at 16
-// columns, about half as long. Walking from the start instead of the first occurrence was about
-// ten times slower at 50000, and ids converted to int once beforehand changed nothing.
+// scan and one list, and the launch ran far faster (the row of the most frequent id, with the
+// longest list to add, is then the slowest; benchmarks/RESULTS.md, the tiny GPT's non-product
+// kernels). Measured with benchmarks/embedding.py (64 x 128 tokens, 128 columns, groups of 128,
+// PoCL on a CPU) at vocabularies of 100 and 50000, against item 0's walk, windows of 4, 16, 32
+// and 64 ids per item, one work-item per (row, column) reading every id (far slower,
+// impractically so at 50000), np.add.at and torch's sorted form: 32 ids per item did as well as
+// any window (64 about the same), at least as well as the walk at both sizes and better than
+// np.add.at; only torch's sorted form was faster. The tiny GPT's shape (113, 8192 tokens, 256
+// columns) ran faster too. Small groups lose: at 1 and 4 columns a window is 32 and 128 ids, a
+// row spread over the batch takes many, and the windows took longer than the walk (at both
+// vocabularies); at 16 columns, less. Walking from the start instead of the first occurrence was
+// far slower at 50000, and ids converted to int once beforehand changed nothing.
 #if IDS_PER_ITEM > 64
 #error "IDS_PER_ITEM: an item keeps its hits as the bits of a ulong"
 #endif

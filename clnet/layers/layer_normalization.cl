@@ -6,9 +6,10 @@
 
 // WARP_SHUFFLES (NVIDIA GPUs, float): a warp per group instead, 8 to a work-group of 256, its
 // sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers.
-// On an H100 the tiny GPT's 9 norms of (8192, 256) ran measurably faster this way, forward and
-// input gradient, than before in groups of 64 with group_reduce's 7 barriers; one barrier and
-// every item adding the 64 partials itself was slower still.
+// The tiny GPT's 9 norms of (8192, 256) ran measurably faster this way, forward and input
+// gradient, than before in groups of 64 with group_reduce's 7 barriers; one barrier and every
+// item adding the 64 partials itself was slower still (benchmarks/RESULTS.md, LayerNormalization
+// by warps).
 #if WARP_SHUFFLES
 #define GROUP_SUM(scratch, v) lanes_reduce(v, 32, 0)
 #define GROUP_INDEX (get_global_id(0) / 32)
@@ -116,7 +117,7 @@ inline void add_slices(__local TYPE *a, __local TYPE *b, const int own, const in
 // reads neighbouring features of a group at once, and the slices' sums are added in local memory
 // into `partials`; then SumChunksLayerNorm adds the chunks. A work-group per feature over all the
 // groups read 4 bytes to a warp's 32-byte sector, which made a launch slow for the tiny GPT's
-// (8192, 256) norms on the H100.
+// (8192, 256) norms on a GPU.
 __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
                                         __global const TYPE *output_gr,      // dL/dy, same shape
                                         __global const TYPE *group_mean,     // (groups,)
@@ -150,7 +151,7 @@ __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // 
 // slices) items as that kernel's: item (l, s) adds chunks s, s + slices, ... of feature block +
 // l, and the slices' sums are added in local memory (in a fixed order: the same sums every run).
 // A work-item per feature walking all the chunks waited on 2 x 64 dependent loads (measured on
-// the tiny GPT's norms on the H100).
+// the tiny GPT's norms; benchmarks/RESULTS.md, the norm's chunk sums in work-groups).
 __kernel void SumChunksLayerNorm(__global const TYPE *partials,  // (chunks, 2, features)
                                  __global TYPE *gamma_gr,        // (features,)
                                  __global TYPE *beta_gr,         // (features,)

@@ -11,10 +11,10 @@ from .batch_normalization import check_axis, check_positive, split_axis
 
 # The GPU form's weight gradient (see layer_normalization.cl): work-groups of LANES neighbouring
 # features by SLICES groups, each summing a chunk of CHUNK groups, then the chunks' sum in
-# work-groups of the same shape. The tiny GPT's (8192, 256) norms on the H100, the two launches
-# in us: chunks of 32 groups 12.0 + 6.6, 64 10.6 + 5.3, 128 13.5 + 5.2, 256 21.7 + 4.4 (with the
-# chunks summed by a work-item per feature: 64 11.6 + 9.3, 128 15.1 + 6.8; a work-group per
-# feature and no chunks: 39.6).
+# work-groups of the same shape. Smaller chunks leave more partial sums to add, larger ones fewer
+# work-groups to fill the device: the tiny GPT's (8192, 256) norms took least time, both launches
+# together, with chunks of 64 groups, and far longer with a work-group per feature and no chunks
+# (benchmarks/RESULTS.md, the norm's chunk sums in work-groups; the tiny GPT's non-product kernels).
 LANES, SLICES, CHUNK = 32, 8, 64
 # With WARP_SHUFFLES the forward and the input gradient take a group a warp (32 items), WARPS
 # warps to a work-group.
@@ -82,8 +82,8 @@ class LayerNormalization(BufferedLayer):
         self._sum_chunks = kernel("SumChunksLayerNorm") if self.chunked else None
         # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group:
         # the runtime runs a work-group's items in loops split at each barrier, and the
-        # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm ran
-        # several times faster, forward and backward, on PoCL 3.1).
+        # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm ran far
+        # faster that way, forward and backward, on PoCL 3.1).
         self._group = self.rt.row_group(self.features) if self.chunked else 1
         return shape
 

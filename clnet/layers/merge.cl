@@ -3,7 +3,7 @@
 
 // out = a + b over `total` elements, four per work-item; out may be a or b. vec_type_hint: Intel's
 // CPU compiler otherwise vectorizes across work-items (see recurrent.cl); with it the tiny GPT's
-// gradient sums took about a third of the time on a 2-core Zen 5.
+// gradient sums take far less time there (benchmarks/RESULTS.md, vec_type_hint on Intel's runtime).
 __kernel __attribute__((vec_type_hint(TYPE4)))
 void Sum(__global const TYPE *a, __global const TYPE *b, __global TYPE *out, const int total)
 {

@@ -39,7 +39,7 @@ inline TYPE kept_by_dropout(const TYPE p, const int at, __global const int *nois
 // four elements per load where DIM is a multiple of 4: a row then starts on a TYPE4 boundary (its
 // offset is a multiple of DIM), and a GPU issues one load instruction for four multiply-adds
 // instead of one each, which had the key/value gradient spend its time issuing loads (the tiny
-// GPT on an H100, where it was a large part of the step).
+// GPT on a GPU, where it was a large part of the step).
 #define ROW4(row, d) (*(const __global TYPE4 *)((row) + (d)))
 
 // result = sum_d a[d] b[d] over DIM (a build constant) elements of a private row `a` and a global
@@ -160,8 +160,8 @@ __kernel void FeedForwardAttention(FEED_FORWARD_ATTENTION_ARGS)
             p[j] = MASKED_SCORE;
         keys = tk;
     }
-    // exp on eight scores at once: PoCL's scalar exp took half of this kernel's time in the tiny
-    // GPT, its exp on a vector of 8 costs an element a small fraction of a scalar call.
+    // exp on eight scores at once: PoCL's scalar exp took a large part of this kernel's time in
+    // the tiny GPT, its exp on a vector of 8 costs an element a small fraction of a scalar call.
     TYPE8 sums = (TYPE8)(0);
     int j = 0;
     for (; j + 8 <= keys; j += 8) {
@@ -274,7 +274,7 @@ __kernel void CalcHiddenGradientAttentionKeyValue(KEY_VALUE_GRADIENT_ATTENTION_A
 #ifdef TILE
 // The GPU form (built after dense.cl, with its local-memory tiles): the same attention as
 // products of each (sample, head)'s operands in dense.cl's tiled loop, and two row kernels between
-// them. A work-item per row left an H100 mostly idle (32 x 4 x 256 rows of the tiny GPT, each
+// them. A work-item per row left a GPU mostly idle (32 x 4 x 256 rows of the tiny GPT, each
 // holding 64 + 64 running sums; the three kernels ran far below the tiles' rate and took a large
 // part of the step);
 // as products they run at the tiles' rate, the causal half included. Forward: scores = scale Q
@@ -341,7 +341,7 @@ inline int attention_row_end(const int use_mask, const int causal, const int i, 
 // `end`, into registers, and the row kernel's work follows in the same launch, with the rows'
 // reductions across the work-items that share a row: scores and softmax in one launch
 // (AttentionScoresSoftmax), dL/dP and the score gradient in another (AttentionScoreGradient).
-// The scores never go through global memory, and two launches a layer and step go. On the H100
+// The scores never go through global memory, and two launches a layer and step go. On a GPU
 // the tiny GPT's (T 256, TILE 64: 4 key tiles) scores' product and AttentionSoftmax, and its
 // dL/dP's product and CalcScoreGradientAttention, each take less time as one launch than they
 // took as two. A work-group has up to 4 products to make where one had 1 (starting the query blocks
@@ -480,7 +480,7 @@ void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int
         const int query = BLOCK_QUERY(m0, i);
         const long row = SCORE_ROW(query);
         // Times 1 / sum: 64 divisions a work-item, correctly rounded as clnet builds its
-        // programs, made the tiny GPT's launch measurably slower on the H100.
+        // programs, made the tiny GPT's launch measurably slower on a GPU.
         const TYPE inverse = 1 / sum[i];
         FOR_KEY_RUNS(t, j, key, query) {
             const TYPE4 p = RUN4(s, t, i, j) * inverse;

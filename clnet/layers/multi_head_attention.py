@@ -33,10 +33,10 @@ KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor 
 # The most values of a block of scores a work-item holds in registers in the row-block kernels.
 ROW_BLOCK_VALUES = 64
 # The products form's tiles on a GPU: 64-square blocks, 4 x 4 outputs a work-item (so that the
-# row blocks hold the tiny GPT's 4 key tiles: 64 values), 32 deep a slice. On the H100 that GPT's
+# row blocks hold the tiny GPT's 4 key tiles: 64 values), 32 deep a slice. On a GPU that GPT's
 # row blocks and other products ran faster 32 deep than 16 deep (the Dense tuner's first tiled
 # candidate, taken before). For the other products alone, 64/8/16 tiles ran slightly faster, and
-# 128-square tiles (128/8/16, 128/8/32) took over twice as long.
+# 128-square tiles (128/8/16, 128/8/32) far slower.
 PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32}
 
 
@@ -236,9 +236,9 @@ class MultiHeadAttention(Layer):
         # Keras's kernels are (features, heads, dim) and (heads, value_dim, output): the Dense
         # products' (features, heads * dim) and (heads * value_dim, output), drawn with those fans.
         # Self-attention projects its one input once, as a JoinedDense of three parts (measurably
-        # faster on the H100's tiny GPT step; benchmarks/RESULTS.md), whose rows the attention
-        # reads in place: each part from its first column, the rows QK_ROW and V_ROW apart
-        # (multi_head_attention.cl; AttentionProduct takes them as arguments).
+        # faster in the tiny GPT's step on a GPU; benchmarks/RESULTS.md, joined projections), whose
+        # rows the attention reads in place: each part from its first column, the rows QK_ROW and
+        # V_ROW apart (multi_head_attention.cl; AttentionProduct takes them as arguments).
         features = self.input_shapes[self.wiring["query"]][1]
         self.joined = (self.wiring["query"] == self.wiring["key"] == self.wiring["value"]
                        and self.key_dim == self.value_dim
@@ -509,7 +509,8 @@ class MultiHeadAttention(Layer):
         grad = self._operand((context_grad, 0, context_grad.shape[1]), vd, tq)
         # dL/dV = P^T dL/dcontext needs neither the scores' gradient nor dL/dQ and dL/dK, and dL/dK
         # not dL/dQ: beside them (Runtime.side_queue), until backward() joins the queues before the
-        # projections. On the H100 the tiny GPT's step is measurably shorter with dL/dV beside.
+        # projections. On a GPU the tiny GPT's step is measurably shorter with dL/dV beside
+        # (benchmarks/RESULTS.md, gradient sums beside the backward pass).
         self._products(rows, self._square(self._summed), 0, grad, 0, value_grad, tk, vd, tq, causal=QUERIES_FROM_KEYS,
                        beside=True)
         scores = self._square(self.score_grad)

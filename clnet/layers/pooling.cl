@@ -8,14 +8,14 @@
                  const int ph, const int pw, const int sh, const int sw, const int pad_top, const int pad_left
 
 // One work-item per output position, all its channels (one work-item per channel and position
-// ran several times slower on PoCL: it pays for every work-item, and the index arithmetic with
+// ran far slower on PoCL: it pays for every work-item, and the index arithmetic with
 // it). Max pooling also records where in the sample's image (y * width + x) each maximum came
 // from, for the backward pass.
 // The output is also stored transposed, for a Dense layer's weight gradient after a Flatten,
 // unless ld = 0 (no layer reads it).
 // Where channels is a multiple of 8, eight channels at a time on a vector's lanes: one aligned
 // load per window pixel instead of eight strided ones (the CNN's first pooling layer, 128 x 26
-// x 26 x 32, ran about three times as fast on Debian's PoCL 3.1); the other channels one at a time.
+// x 26 x 32, ran far faster on Debian's PoCL 3.1); the other channels one at a time.
 // Not where a builtin on a double8 aborts the build (HALVED_BUILTINS, common.cl): the select()s
 // below take the whole vector, so there the channels go one at a time, the lane loops left dead.
 #if HALVED_BUILTINS && defined(CLNET_FP64)
@@ -120,8 +120,7 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
 // output position), as FeedForwardPool, and as there eight channels at a time where channels is
 // a multiple of 8. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
 // (see recurrent.cl); with channels one at a time, scattered over a lane per output, the CNN's
-// two pooling layers' gradients took Intel's runtime several times as long as PoCL on a 2-core
-// Zen 5.
+// two pooling layers' gradients took Intel's runtime far longer than PoCL.
 #ifdef CLNET_FP64
 #define MASK8(m) convert_long8(m)  // select() on double8 takes a long8 mask
 #else

@@ -46,7 +46,7 @@ class _Pooling(Layer):
         self._forward = rt.kernel(self.program, "FeedForwardPool", dt)
         # Windows that do not overlap (the usual strides = pool_size, and global pooling) let each
         # output write its own cell of the input gradient (pip's PoCL 3.0, 128 x 26 x 26 x 32:
-        # several times faster than with each input element gathering from the windows around it).
+        # far faster than with each input element gathering from the windows around it).
         (ph, pw), (sh, sw) = self.geometry[5:7], self.geometry[7:9]
         self.cells = sh >= ph and sw >= pw
         self._hidden = rt.kernel(self.program, "CalcHiddenGradientPoolCells" if self.cells else "CalcHiddenGradientPool",

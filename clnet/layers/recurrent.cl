@@ -86,10 +86,10 @@ HELPER TYPE SumLanes(VEC v)
 }
 
 // vec_type_hint(VEC) on the products over all steps: Intel's CPU compiler otherwise vectorizes
-// across work-items a kernel already written in VW-wide vectors, and on a 2-core Zen 5 ran these
-// three slowly (LSTM(128) over 64 steps, batch 64: about twice as fast a training step with the
-// hint, while Debian's PoCL ran the same either way; benchmarks/RESULTS.md, vec_type_hint on
-// Intel's runtime and AVX-512).
+// across work-items a kernel already written in VW-wide vectors, and ran these three slowly
+// (LSTM(128) over 64 steps, batch 64: a far shorter training step with the hint, while Debian's
+// PoCL ran the same either way; benchmarks/RESULTS.md, vec_type_hint on Intel's runtime and
+// AVX-512).
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
 // steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
@@ -147,7 +147,7 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
 // A work-item holding all four LSTM gates of two rows instead (8 accumulators too, but each load
 // of U serving two rows, not eight) left LSTM(128)'s training step further behind PyTorch CPU's
 // (benchmarks/RESULTS.md). The kernels return where j0 >= units, which their launches never
-// reach: without it PoCL 3.0 ran LSTM(128)'s forward loop more than twice as long.
+// reach: without it PoCL 3.0 ran LSTM(128)'s forward loop far slower.
 
 // A block of VW units of a row of U or U^T. With units a multiple of VW (-D WHOLE_UNITS=1) every
 // such block is whole and aligned, and is read as one vector: LoadBlock's other paths call vload8
@@ -388,9 +388,10 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // over the steps alone, with a barrier between steps: work-groups never wait for each other. Its
 // work-items share a step's products by columns (a work-item per column of U, SEQ_ROWS
 // accumulators, neighbours reading neighbouring columns) and then its gate math by blocks of VW
-// units of a row. A launch per step (the CPU form's kernels, as they were) was slow on an H100
+// units of a row. A launch per step (the CPU form's kernels, as they were) was slow on a GPU
 // for LSTM(128) at batch 64 (a few hundred work-items, each a long chain of float8
-// multiply-adds): this form trains it about ten times as fast. The sums stay in `sums`, global
+// multiply-adds): this form trains it far faster (benchmarks/RESULTS.md, the recurrent layers in
+// one launch per sequence). The sums stay in `sums`, global
 // memory the work-group alone touches, which its barriers (CLK_GLOBAL_MEM_FENCE) make visible to
 // its own work-items (in both forms). The loops over
 // U are unrolled by 8, so that a work-item has eight loads in flight: a step is latency-bound
@@ -479,7 +480,7 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
 // The recurrent activation on VW lanes at once, for the gate math on a block of units, as
 // activations/vector.cl (built before this file) does for ACT: its vector form where it has one
 // (-D RACT_VECTOR=1), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
-// LSTM(128) more than its recurrent products (over half of a forward pass).
+// LSTM(128) more than its recurrent products.
 #if RACT_VECTOR
 #define RACT_FORWARD_V CAT(RACT, _forward_vector)
 #define RACT_DERIVATIVE_V CAT(RACT, _derivative_vector)
@@ -521,7 +522,7 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 //
 // A CPU sums every batch row in one launch of a few hundred work-items, which its cores share.
 // A GPU needs far more work-items than the result's blocks (LSTM(128)'s recurrent kernel: 1056,
-// each walking 4096 (row, step) pairs, took over half of an H100's training step), so its
+// each walking 4096 (row, step) pairs, dominated a GPU's training step), so its
 // form cuts the batch rows into `split_rows` chunks, get_global_id(2), each summing into its own
 // slice of a scratch buffer, split_stride apart, that SumRecurrentSplits adds up.
 __kernel __attribute__((vec_type_hint(VEC)))

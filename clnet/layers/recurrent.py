@@ -13,8 +13,8 @@ over the steps alone, with barriers between them. It runs in one of two forms (s
 - the CPU form: a work-group per RB batch rows, a work-item per (SV VW units, gate) summing its
   gate's product for the block in vector registers, then the gate math on vectors. A training
   step is 5 launches (6 with its input's gradient) whatever T is. (It used to launch each step
-  once: on a 2-core Zen 4 the gaps between 130 launches cost a sizeable share of a step;
-  benchmarks/RESULTS.md.)
+  once: on a CPU runtime the gaps between 130 launches cost a sizeable share of a step;
+  benchmarks/RESULTS.md, the LSTM step on CPU with the time loop in one launch.)
 - the sequence form (a GPU's): a work-group per batch row, a work-item per column of U. The
   weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
   launch adds up: 6 launches (7 with the input's gradient).
@@ -46,7 +46,7 @@ RM = 4
 # The CPU form's work-item sums, at each step, SV vectors of VW units of one gate (forward) or of
 # dL/dh (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads
 # of U and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before)
-# each multiply-add waited on the one before it. On a 2-core Zen 4 with pip's PoCL 3.0 the
+# each multiply-add waited on the one before it. With pip's PoCL 3.0 the
 # product H (64, 128) U (128, 512) alone ran fastest with two vectors by 6 rows (or three by 4),
 # slower with one by 8, slowest with four by 3 (which spills); LSTM(128)'s steps at batch 64,
 # launched one by one, ran faster forward and backward with two by 6 than before, and on Debian's
@@ -56,7 +56,7 @@ RM = 4
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
-# an H100 for LSTM(128), 64 steps, batch 64, by the training step: one row per work-group beat two
+# a GPU for LSTM(128), 64 steps, batch 64, by the training step: one row per work-group beat two
 # (each load of U serves both rows, but half as many SMs work); 256 work-items were slower; width
 # 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more work-items, wider ones
 # let the weight gradients read whole runs of the panels).

@@ -5,7 +5,7 @@
 // batch (scale = 1 / (rows * positions)), and each block's share of the sample's mean loss and
 // accuracy over its positions at sample_loss[(first + row) * blocks + block] (equal-length
 // samples: their mean is the mean over all tokens). A single work-group per sample left most of a
-// GPU idle (the tiny GPT's 32 samples of 256 positions on an H100).
+// GPU idle (the tiny GPT's 32 samples of 256 positions).
 __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, positions, cols), SPARSE: ids (rows, positions)
                                  __global const TYPE *outputs,    // p (rows, positions, cols), FROM_LOGITS: z
                                  __global TYPE *gradients,        // dL/dp or dL/dlogits (rows, positions, cols)
