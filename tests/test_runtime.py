@@ -65,19 +65,26 @@ def test_compiled_programs_are_cached_on_disk(rt, tmp_path, monkeypatch):
     compiled = []
     store = Runtime._store_binary  # called only after a compilation from source
     monkeypatch.setattr(Runtime, "_store_binary", lambda self, *a: (compiled.append(1), store(self, *a)))
-    Runtime(rt.info).program(sources, np.float32, defines)
-    (binary,) = (tmp_path / "programs").iterdir()
-    assert compiled == [1] and binary.stat().st_size > 0
+    first = Runtime(rt.info)
+    names = first.kernel(first.program(sources, np.float32, defines), "SwishActivation", np.float32).names
+    binary, = (tmp_path / "programs").glob("*.bin")
+    signatures = binary.with_suffix(".args.json")
+    assert compiled == [1] and binary.stat().st_size > 0 and signatures.exists()
     again = Runtime(rt.info)  # as a new process would: load the binary, do not compile
     program = again.program(sources, np.float32, defines)
     assert compiled == [1]
+    kernel = again.kernel(program, "SwishActivation", np.float32)
+    assert kernel.names == names  # (from beside the binary: Intel's runtime gives none for a binary)
     x = clnet.Tensor.from_numpy(np.array([-1.0, 0.0, 2.0], np.float32), rt=again)
     y = clnet.Tensor((3,), np.float32, again)
-    again.kernel(program, "SwishActivation", np.float32)((1,), None, x, y, 3, 0.0, 1.0)
+    kernel((1,), None, **dict(zip(names, (x, y, 3, 0.0, 1.0))))
     np.testing.assert_allclose(y.numpy(), [-1 / (1 + np.e), 0, 2 / (1 + np.exp(-2))], rtol=1e-6)
     binary.write_bytes(b"not a program")  # a corrupt cache entry is rebuilt, not fatal
     Runtime(rt.info).program(sources, np.float32, defines)
     assert compiled == [1, 1] and binary.read_bytes() != b"not a program"
+    signatures.unlink()  # a binary without its signatures is built again
+    Runtime(rt.info).program(sources, np.float32, defines)
+    assert compiled == [1, 1, 1] and signatures.exists()
 
 
 def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):

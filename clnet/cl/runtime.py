@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import operator
 import os
 import re
@@ -234,6 +235,7 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
+        signatures = program.signatures = program_signatures(program)  # (from source: the names are there)
         if self.info.caches_programs and f"-D{SM90A}=1" not in flags:
             return program  # the runtime keeps it (DeviceInfo.caches_programs)
         try:  # the first device's (a shared context's devices are alike: DataParallel)
@@ -248,7 +250,8 @@ class Runtime:
                              "compiled program is not PTX text with HOPPER()'s marks, so its sm_90a instructions "
                              "cannot be uncovered")
         if binary is not None:
-            self._store_binary(text, flags, binary)
+            self._store_binary(text, flags, binary, signatures)
+        program.signatures = signatures
         return program
 
     def _sm90a_program(self, ptx: bytes, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
@@ -272,16 +275,26 @@ class Runtime:
         return cache_dir() / "programs" / f"{hashlib.sha256(identity.encode()).hexdigest()}.bin"
 
     def _cached_binary(self, text: str, flags: list[str]) -> cl.Program | None:
+        """The program from its cached binary, with its kernels' signatures from beside it: a
+        program made from a binary may have no argument information (Intel's CPU runtime gives
+        none), so the build from source wrote it down."""
         path = self._binary_path(text, flags)
         try:
             binary, devices = path.read_bytes(), self.context.devices
-            return cl.Program(self.context, devices, [binary] * len(devices)).build(options=flags)
-        except (OSError, cl.Error):  # missing, or unusable: build from source and replace it
+            signatures = {name: None if arguments is None else tuple(Argument(*argument) for argument in arguments)
+                          for name, arguments
+                          in json.loads(path.with_suffix(".args.json").read_text(encoding="utf-8")).items()}
+            program = cl.Program(self.context, devices, [binary] * len(devices)).build(options=flags)
+        except (OSError, ValueError, TypeError, cl.Error):  # missing or unusable: build from source, replace it
             return None
+        program.signatures = signatures
+        return program
 
-    def _store_binary(self, text: str, flags: list[str], binary: bytes) -> None:
-        try:
-            write_atomically(self._binary_path(text, flags), binary)
+    def _store_binary(self, text: str, flags: list[str], binary: bytes, signatures: dict) -> None:
+        path = self._binary_path(text, flags)
+        try:  # (the signatures first: a binary without them is built again)
+            write_atomically(path.with_suffix(".args.json"), json.dumps(signatures).encode())
+            write_atomically(path, binary)
         except OSError:
             pass  # without a cache the next process compiles again; nothing is lost
 
@@ -381,6 +394,11 @@ def _picker(positions: list[int]):
     return (lambda args: (args[positions[0]],)) if positions else (lambda args: ())
 
 
+def program_signatures(program: cl.Program) -> dict[str, tuple[Argument, ...] | None]:
+    """Each kernel's signature (kernel_signature), by kernel name."""
+    return {kernel.function_name: kernel_signature(kernel) for kernel in program.all_kernels()}
+
+
 def kernel_signature(kernel: cl.Kernel) -> tuple[Argument, ...] | None:
     """The kernel's arguments as compiled, or None where the runtime does not give them."""
     info = cl.kernel_arg_info
@@ -415,7 +433,9 @@ class Kernel:
         self.kernel = cl.Kernel(program, name)
         self.scalar = np.dtype(dtype).type
         self.arity = self.kernel.num_args
-        self.signature = kernel_signature(self.kernel)
+        # As the program's build recorded it (Runtime.program), else as this kernel object gives it.
+        signatures = getattr(program, "signatures", None) or {}
+        self.signature = signatures.get(name) or kernel_signature(self.kernel)
         # (interned: a call's keywords are, so comparing them with these compares pointers)
         self.names = None if self.signature is None else tuple(sys.intern(a.name) for a in self.signature)
         # The buffers' (and local memories') positions: all arguments are checked when these
