@@ -235,7 +235,11 @@ class Runtime:
         if not program.get_info(cl.program_info.NUM_KERNELS):
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} reported success but produced no kernels")
-        signatures = program.signatures = program_signatures(program)  # (from source: the names are there)
+        signatures = program.signatures = program_signatures(program)
+        if None in signatures.values():  # pyopencl's own cache made it from a binary, which may carry none
+            fresh = cl._cl._Program(self.context, text)  # (its uncached build)
+            fresh.build(" ".join(flags).encode(), self.context.devices)
+            signatures = program.signatures = program_signatures(fresh)
         if self.info.caches_programs and f"-D{SM90A}=1" not in flags:
             return program  # the runtime keeps it (DeviceInfo.caches_programs)
         try:  # the first device's (a shared context's devices are alike: DataParallel)
@@ -284,6 +288,8 @@ class Runtime:
             signatures = {name: None if arguments is None else tuple(Argument(*argument) for argument in arguments)
                           for name, arguments
                           in json.loads(path.with_suffix(".args.json").read_text(encoding="utf-8")).items()}
+            if None in signatures.values():  # (written from a program without them: build it again)
+                return None
             program = cl.Program(self.context, devices, [binary] * len(devices)).build(options=flags)
         except (OSError, ValueError, TypeError, cl.Error):  # missing or unusable: build from source, replace it
             return None
