@@ -27,7 +27,7 @@ from .common import emit, seconds, versions
 def tile_choices(rt, given: list[str] | None) -> list[dict | None]:
     """The tiles to measure: None (the layer's own choice), the --tiles given, or with "gpu"
     every tiled candidate the Dense tuner tries on this device (a GPU)."""
-    from clnet.layers.dense import tile_candidates
+    from clnet.products import tile_candidates
     if not given:
         return [None]
     if given == ["gpu"]:

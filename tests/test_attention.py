@@ -290,7 +290,7 @@ def test_products_form_in_the_gpus_tiles(rt, tq, tk, masking):
 
 @pytest.mark.parametrize("masking", ["none", "causal", "both"])
 def test_products_form_on_tensor_cores(rt, masking):
-    """The products in dense.cl's tensor-core form (MMA: 128-square blocks; 132 keys take two,
+    """The products in gpu_tiles.cl's tensor-core form (MMA: 128-square blocks; 132 keys take two,
     the second almost empty, and the causal mask leaves one out)."""
     if not rt.info.tensor_cores:
         pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")

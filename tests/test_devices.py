@@ -16,7 +16,7 @@ import clnet
 from clnet.cl import device as cl_device
 from clnet.cl import icd, probe
 from clnet.cl.device import DeviceInfo
-from clnet.layers.dense import tile_candidates
+from clnet.products import tile_candidates
 from clnet.layers.recurrent import step_width
 
 
@@ -138,7 +138,7 @@ def test_a_compiler_that_does_not_know_the_cpu_is_a_device_error(rt, monkeypatch
     one: one DeviceError that says so and names the runtimes to install, not a BuildError per
     kernel variant ending in 'none of the dense kernel variants builds'."""
     from clnet.cl import runtime
-    from clnet.layers.dense import usable_candidates
+    from clnet.products import usable_candidates
 
     class Refused:
         def __init__(self, context, text):

@@ -261,9 +261,9 @@ def test_large_dense_gradients_come_down_in_parts_as_they_are_computed(monkeypat
     one piece and one sum, on both replicas, and as one device's to 1e-10 in float64 (the shard
     weights, written only when they change, with each epoch's smaller last batch too). Outside the
     distribution's backward pass (compute_gradients) the layers launch once."""
-    import clnet.layers.dense as dense_module
+    from clnet.products import tuner
     tiles = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
-    monkeypatch.setattr(dense_module, "matrix_tiles", lambda *args, **kwargs: dict(tiles))
+    monkeypatch.setattr(tuner, "matrix_tiles", lambda *args, **kwargs: dict(tiles))
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(38, 70)), rng.normal(size=(38, 3))  # each epoch's last batch 6 rows: 4 + 2, not 5 + 3
 

@@ -5,7 +5,7 @@ import pytest
 
 import clnet
 from clnet.layers import Activation, Dense, Flatten, Input, Softmax
-from clnet.layers.dense import tile_candidates
+from clnet.products import tile_candidates
 from reference import EVERY_ENTRY, assert_gradients_close, derivative_along, gradient_probes
 
 ACTIVATIONS = {"linear": {"a": 1.3, "b": 0.2}, "sigmoid": {"a": 1.5, "b": 0.3}, "tanh": {}, "relu": {},

@@ -8,7 +8,7 @@ from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Conv2D, Dense, MultiHeadAttention
-from clnet.layers.dense import on_tensor_cores, tile_candidates, usable_candidates
+from clnet.products import on_tensor_cores, tile_candidates, usable_candidates
 from reference import ACTIVATIONS, accuracy, loss_and_grad, pairwise_cover, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
@@ -176,7 +176,7 @@ def lrelu_layer_matches_numpy(rt, rng, x, dy, tiles, z_error=None):
     close(dx, dz @ w.T, rtol=1e-4, atol=1e-4)
 
 
-# dense.cl's tensor-core forms: 3xTF32 on NVIDIA's tensor cores, with mma.sync (MMA, compute
+# gpu_tiles.cl's tensor-core forms: 3xTF32 on NVIDIA's tensor cores, with mma.sync (MMA, compute
 # capability 8.0 on) or Hopper's wgmma (WGMMA, 9.0).
 MMA_TILES = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}
 WGMMA_TILES = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1}
@@ -353,7 +353,7 @@ def test_split_weight_gradient(rt, rng, dtype):
     layer = dense_layer(rt, rng, 3, 5, "relu", dtype, 1037, tiles=tiles)
     w, bias = [v.astype(np.float64) for v in layer.get_weights()]
     for rows in (1037, 700):
-        assert layer._splits(rows)[0] > 1  # the path under test runs
+        assert layer.plan.splits(rows)[0] > 1  # the path under test runs
         x = rng.normal(size=(rows, 3)).astype(dtype)
         dy = rng.normal(size=(rows, 5)).astype(dtype)
         z = x @ w + bias

@@ -7,7 +7,9 @@ import pytest
 
 import clnet
 from clnet.cl import tuning
-from clnet.layers import Dense, dense
+from clnet.cl.parameters import ParameterStore
+from clnet.layers import Dense
+from clnet.products import forms, tuner
 
 
 def test_profile_counts_every_kernel():
@@ -53,15 +55,15 @@ def test_tuning_is_measured_once_and_kept_on_disk(tmp_path, monkeypatch, tuner_o
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tuning, "_memory", {})
     rt = clnet.runtime()
-    candidates = dense.usable_candidates(rt, np.float32)
+    candidates = tuner.usable_candidates(rt, np.float32)
     measured = []
-    monkeypatch.setattr(dense, "_tune", lambda rt, dtype, c: measured.append(1) or [{"size": [8, 8, 8], "tiles": c[-1]}])
-    assert dense.matrix_tiles(rt, np.float32, 30, 20) == candidates[-1]
+    monkeypatch.setattr(tuner, "_tune", lambda rt, dtype, c: measured.append(1) or [{"size": [8, 8, 8], "tiles": c[-1]}])
+    assert tuner.matrix_tiles(rt, np.float32, 30, 20) == candidates[-1]
     stored = json.loads((tmp_path / "tuning.json").read_text())
     (key,) = stored
     assert rt.info.name in key and "float32" in key and f"clnet {clnet.__version__}" in key
     monkeypatch.setattr(tuning, "_memory", {})  # as a new process
-    assert dense.matrix_tiles(rt, np.float32, 30, 20, rows=5) == candidates[-1]
+    assert tuner.matrix_tiles(rt, np.float32, 30, 20, rows=5) == candidates[-1]
     assert measured == [1]
 
 
@@ -70,15 +72,15 @@ def test_a_layer_takes_the_choice_for_the_nearest_tuned_size(tmp_path, monkeypat
     monkeypatch.setattr(tuning, "_memory", {})
     rt = clnet.runtime()
     small, large = {"VW": 4, "FF_RM": 1, "DW_RM": 1, "HG_RM": 1, "WG": 0}, {"VW": 4, "FF_RM": 4, "DW_RM": 4, "HG_RM": 4, "WG": 0}
-    monkeypatch.setattr(dense, "_tune", lambda *a: [{"size": [128, 784, 256], "tiles": small},
+    monkeypatch.setattr(tuner, "_tune", lambda *a: [{"size": [128, 784, 256], "tiles": small},
                                                    {"size": [2048, 2048, 2048], "tiles": large}])
-    assert dense.matrix_tiles(rt, np.float32, 784, 256) == small
-    assert dense.matrix_tiles(rt, np.float32, 4096, 4096) == large
-    assert dense.matrix_tiles(rt, np.float32, 1024, 1024, rows=32) == small  # a small batch decides
-    assert dense.matrix_tiles(rt, np.float32, 1024, 1024, rows=4096) == large
+    assert tuner.matrix_tiles(rt, np.float32, 784, 256) == small
+    assert tuner.matrix_tiles(rt, np.float32, 4096, 4096) == large
+    assert tuner.matrix_tiles(rt, np.float32, 1024, 1024, rows=32) == small  # a small batch decides
+    assert tuner.matrix_tiles(rt, np.float32, 1024, 1024, rows=4096) == large
     # A layer lays out its weights once and takes the blocks for its batch size when allocated.
     layer = Dense(1024, "relu")
-    layer.build((1024,), dense.ParameterStore(rt, np.float32), np.random.default_rng(0))
+    layer.build((1024,), ParameterStore(rt, np.float32), np.random.default_rng(0))
     layer.allocate(32)
     assert layer.tiles == small
     layer.allocate(4096)
@@ -89,9 +91,9 @@ def test_tuning_can_be_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CLNET_TUNE", "0")
     monkeypatch.setattr(tuning, "_memory", {})
-    monkeypatch.setattr(dense, "_tune", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
+    monkeypatch.setattr(tuner, "_tune", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
     rt = clnet.runtime()
-    assert dense.matrix_tiles(rt, np.float64, 30, 20) == dense.tile_candidates(rt, np.float64)[0]
+    assert tuner.matrix_tiles(rt, np.float64, 30, 20) == forms.tile_candidates(rt, np.float64)[0]
     assert not (tmp_path / "tuning.json").exists()
 
 
@@ -99,12 +101,12 @@ def test_tuning_can_be_skipped(tmp_path, monkeypatch):
 def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     rt = clnet.runtime()
-    candidates = dense.usable_candidates(rt, np.float32)
+    candidates = tuner.usable_candidates(rt, np.float32)
     assert candidates
-    choices = dense._tune(rt, np.float32, candidates)
+    choices = tuner._tune(rt, np.float32, candidates)
     assert len(choices) >= 2 and len({tuple(c["size"]) for c in choices}) == len(choices)
     # One weight layout for every size, since a layer lays out its weights before it knows its batch.
-    assert len({dense.layout(c["tiles"]) for c in choices}) == 1
+    assert len({forms.layout(c["tiles"]) for c in choices}) == 1
     for chosen in (c["tiles"] for c in choices):
         # Each setting comes from a candidate of the same family (same vector width or tile, and
         # form: the tensor cores' or not).

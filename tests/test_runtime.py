@@ -95,7 +95,7 @@ def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):
 
 
 def test_sm90a_instructions_are_uncovered_in_the_ptx():
-    """dense.cl's HOPPER() hides an sm_90a instruction in a PTX comment (NVIDIA's OpenCL compiler
+    """gpu_tiles.cl's HOPPER() hides an sm_90a instruction in a PTX comment (NVIDIA's OpenCL compiler
     targets sm_90, where ptxas refuses it); the runtime rebuilds the PTX with it uncovered and
     the target made sm_90a, and leaves everything else alone."""
     ptx = (b"//\n.version 9.0\n.target sm_90, texmode_independent\n.address_size 64\n"

@@ -14,7 +14,8 @@ import pytest
 import clnet
 from clnet.cl.runtime import Kernel
 from clnet.cl.tuning import best_seconds
-from clnet.layers import Dense, LayerNormalization, MultiHeadAttention, dense, layer_normalization
+from clnet.layers import Dense, LayerNormalization, MultiHeadAttention, layer_normalization
+from clnet.products import tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import tiny_gpt  # noqa: E402
@@ -26,7 +27,7 @@ TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}  # the GPU form of Dense, with 
 def gpu_forms(monkeypatch):
     """Dense's tiled form (split-K where a layer's result is one tile: the attention's output
     Dense, 16 x 16), the attention's products form and the norm's chunked form, as a GPU runs them."""
-    monkeypatch.setattr(dense, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None: TILES)
+    monkeypatch.setattr(tuner, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None: TILES)
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
     init = MultiHeadAttention.__init__
     monkeypatch.setattr(MultiHeadAttention, "__init__", lambda self, *args, **kwargs: init(self, *args, tiles=TILES,
@@ -71,7 +72,7 @@ def test_training_beside_matches_one_queue(rt, monkeypatch, gpu_forms):
     two, beside = trained(rt, monkeypatch, side=True)
     norms = sum(isinstance(layer, LayerNormalization) for layer in two.layers)
     denses = list(dense_layers(two))
-    splits = sum(hasattr(layer, "_weight_slices") for layer in denses)
+    splits = sum(layer.plan.splits(layer.plan.capacity)[0] > 1 for layer in denses)
     # The weight gradients of the linear Dense layers and of the softmax head, whose softmax the
     # loss folds in (its 11 units padded to 12): their input gradients read dL/dy (dL/dz).
     reading_dy = sum(layer.activation.name in ("linear", "softmax") for layer in denses)
@@ -139,6 +140,6 @@ def test_recurrent_weight_gradients_beside(rt, monkeypatch):
     one, none_beside = train(False)
     two, beside = train(True)
     top = two.layers[-1]
-    assert none_beside == 0 and beside == 2 * 3 + (top.tiled + hasattr(top, "_weight_slices"))
+    assert none_beside == 0 and beside == 2 * 3 + (top.tiled + top.plan.splits(top.plan.capacity)[0] > 1)
     for a, b in zip(one.get_weights(), two.get_weights()):
         np.testing.assert_array_equal(a, b)

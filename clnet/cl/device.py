@@ -71,13 +71,13 @@ class DeviceInfo:
     @property
     def tensor_cores(self) -> bool:
         """Whether this is an NVIDIA GPU whose tensor cores take TF32 (compute capability 8.0 or
-        later), which dense.cl's MMA form needs."""
+        later), which the products' MMA form needs."""
         return self._compute_capability >= (8, 0)
 
     @property
     def warpgroup_products(self) -> bool:
         """Whether this is an NVIDIA GPU of compute capability 9.0 (Hopper: H100, H200), whose
-        wgmma instructions dense.cl's WGMMA form uses (sm_90a only: later GPUs lack them)."""
+        wgmma instructions the products' WGMMA form uses (sm_90a only: later GPUs lack them)."""
         return self._compute_capability == (9, 0)
 
     @property

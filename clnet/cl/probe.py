@@ -7,6 +7,10 @@ and input gradient, 4 launches) with its untuned default tiles, and the smallest
 times are kept in $CLNET_CACHE_DIR/devices.json (default ~/.cache/clnet), keyed like tuning.json
 by device, driver, clnet version and kernel text, so the probe runs once per machine and its
 runtimes, about a second each plus the first compile.
+
+The step itself is the products room's (clnet.products, above cl/ on the ladder): it hands this
+module its measure and the sources it reads (measure_with) when it is imported, as `import clnet`
+does.
 """
 from __future__ import annotations
 
@@ -14,52 +18,36 @@ import hashlib
 import json
 import os
 import sys
-import time
-
-import numpy as np
 
 from .._version import __version__
 from ..cache import cache_dir, write_atomically
 from .device import DeviceInfo
 
 SIZE = (128, 784, 256)  # (batch, inputs, units)
-SOURCES = ("cl/common.cl", "layers/dense.cl", "activations/relu.cl")
+_measure = None    # DeviceInfo -> seconds of the probe step (see measure_with)
+_sources: tuple[str, ...] = ()
+
+
+def measure_with(measure, sources: tuple[str, ...]) -> None:
+    """Have the probe time `measure(info)`, one training step's products of a SIZE layer, whose
+    kernels come from `sources` (the cache key's digest reads them)."""
+    global _measure, _sources
+    _measure, _sources = measure, tuple(sources)
 
 
 def _key(info: DeviceInfo) -> str:
     from .runtime import read_source
-    digest = hashlib.sha256("".join(read_source(name) for name in SOURCES).encode()).hexdigest()[:12]
+    digest = hashlib.sha256("".join(read_source(name) for name in _sources).encode()).hexdigest()[:12]
     return f"{info.name}|{info.platform_version.strip()}|{info.driver}|clnet {__version__}|{digest}"
 
 
 def step_seconds(info: DeviceInfo) -> float:
     """Seconds for one forward and backward pass of the probe layer on this device (best of 5 runs
     of 10 steps, after one that compiles)."""
-    from ..layers.dense import Dense, tile_candidates
-    from .parameters import ParameterStore
-    from .runtime import Runtime
-    from .tensor import Tensor
-
-    rt = Runtime(info)
-    rows, n_in, units = SIZE
-    rng = np.random.default_rng(0)
-    store = ParameterStore(rt, np.float32)
-    layer = Dense(units, "relu", tiles=tile_candidates(rt, np.float32)[0])
-    layer.build((n_in,), store, rng)
-    store.allocate()
-    layer.allocate(rows)
-    x = Tensor.from_numpy(rng.random((rows, n_in)), np.float32, rt)
-    grad = Tensor.from_numpy(rng.random((rows, units)), np.float32, rt)
-    best = float("inf")
-    for repeat in range(6):
-        started = time.perf_counter()
-        for _ in range(10):
-            layer.forward(x, rows)
-            layer.backward(grad, rows, True)
-        rt.finish()
-        if repeat:  # the first run compiles
-            best = min(best, (time.perf_counter() - started) / 10)
-    return best
+    if _measure is None:
+        raise RuntimeError("the CPU runtime probe times clnet.products' kernels: import clnet (or clnet.products) "
+                           "before choosing among CPU runtimes")
+    return _measure(info)
 
 
 def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]:

@@ -29,7 +29,7 @@ EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 
 ROW_GROUP = 64  # see Runtime.row_group
-# dense.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._sm90a_program).
+# gpu_tiles.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._sm90a_program).
 # A program whose kernels need them is built with -DSM90A=1.
 HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
 SM90A = "SM90A"
@@ -200,7 +200,7 @@ class Runtime:
     def program(self, sources: tuple[str, ...], dtype, defines: dict | None = None) -> cl.Program:
         """Build (once per context, TYPE and options) the program made of these package .cl files.
 
-        `sources` are resource paths relative to the package, e.g. "layers/dense.cl"; the shared
+        `sources` are resource paths relative to the package, e.g. "layers/conv.cl"; the shared
         helpers in cl/common.cl always come first.
         """
         dtype = self.check_dtype(dtype)

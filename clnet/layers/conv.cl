@@ -1,6 +1,6 @@
 // Convolution, channels_last, in two forms, chosen with the Dense products' tiles
 // (clnet/layers/dense.py; the weights keep that layout: W (K, filters), K = kh * kw * channels,
-// row k = (i * kw + j) * channels + c, in dense.cl's column panels).
+// row k = (i * kw + j) * channels + c, in the products' column panels, products/cpu_blocks.cl).
 // - The CPU form (no TILE): implicit matrix products that read the image where the patch matrix
 //   would have been, so no patch matrix is ever written: FeedForwardConv (bias and activation
 //   fused; z stored only where f' does not follow from y, as in Dense's CPU form),
@@ -9,11 +9,11 @@
 //   and W laid out per input channel for the input gradient), CalcHiddenGradientConv (each input
 //   pixel gathers from the windows that cover it). Three launches per training step, four with
 //   the input gradient.
-// - The GPU form (TILE): implicit products in dense.cl's local-memory tiles. Row m = (row, oy,
+// - The GPU form (TILE): implicit products in products/gpu_tiles.cl's local-memory tiles. Row m = (row, oy,
 //   ox) of the patch matrix, column k, would hold x[row, oy*sh - pad_top + i*dh, ox*sw - pad_left
 //   + j*dw, c] (0 outside the image); its slices are gathered from x as they are staged, so it is
 //   never written: FeedForwardConv (bias and activation fused, y and f'(z) stored),
-//   CalcDeltaWeightsConv (dL/dW and dL/db in one product, split-K slices added by dense.cl's
+//   CalcDeltaWeightsConv (dL/dW and dL/db in one product, split-K slices added by gpu_tiles.cl's
 //   SumSplits; with the input gradient, dL/dz too, in a frame of zeros), CalcHiddenGradientConv
 //   (dL/dz gathered per pixel and tap from that frame). Two launches per training step, three
 //   with the input gradient, one more where the weight gradient is split.
@@ -25,7 +25,7 @@
 #define GEOMETRY_ARGS height, width, channels, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left
 
 #ifdef TILE
-// Built after dense.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), TILED_LOOP, put(),
+// Built after products/gpu_tiles.cl: its tiles (TILE, WPT, TK, SIDE, LOADS, OWN), TILED_LOOP, put(),
 // slice_product(), fetch(), store4(), store_block() and SumSplits serve here as they do the
 // Dense products. A work-group computes a TILE x TILE block of the result from TK-deep slices of
 // two operands staged in local memory; the operand that was the patch matrix is gathered from
@@ -184,7 +184,7 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 }
 
 // [dL/dW; dL/db] = [patches, 1]^T delta, (K + 1, filters_p), summed over the output positions
-// [z chunk, (z + 1) chunk) of work-group layer z (split-K, as dense.cl's CalcDeltaWeights: the
+// [z chunk, (z + 1) chunk) of work-group layer z (split-K, as gpu_tiles.cl's CalcDeltaWeights: the
 // weights are a few tiles, the positions hundreds of thousands) into slice z of delta_weights
 // (K, filters_p) and delta_bias (filters_p), which SumSplits adds when there are several. The
 // bias is the patch matrix's extra column of ones, so it costs no launch of its own; delta is
@@ -367,7 +367,7 @@ void store_columns(__global TYPE *row, const VEC v, const int col, const int n)
 }
 
 // dL/dz = dL/dy * f'(z) for columns col.. of one output position, f' on the VW lanes at once from
-// y and z (z is y where the derivative follows from y, see STORE_PRE in dense.cl), unless the
+// y and z (z is y where the derivative follows from y, see STORE_PRE in products/cpu_blocks.cl), unless the
 // activation was folded into the loss; zeros past `filters`.
 __attribute__((always_inline))
 VEC delta_columns(const __global TYPE *dy, const __global TYPE *y, const __global TYPE *z, const int col,
@@ -385,7 +385,7 @@ VEC delta_columns(const __global TYPE *dy, const __global TYPE *y, const __globa
 }
 
 // acc[r] += sum_c a[r][c] B[c] for r < RM: `n` contiguous elements of each of RM rows of the
-// patch matrix (one kernel tap's channels) times n consecutive rows of a panel of W. As dense.cl's
+// patch matrix (one kernel tap's channels) times n consecutive rows of a panel of W. As cpu_blocks.cl's
 // row-block product (forced inlining, unrolled rows, a's elements broadcast from memory), so the
 // block lives in registers on PoCL 3.0 too.
 #define DEFINE_PATCH_PRODUCT(name, RM)                                                      \

@@ -15,8 +15,9 @@ from ..cl.runtime import BuildError
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, tuned
 from .base import Layer, check_weights, layer_label
-from .dense import (Dense, kernel_defines, matrix_tiles, on_tensor_cores, program_defines, split_k, stores_pre,
-                    tile_candidates)
+from ..products import (PRODUCT_SOURCES, kernel_defines, on_tensor_cores, product_sources, program_defines, split_k,
+                        stores_pre, tile_candidates, tuner)
+from .dense import Dense
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
 
@@ -117,14 +118,14 @@ class BaseConv(Layer, registered=False):
             self.tiles = self.product_tiles[0]
         else:  # the weight gradient's block, about 4 rows of the patch matrix (weight_block_rows),
             # whatever Dense's tuner picked: see there.
-            self.tiles = self.fixed_tiles or dict(matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
+            self.tiles = self.fixed_tiles or dict(tuner.matrix_tiles(rt, dt, self.patch_size, self.filters, rows),
                                                   DW_RM=weight_block_rows(self.patch_size))
         vw, channels = self.tiles["VW"], self.geometry[2]
         self.filters_p, self.channels_p = self.product.units_p, -(-channels // vw) * vw
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
-        if self.tiled:  # built on dense.cl's tiles (and its SumSplits); f'(z) stored by the forward
+        if self.tiled:  # built on gpu_tiles.cl's tiles (and its SumSplits); f'(z) stored by the forward
             forward_program, weight_program, input_program = (
-                rt.program((self._fused.source, "layers/dense.cl", "layers/conv.cl"), dt,
+                rt.program((self._fused.source, *product_sources(tiles), "layers/conv.cl"), dt,
                            {"ACT": self._fused.function, **kernel_defines(tiles)}) for tiles in self.product_tiles)
             self.slopes = Tensor((capacity, *self.output_shape), dt, rt)                 # f'(z)
             self.frame = delta_frame(self.geometry)
@@ -397,7 +398,7 @@ def conv_tiles(rt, dtype, layer: BaseConv, batch: int) -> tuple[dict, dict, dict
                 "padding": layer.padding, "dilation_rate": list(layer.dilation_rate), "batch": batch}
     make = lambda tiles: type(layer)(layer.filters, layer.kernel_size, layer.strides, layer.padding,
                                      layer.dilation_rate, "relu", tiles=tiles)
-    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", "layers/dense.cl", "layers/conv.cl"),
+    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", *PRODUCT_SOURCES, "layers/conv.cl"),
                    lambda: tune_conv(rt, dtype, candidates, make, layer.input_shape, batch), [candidates[0]] * 3,
                    settings)
     return tuple(chosen)

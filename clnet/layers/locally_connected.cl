@@ -3,7 +3,7 @@
 // weights. With `outs` = output_length * filters output values per sample, the device keeps the
 // kernel as (kernel_size * input_dim, outs): for a fixed tap, neighbouring outputs' weights are
 // neighbours in memory, so work-items over outputs read them in whole vectors / coalesced lines.
-// ACT (-D ACT=sigmoid ...) is the fused elementwise activation, as in dense.cl.
+// ACT (-D ACT=sigmoid ...) is the fused elementwise activation, as in the products' kernels (products/cpu_blocks.cl).
 
 // z = b + sum over the window of x w; y = f(z). One work-item per (output value, sample).
 __kernel void FeedForwardLocallyConnected(__global const TYPE *inputs,   // (rows, steps, input_dim)

@@ -272,8 +272,8 @@ __kernel void CalcHiddenGradientAttentionKeyValue(KEY_VALUE_GRADIENT_ATTENTION_A
 }
 
 #ifdef TILE
-// The GPU form (built after dense.cl, with its local-memory tiles): the same attention as
-// products of each (sample, head)'s operands in dense.cl's tiled loop, and two row kernels between
+// The GPU form (built after products/gpu_tiles.cl, with its local-memory tiles): the same attention as
+// products of each (sample, head)'s operands in gpu_tiles.cl's tiled loop, and two row kernels between
 // them. A work-item per row left a GPU mostly idle (32 x 4 x 256 rows of the tiny GPT, each
 // holding 64 + 64 running sums; the three kernels ran far below the tiles' rate and took a large
 // part of the step);
@@ -281,7 +281,7 @@ __kernel void CalcHiddenGradientAttentionKeyValue(KEY_VALUE_GRADIENT_ATTENTION_A
 // K^T, AttentionSoftmax, context = P V (3 launches); backward: dL/dP = dL/dcontext V^T,
 // CalcScoreGradientAttention, dL/dQ = scale dL/ds K, dL/dK = scale dL/ds^T Q, dL/dV = P^T
 // dL/dcontext (5 launches). Every operand of (sample b, head h) starts at an offset that is a
-// multiple of 4 (the layer uses this form only where dims and lengths are), as dense.cl's TYPE4
+// multiple of 4 (the layer uses this form only where dims and lengths are), as gpu_tiles.cl's TYPE4
 // loads and stores need.
 
 // Under the causal mask alone, the probabilities and score gradients past a query's position are

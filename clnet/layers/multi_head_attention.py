@@ -19,7 +19,8 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer, check_call_arguments, tensors_of
-from .dense import Dense, JoinedDense, check_tensor_core_form, on_tensor_cores, program_defines
+from ..products import check_tensor_core_form, on_tensor_cores, product_sources, program_defines
+from .dense import Dense, JoinedDense
 from .merge import merge_program
 
 ROLES = ("query", "value", "key")
@@ -279,8 +280,8 @@ class MultiHeadAttention(Layer):
             linear = activations.get("linear")
             self.row_tiles = row_tiles(self.tiles, self.tk)
             fused = {"ROW_TILES": self.row_tiles} if self.row_tiles else {}
-            program = self.rt.program((linear.source, "activations/vector.cl", "layers/dense.cl", "layers/dropout.cl",
-                                       "layers/multi_head_attention.cl"), self.dtype,
+            program = self.rt.program((linear.source, "activations/vector.cl", *product_sources(self.tiles),
+                                       "layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
                                       {**program_defines(linear, False, self.tiles), **dims, **fused})
             kernel = lambda name: self.rt.kernel(program, name, self.dtype)
             self._product = kernel("AttentionProduct")

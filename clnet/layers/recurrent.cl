@@ -19,7 +19,7 @@
 // be a multiple of VW: the last block reads and writes only its `width` columns, and a time-loop
 // vector wholly past them reads the block's first again and stores nothing.
 
-// Written for PoCL 3.0 (LLVM 14), pip's default, as dense.cl is: it defines `inline` away and calls
+// Written for PoCL 3.0 (LLVM 14), pip's default, as the products' kernels are: it defines `inline` away and calls
 // vload8 as a library function, so the helpers are forced inline (their accumulator arrays then
 // stay in registers) and whole aligned vectors are read through VEC pointers.
 #define HELPER __attribute__((always_inline))

@@ -1,0 +1,395 @@
+// The dense products' CPU form: z = x W + b, y = f(z), dL/dW with dL/db, and dL/dx, for a whole
+// mini-batch per launch, in blocks of SIMD registers. gpu_tiles.cl is the GPU form of the same
+// kernels (names and arguments alike); clnet/products/forms.py chooses. Products are written
+// "acc += a * b", which OpenCL compilers contract to FMA; mad() on double8 crashes LLVM 14 (PoCL 3.0).
+//
+// Layouts. units_p = units rounded up to VW, zero-padded. W (n_in, units_p) and delta = dL/dz
+// (rows, units_p) are kept in column panels of width P: element (i, c) of W lives at
+// (c / P) * n_in * P + i * P + c % P, so a work-item that walks down VW columns of W reads one
+// contiguous stream instead of jumping a whole row per step (a row of 2048 floats is 8 KiB: a
+// new page and the same cache set every step). The CPU form uses P = VW; the GPU form uses
+// P = units_p, which is plain row-major, or, for a layer joining several parts (JoinedDense:
+// MultiHeadAttention's query, key and value projections of one input), the parts' width, so that
+// each part's weights are one contiguous weight of its own; its tiles then never straddle two
+// panels (the width is a multiple of TILE). The bias is a plain (units_p,) vector.
+// Each work-item of the CPU form owns FF_NB, DW_NB or HG_NB blocks of outputs stacked down the
+// rows, each block FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
+// clnet/products/tuner.py): a block lives in SIMD registers while it is multiplied. Rows past the
+// end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
+
+// STORE_PRE = 0: the forward does not store z, as the activation's derivative follows from y
+// alone (ReLU, linear, tanh; see Activation.derivative_from_output) and the layer passes y for z.
+// One output fewer: measurably faster at 1024^3 on Intel's runtime with y^T left out.
+#ifndef STORE_PRE
+#define STORE_PRE 1
+#endif
+// HG_T = 1 (the CPU form): the input gradient reads W^T, which CalcDeltaBias writes from this
+// step's W beside a row-major delta, and is the forward's product: rows of delta times W^T's column
+// panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
+// a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime the product's kernel
+// alone ran faster with it at 2048^3 and 1024^3 (there faster than numpy too), while writing W^T
+// took about what the row panels it replaces took. PoCL 3.0 (VW 8) ran it slower at 1024^3 (wall
+// clock). The tuner chooses (benchmarks/RESULTS.md, the input gradient from W^T).
+#ifndef HG_T
+#define HG_T 0
+#endif
+
+// delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
+// width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
+// gradient; and the bias gradient, the column sums of delta. One work-item per `panels` column
+// panels (the padding of dL/dy reads as 0), walking its columns row after row, f' on VW lanes at
+// once (ACT_DERIVATIVE_V: GELU's scalar erf and exp made this kernel a large part of the tiny
+// GPT's step on PoCL 3.0). A work-item per panel walked one panel down all rows: reads 1 KiB apart
+// for 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the
+// GELU layer's time there was stalls, not f' (f' replaced by a product: the same time). (The GPU
+// form does all this inside its weight gradient, see CalcDeltaWeights there.)
+// VW consecutive elements p[0..VW), those at or past `width` read as 0.
+__attribute__((always_inline))
+VEC LoadColumns(const __global TYPE *p, const int width)
+{
+    if (width >= VW)
+        return VLOAD(0, p);
+    TYPE lanes[VW];
+    for (int l = 0; l < VW; l++)
+        lanes[l] = l < width ? p[l] : (TYPE)0;
+    return VLOAD(0, lanes);
+}
+
+// Row m of delta, columns col.., as the input gradient reads it: row-major with HG_T (next to W^T,
+// see CalcHiddenGradient), else in row panels.
+__attribute__((always_inline))
+void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const int col, const int units_p)
+{
+#if HG_T
+    VSTORE(g, 0, delta_rows + m * units_p + col);
+#else
+    __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
+    TYPE lanes[VW];
+    VSTORE(g, 0, lanes);
+    for (int j = 0; j < VW; j++)
+        row_panel[(col + j) * VW] = lanes[j];
+#endif
+}
+
+// W's column panel p as rows p * VW.. of W^T's column panels: each row of the panel read as a
+// vector, its elements stored VW apart, down VW rows of W^T that stay in L1 while VW rows of W
+// fill them. For W of 2048 x 2048 (16 MiB each way) on Intel's runtime, as long as a VW x VW
+// block read and written whole through a private array took. W^T's lanes
+// past n_in are never written: zeros from the allocation.
+__attribute__((always_inline))
+void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, const int p, const int n_in,
+                    const int units_p)
+{
+    for (int k = 0; k < n_in; k++) {
+        TYPE row[VW];
+        VSTORE(VLOAD(0, weights + (p * n_in + k) * VW), 0, row);
+        __global TYPE *out = weights_t + (k / VW) * units_p * VW + p * VW * VW + k % VW;
+        for (int j = 0; j < VW; j++)
+            out[j * VW] = row[j];
+    }
+}
+
+// Where the layer passes its input gradient on (`input_gradient`), delta in the input gradient's
+// layout too, and with HG_T W^T of this step's weights; the first layer's backward writes neither.
+__kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
+                            __global const TYPE *outputs,     // y (rows, units)
+                            __global const TYPE *pre,         // z (rows, units)
+                            __global TYPE *delta,             // dL/dz in column panels
+                            __global TYPE *delta_rows,        // dL/dz for the input gradient (StoreDeltaRow)
+                            __global TYPE *delta_bias,        // dL/db (units_p)
+                            __global const TYPE *weights,     // W, column panels (units_p / VW, n_in, VW)
+                            __global TYPE *weights_t,         // W^T with HG_T, column panels (n_in_p / VW, units_p, VW)
+                            const int rows, const int units, const int units_p, const int capacity,
+                            const TYPE a, const TYPE b, const int apply_derivative, const int panels,
+                            const int n_in, const int input_gradient)
+{
+    const int first = get_global_id(0) * panels, end = min(first + panels, units_p / VW);
+#if HG_T
+    for (int p = first; p < (input_gradient ? end : first); p++)
+        TransposePanel(weights, weights_t, p, n_in, units_p);
+#endif
+    for (int p = first; p < end; p++)  // summed in place, where its few panels stay in L1
+        VSTORE((VEC)(0), p, delta_bias);
+    for (int m = 0; m < rows; m++) {
+        for (int p = first; p < end; p++) {
+            const int col = p * VW, width = min(VW, units - col), o = m * units + col;
+            VEC g = LoadColumns(output_gr + o, width);
+            if (apply_derivative)
+                g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
+            ((__global VEC *)(delta + col * capacity))[m] = g;
+            if (input_gradient)
+                StoreDeltaRow(g, delta_rows, m, col, units_p);
+            VSTORE(VLOAD(p, delta_bias) + g, p, delta_bias);
+        }
+    }
+}
+
+// The transposed input x^T (n_in, ld) of x (rows, cols), which the CPU form's weight gradient
+// reads along rows, when the layer below did not provide it (Dense layers and the batch gather
+// write theirs as they go; the GPU form's weight gradient reads x itself). A work-item per
+// element, the first axis along the rows: PoCL runs a work-group's items along it as the lanes of
+// one loop, so x^T is written in whole vectors and x gathered, instead of x read in vectors and
+// x^T scattered one element at a time (tiny GPT, (2048, 64) on pip PoCL 3.0: well under half the
+// time).
+__kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int cols, const int rows, const int ld)
+{
+    const int row = get_global_id(0), col = get_global_id(1);
+    xt[col * ld + row] = x[row * cols + col];
+}
+
+// The CPU form: register blocks of wide vectors, no local memory.
+
+// acc[r] += sum_{k0 <= k < k1} a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K
+// rows of VW, contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]:
+// a_panel = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels.
+// All three products have this form. STEP steps of k at a time (VW and k0 are multiples of
+// STEP, so those never straddle panels): 4, or VW where a's rows cross panels (the input
+// gradient reads W's rows, a jump of n_in * VW elements after every VW of k): then each load
+// instruction walks its row with one constant stride, which the CPU's stride prefetcher follows
+// (slightly faster at 2048^3 on Intel's runtime; the other two products ran slightly slower
+// with the longer step). Defined once per block size, since RM sizes the arrays.
+// Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
+// calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
+// in memory, a load and a store around every FMA (far slower at 1024^3). Forced
+// inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
+// elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
+// unrolled loops over the block's rows (constant trip counts) let the block live in registers.
+// name##_blocks multiplies the BLOCKS blocks of rows m0.. (row m of a at a + m * a_stride)
+// K-block by K-block: each DEPTH-deep slice of the panel (DEPTH rows of at most 64 bytes: <= 16
+// KiB at 256) serves all BLOCKS blocks from L1 before the next slice is read, the blocks' sums
+// waiting in acc. Without it (BLOCKS = 1, DEPTH = 0: the whole depth at once) a work-item streams
+// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: at 2048^3 PoCL
+// ran far slower than the blocked form (8 blocks, 256 deep; benchmarks/RESULTS.md, K-blocking on
+// three CPU runtimes). At 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each
+// kernel on its own (FF_NB, FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight
+// gradient ran slightly faster unblocked at 1024^3 and 2048^3, the input gradient slightly slower.
+#if FF_KB % VW || DW_KB % VW || HG_KB % VW
+#error "a K-block must be a multiple of VW deep"
+#endif
+#define ROW_OF_B(i) (((const __global VEC *)B)[i])
+#define DEFINE_ROW_BLOCK_PRODUCT(name, RM, STEP, BLOCKS, DEPTH)                             \
+__attribute__((always_inline))                                                              \
+void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,            \
+          const int k0, const int k1, VEC acc[RM])                                          \
+{                                                                                           \
+    int k = k0;                                                                             \
+    B += k0 * VW;                                                                           \
+    for (; k + STEP <= k1; k += STEP, B += STEP * VW) {                                      \
+        const int ak = (k / VW) * a_panel + k % VW;                                         \
+        _Pragma("unroll")                                                                   \
+        for (int s = 0; s < STEP; s += 4) {                                                 \
+            const VEC b0 = ROW_OF_B(s), b1 = ROW_OF_B(s + 1);                               \
+            const VEC b2 = ROW_OF_B(s + 2), b3 = ROW_OF_B(s + 3);                           \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++) {                                                  \
+                const __global TYPE *ar = a[r] + ak + s;                                    \
+                acc[r] += (VEC)(ar[0]) * b0;                                                \
+                acc[r] += (VEC)(ar[1]) * b1;                                                \
+                acc[r] += (VEC)(ar[2]) * b2;                                                \
+                acc[r] += (VEC)(ar[3]) * b3;                                                \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    for (; k < k1; k++, B += VW) {                                                          \
+        const int ak = (k / VW) * a_panel + k % VW;                                         \
+        const VEC bk = ROW_OF_B(0);                                                         \
+        _Pragma("unroll")                                                                   \
+        for (int r = 0; r < RM; r++)                                                        \
+            acc[r] += (VEC)(a[r][ak]) * bk;                                                 \
+    }                                                                                       \
+}                                                                                           \
+__attribute__((always_inline))                                                              \
+void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel,           \
+                   const int M, const int m0, const __global TYPE *B, const int K,          \
+                   VEC acc[BLOCKS][RM])                                                     \
+{                                                                                           \
+    const int depth = DEPTH ? DEPTH : K;                                                    \
+    for (int k0 = 0; k0 < K; k0 += depth) {                                                 \
+        const int k1 = min(k0 + depth, K);                                                  \
+        for (int q = 0; q < BLOCKS && m0 + q * RM < M; q++) {                               \
+            const __global TYPE *rows[RM];                                                  \
+            VEC c[RM];                                                                      \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++) {                                                  \
+                rows[r] = a + min(m0 + q * RM + r, M - 1) * a_stride;                       \
+                c[r] = acc[q][r];                                                           \
+            }                                                                               \
+            name(rows, a_panel, B, k0, k1, c);                                              \
+            _Pragma("unroll")                                                               \
+            for (int r = 0; r < RM; r++)                                                    \
+                acc[q][r] = c[r];                                                           \
+        }                                                                                   \
+    }                                                                                       \
+}
+DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4, FF_NB, FF_KB)
+DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4, DW_NB, DW_KB)
+#if HG_T
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, 4, HG_NB, HG_KB)
+#else
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW, HG_NB, HG_KB)
+#endif
+
+// z = x W + b, y = f(z), plus a residual r where `adding` (a linear layer's, see
+// Layer.adds_to_output); y is also stored transposed, (units, ld), for the next layer's weight
+// gradient, unless ld = 0: no layer reads it (see Dense._transposed_input). FF_NB blocks of FF_RM
+// rows x VW columns per work-item. z is stored only with STORE_PRE (see STORE_PRE above).
+__kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, n_in)
+                                    __global const TYPE *weights,   // W, column panels
+                                    __global const TYPE *bias,      // b (units_p)
+                                    __global const TYPE *residual,  // r (rows, units), if adding
+                                    __global TYPE *pre,             // z (rows, units)
+                                    __global TYPE *outputs,         // y = f(z) (+ r) (rows, units)
+                                    __global TYPE *outputs_t,       // y^T (units, ld)
+                                    const int rows, const int n_in, const int units, const int units_p,
+                                    const int ld, const int adding, const TYPE a, const TYPE b)
+{
+    const int col = get_global_id(0) * VW;
+    const int row = get_global_id(1) * FF_RM * FF_NB;
+    if (col >= units || row >= rows)
+        return;
+    VEC acc[FF_NB][FF_RM];
+    for (int q = 0; q < FF_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++)
+            acc[q][r] = (VEC)(0);
+    forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
+    const VEC bv = VLOAD(0, bias + col);
+    const int width = min(VW, units - col), height = min(FF_RM * FF_NB, rows - row);
+    TYPE y[FF_RM * FF_NB][VW];  // this block of y, kept to be written down y^T's rows below
+    for (int q = 0; q < FF_NB; q++) {
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++) {
+            const int m = q * FF_RM + r;
+            if (m >= height)
+                break;
+            const int o = (row + m) * units + col;
+            const VEC z = acc[q][r] + bv;
+            const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadColumns(residual + o, width) : (VEC)(0));
+            VSTORE(ym, 0, y[m]);
+            if (width == VW) {
+#if STORE_PRE
+                VSTORE(z, 0, pre + o);
+#endif
+                VSTORE(ym, 0, outputs + o);
+            } else {
+                TYPE zs[VW];
+                VSTORE(z, 0, zs);
+                for (int j = 0; j < width; j++) {
+#if STORE_PRE
+                    pre[o + j] = zs[j];
+#endif
+                    outputs[o + j] = y[m][j];
+                }
+            }
+        }
+    }
+    // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y was
+    // computed (a different row of y^T, a different cache line, every store), the epilogue held
+    // the forward back measurably at 2048^3 on Intel's runtime (the weight gradient, the same
+    // product without this epilogue, is a little faster still).
+    for (int j = 0; j < (ld ? width : 0); j++)
+        for (int m = 0; m < height; m++)
+            outputs_t[(col + j) * ld + row + m] = y[m][j];
+}
+
+// dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
+// column panels (`capacity` rows each). DW_NB blocks of DW_RM input rows x VW columns per work-item.
+__kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
+                               __global const TYPE *delta,        // dL/dz, column panels
+                               __global TYPE *delta_weights,      // dL/dW, column panels
+                               const int rows, const int n_in, const int units_p, const int capacity)
+{
+    const int col = get_global_id(0) * VW;
+    const int i0 = get_global_id(1) * DW_RM * DW_NB;
+    if (col >= units_p || i0 >= n_in)
+        return;
+    VEC acc[DW_NB][DW_RM];
+    for (int q = 0; q < DW_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < DW_RM; r++)
+            acc[q][r] = (VEC)(0);
+    weight_product_blocks(inputs_t, capacity, VW, n_in, i0, delta + col * capacity, rows, acc);
+    for (int q = 0; q < DW_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < DW_RM; r++)
+            if (i0 + q * DW_RM + r < n_in)
+                VSTORE(acc[q][r], 0, delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW);
+}
+
+#if HG_T
+// dL/dx = delta W^T as the forward computes x W (see HG_T above): HG_NB blocks of HG_RM batch rows x
+// VW inputs per work-item.
+__kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows, units_p)
+                                 __global const TYPE *weights_t,  // W^T, column panels
+                                 __global TYPE *input_gr,         // dL/dx (rows, n_in)
+                                 const int rows, const int n_in, const int units_p)
+{
+    const int col = get_global_id(0) * VW;
+    const int row = get_global_id(1) * HG_RM * HG_NB;
+    if (col >= n_in || row >= rows)
+        return;
+    VEC acc[HG_NB][HG_RM];
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < HG_RM; r++)
+            acc[q][r] = (VEC)(0);
+    input_product_blocks(delta_rows, units_p, VW, rows, row, weights_t + col * units_p, units_p, acc);
+    const int width = min(VW, n_in - col);
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int r = 0; r < HG_RM; r++) {
+            const int m = row + q * HG_RM + r;
+            if (m >= rows)
+                break;
+            if (width == VW) {
+                VSTORE(acc[q][r], 0, input_gr + m * n_in + col);
+            } else {
+                TYPE g[VW];
+                VSTORE(acc[q][r], 0, g);
+                for (int j = 0; j < width; j++)
+                    input_gr[m * n_in + col + j] = g[j];
+            }
+        }
+}
+#else
+// dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
+// panels) times a row panel of delta, VW batch rows wide. HG_NB blocks of HG_RM inputs x VW batch
+// rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * HG_NB inputs per
+// batch row rather than element by element down its columns (slightly faster at 2048^3, Intel's
+// runtime).
+__kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
+                                 __global const TYPE *weights,    // W, column panels
+                                 __global TYPE *input_gr,         // dL/dx (rows, n_in)
+                                 const int rows, const int n_in, const int units_p)
+{
+    const int row = get_global_id(0) * VW;
+    const int i0 = get_global_id(1) * HG_RM * HG_NB;
+    if (row >= rows || i0 >= n_in)
+        return;
+    VEC acc[HG_NB][HG_RM];
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int j = 0; j < HG_RM; j++)
+            acc[q][j] = (VEC)(0);
+    input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
+    const int height = min(VW, rows - row), count = min(HG_RM * HG_NB, n_in - i0);
+    TYPE g[HG_RM * HG_NB][VW];  // this block of dL/dx^T, written down dL/dx's rows below
+    for (int q = 0; q < HG_NB; q++)
+        #pragma unroll
+        for (int j = 0; j < HG_RM; j++)
+            VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
+    // A whole block with constant trip counts, which the compiler unrolls (slightly faster at
+    // 2048^3 on Intel's runtime with fixed tiles, close to the kernel without any store at all).
+    if (height == VW && count == HG_RM * HG_NB) {
+        #pragma unroll
+        for (int r = 0; r < VW; r++)
+            #pragma unroll
+            for (int i = 0; i < HG_RM * HG_NB; i++)
+                input_gr[(row + r) * n_in + i0 + i] = g[i][r];
+        return;
+    }
+    for (int r = 0; r < height; r++)
+        for (int i = 0; i < count; i++)
+            input_gr[(row + r) * n_in + i0 + i] = g[i][r];
+}
+#endif

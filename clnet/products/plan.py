@@ -1,0 +1,253 @@
+"""A dense layer's three products on one device, in one form: the plan a layer holds.
+
+`DensePlan` owns what the products need beyond the layer's own tensors (delta in the form's
+layout, W^T or row panels for the input gradient, split-K slices, x^T where the layer below gives
+none), the kernels of its program and their launch geometry, and launches the three products by
+name: `forward`, `weight_gradient`, `input_gradient`. A layer keeps its weights, outputs and
+input gradient and binds them to the plan when it allocates; the tuner and the device probe time
+a plan with operands of its own (`DensePlan.standalone`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import activations
+from ..cl.tensor import Tensor
+from .forms import kernel_defines, product_sources, program_defines, stores_pre, stores_slopes
+
+MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
+
+
+def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1) -> tuple[int, int]:
+    """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
+    when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
+    of at least MIN_SPLIT_ROWS rows (a multiple of TK). Dense fills it once: with the WGMMA
+    tiles, the tiny GPT's 17 weight gradients and their SumSplits took least time on a GPU
+    filling it once, more filling it twice and more again four times (alternated runs; with the
+    CUDA-core tiles it made no difference)."""
+    tile = tiles["TILE"]
+    blocks = -(-n_in // tile) * -(-units_p // tile)
+    splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
+    if splits == 1:
+        return 1, rows
+    chunk = -(-(-(-rows // splits)) // tiles["TK"]) * tiles["TK"]
+    return -(-rows // chunk), chunk
+
+
+def dense_program(rt, dtype, activation, tiles: dict):
+    """The dense kernels of a layer with this activation (the elementwise ones fused into the
+    forward; softmax's input stored), with these tiles."""
+    fused = activation if activation.elementwise else activations.Linear()
+    slopes = stores_slopes(activation, tiles)
+    return rt.program((fused.source, "activations/vector.cl", *product_sources(tiles)), dtype,
+                      program_defines(fused, stores_pre(activation) and not slopes, tiles, slopes))
+
+
+class DensePlan:
+    """y = f(x W + b) over up to `capacity` rows, dL/dW with dL/db, and dL/dx, on runtime `rt` in
+    `dtype` (float32 or float64), in the form `tiles` choose (see forms.py), with `activation`'s
+    elementwise part fused into the forward (softmax runs after it, the layer's own kernel); x has
+    `n_in` features, y `units`.
+
+    Bound once to the layer's operands, which keep their buffers for the plan's life: `weights`
+    and `bias` (parameters with `.value` and `.grad`; bias None without one), W laid out in column
+    panels of `panel` columns (cpu_blocks.cl); `outputs` y and `kept` (z, f'(z), or y itself where
+    nothing is kept: stores_pre, stores_slopes), both (capacity, units) rows; `input_grad` dL/dx,
+    (capacity, n_in) rows. A y^T the next layer reads goes in `outputs.transposed`, set before."""
+
+    def __init__(self, rt, dtype, tiles: dict, activation, n_in: int, units: int, panel: int, capacity: int, *,
+                 weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
+        self.rt, self.dtype, self.tiles = rt, dtype, tiles
+        self.n_in, self.units, self.capacity = n_in, units, capacity
+        self.tiled = "TILE" in tiles
+        vw = tiles["VW"]
+        self.units_p = -(-units // vw) * vw
+        self.panel, self.panels = panel, self.units_p // panel
+        self.weights, self.outputs, self.kept, self.input_grad = weights, outputs, kept, input_grad
+        self._fused = activation if activation.elementwise else activations.Linear()
+        # Where delta = dL/dz is dL/dy itself (see _delta_is_grad): the identity's derivative.
+        self._identity = isinstance(activation, activations.Linear) and activation.a == 1
+        dt = dtype
+        if bias is None:  # the kernels always read a bias and write its gradient
+            self.bias, self.bias_grad = Tensor.zeros((self.units_p,), dt, rt), Tensor((self.units_p,), dt, rt)
+        else:
+            self.bias, self.bias_grad = bias.value, bias.grad
+        program = dense_program(rt, dt, activation, tiles)
+        self.delta = Tensor((self.panels, capacity, panel), dt, rt)  # dL/dz, column panels
+        # The input gradient's operands: on the GPU the row-major delta and W; on a CPU delta in
+        # row panels and W (see CalcHiddenGradient), or, with HG_T, the row-major delta and W^T.
+        self.weights_t = None
+        if self.tiled:
+            self.delta_rows = self.delta
+        elif tiles.get("HG_T"):
+            self.delta_rows = Tensor((capacity, self.units_p), dt, rt)  # (rows, units_p)
+            self.weights_t = Tensor.zeros((-(-n_in // vw), self.units_p, vw), dt, rt)  # W^T, column panels
+        else:
+            self.delta_rows = Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
+        self._geometries = {}  # (block, columns, rows, splits) -> launch sizes, for these tiles
+        splits = self.splits(capacity)[0]
+        if splits > 1:  # split-K slices of the weight and bias gradients (GPU form)
+            self._weight_slices = Tensor((splits, n_in, self.units_p), dt, rt)  # (splits, n_in, units_p)
+            self._bias_slices = Tensor((splits, self.units_p), dt, rt)          # (splits, units_p)
+            self._sum_splits = rt.kernel(program, "SumSplits", dt)
+        kernel = lambda name: rt.kernel(program, name, dt)
+        self._forward = kernel("PerceptronFeedForward")
+        if not self.tiled:  # the GPU form's weight gradient makes delta and the bias gradient itself
+            self._delta_bias = kernel("CalcDeltaBias")
+            self._transpose = kernel("Transpose")
+        self._delta_weights = kernel("CalcDeltaWeights")
+        self._hidden = kernel("CalcHiddenGradient")
+        self._panel_argument = (panel,) if self.tiled else ()  # the GPU form's panels (see gpu_tiles.cl)
+        self._input_t = None  # x^T, made here only when the layer below does not provide it
+
+    @classmethod
+    def standalone(cls, rt, dtype, tiles: dict, rows: int, n_in: int, units: int, rng, activation=None):
+        """A plan over operands of its own (random weights, ReLU unless `activation` is given), for
+        timing a form without a layer."""
+        activation = activation or activations.get("relu")
+        vw, tiled = tiles["VW"], "TILE" in tiles
+        units_p = -(-units // vw) * vw
+        panel = units_p if tiled else vw
+        parameter = lambda shape: _Operand(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt),
+                                           Tensor.zeros(shape, dtype, rt))
+        outputs = Tensor((rows, units), dtype, rt)
+        kept = Tensor((rows, units), dtype, rt) if stores_pre(activation) else outputs
+        return cls(rt, dtype, tiles, activation, n_in, units, panel, rows,
+                   weights=parameter((units_p // panel, n_in, panel)), bias=parameter((units_p,)), outputs=outputs,
+                   kept=kept, input_grad=Tensor((rows, n_in), dtype, rt))
+
+    def splits(self, rows: int) -> tuple[int, int]:
+        """(splits, rows per split) of the weight gradient's sum over the batch (see split_k);
+        the CPU form never splits it."""
+        return split_k(self.rt, self.tiles, self.n_in, self.units_p, rows) if self.tiled else (1, rows)
+
+    def weight_row_blocks(self, parts: int, splits: int = 1) -> list[tuple[int, int]]:
+        """dL/dW's rows, (n_in, units_p), that the GPU form's weight-gradient launches compute: all
+        in one, unless `parts` > 1 are asked for, dL/dW is one row-major panel (a part's rows are
+        then contiguous) and is not split along the batch; then up to `parts` of whole tiles."""
+        if parts <= 1 or not self.tiled or self.panels > 1 or splits > 1:
+            return [(0, self.n_in)]
+        count = -(-self.n_in // self.tiles["TILE"])
+        bounds = sorted({min(self.n_in, self.tiles["TILE"] * (count * i // parts)) for i in range(parts + 1)})
+        return list(zip(bounds, bounds[1:]))
+
+    def _geometry(self, block, columns, rows, splits=1):
+        """Launch settings, remembered (on a GPU the Python of a step is what a small layer's
+        step costs): for a product writing a (rows, columns) result, (global, local) sizes; for
+        "splits", (splits, chunk) at `rows` rows."""
+        key = (block, columns, rows, splits)
+        if key not in self._geometries:
+            self._geometries[key] = (self.splits(rows) if block == "splits"
+                                     else self._launch_sizes(block, columns, rows, splits))
+        return self._geometries[key]
+
+    def _launch_sizes(self, block, columns, rows, splits):
+        """A TILE-square work-group per block of the result (times `splits` along the third
+        axis), or one work-item per `block` rows x VW columns."""
+        tiles = self.tiles
+        if self.tiled:
+            side = tiles["TILE"] // tiles["WPT"]
+            blocks = lambda n: -(-n // tiles["TILE"]) * side
+            if splits > 1:
+                return (blocks(columns), blocks(rows), splits), (side, side, 1)
+            return (blocks(columns), blocks(rows)), (side, side)
+        blocks = kernel_defines(tiles)[block.replace("_RM", "_NB")]
+        work = (-(-columns // tiles["VW"]), -(-rows // (tiles[block] * blocks)))
+        side = tiles["WG"]
+        if not side:
+            return work, None
+        return tuple(-(-n // side) * side for n in work), (side, side)
+
+    def _transposed_input(self, x: Tensor, rows: int) -> Tensor:
+        """x^T (n_in, capacity), for the CPU form's weight gradient: from the layer below if it
+        wrote one of that shape (a Dense on the same positions, or a pooling layer, told by the
+        model that this layer reads it; a Flatten passes on a transpose of another shape), else
+        transposed here."""
+        given = getattr(x, "transposed", None)
+        if given is not None and given.shape == (self.n_in, self.capacity):
+            return given
+        if self._input_t is None:
+            self._input_t = Tensor((self.n_in, self.capacity), self.dtype, self.rt)
+        self.transpose(x, self._input_t, self.n_in, rows)
+        return self._input_t
+
+    def transpose(self, x: Tensor, target: Tensor, cols: int, rows: int) -> None:
+        """target (cols, ld) = x^T for x's first `rows` rows of `cols` (the CPU form's kernel)."""
+        self._transpose((rows, cols), None, x, target, cols, rows, target.shape[1])
+
+    def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
+        """outputs = f(x W + b) (with `add`, a linear layer's residual, x W + b + add) over `rows`
+        rows, keeping z or f'(z) in `kept` where the backward reads it."""
+        fused = self._fused
+        outputs_t, ld = self.outputs.transposed_arguments()  # ld 0: no y^T
+        self._forward(*self._geometry("FF_RM", self.units, rows),
+                      x, self.weights.value, self.bias, add, self.kept, self.outputs, outputs_t,
+                      rows, self.n_in, self.units, self.units_p, ld, int(add is not None), fused.a, fused.b,
+                      *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
+
+    def _delta_is_grad(self, apply_derivative: bool) -> bool:
+        """Whether the GPU form's input gradient reads dL/dy, (rows, units), as delta = dL/dz:
+        where there is no derivative to apply, or the identity's. It need not then wait for the
+        weight gradient, which runs beside it (Runtime.side_queue) and writes no delta."""
+        return self.tiled and (not apply_derivative or self._identity)
+
+    def weight_gradient(self, x: Tensor, grad: Tensor, rows: int, apply_derivative: bool, input_gradient: bool,
+                        parts: int = 1, done=None) -> None:
+        """dL/dW and dL/db into the parameters' gradients from x and dL/dy (`grad`; dL/dz where
+        not `apply_derivative`), and delta for the input gradient where `input_gradient` follows.
+        With `parts` > 1 the GPU form computes dL/dW in launches of whole tiles of rows
+        (weight_row_blocks), calling done(first, end, event) after each."""
+        a, b = self._fused.a, self._fused.b
+        flops = 2.0 * rows * self.n_in * self.units
+        if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see gpu_tiles.cl)
+            delta_is_grad = self._delta_is_grad(apply_derivative)
+            splits, chunk = self._geometry("splits", 0, rows)
+            weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
+                                    (self.weights.grad, self.bias_grad))
+            blocks = self.weight_row_blocks(parts, splits)  # or a launch per part
+            for first, end in blocks:
+                event = self._delta_weights(*self._geometry("DW_RM", self.units_p, end - first, splits),
+                                            x, grad, self.kept, None if delta_is_grad else self.delta,
+                                            weight_out, bias_out, rows, self.n_in, self.units, self.units_p, chunk,
+                                            a, b, int(apply_derivative), self.panel, first,
+                                            flops=flops * (end - first) / self.n_in, beside=delta_is_grad)
+                if len(blocks) > 1:
+                    done(first, end, event)
+        else:
+            splits = 1
+            # On a CPU a work-item per compute unit's share of the column panels, each its own
+            # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
+            panels = self.units_p // self.tiles["VW"]
+            gpu = self.rt.info.is_gpu
+            share = 1 if gpu else -(-panels // self.rt.info.compute_units)
+            self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.kept, self.delta,
+                             self.delta_rows, self.bias_grad, self.weights.value, self.weights_t, rows, self.units,
+                             self.units_p, self.capacity, a, b, int(apply_derivative), share, self.n_in,
+                             int(input_gradient))
+            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(x, rows),
+                                self.delta, self.weights.grad, rows, self.n_in, self.units_p, self.capacity,
+                                flops=flops)
+        if splits > 1:
+            weights = self.n_in * self.units_p
+            self._sum_splits((weights + self.units_p,), None, self._weight_slices, self._bias_slices,
+                             self.weights.grad, self.bias_grad, splits, weights, self.units_p, beside=True)
+
+    def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:
+        """input_grad = dL/dz W^T over `rows` rows, after weight_gradient(..., input_gradient=True)
+        with the same `grad` and `apply_derivative` (it made delta)."""
+        delta_is_grad = self._delta_is_grad(apply_derivative)
+        # The CPU form without HG_T computes the transpose, (n_in, rows), a VW-row panel of the batch at a time.
+        hg_t = self.tiles.get("HG_T")
+        columns, products = (self.n_in, rows) if self.tiled or hg_t else (rows, self.n_in)
+        weights = self.weights_t if hg_t else self.weights.value
+        self._hidden(*self._geometry("HG_RM", columns, products),
+                     grad if delta_is_grad else self.delta_rows, weights, self.input_grad, rows,
+                     self.n_in, self.units if delta_is_grad else self.units_p, *self._panel_argument,
+                     flops=2.0 * rows * self.n_in * self.units)
+        return self.input_grad
+
+
+class _Operand:
+    """A standalone plan's weight or bias: its value and gradient."""
+
+    def __init__(self, value: Tensor, grad: Tensor):
+        self.value, self.grad = value, grad

@@ -1,0 +1,147 @@
+"""The autotuner of the dense products: which tiles run fastest on this device, measured once per
+device on the products' kernels alone (a plan with operands of its own, no layer) and kept in the
+tuning cache (clnet.cl.tuning)."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import activations
+from ..cl.probe import SIZE
+from ..cl.runtime import BuildError, Runtime
+from ..cl.tensor import Tensor
+from ..cl.tuning import best_seconds, kernel_seconds, tuned
+from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, layout, tile_candidates
+from .plan import DensePlan, dense_program
+
+
+def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[dict]:
+    """The candidates (by default every one of tile_candidates) whose programs build on this device."""
+    usable = []
+    relu = activations.get("relu")
+    for tiles in tile_candidates(rt, dtype) if candidates is None else candidates:
+        try:
+            dense_program(rt, dtype, relu, tiles)
+        except BuildError:
+            continue
+        usable.append(tiles)
+    if not usable:
+        raise BuildError(f"none of the dense kernel variants builds on {rt.info.name!r}")
+    return usable
+
+
+def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> dict:
+    """The autotuner's choice for a layer of this size on this device, measured once per device.
+
+    The tuner measures a few layer sizes and keeps the fastest candidate for each, all with one
+    weight layout (vector width, and panels or tiles); a layer takes the choice made at the size
+    nearest its own, in log scale (without `rows`, the batch, while its weights are laid out).
+    """
+    candidates = tile_candidates(rt, dtype)
+    # Keyed by everything the choice depends on: the kernels' text (common.cl included), the
+    # candidates and the sizes measured.
+    choices = tuned(rt, dtype, "dense", ("cl/common.cl", "activations/vector.cl", *PRODUCT_SOURCES),
+                    lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+                    [{"size": [1, 1, 1], "tiles": candidates[0]}], {"candidates": candidates, "sizes": _sizes(rt)})
+    wanted = (rows, n_in, units)
+    distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
+    return min(choices, key=distance)["tiles"]
+
+
+
+def _sizes(rt) -> list[tuple[int, int, int]]:
+    """The layer sizes (rows, n_in, units) the tuner measures. Layers large enough to fill the
+    device, small enough to take milliseconds. A GPU measures an MLP-sized layer at two batches,
+    where more work-groups win, larger ones, where bigger tiles do, and a tall one, a
+    transformer's layer over (batch x time) rows: without it the tiny GPT's layers (8192 rows of
+    256 or 1024) took the tiles chosen at 1024^3, and ran slower than with 128-tiles
+    (benchmarks/RESULTS.md, the tiny GPT's Dense layers in the tuner's sizes). Likewise the README
+    MLP at batch 1024 took 1024^3's WGMMA tiles, 16 work-groups for its first layer, far fewer than
+    a large GPU's SMs; with the 1024-row MLP layer measured it takes 64-tiles, and its forwards and
+    weight gradients run faster. That size then stood nearest the GPT's second feed-forward layer
+    (8192 x 1024 -> 256), which lost its WGMMA tiles (the step's products took markedly longer):
+    the tall layer is measured both ways round. A CPU measures a small layer, a cube, and a layer
+    whose weights (16 MiB) and inputs outgrow its caches, where K-blocking wins (PoCL, 512 x 2048 x
+    2048: a faster forward; at 256 rows it made no difference, at 1024^3 PoCL 3.0 ran faster
+    without). That layer has 1024 rows: at 512 the input gradient's W^T (HG_T), 16 MiB written
+    every step on Intel's runtime, cost what its product gained, and the tuner gave 2048^3 the
+    form without, measurably slower there."""
+    if rt.info.is_gpu:
+        return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
+                (8192, 1024, 256)]
+    return [(256, 512, 512), (1024, 1024, 1024), (1024, 2048, 2048)]
+
+
+def _tune(rt, dtype, candidates) -> list[dict]:
+    sizes = _sizes(rt)
+    measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
+    seconds = best_seconds if rt.info.is_gpu else kernel_seconds  # (see kernel_seconds)
+    for size in sizes:
+        rows, n_in, units = size
+        rng = np.random.default_rng(0)
+        x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
+        grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
+        for tiles, times in zip(candidates, measured):
+            plan = DensePlan.standalone(rt, dtype, tiles, rows, n_in, units, rng)
+            forward = seconds(rt, lambda: plan.forward(x, rows))
+            weight_grad = seconds(rt, lambda: plan.weight_gradient(x, grad, rows, True, False))
+            input_grad = seconds(rt, lambda: (plan.weight_gradient(x, grad, rows, True, True),
+                                              plan.input_gradient(grad, rows, True))) - weight_grad
+            times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
+    # The fastest setting per (layout, size); then the layout that does best over all sizes,
+    # each size counted relative to its fastest setting of any layout.
+    layouts = {layout(tiles) for tiles in candidates}
+    fastest = {(form, size): _fastest_setting([(tiles, times) for tiles, times in zip(candidates, measured)
+                                                if layout(tiles) == form], size)
+               for form in layouts for size in sizes}
+    best = {size: min(fastest[form, size][1] for form in layouts) for size in sizes}
+    form = min(layouts, key=lambda form: sum(fastest[form, size][1] / best[size] for size in sizes))
+    return [{"size": list(size), "tiles": fastest[form, size][0]} for size in sizes]
+
+
+def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, float]:
+    """The fastest tiles at this size and their seconds for the three products. Blocked
+    candidates differing only in a kernel's blocks (its RM, NB and KB) share a weight layout and
+    launch settings, so each kernel takes its own fastest blocks; anything else is compared as a
+    whole."""
+    block_keys = {key for keys in BLOCK_KEYS.values() for key in keys}
+    families: dict[tuple, dict] = {}
+    for tiles, times in measured:
+        family = tuple(sorted((k, v) for k, v in tiles.items() if k not in block_keys))
+        choice = families.setdefault(family, {"tiles": dict(tiles), "seconds": {}})
+        for kernel, keys in BLOCK_KEYS.items():
+            if times[size, kernel] < choice["seconds"].get(kernel, float("inf")):
+                choice["seconds"][kernel] = times[size, kernel]
+                choice["tiles"].update({key: tiles[key] for key in keys if key in tiles})
+    choice = min(families.values(), key=lambda c: sum(c["seconds"].values()))
+    return choice["tiles"], sum(choice["seconds"].values())
+
+
+BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kernel in KERNEL_PREFIXES}
+BLOCK_KEYS["HG"] += ("HG_T",)  # the input gradient's form, too (see HG_T in cpu_blocks.cl)
+
+
+
+def probe_step_seconds(info) -> float:
+    """Seconds for one training step's products (forward, weight and input gradient, 4 launches) of
+    the device probe's layer (clnet.cl.probe.SIZE, ReLU) with the untuned default tiles on the
+    device `info` describes: best of 5 runs of 10 steps, after one that compiles."""
+    rt = Runtime(info)
+    rows, n_in, units = SIZE
+    rng = np.random.default_rng(0)
+    plan = DensePlan.standalone(rt, np.float32, tile_candidates(rt, np.float32)[0], rows, n_in, units, rng)
+    x = Tensor.from_numpy(rng.random((rows, n_in)), np.float32, rt)
+    grad = Tensor.from_numpy(rng.random((rows, units)), np.float32, rt)
+    best = float("inf")
+    for repeat in range(6):
+        started = time.perf_counter()
+        for _ in range(10):
+            plan.forward(x, rows)
+            plan.weight_gradient(x, grad, rows, True, True)
+            plan.input_gradient(grad, rows, True)
+        rt.finish()
+        if repeat:  # the first run compiles
+            best = min(best, (time.perf_counter() - started) / 10)
+    return best
