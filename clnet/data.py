@@ -201,12 +201,11 @@ class _Slot:
         self.device = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE, size * dtype.itemsize)
         x_part = self.device.get_sub_region(0, max(capacity * x_cols, 1) * dtype.itemsize)
         y_part = self.device.get_sub_region(y_offset * dtype.itemsize, max(capacity * y_cols, 1) * dtype.itemsize)
-        # One kernel object per slot keeps its arguments (by name) set from step to step.
-        self.gather = rt.kernel(staging.program, "GatherRows", dtype)
+        # One kernel object per slot keeps its arguments, all named here, set from step to step.
         x_batch_t, ld = staging.x_batch.transposed_arguments()
-        self.arguments = {"x": x_part, "y": y_part, "index": staging.identity, "first": 0, "x_cols": x_cols,
-                          "y_cols": y_cols, "x_batch": staging.x_batch, "x_batch_t": x_batch_t, "ld": ld,
-                          "y_batch": staging.y_batch}
+        self.gather = rt.kernel(staging.program, "GatherRows", dtype).bind(
+            (), x=x_part, y=y_part, index=staging.identity, first=0, x_cols=x_cols, y_cols=y_cols,
+            x_batch=staging.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
 
@@ -246,7 +245,7 @@ class Staging:
             slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
                                           is_blocking=False, wait_for=slot.read)
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
-        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None, **slot.arguments)
+        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None)
         slot.read = [cl.enqueue_marker(rt.queue)]
         return self.x_batch, self.y_batch
 
@@ -276,7 +275,6 @@ class Batches:
             self.x = upload(x, self.dtype, rt)
             self.y = upload(np.zeros((len(x), 0)) if y is None else y, self.dtype, rt)
             self.index = Tensor((self.samples,), np.int32, rt)
-            self._gather = rt.shared_kernel(("data.cl",), "GatherRows", self.dtype)
         else:
             self.x_host, self.y_host = x, y
         self.allocate(capacity)
@@ -294,6 +292,10 @@ class Batches:
         if self.resident:
             self.x_batch, self.y_batch = batch_buffers(self.rt, self.dtype, capacity, self.x_cols, self.y_cols,
                                                        self.transposed)
+            x_batch_t, ld = self.x_batch.transposed_arguments()
+            self._gather = self.rt.shared_kernel(("data.cl",), "GatherRows", self.dtype).bind(
+                ("first",), x=self.x, y=self.y, index=self.index, x_cols=self.x.shape[1], y_cols=self.y.shape[1],
+                x_batch=self.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=self.y_batch)
         else:
             self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype, self.transposed)
 
@@ -306,10 +308,7 @@ class Batches:
         """The rows order[first:first+rows], as device tensors of `rows` valid rows."""
         if self.resident:
             cols = max(self.x.shape[1], self.y.shape[1])
-            x_batch_t, ld = self.x_batch.transposed_arguments()
-            self._gather((-(-cols // 4), rows), None, x=self.x, y=self.y, index=self.index, first=first,
-                         x_cols=self.x.shape[1], y_cols=self.y.shape[1], x_batch=self.x_batch, x_batch_t=x_batch_t,
-                         ld=ld, y_batch=self.y_batch)
+            self._gather((-(-cols // 4), rows), None, first)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()
         self._fill(slot, first, rows)

@@ -523,6 +523,7 @@ class Head:
         self.softmax_in_loss = (self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
                                 and not any(m.reads_probabilities for m in self.device_metrics))
         self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
+        self._bound_for = None  # the (output gradient, stats) buffers its launch was bound to
         self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
         self._mask_weights = rt.kernel(loss.program(rt, dtype), "MaskTimesRowWeights", dtype)
         self._totals = Tensor((3,), dtype, rt)
@@ -583,15 +584,17 @@ class Head:
         input: one launch fewer per step (on a GPU small batches are launch-bound)."""
         if mask is None and self.counts_positions:
             mask = self._ones
-        self._kernel((rows * self.blocks * self.group,), (self.group,), target=target, outputs=output,
-                     gradients=self.output_grad, sample_loss=self.stats[0], sample_hit=self.stats[1], first=first,
-                     positions=self.positions, blocks=self.blocks, cols=self.shape[-1],
-                     loss_function=self.loss.mode,
-                     fold_activation=SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
-                     unweighted_scale=self.weight / (rows * self.positions),
-                     row_weights=self.output_grad if row_weights is None else row_weights,
-                     weighted=int(row_weights is not None), mask=self.output_grad if mask is None else mask,
-                     masked=int(mask is not None), sample_held=self.stats[-1])
+        bound = (self.output_grad, self.stats)
+        if self._bound_for != bound:  # the kernel's arguments named once per set of buffers
+            self._launch = self._kernel.bind(
+                ("target", "outputs", "first", "unweighted_scale", "row_weights", "weighted", "mask", "masked"),
+                gradients=self.output_grad, sample_loss=self.stats[0], sample_hit=self.stats[1],
+                sample_held=self.stats[-1], positions=self.positions, blocks=self.blocks, cols=self.shape[-1],
+                loss_function=self.loss.mode, fold_activation=SOFTMAX_HERE if self.softmax_in_loss else int(self.fold))
+            self._bound_for = bound
+        self._launch((rows * self.blocks * self.group,), (self.group,), target, output, first,
+                     self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
+                     int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None))
         # A mask weighs each position of the metrics as a sample weight does (Keras's); weighted
         # metrics of a weighted batch take it times the sample's weight, in one launch.
         masked_weights = None

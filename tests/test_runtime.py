@@ -329,3 +329,52 @@ def test_a_wrong_argument_is_named_before_any_launch(rt, call, message):
         call(kernel, x, y, index)
     assert rt.launches == launches
     np.testing.assert_array_equal(y.numpy(), np.zeros(5))
+
+
+def test_a_kernel_bound_by_name_launches_with_what_changes(rt):
+    """Kernel.bind names every argument once; a launch gives the varying ones by position, in the
+    order bound, and computes what the same launch by position computes."""
+    kernel = gather_axpy(rt)
+    x = clnet.cl.tensor.Tensor.from_numpy(np.arange(5, dtype=np.float32), rt=rt)
+    index = clnet.cl.tensor.Tensor.from_numpy(np.array([4, 0, 2, 2, 1], np.int32), rt=rt)
+    ys = [clnet.cl.tensor.Tensor.zeros((5,), np.float32, rt) for _ in range(2)]
+    launch = kernel.bind(("a", "y"), n=5, index=index, x=x)
+    launch((5,), None, 2.0, ys[0])
+    launch((5,), None, 1.0, ys[1])
+    launch((5,), None, 1.0, ys[0])
+    np.testing.assert_array_equal(ys[0].numpy(), [12, 0, 6, 6, 3])
+    np.testing.assert_array_equal(ys[1].numpy(), [4, 0, 2, 2, 1])
+    everything = kernel.bind(x=x, y=ys[1], index=index, a=-1.0, n=5)  # nothing varying
+    everything((5,), None)
+    np.testing.assert_array_equal(ys[1].numpy(), np.zeros(5))
+
+
+@pytest.mark.parametrize("bind, message", [
+    (lambda k, x, y, i: k.bind(("a",), x=x, y=y, index=i), "kernel GatherAxpy: missing argument 'n'"),
+    (lambda k, x, y, i: k.bind(("a", "n", "m"), x=x, y=y, index=i),
+     "kernel GatherAxpy has no argument 'm'; its arguments: x, y, index, a, n"),
+    (lambda k, x, y, i: k.bind(("a", "n", "x"), x=x, y=y, index=i), "kernel GatherAxpy: argument 'x' given twice"),
+])
+def test_a_wrong_name_is_named_when_bound(rt, bind, message):
+    kernel = gather_axpy(rt)
+    x = clnet.cl.tensor.Tensor.from_numpy(np.arange(5, dtype=np.float32), rt=rt)
+    index = clnet.cl.tensor.Tensor.from_numpy(np.zeros(5, np.int32), rt=rt)
+    y = clnet.cl.tensor.Tensor.zeros((5,), np.float32, rt)
+    with pytest.raises(TypeError, match=message):
+        bind(kernel, x, y, index)
+
+
+def test_a_bound_launch_checks_its_values_before_launching(rt):
+    """A bound value of the wrong kind, or a launch giving too few values, raises naming the
+    kernel and the argument, and nothing is launched."""
+    kernel = gather_axpy(rt)
+    x = clnet.cl.tensor.Tensor.from_numpy(np.arange(5, dtype=np.float32), rt=rt)
+    index = clnet.cl.tensor.Tensor.from_numpy(np.zeros(5, np.int32), rt=rt)
+    y = clnet.cl.tensor.Tensor.zeros((5,), np.float32, rt)
+    launches = rt.launches
+    with pytest.raises(TypeError, match=r"kernel GatherAxpy: argument 'index' must be a buffer of int32"):
+        kernel.bind(("a",), x=x, y=y, index=x, n=5)((5,), None, 2.0)
+    with pytest.raises(TypeError, match=r"kernel GatherAxpy: a launch gives a, n \(2 values\), got 1"):
+        kernel.bind(("a", "n"), x=x, y=y, index=index)((5,), None, 2.0)
+    assert rt.launches == launches
+    np.testing.assert_array_equal(y.numpy(), np.zeros(5))

@@ -451,6 +451,7 @@ class Kernel:
         self.last: tuple = ()
         self.last_buffers: tuple | None = None
         self._orders: dict = {}  # (positional count, names as given) -> their reordering
+        self.bound: Launch | None = None  # the bound launch whose arguments are set, if one's are
         # The local size this kernel is given where a launch leaves it open (cpu_work_group),
         # or 0: the runtime's choice.
         self.group_limit = min(CPU_GROUP, rt.device.max_work_group_size) if rt.info.compiles_per_work_group else 0
@@ -470,6 +471,11 @@ class Kernel:
             changed = True
         if changed:
             self._set(args)
+            self.bound = None
+        return self.enqueue(global_size, local_size, flops, beside)
+
+    def enqueue(self, global_size, local_size, flops: float, beside: bool):
+        """Launch with the arguments last set (see __call__ for `beside`); returns the event."""
         rt = self.rt
         if local_size is None and self.group_limit:
             local_size = cpu_work_group(global_size, self.group_limit)
@@ -488,6 +494,16 @@ class Kernel:
         if rt.profiling:
             rt.events.append((self.name, event, flops))
         return event
+
+    def set(self, args: tuple) -> None:
+        """Set `args`, in the kernel's order, where they differ from those set last (a bound
+        launch's way in; __call__ compares inline, a frame fewer on every launch)."""
+        try:
+            changed = args != self.last
+        except ValueError:  # a numpy array given: _set says where
+            changed = True
+        if changed:
+            self._set(args)
 
     def _set(self, args: tuple) -> None:
         # pyopencl's set_arg is slow for a Python or numpy scalar (it probes the value's type
@@ -528,25 +544,68 @@ class Kernel:
         order of a call's names is worked out once (`_orders`)."""
         key = (len(args), tuple(named))
         reorder = self._orders.get(key)
-        if reorder is not None:
-            return reorder((*args, *named.values()))
+        if reorder is None:
+            if self.names is None:
+                raise TypeError(f"kernel {self.name}: {self.rt.info.name!r} gives no argument names; pass them by "
+                                "position")
+            reorder = self._orders[key] = self.order([*self.names[:len(args)], *named])
+        return reorder((*args, *named.values()))
+
+    def order(self, given: list[str]):
+        """A function putting values given in the order of the names `given` into the kernel's
+        order; a TypeError naming the kernel and an argument it does not have, one given twice or
+        one missing."""
         if self.names is None:
             raise TypeError(f"kernel {self.name}: {self.rt.info.name!r} gives no argument names; pass them by "
                             "position")
-        values = dict(zip(self.names, args))
-        for name, value in named.items():
+        seen = set()
+        for name in given:
             if name not in self.names:
                 raise TypeError(f"kernel {self.name} has no argument {name!r}; its arguments: {', '.join(self.names)}")
-            if name in values:
+            if name in seen:
                 raise TypeError(f"kernel {self.name}: argument {name!r} given twice")
-            values[name] = value
-        missing = [name for name in self.names if name not in values]
+            seen.add(name)
+        missing = [name for name in self.names if name not in seen]
         if missing:
             raise TypeError(f"kernel {self.name}: missing argument{'s' * (len(missing) > 1)} "
                             f"{', '.join(map(repr, missing))}")
-        given = [*self.names[:len(args)], *named]
-        self._orders[key] = _picker([given.index(name) for name in self.names])
-        return tuple(values[name] for name in self.names)
+        return _picker([given.index(name) for name in self.names])
+
+    def bind(self, varying: tuple[str, ...] = (), **fixed) -> "Launch":
+        """This kernel with every argument named once, where its user allocates: the `fixed`
+        values, and `varying`, the names each launch gives by position, in that order (see
+        Launch)."""
+        return Launch(self, tuple(varying), fixed)
+
+
+class Launch:
+    """A kernel whose arguments were named once (Kernel.bind): the values that stay, and the
+    names of those a launch gives, by position in the order bound. Names are checked when bound
+    (an unknown, repeated or missing one raises naming the kernel and the argument), values
+    before the first launch and whenever a buffer changes (Kernel._set). A launch compares only
+    what it gives with what it gave last; where nothing changed and no other call set the
+    kernel's arguments since, it costs less than one by position."""
+
+    def __init__(self, kernel: Kernel, varying: tuple[str, ...], fixed: dict):
+        self.kernel, self.varying = kernel, varying
+        self._fixed = tuple(fixed.values())
+        self._arrange = kernel.order([*fixed, *varying])
+        self._last: tuple | None = None
+
+    def __call__(self, global_size, local_size, *varying, flops: float = 0.0, beside: bool = False):
+        """Launch with the `varying` values (Kernel.__call__'s sizes, flops and beside)."""
+        kernel = self.kernel
+        try:
+            changed = kernel.bound is not self or varying != self._last  # (as Kernel.__call__ compares)
+        except ValueError:
+            changed = True
+        if changed:
+            if len(varying) != len(self.varying):
+                raise TypeError(f"kernel {kernel.name}: a launch gives {', '.join(self.varying) or 'nothing'} "
+                                f"({len(self.varying)} values), got {len(varying)}")
+            kernel.set(self._arrange(self._fixed + varying))
+            kernel.bound, self._last = self, varying
+        return kernel.enqueue(global_size, local_size, flops, beside)
 
 
 CPU_GROUP = 64

@@ -185,15 +185,20 @@ class Optimizer:
                     self.moment(p, flat)[:] = kept[id(p)][name]
                 tensor.write(flat)
         # Each range's moments as the update kernel's arguments, by name.
-        self._range_moments = [{self.slot_arguments.get(name, name): m if len(ranges) == 1 else
-                                m.region(start, (r.size,)) for name, m in self.moments.items()}
-                               for r, start in zip(ranges, self._moment_starts)]
+        range_moments = [{self.slot_arguments.get(name, name): m if len(ranges) == 1 else
+                          m.region(start, (r.size,)) for name, m in self.moments.items()}
+                         for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
         program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
-        self._kernel = rt.kernel(program, self.kernel_name, dtype)
-        self._clip_arguments = [{} for _ in ranges]
+        kernel = rt.kernel(program, self.kernel_name, dtype)
+        clip_arguments = [{} for _ in ranges]
         if clip:
-            self._bind_clip_norm(program)
+            clip_arguments = self._bind_clip_norm(program)
+        # Each range's update with its arguments named once: the buffers stay; a step gives the
+        # scalars, which the user may change between steps (Keras's attributes), by position.
+        scalar_names = (*self.scalars(self.learning_rate), "l1", "l2", "clip_value", "decay")
+        self._updates = [kernel.bind(scalar_names, weights=r.values, grads=r.grads, **moments, total=r.size, **clipping)
+                         for r, moments, clipping in zip(ranges, range_moments, clip_arguments)]
 
     def keeps(self, parameter: Parameter) -> bool:
         """Whether it keeps moments for `parameter` (one it trains)."""
@@ -208,10 +213,11 @@ class Optimizer:
         raise ValueError(f"the optimizer keeps no moments for a parameter of shape {parameter.shape}: it is not "
                          "among the trainable parameters of the model it was compiled with")
 
-    def _bind_clip_norm(self, program) -> None:
+    def _bind_clip_norm(self, program) -> list[dict]:
         """The norm passes' tables. Each range has its own blocks (offsets in the range) and its
         own sections of the partial sums and of the factors, starting aligned so that each launch
-        gets views of them; the sections' padding is zero partial sums and unread factors."""
+        gets views of them; the sections' padding is zero partial sums and unread factors. Returns
+        each range's clipping arguments of the update kernel."""
         rt, dtype = self.rt, self.dtype
         step, block = rt.alignment // dtype.itemsize, rt.local_size * _NORM_ELEMENTS_PER_ITEM
         per_range = []
@@ -238,13 +244,13 @@ class Optimizer:
         for r, (blocks, _), first, slots in zip(self.ranges, per_range, block_starts, slot_starts):
             table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
             self._norm_launches.append((r, table, len(blocks), self._partial.region(first, (len(blocks),))))
-        self._clip_arguments = [
+        self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
+        self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
+        return [
             {"clip_scale": self._clip_scale.region(slots, (len(r.parameters),)),
              "starts": Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),
              "parameters": len(r.parameters)}  # (the update kernel's, with CLIP_NORM: see base.cl)
             for r, slots in zip(self.ranges, slot_starts)]
-        self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
-        self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
 
     def step(self) -> None:
         """One update launch per range (one for a model that built its layers), after the two
@@ -261,10 +267,9 @@ class Optimizer:
                                parameters=self._slots, clip_norm=self._clip_norm,
                                global_norm=int(self.global_clipnorm is not None), clip_scale=self._clip_scale)
         decay = (self.weight_decay or 0.0) * learning_rate
-        scalars = self.scalars(learning_rate)
-        for r, moments, clip in zip(self.ranges, self._range_moments, self._clip_arguments):
-            self._kernel(*rt.four_per_item(r.size), weights=r.values, grads=r.grads, **moments, total=r.size,
-                         **scalars, l1=self.l1, l2=self.l2, clip_value=self.clipvalue or 0.0, decay=decay, **clip)
+        scalars = (*self.scalars(learning_rate).values(), self.l1, self.l2, self.clipvalue or 0.0, decay)
+        for r, update in zip(self.ranges, self._updates):
+            update(*rt.four_per_item(r.size), *scalars)
         self.iterations += 1
 
     # -- config --------------------------------------------------------------------------------

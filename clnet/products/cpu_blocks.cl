@@ -93,7 +93,7 @@ void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, cons
 // layout too, and with HG_T W^T of this step's weights; the first layer's backward writes neither.
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
-                            __global const TYPE *pre,         // z (rows, units)
+                            __global const TYPE *kept,        // z (rows, units), or y (see STORE_PRE)
                             __global TYPE *delta,             // dL/dz in column panels
                             __global TYPE *delta_rows,        // dL/dz for the input gradient (StoreDeltaRow)
                             __global TYPE *delta_bias,        // dL/db (units_p)
@@ -115,7 +115,7 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
             const int col = p * VW, width = min(VW, units - col), o = m * units + col;
             VEC g = LoadColumns(output_gr + o, width);
             if (apply_derivative)
-                g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(pre + o, width), a, b);
+                g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(kept + o, width), a, b);
             ((__global VEC *)(delta + col * capacity))[m] = g;
             if (input_gradient)
                 StoreDeltaRow(g, delta_rows, m, col, units_p);
@@ -237,7 +237,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
                                     __global const TYPE *weights,   // W, column panels
                                     __global const TYPE *bias,      // b (units_p)
                                     __global const TYPE *residual,  // r (rows, units), if adding
-                                    __global TYPE *pre,             // z (rows, units)
+                                    __global TYPE *kept,            // z (rows, units) with STORE_PRE
                                     __global TYPE *outputs,         // y = f(z) (+ r) (rows, units)
                                     __global TYPE *outputs_t,       // y^T (units, ld)
                                     const int rows, const int n_in, const int units, const int units_p,
@@ -268,7 +268,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
             VSTORE(ym, 0, y[m]);
             if (width == VW) {
 #if STORE_PRE
-                VSTORE(z, 0, pre + o);
+                VSTORE(z, 0, kept + o);
 #endif
                 VSTORE(ym, 0, outputs + o);
             } else {
@@ -276,7 +276,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
                 VSTORE(z, 0, zs);
                 for (int j = 0; j < width; j++) {
 #if STORE_PRE
-                    pre[o + j] = zs[j];
+                    kept[o + j] = zs[j];
 #endif
                     outputs[o + j] = y[m][j];
                 }

@@ -88,15 +88,43 @@ class DensePlan:
         if splits > 1:  # split-K slices of the weight and bias gradients (GPU form)
             self._weight_slices = Tensor((splits, n_in, self.units_p), dt, rt)  # (splits, n_in, units_p)
             self._bias_slices = Tensor((splits, self.units_p), dt, rt)          # (splits, units_p)
-            self._sum_splits = rt.kernel(program, "SumSplits", dt)
         kernel = lambda name: rt.kernel(program, name, dt)
-        self._forward = kernel("PerceptronFeedForward")
-        if not self.tiled:  # the GPU form's weight gradient makes delta and the bias gradient itself
-            self._delta_bias = kernel("CalcDeltaBias")
-            self._transpose = kernel("Transpose")
-        self._delta_weights = kernel("CalcDeltaWeights")
-        self._hidden = kernel("CalcHiddenGradient")
-        self._panel_argument = (panel,) if self.tiled else ()  # the GPU form's panels (see gpu_tiles.cl)
+        fused, sizes = self._fused, {"n_in": n_in, "units_p": self.units_p}
+        panel_argument = {"panel": panel} if self.tiled else {}  # the GPU form's panels (see gpu_tiles.cl)
+        outputs_t, ld = outputs.transposed_arguments()  # ld 0: no y^T
+        # Each kernel's arguments named once; a launch gives those that change, in the order bound.
+        self._forward = kernel("PerceptronFeedForward").bind(
+            ("inputs", "residual", "rows", "adding"), weights=weights.value, bias=self.bias, kept=kept,
+            outputs=outputs, outputs_t=outputs_t, units=units, ld=ld, a=fused.a, b=fused.b, **sizes, **panel_argument)
+        if self.tiled:
+            self._delta_weights = kernel("CalcDeltaWeights").bind(
+                ("inputs", "output_gr", "delta", "delta_weights", "delta_bias", "rows", "chunk", "apply_derivative",
+                 "first_row"), slopes=kept, units=units, a=fused.a, b=fused.b, **sizes, **panel_argument)
+            self._hidden = kernel("CalcHiddenGradient").bind(("delta", "rows", "depth"), weights=weights.value,
+                                                             input_gr=input_grad, n_in=n_in, panel=panel)
+        else:
+            # On a CPU a work-item per compute unit's share of the column panels, each its own
+            # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
+            panels = self.units_p // vw
+            self._share = 1 if rt.info.is_gpu else -(-panels // rt.info.compute_units)
+            self._delta_bias_groups = -(-panels // self._share)
+            self._delta_bias = kernel("CalcDeltaBias").bind(
+                ("output_gr", "rows", "apply_derivative", "input_gradient"), outputs=outputs, kept=kept,
+                delta=self.delta, delta_rows=self.delta_rows, delta_bias=self.bias_grad, weights=weights.value,
+                weights_t=self.weights_t, units=units, capacity=capacity, a=fused.a, b=fused.b, panels=self._share,
+                **sizes)
+            self._delta_weights = kernel("CalcDeltaWeights").bind(("inputs_t", "rows"), delta=self.delta,
+                                                                  delta_weights=weights.grad, capacity=capacity,
+                                                                  **sizes)
+            read = {"weights_t": self.weights_t} if tiles.get("HG_T") else {"weights": weights.value}
+            self._hidden = kernel("CalcHiddenGradient").bind(("rows",), delta_rows=self.delta_rows, input_gr=input_grad,
+                                                             **read, **sizes)
+            self._transpose = kernel("Transpose").bind(("x", "xt", "cols", "rows", "ld"))
+        if splits > 1:
+            self._sum_splits = kernel("SumSplits").bind(
+                ("splits",), weight_slices=self._weight_slices, bias_slices=self._bias_slices,
+                delta_weights=weights.grad, delta_bias=self.bias_grad, weights=n_in * self.units_p,
+                units_p=self.units_p)
         self._input_t = None  # x^T, made here only when the layer below does not provide it
 
     @classmethod
@@ -177,12 +205,8 @@ class DensePlan:
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
         """outputs = f(x W + b) (with `add`, a linear layer's residual, x W + b + add) over `rows`
         rows, keeping z or f'(z) in `kept` where the backward reads it."""
-        fused = self._fused
-        outputs_t, ld = self.outputs.transposed_arguments()  # ld 0: no y^T
-        self._forward(*self._geometry("FF_RM", self.units, rows),
-                      x, self.weights.value, self.bias, add, self.kept, self.outputs, outputs_t,
-                      rows, self.n_in, self.units, self.units_p, ld, int(add is not None), fused.a, fused.b,
-                      *self._panel_argument, flops=2.0 * rows * self.n_in * self.units)
+        self._forward(*self._geometry("FF_RM", self.units, rows), x, add, rows, int(add is not None),
+                      flops=2.0 * rows * self.n_in * self.units)
 
     def _delta_is_grad(self, apply_derivative: bool) -> bool:
         """Whether the GPU form's input gradient reads dL/dy, (rows, units), as delta = dL/dz:
@@ -196,7 +220,6 @@ class DensePlan:
         not `apply_derivative`), and delta for the input gradient where `input_gradient` follows.
         With `parts` > 1 the GPU form computes dL/dW in launches of whole tiles of rows
         (weight_row_blocks), calling done(first, end, event) after each."""
-        a, b = self._fused.a, self._fused.b
         flops = 2.0 * rows * self.n_in * self.units
         if self.tiled:  # one launch: delta, the bias gradient and the weight gradient (see gpu_tiles.cl)
             delta_is_grad = self._delta_is_grad(apply_derivative)
@@ -205,31 +228,19 @@ class DensePlan:
                                     (self.weights.grad, self.bias_grad))
             blocks = self.weight_row_blocks(parts, splits)  # or a launch per part
             for first, end in blocks:
-                event = self._delta_weights(*self._geometry("DW_RM", self.units_p, end - first, splits),
-                                            x, grad, self.kept, None if delta_is_grad else self.delta,
-                                            weight_out, bias_out, rows, self.n_in, self.units, self.units_p, chunk,
-                                            a, b, int(apply_derivative), self.panel, first,
-                                            flops=flops * (end - first) / self.n_in, beside=delta_is_grad)
+                event = self._delta_weights(*self._geometry("DW_RM", self.units_p, end - first, splits), x, grad,
+                                            None if delta_is_grad else self.delta, weight_out, bias_out, rows, chunk,
+                                            int(apply_derivative), first, flops=flops * (end - first) / self.n_in,
+                                            beside=delta_is_grad)
                 if len(blocks) > 1:
                     done(first, end, event)
+            if splits > 1:
+                self._sum_splits((self.n_in * self.units_p + self.units_p,), None, splits, beside=True)
         else:
-            splits = 1
-            # On a CPU a work-item per compute unit's share of the column panels, each its own
-            # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
-            panels = self.units_p // self.tiles["VW"]
-            gpu = self.rt.info.is_gpu
-            share = 1 if gpu else -(-panels // self.rt.info.compute_units)
-            self._delta_bias((-(-panels // share),), None if gpu else (1,), grad, self.outputs, self.kept, self.delta,
-                             self.delta_rows, self.bias_grad, self.weights.value, self.weights_t, rows, self.units,
-                             self.units_p, self.capacity, a, b, int(apply_derivative), share, self.n_in,
-                             int(input_gradient))
-            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(x, rows),
-                                self.delta, self.weights.grad, rows, self.n_in, self.units_p, self.capacity,
+            self._delta_bias((self._delta_bias_groups,), None if self.rt.info.is_gpu else (1,), grad, rows,
+                             int(apply_derivative), int(input_gradient))
+            self._delta_weights(*self._geometry("DW_RM", self.units_p, self.n_in), self._transposed_input(x, rows), rows,
                                 flops=flops)
-        if splits > 1:
-            weights = self.n_in * self.units_p
-            self._sum_splits((weights + self.units_p,), None, self._weight_slices, self._bias_slices,
-                             self.weights.grad, self.bias_grad, splits, weights, self.units_p, beside=True)
 
     def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:
         """input_grad = dL/dz W^T over `rows` rows, after weight_gradient(..., input_gradient=True)
@@ -238,11 +249,12 @@ class DensePlan:
         # The CPU form without HG_T computes the transpose, (n_in, rows), a VW-row panel of the batch at a time.
         hg_t = self.tiles.get("HG_T")
         columns, products = (self.n_in, rows) if self.tiled or hg_t else (rows, self.n_in)
-        weights = self.weights_t if hg_t else self.weights.value
-        self._hidden(*self._geometry("HG_RM", columns, products),
-                     grad if delta_is_grad else self.delta_rows, weights, self.input_grad, rows,
-                     self.n_in, self.units if delta_is_grad else self.units_p, *self._panel_argument,
-                     flops=2.0 * rows * self.n_in * self.units)
+        flops = 2.0 * rows * self.n_in * self.units
+        if self.tiled:
+            self._hidden(*self._geometry("HG_RM", columns, products), grad if delta_is_grad else self.delta, rows,
+                         self.units if delta_is_grad else self.units_p, flops=flops)
+        else:
+            self._hidden(*self._geometry("HG_RM", columns, products), rows, flops=flops)
         return self.input_grad
 
 
