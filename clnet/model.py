@@ -93,6 +93,7 @@ class Model(Trainer, Step, HasWeights):
         self.stop_evaluating = False  # set by a callback: evaluate (predict) ends after this batch
         self.stop_predicting = False
         self.epoch = 0  # epochs completed, for checkpoints
+        self.data_epoch = 0  # the data order of the next epoch fit trains (see Trainer.fit)
         self.kept_data = KeptData()  # the device copies of arrays given before (Trainer.forget_data)
         self.distribution = None  # a clnet.distribute strategy, set by compile
         # The graph as given, where an Input has lengths of None (Input((None, 8))): the model runs

@@ -92,6 +92,10 @@ class Trainer:
         self.stop_training = False
         watch_batches = callbacks.watch("on_train_batch_begin", "on_train_batch_end")
         callbacks.on_train_begin({})
+        # The data's order continues from the epochs this model has trained (fit in a loop
+        # shuffles afresh each call, as Keras's does, and as one fit of all the epochs would),
+        # or from initial_epoch where that is later (a run resumed from a checkpoint).
+        first_order = max(self.data_epoch, initial_epoch)
         for epoch in range(initial_epoch, epochs):
             if train.exhausted:  # a generator read to its end in an earlier epoch
                 data.ran_out("x")
@@ -102,7 +106,8 @@ class Trainer:
             with tqdm(total=steps, desc=f"Epoch {epoch + 1}/{epochs}", unit="batch", file=sys.stderr,
                       disable=verbose != 1 or not chief, leave=True, dynamic_ncols=True) as bar:
                 refresh = max(1, steps // 10) if steps else UNKNOWN_STEPS_REFRESH
-                with closing(train.epoch(epoch)) as batches:
+                self.data_epoch = first_order + epoch - initial_epoch
+                with closing(train.epoch(self.data_epoch)) as batches:
                     for step, (rows, xb, yb) in enumerate(batches):
                         if watch_batches:
                             callbacks.on_train_batch_begin(step, {"batch": step, "size": rows})
@@ -124,7 +129,7 @@ class Trainer:
                 if val is not None:
                     logs.update(self._evaluate_feed(val, epoch, prefix="val_", callbacks=callbacks))
                 bar.set_postfix(logs, refresh=False)
-            self.epoch = epoch + 1
+            self.epoch, self.data_epoch = epoch + 1, self.data_epoch + 1
             if verbose == 2 and chief:
                 print(f"Epoch {epoch + 1}/{epochs} - {time.perf_counter() - started:.2f}s - " +
                       _shown(logs), file=sys.stderr)

@@ -133,6 +133,26 @@ def test_an_unshuffled_fit_after_a_shuffled_one_reads_the_kept_copy_in_order(cop
         np.testing.assert_array_equal(a, b)
 
 
+def test_fit_in_a_loop_shuffles_afresh_each_call_as_one_fit_of_all_the_epochs():
+    """fit(epochs=1) called three times shuffles each call its own way (Keras reshuffles every
+    epoch) and trains to the same weights as one fit of 3 epochs; so does a run resumed with
+    initial_epoch."""
+    whole, loop, resumed = model(), model(), model()
+    whole.fit(X, Y, batch_size=32, epochs=3, verbose=0)
+    for _ in range(3):
+        loop.fit(X, Y, batch_size=32, epochs=1, verbose=0)
+    resumed.fit(X, Y, batch_size=32, epochs=1, verbose=0)
+    resumed.fit(X, Y, batch_size=32, epochs=3, initial_epoch=1, verbose=0)
+    for other in (loop, resumed):
+        for a, b in zip(whole.get_weights(), other.get_weights()):
+            np.testing.assert_array_equal(a, b)
+    same = model()  # three calls each in the first epoch's order train to other weights
+    for _ in range(3):
+        same.fit(X, Y, batch_size=32, epochs=1, verbose=0)
+        same.data_epoch = 0  # (as a model that has trained no epoch)
+    assert not np.allclose(loop.get_weights()[0], same.get_weights()[0])
+
+
 @pytest.mark.parametrize("shape, dtype", [((1003, 7), np.float64), ((211, 3, 5), np.int64), ((40, 9), np.float32)])
 def test_a_staged_copy_converts_chunk_by_chunk_as_from_numpy(shape, dtype):
     """Tensor.staged (a GPU's copy of resident data) through chunks of 100 rows or fewer, the last
