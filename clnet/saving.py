@@ -67,6 +67,7 @@ def _save(model: Model, path, training: bool) -> None:
         f.attrs["clnet_version"] = np.bytes_(__version__)
         f.attrs["model_config"] = _json(model.get_config())
         f.attrs["epoch"] = model.epoch
+        f.attrs["data_epoch"] = model.data_epoch
         for group_name, layer, weights in layers:
             group = f.create_group(f"layers/{group_name}")
             group.attrs["type"] = np.bytes_(type(layer).__name__)
@@ -191,7 +192,7 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
         if not compile:
             model = checkpoint.build_model(floatx)
             checkpoint.set_weights(model)
-            model.epoch = checkpoint.int_attr(checkpoint.file, "epoch")
+            checkpoint.set_epochs(model)
             return model
         training = checkpoint.json("training_config", missing=(
             "it holds weights only (written by save_weights); build the model and call load_weights"))
@@ -205,7 +206,7 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
         layers = checkpoint.set_weights(model)
         optimizer.iterations = checkpoint.int_attr(checkpoint.file["optimizer"], "iterations")
         checkpoint.set_moments(model, layers)
-        model.epoch = checkpoint.int_attr(checkpoint.file, "epoch")
+        checkpoint.set_epochs(model)
     return model
 
 
@@ -272,6 +273,13 @@ class _Checkpoint:
         if key not in obj.attrs:
             raise self.error(missing or f"{obj.name} has no attribute {key!r}")
         return obj.attrs[key]
+
+    def set_epochs(self, model: Model) -> None:
+        """The model's epoch count and the data order its next epoch takes (Trainer.fit); a file
+        written before clnet kept the order continues from the epoch count."""
+        model.epoch = self.int_attr(self.file, "epoch")
+        has_order = "data_epoch" in self.file.attrs
+        model.data_epoch = self.int_attr(self.file, "data_epoch") if has_order else model.epoch
 
     def int_attr(self, obj, key: str, missing: str | None = None) -> int:
         value = self.attr(obj, key, missing)

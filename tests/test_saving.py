@@ -74,6 +74,27 @@ def run_python(code: str, *args, device=None, env=None) -> str:
 
 
 # -- the file ----------------------------------------------------------------------------------
+def test_a_loaded_model_continues_the_data_order(tmp_path):
+    """fit after loading shuffles as the saved model's next fit would; a file without data_epoch
+    (written before clnet kept it) continues from its epoch count."""
+    x, y = data()
+    model = mlp("Adam")
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # epoch 1, data order 3
+    path = tmp_path / "model.h5"
+    model.save(path)
+    assert (model.epoch, model.data_epoch) == (1, 3)
+    loaded = clnet.load_model(path)
+    assert (loaded.epoch, loaded.data_epoch) == (1, 3)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    loaded.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    for a, b in zip(model.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    with h5py.File(path, "r+") as f:
+        del f.attrs["data_epoch"]
+    assert clnet.load_model(path).data_epoch == 1
+
+
 def test_file_layout_opens_with_plain_h5py(tmp_path):
     x, y = data()
     model = mlp("Adam")
@@ -83,7 +104,7 @@ def test_file_layout_opens_with_plain_h5py(tmp_path):
     with h5py.File(path, "r") as f:
         assert f.attrs["format_version"] == 1
         assert f.attrs["clnet_version"].decode() == clnet.__version__
-        assert f.attrs["epoch"] == 1
+        assert f.attrs["epoch"] == 1 and f.attrs["data_epoch"] == 1
         assert json.loads(f.attrs["model_config"]) == model.get_config()
         assert json.loads(f.attrs["training_config"]) == {
             "loss": "categorical_crossentropy", "metrics": ["accuracy"],
