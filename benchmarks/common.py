@@ -20,8 +20,17 @@ def fashion_mnist():
 
 
 def cpu_name() -> str:
+    """The host CPU as results name it: its model name, and where /proc/cpuinfo tells them its
+    family and model and widest vector instructions (a cloud's "AMD EPYC" is a Zen 3, 4 or 5 by
+    family and model alone), so that numbers from two CPUs are never read as one ratio."""
     from clnet.cl.device import host_cpu
-    return host_cpu().get("model name") or platform.processor() or platform.machine()
+    cpu = host_cpu()
+    name = cpu.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" not in cpu:
+        return name
+    flags = cpu["flags"]
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{name} (family {cpu['cpu family']}, model {cpu.get('model', '?')}, {vectors})"
 
 
 def device_name(info) -> str:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-from .common import emit, median
+from .common import cpu_name, emit, median
 
 RUNS = {
     "clnet": ["--framework", "clnet"],
@@ -52,8 +52,9 @@ def main(argv=None):
     gemm = run("benchmarks.gemm", ["--sizes", args.gemm_sizes, "--torch-device", args.torch_device])
 
     base = median(r["seconds_per_epoch"] for r in results["clnet"]) if "clnet" in results else None
+    host = f"host CPU: {cpu_name()}"  # in every table: numbers from two CPUs are never one ratio
     lines = [f"MLP 784-256-128-10, Adam 1e-3, batch {args.batch}, {args.epochs} epochs per run, "
-             f"{args.rounds} rounds (medians)", "",
+             f"{args.rounds} rounds (medians); {host}", "",
              "| framework | device | s/epoch | × clnet's time | test accuracy |", "| --- | --- | ---: | ---: | ---: |"]
     summary = {}
     for name in names:
@@ -63,8 +64,8 @@ def main(argv=None):
         summary[name] = {"seconds_per_epoch": seconds, "over_clnet": round(ratio, 3), "test_accuracy": accuracy,
                          "device": results[name][0]["device"], "runs": [r["seconds_per_epoch"] for r in results[name]],
                          "versions": results[name][0]["versions"]}
-        lines.append(f"| {name} | {results[name][0]['device'][:60]} | {seconds:.3f} | {ratio:.2f} | {accuracy:.4f} |")
-    lines += ["", f"Dense products, GFLOP/s, on {gemm['device'][:60]}", "",
+        lines.append(f"| {name} | {results[name][0]['device']} | {seconds:.3f} | {ratio:.2f} | {accuracy:.4f} |")
+    lines += ["", f"Dense products, GFLOP/s, on {gemm['device']}; {host}", "",
               "| rows × in × units | product | clnet | numpy | torch | clnet/numpy | clnet/torch | clnet's tiles |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for row in gemm["results"]:
@@ -82,8 +83,8 @@ def main(argv=None):
     found = {}
     for versions in [s["versions"] for s in summary.values()] + [gemm["versions"]]:
         found.update({k: v for k, v in versions.items() if v is not None})
-    emit({"benchmark": "run_all", "mlp": summary, "gemm": gemm["results"], "gemm_device": gemm["device"],
-          "versions": found})
+    emit({"benchmark": "run_all", "cpu": cpu_name(), "mlp": summary, "gemm": gemm["results"],
+          "gemm_device": gemm["device"], "versions": found})
 
 
 if __name__ == "__main__":
