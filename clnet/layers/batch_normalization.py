@@ -102,10 +102,8 @@ class BatchNormalization(BufferedLayer):
         self.batch_mean = Tensor(c, self.dtype, self.rt)      # (channels,) of the last training batch
         self.batch_inv_std = Tensor(c, self.dtype, self.rt)   # (channels,) 1 / sqrt(variance + epsilon)
         program = self.rt.program(("layers/batch_normalization.cl",), self.dtype)
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward_batch = kernel("FeedForwardBatchNorm")
-        self._forward_moving = kernel("FeedForwardBatchNormInference")
-        self._hidden = kernel("CalcHiddenGradientBatchNorm")
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardBatchNorm", "FeedForwardBatchNormInference", "CalcHiddenGradientBatchNorm")}
         self._groups = work_groups(self.channels, self.inner, self.rt.local_size, self.rt.info.is_gpu)
         return shape
 
@@ -113,27 +111,44 @@ class BatchNormalization(BufferedLayer):
     def parameters(self):
         return [p for p in (self.gamma, self.beta, self.moving_mean, self.moving_variance) if p is not None]
 
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        kernel = self._kernels.__getitem__
+        gamma, beta = self._gamma_beta()
+        sizes = {"channels": self.channels, "inner": self.inner}
+        moving_variance = self.moving_variance.value
+        # Each kernel's arguments named once; a launch gives those that change, in the order bound.
+        self._forward_batch = kernel("FeedForwardBatchNorm").bind(
+            ("inputs", "count"), outputs=self.outputs, gamma=gamma, beta=beta, moving_mean=self.moving_mean.value,
+            moving_variance=moving_variance, batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
+            momentum=self.momentum, epsilon=self.epsilon, **sizes)
+        self._forward_moving = kernel("FeedForwardBatchNormInference").bind(
+            ("inputs", "total"), outputs=self.outputs, gamma=gamma, beta=beta, moving_mean=self.moving_mean.value,
+            moving_variance=moving_variance, epsilon=self.epsilon, **sizes)
+        # Frozen, the input gradient: the inference kernel on the gradient, mean and beta 0 (see backward).
+        self._backward_moving = kernel("FeedForwardBatchNormInference").bind(
+            ("inputs", "total"), outputs=self.input_grad, gamma=gamma, beta=self._zeros, moving_mean=self._zeros,
+            moving_variance=moving_variance, epsilon=self.epsilon, **sizes)
+        self._hidden = kernel("CalcHiddenGradientBatchNorm").bind(
+            ("inputs", "output_gr", "count", "want_input_gr"), input_gr=self.input_grad, gamma=gamma,
+            batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
+            gamma_gr=self.gamma.grad if self.scale else self._sink,
+            beta_gr=self.beta.grad if self.center else self._sink, **sizes)
+
     def _gamma_beta(self):
         return (self.gamma.value if self.scale else self._ones), (self.beta.value if self.center else self._zeros)
 
     def forward(self, x, rows):
         self.x = x
-        gamma, beta = self._gamma_beta()
         if self.training and self.trainable:  # (frozen, it infers in training too, as Keras 3's)
-            self._forward_batch(*self._groups, inputs=x, outputs=self.outputs, gamma=gamma, beta=beta,
-                                moving_mean=self.moving_mean.value, moving_variance=self.moving_variance.value,
-                                batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
-                                count=rows * self.outer * self.inner, channels=self.channels, inner=self.inner,
-                                momentum=self.momentum, epsilon=self.epsilon)
+            self._forward_batch(*self._groups, x, rows * self.outer * self.inner)
         else:
-            self._normalise_moving(x, self.outputs, gamma, beta, self.moving_mean.value, rows)
+            self._normalise_moving(self._forward_moving, x, rows)
         return self.outputs
 
-    def _normalise_moving(self, x, y, gamma, beta, mean, rows):
+    def _normalise_moving(self, launch, x, rows):
         total = rows * self.outer * self.channels * self.inner
-        self._forward_moving((-(-total // 64) * 64,), None, inputs=x, outputs=y, gamma=gamma, beta=beta,
-                             moving_mean=mean, moving_variance=self.moving_variance.value, total=total,
-                             channels=self.channels, inner=self.inner, epsilon=self.epsilon)
+        launch((-(-total // 64) * 64,), None, x, total)
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """The training-mode gradient (fit is the only caller of backward). Frozen (trainable =
@@ -142,15 +157,11 @@ class BatchNormalization(BufferedLayer):
         if not self.trainable:
             if not input_grad:
                 return None
-            self._normalise_moving(grad, self.input_grad, self._gamma_beta()[0], self._zeros, self._zeros, rows)
+            self._normalise_moving(self._backward_moving, grad, rows)
             return self.input_grad
         if not input_grad and not (self.scale or self.center):
             return None
-        self._hidden(*self._groups, inputs=self.x, output_gr=grad, input_gr=self.input_grad,
-                     gamma=self._gamma_beta()[0], batch_mean=self.batch_mean, batch_inv_std=self.batch_inv_std,
-                     gamma_gr=self.gamma.grad if self.scale else self._sink,
-                     beta_gr=self.beta.grad if self.center else self._sink, count=rows * self.outer * self.inner,
-                     channels=self.channels, inner=self.inner, want_input_gr=int(input_grad))
+        self._hidden(*self._groups, self.x, grad, rows * self.outer * self.inner, int(input_grad))
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):

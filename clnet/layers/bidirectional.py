@@ -145,9 +145,10 @@ class Bidirectional(Layer):
         self.steps = forward.steps if self.return_sequences else 1
         self.mode = MERGE_MODES[self.merge_mode]
         program = self.rt.program(("layers/bidirectional.cl",), self.dtype)
-        self._merge = self.rt.kernel(program, "FeedForwardBidirectional", self.dtype)
-        self._split = self.rt.kernel(program, "CalcHiddenGradientBidirectional", self.dtype)
-        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
+        # (bound to the buffers by allocate)
+        self._kernels = {"merge": self.rt.kernel(program, "FeedForwardBidirectional", self.dtype),
+                         "split": self.rt.kernel(program, "CalcHiddenGradientBidirectional", self.dtype),
+                         "sum": self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)}
         self.built = True
         return self.output_shape
 
@@ -162,6 +163,16 @@ class Bidirectional(Layer):
         # dL/d(each layer's output), the backward one in its processing order.
         self.output_grads = [Tensor((*rows, layer.units), self.dtype, self.rt) for layer in self._layers]
         self.input_grad = Tensor((capacity, *self.input_shape), self.dtype, self.rt)  # both layers' summed
+        # Each kernel's arguments named once; a launch gives the layers' outputs and gradients,
+        # the positions, and the mask (see forward).
+        kernels, fixed = self._kernels, {"units": units, "steps": self.steps, "mode": self.mode}
+        self._merge = kernels["merge"].bind(("forward", "backward", "positions", "mask", "masked"), out=self.outputs,
+                                            **fixed)
+        # (MERGE_NONE writes only grad_backward: the forward layer's gradient is the one given.)
+        self._split = kernels["split"].bind(("grad", "forward", "backward", "positions", "mask", "masked"),
+                                            grad_forward=self.output_grads[0], grad_backward=self.output_grads[1],
+                                            **fixed)
+        self._sum = kernels["sum"].bind(("a", "b", "total"), out=self.input_grad)
 
     def _on_both(self, run, given) -> list:
         """[run(forward layer, given[0]), run(backward layer, given[1])]: the backward layer's
@@ -175,8 +186,7 @@ class Bidirectional(Layer):
 
     def _size(self, rows: int) -> tuple:
         positions = rows * self.steps
-        return (*self.rt.four_per_item(positions * 4 * -(-self.forward_layer.units // 4)), self.forward_layer.units,
-                self.steps, positions)
+        return (*self.rt.four_per_item(positions * 4 * -(-self.forward_layer.units // 4)), positions)
 
     def forward(self, x, rows, mask=None):
         x, *states = x if self.multi_input else [x]
@@ -187,14 +197,13 @@ class Bidirectional(Layer):
             return result if self.return_state else [result]
 
         (self.y, *final_f), (self.y_rev, *final_b) = self._on_both(run, self._state_slices())
-        global_size, local_size, units, steps, positions = self._size(rows)
+        global_size, local_size, positions = self._size(rows)
         # Keras's zero_output_for_mask where the layers return sequences: zeros at the padded steps.
         self._zeroed = (mask, 1) if mask is not None and self.return_sequences else (self.outputs, 0)
         if self.merge_mode is None and not self.return_sequences:
             outputs = [self.y, self.y_rev]  # the last steps: nothing to flip
         else:
-            self._merge(global_size, local_size, self.y, self.y_rev, self.outputs, units, steps, positions, self.mode,
-                        *self._zeroed)
+            self._merge(global_size, local_size, self.y, self.y_rev, positions, *self._zeroed)
             outputs = [self.outputs] if self.merge_mode is not None else [self.y, self.outputs]
         outputs += final_f + final_b
         return outputs[0] if len(outputs) == 1 else outputs
@@ -207,18 +216,16 @@ class Bidirectional(Layer):
         later = list(state_grads or [])
         grad_rev = later.pop(0) if self.merge_mode is None else None  # dL/d(the flipped backward output)
         later += [None] * (self.forward_layer.state_count + self.backward_layer.state_count - len(later))
-        global_size, local_size, units, steps, positions = self._size(rows)
+        global_size, local_size, positions = self._size(rows)
         grad_f, grad_b = self.output_grads
         if self.merge_mode is None:
             grad_f = grad
             if grad_rev is not None and self.return_sequences:
-                self._split(global_size, local_size, grad_rev, self.y, self.y_rev, grad_f, grad_b, units, steps,
-                            positions, self.mode, *self._zeroed)
+                self._split(global_size, local_size, grad_rev, self.y, self.y_rev, positions, *self._zeroed)
             else:
                 grad_b = grad_rev
         elif grad is not None:
-            self._split(global_size, local_size, grad, self.y, self.y_rev, grad_f, grad_b, units, steps, positions,
-                        self.mode, *self._zeroed)
+            self._split(global_size, local_size, grad, self.y, self.y_rev, positions, *self._zeroed)
         else:
             grad_f = grad_b = None
         # A layer given no gradient still runs its backward pass: its weights' gradients are zeros.
@@ -232,7 +239,7 @@ class Bidirectional(Layer):
         dx = None
         if wanted[0]:
             total = rows * int(np.prod(self.input_shape))
-            self._sum(*self.rt.four_per_item(total), dx_f, dx_b, self.input_grad, total)
+            self._sum(*self.rt.four_per_item(total), dx_f, dx_b, total)
             dx = self.input_grad
         return [dx, *initial_f, *initial_b] if self.multi_input else dx
 

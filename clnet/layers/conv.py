@@ -20,6 +20,11 @@ from ..products import (PRODUCT_SOURCES, kernel_defines, on_tensor_cores, produc
 from .dense import Dense
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
 
+# The kernels' GEOMETRY and FRAME arguments (conv.cl), in the order of BaseConv.geometry and
+# BaseConv.frame (delta_frame); both forms name them alike.
+GEOMETRY = ("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw", "pad_top", "pad_left")
+FRAME = ("frame_h", "frame_w", "frame_top", "frame_left")
+
 
 class BaseConv(Layer, registered=False):
     rank = 2
@@ -131,7 +136,6 @@ class BaseConv(Layer, registered=False):
             self.frame = delta_frame(self.geometry)
             # dL/dz in its frame of zeros (conv.cl's FRAME): (capacity, frame_h, frame_w, filters_p)
             self.delta = Tensor.zeros((capacity, *self.frame[:2], self.filters_p), dt, rt)
-            self._allocate_splits(rows, weight_program)
         else:  # f' on vectors from y, and z where it does not follow from y (as Dense's CPU form)
             store_pre = stores_pre(self._fused)
             program = rt.program((self._fused.source, "activations/vector.cl", "layers/conv.cl"), dt,
@@ -146,20 +150,52 @@ class BaseConv(Layer, registered=False):
             self.delta = Tensor((capacity, *self.output_shape), dt, rt)                  # dL/dz
             # (max(channels, filters)): the padding's inputs, and the delta rows of pixels no window covers.
             self.zeros = Tensor.zeros((max(channels, self.filters),), dt, rt)
-            self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt)
-            forward_program = weight_program = input_program = program
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         if not self.use_bias:  # the kernels always read a bias and write its gradient
             self._zero_bias = Tensor.zeros((self.filters_p,), dt, rt)
             self._bias_grad_sink = Tensor((self.filters_p,), dt, rt)
-        if not self.activation.elementwise:
+        bias = self.product.bias.value if self.use_bias else self._zero_bias
+        self._bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
+        softmax = not self.activation.elementwise  # the product writes z, softmax then y
+        if softmax:
             self.pre = Tensor((capacity, *self.output_shape), dt, rt)                    # z, softmax's input
             self.act_grad = Tensor((capacity, *self.output_shape), dt, rt)               # dL/dz
-            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
-            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
-        self._forward = rt.kernel(forward_program, "FeedForwardConv", dt)
-        self._delta_weights = rt.kernel(weight_program, "CalcDeltaWeightsConv", dt)
-        self._hidden = rt.kernel(input_program, "CalcHiddenGradientConv", dt)
+            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt).bind(
+                inputs=self.pre, outputs=self.outputs, cols=self.filters)
+            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt).bind(
+                ("output_gr",), outputs=self.outputs, input_gr=self.act_grad, cols=self.filters)
+        # Each kernel's arguments named once: a launch gives only the batch's (see Kernel.bind).
+        kernel, fused, geometry = self.kernel, self._fused, dict(zip(GEOMETRY, self.geometry))
+        y = self.pre if softmax else self.outputs  # the product's y (softmax's z)
+        if self.tiled:
+            frame = dict(zip(FRAME, self.frame))
+            self._allocate_splits(rows, weight_program)
+            self._forward = rt.kernel(forward_program, "FeedForwardConv", dt).bind(
+                ("inputs", "M"), weights=kernel.value, bias=bias, outputs=y, slopes=self.slopes,
+                filters=self.filters, filters_p=self.filters_p, a=fused.a, b=fused.b, **geometry)
+            # dL/dW and dL/db go to the split-K slices where a batch is split (_tiled_weight_gradient).
+            self._delta_weights = rt.kernel(weight_program, "CalcDeltaWeightsConv", dt).bind(
+                ("inputs", "output_gr", "delta_weights", "delta_bias", "M", "apply_derivative", "write_delta"),
+                slopes=self.slopes, delta=self.delta, filters=self.filters, filters_p=self.filters_p,
+                chunk=self._split_chunk, **geometry, **frame)
+            self._hidden = rt.kernel(input_program, "CalcHiddenGradientConv", dt).bind(
+                ("P",), delta=self.delta, weights=kernel.value, input_gr=self.input_grad, filters_p=self.filters_p,
+                **geometry, **frame)
+        else:
+            self._forward = rt.kernel(program, "FeedForwardConv", dt).bind(
+                ("inputs", "M"), weights=kernel.value, bias=bias, zeros=self.zeros, outputs=y, pre=self.z,
+                filters=self.filters, a=fused.a, b=fused.b, **geometry)
+            self._delta_weights = rt.kernel(program, "CalcDeltaWeightsConv", dt).bind(
+                ("inputs", "output_gr", "lines", "apply_derivative", "write_delta"), outputs=y,
+                pre=y if self.z is None else self.z, partials=self.partials, delta=self.delta, filters=self.filters,
+                filters_p=self.filters_p, chunk=self.chunk_lines, a=fused.a, b=fused.b, **geometry)
+            self._sum = rt.kernel(program, "SumDeltaWeightsConv", dt).bind(
+                ("chunks",), partials=self.partials, weights=kernel.value, delta_weights=kernel.grad,
+                delta_bias=self._bias_grad, weights_t=self.weights_t, filters_p=self.filters_p, **geometry)
+            # dL/dz: the incoming gradient, or delta where the weight gradient wrote it.
+            self._hidden = rt.kernel(program, "CalcHiddenGradientConv", dt).bind(
+                ("delta", "P"), weights_t=self.weights_t, zeros=self.zeros, input_gr=self.input_grad,
+                filters=self.filters, filters_p=self.filters_p, **geometry)
 
     def _allocate_splits(self, rows, program):
         """The tiled weight gradient's split-K slices, for batches of up to `rows` positions. Its
@@ -174,7 +210,10 @@ class BaseConv(Layer, registered=False):
         if splits > 1:
             self._weight_slices = Tensor((splits, self.patch_size, self.filters_p), dt, rt)  # (splits, K, filters_p)
             self._bias_slices = Tensor((splits, self.filters_p), dt, rt)                     # (splits, filters_p)
-            self._sum_splits = rt.kernel(program, "SumSplits", dt)
+            self._sum_splits = rt.kernel(program, "SumSplits", dt).bind(
+                ("splits",), weight_slices=self._weight_slices, bias_slices=self._bias_slices,
+                delta_weights=self.kernel.grad, delta_bias=self._bias_grad, weights=self.patch_size * self.filters_p,
+                units_p=self.filters_p)
 
     def _splits(self, positions: int) -> tuple[int, int]:
         """(splits, positions per split) of the tiled weight gradient over a batch of
@@ -199,20 +238,15 @@ class BaseConv(Layer, registered=False):
     def forward(self, x, rows):
         self.x = x
         positions = rows * self.positions
-        bias = self.product.bias.value if self.use_bias else self._zero_bias
-        softmax = not self.activation.elementwise  # the product writes z, softmax then y
         flops = 2.0 * positions * self.patch_size * self.filters
         if self.tiled:
-            self._forward(*self._tiled_launch(0, self.filters, positions), x, self.kernel.value, bias,
-                          self.pre if softmax else self.outputs, self.slopes, positions, self.filters, self.filters_p,
-                          self._fused.a, self._fused.b, *self.geometry, flops=flops)
+            self._forward(*self._tiled_launch(0, self.filters, positions), x, positions, flops=flops)
         else:
             self._forward((self.filters_p // self.tiles["VW"], -(-positions // self.tiles["FF_RM"])), None,
-                          x, self.kernel.value, bias, self.zeros, self.pre if softmax else self.outputs, self.z,
-                          positions, self.filters, self._fused.a, self._fused.b, *self.geometry, flops=flops)
-        if softmax:
+                          x, positions, flops=flops)
+        if not self.activation.elementwise:  # the product wrote z, softmax then y
             group = self._row_group()
-            self._softmax((positions * group,), (group,), self.pre, self.outputs, self.filters)
+            self._softmax((positions * group,), (group,))
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
@@ -220,55 +254,48 @@ class BaseConv(Layer, registered=False):
         positions = rows * self.positions
         if apply_derivative and not self.activation.elementwise:
             group = self._row_group()
-            self._softmax_derivative((positions * group,), (group,), self.outputs, grad, self.act_grad, self.filters)
+            self._softmax_derivative((positions * group,), (group,), grad)
             grad, apply_derivative = self.act_grad, False
         tiles = self.tiles
         flops = 2.0 * positions * self.patch_size * self.filters
-        bias_grad = self.product.bias.grad if self.use_bias else self._bias_grad_sink
         # The weight gradient also writes delta = dL/dz where the input gradient wants it: the tiled
         # form's always (framed, see conv.cl), the CPU form's where it is not dL/dy itself (and for
         # the CPU form's later blocks of rows of dL/dW, which read it back).
         if self.tiled:
             write_delta = input_grad
-            self._tiled_weight_gradient(grad, positions, bias_grad, apply_derivative, write_delta, flops)
+            self._tiled_weight_gradient(grad, positions, apply_derivative, write_delta, flops)
         else:
             write_delta = apply_derivative and (input_grad or self.patch_size > tiles["DW_RM"])
             lines = rows * self.geometry[3]
             chunks = -(-lines // self.chunk_lines)
-            y = self.outputs if self.activation.elementwise else self.pre  # the product's y (softmax's z)
             # Each work-item its own work-group: PoCL 3.0 put the second layer's 124 in one, run by one core.
-            self._delta_weights((self.filters_p // tiles["VW"], chunks), (1, 1), self.x, grad, y,
-                                y if self.z is None else self.z, self.partials, self.delta, lines, self.filters,
-                                self.filters_p, self.chunk_lines, self._fused.a, self._fused.b, int(apply_derivative),
-                                int(write_delta), *self.geometry, flops=flops)
-            self._sum((self.filters_p, self.patch_size + 1), None, self.partials, self.kernel.value,
-                      self.kernel.grad, bias_grad, self.weights_t, chunks, self.filters_p, *self.geometry)
+            self._delta_weights((self.filters_p // tiles["VW"], chunks), (1, 1), self.x, grad, lines,
+                                int(apply_derivative), int(write_delta), flops=flops)
+            self._sum((self.filters_p, self.patch_size + 1), None, chunks)
         if write_delta:
             grad = self.delta
         if not input_grad:
             return None
         pixels = rows * int(np.prod(self.geometry[:2]))
         if self.tiled:
-            self._hidden(*self._tiled_launch(2, self.geometry[2], pixels), self.delta, self.kernel.value,
-                         self.input_grad, pixels, self.filters_p, *self.geometry, *self.frame, flops=flops)
+            self._hidden(*self._tiled_launch(2, self.geometry[2], pixels), pixels, flops=flops)
         else:
-            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, self.weights_t,
-                         self.zeros, self.input_grad, pixels, self.filters, self.filters_p, *self.geometry, flops=flops)
+            self._hidden((self.channels_p // tiles["VW"], -(-pixels // tiles["FF_RM"])), None, grad, pixels,
+                         flops=flops)
         return self.input_grad
 
-    def _tiled_weight_gradient(self, grad, positions, bias_grad, apply_derivative, write_delta, flops):
+    def _tiled_weight_gradient(self, grad, positions, apply_derivative, write_delta, flops):
         """dL/dW and dL/db in one tiled product, its split-K slices (if any) added by SumSplits;
-        with `write_delta`, delta into self.delta too."""
-        splits, chunk = self._splits(positions)
+        with `write_delta`, delta into self.delta too. (Each split's positions, the chunk, are
+        bound: the full batch's, _splits.)"""
+        splits, _ = self._splits(positions)
         weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else
-                                (self.kernel.grad, bias_grad))
+                                (self.kernel.grad, self._bias_grad))
         self._delta_weights(*self._tiled_launch(1, self.filters_p, self.patch_size + 1, splits), self.x, grad,
-                            self.slopes, weight_out, bias_out, self.delta, positions, self.filters, self.filters_p,
-                            chunk, int(apply_derivative), int(write_delta), *self.geometry, *self.frame, flops=flops)
+                            weight_out, bias_out, positions, int(apply_derivative), int(write_delta), flops=flops)
         if splits > 1:
             weights = self.patch_size * self.filters_p
-            self._sum_splits((weights + self.filters_p,), None, self._weight_slices, self._bias_slices,
-                             self.kernel.grad, bias_grad, splits, weights, self.filters_p, beside=True)
+            self._sum_splits((weights + self.filters_p,), None, splits, beside=True)
 
     def get_weights(self):
         return self.product.get_weights() if self.built else []

@@ -37,6 +37,7 @@ class GRU(Recurrent):
     source = "layers/gru.cl"
     step_names = ("FeedForwardGRU", "CalcHiddenGradientGRU")
     _recurrent_bias = True
+    initial_names = (("initial_h",), ("initial_h",))
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
@@ -53,8 +54,7 @@ class GRU(Recurrent):
     def _bias_shape(self):
         return (2, self.cols)
 
-    def allocate(self, capacity):
-        super().allocate(capacity)
+    def _allocate_cell(self, capacity):
         rt, dt = self.rt, self.dtype
         self.candidates = Tensor((capacity, self.steps, self.units), dt, rt)    # h_{t-1} U_h + b_h
         self.delta_rec = self._panels(capacity)                                # dL/d(h_{t-1} U + b_h)
@@ -70,11 +70,11 @@ class GRU(Recurrent):
 
     def _forward_arguments(self):
         return {"pre": self.pre, "recurrent": self.recurrent.value, "bias": self._bias_value(), "sums": self.sums,
-                "states": self.states, "initial_h": self._initial_h, "candidates": self.candidates,
-                "last": self._last, "use_bias": int(self.use_bias)}
+                "states": self.states, "candidates": self.candidates, "last": self._last,
+                "use_bias": int(self.use_bias)}
 
     def _backward_arguments(self):
-        return {"pre": self.pre, "states": self.states, "initial_h": self._initial_h, "candidates": self.candidates,
+        return {"pre": self.pre, "states": self.states, "candidates": self.candidates,
                 "transposed": self.transposed, "sums": self.sums, "delta": self.delta, "delta_rec": self.delta_rec,
                 "step_delta": self.step_delta, "carry": self.carry, "with_initial": int(self.multi_input)}
 

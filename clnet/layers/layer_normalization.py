@@ -71,15 +71,14 @@ class LayerNormalization(BufferedLayer):
         # On an NVIDIA GPU, in float, a warp per group (WARP_SHUFFLES in layer_normalization.cl).
         self.warp_groups = self.rt.warp_shuffles(self.dtype)
         program = self.rt.program(("layers/layer_normalization.cl",), self.dtype)
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward = kernel("FeedForwardLayerNorm")
-        self._hidden = kernel("CalcHiddenGradientLayerNorm")
         # The weight gradient: on a GPU in chunks of the groups, then their sum; on a CPU a
         # work-item per eight features (on the lanes of a vector), each its own work-group, so
         # that the runtime spreads the few of them over the cores.
         self.chunked = chunked_form(self.rt)
-        self._delta_weights = kernel("CalcDeltaWeightsLayerNorm" if self.chunked else "CalcDeltaWeightsLayerNormLanes")
-        self._sum_chunks = kernel("SumChunksLayerNorm") if self.chunked else None
+        weight_gradient = (("CalcDeltaWeightsLayerNorm", "SumChunksLayerNorm") if self.chunked
+                           else ("CalcDeltaWeightsLayerNormLanes",))
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardLayerNorm", "CalcHiddenGradientLayerNorm", *weight_gradient)}
         # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group:
         # the runtime runs a work-group's items in loops split at each barrier, and the
         # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm ran far
@@ -98,14 +97,33 @@ class LayerNormalization(BufferedLayer):
         self.group_inv_std = Tensor((groups,), self.dtype, self.rt)  # (capacity * outer * inner,)
         if self.chunked:  # the weight gradient's sums per chunk of groups: dy x^, then dy
             self._partials = Tensor((-(-groups // CHUNK), 2, self.features), self.dtype, self.rt)
+        kernel = self._kernels.__getitem__
+        sizes = {"features": self.features, "inner": self.inner}
+        statistics = {"group_mean": self.group_mean, "group_inv_std": self.group_inv_std}
+        # Each kernel's arguments named once; a launch gives those that change, in the order bound.
+        self._forward = kernel("FeedForwardLayerNorm").bind(
+            ("inputs", "groups"), outputs=self.outputs, gamma=self._gamma(),
+            beta=self.beta.value if self.center else self._zeros, epsilon=self.epsilon, **statistics, **sizes)
+        self._hidden = kernel("CalcHiddenGradientLayerNorm").bind(
+            ("inputs", "output_gr", "add_to", "groups", "adding"), input_gr=self.input_grad, gamma=self._gamma(),
+            **statistics, **sizes)
+        # gamma's and beta's gradients (their sink where a weight does not exist; see build)
+        gamma_grad = self.gamma.grad if self.scale else self._sink
+        beta_grad = self.beta.grad if self.center else self._sink
+        given = ("inputs", "output_gr", "groups")  # x, dL/dy, how many groups (it reads their statistics too)
+        if self.chunked:
+            self._delta_weights = kernel("CalcDeltaWeightsLayerNorm").bind(
+                given, partials=self._partials, chunk=CHUNK, **statistics, **sizes)
+            self._sum_chunks = kernel("SumChunksLayerNorm").bind(
+                ("chunks",), partials=self._partials, gamma_gr=gamma_grad, beta_gr=beta_grad, features=self.features)
+        else:
+            self._delta_weights = kernel("CalcDeltaWeightsLayerNormLanes").bind(
+                given, gamma_gr=gamma_grad, beta_gr=beta_grad, **statistics, **sizes)
 
     def forward(self, x, rows):
         self.x = x
         groups = rows * self.outer * self.inner
-        self._forward(*self._group_sizes(groups), inputs=x, outputs=self.outputs, gamma=self._gamma(),
-                      beta=self.beta.value if self.center else self._zeros, group_mean=self.group_mean,
-                      group_inv_std=self.group_inv_std, groups=groups, features=self.features, inner=self.inner,
-                      epsilon=self.epsilon)
+        self._forward(*self._group_sizes(groups), x, groups)
         return self.outputs
 
     def _group_sizes(self, groups):
@@ -121,30 +139,19 @@ class LayerNormalization(BufferedLayer):
     def backward(self, grad, rows, input_grad, activation_done=False, add_to=None):
         groups = rows * self.outer * self.inner
         if self.parameters:  # (see build)
-            gamma_grad = self.gamma.grad if self.scale else self._sink
-            beta_grad = self.beta.grad if self.center else self._sink
-            # x, dL/dy, the groups' statistics
-            reads = {"inputs": self.x, "output_gr": grad, "group_mean": self.group_mean,
-                     "group_inv_std": self.group_inv_std}
             # Nothing in the backward pass reads gamma's and beta's gradients: beside the input
             # gradient (Runtime.side_queue).
             if self.chunked:
                 chunks = -(-groups // CHUNK)
                 self._delta_weights((-(-self.features // LANES) * LANES, chunks * SLICES), (LANES, SLICES),
-                                    **reads, partials=self._partials, groups=groups, features=self.features,
-                                    inner=self.inner, chunk=CHUNK, beside=True)
-                self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES),
-                                 partials=self._partials, gamma_gr=gamma_grad, beta_gr=beta_grad, chunks=chunks,
-                                 features=self.features, beside=True)
+                                    self.x, grad, groups, beside=True)
+                self._sum_chunks((-(-self.features // LANES) * LANES, SLICES), (LANES, SLICES), chunks, beside=True)
             else:
-                self._delta_weights((-(-self.features // 8),), (1,), **reads, gamma_gr=gamma_grad, beta_gr=beta_grad,
-                                    groups=groups, features=self.features, inner=self.inner, beside=True)
+                self._delta_weights((-(-self.features // 8),), (1,), self.x, grad, groups, beside=True)
         if not input_grad:
             return None
         added = self.input_grad if add_to is None else add_to  # (read only when adding)
-        self._hidden(*self._group_sizes(groups), inputs=self.x, output_gr=grad, input_gr=self.input_grad,
-                     add_to=added, gamma=self._gamma(), group_mean=self.group_mean, group_inv_std=self.group_inv_std,
-                     groups=groups, features=self.features, inner=self.inner, adding=int(add_to is not None))
+        self._hidden(*self._group_sizes(groups), self.x, grad, added, groups, int(add_to is not None))
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -80,12 +80,7 @@ class LocallyConnected1D(Layer):
             self._zero_bias = Tensor.zeros((self.outs,), self.dtype, self.rt)  # the kernel always adds one
             self._bias_grad_sink = Tensor((self.outs,), self.dtype, self.rt)
         act = self.activation
-        program = self.rt.program((act.source, "layers/locally_connected.cl"), self.dtype, {"ACT": act.function})
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward = kernel("FeedForwardLocallyConnected")
-        self._delta_bias = kernel("CalcDeltaBiasLocallyConnected")
-        self._delta_weights = kernel("CalcDeltaWeightsLocallyConnected")
-        self._hidden = kernel("CalcHiddenGradientLocallyConnected")
+        self.program = self.rt.program((act.source, "layers/locally_connected.cl"), self.dtype, {"ACT": act.function})
         return shape
 
     @property
@@ -99,33 +94,40 @@ class LocallyConnected1D(Layer):
         self.outputs = Tensor((capacity, self.positions, self.filters), dt, rt)  # y = f(z)
         self.delta = Tensor((capacity, self.positions, self.filters), dt, rt)    # dL/dz
         self.input_grad = Tensor((capacity, self.steps, self.input_dim), dt, rt)
+        kernel = lambda name: rt.kernel(self.program, name, dt)
+        act, sizes = self.activation, dict(outs=self.outs, filters=self.filters, steps=self.steps,
+                                           input_dim=self.input_dim, stride=self.strides)
+        bias = self.bias.value if self.use_bias else self._zero_bias
+        bias_grad = self.bias.grad if self.use_bias else self._bias_grad_sink
+        self._forward = kernel("FeedForwardLocallyConnected").bind(
+            ("inputs",), weights=self.kernel.value, bias=bias, pre=self.pre, outputs=self.outputs,
+            kernel_size=self.kernel_size, a=act.a, b=act.b, **sizes)
+        self._delta_bias = kernel("CalcDeltaBiasLocallyConnected").bind(
+            ("output_gr", "rows", "apply_derivative"), outputs=self.outputs, pre=self.pre, delta=self.delta,
+            bias_gr=bias_grad, outs=self.outs, a=act.a, b=act.b)
+        self._delta_weights = kernel("CalcDeltaWeightsLocallyConnected").bind(
+            ("inputs", "rows"), delta=self.delta, weights_gr=self.kernel.grad, **sizes)
+        self._hidden = kernel("CalcHiddenGradientLocallyConnected").bind(
+            delta=self.delta, weights=self.kernel.value, input_gr=self.input_grad, kernel_size=self.kernel_size,
+            **sizes)
 
     def _items(self, n: int) -> int:
         return -(-n // 64) * 64
 
     def forward(self, x, rows):
         self.x = x
-        act = self.activation
-        self._forward((self._items(self.outs), rows), None, x, self.kernel.value,
-                      self.bias.value if self.use_bias else self._zero_bias, self.pre, self.outputs, self.outs,
-                      self.filters, self.steps, self.input_dim, self.kernel_size, self.strides, act.a, act.b,
-                      flops=2.0 * rows * self.outs * self.taps)
+        self._forward((self._items(self.outs), rows), None, x, flops=2.0 * rows * self.outs * self.taps)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         """`activation_done`: `grad` is already dL/dz (a loss folded the activation in)."""
-        act = self.activation
-        self._delta_bias((self._items(self.outs),), None, grad, self.outputs, self.pre, self.delta,
-                         self.bias.grad if self.use_bias else self._bias_grad_sink, rows, self.outs, act.a, act.b,
-                         int(not activation_done))
+        self._delta_bias((self._items(self.outs),), None, grad, rows, int(not activation_done))
         flops = 2.0 * rows * self.outs * self.taps
-        self._delta_weights((self._items(self.outs), self.taps), None, self.x, self.delta, self.kernel.grad, rows,
-                            self.outs, self.filters, self.steps, self.input_dim, self.strides, flops=flops)
+        self._delta_weights((self._items(self.outs), self.taps), None, self.x, rows, flops=flops)
         if not input_grad:
             return None
         values = self.steps * self.input_dim
-        self._hidden((self._items(values), rows), None, self.delta, self.kernel.value, self.input_grad, self.outs,
-                     self.filters, self.steps, self.input_dim, self.kernel_size, self.strides, flops=flops)
+        self._hidden((self._items(values), rows), None, flops=flops)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -40,6 +40,7 @@ class LSTM(Recurrent):
     source = "layers/lstm.cl"
     step_names = ("FeedForwardLSTM", "CalcHiddenGradientLSTM")
     state_count = 2
+    initial_names = (("initial_h", "initial_c"), ("initial_c",))
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
@@ -59,8 +60,7 @@ class LSTM(Recurrent):
         return np.concatenate([self.bias_initializer((units,), rng), np.ones(units),
                                self.bias_initializer((2 * units,), rng)])
 
-    def allocate(self, capacity):
-        super().allocate(capacity)
+    def _allocate_cell(self, capacity):
         self.cells = Tensor((capacity, self.steps, self.units), self.dtype, self.rt)  # c of each step
         self.carry = Tensor((capacity, self.units), self.dtype, self.rt)              # dL/dc_t f_t
         # c of the last step, the second state return_state gives.
@@ -77,11 +77,10 @@ class LSTM(Recurrent):
         # Without return_state, `cells` stands in for last_cell, which the kernels then never write.
         last_cell = self.last_cell if self.last_cell is not None else self.cells
         return {"pre": self.pre, "recurrent": self.recurrent.value, "sums": self.sums, "states": self.states,
-                "cells": self.cells, "initial_h": self._initial_h, "initial_c": self._initial_c, "last": self._last,
-                "last_cell": last_cell}
+                "cells": self.cells, "last": self._last, "last_cell": last_cell}
 
     def _backward_arguments(self):
-        return {"pre": self.pre, "cells": self.cells, "initial_c": self._initial_c, "transposed": self.transposed,
+        return {"pre": self.pre, "cells": self.cells, "transposed": self.transposed,
                 "sums": self.sums, "delta": self.delta, "step_delta": self.step_delta, "carry": self.carry,
                 "carry_h": self.carry_h, "with_initial": int(self.multi_input)}
 

@@ -29,6 +29,10 @@ PROJECTED = ("query", "key", "value")  # Keras's order of the projections' weigh
 ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
 LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
 KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor of LANES)
+# The arguments of the row, row-block and rows-form kernels that change from launch to launch, last
+# in the order they are bound: the mask (none, or the batch's), whether the probabilities go
+# through the dropout (in fit) and the dropout's step.
+VARYING = ("mask", "dropout", "step")
 
 
 # The most values of a block of scores a work-item holds in registers in the row-block kernels.
@@ -48,6 +52,12 @@ def row_tiles(tiles: dict, tk: int) -> int:
     share)."""
     count = -(-tk // tiles["TILE"])
     return count if not on_tensor_cores(tiles) and count * tiles["WPT"] ** 2 <= ROW_BLOCK_VALUES else 0
+
+
+def operand_names(letter: str) -> tuple[str, ...]:
+    """The names of an operand's arguments (MultiHeadAttention._operand) in AttentionProduct and the
+    row-block kernels: A, a_first, a_sample, a_head and a_ld for "a"."""
+    return (letter.upper(), *(f"{letter}_{part}" for part in ("first", "sample", "head", "ld")))
 
 
 def lanes_form(rt) -> bool:
@@ -283,28 +293,22 @@ class MultiHeadAttention(Layer):
             program = self.rt.program((linear.source, "activations/vector.cl", *product_sources(self.tiles),
                                        "layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
                                       {**program_defines(linear, False, self.tiles), **dims, **fused})
-            kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-            self._product = kernel("AttentionProduct")
-            if self.row_tiles:
-                self._scores_softmax = kernel("AttentionScoresSoftmax")
-                self._score_grad_product = kernel("AttentionScoreGradient")
-            else:
-                self._softmax = kernel("AttentionSoftmax")
-                self._score_grad = kernel("CalcScoreGradientAttention")
+            names = ("AttentionProduct", *(("AttentionScoresSoftmax", "AttentionScoreGradient") if self.row_tiles
+                                           else ("AttentionSoftmax", "CalcScoreGradientAttention")))
+            self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in names}  # bound in allocate
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
             if self.lanes:
                 sources, dims = sources + ("layers/multi_head_attention_lanes.cl",), {**dims, "KV_KEYS": KV_KEYS}
             program = self.rt.program(sources, self.dtype, dims)
             form = "Lanes" if self.lanes else ""
-            kernel = lambda name: self.rt.kernel(program, name + form, self.dtype)
-            self._forward = kernel("FeedForwardAttention")
-            self._hidden = kernel("CalcHiddenGradientAttention")
-            self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue")
+            names = ("FeedForwardAttention", "CalcHiddenGradientAttention", "CalcHiddenGradientAttentionKeyValue")
+            # (bound in allocate; by the name without the form's)
+            self._kernels = {name: self.rt.kernel(program, name + form, self.dtype) for name in names}
             # Work-items along the query (key) positions: one per row, or per block of rows.
             self._query_items = -(-self.tq // LANES) if self.lanes else self.tq
             self._key_items = -(-self.tk // KV_KEYS) if self.lanes else self.tk
-        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
+        self._kernels["Sum"] = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._noise = Tensor.zeros((1,), np.int32, self.rt)  # dropout.cl's geometry: none (rank 0)
         self._no_mask = Tensor.zeros((1,), self.dtype, self.rt)
         self.built = True
@@ -376,6 +380,56 @@ class MultiHeadAttention(Layer):
         self._projection_grads = ({"query": as_read("query", self.joined_projection)} if self.joined else
                                   {role: as_read(role, layer) for role, layer in self.projections.items()})
         self._views = {}
+        self._bind()
+
+    def _varying(self) -> tuple:
+        """The values of VARYING for a launch."""
+        return self._mask, int(self._dropping), self.step
+
+    def _bind(self) -> None:
+        """Each kernel's arguments named once; a launch gives those that change, in the order bound."""
+        kernel = self._kernels.__getitem__
+        # What stays in every kernel but AttentionProduct: the dropout's geometry (noise: none),
+        # the lengths and heads, whether a mask is given and whether causal, the dropout's seed and keep.
+        fixed = {"noise": self._noise, "tq": self.tq, "tk": self.tk, "heads": self.num_heads,
+                 "use_mask": int(self.wiring["mask"] is not None), "causal": int(self.wiring["causal"]),
+                 "seed": self.kernel_seed, "keep": 1.0 - self.dropout}
+        # A tensor read by several projections: dL/dx, the sum of theirs (which sums vary).
+        self._sum = kernel("Sum").bind(("a", "b", "out", "total"))
+        if self.tiles:
+            # The products' operands and sizes all vary (see _products).
+            self._product = kernel("AttentionProduct").bind(
+                (*operand_names("a"), "a_along_k", *operand_names("b"), "b_along_k", *operand_names("c"), "Ct",
+                 "t_sample", "t_head", "t_ld", "M", "N", "K", "scale", "causal"), heads=self.num_heads)
+            dropped = self.probabilities if self.dropped is None else self.dropped  # written only when dropping
+            operand = lambda letter, place: dict(zip(operand_names(letter), place))  # by name
+            query, key, value = self._projection_operands(self._projected)
+            if self.row_tiles:
+                self._scores_softmax = kernel("AttentionScoresSoftmax").bind(
+                    VARYING, **operand("a", query), **operand("b", key), probabilities=self.probabilities,
+                    dropped=dropped, depth=self.key_dim, scale=self.scale, **fixed)
+                # (A: dL/dcontext, the incoming gradient)
+                self._score_grad_product = kernel("AttentionScoreGradient").bind(
+                    (*operand_names("a"), *VARYING), **operand("b", value),
+                    probabilities=self.probabilities, score_gr=self.score_grad, depth=self.value_dim, **fixed)
+            else:
+                self._softmax = kernel("AttentionSoftmax").bind(
+                    VARYING, scores=self.score_grad, probabilities=self.probabilities, dropped=dropped, **fixed)
+                self._score_grad = kernel("CalcScoreGradientAttention").bind(
+                    VARYING, probabilities=self.probabilities, score_gr=self.score_grad, **fixed)
+            return
+        query, key, value = (self._projected[role][0] for role in PROJECTED)
+        query_grad, key_grad, value_grad = (self._projected_grad[role][0] for role in PROJECTED)
+        context_t, context_ld = self.context.transposed_arguments()  # ld 0: no context^T
+        self._forward = kernel("FeedForwardAttention").bind(
+            VARYING, query=query, key=key, value=value, probabilities=self.probabilities, context=self.context,
+            context_t=context_t, ld=context_ld, scale=self.scale, **fixed)
+        self._hidden = kernel("CalcHiddenGradientAttention").bind(
+            ("context_gr", *VARYING), key=key, value=value, probabilities=self.probabilities,
+            score_gr=self.score_grad, query_gr=query_grad, scale=self.scale, **fixed)
+        self._hidden_key_value = kernel("CalcHiddenGradientAttentionKeyValue").bind(  # (it reads no mask)
+            ("context_gr", "dropout", "step"), query=query, probabilities=self.probabilities, score_gr=self.score_grad,
+            key_gr=key_grad, value_gr=value_grad, scale=self.scale, **fixed)
 
     def _view(self, index: int, x: Tensor) -> Tensor:
         """Input `index` as the projections read it: x itself if its producer wrote x^T, else a
@@ -405,14 +459,6 @@ class MultiHeadAttention(Layer):
         the dropped probabilities while dropping, else the probabilities themselves."""
         return self.dropped if self._dropping else self.probabilities
 
-    def _dropout_arguments(self) -> dict:
-        """The kernels' dropout arguments, by name (ATTENTION_FLAGS' last four)."""
-        return {"dropout": int(self._dropping), "seed": self.kernel_seed, "step": self.step, "keep": 1.0 - self.dropout}
-
-    def _mask_flags(self) -> dict:
-        """The kernels' use_mask and causal, by name: whether a mask is given, whether causal."""
-        return {"use_mask": int(self.wiring["mask"] is not None), "causal": int(self.wiring["causal"])}
-
     @property
     def adds_to_output(self):
         """Its output Dense adds a residual in its launch (see Layer.adds_to_output)."""
@@ -430,12 +476,7 @@ class MultiHeadAttention(Layer):
             self._forward_products(rows)
             self.output_dense.forward(self.context, rows * self.tq, add)
             return self.outputs
-        query, key, value = (self._projected[role][0] for role in PROJECTED)
-        context_t, context_ld = self.context.transposed_arguments()  # ld 0: no context^T
-        self._forward((self._query_items, self.num_heads, rows), None, query=query, key=key, value=value,
-                      mask=self._mask, probabilities=self.probabilities, context=self.context, context_t=context_t,
-                      noise=self._noise, tq=self.tq, tk=self.tk, heads=self.num_heads, ld=context_ld,
-                      scale=self.scale, **self._mask_flags(), **self._dropout_arguments())
+        self._forward((self._query_items, self.num_heads, rows), None, *self._varying())
         self.output_dense.forward(self.context, rows * self.tq, add)
         return self.outputs
 
@@ -465,38 +506,32 @@ class MultiHeadAttention(Layer):
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
         global_size = (-(-n // tile) * side, -(-m // tile) * side, rows * self.num_heads)
         self._product(global_size, (side, side, 1), *a, a_along_k, *b, b_along_k, *c, *transposed,
-                      m, n, k, self.num_heads, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k,
-                      beside=beside)
+                      m, n, k, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k, beside=beside)
 
-    def _rows(self, kernel, rows, **tensors):
+    def _rows(self, launch, rows):
         """A row kernel over the (batch, heads, Tq) rows of Tk scores, a work-group each
-        (Runtime.row_group); `tensors` by name, as the kernel's first arguments."""
+        (Runtime.row_group), its tensors bound (see _bind)."""
         group = self.rt.row_group(self.tk)
-        kernel((rows * self.num_heads * self.tq * group,), (group,), **tensors, mask=self._mask, noise=self._noise,
-               tq=self.tq, tk=self.tk, heads=self.num_heads, **self._mask_flags(), **self._dropout_arguments())
+        launch((rows * self.num_heads * self.tq * group,), (group,), *self._varying())
 
-    def _row_blocks(self, kernel, rows, a, b, depth, *tensors, scale=None):
-        """A row-block kernel (AttentionScoresSoftmax, AttentionScoreGradient): the product of a and
-        b (as _products takes them, both along k) for TILE query rows a work-group, then the rows'
-        work, over `tensors`."""
+    def _row_blocks(self, launch, rows, depth, *a):
+        """A row-block kernel (AttentionScoresSoftmax, AttentionScoreGradient): the product of its
+        operands a and b (as _products takes them, both along k; a given here where it varies) for
+        TILE query rows a work-group, then the rows' work, over the tensors bound (see _bind);
+        `depth`, the product's, as bound."""
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
-        scaled = () if scale is None else (float(scale),)
-        kernel((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *b, *tensors,
-               self._mask, self._noise, self.tq, self.tk, self.num_heads, depth, *scaled,
-               *self._mask_flags().values(), *self._dropout_arguments().values(),
+        launch((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *self._varying(),
                flops=2.0 * rows * self.num_heads * self.tq * self.tk * depth)
 
     def _forward_products(self, rows):
         tq, tk, kd, vd = self.tq, self.tk, self.key_dim, self.value_dim
         query, key, value = self._projection_operands(self._projected)
-        dropped = self.probabilities if self.dropped is None else self.dropped  # written only when dropping
         if self.row_tiles:
-            self._row_blocks(self._scores_softmax, rows, query, key, kd, self.probabilities, dropped,
-                             scale=self.scale)
+            self._row_blocks(self._scores_softmax, rows, kd)
         else:
             scores = self._square(self.score_grad)  # (batch, heads, Tq, Tk), until the backward pass
             self._products(rows, query, 1, key, 1, scores, tq, tk, kd, self.scale, causal=ABOVE_DIAGONAL)
-            self._rows(self._softmax, rows, scores=self.score_grad, probabilities=self.probabilities, dropped=dropped)
+            self._rows(self._softmax, rows)
         ld = self.capacity * tq
         context = self.context, 0, self.context.shape[1]
         transposed = (None, 0, 0, 0) if self.context.transposed is None else (self.context.transposed, tq, vd * ld, ld)
@@ -517,10 +552,10 @@ class MultiHeadAttention(Layer):
         scores = self._square(self.score_grad)
         # dL/d(dropped p) = dL/dcontext V^T, then dL/ds
         if self.row_tiles:
-            self._row_blocks(self._score_grad_product, rows, grad, value, vd, self.probabilities, self.score_grad)
+            self._row_blocks(self._score_grad_product, rows, vd, *grad)
         else:
             self._products(rows, grad, 1, value, 1, scores, tq, tk, vd, causal=ABOVE_DIAGONAL)
-            self._rows(self._score_grad, rows, probabilities=self.probabilities, score_gr=self.score_grad)
+            self._rows(self._score_grad, rows)
         self._products(rows, scores, 0, query, 0, key_grad, tk, kd, tq, self.scale, causal=QUERIES_FROM_KEYS,
                        beside=True)
         self._products(rows, scores, 1, key, 0, query_grad, tq, kd, tk, self.scale, causal=KEYS_UP_TO_QUERIES)
@@ -531,16 +566,9 @@ class MultiHeadAttention(Layer):
             self._backward_products(context_grad, rows)
             self.rt.join_side()  # dL/dV, for the projections
         else:
-            sizes = {"tq": self.tq, "tk": self.tk, "heads": self.num_heads}
-            flags = {"scale": self.scale, **self._mask_flags(), **self._dropout_arguments()}
-            q, k, v = (self._projected[role][0] for role in PROJECTED)
-            query_grad, key_grad, value_grad = (self._projected_grad[role][0] for role in PROJECTED)
-            self._hidden((self._query_items, self.num_heads, rows), None, context_gr=context_grad, key=k, value=v,
-                         mask=self._mask, probabilities=self.probabilities, score_gr=self.score_grad,
-                         query_gr=query_grad, noise=self._noise, **sizes, **flags)
-            self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_gr=context_grad, query=q,
-                                   probabilities=self.probabilities, score_gr=self.score_grad, key_gr=key_grad,
-                                   value_gr=value_grad, noise=self._noise, **sizes, **flags)
+            self._hidden((self._query_items, self.num_heads, rows), None, context_grad, *self._varying())
+            self._hidden_key_value((self._key_items, self.num_heads, rows), None, context_grad, int(self._dropping),
+                                   self.step)
         for index, x in enumerate(self.xs):  # the inputs' x^T for the projections' weight gradients
             if getattr(x, "own_transpose", False):
                 features = self.input_shapes[index][1]

@@ -43,21 +43,23 @@ class _Pooling(Layer):
         # Where each maximum came from (y * width + x); average pooling never reads it.
         self.argmax = Tensor((capacity * out_h * out_w * channels if self.use_max else 1,), np.int32, rt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)     # dL/dx
-        self._forward = rt.kernel(self.program, "FeedForwardPool", dt)
+        transposed, geometry = self.outputs.transposed, self._geometry()
+        self._forward = rt.kernel(self.program, "FeedForwardPool", dt).bind(
+            ("inputs",), outputs=self.outputs, outputs_t=transposed, argmax=self.argmax,
+            ld=capacity if transposed is not None else 0, **geometry, use_max=int(self.use_max))
         # Windows that do not overlap (the usual strides = pool_size, and global pooling) let each
         # output write its own cell of the input gradient (pip's PoCL 3.0, 128 x 26 x 26 x 32:
         # far faster than with each input element gathering from the windows around it).
         (ph, pw), (sh, sw) = self.geometry[5:7], self.geometry[7:9]
         self.cells = sh >= ph and sw >= pw
-        self._hidden = rt.kernel(self.program, "CalcHiddenGradientPoolCells" if self.cells else "CalcHiddenGradientPool",
-                                 dt)
+        hidden = "CalcHiddenGradientPoolCells" if self.cells else "CalcHiddenGradientPool"
+        self._hidden = rt.kernel(self.program, hidden, dt).bind(("output_gr",), argmax=self.argmax,
+                                                                input_gr=self.input_grad, **geometry,
+                                                                use_max=int(self.use_max))
 
     def forward(self, x, rows):
         height, width, channels, out_h, out_w = self.geometry[:5]
-        transposed = self.outputs.transposed
-        self._forward((rows * out_h * out_w,), None, inputs=x, outputs=self.outputs, outputs_t=transposed,
-                      argmax=self.argmax, ld=self.capacity if transposed is not None else 0, **self._geometry(),
-                      use_max=int(self.use_max))
+        self._forward((rows * out_h * out_w,), None, x)
         return self.outputs
 
     def _geometry(self) -> dict:
@@ -69,8 +71,7 @@ class _Pooling(Layer):
             return None
         height, width, channels, out_h, out_w = self.geometry[:5]
         work = (rows * out_h * out_w,) if self.cells else (channels, rows * height * width)
-        self._hidden(work, None, output_gr=grad, argmax=self.argmax, input_gr=self.input_grad, **self._geometry(),
-                     use_max=int(self.use_max))
+        self._hidden(work, None, grad)
         return self.input_grad
 
 
@@ -222,24 +223,25 @@ class GlobalAveragePooling1D(_GlobalPool):
 
     def allocate(self, capacity):
         super().allocate(capacity)
-        self._masked_forward = self.rt.kernel(self.program, "FeedForwardMaskedAverage", self.dtype)
-        self._masked_hidden = self.rt.kernel(self.program, "CalcHiddenGradientMaskedAverage", self.dtype)
+        steps, channels = self.geometry[1], self.geometry[2]  # (1-D: height 1, width the steps)
+        transposed = self.outputs.transposed
+        self._masked_forward = self.rt.kernel(self.program, "FeedForwardMaskedAverage", self.dtype).bind(
+            ("inputs", "mask"), outputs=self.outputs, outputs_t=transposed if transposed is not None else self.outputs,
+            ld=capacity if transposed is not None else 0, steps=steps, channels=channels)
+        self._masked_hidden = self.rt.kernel(self.program, "CalcHiddenGradientMaskedAverage", self.dtype).bind(
+            ("output_gr", "mask"), input_gr=self.input_grad, steps=steps, channels=channels)
 
     def forward(self, x, rows, mask=None):
         self.mask = mask
         if mask is None:
             return super().forward(x, rows)
-        steps, channels = self.geometry[1], self.geometry[2]  # (1-D: height 1, width the steps)
-        transposed = self.outputs.transposed
-        self._masked_forward((channels, rows), None, inputs=x, mask=mask, outputs=self.outputs,
-                             outputs_t=transposed if transposed is not None else self.outputs,
-                             ld=self.capacity if transposed is not None else 0, steps=steps, channels=channels)
+        channels = self.geometry[2]
+        self._masked_forward((channels, rows), None, x, mask)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if self.mask is None or not input_grad:
             return super().backward(grad, rows, input_grad, activation_done)
         steps, channels = self.geometry[1], self.geometry[2]
-        self._masked_hidden((channels, rows * steps), None, output_gr=grad, mask=self.mask, input_gr=self.input_grad,
-                            steps=steps, channels=channels)
+        self._masked_hidden((channels, rows * steps), None, grad, self.mask)
         return self.input_grad

@@ -150,9 +150,10 @@ GRAD_OUTPUT, GRAD_SEQUENCES, GRAD_STATE, GRAD_CELL = 1, 2, 4, 8
 
 class Recurrent(Layer, registered=False):
     """A recurrent layer over inputs (steps, features). Subclasses set `gates` (blocks of `units`
-    columns in the kernels and bias), `source` (their .cl with the two step kernels), and write
+    columns in the kernels and bias), `source` (their .cl with the two step kernels) and
+    `initial_names` (the initial states each step kernel reads), and write
     `_forward_arguments`/`_backward_arguments` (the step kernels' buffers and the cell's own
-    arguments, by the names its .cl gives them) and `_onnx_node`."""
+    arguments, by the names its .cl gives them, bound in allocate) and `_onnx_node`."""
     gates = 1
     source = ""
     step_names = ("", "")     # (forward, backward) step kernels in `source`
@@ -272,16 +273,18 @@ class Recurrent(Layer, registered=False):
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._input_product = kernel("FeedForwardRecurrentInput")
-        # One kernel, two objects: each keeps its own arguments (see Kernel), set once.
-        self._delta_weights = kernel("CalcDeltaWeightsRecurrent")
-        self._delta_recurrent = kernel("CalcDeltaWeightsRecurrent")
-        self._hidden = kernel("CalcHiddenGradientRecurrentInput")
-        self._sum_splits = kernel("SumRecurrentSplits")
-        self._initial_gradient = kernel("CalcInitialStateGradient")
-        self._mask_steps = kernel("MaskSteps")
         suffix = "Sequence" if self.whole_sequence else ""
-        self._step_ff, self._step_bp = (kernel(name + suffix) for name in self.step_names)
+        # The kernels, bound to the buffers by allocate (_bind). One kernel, two objects for the
+        # weight gradients: each keeps its own arguments (see Kernel), set once.
+        self._kernels = {"input_product": kernel("FeedForwardRecurrentInput"),
+                         "delta_weights": kernel("CalcDeltaWeightsRecurrent"),
+                         "delta_recurrent": kernel("CalcDeltaWeightsRecurrent"),
+                         "hidden": kernel("CalcHiddenGradientRecurrentInput"),
+                         "sum_splits": kernel("SumRecurrentSplits"),
+                         "initial_gradient": kernel("CalcInitialStateGradient"),
+                         "mask_steps": kernel("MaskSteps"),
+                         "step_ff": kernel(self.step_names[0] + suffix),
+                         "step_bp": kernel(self.step_names[1] + suffix)}
         return shape
 
     @property
@@ -316,6 +319,71 @@ class Recurrent(Layer, registered=False):
             self._input_dropout.allocate(capacity)
         if self.whole_sequence:  # the weight gradients' slices: dL/dW, its bias, dL/dU, the recurrent bias
             self.split_sums = Tensor((min(capacity, MAX_SPLITS), self.n_in + self.units + 2, self.cols), dt, rt)
+        self._allocate_cell(capacity)
+        self._bind()
+
+    def _allocate_cell(self, capacity) -> None:
+        """The cell's own buffers (LSTM's c, GRU's candidates), made before the kernels are bound."""
+
+    def _bind(self) -> None:
+        """Each kernel's arguments named once, bound to the buffers just allocated; a launch gives
+        by position only those that change: the rows and what follows from them, the batch's x,
+        the call's initial states and gradients, whether it is masked."""
+        kernels, steps, cols, n_in, units = self._kernels, self.steps, self.cols, self.n_in, self.units
+        reverse, stride = int(self.go_backwards), self.capacity * steps
+        # The step kernels' MASK_ARGS (see recurrent.cl): held, first, and `masked`, given.
+        mask_buffers = {"held": self.held, "first": self.first}
+        self._mask_steps = kernels["mask_steps"].bind(("mask",), **mask_buffers, steps=steps, reverse=reverse)
+        self._input_product = kernels["input_product"].bind(
+            ("inputs", "total"), weights=self.kernel.value, bias=self._bias_value(), pre=self.pre,
+            recurrent=self.recurrent.value, transposed=self.transposed, cols=cols, n_in=n_in, steps=steps,
+            reverse=reverse, use_bias=int(self.use_bias), units=units)
+        # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl),
+        # and whether that h is the output (LAST_IS_OUTPUT, recurrent.cl).
+        last = (int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
+                | 4 * int(not self.return_sequences))
+        forward_states, backward_states = self.initial_names
+        self._step_ff = kernels["step_ff"].bind(
+            (*forward_states, "rows", "masked"), **self._forward_arguments(), steps=steps, units=units,
+            **self._act(), with_initial=int(self.multi_input), write_last=last, **mask_buffers)
+        # The gradients from above (see backward), then the initial states.
+        gradients = ("output_gr", "state_gr", "cell_gr")[:1 + self.state_count]
+        self._step_bp = kernels["step_bp"].bind(
+            (*gradients, *backward_states, "rows", "grads", "masked"), **self._backward_arguments(), steps=steps,
+            units=units, **self._act(), capacity=self.capacity, **mask_buffers)
+        self._hidden = kernels["hidden"].bind((), delta=self.delta, weights=self.kernel.value,
+                                              input_gr=self.input_grad, cols=cols, n_in=n_in, steps=steps,
+                                              reverse=reverse, stride=stride)
+        self._initial_gradient = kernels["initial_gradient"].bind(
+            ("carry", "add_carry"), step_delta=self.step_delta, transposed=self.transposed,
+            initial_gr=self.initial_grad, units=units, cols=cols) if self.multi_input else None
+        # The weight gradients (see _weight_gradients): where each writes.
+        bias_grad = self.bias.grad if self.use_bias else self._no_bias
+        recurrent_bias = int(self._recurrent_bias and self.use_bias)
+        if self.whole_sequence:  # slices of split_sums, (n_in + units + 2, cols) a slice of batch rows
+            size = (n_in + units + 2) * cols
+            into_w = {"weights_gr": self.split_sums, "bias_gr": self.split_sums, "weights_offset": 0,
+                      "bias_offset": n_in * cols, "split_stride": size}
+            into_u = {"weights_gr": self.split_sums, "bias_gr": self.split_sums, "weights_offset": (n_in + 1) * cols,
+                      "bias_offset": (n_in + 1 + units) * cols, "split_stride": size}
+            self._sum_splits = kernels["sum_splits"].bind(
+                ("count",), splits=self.split_sums, kernel_gr=self.kernel.grad, recurrent_gr=self.recurrent.grad,
+                bias_gr=bias_grad, n_in=n_in, units=units, cols=cols, use_bias=int(self.use_bias),
+                recurrent_bias=recurrent_bias)
+        else:  # the gradients themselves
+            into_w = {"weights_gr": self.kernel.grad, "bias_gr": bias_grad, "weights_offset": 0, "bias_offset": 0,
+                      "split_stride": 0}
+            into_u = {"weights_gr": self.recurrent.grad, "bias_gr": bias_grad, "weights_offset": 0,
+                      "bias_offset": cols, "split_stride": 0}
+        shared = {"steps": steps, "cols": cols, "stride": stride, "first": self.first}
+        # dL/dW reads x (mode 0, or 1 reversed), never `initial` (mode 3's only): a stand-in.
+        self._delta_weights = kernels["delta_weights"].bind(
+            ("a", "rows", "split_rows", "masked"), initial=self.states, delta=self.delta, n=n_in, mode=reverse,
+            with_bias=int(self.use_bias), **into_w, **shared)
+        # dL/dU reads h_{s-1}: mode 3 takes the first step's from the initial state, 2 skips it (zeros).
+        self._delta_recurrent = kernels["delta_recurrent"].bind(
+            ("initial", "rows", "split_rows", "masked"), a=self.states, delta=self._delta_rec, n=units,
+            mode=3 if self.multi_input else 2, with_bias=recurrent_bias, **into_u, **shared)
 
     def _panels(self, capacity) -> Tensor:
         """A (rows, steps, cols) matrix in column panels VW wide, (ceil(cols / VW), capacity * steps,
@@ -330,8 +398,7 @@ class Recurrent(Layer, registered=False):
         x, *self.initial = x if self.multi_input else [x]  # the initial states, (rows, units) each
         self.masked = mask is not None
         if self.masked:  # (rows, steps), 1 where a step holds data
-            self._mask_steps((rows,), None, mask=mask, held=self.held, first=self.first, steps=self.steps,
-                             reverse=int(self.go_backwards))
+            self._mask_steps((rows,), None, mask)
         if self._input_dropout is not None:  # in fit only; the weight gradient reads the dropped x
             self._input_dropout.training, self._input_dropout.step = self.training, self.step
             x = self._input_dropout.forward(x, rows)
@@ -339,25 +406,13 @@ class Recurrent(Layer, registered=False):
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
         blocks = _blocks(rows * steps, RM) + _blocks(self.units, RM)
-        self._input_product((_blocks(cols, self.vw), blocks), None, inputs=x, weights=self.kernel.value,
-                            bias=self._bias_value(), pre=self.pre, recurrent=self.recurrent.value,
-                            transposed=self.transposed, total=rows * steps, cols=cols, n_in=self.n_in, steps=steps,
-                            reverse=int(self.go_backwards), use_bias=int(self.use_bias), units=self.units,
+        self._input_product((_blocks(cols, self.vw), blocks), None, x, rows * steps,
                             flops=2.0 * rows * steps * self.n_in * cols)
         flops = 2.0 * rows * self.units * cols
-        # Which of the last step's h (1) and c (2, LSTM's) go to buffers of their own (see lstm.cl),
-        # and whether that h is the output (LAST_IS_OUTPUT, recurrent.cl).
-        last = (int(self.last is not None) | 2 * int(self.return_state and self.state_count == 2)
-                | 4 * int(not self.return_sequences))
-        self._step_ff(*self._loop_size(rows), **self._forward_arguments(), rows=rows, steps=steps, units=self.units,
-                      **self._act(), with_initial=int(self.multi_input), write_last=last, **self._mask_arguments(),
+        self._step_ff(*self._loop_size(rows), *self._initial_states(self.initial_names[0]), rows, int(self.masked),
                       flops=steps * flops)
         output = self.states if self.return_sequences else self.last
         return [output, *self._final_states()] if self.return_state else output
-
-    def _mask_arguments(self) -> dict:
-        """The step kernels' MASK_ARGS (see recurrent.cl): held, first, masked."""
-        return {"held": self.held, "first": self.first, "masked": int(self.masked)}
 
     masked = False  # whether the last forward pass had a mask
 
@@ -383,16 +438,12 @@ class Recurrent(Layer, registered=False):
         # The kernels read only the gradients `grads` names; a buffer stands in for each other.
         given = [g if g is not None else self.states for g in (grad, *state_grads)]
         flops = 2.0 * rows * self.units * cols
-        self._step_bp(*self._loop_size(rows, True), **dict(zip(("output_gr", "state_gr", "cell_gr"), given)),
-                      **self._backward_arguments(), rows=rows, steps=steps, units=self.units, **self._act(),
-                      grads=grads, capacity=self.capacity, **self._mask_arguments(), flops=steps * flops)
+        self._step_bp(*self._loop_size(rows, True), *given, *self._initial_states(self.initial_names[1]), rows, grads,
+                      int(self.masked), flops=steps * flops)
         self._weight_gradients(rows)
         input_grad = None
         if wanted[0]:
-            self._hidden((_blocks(self.n_in, RM), total), None, delta=self.delta, weights=self.kernel.value,
-                         input_gr=self.input_grad, cols=cols, n_in=self.n_in, steps=steps,
-                         reverse=int(self.go_backwards), stride=self.capacity * steps,
-                         flops=2.0 * total * self.n_in * cols)
+            self._hidden((_blocks(self.n_in, RM), total), None, flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
                 input_grad = self._input_dropout.backward(input_grad, rows, True)
@@ -405,10 +456,8 @@ class Recurrent(Layer, registered=False):
         if not wanted[0]:
             return [None]
         carry = self._carry_to_h
-        self._initial_gradient((self.units, rows), None, step_delta=self.step_delta, transposed=self.transposed,
-                               carry=self.states if carry is None else carry, initial_gr=self.initial_grad,
-                               units=self.units, cols=self.cols, add_carry=int(carry is not None),
-                               flops=2.0 * rows * self.units * self.cols)
+        self._initial_gradient((self.units, rows), None, self.states if carry is None else carry,
+                               int(carry is not None), flops=2.0 * rows * self.units * self.cols)
         return [self.initial_grad]
 
     # The part of dL/dh_{s-1} that skips U, which the backward steps leave in a buffer (GRU's
@@ -421,42 +470,24 @@ class Recurrent(Layer, registered=False):
         """dL/dW and dL/dU (with their biases): two products over every (row, step) pair, in
         the sequence form each split among batch rows into slices, then SumRecurrentSplits; beside
         the input gradient, which does not read them (Runtime.side_queue)."""
-        steps, cols, n_in, units, total = self.steps, self.cols, self.n_in, self.units, rows * self.steps
-        bias_grad = self.bias.grad if self.use_bias else self._no_bias
-        recurrent_bias = int(self._recurrent_bias and self.use_bias)
+        cols, n_in, units, total = self.cols, self.n_in, self.units, rows * self.steps
         blocks = _blocks(cols, 2 * self.vw)
         flops = 2.0 * total * cols
-        # dL/dU reads h_{s-1}: mode 3 takes the first step's from the initial state, 2 skips it (zeros).
-        previous, mode = (self.initial[0], 3) if self.multi_input else (self.states, 2)
-        stride, first, masked = self.capacity * steps, self.first, int(self.masked)
+        # dL/dU's h_0: the initial state (mode 3), else a stand-in (mode 2 skips it).
+        x, previous, masked = self.x, self._initial_h, int(self.masked)
         if not self.whole_sequence:
-            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, a=self.x, initial=self.x, delta=self.delta,
-                                weights_gr=self.kernel.grad, bias_gr=bias_grad, rows=rows, steps=steps, cols=cols,
-                                n=n_in, mode=int(self.go_backwards), with_bias=int(self.use_bias), bias_offset=0,
-                                stride=stride, weights_offset=0, split_rows=rows, split_stride=0, first=first,
-                                masked=masked, flops=flops * n_in, beside=True)
-            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, a=self.states, initial=previous,
-                                  delta=self._delta_rec, weights_gr=self.recurrent.grad, bias_gr=bias_grad, rows=rows,
-                                  steps=steps, cols=cols, n=units, mode=mode, with_bias=recurrent_bias,
-                                  bias_offset=cols, stride=stride, weights_offset=0, split_rows=rows, split_stride=0,
-                                  first=first, masked=masked, flops=flops * units, beside=True)
+            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, x, rows, rows, masked, flops=flops * n_in,
+                                beside=True)
+            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, previous, rows, rows, masked,
+                                  flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
-        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, a=self.x, initial=self.x, delta=self.delta,
-                            weights_gr=self.split_sums, bias_gr=self.split_sums, rows=rows, steps=steps, cols=cols,
-                            n=n_in, mode=int(self.go_backwards), with_bias=int(self.use_bias),
-                            bias_offset=n_in * cols, stride=stride, weights_offset=0, split_rows=chunk,
-                            split_stride=height * cols, first=first, masked=masked, flops=flops * n_in, beside=True)
-        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, a=self.states, initial=previous,
-                              delta=self._delta_rec, weights_gr=self.split_sums, bias_gr=self.split_sums, rows=rows,
-                              steps=steps, cols=cols, n=units, mode=mode, with_bias=recurrent_bias,
-                              bias_offset=(n_in + 1 + units) * cols, stride=stride,
-                              weights_offset=(n_in + 1) * cols, split_rows=chunk, split_stride=height * cols,
-                              first=first, masked=masked, flops=flops * units, beside=True)
-        self._sum_splits((cols, height), None, splits=self.split_sums, kernel_gr=self.kernel.grad,
-                         recurrent_gr=self.recurrent.grad, bias_gr=bias_grad, count=splits, n_in=n_in, units=units,
-                         cols=cols, use_bias=int(self.use_bias), recurrent_bias=recurrent_bias, beside=True)
+        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, x, rows, chunk, masked,
+                            flops=flops * n_in, beside=True)
+        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, previous, rows, chunk, masked,
+                              flops=flops * units, beside=True)
+        self._sum_splits((cols, height), None, splits, beside=True)
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
     @property
@@ -492,14 +523,22 @@ class Recurrent(Layer, registered=False):
         # The initial h, or a stand-in the kernels never read.
         return self.initial[0] if self.multi_input else self.states
 
+    # The initial states each step kernel reads, (forward, backward), by their names in its .cl:
+    # a call's own, given at each launch (_initial_states).
+    initial_names = (("initial_h",), ())
+
+    def _initial_states(self, names: tuple[str, ...]) -> tuple:
+        """The initial states `names` (of initial_names), or stand-ins the kernels never read."""
+        return tuple(self._initial_h if name == "initial_h" else self._initial_c for name in names)
+
     def _forward_arguments(self) -> dict:
         """The forward step kernel's buffers, and arguments of the cell's own, by name (see the
-        cell's .cl: its FORWARD_ARGS)."""
+        cell's .cl: its FORWARD_ARGS), but the initial states (initial_names): bound in allocate."""
         raise NotImplementedError
 
     def _backward_arguments(self) -> dict:
         """The backward step kernel's buffers after the gradients from above, and arguments of the
-        cell's own, by name (its BACKWARD_ARGS)."""
+        cell's own, by name (its BACKWARD_ARGS), but the initial states: bound in allocate."""
         raise NotImplementedError
 
     # -- export and config ------------------------------------------------------------------------

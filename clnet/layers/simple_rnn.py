@@ -40,7 +40,7 @@ class SimpleRNN(Recurrent):
 
     def _forward_arguments(self):
         return {"pre": self.pre, "recurrent": self.recurrent.value, "sums": self.sums, "states": self.states,
-                "initial_h": self._initial_h, "last": self._last}
+                "last": self._last}
 
     def _backward_arguments(self):
         # (its backward step reads no previous state: no with_initial)
