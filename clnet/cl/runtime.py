@@ -9,6 +9,7 @@ import operator
 import os
 import re
 import sys
+import tempfile
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -237,8 +238,8 @@ class Runtime:
                              f"{self.info.name!r} reported success but produced no kernels")
         signatures = program.signatures = program_signatures(program)
         if None in signatures.values():  # pyopencl's own cache made it from a binary, which may carry none
-            fresh = cl._cl._Program(self.context, text)  # (its uncached build)
-            fresh.build(" ".join(flags).encode(), self.context.devices)
+            with tempfile.TemporaryDirectory() as empty:  # an empty cache: a build from the source
+                fresh = cl.Program(self.context, text).build(options=flags, cache_dir=empty)
             signatures = program.signatures = program_signatures(fresh)
         if self.info.caches_programs and f"-D{SM90A}=1" not in flags:
             return program  # the runtime keeps it (DeviceInfo.caches_programs)
