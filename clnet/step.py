@@ -244,8 +244,11 @@ class Step:
         # summed into a buffer of the engine's.
         read = [*self._outputs, *(t for _, call in self.runs for t in call.inputs)]
         self._fan_out = [t for t in {id(t): t for t in read}.values() if consumers[id(t)] > 1]
-        self._sum = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
-        self._split = self.rt.kernel(merge_program(self.rt, self.dtype), "CopyBlock", self.dtype)
+        program = merge_program(self.rt, self.dtype)
+        self._sum = self.rt.kernel(program, "Sum", self.dtype).bind(("a", "b", "out", "total"))
+        # (each split fills a buffer of its own, from its start)
+        self._split = self.rt.kernel(program, "CopyBlock", self.dtype).bind(
+            ("src", "src_stride", "src_offset", "dst", "dst_stride", "width"), dst_offset=0)
         self._input_widths = [int(np.prod(i.input_shape)) for i in self._inputs]
         self.capacity = 0
         self._grad_plans = {}
@@ -334,7 +337,7 @@ class Step:
         else:  # one gathered batch holds every input's columns: give each input its own
             offset, total = 0, sum(self._input_widths)
             for layer, width, batch in zip(self._inputs, self._input_widths, self._input_batches):
-                self._split((width, rows), None, x, total, offset, batch, width, 0, width)
+                self._split((width, rows), None, x, total, offset, batch, width, width)
                 values[id(layer.output)] = batch
                 offset += width
         for runner, call in self.runs:
@@ -375,9 +378,9 @@ class Step:
         # each loss reads its own columns.
         offset, total = 0, sum(head.width for head in self._heads) + weighted
         if weighted:
-            self._split((1, rows), None, target, total, total - 1, self._row_weights, 1, 0, 1)
+            self._split((1, rows), None, target, total, total - 1, self._row_weights, 1, 1)
         for head, output, mask in zip(self._heads, outputs, self._output_masks):
-            self._split((head.width, rows), None, target, total, offset, head.target, head.width, 0, head.width)
+            self._split((head.width, rows), None, target, total, offset, head.target, head.width, head.width)
             head.launch(head.target, output, rows, first, self._row_weights if weighted else None, mask)
             offset += head.width
 
@@ -524,9 +527,11 @@ class Head:
                                 and not any(m.reads_probabilities for m in self.device_metrics))
         self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
         self._bound_for = None  # the (output gradient, stats) buffers its launch was bound to
-        self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype)
-        self._mask_weights = rt.kernel(loss.program(rt, dtype), "MaskTimesRowWeights", dtype)
         self._totals = Tensor((3,), dtype, rt)
+        # (the per-sample arrays vary: a kept instantiation's are taken up again, see Step._keep_statistics)
+        self._reduce = rt.kernel(loss.program(rt, dtype), "ReduceMetrics", dtype).bind(
+            ("sample_loss", "sample_hit", "count", "sample_held"), totals=self._totals, counted=int(self.held_counted))
+        self._mask_kernel = rt.kernel(loss.program(rt, dtype), "MaskTimesRowWeights", dtype)  # (bound in ensure_rows)
         self.output_grad = self.target = None
         # (per-sample loss, per-sample hits, with a mask per-sample held positions), in the
         # kernel's blocks per sample
@@ -559,6 +564,8 @@ class Head:
                 self._ones = Tensor.from_numpy(np.ones((rows, self.positions)), self.dtype, self.rt)
             if self.masked:  # (a masked, weighted batch's mask times sample weights, for its metrics)
                 self._position_weights = Tensor((rows * self.positions,), self.dtype, self.rt)
+                self._mask_weights = self._mask_kernel.bind(("mask", "row_weights", "tokens"), positions=self.positions,
+                                                            weights=self._position_weights)
 
     @property
     def stat_arrays(self) -> int:
@@ -600,8 +607,7 @@ class Head:
         masked_weights = None
         if self.masked and row_weights is not None and any(m.weighted for m in self.device_metrics):
             tokens = rows * self.positions
-            self._mask_weights((-(-tokens // 64) * 64,), None, mask, row_weights, self.positions, tokens,
-                               self._position_weights)
+            self._mask_weights((-(-tokens // 64) * 64,), None, mask, row_weights, tokens)
             masked_weights = self._position_weights
         for metric in self.device_metrics:
             if self.masked:
@@ -623,8 +629,7 @@ class Head:
         """Sum of per-sample loss and accuracy over [0, count). With a mask (or positions counted)
         the accuracy is Keras's over the held positions, given as that mean times `count`."""
         size = self.rt.local_size
-        self._reduce((size,), (size,), *self.stats[:2], count * self.blocks, self._totals, self.stats[-1],
-                     int(self.held_counted))
+        self._reduce((size,), (size,), *self.stats[:2], count * self.blocks, self.stats[-1])
         loss, hits, held = self._totals.numpy()
         if self.held_counted:
             hits = hits / held * count if held else 0.0

@@ -151,22 +151,24 @@ class ParameterStore:
                 rounds.append(taken := [])
             taken.append((copy, owner, replaces))
         self.shared_grads = Tensor((max(end, 1),), self.dtype, self.rt)
-        self._rounds = []
+        program = self.rt.program(("cl/parameters.cl",), self.dtype)
+        add_shared = self.rt.kernel(program, "AddSharedGradients", self.dtype)
+        self._rounds = []  # (each round's launch, all its arguments bound, and its work-items)
         for pairs in rounds:
             for copy, _, _ in pairs:
                 copy.grad = self.shared_grads.region(copy.offset, copy.shape)
             source = np.concatenate([np.arange(c.offset, c.offset + c.size) for c, _, _ in pairs]).astype(np.int32)
             target = np.concatenate([np.arange(o.offset, o.offset + o.size) for _, o, _ in pairs]).astype(np.int32)
-            self._rounds.append((pairs[0][1].store.grads, Tensor.from_numpy(source, rt=self.rt),
-                                 Tensor.from_numpy(target, rt=self.rt), len(source), int(pairs[0][2])))
-        program = self.rt.program(("cl/parameters.cl",), self.dtype)
-        self._add_shared = self.rt.kernel(program, "AddSharedGradients", self.dtype)
+            self._rounds.append((add_shared.bind((), grads=pairs[0][1].store.grads, shared_grads=self.shared_grads,
+                                                 source=Tensor.from_numpy(source, rt=self.rt),
+                                                 target=Tensor.from_numpy(target, rt=self.rt),
+                                                 replaces=int(pairs[0][2])), len(source)))
 
     def add_shared_gradients(self) -> None:
         """Owner gradient += each copy's gradient (= where the copy replaces it): one launch per
         round (one for a layer called twice)."""
-        for grads, source, target, count, replaces in getattr(self, "_rounds", ()):
-            self._add_shared((count,), None, grads, self.shared_grads, source, target, replaces)
+        for launch, count in getattr(self, "_rounds", ()):
+            launch((count,), None)
 
 
 class ParameterRange:

@@ -572,7 +572,7 @@ class Kernel:
                             f"{', '.join(map(repr, missing))}")
         return _picker([given.index(name) for name in self.names])
 
-    def bind(self, varying: tuple[str, ...] = (), **fixed) -> "Launch":
+    def bind(self, varying: tuple[str, ...] = (), /, **fixed) -> "Launch":
         """This kernel with every argument named once, where its user allocates: the `fixed`
         values, and `varying`, the names each launch gives by position, in that order (see
         Launch)."""

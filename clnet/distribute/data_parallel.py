@@ -160,8 +160,10 @@ class DataParallel(Distribution):
         if self.on_devices:  # each other replica's flat arrays, copied to the first device to be added
             first = self.runtimes[0]
             self.incoming = [Tensor((size,), model.dtype, first) for _ in self.states[1:]]
-            self._reduce_kernel = first.kernel(first.program(("cl/parameters.cl",), model.dtype), "ReduceReplicas",
-                                               model.dtype)
+            kernel = first.kernel(first.program(("cl/parameters.cl",), model.dtype), "ReduceReplicas", model.dtype)
+            # One launch per other replica's incoming arrays (see _over_flat_arrays for the order given).
+            self._reduces = [kernel.bind(("total", "total_first", "other_first", "w_total", "w_other", "n"),
+                                         other=incoming) for incoming in self.incoming]
         elif self.same_layout:  # every replica sums all of them on its own device
             self.pieces, ready_after, late = plan_pieces(model, self.states[0])
             self.sums = self._sum_groups(self.pieces, late)
@@ -181,8 +183,11 @@ class DataParallel(Distribution):
             # next step late: the wide MLP's step on two GPUs was measurably longer than with the
             # events kept (and than in a profiled run, whose table keeps every event).
             self._in_flight: deque[list[cl.Event]] = deque(maxlen=2)
-            self._sum_kernels = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas",
-                                             model.dtype) for s in self.states]
+            # Each replica's sum of its parts (`self`: the replica's index).
+            self._sums = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas", model.dtype)
+                          .bind(("own", "own_first", "parts_first", "n"), parts=parts, part_size=size,
+                                weights=weights, replicas=self.replicas, **{"self": k})
+                          for k, (s, parts, weights) in enumerate(zip(self.states, self.parts, self.shard_weights))]
         else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context
             self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(size, model.dtype) for s in self.states))
             for reduced in self.reduced:
@@ -289,9 +294,9 @@ class DataParallel(Distribution):
         rt = first.rt
         started = time.perf_counter()
         w_total = float(weights[0])
-        for state, incoming, w in zip(self.states[1:], self.incoming, weights[1:]):
+        for state, incoming, reduce, w in zip(self.states[1:], self.incoming, self._reduces, weights[1:]):
             state.send(rt.queue, incoming, [cl.enqueue_marker(state.rt.queue)])
-            self._over_flat_arrays(first, self._reduce_kernel, incoming, w_total, float(w))
+            self._over_flat_arrays(first, reduce, w_total, float(w))
             w_total = 1.0
         summed = cl.enqueue_marker(rt.queue)
         received = [event for state in self.states[1:] for event in state.receive(first, [summed])]
@@ -347,13 +352,12 @@ class DataParallel(Distribution):
                 held += copies
                 upload.flush()
             if index + 1 == sum_after:
-                for k, (state, parts, kernel) in enumerate(zip(self.states, self.parts, self._sum_kernels)):
+                for k, (state, sum_parts) in enumerate(zip(self.states, self._sums)):
                     queue = state.rt.queue
                     if write:
                         held.append(cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False))
                     cl.enqueue_barrier(queue, wait_for=sent[k])
-                    self._over_flat_arrays(state, kernel, parts, total, self.shard_weights[k], k, self.replicas,
-                                           within=ranges)
+                    self._over_flat_arrays(state, sum_parts, within=ranges)
                     queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
                 write, sent = False, [[] for _ in self.states]
                 sum_after, ranges = next(sums, (None, None))
@@ -374,13 +378,13 @@ class DataParallel(Distribution):
         return segments
 
     @classmethod
-    def _over_flat_arrays(cls, state: FlatState, kernel, source, *arguments, within=None) -> None:
-        """kernel(target, first, source, first, *arguments, count) on each of `state`'s flat arrays
-        (or on their elements in the flat ranges `within`), in whole work-groups (NVIDIA's runtime
-        splits an odd global size into ones)."""
+    def _over_flat_arrays(cls, state: FlatState, launch, *arguments, within=None) -> None:
+        """launch(target, first, first, *arguments, count), a bound kernel reading its source at
+        `first` too, on each of `state`'s flat arrays (or on their elements in the flat ranges
+        `within`), in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
         group = state.rt.local_size
         for target, first, count in cls._segments(state, within):
-            kernel((-(-count // group) * group,), (group,), target, first, source, first, *arguments, count)
+            launch((-(-count // group) * group,), (group,), target, first, first, *arguments, count)
 
     def _sum_on_host(self, weights) -> None:
         """Keras layout in between: each replica's elements gathered, summed, scattered back."""

@@ -38,13 +38,19 @@ class Activation(Layer):
         shape = (capacity, *self.output_shape)
         self.outputs = Tensor(shape, dt, rt)
         self.input_grad = Tensor(shape, dt, rt)
-        if self.activation.elementwise:
-            prefix = self.activation.kernel_prefix
-            self._forward = rt.kernel(self.program, prefix + "Activation", dt)
-            self._derivative = rt.kernel(self.program, prefix + "Derivative", dt)
+        # Each kernel's arguments named once; a launch gives those that change, in the order bound.
+        act = self.activation
+        if act.elementwise:
+            prefix = act.kernel_prefix
+            self._forward = rt.kernel(self.program, prefix + "Activation", dt).bind(
+                ("inputs", "total"), outputs=self.outputs, a=act.a, b=act.b)
+            self._derivative = rt.kernel(self.program, prefix + "Derivative", dt).bind(
+                ("inputs", "output_gr", "total"), outputs=self.outputs, input_gr=self.input_grad, a=act.a, b=act.b)
         else:
-            self._forward = rt.kernel(self.program, "SoftMaxActivation", dt)
-            self._derivative = rt.kernel(self.program, "SoftMaxDerivative", dt)
+            self._forward = rt.kernel(self.program, "SoftMaxActivation", dt).bind(
+                ("inputs",), outputs=self.outputs, cols=self.cols)
+            self._derivative = rt.kernel(self.program, "SoftMaxDerivative", dt).bind(
+                ("output_gr",), outputs=self.outputs, input_gr=self.input_grad, cols=self.cols)
 
     def _row_group(self) -> int:
         return self.rt.row_group(self.cols)
@@ -54,10 +60,10 @@ class Activation(Layer):
         act = self.activation
         if act.elementwise:
             total = rows * self.width
-            self._forward(*self.rt.four_per_item(total), x, self.outputs, total, act.a, act.b)
+            self._forward(*self.rt.four_per_item(total), x, total)
         else:
             group = self._row_group()
-            self._forward((rows * self.width // self.cols * group,), (group,), x, self.outputs, self.cols)
+            self._forward((rows * self.width // self.cols * group,), (group,), x)
         return self.outputs
 
     def forward_logits(self, x, rows):
@@ -71,12 +77,10 @@ class Activation(Layer):
         act = self.activation
         if act.elementwise:
             total = rows * self.width
-            self._derivative(*self.rt.four_per_item(total), self.outputs, self.x, grad, self.input_grad,
-                             total, act.a, act.b)
+            self._derivative(*self.rt.four_per_item(total), self.x, grad, total)
         else:
             group = self._row_group()
-            self._derivative((rows * self.width // self.cols * group,), (group,),
-                             self.outputs, grad, self.input_grad, self.cols)
+            self._derivative((rows * self.width // self.cols * group,), (group,), grad)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
@@ -118,8 +122,11 @@ class Softmax(Activation):
     def allocate(self, capacity):
         super().allocate(capacity)
         if self.inner > 1:
-            self._forward = self.rt.kernel(self.program, "SoftMaxAxisActivation", self.dtype)
-            self._derivative = self.rt.kernel(self.program, "SoftMaxAxisDerivative", self.dtype)
+            sizes = {"n": self.cols, "inner": self.inner}
+            self._forward = self.rt.kernel(self.program, "SoftMaxAxisActivation", self.dtype).bind(
+                ("inputs", "columns"), outputs=self.outputs, **sizes)
+            self._derivative = self.rt.kernel(self.program, "SoftMaxAxisDerivative", self.dtype).bind(
+                ("output_gr", "columns"), outputs=self.outputs, input_gr=self.input_grad, **sizes)
 
     def _columns(self, rows) -> tuple[int, tuple[int]]:
         columns = rows * self.width // self.cols
@@ -130,14 +137,14 @@ class Softmax(Activation):
             return super().forward(x, rows)
         self.x = x
         columns, size = self._columns(rows)
-        self._forward(size, None, x, self.outputs, self.cols, self.inner, columns)
+        self._forward(size, None, x, columns)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if self.inner == 1:
             return super().backward(grad, rows, input_grad, activation_done)
         columns, size = self._columns(rows)
-        self._derivative(size, None, self.outputs, grad, self.input_grad, self.cols, self.inner, columns)
+        self._derivative(size, None, grad, columns)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

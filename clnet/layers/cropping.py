@@ -17,8 +17,10 @@ INT64_MAX = 2**63 - 1  # a Slice's end "to the end of the axis", whatever its ex
 class _Cropping(CellCopy, Layer):
     """What Cropping1D and Cropping2D share; `sides` holds (before, after) per spatial axis."""
     rank = 2
-    # zero_padding.cl's kernels, their roles swapped: its gradient's crop, then its pad with zeros.
+    # zero_padding.cl's kernels (and their buffers), their roles swapped: its gradient's crop, then
+    # its pad with zeros.
     forward_kernel, backward_kernel = "CalcHiddenGradientZeroPadding", "FeedForwardZeroPadding"
+    forward_buffers, backward_buffers = ("output_gr", "input_gr"), ("inputs", "outputs")
 
     def __init__(self, cropping, name=None, input_shape=None):
         super().__init__(name, input_shape)
@@ -44,7 +46,8 @@ class _Cropping(CellCopy, Layer):
         out_h, out_w, _ = check_rank(self, shape, self.rank)
         (top, _), (left, _) = ((0, 0),) * (2 - self.rank) + self.sides
         # zero_padding.cl's geometry: the image it pads is the cropped one, the padded one the input.
-        self.geometry = (out_h, out_w, channels, top, left, height, width)
+        self.geometry = {"height": out_h, "width": out_w, "channels": channels, "top": top, "left": left,
+                         "out_h": height, "out_w": width}
         self.program = self.rt.program(("layers/zero_padding.cl",), self.dtype)
         return shape
 

@@ -136,8 +136,11 @@ class Dense(Layer):
         self.input_grad = Tensor((self.batch_capacity, *self.input_shape), dt, rt)  # dL/dx
         if not self.activation.elementwise:
             self.act_grad = Tensor((capacity, self.units), dt, rt)
-            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt)
-            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt)
+            # softmax(z) into y, and dL/dz from y and dL/dy: the arguments named once
+            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt).bind(
+                (), inputs=self.kept, outputs=self.outputs, cols=self.units)
+            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt).bind(
+                ("output_gr",), outputs=self.outputs, input_gr=self.act_grad, cols=self.units)
         self.plan = DensePlan(rt, dt, self.tiles, self.activation, self.n_in, self.units, self.panel, capacity,
                               weights=self.kernel, bias=self.bias if self.use_bias else None, outputs=self.outputs,
                               kept=self.kept, input_grad=self.input_grad)
@@ -183,7 +186,7 @@ class Dense(Layer):
         if not self.activation.elementwise:
             rows *= self.positions
             group = self._row_group()
-            self._softmax((rows * group,), (group,), self.kept, self.outputs, self.units)
+            self._softmax((rows * group,), (group,))
         return self.outputs
 
     def forward_logits(self, x, rows, add=None):
@@ -202,7 +205,7 @@ class Dense(Layer):
         apply_derivative = not activation_done
         if apply_derivative and not self.activation.elementwise:
             group = self._row_group()
-            self._softmax_derivative((rows * group,), (group,), self.outputs, grad, self.act_grad, self.units)
+            self._softmax_derivative((rows * group,), (group,), grad)
             grad, apply_derivative = self.act_grad, False
         self.plan.weight_gradient(self.x, grad, rows, apply_derivative, input_grad, self._gradient_parts,
                                   self._part_done)

@@ -82,22 +82,31 @@ class Dropout(BufferedLayer):
             self.rank = len(shape)
         self.noise = Tensor.from_numpy(geometry, np.int32, self.rt)  # (2 * rank + 1,), once
         program = self.rt.program(("layers/dropout.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardDropout", self.dtype)
-        self._backward = self.rt.kernel(program, "CalcHiddenGradientDropout", self.dtype)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype)  # bound in allocate
+                         for name in ("FeedForwardDropout", "CalcHiddenGradientDropout")}
         return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        # The mask's seed and geometry are fixed; a launch gives the source, the elements and the step.
+        mask = {"noise": self.noise, "rank": self.rank, "width": self.width, "seed": self.kernel_seed,
+                "keep": 1.0 - self.rate}
+        self._forward = self._kernels["FeedForwardDropout"].bind(("inputs", "total", "step"), outputs=self.outputs,
+                                                                 **mask)
+        self._backward = self._kernels["CalcHiddenGradientDropout"].bind(
+            ("output_gr", "total", "step"), input_gr=self.input_grad, **mask)
 
     def _active(self) -> bool:
         return self.training and self.rate > 0
 
-    def _launch(self, kernel, source, target, rows):
+    def _launch(self, launch, source, rows):
         total = rows * self.width
-        kernel((-(-total // 64) * 64,), None, source, target, self.noise, self.rank, self.width, total,
-               self.kernel_seed, self.step, 1.0 - self.rate)
+        launch((-(-total // 64) * 64,), None, source, total, self.step)
 
     def forward(self, x, rows):
         if not self._active():
             return x
-        self._launch(self._forward, x, self.outputs, rows)
+        self._launch(self._forward, x, rows)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
@@ -105,7 +114,7 @@ class Dropout(BufferedLayer):
             return None
         if not self._active():
             return grad
-        self._launch(self._backward, grad, self.input_grad, rows)
+        self._launch(self._backward, grad, rows)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):
@@ -209,18 +218,20 @@ class GaussianNoise(Layer):
         self.width = int(np.prod(shape))
         self.kernel_seed = seed_for_kernels(self.seed, rng)
         program = self.rt.program(("layers/dropout.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardGaussianNoise", self.dtype)
+        self._noise = self.rt.kernel(program, "FeedForwardGaussianNoise", self.dtype)  # bound in allocate
         return shape
 
     def allocate(self, capacity):
         super().allocate(capacity)
         self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
+        self._forward = self._noise.bind(("inputs", "total", "step"), outputs=self.outputs, seed=self.kernel_seed,
+                                         stddev=self.stddev)
 
     def forward(self, x, rows):
         if not (self.training and self.stddev > 0):
             return x
         total = rows * self.width
-        self._forward((-(-total // 64) * 64,), None, x, self.outputs, total, self.kernel_seed, self.step, self.stddev)
+        self._forward((-(-total // 64) * 64,), None, x, total, self.step)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):

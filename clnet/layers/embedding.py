@@ -62,10 +62,8 @@ class Embedding(Layer):
         while per_item > 1 and 4 * self.rt.local_size * (per_item + 2) > self.rt.device.local_mem_size:
             per_item //= 2
         program = self.rt.program(("layers/embedding.cl",), self.dtype, {"IDS_PER_ITEM": per_item})
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward = kernel("FeedForwardEmbedding")
-        self._count = kernel("CountEmbeddingIds")
-        self._delta_weights = kernel("CalcDeltaWeightsEmbedding")
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardEmbedding", "CountEmbeddingIds", "CalcDeltaWeightsEmbedding")}
         # Per id: its occurrences in the batch and the first of them, reset by the kernel after use.
         self._counts = Tensor.zeros((self.input_dim,), np.int32, self.rt)                    # (input_dim,)
         self._first = Tensor.from_numpy(np.full(self.input_dim, 2**31 - 1, np.int32), rt=self.rt)  # (input_dim,)
@@ -98,18 +96,25 @@ class Embedding(Layer):
         self.input_grad = Tensor.zeros((capacity, *self.input_shape), self.dtype, self.rt)  # ids: no gradient
         # Keras's mask, 1 where an id is not 0 (mask_zero); else a stand-in the kernel never writes.
         self.output_mask = Tensor((capacity, *self.input_shape) if self.mask_zero else (1,), self.dtype, self.rt)
+        kernel = self._kernels.__getitem__
+        ids = {"counts": self._counts, "first": self._first, "input_dim": self.input_dim}
+        # Each kernel's arguments named once; a launch gives those that change, in the order bound.
+        self._forward = kernel("FeedForwardEmbedding").bind(
+            ("ids",), table=self.embeddings.value, outputs=self.outputs, mask=self.output_mask,
+            input_dim=self.input_dim, output_dim=self.output_dim, mask_zero=int(self.mask_zero))
+        self._count = kernel("CountEmbeddingIds").bind(("ids",), **ids)
+        self._delta_weights = kernel("CalcDeltaWeightsEmbedding").bind(
+            ("ids", "gradients", "tokens"), table_grad=self.embeddings.grad, output_dim=self.output_dim, **ids)
 
     def forward(self, x, rows):
         self.x = x
-        self._forward((self.output_dim, rows * self.positions), None, x, self.embeddings.value, self.outputs,
-                      self.output_mask, self.input_dim, self.output_dim, int(self.mask_zero))
+        self._forward((self.output_dim, rows * self.positions), None, x)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         # Nothing in the backward pass reads the table's gradient: beside it (Runtime.side_queue).
-        self._count((rows * self.positions,), None, self.x, self._counts, self._first, self.input_dim, beside=True)
-        self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, self._counts,
-                            self._first, self.embeddings.grad, self.input_dim, self.output_dim, rows * self.positions,
+        self._count((rows * self.positions,), None, self.x, beside=True)
+        self._delta_weights((self.input_dim * self._group,), (self._group,), self.x, grad, rows * self.positions,
                             beside=True)
         return self.input_grad if input_grad else None
 

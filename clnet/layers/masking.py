@@ -34,8 +34,8 @@ class Masking(BufferedLayer):
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         program = self.rt.program(("layers/masking.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardMasking", self.dtype)
-        self._hidden = self.rt.kernel(program, "CalcHiddenGradientMasking", self.dtype)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardMasking", "CalcHiddenGradientMasking")}
         self.features = input_shape[-1]
         self.positions = int(np.prod(input_shape[:-1]))  # steps per sample
         return shape
@@ -43,17 +43,20 @@ class Masking(BufferedLayer):
     def allocate(self, capacity):
         super().allocate(capacity)
         self.output_mask = Tensor((capacity, *self.input_shape[:-1]), self.dtype, self.rt)  # (rows, steps)
+        self._forward = self._kernels["FeedForwardMasking"].bind(
+            ("inputs",), outputs=self.outputs, mask=self.output_mask, features=self.features,
+            mask_value=self.mask_value)
+        self._hidden = self._kernels["CalcHiddenGradientMasking"].bind(
+            ("output_gr",), mask=self.output_mask, input_gr=self.input_grad, features=self.features)
 
     def forward(self, x, rows):
-        self._forward((rows * self.positions,), None, x, self.outputs, self.output_mask, self.features,
-                      self.mask_value)
+        self._forward((rows * self.positions,), None, x)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
-        self._hidden((rows * self.positions * self.features,), None, grad, self.output_mask, self.input_grad,
-                     self.features)
+        self._hidden((rows * self.positions * self.features,), None, grad)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -35,9 +35,8 @@ class _Merge(Layer):
         self.output_shape = self.compute_output_shape(self.input_shapes)
         self.width = int(np.prod(self.output_shape))
         program = merge_program(self.rt, self.dtype)
-        self._sum = self.rt.kernel(program, "Sum", self.dtype)
-        self._product = self.rt.kernel(program, "Product", self.dtype)
-        self._copy = self.rt.kernel(program, "CopyBlock", self.dtype)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype)  # bound in allocate
+                         for name in ("Sum", "Product", "CopyBlock")}
         self.built = True
         return self.output_shape
 
@@ -45,9 +44,9 @@ class _Merge(Layer):
         super().allocate(capacity)
         self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
 
-    def _elementwise(self, kernel, a, b, out, rows):
+    def _elementwise(self, launch, rows, *operands):
         total = rows * self.width
-        kernel(*self.rt.four_per_item(total), a, b, out, total)
+        launch(*self.rt.four_per_item(total), *operands, total)
 
 
 class Add(_Merge):
@@ -58,10 +57,14 @@ class Add(_Merge):
     `Layer.adds_to_output`). Masks: Keras's, a step holds data where every masked input says so."""
     sums_inputs = True
 
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        self._sum = self._kernels["Sum"].bind(("a", "b", "total"), out=self.outputs)
+
     def forward(self, xs, rows):
-        self._elementwise(self._sum, xs[0], xs[1], self.outputs, rows)
+        self._elementwise(self._sum, rows, xs[0], xs[1])
         for x in xs[2:]:
-            self._elementwise(self._sum, self.outputs, x, self.outputs, rows)
+            self._elementwise(self._sum, rows, self.outputs, x)
         return self.outputs
 
     def backward(self, grad, rows, input_grads):
@@ -80,12 +83,14 @@ class Multiply(_Merge):
     def allocate(self, capacity):
         super().allocate(capacity)
         self.input_grads = [Tensor((capacity, *self.output_shape), self.dtype, self.rt) for _ in self.input_shapes]
+        # Every operand given: the forward writes the output, the backward each input's gradient.
+        self._product = self._kernels["Product"].bind(("a", "b", "out", "total"))
 
     def forward(self, xs, rows):
         self.xs = xs
-        self._elementwise(self._product, xs[0], xs[1], self.outputs, rows)
+        self._elementwise(self._product, rows, xs[0], xs[1], self.outputs)
         for x in xs[2:]:
-            self._elementwise(self._product, self.outputs, x, self.outputs, rows)
+            self._elementwise(self._product, rows, self.outputs, x, self.outputs)
         return self.outputs
 
     def backward(self, grad, rows, input_grads):
@@ -98,7 +103,7 @@ class Multiply(_Merge):
             source = grad
             for j, x in enumerate(self.xs):
                 if j != i:
-                    self._elementwise(self._product, source, x, out, rows)
+                    self._elementwise(self._product, rows, source, x, out)
                     source = out
             results.append(out)
         return results
@@ -158,6 +163,9 @@ class Concatenate(_Merge):
     def allocate(self, capacity):
         super().allocate(capacity)
         self.input_grads = [Tensor((capacity, *s), self.dtype, self.rt) for s in self.input_shapes]
+        # Every argument given: each launch copies another input's block, in or out.
+        self._copy = self._kernels["CopyBlock"].bind(
+            ("src", "src_stride", "src_offset", "dst", "dst_stride", "dst_offset", "width"))
 
     def _blocks(self, rows):
         total = sum(self.inner)

@@ -31,8 +31,19 @@ class Permute(BufferedLayer):
         order = [d - 1 for d in self.dims]  # output axis k is input axis order[k]
         self.forward_geometry = self._geometry(self.input_shape, order)
         self.backward_geometry = self._geometry(shape, list(np.argsort(order)))
+        # (bound in allocate)
         self._permute = self.rt.kernel(self.rt.program(("layers/permute.cl",), self.dtype), "PermuteAxes", self.dtype)
         return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        # One kernel, bound twice: the forward gather into the outputs, the backward one into the
+        # input's gradient.
+        sizes = {"rank": len(self.dims), "width": self.width}
+        self._forward = self._permute.bind(("source", "total"), target=self.outputs,
+                                           geometry=self.forward_geometry, **sizes)
+        self._backward = self._permute.bind(("source", "total"), target=self.input_grad,
+                                            geometry=self.backward_geometry, **sizes)
 
     def _geometry(self, source_shape, order) -> Tensor:
         """permute.cl's geometry for gathering a (rows, *source_shape) tensor into its axes `order`."""
@@ -40,18 +51,18 @@ class Permute(BufferedLayer):
         geometry = [source_shape[a] for a in order] + [int(strides[a]) for a in order]
         return Tensor.from_numpy(np.array(geometry, np.int32), np.int32, self.rt)  # once, as Dropout's
 
-    def _launch(self, source, target, geometry, rows):
+    def _launch(self, launch, source, rows):
         total = rows * self.width
-        self._permute((-(-total // 64) * 64,), None, source, target, geometry, len(self.dims), self.width, total)
+        launch((-(-total // 64) * 64,), None, source, total)
 
     def forward(self, x, rows):
-        self._launch(x, self.outputs, self.forward_geometry, rows)
+        self._launch(self._forward, x, rows)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
-        self._launch(grad, self.input_grad, self.backward_geometry, rows)
+        self._launch(self._backward, grad, rows)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -43,8 +43,8 @@ class PositionEmbedding(Layer):
         table = self.initializer((self.sequence_length, self.features), rng)
         self.embeddings = store.add(table)  # (sequence_length, features)
         program = self.rt.program(("layers/position_embedding.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardPositionEmbedding", self.dtype)
-        self._delta_weights = self.rt.kernel(program, "CalcDeltaWeightsPositionEmbedding", self.dtype)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardPositionEmbedding", "CalcDeltaWeightsPositionEmbedding")}
         return shape
 
     @property
@@ -55,14 +55,20 @@ class PositionEmbedding(Layer):
         super().allocate(capacity)
         self.outputs = Tensor((capacity, *self.output_shape), self.dtype, self.rt)
         self.input_grad = Tensor.zeros((capacity, *self.input_shape), self.dtype, self.rt)
+        # The forward's arguments are all fixed (its work size says how many rows); the gradient's
+        # launch gives dL/dy and the rows.
+        self._forward = self._kernels["FeedForwardPositionEmbedding"].bind(
+            (), table=self.embeddings.value, outputs=self.outputs, width=self.width)
+        self._delta_weights = self._kernels["CalcDeltaWeightsPositionEmbedding"].bind(
+            ("gradients", "rows"), table_grad=self.embeddings.grad, width=self.width)
 
     def forward(self, x, rows):
-        self._forward((self.width, rows * self.repeats), None, self.embeddings.value, self.outputs, self.width)
+        self._forward((self.width, rows * self.repeats), None)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
-        self._delta_weights((self.sequence_length * self.features,), None, grad, self.embeddings.grad,
-                            rows * self.repeats, self.width, beside=True)  # (see Runtime.side_queue)
+        self._delta_weights((self.sequence_length * self.features,), None, grad, rows * self.repeats,
+                            beside=True)  # (see Runtime.side_queue)
         return self.input_grad if input_grad else None
 
     def to_onnx(self, graph, inputs):

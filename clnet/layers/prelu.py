@@ -64,11 +64,8 @@ class PReLU(BufferedLayer):
         self._alpha_of = Tensor.from_numpy(alpha_of.astype(np.int32), np.int32, self.rt)
         self._members = Tensor.from_numpy(np.argsort(alpha_of, kind="stable").astype(np.int32), np.int32, self.rt)
         program = self.rt.program(("layers/prelu.cl",), self.dtype)
-        kernel = lambda name: self.rt.kernel(program, name, self.dtype)
-        self._forward = kernel("FeedForwardPReLU")
-        self._hidden = kernel("CalcHiddenGradientPReLU")
-        self._delta_alpha = kernel("CalcDeltaAlphaPReLU")
-        self._sum_chunks = kernel("SumChunksPReLU")
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
+            "FeedForwardPReLU", "CalcHiddenGradientPReLU", "CalcDeltaAlphaPReLU", "SumChunksPReLU")}
         return shape
 
     @property
@@ -79,14 +76,25 @@ class PReLU(BufferedLayer):
         super().allocate(capacity)
         chunks = -(-capacity * self.share // CHUNK)
         self._chunk_sums = Tensor((chunks, self.alpha.size), self.dtype, self.rt) if chunks > 1 else None
+        kernel = self._kernels.__getitem__
+        alpha = {"alpha": self.alpha.value, "alpha_of": self._alpha_of, "width": self.width}
+        self._forward = kernel("FeedForwardPReLU").bind(("inputs", "total"), outputs=self.outputs, **alpha)
+        self._hidden = kernel("CalcHiddenGradientPReLU").bind(("inputs", "output_gr", "total"),
+                                                              input_gr=self.input_grad, **alpha)
+        # `sums`: alpha's gradient itself where the batch takes one chunk, else the chunks' sums.
+        self._delta_alpha = kernel("CalcDeltaAlphaPReLU").bind(
+            ("inputs", "output_gr", "sums", "count"), members=self._members, alphas=self.alpha.size,
+            share=self.share, width=self.width, chunk=CHUNK)
+        self._sum_chunks = kernel("SumChunksPReLU").bind(
+            ("chunks",), sums=self._chunk_sums, alpha_gr=self.alpha.grad, alphas=self.alpha.size) if chunks > 1 else None
 
-    def _launch(self, kernel, *tensors, rows):
+    def _launch(self, launch, *given, rows):
         total = rows * self.width
-        kernel((-(-total // 64) * 64,), None, *tensors, self.alpha.value, self._alpha_of, self.width, total)
+        launch((-(-total // 64) * 64,), None, *given, total)
 
     def forward(self, x, rows):
         self.x = x  # the gradients read x
-        self._launch(self._forward, x, self.outputs, rows=rows)
+        self._launch(self._forward, x, rows=rows)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
@@ -95,13 +103,12 @@ class PReLU(BufferedLayer):
         sums = self.alpha.grad if chunks == 1 else self._chunk_sums
         # Nothing in the backward pass reads alpha's gradient: beside the input gradient
         # (Runtime.side_queue).
-        self._delta_alpha((-(-alphas // 32) * 32, chunks), None, self.x, grad, self._members, sums, alphas,
-                          self.share, self.width, count, CHUNK, beside=True)
+        self._delta_alpha((-(-alphas // 32) * 32, chunks), None, self.x, grad, sums, count, beside=True)
         if chunks > 1:
-            self._sum_chunks((-(-alphas // 32) * 32,), None, sums, self.alpha.grad, alphas, chunks, beside=True)
+            self._sum_chunks((-(-alphas // 32) * 32,), None, chunks, beside=True)
         if not input_grad:
             return None
-        self._launch(self._hidden, self.x, grad, self.input_grad, rows=rows)
+        self._launch(self._hidden, self.x, grad, rows=rows)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

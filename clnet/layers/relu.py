@@ -38,22 +38,29 @@ class ReLU(BufferedLayer):
         shape = super().build(input_shape, store, rng)
         self.width = int(np.prod(shape))  # elements per sample
         program = self.rt.program(("layers/relu.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardReLU", self.dtype)
-        self._backward = self.rt.kernel(program, "CalcHiddenGradientReLU", self.dtype)
-        self.kernel_args = (math.inf if self.max_value is None else self.max_value, self.negative_slope, self.threshold)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype)  # bound in allocate
+                         for name in ("FeedForwardReLU", "CalcHiddenGradientReLU")}
         return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        relu = {"max_value": math.inf if self.max_value is None else self.max_value, "slope": self.negative_slope,
+                "threshold": self.threshold}
+        self._forward = self._kernels["FeedForwardReLU"].bind(("inputs", "total"), outputs=self.outputs, **relu)
+        self._backward = self._kernels["CalcHiddenGradientReLU"].bind(("inputs", "output_gr", "total"),
+                                                                      input_gr=self.input_grad, **relu)
 
     def forward(self, x, rows):
         self.x = x  # the derivative reads x (see relu.cl)
         total = rows * self.width
-        self._forward(*self.rt.four_per_item(total), x, self.outputs, total, *self.kernel_args)
+        self._forward(*self.rt.four_per_item(total), x, total)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
         total = rows * self.width
-        self._backward(*self.rt.four_per_item(total), self.x, grad, self.input_grad, total, *self.kernel_args)
+        self._backward(*self.rt.four_per_item(total), self.x, grad, total)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

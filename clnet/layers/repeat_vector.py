@@ -25,20 +25,27 @@ class RepeatVector(BufferedLayer):
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         program = self.rt.program(("layers/repeat_vector.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "FeedForwardRepeatVector", self.dtype)
-        self._hidden = self.rt.kernel(program, "CalcHiddenGradientRepeatVector", self.dtype)
+        self._kernels = {name: self.rt.kernel(program, name, self.dtype)  # bound in allocate
+                         for name in ("FeedForwardRepeatVector", "CalcHiddenGradientRepeatVector")}
         return shape
+
+    def allocate(self, capacity):
+        super().allocate(capacity)
+        sizes = {"features": self.input_shape[0], "n": self.n}
+        self._forward = self._kernels["FeedForwardRepeatVector"].bind(("inputs",), outputs=self.outputs, **sizes)
+        self._hidden = self._kernels["CalcHiddenGradientRepeatVector"].bind(("output_gr",), input_gr=self.input_grad,
+                                                                            **sizes)
 
     def forward(self, x, rows):
         features = self.input_shape[0]
-        self._forward((features, rows * self.n), None, x, self.outputs, features, self.n)
+        self._forward((features, rows * self.n), None, x)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
         features = self.input_shape[0]
-        self._hidden((features, rows), None, grad, self.input_grad, features, self.n)
+        self._hidden((features, rows), None, grad)
         return self.input_grad
 
     def to_onnx(self, graph, inputs):

@@ -111,26 +111,31 @@ class CellCopy:
     Cropping, UpSampling; a mixin of Layer): their buffers and launches. The forward kernel
     (`forward_kernel` of `self.program`) takes a work-item per output cell, (width x channels,
     rows x height) of the output; the backward one (`backward_kernel`) one per input cell; both
-    take `self.geometry` after their two buffers."""
+    take `self.geometry`, by name, besides their two buffers, whose names `forward_buffers` and
+    `backward_buffers` give (what each reads, then what it writes)."""
 
     forward_kernel = backward_kernel = ""
+    forward_buffers, backward_buffers = ("inputs", "outputs"), ("output_gr", "input_gr")
 
     def allocate(self, capacity):
         super().allocate(capacity)
         rt, dt = self.rt, self.dtype
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)  # dL/dx
-        self._forward = rt.kernel(self.program, self.forward_kernel, dt)
-        self._hidden = rt.kernel(self.program, self.backward_kernel, dt)
+        (reads, writes), (grad_reads, grad_writes) = self.forward_buffers, self.backward_buffers
+        self._forward = rt.kernel(self.program, self.forward_kernel, dt).bind(
+            (reads,), **{writes: self.outputs}, **self.geometry)
+        self._hidden = rt.kernel(self.program, self.backward_kernel, dt).bind(
+            (grad_reads,), **{grad_writes: self.input_grad}, **self.geometry)
 
     def forward(self, x, rows):
         out_h, out_w, channels = check_rank(self, self.output_shape, self.rank)
-        self._forward((out_w * channels, rows * out_h), None, x, self.outputs, *self.geometry)
+        self._forward((out_w * channels, rows * out_h), None, x)
         return self.outputs
 
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
         height, width, channels = check_rank(self, self.input_shape, self.rank)
-        self._hidden((width * channels, rows * height), None, grad, self.input_grad, *self.geometry)
+        self._hidden((width * channels, rows * height), None, grad)
         return self.input_grad

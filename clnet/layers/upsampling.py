@@ -22,7 +22,8 @@ class _UpSampling(CellCopy, Layer):
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         _, width, channels = check_rank(self, self.input_shape, self.rank)
-        self.geometry = (width, channels, *(1,) * (2 - self.rank), *self.factors)  # width, channels, up_h, up_w
+        up_h, up_w = self.factors if self.rank == 2 else (1, *self.factors)
+        self.geometry = {"width": width, "channels": channels, "up_h": up_h, "up_w": up_w}
         self.program = self.rt.program(("layers/upsampling.cl",), self.dtype)
         return shape
 

@@ -23,7 +23,8 @@ class ZeroPadding2D(CellCopy, Layer):
     def build(self, input_shape, store, rng):
         shape = super().build(input_shape, store, rng)
         height, width, channels = self.input_shape
-        self.geometry = (height, width, channels, self.padding[0][0], self.padding[1][0], *shape[:2])
+        self.geometry = {"height": height, "width": width, "channels": channels, "top": self.padding[0][0],
+                         "left": self.padding[1][0], "out_h": shape[0], "out_w": shape[1]}
         self.program = self.rt.program(("layers/zero_padding.cl",), self.dtype)
         return shape
 

@@ -192,7 +192,8 @@ class Metric:
         if state is None or state.rt is not rt or state.dtype != np.dtype(dtype) or state.shape != (self.state_size(),):
             self.state = Tensor((self.state_size(),), dtype, rt)
             self.state.fill(0)
-        self.kernel = rt.kernel(rt.program(self.sources(), dtype), self.kernel_name, dtype)
+        # Its arguments named once, here, where its state is made (see bind_update).
+        self.kernel = self.bind_update(rt.kernel(rt.program(self.sources(), dtype), self.kernel_name, dtype))
 
     def check_shape(self, output_shape: tuple) -> None:
         """Raises where this metric cannot take an output of this shape."""
@@ -232,6 +233,11 @@ class Metric:
             self.state.fill(0)
         for variable in self._variables:
             variable.assign(variable.initial)
+
+    def bind_update(self, kernel):
+        """The update kernel's launch (Kernel.bind): what stays bound, the state included, and the
+        names of what `update` gives."""
+        raise NotImplementedError
 
     def update(self, target: Tensor, output: Tensor, tokens: int, row_weights: Tensor, weighted: int) -> None:
         raise NotImplementedError
@@ -276,10 +282,14 @@ class MeanMetric(Metric):
     def parameter(self) -> float:
         return 0.0
 
+    def bind_update(self, kernel):
+        return kernel.bind(("target", "outputs", "tokens", "positions", "row_weights", "weighted"), cols=self.cols,
+                           target_width=self.target_width, kind=self.kind, parameter=float(self.parameter()),
+                           state=self.state)
+
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, self.cols, self.target_width,
-                    self.kind, float(self.parameter()), row_weights, weighted, self.state)
+        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, row_weights, weighted)
 
     def result(self):
         total, weights = self.state.numpy().astype(np.float64)

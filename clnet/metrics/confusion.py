@@ -32,11 +32,15 @@ class _Columns(Metric):
     def state_size(self):
         return 4 * self.cols
 
+    def bind_update(self, kernel):
+        threshold = 0.0 if self.threshold is None else self.threshold
+        return kernel.bind(("target", "outputs", "tokens", "positions", "row_weights", "weighted"), cols=self.cols,
+                           row_max=int(self.row_max), threshold=float(threshold),
+                           labels_as_bool=int(self.labels_as_bool), state=self.state)
+
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
-        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, self.cols, int(self.row_max),
-                    float(self.threshold if self.threshold is not None else 0.0), int(self.labels_as_bool),
-                    row_weights, weighted, self.state)
+        self.kernel((size,), (size,), target, output, tokens, self.weight_stride, row_weights, weighted)
 
     def counts(self):
         """(true positives, false positives, false negatives, targets' sum), each per column."""
@@ -248,10 +252,15 @@ class AUC(Metric):
     def state_size(self):
         return 2 * self.num_thresholds * self.labels
 
+    def bind_update(self, kernel):
+        return kernel.bind(("target", "outputs", "elements", "per_row", "row_weights", "weighted"),
+                           thresholds=self.num_thresholds, from_logits=int(self.from_logits), labels=self.labels,
+                           state=self.state)
+
     def update(self, target, output, tokens, row_weights, weighted):
         size = self.rt.local_size
         self.kernel((size,), (size,), target, output, tokens * self.cols, self.weight_stride * self.cols,
-                    self.num_thresholds, int(self.from_logits), row_weights, weighted, self.labels, self.state)
+                    row_weights, weighted)
 
     def result(self):
         counts = self.state.numpy().astype(np.float64).reshape(self.labels, 2, self.num_thresholds)

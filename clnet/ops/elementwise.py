@@ -127,8 +127,12 @@ class Elementwise(Op):
         self.batches = [b for _, b in shapes] + [0] * (SLOTS - len(shapes))
         self.widths = [size(s) for s, _ in shapes]
         program_ = program(self.rt, self.dtype)
-        self._forward = self.rt.kernel(program_, "Elementwise", self.dtype)
-        self._gradient = self.rt.kernel(program_, "ElementwiseGradient", self.dtype)
+        # Every argument given by each launch (the operands differ per call), its name checked once.
+        self._forward = self.rt.kernel(program_, "Elementwise", self.dtype).bind(
+            ("op", "x0", "x1", "x2", "y", "dims", "axes", "width", "batch0", "batch1", "batch2", "a", "b", "total"))
+        self._gradient = self.rt.kernel(program_, "ElementwiseGradient", self.dtype).bind(
+            ("op", "which", "grad", "x0", "x1", "x2", "y", "dx", "dims", "axes", "width", "batch0", "batch1", "batch2",
+             "a", "b", "own_width", "rows_summed", "total"))
         self.code = CODES[f"OP_{self.op.upper()}"]
 
     def allocate(self, capacity):

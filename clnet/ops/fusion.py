@@ -71,8 +71,11 @@ class FusedElementwise(Op):
         name = f"ops/fused/{hashlib.sha256(text.encode()).hexdigest()[:20]}.cl"
         cl_runtime.add_source(name, text)
         program = self.rt.program(("ops/elementwise.cl", name), self.dtype, CODES)
-        self._forward = self.rt.kernel(program, "Fused", self.dtype)
-        self._gradient = self.rt.kernel(program, "FusedGradient", self.dtype)
+        leaves = tuple(f"l{s}" for s in range(self.slots))  # (every argument given by each launch)
+        self._forward = self.rt.kernel(program, "Fused", self.dtype).bind(
+            (*leaves, "y", "dims", "axes", "width", "total"))
+        self._gradient = self.rt.kernel(program, "FusedGradient", self.dtype).bind(
+            ("which", "grad", *leaves, "dx", "dims", "axes", "width", "own_width", "total"))
 
     def allocate(self, capacity):
         super().allocate(capacity)

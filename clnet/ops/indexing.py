@@ -19,7 +19,8 @@ def program(rt, dtype):
 class _Copy(Op):
     """An op that copies some of its one input's elements (Slice, Take): `_copy` writes the outputs,
     `_gradient` the input's gradient, both given `kernel_args` (set by setup) after their two
-    tensors and before the count of elements they write."""
+    tensors and before the count of elements they write (bound by setup, every argument given by
+    each launch)."""
 
     def allocate(self, capacity):
         super().allocate(capacity)
@@ -73,8 +74,10 @@ class Slice(_Copy):
                 axes.append([extent, start, length, stride, out if keep else 0])
         self.axes, self.dims, self.in_width = len(axes), geometry(self.rt, axes), size(shape)
         self.kernel_args = (self.dims, self.axes, self.in_width, self.width)
-        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Slice", self.dtype)
-        self._gradient = self.rt.kernel(program(self.rt, self.dtype), "SliceGradient", self.dtype)
+        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Slice", self.dtype).bind(
+            ("x", "y", "dims", "axes", "in_width", "out_width", "total"))
+        self._gradient = self.rt.kernel(program(self.rt, self.dtype), "SliceGradient", self.dtype).bind(
+            ("grad", "dx", "dims", "axes", "in_width", "out_width", "total"))
 
     def to_onnx(self, graph, inputs):
         """A Slice of the axes not taken whole, then a Squeeze of those indexed by an integer."""
@@ -225,8 +228,10 @@ class Take(_Copy):
         positions = (self.indices % self.n).astype(np.int32).reshape(-1)
         self.positions = Tensor.from_numpy(positions if positions.size else np.zeros(1, np.int32), np.int32, self.rt)
         self.kernel_args = (self.positions, self.n, self.count, self.inner)
-        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Take", self.dtype)
-        self._gradient = self.rt.kernel(program(self.rt, self.dtype), "TakeGradient", self.dtype)
+        self._copy = self.rt.kernel(program(self.rt, self.dtype), "Take", self.dtype).bind(
+            ("x", "y", "indices", "n", "count", "inner", "total"))
+        self._gradient = self.rt.kernel(program(self.rt, self.dtype), "TakeGradient", self.dtype).bind(
+            ("grad", "dx", "indices", "n", "count", "inner", "total"))
 
     def to_onnx(self, graph, inputs):
         """Gather along the axis (+ 1: ONNX's axis 0 is the batch); negative indices as they are from

@@ -86,8 +86,12 @@ class MatMul(Op):
         # Per operand: its own batch matrices and the product of the axes it is broadcast along.
         self.own = [(size([e for e, s in axes if s[i]]), size([e for e, s in axes if not s[i]])) for i in (0, 1)]
         program = self.rt.program(("ops/matmul.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "MatMul", self.dtype)
-        self._gradient = self.rt.kernel(program, "MatMulGradient", self.dtype)
+        # Every argument given by each launch (the operands differ per call), its name checked once.
+        self._forward = self.rt.kernel(program, "MatMul", self.dtype).bind(
+            ("a", "b", "c", "dims", "axes", "batches", "m", "k", "n", "a_row", "b_row", "total"))
+        self._gradient = self.rt.kernel(program, "MatMulGradient", self.dtype).bind(
+            ("own", "a", "b", "grad", "d", "dims", "axes", "batches", "own_batches", "summed", "m", "k", "n", "a_row",
+             "b_row", "rows_summed", "total"))
 
     def allocate(self, capacity):
         super().allocate(capacity)

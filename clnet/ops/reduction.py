@@ -62,8 +62,11 @@ class Reduction(Op):
         self.axes, self.dims = len(axes), geometry(self.rt, axes)
         self.in_width, self.reduced = size(shape), size([shape[k] for k in self.reduced_axes])
         program = self.rt.program(("ops/reduction.cl",), self.dtype)
-        self._forward = self.rt.kernel(program, "Reduce", self.dtype)
-        self._gradient = self.rt.kernel(program, "ReduceGradient", self.dtype)
+        # Every argument given by each launch (the input differs per call), its name checked once.
+        self._forward = self.rt.kernel(program, "Reduce", self.dtype).bind(
+            ("op", "x", "y", "ties", "dims", "axes", "in_width", "out_width", "reduced", "total"))
+        self._gradient = self.rt.kernel(program, "ReduceGradient", self.dtype).bind(
+            ("op", "x", "y", "ties", "grad", "dx", "dims", "axes", "in_width", "out_width", "reduced", "total"))
         self.code = REDUCTIONS.index(self.op)
 
     def allocate(self, capacity):

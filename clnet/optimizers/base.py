@@ -240,12 +240,18 @@ class Optimizer:
         self._clip_scale = Tensor((max(slot_starts[-1], 1),), dtype, rt)  # (parameter slots,)
         self._first_block = Tensor.from_numpy(np.array(first_block, np.int32), rt=rt)  # (slots + 1,)
         self._slots = slot_starts[-1]
+        # Each range's norm pass and the scale pass with their buffers bound; a step gives the
+        # numbers the user may change between steps (Keras's attributes), by position.
+        norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
         self._norm_launches = []
         for r, (blocks, _), first, slots in zip(self.ranges, per_range, block_starts, slot_starts):
             table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
-            self._norm_launches.append((r, table, len(blocks), self._partial.region(first, (len(blocks),))))
-        self._norm_kernel = rt.kernel(program, "CalcGradientNorm", dtype)
-        self._scale_kernel = rt.kernel(program, "CalcClipScale", dtype)
+            self._norm_launches.append((len(blocks), norm_kernel.bind(
+                ("l1", "l2"), weights=r.values, grads=r.grads, blocks=table,
+                partial=self._partial.region(first, (len(blocks),)))))
+        self._scale = rt.kernel(program, "CalcClipScale", dtype).bind(
+            ("clip_norm", "global_norm"), partial=self._partial, first_block=self._first_block,
+            parameters=self._slots, clip_scale=self._clip_scale)
         return [
             {"clip_scale": self._clip_scale.region(slots, (len(r.parameters),)),
              "starts": Tensor.from_numpy(np.array([p.offset - r.start for p in r.parameters], np.int32), rt=rt),
@@ -260,12 +266,9 @@ class Optimizer:
         learning_rate = self.learning_rate  # at `iterations` before the increment, as Keras
         if self._clip_norm > 0:
             size = rt.local_size
-            for r, table, count, partial in self._norm_launches:
-                self._norm_kernel((count * size,), (size,), weights=r.values, grads=r.grads, blocks=table,
-                                  l1=self.l1, l2=self.l2, partial=partial)
-            self._scale_kernel((size,), (size,), partial=self._partial, first_block=self._first_block,
-                               parameters=self._slots, clip_norm=self._clip_norm,
-                               global_norm=int(self.global_clipnorm is not None), clip_scale=self._clip_scale)
+            for count, norm in self._norm_launches:
+                norm((count * size,), (size,), self.l1, self.l2)
+            self._scale((size,), (size,), self._clip_norm, int(self.global_clipnorm is not None))
         decay = (self.weight_decay or 0.0) * learning_rate
         scalars = (*self.scalars(learning_rate).values(), self.l1, self.l2, self.clipvalue or 0.0, decay)
         for r, update in zip(self.ranges, self._updates):
