@@ -378,3 +378,33 @@ def test_a_bound_launch_checks_its_values_before_launching(rt):
         kernel.bind(("a", "n"), x=x, y=y, index=index)((5,), None, 2.0)
     assert rt.launches == launches
     np.testing.assert_array_equal(y.numpy(), np.zeros(5))
+
+
+def test_a_training_run_launches_only_bound_kernels(rt, monkeypatch):
+    """Every launch of fit, evaluate and predict (a CNN with normalization and dropout, embedded
+    recurrent layers, the tiny GPT, with metrics and a validation split) goes through a Launch
+    bound where its owner allocated: none passes its arguments at the launch (Kernel.__call__)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+    import tiny_gpt
+    from clnet.layers import (GRU, LSTM, BatchNormalization, Conv2D, Dense, Dropout, Embedding, Flatten, Input,
+                              MaxPooling2D)
+    unbound = []
+    monkeypatch.setattr(runtime_module.Kernel, "__call__", lambda kernel, *a, **k: unbound.append(kernel.name))
+    rng = np.random.default_rng(0)
+    models = [
+        (clnet.Sequential([Input((8, 8, 1)), Conv2D(4, 3, activation="relu"), MaxPooling2D(), BatchNormalization(),
+                           Flatten(), Dropout(0.2), Dense(10, "softmax")]), rng.normal(size=(40, 8, 8, 1)),
+         rng.integers(0, 10, 40)),
+        (clnet.Sequential([Input((6,)), Embedding(20, 8), LSTM(8, return_sequences=True), GRU(8),
+                           Dense(3, "softmax")]), rng.integers(0, 20, (40, 6)), rng.integers(0, 3, 40)),
+        (tiny_gpt.build_model(11, 8, 16, 2, 2, seed=4), rng.integers(0, 11, (40, 8)).astype(np.float32),
+         rng.integers(0, 11, (40, 8))),
+    ]
+    for model, x, y in models:
+        model.compile("adam", "sparse_categorical_crossentropy", ["accuracy"])
+        launches = rt.launches
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, validation_split=0.2)
+        model.evaluate(x, y, verbose=0)
+        model.predict(x, verbose=0)
+        assert rt.launches > launches
+    assert unbound == []
