@@ -8,8 +8,6 @@ input gradient and binds them to the plan when it allocates; the tuner and the d
 a plan with operands of its own (`DensePlan.standalone`)."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import activations
 from ..cl.tensor import Tensor
 from .forms import kernel_defines, product_sources, program_defines, stores_pre, stores_slopes
