@@ -47,10 +47,7 @@ class Activation(Layer):
             self._derivative = rt.kernel(self.program, prefix + "Derivative", dt).bind(
                 ("inputs", "output_gr", "total"), outputs=self.outputs, input_gr=self.input_grad, a=act.a, b=act.b)
         else:
-            self._forward = rt.kernel(self.program, "SoftMaxActivation", dt).bind(
-                ("inputs",), outputs=self.outputs, cols=self.cols)
-            self._derivative = rt.kernel(self.program, "SoftMaxDerivative", dt).bind(
-                ("output_gr",), outputs=self.outputs, input_gr=self.input_grad, cols=self.cols)
+            self._forward, self._derivative = act.launches(rt, dt, self.cols, self.outputs, self.input_grad)
 
     def _row_group(self) -> int:
         return self.rt.row_group(self.cols)

@@ -104,8 +104,6 @@ class BaseConv(Layer, registered=False):
         self.tiled = self.product.tiled
         act = self.activation
         self._fused = act if act.elementwise else activations.Linear()
-        if not act.elementwise:
-            self.act_program = act.program(self.rt, self.dtype)
         return shape
 
     @property
@@ -160,10 +158,8 @@ class BaseConv(Layer, registered=False):
         if softmax:
             self.pre = Tensor((capacity, *self.output_shape), dt, rt)                    # z, softmax's input
             self.act_grad = Tensor((capacity, *self.output_shape), dt, rt)               # dL/dz
-            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt).bind(
-                inputs=self.pre, outputs=self.outputs, cols=self.filters)
-            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt).bind(
-                ("output_gr",), outputs=self.outputs, input_gr=self.act_grad, cols=self.filters)
+            self._softmax, self._softmax_derivative = self.activation.launches(
+                rt, dt, self.filters, self.outputs, self.act_grad, inputs=self.pre)
         # Each kernel's arguments named once: a launch gives only the batch's (see Kernel.bind).
         kernel, fused, geometry = self.kernel, self._fused, dict(zip(GEOMETRY, self.geometry))
         y = self.pre if softmax else self.outputs  # the product's y (softmax's z)

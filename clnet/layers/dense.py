@@ -79,8 +79,6 @@ class Dense(Layer):
         self.panel = self.units_p if self.tiled else vw
         self.panels = self.units_p // self.panel
         self._declare_weights(store, rng)
-        if not self.activation.elementwise:
-            self.act_program = self.activation.program(self.rt, self.dtype)
         return shape
 
     def _declare_weights(self, store, rng):
@@ -137,10 +135,8 @@ class Dense(Layer):
         if not self.activation.elementwise:
             self.act_grad = Tensor((capacity, self.units), dt, rt)
             # softmax(z) into y, and dL/dz from y and dL/dy: the arguments named once
-            self._softmax = rt.kernel(self.act_program, "SoftMaxActivation", dt).bind(
-                (), inputs=self.kept, outputs=self.outputs, cols=self.units)
-            self._softmax_derivative = rt.kernel(self.act_program, "SoftMaxDerivative", dt).bind(
-                ("output_gr",), outputs=self.outputs, input_gr=self.act_grad, cols=self.units)
+            self._softmax, self._softmax_derivative = self.activation.launches(
+                rt, dt, self.units, self.outputs, self.act_grad, inputs=self.kept)
         self.plan = DensePlan(rt, dt, self.tiles, self.activation, self.n_in, self.units, self.panel, capacity,
                               weights=self.kernel, bias=self.bias if self.use_bias else None, outputs=self.outputs,
                               kept=self.kept, input_grad=self.input_grad)
