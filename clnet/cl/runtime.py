@@ -256,7 +256,7 @@ class Runtime:
                              "cannot be uncovered")
         if binary is not None:
             self._store_binary(text, flags, binary, signatures)
-        program.signatures = signatures
+        program.signatures = signatures  # (the sm_90a program is another object)
         return program
 
     def _sm90a_program(self, ptx: bytes, flags: list[str], sources: tuple[str, ...]) -> cl.Program:
@@ -546,10 +546,7 @@ class Kernel:
         key = (len(args), tuple(named))
         reorder = self._orders.get(key)
         if reorder is None:
-            if self.names is None:
-                raise TypeError(f"kernel {self.name}: {self.rt.info.name!r} gives no argument names; pass them by "
-                                "position")
-            reorder = self._orders[key] = self.order([*self.names[:len(args)], *named])
+            reorder = self._orders[key] = self.order([*(self.names or ())[:len(args)], *named])
         return reorder((*args, *named.values()))
 
     def order(self, given: list[str]):

@@ -518,7 +518,7 @@ class MultiHeadAttention(Layer):
         """A row-block kernel (AttentionScoresSoftmax, AttentionScoreGradient): the product of its
         operands a and b (as _products takes them, both along k; a given here where it varies) for
         TILE query rows a work-group, then the rows' work, over the tensors bound (see _bind);
-        `depth`, the product's, as bound."""
+        `depth` (bound in the kernel) counts its flops."""
         tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
         launch((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *self._varying(),
                flops=2.0 * rows * self.num_heads * self.tq * self.tk * depth)

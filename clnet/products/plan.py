@@ -104,12 +104,12 @@ class DensePlan:
             # On a CPU a work-item per compute unit's share of the column panels, each its own
             # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
             panels = self.units_p // vw
-            self._share = 1 if rt.info.is_gpu else -(-panels // rt.info.compute_units)
-            self._delta_bias_groups = -(-panels // self._share)
+            share = 1 if rt.info.is_gpu else -(-panels // rt.info.compute_units)
+            self._delta_bias_groups = -(-panels // share)
             self._delta_bias = kernel("CalcDeltaBias").bind(
                 ("output_gr", "rows", "apply_derivative", "input_gradient"), outputs=outputs, kept=kept,
                 delta=self.delta, delta_rows=self.delta_rows, delta_bias=self.bias_grad, weights=weights.value,
-                weights_t=self.weights_t, units=units, capacity=capacity, a=fused.a, b=fused.b, panels=self._share,
+                weights_t=self.weights_t, units=units, capacity=capacity, a=fused.a, b=fused.b, panels=share,
                 **sizes)
             self._delta_weights = kernel("CalcDeltaWeights").bind(("inputs_t", "rows"), delta=self.delta,
                                                                   delta_weights=weights.grad, capacity=capacity,
