@@ -67,7 +67,7 @@ def clnet_seconds(batch, size, channels, filters, tiles=None):
     forward = seconds(lambda: layer.forward(x, batch), sync)
     weight_grad = seconds(lambda: layer.backward(grad, batch, False), sync)
     both = seconds(lambda: layer.backward(grad, batch, True), sync)
-    chosen = layer.product_tiles if layer.tiled else None
+    chosen = layer.plan.product_tiles if layer.tiled else None
     return {"forward": forward, "weight_grad": weight_grad, "input_grad": both - weight_grad}, \
         f"{rt.info.name} [{rt.info.platform_version.strip()}]", chosen
 

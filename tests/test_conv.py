@@ -112,7 +112,7 @@ def test_tiled_split_weight_gradient(rt, rng, dtype):
         z = conv2d(x.astype(np.float64), *[w.astype(np.float64) for w in weights], padding="same")
         dy = rng.normal(size=z.shape).astype(dtype)
         _, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights, dtype)
-        assert layer._splits(rows * layer.positions)[0] > 1  # the path under test runs
+        assert layer.plan.splits(rows * layer.positions)[0] > 1  # the path under test runs
         want_dx, want_dk, want_db = conv2d_backward(x.astype(np.float64), weights[0].astype(np.float64),
                                                     dy * (z > 0), padding="same")
         tolerance = 1e-4 if dtype == F32 else 1e-12
@@ -299,12 +299,12 @@ def test_launches_per_training_step(batch_size, tiles):
     # The tiled form splits a weight gradient over many rows among work-groups and adds the
     # slices in one more launch (split_k); the CPU form never does.
     layers = [layer for layer in model.layers if isinstance(layer, (Dense, Conv2D))]
-    splits = lambda layer, rows: (layer.plan.splits if isinstance(layer, Dense) else layer._splits)(rows)[0]
+    splits = lambda layer, rows: layer.plan.splits(rows)[0]
     split_sums = sum(splits(layer, batch_size * layer.positions) > 1 for layer in layers)
     per_step = 1 + first + 2 + hidden + 2 + dense + dense + 1 + 1 + split_sums
     assert rt.launches - before == 3 * per_step + 1  # + the epoch-end ReduceMetrics
     assert per_step - split_sums <= 4 * 6 + 3
-    assert hidden + (model.layers[2]._splits(batch_size * model.layers[2].positions)[0] > 1) <= 4
+    assert hidden + (model.layers[2].plan.splits(batch_size * model.layers[2].positions)[0] > 1) <= 4
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -350,13 +350,13 @@ def test_conv1d_padding_names_causal():
 
 def test_tiled_form_tuner_picks_a_candidate_that_runs(rt):
     """The tiled (GPU) form's tiles are measured per product on a convolution like the layer's
-    (conv_tiles): the tuner returns one of its candidates for each, passing over one whose program
-    cannot build (a TK that does not split a slice among the work-items), and the layer runs with
-    what it chose."""
-    from clnet.layers.conv import tune_conv
+    (convolution_tiles): the tuner returns one of its candidates for each, passing over one whose
+    program cannot build (a TK that does not split a slice among the work-items), and the layer
+    runs with what it chose."""
     unbuildable = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 2}
-    make = lambda tiles: Conv2D(3, 3, padding="same", tiles=tiles)
-    chosen = tune_conv(rt, np.float32, [unbuildable, *TILED], make, (5, 5, 3), 2)
+    layer = Conv2D(3, 3, padding="same")
+    layer.build((5, 5, 3), ParameterStore(rt, np.float32), np.random.default_rng(0))
+    chosen = tuner.tune_convolution(rt, np.float32, [unbuildable, *TILED], layer.geometry, 3, 2)
     assert len(chosen) == 3 and all(tiles in TILED for tiles in chosen)
     model = clnet.Sequential([Input((5, 5, 3)), Conv2D(3, 3, padding="same", tiles=tuple(chosen))], seed=0)
     x = np.random.default_rng(0).normal(size=(2, 5, 5, 3))

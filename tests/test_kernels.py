@@ -229,7 +229,7 @@ def test_tensor_core_form_keeps_22_bits(rt, form):
 def test_tensor_core_form_refused_where_it_cannot_run(rt, rng):
     """Fixed tiles asking for the MMA form where it cannot run (float64 anywhere, float32 off an
     NVIDIA GPU with TF32 tensor cores) are a ValueError naming the layer and what it needs; a
-    convolution refuses it everywhere (conv.cl's epilogues take the CUDA-core tiles' layout)."""
+    convolution refuses it everywhere (convolution_tiles.cl's epilogues take the CUDA-core tiles' layout)."""
     with pytest.raises(ValueError, match=r"Dense 'd'.*tensor-core form \(MMA\).*compute capability 8\.0.*float64"):
         dense_layer(rt, rng, 3, 4, "relu", np.float64, 2, tiles=MMA_TILES)
     if not rt.info.tensor_cores:

@@ -201,7 +201,7 @@ class Runtime:
     def program(self, sources: tuple[str, ...], dtype, defines: dict | None = None) -> cl.Program:
         """Build (once per context, TYPE and options) the program made of these package .cl files.
 
-        `sources` are resource paths relative to the package, e.g. "layers/conv.cl"; the shared
+        `sources` are resource paths relative to the package, e.g. "products/convolution.cl"; the shared
         helpers in cl/common.cl always come first.
         """
         dtype = self.check_dtype(dtype)

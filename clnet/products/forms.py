@@ -142,5 +142,5 @@ PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/gpu_tiles.cl")
 
 def product_sources(tiles: dict) -> tuple[str, ...]:
     """The kernel sources of these tiles' form, in the order a program pastes them (after the fused
-    activation's and activations/vector.cl); conv.cl and multi_head_attention.cl follow them."""
+    activation's and activations/vector.cl); convolution.cl and multi_head_attention.cl follow them."""
     return ("products/gpu_tiles.cl",) if "TILE" in tiles else ("products/cpu_blocks.cl",)

@@ -217,7 +217,7 @@ inline void make_delta(DeltaSource *d, const int n0, const int k0, const int K, 
 }
 
 // acc += the product of the staged slices, As[k][m] and Bs[k][n], for this work-item's WPT x WPT
-// outputs (conv.cl's implicit products stage theirs with the same put()).
+// outputs (convolution_tiles.cl's implicit products stage theirs with the same put()).
 #if MMA || WGMMA
 // On NVIDIA's tensor cores (compute capability 8.0 on; float only), through inline PTX, since
 // OpenCL has no API for them: mma.sync.m16n8k8 on TF32 operands, which keep 10 of float's 23
@@ -488,7 +488,7 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
 // FETCH_B(k0), which fill ra and rb with this work-item's share of the slices at depth k0, laid
 // out along k or along m as fetch() lays them out (the same element per work-item), and
 // PREPARE_SLICES(k0), which finishes what they fetched before it is staged (or nothing). A macro,
-// so that conv.cl's implicit products, which gather their slices from an image, run this same loop.
+// so that convolution_tiles.cl's implicit products, which gather their slices from an image, run this same loop.
 #define TILED_LOOP(first, end, a_along_k, b_along_k)             \
     FETCH_A(first);                                              \
     FETCH_B(first);                                              \

@@ -133,7 +133,7 @@ class DensePlan:
         vw, tiled = tiles["VW"], "TILE" in tiles
         units_p = -(-units // vw) * vw
         panel = units_p if tiled else vw
-        parameter = lambda shape: _Operand(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt),
+        parameter = lambda shape: Operand(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt),
                                            Tensor.zeros(shape, dtype, rt))
         outputs = Tensor((rows, units), dtype, rt)
         kept = Tensor((rows, units), dtype, rt) if stores_pre(activation) else outputs
@@ -256,8 +256,8 @@ class DensePlan:
         return self.input_grad
 
 
-class _Operand:
-    """A standalone plan's weight or bias: its value and gradient."""
+class Operand:
+    """A standalone plan's weight or bias, as a layer's parameter: its `value` and its `grad`."""
 
     def __init__(self, value: Tensor, grad: Tensor):
         self.value, self.grad = value, grad

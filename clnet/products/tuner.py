@@ -1,6 +1,7 @@
-"""The autotuner of the dense products: which tiles run fastest on this device, measured once per
-device on the products' kernels alone (a plan with operands of its own, no layer) and kept in the
-tuning cache (clnet.cl.tuning)."""
+"""The autotuner of the matrix products: which tiles run fastest on this device, measured once per
+device (the dense products) or per convolution (a convolution's three tiled products) on the
+products' kernels alone (a plan with operands of its own, no layer) and kept in the tuning cache
+(clnet.cl.tuning)."""
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from ..cl.probe import SIZE
 from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, kernel_seconds, tuned
+from .convolution import CONVOLUTION_SOURCES, ConvPlan, tiled_candidates
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, layout, tile_candidates
 from .plan import DensePlan, dense_program
 
@@ -49,6 +51,60 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> d
     distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
     return min(choices, key=distance)["tiles"]
 
+
+def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> tuple[dict, dict, dict]:
+    """The tiles of a convolution's tiled (GPU) form: forward, weight gradient and input gradient,
+    measured once per device on a convolution of this `geometry` (ConvPlan's), `filters` and
+    `batch` samples. Each product gathers differently, so each has its own best: on a GPU,
+    benchmarks/conv.py's layer ran its forward and input gradient faster with 64/8/16 than with
+    64/4/16, and its weight gradient far faster with 64/4/16 (the forward and input gradient feed
+    8 x 8 blocks per work-item, the weight gradient's gather, whose window moves at every depth,
+    does not). And each layer size has its own: at a quarter of that batch the input gradient ran
+    faster on 64/4/16, whose work-groups are four times as many work-items (benchmarks/RESULTS.md,
+    one large convolution: tiles per product and per layer)."""
+    candidates = tiled_candidates(rt, dtype)
+    settings = {"candidates": candidates, "geometry": list(geometry), "filters": filters, "batch": batch}
+    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES),
+                   lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch), [candidates[0]] * 3,
+                   settings)
+    return tuple(chosen)
+
+
+def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int) -> list[dict]:
+    """[forward, weight gradient, input gradient] tiles for a convolution of `geometry` and
+    `filters` over `batch` samples: each product's fastest candidate, the others' tiles fixed (the
+    earlier products' choices, the later ones' first candidate that builds). The forward is timed
+    alone, the weight gradient without the input gradient, the input gradient after the weight
+    gradient that writes its delta (whose tiles are chosen by then). Candidates whose programs do
+    not build on the device are passed over."""
+    rng = np.random.default_rng(0)
+    height, width, channels, out_h, out_w = geometry[:5]
+    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
+    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), dtype, rt)
+
+    def planned(tiles):
+        try:
+            return ConvPlan.standalone(rt, dtype, tiles, geometry, filters, batch, rng)
+        except BuildError:
+            return None
+
+    usable = [tiles for tiles in candidates if planned((tiles,) * 3)]
+    if not usable:
+        raise BuildError(f"none of the convolution's tiled kernel variants builds on {rt.info.name!r}")
+    chosen = [usable[0]] * 3
+    for product in range(3):
+        best = math.inf
+        for candidate in usable:
+            plan = planned(tuple(candidate if p == product else chosen[p] for p in range(3)))
+            plan.forward(x, batch)
+            run = (lambda: plan.forward(x, batch),
+                   lambda: plan.weight_gradient(x, grad, batch, True, False),
+                   lambda: (plan.weight_gradient(x, grad, batch, True, True),
+                            plan.input_gradient(grad, batch, True)))[product]
+            seconds = best_seconds(rt, run)
+            if seconds < best:
+                chosen[product], best = candidate, seconds
+    return chosen
 
 
 def _sizes(rt) -> list[tuple[int, int, int]]:
