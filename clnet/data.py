@@ -13,6 +13,7 @@ depend on which path ran.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import os
@@ -298,6 +299,14 @@ class Batches:
                 x_batch=self.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=self.y_batch)
         else:
             self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype, self.transposed)
+
+    def twin(self, capacity: int) -> "Batches":
+        """The same data in the same order, into batch buffers of its own of `capacity` rows:
+        another model's batches on the same device (DataParallel's speed check), without a second
+        copy of the data there, and without touching these batches' buffers."""
+        twin = copy.copy(self)
+        twin.allocate(capacity)
+        return twin
 
     def order(self, permutation: np.ndarray) -> None:
         self.permutation = np.asarray(permutation, np.int32)

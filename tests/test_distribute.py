@@ -12,13 +12,17 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 import clnet
+from clnet.distribute import SlowerThanOneDeviceWarning
 from clnet.distribute import base as distribute_base
+from clnet.distribute import data_parallel
 from clnet.distribute.base import FlatState
 from clnet.layers import BatchNormalization, Dense, Dropout, Input
 
@@ -160,6 +164,8 @@ def test_bad_arguments():
         clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), reduction="nccl")
     with pytest.raises(ValueError, match=r"reduction='devices' needs two or more distinct devices of one kind"):
         clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), reduction="devices")
+    with pytest.raises(TypeError, match=r"DataParallel check_speed must be True or False, got 'yes'"):
+        clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), check_speed="yes")
     model = make()
     with pytest.raises(TypeError, match="distribution must be a clnet.distribute strategy"):
         model.compile("adam", "mse", distribution="mirrored")
@@ -358,6 +364,100 @@ def test_data_parallel_checkpoint_resumes_on_one_device(tmp_path):
     resumed.fit(x, y, epochs=4, initial_epoch=resumed.epoch, **STEPS_ARGS)
     assert_weights(single_device(4, shuffle=True).get_weights(),
                    {f"arr_{i}": w for i, w in enumerate(resumed.get_weights())})
+
+
+CHECKED_ARGS = dict(batch_size=4, verbose=0)  # 40 samples: 10 steps an epoch, enough for the speed check
+
+
+def checked_model(check_speed=True):
+    """A model with Dropout (random draws each step) under DataParallel on two replicas."""
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), check_speed=check_speed)
+    with strategy.scope():
+        model = clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dropout(0.5), Dense(3)], floatx="float64", seed=2)
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    return model, strategy
+
+
+def check_warnings(fit) -> list:
+    """The SlowerThanOneDeviceWarnings that fit() gives, all of them shown."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit()
+    return [w for w in caught if issubclass(w.category, SlowerThanOneDeviceWarning)]
+
+
+@pytest.mark.parametrize("data_parallel_ms, one_device_ms, warns", [
+    ([3.0, 2.5, 2.75], [1.0, 1.5, 1.25], True),   # every data-parallel block slower: a warning with both times
+    ([1.0, 1.5, 1.25], [3.0, 2.5, 2.75], False),  # faster: none
+    ([3.0, 1.0, 2.75], [1.5, 1.5, 1.25], False),  # slower in the median, but within the blocks' spread: none
+])
+def test_speed_check_warns_where_data_parallel_is_slower_than_one_device(monkeypatch, data_parallel_ms,
+                                                                         one_device_ms, warns):
+    """The first fit times blocks of its data-parallel steps, each followed by the same batches on
+    the first device alone (the clock scripted here: timing never asserts real speed); the warning
+    names both median step times, the devices and what to do, at the line of the fit call. A
+    later fit checks nothing (the clock would run out)."""
+    blocks = [ms for pair in zip(data_parallel_ms, one_device_ms) for ms in pair]
+    times = iter(np.cumsum([0.0, *blocks]) * data_parallel.BLOCK_STEPS / 1e3)  # seconds at each block's end
+    monkeypatch.setattr(data_parallel, "clock", lambda: next(times))
+    x, y = data()
+    model, strategy = checked_model()
+    found = check_warnings(lambda: model.fit(x, y, epochs=2, **CHECKED_ARGS))
+    assert strategy.step_ms == pytest.approx((np.median(data_parallel_ms), np.median(one_device_ms)), rel=1e-9)
+    assert next(times, None) is None  # every block timed
+    if warns:
+        assert len(found) == 1 and found[0].filename == __file__
+        message = str(found[0].message)
+        name = repr(clnet.runtime().info.name)
+        assert (f"DataParallel over 2 devices (0: {name}, 100: {name}) took 2.75 ms a training step, and device 0 "
+                f"({name}) alone 1.25 ms, on the same batches of 4 rows") in message
+        assert "Train on one device" in message and "larger batch or model" in message
+    else:
+        assert found == []
+    assert check_warnings(lambda: model.fit(x, y, epochs=3, initial_epoch=2, **CHECKED_ARGS)) == []
+
+
+@pytest.mark.filterwarnings("ignore::clnet.distribute.SlowerThanOneDeviceWarning")  # (two replicas, one device)
+def test_speed_check_leaves_training_as_it_is():
+    """The check trains a copy of the model: with and without it, the weights, the optimizer's
+    moments and count, the replica's weights and the logs are the same to the bit, Dropout's masks
+    and the shuffled order included."""
+    x, y = data()
+    runs = []
+    for check_speed in (True, False):
+        model, strategy = checked_model(check_speed)
+        history = model.fit(x, y, epochs=2, **CHECKED_ARGS)
+        assert (strategy.step_ms is not None) == check_speed
+        runs.append((model.get_weights(), [m.numpy() for m in model.optimizer.moments.values()],
+                     model.optimizer.iterations, strategy.replica_models[0].get_weights(), history.history["loss"]))
+    (weights, moments, iterations, replica, loss), unchecked = runs
+    for a, b in zip([*weights, *moments, *replica], [*unchecked[0], *unchecked[1], *unchecked[3]]):
+        np.testing.assert_array_equal(a, b)
+    assert iterations == unchecked[2] == 20 and loss == unchecked[4]
+
+
+@pytest.mark.parametrize("case", ["off", "short epochs", "profiled", "no memory"])
+def test_speed_check_measures_nothing_where_it_is_off_or_cannot_run(monkeypatch, case):
+    """check_speed=False; epochs of fewer than CHECK_STEPS steps; a fit under clnet.profile(),
+    whose table would hold the copy's kernels (the first fit inside the strategy's scope, where the
+    replicas still compile as one device's models); a first device without memory for the copy:
+    no copy timed, no warning, and training goes on."""
+    monkeypatch.setattr(data_parallel, "clock", lambda: pytest.fail("the speed check's clock was read"))
+    if case == "no memory":
+        def no_memory(check):
+            raise cl.MemoryError("clEnqueueNDRangeKernel failed: MEM_OBJECT_ALLOCATION_FAILURE")
+        monkeypatch.setattr(data_parallel.SpeedCheck, "_copy", no_memory)
+    x, y = data()
+    model, strategy = checked_model(check_speed=case != "off")
+    fit_args = STEPS_ARGS if case == "short epochs" else CHECKED_ARGS
+    assert (-(-len(x) // fit_args["batch_size"]) < data_parallel.CHECK_STEPS) == (case == "short epochs")
+    if case == "profiled":
+        with strategy.scope(), clnet.profile(print_table=False):
+            found = check_warnings(lambda: model.fit(x, y, epochs=2, **fit_args))
+    else:
+        found = check_warnings(lambda: model.fit(x, y, epochs=2, **fit_args))
+    assert found == [] and strategy.step_ms is None
+    assert model.optimizer.iterations == 2 * -(-len(x) // fit_args["batch_size"])
 
 
 def test_mpi_data_parallel_without_mpi4py_says_what_to_install(monkeypatch):

@@ -8,7 +8,8 @@ Windows: `mpiexec -n N python train.py`; clnet[mpi]).
     model.fit(x, y, batch_size=64)              # or model.compile(..., distribution=strategy)
 """
 from .base import Distribution, current
-from .data_parallel import DataParallel
+from .data_parallel import DataParallel, SlowerThanOneDeviceWarning
 from .mpi import CollectiveTimeout, MPIDataParallel
 
-__all__ = ["Distribution", "DataParallel", "MPIDataParallel", "CollectiveTimeout", "current"]
+__all__ = ["Distribution", "DataParallel", "MPIDataParallel", "CollectiveTimeout", "SlowerThanOneDeviceWarning",
+           "current"]

@@ -27,6 +27,18 @@ def current() -> "Distribution | None":
     return _current
 
 
+@contextmanager
+def scoped(strategy: "Distribution | None"):
+    """Within, current() is `strategy`; None for a strategy's own models (its replicas), compiled
+    as one device's even where fit runs in the strategy's scope."""
+    global _current
+    previous, _current = _current, strategy
+    try:
+        yield strategy
+    finally:
+        _current = previous
+
+
 class Distribution:
     """A strategy: `replicas` in all (devices, or ranks), of which this process runs `local`. The
     base of `DataParallel` and `MPIDataParallel`: given to `compile(distribution=...)`, or opened
@@ -43,15 +55,9 @@ class Distribution:
         # rank); benchmarks/data_parallel.py reads it.
         self.reduce_seconds = 0.0
 
-    @contextmanager
     def scope(self):
         """Models made and compiled inside use this strategy (as Keras's distribution scope)."""
-        global _current
-        previous, _current = _current, self
-        try:
-            yield self
-        finally:
-            _current = previous
+        return scoped(self)
 
     # -- what a strategy supplies ----------------------------------------------------------------
     replicas = 1

@@ -20,8 +20,9 @@ run their shards concurrently: every launch is asynchronous."""
 from __future__ import annotations
 
 import time
+import warnings
 from collections import deque
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 
 import numpy as np
 import pyopencl as cl
@@ -30,12 +31,28 @@ from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
 from ..cl.runtime import Runtime, use_runtime
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
+from ..step import DeviceBatch
 from . import base
 from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces,
                    run_shard)
 
 SPLITS = ("even", "measured")
 REDUCTIONS = ("host", "devices")
+# check_speed: after the first epoch's WARM_STEPS (which build, allocate and tune), CHECK_BLOCKS
+# blocks of BLOCK_STEPS steps, each data-parallel block (fit's own steps) followed by the same
+# batches on the first device alone. It warns only where every data-parallel block is slower than
+# every one-device block: two equally fast runs give that by chance one time in twenty.
+WARM_STEPS = 1
+CHECK_BLOCKS = 3
+BLOCK_STEPS = 2
+CHECK_STEPS = WARM_STEPS + CHECK_BLOCKS * BLOCK_STEPS  # the steps an epoch needs for the check
+clock = time.perf_counter  # the check's clock (a test replaces it to script the step times)
+
+
+class SlowerThanOneDeviceWarning(UserWarning):
+    """DataParallel's speed check (`check_speed`) found a training step over the replicas slower
+    than the same step on the first device alone: the model or its batch is too small to gain from
+    data parallelism. The message gives both step times and what to do."""
 
 
 class DataParallel(Distribution):
@@ -47,10 +64,25 @@ class DataParallel(Distribution):
     device probe of clnet/cl/probe.py, measured once and cached), or a list of positive weights.
     `reduction`: "host" (through pinned host memory, any devices; the sum on each device; the
     fast one on NVIDIA GPUs) or "devices" (device to device in one shared context: devices of one
-    kind on one platform; see the module's docstring)."""
+    kind on one platform; see the module's docstring).
+    `check_speed`: True (default) or False. On the first fit of a model (when the strategy makes
+    its replicas), time a few steps of its first epoch, blocks of fit's own data-parallel steps
+    each followed by the same whole batches on a copy of the model on the first device alone, and
+    where every data-parallel block is slower than every one-device block, warn
+    (`SlowerThanOneDeviceWarning`, with both step times): a model or batch too small to gain from
+    data parallelism. The copy trains nothing of the model's, so what training computes is the
+    same with or without the check; only the devices' queues are waited for, at the blocks' ends.
+    `step_ms` then holds the median milliseconds a step (data-parallel, first device alone). Not
+    checked: an epoch of fewer than `CHECK_STEPS` steps, a fit under `clnet.profile()` (its table
+    would hold the copy's kernels), a first device without memory for the copy at the whole batch."""
 
-    def __init__(self, devices=None, split="even", reduction="host"):
+    def __init__(self, devices=None, split="even", reduction="host", check_speed=True):
         super().__init__()
+        if not isinstance(check_speed, bool):
+            raise TypeError(f"DataParallel check_speed must be True or False, got {check_speed!r}")
+        self.check_speed = check_speed
+        self.step_ms: tuple[float, float] | None = None  # the speed check's result
+        self._check_pending = False  # whether the next epoch runs the speed check
         if devices is None:
             infos = all_devices()
         elif isinstance(devices, (list, tuple)) and devices:
@@ -145,6 +177,7 @@ class DataParallel(Distribution):
         if self._model is not model:
             self._others = [self._replica(model, rt) for rt in self.runtimes[1:]]
             self._model = model
+            self._check_pending = self.check_speed and self.replicas > 1  # (one replica: nothing to compare)
         self._copy_state(model)
         x, y = train.batches.arrays
         largest = max(self.split(train.batch_size))
@@ -192,7 +225,7 @@ class DataParallel(Distribution):
             self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(size, model.dtype) for s in self.states))
             for reduced in self.reduced:
                 reduced.fill(0)
-        self.sharded = ShardedFeed(self, train, [model, *self._others], batches, first=0)
+        self.sharded = CheckedFeed(self, train, [model, *self._others], batches, first=0)
         return self.sharded
 
     def gradient_reads(self, model):
@@ -231,7 +264,7 @@ class DataParallel(Distribution):
     def _replica(self, model, rt: Runtime):
         """A copy of `model`'s graph, built and compiled on `rt`'s device."""
         from ..model import model_from_config
-        with use_runtime(rt):
+        with use_runtime(rt), base.scoped(None):  # (fit may run in this strategy's scope)
             replica = model_from_config(model.get_config(), floatx=model.dtype.name)
             if not replica.built:
                 replica.build(model.input_shape)
@@ -409,3 +442,100 @@ class DataParallel(Distribution):
         """The models on the devices after the first (made by the first fit)."""
         return list(self._others)
 
+
+class CheckedFeed(ShardedFeed):
+    """DataParallel's ShardedFeed: the first epoch after the strategy made its replicas for a model
+    runs the speed check (DataParallel's `check_speed`) on its first steps."""
+
+    def _run(self, start: int, end: int):
+        batches = super()._run(start, end)
+        strategy = self.strategy
+        pending, strategy._check_pending = strategy._check_pending, False  # this epoch or none
+        if not pending or end - start < CHECK_STEPS or any(state.rt.profiling for state in strategy.states):
+            return batches
+        return _checked(batches, SpeedCheck(self, start))
+
+
+def _checked(batches, check: "SpeedCheck"):
+    """An epoch's `batches` with the check run after each of its first steps: when fit asks for a
+    batch, it has enqueued the step before, and the batch is not gathered yet."""
+    with closing(batches):
+        for shard in batches:
+            yield shard
+            if check is not None and not check.after_step():
+                check = None  # done: the copy on the first device goes
+
+
+class SpeedCheck:
+    """DataParallel's speed check on the first steps of an epoch of `feed` from its batch `start`:
+    blocks of fit's own data-parallel steps, each followed by the same whole batches on a copy of
+    the model on its device (the first), the devices' queues waited for at each block's end. The
+    copy has its own weights, optimizer and batch buffers: the model, its replicas, the data's
+    order and every random draw of training are untouched."""
+
+    def __init__(self, feed: CheckedFeed, start: int):
+        self.feed, self.strategy, self.start = feed, feed.strategy, start
+        self.steps = 0  # the data-parallel steps fit has enqueued this epoch
+        self.marks: list[float] = []  # the clock at each block's end: data-parallel, one device, alternately
+        self.single = self.batches = None  # the copy and its batches, once made
+
+    def after_step(self) -> bool:
+        """After fit enqueued each step, before the next batch is gathered; False once the check is
+        done (having warned where the data-parallel step is slower), or where it cannot run: the
+        first device has no memory for the copy at the whole batch."""
+        self.steps += 1
+        try:
+            if self.steps == WARM_STEPS:
+                self._copy()
+                self._one_device(self.start, WARM_STEPS)  # the copy's own first steps, on the same batches
+                self.marks.append(self._finish())
+                return True
+            if (self.steps - WARM_STEPS) % BLOCK_STEPS:
+                return True
+            self.marks.append(self._finish())
+            self._one_device(self.start + self.steps - BLOCK_STEPS, BLOCK_STEPS)
+            self.marks.append(self._finish())
+        except cl.MemoryError:
+            return False
+        if len(self.marks) < 1 + 2 * CHECK_BLOCKS:
+            return True
+        blocks = np.diff(self.marks) / BLOCK_STEPS  # seconds a step of each block
+        data_parallel, one_device = blocks[0::2], blocks[1::2]
+        strategy = self.strategy
+        strategy.step_ms = (float(np.median(data_parallel)) * 1e3, float(np.median(one_device)) * 1e3)
+        if data_parallel.min() > one_device.max():
+            devices = ", ".join(f"{info.index}: {info.name!r}" for info in strategy.devices)
+            first = strategy.devices[0]
+            # stacklevel: this method, _checked, Trainer.fit, then the fit call's line
+            warnings.warn(f"DataParallel over {strategy.replicas} devices ({devices}) took {strategy.step_ms[0]:.3g} "
+                          f"ms a training step, and device {first.index} ({first.name!r}) alone "
+                          f"{strategy.step_ms[1]:.3g} ms, on the same batches of {self.feed.batch_size} rows: the "
+                          "model's step is too short to gain from splitting its batch. Train on one device "
+                          "(compile without a distribution), or use a larger batch or model; "
+                          "DataParallel(check_speed=False) leaves out this check.",
+                          SlowerThanOneDeviceWarning, stacklevel=4)
+        return False
+
+    def _copy(self) -> None:
+        """The model made again on its own device (runtime), with its weights: a CPU's arithmetic
+        on subnormal numbers is slower, so the copy computes on the same values."""
+        model, feed = self.feed.replicas[0], self.feed
+        single = self.strategy._replica(model, model.rt)
+        single.set_weights(model.get_weights())
+        self.batches = feed.train.batches.twin(single.reserve(min(feed.batch_size, feed.samples)))
+        self.single = single
+
+    def _one_device(self, first: int, count: int) -> None:
+        """The copy's steps on the epoch's whole batches first, ..., first + count - 1."""
+        feed = self.feed
+        for index in range(first, first + count):
+            rows = min(feed.batch_size, feed.samples - index * feed.batch_size)
+            x, y = self.batches.batch(index * feed.batch_size, rows)
+            self.single.train_step(DeviceBatch(x, y, rows))
+
+    def _finish(self) -> float:
+        """The clock once every replica's device has done all it was given (the copy's is the
+        first's)."""
+        for state in self.strategy.states:
+            state.rt.finish()
+        return clock()
