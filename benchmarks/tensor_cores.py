@@ -3,7 +3,7 @@
     python -m benchmarks.tensor_cores [--sizes 8192x256x256,8192x256x1024,8192x1024x256,4096] [--device N]
 
 For each rows x n_in x units, a linear Dense layer in fixed forms of the same 128-square tiles:
-the CUDA cores', the tensor cores' (products/gpu_tiles.cl's MMA form, 3xTF32) and, on Hopper (compute
+the CUDA cores', the tensor cores' (products/mma.cl's form, 3xTF32) and, on Hopper (compute
 capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), each product timed
 from OpenCL profiling events (median of single products); torch.mm on CUDA in fp32 and in TF32
 (allow_tf32, one TF32 product: what PyTorch offers for speed). The error of each clnet product

@@ -23,7 +23,7 @@ inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.l
 #define VLOAD8 vload8
 #define VSTORE8 vstore8
 #endif
-// Two: the runs a tensor-core tile's lane holds (gpu_tiles.cl's MMA form).
+// Two: the runs a tensor-core tile's lane holds (products/mma.cl).
 #define TYPE2 CAT(TYPE, 2)
 
 // Four consecutive elements array[start..start+3]; those at or past `size` read as 0,

@@ -30,7 +30,7 @@ EXACT_INTEGERS = {FLOATX["float32"]: 2**24, FLOATX["float64"]: 2**31 - 1}
 
 
 ROW_GROUP = 64  # see Runtime.row_group
-# gpu_tiles.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._sm90a_program).
+# wgmma.cl's HOPPER(): an sm_90a instruction inside a PTX comment (see Runtime._sm90a_program).
 # A program whose kernels need them is built with -DSM90A=1.
 HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
 SM90A = "SM90A"

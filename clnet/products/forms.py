@@ -50,10 +50,10 @@ def tile_candidates(rt, dtype) -> list[dict]:
 
 
 def tensor_core_form(rt, dtype) -> bool:
-    """Whether gpu_tiles.cl's tensor-core forms (MMA: 3xTF32 with mma.sync; WGMMA: with Hopper's wgmma)
-    are candidates here: float32 on an NVIDIA GPU of compute capability 8.0 or later (9.0 for
+    """Whether the tiled products' tensor-core forms (mma.cl: 3xTF32 with mma.sync; wgmma.cl: with
+    Hopper's wgmma) are candidates here: float32 on an NVIDIA GPU of compute capability 8.0 or later (9.0 for
     WGMMA), unless CLNET_TENSOR_CORES=0 (their products keep 22 of each operand's 24 significant
-    bits; see gpu_tiles.cl)."""
+    bits; see tensor_cores.cl)."""
     return tensor_cores_can_run(rt, dtype) and os.environ.get("CLNET_TENSOR_CORES") != "0"
 
 
@@ -126,7 +126,7 @@ def stores_pre(activation) -> bool:
 
 def stores_slopes(activation, tiles: dict) -> bool:
     """Whether the forward stores f'(z) in z's place: the GPU form (TILE), where the derivative
-    needs z; the weight gradient then multiplies by it (see STORE_SLOPES in gpu_tiles.cl)."""
+    needs z; the weight gradient then multiplies by it (see STORE_SLOPES in tiles.cl)."""
     return "TILE" in tiles and activation.elementwise and stores_pre(activation)
 
 
@@ -137,10 +137,16 @@ def layout(tiles: dict) -> tuple:
 
 
 # Every form's kernel sources: what a tuned choice among all the forms depends on.
-PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/gpu_tiles.cl")
+PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/tiles.cl", "products/tensor_cores.cl", "products/mma.cl",
+                   "products/wgmma.cl", "products/gpu_tiles.cl")
 
 
 def product_sources(tiles: dict) -> tuple[str, ...]:
     """The kernel sources of these tiles' form, in the order a program pastes them (after the fused
-    activation's and activations/vector.cl); convolution.cl and multi_head_attention.cl follow them."""
-    return ("products/gpu_tiles.cl",) if "TILE" in tiles else ("products/cpu_blocks.cl",)
+    activation's and activations/vector.cl); convolution.cl and multi_head_attention.cl follow them.
+    A tiled form pastes tiles.cl, its tensor-core files if it is one, then gpu_tiles.cl (see tiles.cl)."""
+    if "TILE" not in tiles:
+        return ("products/cpu_blocks.cl",)
+    tensor_cores = (("products/tensor_cores.cl", "products/wgmma.cl") if tiles.get("WGMMA") else
+                    ("products/tensor_cores.cl", "products/mma.cl") if tiles.get("MMA") else ())
+    return ("products/tiles.cl", *tensor_cores, "products/gpu_tiles.cl")

@@ -1,0 +1,211 @@
+// The tiled products' WGMMA form (pasted after tiles.cl and tensor_cores.cl, before gpu_tiles.cl):
+// its tile geometry, then its slice product and K loop.
+// WGMMA: Hopper's warpgroup products (see slice_product below). Each of the two warpgroups (128
+// work-items) computes 64 rows of the block by all its 128 columns with wgmma.m64n128k8: warp w of
+// a warpgroup holds its rows 16w .. + 16, and a lane, of those, rows g and g + 8 by columns 8j + 2t
+// and 8j + 2t + 1 for j < 16 (g = lane / 4, t = lane % 4): acc[h][2j + e] is row g + 8h, column
+// 8j + 2t + e.
+#if TILE != 128 || WPT != 8 || TK != 16
+#error "the warpgroup form (WGMMA) computes 128 x 128 blocks, 16 deep a slice, with 256 work-items"
+#endif
+#define LOCAL_INDEX (get_local_id(1) * SIDE + get_local_id(0))
+#define ACC_ROWS 2
+#define ACC_COLS 32
+#define ROW_OWN(i) (LOCAL_INDEX / 128 * 64 + LOCAL_INDEX / 32 % 4 * 16 + LOCAL_INDEX % 32 / 4 + (i) * 8)
+#define COL_OWN(j) ((j) / 2 * 8 + LOCAL_INDEX % 4 * 2 + (j) % 2)
+#define ROW_RUN 1
+#define COL_RUN 2
+// A's slice, k rows of TILE: unpadded, for two stages of both operands fill NVIDIA OpenCL's 48 KiB
+// of local memory exactly; instead, row k's columns are swizzled by k % 4 (whole runs of 8, so a
+// TYPE4 stays whole), which puts a fragment's 32 reads (columns g + const, depths t + const) in
+// 32 different banks, and staging along k (neighbouring work-items, neighbouring rows) as well.
+#define LT TILE
+#define STAGED(k, m) ((k) * TILE + ((m) ^ (k) % 4 * 8))
+// Along k, neighbouring work-items fetch neighbouring rows (a TYPE4 of 4 depths each), so that
+// staging B's 16-byte rows (and A's columns) hits distinct banks.
+#define K_RUN_ROW(e) ((e) % TILE)
+#define K_RUN_DEPTH(e) ((e) / TILE * 4)
+// Along m, a warp's 32 work-items fetch 4 depths by 8 TYPE4s (128 bytes of each of 4 rows), not
+// 32 TYPE4s of one depth: B fetched along n (the weight gradient's x) is staged K-major one
+// element at a time (see stage), and only with 4 depths and 8 rows among a warp's stores do they
+// fall in 32 distinct banks. A along m keeps whole-TYPE4 stores, 8 banks apart (STAGED's swizzle).
+#define M_RUN_ROW(e) ((e) / 4 % (TILE / 4) * 4)
+#define M_RUN_DEPTH(e) ((e) / TILE * 4 + (e) % 4)
+#define M_RUN_AT(m, k) ((k) / 4 * TILE + (m) / 4 * 4 + (k) % 4)  // the e of (m, k), m a multiple of 4
+// wgmma takes float operands from local memory K-major only (B[n][k], k contiguous): the forward
+// and the weight gradient, whose B (W, delta) is contiguous along n, compute their results'
+// transposes, W^T x^T and delta^T x. The forward's B, x, is then contiguous along k; the weight
+// gradient's, x again, along n, which stage() puts K-major one element at a time.
+#define TRANSPOSED_PRODUCTS 1
+
+// Defined in gpu_tiles.cl, pasted after this file: the staging, which follows the geometry above.
+void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int lid);
+
+// Hopper's wgmma (compute capability 9.0): a warpgroup's asynchronous product, its A operand
+// (64 x 8 of TF32) from registers and its B (8 x 128) from local memory, read by the tensor cores
+// themselves: its 4096^3 forward ran markedly faster than the MMA form's, which feeds
+// every operand through registers (benchmarks/RESULTS.md, Hopper's wgmma). While a slice's wgmmas
+// run, the work-items stage the next slice, fetched a slice earlier, into the other half of local
+// memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
+// B's two TF32 halves are staged side by side: big as x itself, since wgmma reads only a TF32's
+// top 19 bits (cutting, as big does), and small.
+// PTX ISA: wgmma is an sm_90a instruction, and NVIDIA's OpenCL compiler writes `.target sm_90`,
+// where ptxas refuses it. HOPPER() hides an instruction in a PTX comment, which the runtime
+// (Runtime._sm90a_program, for programs built with SM90A=1) uncovers in the compiled PTX and
+// rebuilds for sm_90a.
+#define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
+#define STAGE4 (TK * TILE / 4)  // TYPE4s of one operand's staged slice
+
+// Stage A's slice as As[k][m] (put) and B's as wgmma reads it, K-major "core matrices" of 8 rows
+// (n) by 16 bytes (4 depths): depths 4q .. 4q + 3 of row n at TYPE4 q * TILE + n, big then small
+// STAGE4 TYPE4s on. Fetched along k, neighbouring work-items hold neighbouring rows (K_RUN_ROW):
+// 16-byte stores to consecutive addresses. Fetched along n (the weight gradient's B, x itself
+// rather than an x^T written for it), a work-item holds rows n .. n + 3 at one depth: four 4-byte
+// stores, each work-item's TYPE4 turned by e / 8 % 4 first, so that store i puts row n + (i + turn)
+// % 4: with M_RUN_ROW's 4 depths by 8 rows a warp, the 32 stores of each fall in 32 banks.
+inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOADS], const int b_along_k,
+                  __local TYPE4 *As, __local TYPE4 *Bs, const int lid)
+{
+    put(ra, a_along_k, As, lid);
+    #pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+        const int e = lid + l * ITEMS;
+        if (b_along_k) {
+            const int at = K_RUN_DEPTH(e) / 4 * TILE + K_RUN_ROW(e);
+            Bs[at] = rb[l];
+            Bs[STAGE4 + at] = as_float4(TF32_SMALL(rb[l], as_uint4, as_float4));
+        } else {
+            const int k = M_RUN_DEPTH(e), turn = e / 8 % 4;
+            TYPE4 big = rb[l];
+            big = turn & 1 ? big.s1230 : big;
+            big = turn & 2 ? big.s2301 : big;
+            const TYPE4 small = as_float4(TF32_SMALL(big, as_uint4, as_float4));
+            __local TYPE *row = (__local TYPE *)Bs + (k / 4 * TILE + M_RUN_ROW(e)) * 4 + k % 4;
+            #pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int at = (i + turn) % 4 * 4;  // row n + (i + turn) % 4
+                row[at] = i == 0 ? big.s0 : i == 1 ? big.s1 : i == 2 ? big.s2 : big.s3;
+                row[STAGE4 * 4 + at] = i == 0 ? small.s0 : i == 1 ? small.s1 : i == 2 ? small.s2 : small.s3;
+            }
+        }
+    }
+}
+
+// The work-item's A fragments of the staged slice, split into TF32 halves: a[h][half] holds, of
+// depths 8h .. 8h + 7, (row g, depth t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of its warp's 16
+// rows, as wgmma takes A from registers.
+inline void load_fragments(__local const TYPE4 *As4, uint a[TK / 8][2][4])
+{
+    __local const TYPE *As = (__local const TYPE *)As4;
+    const int row = ROW_OWN(0), t = LOCAL_INDEX % 4;
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            split_tf32(As[STAGED(h * 8 + t + 4 * (r / 2), row + 8 * (r % 2))], &a[h][0][r], &a[h][1][r]);
+}
+
+// wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
+// core matrices 2048 bytes apart along k (TILE rows of 16 bytes) and 128 apart along n (8 rows).
+inline ulong descriptor(const uint at)
+{
+    return (ulong)((at >> 4) & 0x3FFF) | (ulong)((TILE * 16) >> 4) << 16 | (ulong)(128 >> 4) << 32;
+}
+
+// d (64 x 128, as ROW_OWN and COL_OWN lay it out, 4 to each 8 columns) = a (64 x 8) times the
+// slice that `b` describes, plus d unless `accumulate` is 0.
+#define WGMMA_TF32(d, a, b, accumulate)                                                               \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
+                 HOPPER("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "                       \
+                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
+                        "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,"   \
+                        "%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,"   \
+                        "%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;") " }"       \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),    \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),    \
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),    \
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),    \
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),    \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),    \
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),    \
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate) : "memory")
+
+// Start this slice's 3xTF32 product into d, summed from 0 (B's stage at Bs: big, then small).
+inline void start_slice(const uint a[TK / 8][2][4], __local const TYPE4 *Bs, TYPE d[TILE / 2])
+{
+    const uint big = (uint)(ulong)Bs, small = big + STAGE4 * 16;  // addresses in local memory
+    asm volatile(HOPPER("wgmma.fence.sync.aligned;") ::: "memory");
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++) {
+        const uint depth = h * 2 * TILE * 16;  // bytes: core matrices 2h and 2h + 1 along k
+        WGMMA_TF32(d, a[h][1], descriptor(big + depth), h > 0);
+        WGMMA_TF32(d, a[h][0], descriptor(small + depth), 1);
+        WGMMA_TF32(d, a[h][0], descriptor(big + depth), 1);
+    }
+    asm volatile(HOPPER("wgmma.commit_group.sync.aligned;") ::: "memory");
+}
+
+// Wait for the slice's wgmmas (until then they own d and a: the empty asm keeps the compiler
+// from touching either earlier) and add d to acc in float.
+inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_ROWS][ACC_COLS])
+{
+    asm volatile(HOPPER("wgmma.wait_group.sync.aligned 0;") ::: "memory");
+    #pragma unroll
+    for (int i = 0; i < TILE / 2; i++)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+    #pragma unroll
+    for (int h = 0; h < TK / 8; h++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            asm volatile("" : "+r"(a[h][0][r]), "+r"(a[h][1][r]) :: "memory");
+    #pragma unroll
+    for (int j = 0; j < TILE / 8; j++)
+        #pragma unroll
+        for (int r = 0; r < 4; r++)
+            acc[r / 2][2 * j + r % 2] += d[4 * j + r];
+}
+
+// Stores to local memory made visible to the tensor cores' reads (the async proxy), then a barrier.
+#define STAGED_BARRIER()                                                     \
+    asm volatile(HOPPER("fence.proxy.async.shared::cta;") ::: "memory");     \
+    barrier(CLK_LOCAL_MEM_FENCE)
+
+// The K loop (TILED_LOOP's contract): As holds two stages of A's slice, Bs two of B's (big and
+// small each).
+#define TILED_LOOP(first, end, a_along_k, b_along_k)                                                    \
+    FETCH_A(first);                                                                                     \
+    FETCH_B(first);                                                                                     \
+    PREPARE_SLICES(first);                                                                              \
+    stage(ra, a_along_k, rb, b_along_k, As, Bs, lid);                                                   \
+    if ((first) + TK < (end)) {                                                                         \
+        FETCH_A((first) + TK);                                                                          \
+        FETCH_B((first) + TK);                                                                          \
+    }                                                                                                   \
+    STAGED_BARRIER();                                                                                   \
+    for (int k0 = (first), st = 0; k0 < (end); k0 += TK, st ^= 1) {                                     \
+        uint a[TK / 8][2][4];                                                                           \
+        TYPE d[TILE / 2];                                                                               \
+        load_fragments(As + st * STAGE4, a);                                                            \
+        start_slice(a, Bs + st * 2 * STAGE4, d);                                                        \
+        if (k0 + TK < (end)) {                                                                          \
+            PREPARE_SLICES(k0 + TK);                                                                    \
+            stage(ra, a_along_k, rb, b_along_k, As + (st ^ 1) * STAGE4, Bs + (st ^ 1) * 2 * STAGE4, lid); \
+        }                                                                                               \
+        if (k0 + 2 * TK < (end)) {                                                                      \
+            FETCH_A(k0 + 2 * TK);                                                                       \
+            FETCH_B(k0 + 2 * TK);                                                                       \
+        }                                                                                               \
+        finish_slice(a, d, acc);                                                                        \
+        STAGED_BARRIER();                                                                               \
+    }
+
+#define TILED_BEGIN                                                      \
+    __local TYPE4 As[2 * STAGE4], Bs[4 * STAGE4];  /* 48 KiB */           \
+    TYPE acc[ACC_ROWS][ACC_COLS];                                        \
+    for (int i = 0; i < ACC_ROWS; i++)                                   \
+        for (int j = 0; j < ACC_COLS; j++)                               \
+            acc[i][j] = 0;
