@@ -1,5 +1,6 @@
 """Device choice: by index or name, the measured default among CPU runtimes, and the loader
 entries clnet writes for Intel's pip-installed runtime."""
+import io
 import json
 import os
 import subprocess
@@ -236,3 +237,16 @@ def test_programs_say_whether_builtins_are_halved(rt):
     """Every program is built with HALVED_BUILTINS, 1 exactly where the device needs it."""
     flags = rt.program(("layers/merge.cl",), np.float32).get_build_info(rt.device, cl.program_build_info.OPTIONS)
     assert f"-DHALVED_BUILTINS={int(rt.info.builds_without_avx512)}" in flags.split()
+
+
+def test_the_device_table_says_which_devices_have_native_half_arithmetic():
+    """`clnet devices`' last two columns: float64 (cl_khr_fp64) and native half arithmetic
+    (cl_khr_fp16), as each device reports them."""
+    out = io.StringIO()
+    cl_device.print_table(out)
+    header, *rows = out.getvalue().splitlines()
+    assert header.split()[-2:] == ["fp64", "fp16"]
+    for info in cl_device.devices():
+        row = next(line for line in rows if line.split()[0].rstrip("*") == str(info.index))
+        assert row.split()[-1] == ("yes" if "cl_khr_fp16" in info.cl_device.extensions else "no")
+        assert info.fp16 == ("cl_khr_fp16" in info.cl_device.extensions)

@@ -38,6 +38,9 @@ class DeviceInfo:
     max_work_group: int
     fp64: bool
     cl_device: cl.Device
+    # Native half arithmetic in OpenCL C (cl_khr_fp16): where a 16-bit policy could compute in
+    # half rather than in float. NVIDIA's OpenCL and pip's PoCL 3.0 have none.
+    fp16: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -179,7 +182,8 @@ def devices() -> list[DeviceInfo]:
                 driver=d.driver_version, type=_type_name(d.type),
                 compute_units=d.max_compute_units, global_mem=d.global_mem_size,
                 local_mem=d.local_mem_size, max_work_group=d.max_work_group_size,
-                fp64=bool(d.double_fp_config) or "cl_khr_fp64" in d.extensions, cl_device=d))
+                fp64=bool(d.double_fp_config) or "cl_khr_fp64" in d.extensions, cl_device=d,
+                fp16="cl_khr_fp16" in d.extensions))
     return found
 
 
@@ -243,7 +247,8 @@ def _listing(available: list[DeviceInfo]) -> str:
 def print_table(file=sys.stdout) -> None:
     from .runtime import current_device_index
     chosen = current_device_index()
-    header = f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<40} {'CUs':>4} {'global':>9} {'local':>7} {'fp64':>4}"
+    header = (f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<40} {'CUs':>4} {'global':>9} {'local':>7} "
+              f"{'fp64':>4} {'fp16':>4}")
     print(header, file=file)
     available = devices()
     if not available:
@@ -252,7 +257,7 @@ def print_table(file=sys.stdout) -> None:
         mark = "*" if d.index == chosen else " "
         print(f"{d.index:>2}{mark} {d.type:<5} {d.name[:34]:<34} {d.runtime[:40]:<40} "
               f"{d.compute_units:>4} {d.global_mem / 2**30:>7.1f}Gi {d.local_mem // 1024:>5}Ki "
-              f"{'yes' if d.fp64 else 'no':>4}", file=file)
+              f"{'yes' if d.fp64 else 'no':>4} {'yes' if d.fp16 else 'no':>4}", file=file)
     if available:
         print("* = the device clnet uses now (set CLNET_DEVICE=<index|name> to choose)", file=file)
     if chosen is not None:
