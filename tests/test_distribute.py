@@ -197,6 +197,35 @@ def test_replicas_with_different_parameter_layouts_meet_in_keras_layout(monkeypa
                    {f"arr_{i}": w for i, w in enumerate(model.get_weights())})
 
 
+def test_replicas_laid_out_larger_than_the_first_train_as_one_device(monkeypatch):
+    """A replica whose device pads Dense's columns to a wider vector than the first device's has more
+    flat elements than the model: the host's sum in Keras layout gives each replica back its own
+    layout (it indexed past the first's on two contexts of one H200, tuned apart). Forced here with
+    the tuner giving the first device narrower vectors than the other."""
+    from clnet.products import tile_candidates, tuner
+    chosen = tuner.matrix_tiles
+
+    def tiles_by_device(rt, dtype, *args, **kwargs):
+        tiles = chosen(rt, dtype, *args, **kwargs)
+        if rt.info.index >= 100:  # the replica: the widest vectors
+            return tiles
+        return next(t for t in tile_candidates(rt, dtype) if t["VW"] < tiles["VW"] and "TILE" not in t)
+
+    monkeypatch.setattr(tuner, "matrix_tiles", tiles_by_device)
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), check_speed=False)
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    model.fit(x, y, epochs=4, shuffle=False, **STEPS_ARGS)
+    first, other = strategy.states
+    assert not strategy.same_layout and other.host.size > first.host.size
+    reference = single_device(4, shuffle=False)
+    for replica in (model, *strategy.replica_models):
+        for got, want in zip(replica.get_weights(), reference.get_weights()):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_batch_normalization_moving_mean_is_the_whole_batch_mean():
     """Each replica normalises with its shard's statistics; the moving statistics travel in the
     reduction as the rows-weighted average: after one step the moving mean is one device's exactly

@@ -221,8 +221,8 @@ class DataParallel(Distribution):
                           .bind(("own", "own_first", "parts_first", "n"), parts=parts, part_size=size,
                                 weights=weights, replicas=self.replicas, **{"self": k})
                           for k, (s, parts, weights) in enumerate(zip(self.states, self.parts, self.shard_weights))]
-        else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context
-            self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(size, model.dtype) for s in self.states))
+        else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context, its size
+            self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(s.host.size, model.dtype) for s in self.states))
             for reduced in self.reduced:
                 reduced.fill(0)
         self.sharded = CheckedFeed(self, train, [model, *self._others], batches, first=0)
