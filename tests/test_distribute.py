@@ -440,7 +440,7 @@ def test_speed_check_warns_where_data_parallel_is_slower_than_one_device(monkeyp
         name = repr(clnet.runtime().info.name)
         assert (f"DataParallel over 2 devices (0: {name}, 100: {name}) took 2.75 ms a training step, and device 0 "
                 f"({name}) alone 1.25 ms, on the same batches of 4 rows") in message
-        assert "Train on one device" in message and "larger batch or model" in message
+        assert "Train on one device" in message and "larger batch or model" in message and "split='measured'" in message
     else:
         assert found == []
     assert check_warnings(lambda: model.fit(x, y, epochs=3, initial_epoch=2, **CHECKED_ARGS)) == []

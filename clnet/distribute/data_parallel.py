@@ -509,9 +509,11 @@ class SpeedCheck:
             # stacklevel: this method, _checked, Trainer.fit, then the fit call's line
             warnings.warn(f"DataParallel over {strategy.replicas} devices ({devices}) took {strategy.step_ms[0]:.3g} "
                           f"ms a training step, and device {first.index} ({first.name!r}) alone "
-                          f"{strategy.step_ms[1]:.3g} ms, on the same batches of {self.feed.batch_size} rows: the "
-                          "model's step is too short to gain from splitting its batch. Train on one device "
-                          "(compile without a distribution), or use a larger batch or model; "
+                          f"{strategy.step_ms[1]:.3g} ms, on the same batches of {self.feed.batch_size} rows: "
+                          "splitting the batch costs more than it gains here (a step too short for the "
+                          "reduction and the host's launches, devices of unequal speed, or replicas sharing "
+                          "one device). Train on one device (compile without a distribution), or use a larger "
+                          "batch or model, or split='measured' for unequal devices; "
                           "DataParallel(check_speed=False) leaves out this check.",
                           SlowerThanOneDeviceWarning, stacklevel=4)
         return False
