@@ -9,6 +9,7 @@ dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidi
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
 """
+import json
 import os
 import sys
 import time
@@ -89,7 +90,9 @@ def main(mode: str, out: str) -> None:
     x, y = data()
     if os.environ.get("WORKER_DEVICE") == "local-rank":  # one device per rank (two GPUs, test_distribute.py)
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
-    strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")))
+    # STRATEGY_OPTIONS: MPIDataParallel's other arguments as JSON (bucket_mb, compression).
+    strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")),
+                                                **json.loads(os.environ.get("STRATEGY_OPTIONS", "{}")))
     if mode in ("stuck", "dies"):
         class Stop(clnet.callbacks.Callback):
             def on_batch_begin(self, batch, logs=None):
@@ -111,6 +114,7 @@ def main(mode: str, out: str) -> None:
                         callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
     if strategy.chief:
         np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])
+    np.savez(os.path.join(out, f"weights-{strategy.rank}.npz"), *model.get_weights(), pieces=len(strategy.pieces))
     strategy.comm.Barrier()
     with strategy.scope():  # every rank resumes from the checkpoint rank 0 wrote
         resumed = clnet.load_model(checkpoint)

@@ -79,6 +79,30 @@ def test_default_is_the_first_gpu_else_the_fastest_cpu_runtime(monkeypatch, tmp_
     assert cl_device.choose() == pocl30 and cl_device.reason == "the only device"
 
 
+def test_each_local_mpi_rank_takes_a_gpu_of_its_own(monkeypatch):
+    """Without CLNET_DEVICE, a process that an MPI launcher (or Slurm) numbered on its host takes
+    the GPUs in turn; with one GPU, or none, the default stays."""
+    cpu = fake(0, "pthread-AMD EPYC")
+    gpus = [fake(i, f"NVIDIA H200 #{i}", "NVIDIA CUDA", "OpenCL 3.0 CUDA", kind="GPU") for i in (1, 2, 3, 4)]
+    monkeypatch.setattr(cl_device, "devices", lambda: [cpu, *gpus])
+    monkeypatch.delenv("CLNET_DEVICE", raising=False)
+    for variable in cl_device.LOCAL_RANK_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    assert cl_device.choose() == gpus[0] and cl_device.reason == "the first GPU"
+    for variable in cl_device.LOCAL_RANK_VARIABLES:
+        for rank in (0, 1, 3, 5):
+            monkeypatch.setenv(variable, str(rank))
+            assert cl_device.choose() == gpus[rank % 4]
+            assert cl_device.reason == f"GPU {rank % 4} of the 4 for local MPI rank {rank} ({variable})"
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+    monkeypatch.setenv("CLNET_DEVICE", "0")  # asked for: that one
+    assert cl_device.choose() == cpu
+    monkeypatch.delenv("CLNET_DEVICE")
+    monkeypatch.setattr(cl_device, "devices", lambda: [cpu, gpus[0]])
+    assert cl_device.choose() == gpus[0] and cl_device.reason == "the first GPU"
+
+
 def test_probe_measures_a_real_training_step(rt):
     seconds = probe.step_seconds(rt.info)
     assert 0 < seconds < 1

@@ -226,8 +226,27 @@ def no_device_message() -> str:
     return f"no OpenCL device found on {system.describe()}: {system.device_install_hint()}"
 
 
+# The rank of a process among those an MPI launcher started on its host: Open MPI's, MPICH's
+# (Hydra) and Slurm's names for it.
+LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def local_rank() -> tuple[int, str] | None:
+    """(this process's rank on its host, the variable that gave it), or None outside such a launch."""
+    for name in LOCAL_RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value), name
+    return None
+
+
 def _default(available: list[DeviceInfo]) -> tuple[DeviceInfo, str]:
     gpus = [d for d in available if d.is_gpu]
+    rank = local_rank()
+    if len(gpus) > 1 and rank is not None:  # one GPU per rank (MPIDataParallel), in turn
+        number, variable = rank
+        return gpus[number % len(gpus)], (f"GPU {number % len(gpus)} of the {len(gpus)} for local MPI rank "
+                                          f"{number} ({variable})")
     if gpus:
         return gpus[0], "the first GPU"
     if len(available) == 1:

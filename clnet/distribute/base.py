@@ -259,14 +259,16 @@ PIECE_ELEMENTS = 1 << 20
 TAIL_PIECES = 4
 
 
-def piece_count(start: int, end: int) -> int:
-    """Pieces of the flat elements [start, end), one layer's."""
-    return max(1, min(REDUCE_PIECES, (end - start) // PIECE_ELEMENTS))
+def piece_count(start: int, end: int, elements: int | None = None) -> int:
+    """Pieces of the flat elements [start, end), one layer's, of about `elements` (PIECE_ELEMENTS) each."""
+    return max(1, min(REDUCE_PIECES, (end - start) // (elements or PIECE_ELEMENTS)))
 
 
-def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[int, list[int]], int]:
+def plan_pieces(model, state: FlatState,
+                elements: int | None = None) -> tuple[list[tuple[int, int]], dict[int, list[int]], int]:
     """`state`'s flat arrays cut into pieces, in the order the backward pass finishes them: each
-    layer's gradients (from its first parameter to the next layer's), the last layer's first; then
+    layer's gradients (from its first parameter to the next layer's; in pieces of at least
+    `elements`, PIECE_ELEMENTS by default, at most REDUCE_PIECES), the last layer's first; then
     the non-trainable values. Returns the pieces as (start, end); by the layer's position in
     model.runs, the indices of the pieces its backward pass completes; and the index of the first
     piece that only the backward pass's last launch (or its end) completes: the pieces before it are
@@ -283,7 +285,7 @@ def plan_pieces(model, state: FlatState) -> tuple[list[tuple[int, int]], dict[in
                     key=lambda layer: -1 if layer[2] is None else -layer[2])
     pieces, ready_after, late = [], {}, 0
     for start, end, position in layers:
-        count = piece_count(start, end)
+        count = piece_count(start, end, elements)
         # A layer that completes its gradients in parts (Layer.gradient_parts) is cut where they
         # end, so that each part is a piece, read as soon as its launch is done.
         parts = [] if position is None else model.runs[position][0].gradient_parts(count)
