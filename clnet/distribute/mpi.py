@@ -25,35 +25,6 @@ from ..data import ArrayFeed
 from .base import PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces
 
 COMPLETE = command_execution_status.COMPLETE
-COMPRESSIONS = (None, "bf16")
-
-
-def to_bf16(values: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """`values` rounded to bfloat16 (to nearest, ties to even, through float32), as uint16 bit
-    patterns in `out`; NaN stays NaN."""
-    bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
-    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
-    out[:] = np.where(np.isnan(values), 0x7FC0, rounded).astype(np.uint16)
-    return out
-
-
-def from_bf16(bits: np.ndarray) -> np.ndarray:
-    """float32 values of bfloat16 bit patterns."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-_BF16_SUM = None
-
-
-def _bf16_sum(MPI):
-    """The MPI operation summing bfloat16 bit patterns (uint16) in float32, rounded back: made once."""
-    global _BF16_SUM
-    if _BF16_SUM is None:
-        def add(incoming, inout, datatype):
-            total = np.frombuffer(inout, np.uint16)
-            to_bf16(from_bf16(np.frombuffer(incoming, np.uint16)) + from_bf16(total), total)
-        _BF16_SUM = MPI.Op.Create(add, commute=True)
-    return _BF16_SUM
 
 
 class CollectiveTimeout(RuntimeError):
@@ -68,25 +39,19 @@ class MPIDataParallel(Distribution):
     gradients in pieces of at least this size (at most 8 a layer; a smaller layer's whole), each
     all-reduced as soon as the backward pass has written it while the next comes down (None: 1 Mi
     elements).
-    `compression`: None (the default: the exact sum, as one device's) or "bf16": each rank's
-    share of the gradients rounded to bfloat16 (8 significant bits) before it is sent, the pieces
-    summed by a reduce-scatter in bfloat16 and gathered back, which halves a float32 gradient's
-    traffic (quarters a float64's) and changes the numbers, alike on every rank.
 
     Rank 0 is the chief: it shows the progress bar and runs ModelCheckpoint and CSVLogger; every
     rank runs the other callbacks on the same logs (the loss over all ranks' rows, the validation
     data evaluated whole on each rank), so that EarlyStopping, ReduceLROnPlateau and
     LearningRateScheduler decide alike everywhere and the ranks stay in step."""
 
-    def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None, compression=None):
+    def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None):
         super().__init__()
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"MPIDataParallel compression must be one of {COMPRESSIONS}, got {compression!r}")
         if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float))
                                       or not bucket_mb > 0):
             raise ValueError(f"MPIDataParallel bucket_mb must be a positive number of megabytes (or None for "
                              f"{PIECE_ELEMENTS} elements a piece), got {bucket_mb!r}")
-        self.bucket_mb, self.compression = bucket_mb, compression
+        self.bucket_mb = bucket_mb
         try:
             from mpi4py import MPI
         except ImportError:
@@ -143,26 +108,9 @@ class MPIDataParallel(Distribution):
         except FutureTimeout:
             raise self._timeout(what) from None
 
-    def _summed(self, array: np.ndarray, packed: np.ndarray | None):
-        """What sums `array` over the ranks in place, to run on the collectives' thread: an
-        all-reduce, or with compression its bfloat16 form in `packed` (room for a whole block per
-        rank) summed by a reduce-scatter and gathered back (so every rank decodes the same sums)."""
-        MPI = self.MPI
-        if packed is None:
-            return lambda: self.comm.Allreduce(MPI.IN_PLACE, array, op=MPI.SUM)
-        block = packed.size // self.replicas
-        to_bf16(array, packed[:array.size])
-
-        def collective():
-            mine = np.empty(block, np.uint16)
-            self.comm.Reduce_scatter_block([packed, MPI.UINT16_T], [mine, MPI.UINT16_T], op=_bf16_sum(MPI))
-            self.comm.Allgather([mine, MPI.UINT16_T], [packed, MPI.UINT16_T])
-            array[:] = from_bf16(packed[:array.size])
-        return collective
-
-    def _packed(self, size: int) -> np.ndarray | None:
-        """A bfloat16 buffer for `size` elements, whole blocks of one per rank (None: no compression)."""
-        return None if self.compression is None else np.zeros(-(-size // self.replicas) * self.replicas, np.uint16)
+    def _summed(self, array: np.ndarray):
+        """What sums `array` over the ranks in place, to run on the collectives' thread."""
+        return lambda: self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
 
     def _timeout(self, what: str) -> CollectiveTimeout:
         return CollectiveTimeout(
@@ -204,9 +152,7 @@ class MPIDataParallel(Distribution):
             elements = None if self.bucket_mb is None else max(1, int(self.bucket_mb * 2**20) // itemsize)
             self.pieces, ready_after, _ = plan_pieces(model, self.state, elements)
             self.reads = PieceReads(self.state, model, self.pieces, ready_after)
-            self._packs = [self._packed(end - start) for start, end in self.pieces]  # (bfloat16 per piece)
         self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
-        self._canonical_pack = self._packed(self.canonical.size)
         self._start_alike(model)
         self.sharded = ShardedFeed(self, train, [model], [train.batches], first=self.rank)
         return self.sharded
@@ -241,7 +187,7 @@ class MPIDataParallel(Distribution):
             wait_for_events(state.read())
             started = time.perf_counter()
             np.multiply(state.host[state.index], share, out=self.canonical)
-            self._await(self._on_thread(self._summed(self.canonical, self._canonical_pack)),
+            self._await(self._on_thread(self._summed(self.canonical)),
                         time.monotonic() + self.timeout, what)
             state.host[state.index] = self.canonical
             self.reduce_seconds += time.perf_counter() - started
@@ -254,7 +200,7 @@ class MPIDataParallel(Distribution):
                 started = time.perf_counter()
             piece = state.host[start:end]
             piece *= share
-            summed.append(self._on_thread(self._summed(piece, self._packs[index])))
+            summed.append(self._on_thread(self._summed(piece)))
         deadline = time.monotonic() + self.timeout
         for (start, end), done in zip(self.pieces, summed):
             self._await(done, deadline, what)
