@@ -100,7 +100,7 @@ def run_clnet(kind: str, args) -> dict:
         devices = [info, dataclasses.replace(info, index=info.index + 100)]
     strategy = {"single": lambda: None,
                 "dp": lambda: clnet.distribute.DataParallel(devices=devices, reduction=args.reduction),
-                "mpi": lambda: clnet.distribute.MPIDataParallel()}[kind]()
+                "mpi": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb)}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = clnet_model(args.model)
         model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
@@ -258,6 +258,8 @@ def main(argv=None):
     parser.add_argument("--one-device", action="store_true",
                         help="both replicas (DataParallel: own contexts; MPI: both ranks) on the first device: what "
                              "the reduction costs where two devices are not at hand; no DDP")
+    parser.add_argument("--bucket-mb", type=float, default=None,
+                        help="MPIDataParallel's bucket_mb: the gradient pieces' least size (default: its own)")
     parser.add_argument("--configs", type=lambda text: text.split(","), default=list(CONFIGS),
                         help="which configurations to run, comma-separated (default: all of "
                              f"{','.join(CONFIGS)}); single, the ratios' and the model's base, always runs")
@@ -272,7 +274,8 @@ def main(argv=None):
         return
     common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch),
               "--model", args.model, "--reduction", args.reduction, *(["--gpu"] if args.gpu else []),
-              *(["--one-device"] if args.one_device else [])]
+              *(["--one-device"] if args.one_device else []),
+              *(["--bucket-mb", str(args.bucket_mb)] if args.bucket_mb else [])]
     # Every clnet configuration on pip's PoCL (the README's default device), each replica one core;
     # with --gpu on the first GPU, the first two, or one each.
     one, two = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"},
