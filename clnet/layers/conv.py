@@ -29,8 +29,8 @@ class BaseConv(Layer, registered=False):
         for form, owners in (("MMA", "Dense's and MultiHeadAttention's"), ("WGMMA", "Dense's")):
             if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
                 raise ValueError(f"{layer_label(kind, name)}: the tensor-core form ({form}) is {owners}, not a convolution's "
-                                 f"(convolution_tiles.cl's gathers and epilogues take the CUDA-core tiles' layout), got tiles "
-                                 f"{tiles!r}")
+                                 f"(convolution_tiles.cl's gathers and epilogues take the CUDA-core tiles' layout), "
+                                 f"got tiles {tiles!r}")
         self.fixed_tiles = tiles
         if isinstance(filters, bool) or not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"{layer_label(kind, name)}: filters must be a positive integer, got {filters!r}")
