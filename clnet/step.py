@@ -112,14 +112,15 @@ class Step:
         return np.concatenate([y, _sample_weights(sample_weight, len(y), self.dtype)[:, None]], axis=1)
 
     # -- compiling ---------------------------------------------------------------------------
-    def compile(self, optimizer="adam", loss="categorical_crossentropy", metrics=None, distribution=None,
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, distribution=None,
                 loss_weights=None, weighted_metrics=None) -> None:
-        """As Keras's compile. A model of several outputs takes `loss` and `loss_weights` as one
-        for all, a list in output order or a dict by output name, and `metrics` and
-        `weighted_metrics` (weighted by fit's and evaluate's sample weights; named weighted_<name>
-        where `metrics` has the name too, as Keras) as a list per output or a dict by output
-        name; the loss it minimises is the weighted sum of its outputs' losses. `distribution`:
-        a clnet.distribute strategy (default: the one whose scope() is open)."""
+        """As Keras's compile, with its defaults (RMSprop; a loss must be named: without one this raises, where
+        Keras's fit would, since clnet trains only on compiled losses). A model of several outputs takes
+        `loss` and `loss_weights` as one for all, a list in output order or a dict by output name, and
+        `metrics` and `weighted_metrics` (weighted by fit's and evaluate's sample weights; named
+        weighted_<name> where `metrics` has the name too, as Keras) as a list per output or a dict by output
+        name; the loss it minimises is the weighted sum of its outputs' losses. `distribution`: a
+        clnet.distribute strategy (default: the one whose scope() is open)."""
         from .distribute import Distribution, current
         if distribution is not None and not isinstance(distribution, Distribution):
             raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
@@ -715,7 +716,9 @@ def _per_output(value, names: list[str], argument: str, check, listed: bool = Tr
 
 def _loss(value, argument: str):
     if value is None:
-        raise ValueError(f"{argument} is None: every output of a clnet model needs a loss")
+        raise ValueError(f"{argument} is None: every output of a clnet model trains on a loss named in "
+                         "compile(loss=...) (Keras's fit says 'No loss to compute'); clnet computes losses in its own "
+                         "kernels and has no add_loss")
     return losses.get(value)
 
 

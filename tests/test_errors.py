@@ -25,6 +25,18 @@ def test_fit_before_compile():
         m.evaluate(np.zeros((2, 3)), np.zeros((2, 2)))
 
 
+def test_compile_defaults_are_keras():
+    """Keras's defaults: RMSprop with its own defaults, and no loss, which clnet cannot train on."""
+    m = clnet.Sequential([Input((3,)), Dense(2)])
+    with pytest.raises(ValueError, match=r"loss is None: every output of a clnet model trains on a loss named in "
+                                         r"compile\(loss=\.\.\.\)"):
+        m.compile()
+    m.compile(loss="mse")
+    assert isinstance(m.optimizer, clnet.optimizers.RMSprop)
+    assert m.optimizer.get_config()["learning_rate"] == pytest.approx(1e-3)
+    assert m.optimizer.get_config()["rho"] == pytest.approx(0.9)
+
+
 @pytest.mark.parametrize("x,message", [
     (np.zeros((10, 5)), r"x has shape \(10, 5\), but the model's first layer expects samples of shape \(4,\)"),
     (np.zeros(10), r"x must have a batch axis and at least one sample, got shape \(10,\)"),
