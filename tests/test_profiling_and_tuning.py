@@ -115,21 +115,3 @@ def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
         assert family and set(chosen) == set(family[0])
         for key, value in chosen.items():
             assert value in {c[key] for c in family}
-
-
-def test_a_cpu_tuner_keeps_the_earlier_candidate_unless_a_later_one_is_clearly_faster():
-    """Close candidates swap places from run to run on shared cores: within CPU_MARGIN the earlier
-    one stays (the first is the untuned default), per kernel's blocks and per family of launch
-    settings; one clearly faster wins; without a margin (a GPU) the fastest does."""
-    size = (1, 2, 3)
-    first = {"VW": 8, "FF_RM": 6, "DW_RM": 6, "HG_RM": 6, "WG": 4}
-    rows8, group2 = {**first, "FF_RM": 8, "DW_RM": 8, "HG_RM": 8}, {**first, "WG": 2}
-    times = lambda ff, dw, hg: {(size, "FF"): ff, (size, "DW"): dw, (size, "HG"): hg}
-    close = [(first, times(1.0, 1.0, 1.0)), (rows8, times(0.99, 0.98, 1.0)), (group2, times(0.99, 0.99, 0.99))]
-    assert tuner._fastest_setting(close, size, tuner.CPU_MARGIN) == (first, 3.0)
-    tiles, seconds = tuner._fastest_setting(close, size, 0.0)
-    assert (tiles, seconds) == ({**first, "FF_RM": 8, "DW_RM": 8}, pytest.approx(2.97))
-    clear = [(first, times(1.0, 1.0, 1.0)), (rows8, times(0.9, 1.0, 1.0)), (group2, times(0.8, 0.8, 0.8))]
-    tiles, seconds = tuner._fastest_setting(clear, size, tuner.CPU_MARGIN)
-    assert (tiles, seconds) == (group2, pytest.approx(2.4))
-    assert tuner._fastest_setting(clear[:2], size, tuner.CPU_MARGIN)[0] == {**first, "FF_RM": 8}

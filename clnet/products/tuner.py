@@ -148,50 +148,31 @@ def _tune(rt, dtype, candidates) -> list[dict]:
             times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
     # The fastest setting per (layout, size); then the layout that does best over all sizes,
     # each size counted relative to its fastest setting of any layout.
-    margin = 0.0 if rt.info.is_gpu else CPU_MARGIN
-    layouts = list(dict.fromkeys(layout(tiles) for tiles in candidates))  # in the candidates' order
+    layouts = {layout(tiles) for tiles in candidates}
     fastest = {(form, size): _fastest_setting([(tiles, times) for tiles, times in zip(candidates, measured)
-                                                if layout(tiles) == form], size, margin)
+                                                if layout(tiles) == form], size)
                for form in layouts for size in sizes}
     best = {size: min(fastest[form, size][1] for form in layouts) for size in sizes}
-    form = _earliest_within(layouts, lambda form: sum(fastest[form, size][1] / best[size] for size in sizes), margin)
+    form = min(layouts, key=lambda form: sum(fastest[form, size][1] / best[size] for size in sizes))
     return [{"size": list(size), "tiles": fastest[form, size][0]} for size in sizes]
 
 
-# A CPU's kernel times on shared cores vary from run to run by more than its close candidates
-# differ: run afresh, the tuner chose other blocks each time on a 2-core machine
-# (benchmarks/RESULTS.md, the matrix products in their own room). There it keeps the earliest
-# candidate (the first is the untuned default) unless a later one is faster by more than this
-# share. A GPU's times repeat (the H200 chose the same tiles run after run): the fastest wins.
-CPU_MARGIN = 0.03
-
-
-def _earliest_within(options: list, seconds, margin: float):
-    """The first of `options` whose seconds(option) is within `margin` (a share) of the least."""
-    times = [seconds(option) for option in options]
-    least = min(times)
-    return next(option for option, t in zip(options, times) if t <= least * (1 + margin))
-
-
-def _fastest_setting(measured: list[tuple[dict, dict]], size, margin: float = 0.0) -> tuple[dict, float]:
-    """The fastest tiles at this size (the earliest measured within `margin` of it, see CPU_MARGIN)
-    and their seconds for the three products. Blocked candidates differing only in a kernel's
-    blocks (its RM, NB and KB) share a weight layout and launch settings, so each kernel takes its
-    own fastest blocks; anything else is compared as a whole."""
+def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, float]:
+    """The fastest tiles at this size and their seconds for the three products. Blocked
+    candidates differing only in a kernel's blocks (its RM, NB and KB) share a weight layout and
+    launch settings, so each kernel takes its own fastest blocks; anything else is compared as a
+    whole."""
     block_keys = {key for keys in BLOCK_KEYS.values() for key in keys}
-    families: dict[tuple, list[tuple[dict, dict]]] = {}  # in the candidates' order
+    families: dict[tuple, dict] = {}
     for tiles, times in measured:
-        families.setdefault(tuple(sorted((k, v) for k, v in tiles.items() if k not in block_keys)), []).append(
-            (tiles, times))
-    settings = []
-    for members in families.values():
-        setting, seconds = dict(members[0][0]), 0.0
+        family = tuple(sorted((k, v) for k, v in tiles.items() if k not in block_keys))
+        choice = families.setdefault(family, {"tiles": dict(tiles), "seconds": {}})
         for kernel, keys in BLOCK_KEYS.items():
-            tiles, times = _earliest_within(members, lambda member: member[1][size, kernel], margin)
-            setting.update({key: tiles[key] for key in keys if key in tiles})
-            seconds += times[size, kernel]
-        settings.append((setting, seconds))
-    return _earliest_within(settings, lambda setting: setting[1], margin)
+            if times[size, kernel] < choice["seconds"].get(kernel, float("inf")):
+                choice["seconds"][kernel] = times[size, kernel]
+                choice["tiles"].update({key: tiles[key] for key in keys if key in tiles})
+    choice = min(families.values(), key=lambda c: sum(c["seconds"].values()))
+    return choice["tiles"], sum(choice["seconds"].values())
 
 
 BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kernel in KERNEL_PREFIXES}
