@@ -87,30 +87,20 @@ class MPIDataParallel(Distribution):
 
     def _run_allreduces(self) -> None:
         while True:
-            collective, done = self._allreduces.get()
+            piece, done = self._allreduces.get()
             try:
-                done.set_result(collective())
+                self.comm.Allreduce(self.MPI.IN_PLACE, piece, op=self.MPI.SUM)
+                done.set_result(piece)
             except BaseException as error:  # the main thread raises it
                 done.set_exception(error)
 
-    def _on_thread(self, collective) -> Future:
-        """collective() run on the collectives' thread, after those given before it."""
+    def _allreduce_on_thread(self, piece: np.ndarray) -> Future:
         if self._allreduces is None:
             self._allreduces = queue.SimpleQueue()
             threading.Thread(target=self._run_allreduces, name="clnet-allreduce", daemon=True).start()
         done: Future = Future()
-        self._allreduces.put((collective, done))
+        self._allreduces.put((piece, done))
         return done
-
-    def _await(self, done: Future, deadline: float, what: str):
-        try:
-            return done.result(timeout=max(deadline - time.monotonic(), 0))
-        except FutureTimeout:
-            raise self._timeout(what) from None
-
-    def _summed(self, array: np.ndarray):
-        """What sums `array` over the ranks in place, to run on the collectives' thread."""
-        return lambda: self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
 
     def _timeout(self, what: str) -> CollectiveTimeout:
         return CollectiveTimeout(
@@ -187,9 +177,7 @@ class MPIDataParallel(Distribution):
             wait_for_events(state.read())
             started = time.perf_counter()
             np.multiply(state.host[state.index], share, out=self.canonical)
-            self._await(self._on_thread(self._summed(self.canonical)),
-                        time.monotonic() + self.timeout, what)
-            state.host[state.index] = self.canonical
+            state.host[state.index] = self.allreduce(self.canonical, what)
             self.reduce_seconds += time.perf_counter() - started
             state.write(state.host)
             return
@@ -200,10 +188,13 @@ class MPIDataParallel(Distribution):
                 started = time.perf_counter()
             piece = state.host[start:end]
             piece *= share
-            summed.append(self._on_thread(self._summed(piece)))
+            summed.append(self._allreduce_on_thread(piece))
         deadline = time.monotonic() + self.timeout
         for (start, end), done in zip(self.pieces, summed):
-            self._await(done, deadline, what)
+            try:
+                done.result(timeout=max(deadline - time.monotonic(), 0))
+            except FutureTimeout:
+                raise self._timeout(what) from None
             state.write(state.host, start, end)
         if started is not None:
             self.reduce_seconds += time.perf_counter() - started
