@@ -14,7 +14,7 @@ import numpy as np
 from .. import activations
 from ..cl.tensor import Tensor
 from .forms import kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre, tile_candidates
-from .plan import Operand, split_k
+from .plan import Operand, bias_operands, split_k
 
 # The kernels' GEOMETRY and FRAME arguments (convolution.cl, convolution_tiles.cl), in the order of
 # the geometry a plan takes and of delta_frame's result.
@@ -87,10 +87,7 @@ class ConvPlan:
         self.filters_p, self.channels_p = -(-filters // vw) * vw, -(-channels // vw) * vw
         fused = activation if activation.elementwise else activations.Linear()
         self.weights, self.outputs, self.input_grad = weights, outputs, input_grad
-        if bias is None:  # the kernels always read a bias and write its gradient
-            self.bias, self.bias_grad = Tensor.zeros((self.filters_p,), dt, rt), Tensor((self.filters_p,), dt, rt)
-        else:
-            self.bias, self.bias_grad = bias.value, bias.grad
+        self.bias, self.bias_grad = bias_operands(bias, self.filters_p, dt, rt)
         rows, geometry = capacity * self.positions, dict(zip(GEOMETRY, self.geometry))
         shape = outputs.shape
         if self.tiled:  # built on gpu_tiles.cl's tiles (and its SumSplits); f'(z) stored by the forward
@@ -152,8 +149,7 @@ class ConvPlan:
         vw = (tiles[0] if tiled else tiles)["VW"]
         filters_p = -(-filters // vw) * vw
         panel = filters_p if tiled else vw  # W's column panels, as Dense lays them out for the form
-        parameter = lambda shape: Operand(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt),
-                                           Tensor.zeros(shape, dtype, rt))
+        parameter = lambda shape: Operand.random(shape, dtype, rt, rng)
         return cls(rt, dtype, tiles, activations.get("relu"), geometry, filters, capacity,
                    weights=parameter((filters_p // panel, kh * kw * channels, panel)), bias=parameter((filters_p,)),
                    outputs=Tensor((capacity, out_h, out_w, filters), dtype, rt),

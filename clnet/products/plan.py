@@ -65,10 +65,7 @@ class DensePlan:
         # Where delta = dL/dz is dL/dy itself (see _delta_is_grad): the identity's derivative.
         self._identity = isinstance(activation, activations.Linear) and activation.a == 1
         dt = dtype
-        if bias is None:  # the kernels always read a bias and write its gradient
-            self.bias, self.bias_grad = Tensor.zeros((self.units_p,), dt, rt), Tensor((self.units_p,), dt, rt)
-        else:
-            self.bias, self.bias_grad = bias.value, bias.grad
+        self.bias, self.bias_grad = bias_operands(bias, self.units_p, dt, rt)
         program = dense_program(rt, dt, activation, tiles)
         self.delta = Tensor((self.panels, capacity, panel), dt, rt)  # dL/dz, column panels
         # The input gradient's operands: on the GPU the row-major delta and W; on a CPU delta in
@@ -133,8 +130,7 @@ class DensePlan:
         vw, tiled = tiles["VW"], "TILE" in tiles
         units_p = -(-units // vw) * vw
         panel = units_p if tiled else vw
-        parameter = lambda shape: Operand(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt),
-                                           Tensor.zeros(shape, dtype, rt))
+        parameter = lambda shape: Operand.random(shape, dtype, rt, rng)
         outputs = Tensor((rows, units), dtype, rt)
         kept = Tensor((rows, units), dtype, rt) if stores_pre(activation) else outputs
         return cls(rt, dtype, tiles, activation, n_in, units, panel, rows,
@@ -261,3 +257,16 @@ class Operand:
 
     def __init__(self, value: Tensor, grad: Tensor):
         self.value, self.grad = value, grad
+
+    @classmethod
+    def random(cls, shape: tuple, dtype, rt, rng) -> "Operand":
+        """Values uniform in [-0.5, 0.5) from `rng`, a zero gradient."""
+        return cls(Tensor.from_numpy(rng.random(shape) - 0.5, dtype, rt), Tensor.zeros(shape, dtype, rt))
+
+
+def bias_operands(bias, units_p: int, dtype, rt) -> tuple[Tensor, Tensor]:
+    """(bias, bias gradient) a plan's kernels read and write: the parameter's, or without one
+    (None) zeros and a gradient nobody reads, since the kernels always take a bias."""
+    if bias is None:
+        return Tensor.zeros((units_p,), dtype, rt), Tensor((units_p,), dtype, rt)
+    return bias.value, bias.grad
