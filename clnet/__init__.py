@@ -1,6 +1,6 @@
 """clnet: a small deep-learning framework whose every kernel is OpenCL, on any OpenCL device."""
-from . import (activations, callbacks, datasets, distribute, initializers, layers, losses, metrics, onnx, ops,
-               optimizers, utils)
+from . import (activations, callbacks, datasets, distribute, initializers, layers, losses, metrics, mixed_precision,
+               onnx, ops, optimizers, utils)
 from .cl.device import DeviceError, devices
 from .cl.runtime import BuildError, floatx, runtime, set_device, set_floatx
 from .cl.tensor import Tensor
@@ -15,4 +15,4 @@ from ._version import __version__
 __all__ = ["Model", "Input", "Sequential", "layers", "activations", "losses", "optimizers", "callbacks", "datasets",
            "initializers", "onnx", "devices", "set_device", "runtime", "set_floatx", "floatx", "set_seed", "Tensor",
            "DeviceError", "BuildError", "NotBuiltError", "NotCompiledError", "profile", "load_model", "PyDataset",
-           "distribute", "utils", "ops", "models", "metrics"]
+           "distribute", "utils", "ops", "models", "metrics", "mixed_precision"]

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import activations, layers as layers_module, optimizers
 from .cache import write_atomically
+from .dtype_policies import SIXTEEN_BITS, policy_of
 from .layers.base import PROBE_LENGTHS, Layer, reserve_names, snake_case
 from .model import Model, Sequential
 
@@ -105,6 +106,8 @@ def load(path, floatx: str | None = None, compile: bool = True) -> Model:
     try:
         with store:
             model, entries = _model_from_keras(config, floatx)
+            if config.get("config", {}).get("dtype") is not None:  # (Keras's model.dtype_policy, which compile reads)
+                model.dtype_policy = policy_of(config["config"]["dtype"])
             if not model.built:  # Inputs of lengths None: the weights do not depend on the lengths
                 inputs = model.inputs if isinstance(model.inputs, list) else [model.inputs]
                 shapes = [tuple(PROBE_LENGTHS[0] if n is None else n for n in i.shape[1:]) for i in inputs]
@@ -223,12 +226,11 @@ def _tensors(value, tensors: dict):
 
 
 def _floatx(dtype) -> str | None:
-    """The float type of a Keras dtype policy (a name or {"config": {"name": ...}})."""
-    if isinstance(dtype, dict):
-        dtype = dtype.get("config", {}).get("name")
-    if dtype in (None, "float32", "float64"):
-        return dtype
-    raise ValueError(f"its dtype policy {dtype!r} is not one clnet computes in (float32, float64)")
+    """The float type clnet computes a Keras dtype policy in (a name or its serialized dict): its
+    variables' type, float32 for the mixed and 16-bit policies (see clnet/dtype_policies.py)."""
+    if dtype is None:
+        return None
+    return "float64" if policy_of(dtype).variable_dtype == "float64" else "float32"
 
 
 def _input(config: dict, floatx: str):
@@ -256,7 +258,9 @@ def _layer_from_keras(entry: dict) -> Layer:
             if initializer is not None:  # (else the layer's default: the weights come from the archive)
                 kwargs[key] = initializer
         elif key == "dtype":
-            _floatx(value)  # a policy clnet computes in, or an error naming it
+            policy = policy_of(value)  # a policy clnet takes, or an error naming it
+            if policy.compute_dtype in SIXTEEN_BITS:  # (the others are the model's float type)
+                kwargs["dtype"] = policy
         elif key == "trainable":
             kwargs[key] = bool(value)  # (every layer class takes it, see Layer.__init_subclass__)
         elif key == "name" and key not in accepted:
@@ -587,7 +591,9 @@ def _keras_entry(layer: Layer, floatx: str) -> dict:
             config[key] = _nested_entry(config[key], floatx)
     # "trainable" only for a frozen layer of weights: Keras's SpatialDropout1D's constructor does
     # not take it.
-    config = {"name": config.pop("name"), "dtype": floatx, **config}
+    policy = layer.dtype_policy  # (a 16-bit one as given; clnet computed it in the model's type)
+    config = {"name": config.pop("name"), "dtype": policy.name if policy.compute_dtype in SIXTEEN_BITS else floatx,
+              **config}
     if not layer.trainable and layer.parameters:
         config["trainable"] = False
     return {"module": "keras.layers", "class_name": cls_name, "config": config, "registered_name": None}
@@ -599,7 +605,7 @@ def _nested_entry(entry: dict, floatx: str) -> dict:
         if key in config:
             config[key] = _activation_to_keras(config[key], config.get("name"))
     return {"module": "keras.layers", "class_name": entry["class_name"],
-            "config": {"name": config.pop("name"), "dtype": floatx, **config},
+            "config": {"name": config.pop("name"), "dtype": config.pop("dtype", floatx), **config},
             "registered_name": None}
 
 

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import ops
+from . import dtype_policies, ops
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
 from .data import KeptData, checked
@@ -67,7 +67,11 @@ class Model(Trainer, Step, HasWeights):
       from the inputs.
     - `name=None`: the model's name (default `"model"`).
     - `floatx=None`: `"float32"` or `"float64"`, the type its weights and computations are in; by
-      default `clnet.floatx()` (or, for a model of layers built already, theirs).
+      default the global dtype policy's variables' type (`clnet.floatx()` until
+      `clnet.mixed_precision.set_global_policy` sets one; for a model of layers built already,
+      theirs). A layer given `dtype=` of float32 or float64 variables must agree; 16-bit policies
+      compute in float32 with a warning (clnet/dtype_policies.py). `dtype_policy` is Keras's: the
+      global policy when the model was made, or `floatx`'s.
     - `seed=None`: a non-negative integer that fixes weight initialisation, dropout and shuffling;
       by default `clnet.set_seed`'s, else a fresh one.
 
@@ -79,7 +83,8 @@ class Model(Trainer, Step, HasWeights):
     def __init__(self, inputs=None, outputs=None, name: str | None = None, floatx: str | None = None,
                  seed: int | None = None):
         self.name = name or self.default_name
-        self.dtype = cl_runtime.floatx_dtype(floatx)
+        self.dtype = cl_runtime.floatx_dtype(floatx or dtype_policies.default_floatx())
+        self.dtype_policy = dtype_policies.policy_of(floatx)
         self._floatx_given = floatx is not None  # else a model of layers built already takes their type
         if seed is None:
             seed = _global_seed if _global_seed is not None else int(np.random.SeedSequence().entropy % 2**63)
@@ -324,6 +329,25 @@ class Model(Trainer, Step, HasWeights):
         first = self._layers[0] if self._layers else None
         return None if first is None else first.input_shape
 
+    def _check_policies(self) -> None:
+        """Its layers' dtype policies against its one float type: a layer given float32 or float64
+        variables of the other type is refused; layers asking for 16-bit computations are named
+        in a PrecisionFallbackWarning, once per model (they compute in its float type)."""
+        sixteen = {}
+        for layer in self._layers:
+            if layer.is_input:
+                continue
+            policy = layer.dtype_policy
+            if policy.compute_dtype in dtype_policies.SIXTEEN_BITS:
+                sixteen[layer.name] = policy
+            elif layer.dtype_given and policy.variable_dtype != self.dtype.name:
+                raise ValueError(f"{layer.describe()} was given dtype={policy.name!r}, but model {self.name!r} "
+                                 f"computes in {self.dtype.name}: clnet computes a model in one float type; give "
+                                 f"the model floatx={policy.variable_dtype!r}, or the layer the model's type")
+        if not self.__dict__.get("_warned_sixteen_bits"):
+            dtype_policies.warn_sixteen_bits(self.name, sixteen, self.rt.info.name)
+            self._warned_sixteen_bits = bool(sixteen)
+
     def build(self, input_shape=None) -> None:
         """Build every layer on the current device (a functional model is built when made). A
         layer built already (by another model, or trained) is not built again: it keeps its
@@ -342,6 +366,7 @@ class Model(Trainer, Step, HasWeights):
         built = {layer.dtype for layer in self._layers if layer.built and not isinstance(layer, Input)}
         if not self._floatx_given and len(built) == 1:  # (as Keras's layers keep their dtype)
             self.dtype = built.pop()
+        self._check_policies()
         self.rt.check_dtype(self.dtype)
         store = ParameterStore(self.rt, self.dtype)  # for the layers this model builds
         index = {id(layer): i for i, layer in enumerate(self._layers)}
@@ -918,6 +943,8 @@ def _layer_config(layer: Layer) -> dict:
     config = layer.get_config()
     if not layer.trainable and "frozen" not in config:  # (Keras writes it always; clnet where it is not the default)
         config = {**config, "trainable": False}
+    if not layer.is_input and (layer.dtype_given or layer.dtype_policy.compute_dtype in dtype_policies.SIXTEEN_BITS):
+        config = {**config, "dtype": layer.dtype_policy.name}
     return {"class_name": type(layer).__name__, "config": config}
 
 

@@ -11,7 +11,7 @@ import pytest
 # The modules docs/api/ renders.
 MODULES = ["clnet", "clnet.models", "clnet.layers", "clnet.ops", "clnet.activations", "clnet.initializers",
            "clnet.losses", "clnet.metrics", "clnet.optimizers", "clnet.callbacks", "clnet.utils",
-           "clnet.datasets", "clnet.distribute", "clnet.onnx", "clnet.products"]
+           "clnet.datasets", "clnet.distribute", "clnet.onnx", "clnet.products", "clnet.mixed_precision"]
 SHORTEST = 40  # characters: a docstring shorter than this says too little to be a reference
 # Arguments a class docstring need not name: every layer takes these, and Layer's docstring says so.
 COMMON_ARGUMENTS = {"self", "name", "input_shape"}

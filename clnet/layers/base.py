@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cl.parameters import ParameterStore
 from ..cl.runtime import floatx
+from ..dtype_policies import DTypePolicy, policy_of
 from ..cl.tensor import Tensor
 
 
@@ -249,8 +250,11 @@ class Layer(HasWeights):
     """The base of every layer, and Keras's `Layer` to subclass. Every layer takes `name=None` (a
     string; by default Keras's automatic names, `dense`, `dense_1`, ..., which
     `clnet.utils.clear_session()` starts again), `input_shape=None` (the sample's shape without the
-    batch axis, Keras's way of starting a `Sequential` without an `Input`) and `trainable=True`
-    (False freezes its weights: the optimizer leaves them).
+    batch axis, Keras's way of starting a `Sequential` without an `Input`), `trainable=True`
+    (False freezes its weights: the optimizer leaves them) and `dtype=None` (Keras's dtype policy:
+    a name such as `"mixed_bfloat16"` or a `clnet.mixed_precision.DTypePolicy`; None is the global
+    policy; `dtype_policy`, `compute_dtype` and `variable_dtype` give it back, see
+    clnet/dtype_policies.py for what clnet computes in).
 
     Called on symbolic tensors (an `Input`, another call's output) a layer adds a call to the graph
     and returns its output (a list for a layer of several, `y, h, c = LSTM(8,
@@ -302,6 +306,28 @@ class Layer(HasWeights):
         self.capacity = 0  # rows the per-batch buffers hold
 
     name_prefix: str | None = None  # the automatic names' stem, if not the class's name in snake case
+
+    @property
+    def dtype_policy(self) -> DTypePolicy:
+        """Keras's: the layer's policy, its `dtype=` argument or the global policy when it was made."""
+        return self.__dict__.get("_dtype_policy") or policy_of(None)
+
+    @dtype_policy.setter
+    def dtype_policy(self, value) -> None:
+        self._dtype_policy = policy_of(value, "dtype_policy")
+        self.dtype_given = True
+
+    @property
+    def compute_dtype(self) -> str:
+        """The policy's compute dtype, as Keras gives it (what clnet computes in is the model's
+        float type: see clnet/dtype_policies.py)."""
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self) -> str:
+        return self.dtype_policy.variable_dtype
+
+    dtype_given = False  # a dtype= (or dtype_policy) was given, which the model's float type must agree with
     is_input = False  # an Input, which stands for its output tensor wherever a tensor is taken
 
     def describe(self) -> str:
@@ -847,11 +873,27 @@ def tensors_of(structure):
 
 
 def _taking_trainable(init):
-    """A layer class's __init__ that also takes Keras's `trainable` (every Keras layer does),
-    set once the layer is made (a subclass's __init__ calling its base's passes none on)."""
+    """A layer class's __init__ that also takes Keras's `trainable` and `dtype` (every Keras layer
+    does; `dtype` unless the class takes its own, as Input's tensor dtype), set once the layer is
+    made (a subclass's __init__ calling its base's passes none on)."""
+    if "dtype" in inspect.signature(init).parameters:
+        @functools.wraps(init)
+        def __init__(self, *args, trainable=True, **kwargs):
+            init(self, *args, **kwargs)
+            if trainable is not True:
+                self.trainable = trainable
+        return __init__
+
     @functools.wraps(init)
-    def __init__(self, *args, trainable=True, **kwargs):
+    def __init__(self, *args, trainable=True, dtype=None, **kwargs):
+        try:  # (checked before the layer is made)
+            policy = policy_of(dtype)
+        except ValueError as e:
+            raise ValueError(f"{type(self).__name__}: {e}") from None
         init(self, *args, **kwargs)
+        self._dtype_policy = policy
+        if dtype is not None:
+            self.dtype_given = True
         if trainable is not True:
             self.trainable = trainable
     return __init__

@@ -1,0 +1,174 @@
+"""Keras's dtype policies (clnet.mixed_precision): names, dtypes and errors as Keras 3's; layers'
+`dtype=`; the global policy; what a model computes a policy in (its one float type; 16-bit
+computations in float32 with a PrecisionFallbackWarning); configs, clnet checkpoints and Keras
+archives keep the policies, and a Keras archive saved under "mixed_float16" loads and predicts
+as Keras does (tests/make_keras_mixed_precision_fixture.py)."""
+import json
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clnet
+from clnet import mixed_precision
+from clnet.layers import Activation, Dense, Input
+
+DATA = Path(__file__).parent / "data"
+
+# Keras 3.15's table: name -> (compute_dtype, variable_dtype).
+KERAS_POLICIES = {"float32": ("float32", "float32"), "float64": ("float64", "float64"),
+                  "mixed_float16": ("float16", "float32"), "mixed_bfloat16": ("bfloat16", "float32"),
+                  "float16": ("float16", "float16"), "bfloat16": ("bfloat16", "bfloat16")}
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_POLICIES))
+def test_a_policy_has_keras_s_dtypes_and_config(name):
+    policy = mixed_precision.Policy(name)
+    assert (policy.name, policy.compute_dtype, policy.variable_dtype) == (name, *KERAS_POLICIES[name])
+    assert policy == mixed_precision.DTypePolicy.from_config(policy.get_config()) == mixed_precision.DTypePolicy(name)
+    assert policy.get_config() == {"name": name} and repr(policy) == f'<DTypePolicy "{name}">'
+    assert policy.quantization_mode is None and len({policy, mixed_precision.DTypePolicy(name)}) == 1
+
+
+def test_bad_policies_raise_keras_s_errors_naming_the_value():
+    with pytest.raises(ValueError, match="Cannot convert 'int8'"):
+        mixed_precision.DTypePolicy("int8")  # (Keras takes it; clnet's layers compute in floats)
+    with pytest.raises(TypeError, match="'name' must be a string.*name=3"):
+        mixed_precision.Policy(3)
+    with pytest.raises(ValueError, match="Invalid `policy` argument.*policy=None"):
+        mixed_precision.set_global_policy(None)
+    with pytest.raises(ValueError, match="Dense: dtype='float8'"):
+        Dense(3, dtype="float8")
+    with pytest.raises(ValueError, match=r"Cannot interpret `dtype` argument.*dtype=\[1\]"):
+        Dense(3, dtype=[1])
+
+
+def test_the_global_policy_follows_floatx_until_set_and_clear_session_unsets_it():
+    assert mixed_precision.global_policy() == mixed_precision.dtype_policy() == mixed_precision.Policy("float32")
+    clnet.set_floatx("float64")
+    try:
+        assert mixed_precision.global_policy().name == "float64"
+        mixed_precision.set_global_policy("mixed_bfloat16")
+        assert mixed_precision.global_policy().name == "mixed_bfloat16" and clnet.floatx() == "float64"
+    finally:
+        clnet.set_floatx("float32")
+    mixed_precision.set_dtype_policy(mixed_precision.Policy("mixed_float16"))
+    assert mixed_precision.global_policy().name == "mixed_float16"
+    clnet.utils.clear_session()
+    assert mixed_precision.global_policy().name == "float32"
+
+
+def test_layers_take_the_global_policy_when_made_or_their_own():
+    before = Dense(2)
+    mixed_precision.set_global_policy("mixed_float16")
+    made = [Dense(2), Dense(2, dtype="float32"), Dense(2, dtype=mixed_precision.Policy("mixed_bfloat16")),
+            Dense(2, dtype={"module": "keras", "class_name": "DTypePolicy", "config": {"name": "bfloat16"},
+                            "registered_name": None})]
+    clnet.utils.clear_session()
+    assert [l.dtype_policy.name for l in [before, *made]] == ["float32", "mixed_float16", "float32", "mixed_bfloat16",
+                                                             "bfloat16"]
+    assert (made[0].compute_dtype, made[0].variable_dtype) == ("float16", "float32")
+    assert [l.dtype_given for l in [before, *made]] == [False, False, True, True, True]
+    layer = Dense(2)
+    layer.dtype_policy = "mixed_bfloat16"
+    assert layer.compute_dtype == "bfloat16" and layer.dtype_given
+    # Input's dtype is its tensor's, not a policy.
+    assert Input((3,), dtype="int32").input_dtype == "int32"
+
+
+def _mlp(seed, **dtypes):
+    return clnet.Sequential([Input((5,)), Dense(7, activation="relu", dtype=dtypes.get("hidden")),
+                             Dense(3, dtype=dtypes.get("logits")), Activation("softmax", dtype=dtypes.get("softmax"))],
+                            seed=seed)
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(53, 5)).astype(np.float32), rng.integers(0, 3, 53)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16", "float16", "bfloat16"])
+def test_sixteen_bit_policies_train_as_float32_with_one_warning_naming_the_layers(policy):
+    x, y = _data()
+    reference = _mlp(4)
+    mixed_precision.set_global_policy(policy)
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning) as caught:
+        model = _mlp(4, softmax="float32")
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert f"'dense_2' ({policy}), 'dense_3' ({policy})" in message and "'activation_1'" not in message
+    assert "in float32 on" in message and caught[0].filename == __file__  # (the user's line)
+    assert model.dtype == np.float32 and model.dtype_policy.name == policy
+    for m in (reference, model):
+        m.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per model: fitting builds nothing again that warns
+        history = model.fit(x, y, batch_size=16, epochs=2, verbose=0)
+    expected = reference.fit(x, y, batch_size=16, epochs=2, verbose=0)
+    assert history.history["loss"] == expected.history["loss"]
+    for mine, theirs in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_float_policies_choose_the_model_s_type():
+    mixed_precision.set_global_policy("float64")
+    model = _mlp(1)
+    assert model.dtype == np.float64 and model.dtype_policy.name == "float64"
+    assert model.predict(_data()[0][:4], verbose=0).dtype == np.float64
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning):
+        assert _mlp(1).dtype == np.float32
+
+
+def test_a_layer_given_the_other_float_type_is_refused_naming_it():
+    with pytest.raises(ValueError, match="Dense 'wide' was given dtype='float64', but model 'sequential' computes "
+                                         "in float32.*floatx='float64'"):
+        clnet.Sequential([Input((3,)), Dense(2, dtype="float64", name="wide")])
+    model = clnet.Sequential([Input((3,)), Dense(2, dtype="float64")], floatx="float64")
+    assert model.dtype == np.float64
+    with pytest.raises(ValueError, match="given dtype='float32', but model 'model' computes in float64"):
+        source = Input((3,))
+        clnet.Model(source, Dense(2, dtype="float32")(source), floatx="float64")
+
+
+def test_configs_and_checkpoints_keep_the_policies(tmp_path):
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning):
+        model = _mlp(2, softmax="float32")
+    clnet.utils.clear_session()
+    policies = ["mixed_bfloat16", "mixed_bfloat16", "float32"]
+    config = model.get_config()
+    assert [e["config"].get("dtype") for e in config["layers"][1:]] == policies
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning):
+        again = clnet.Sequential.from_config(config)
+    assert [l.dtype_policy.name for l in again.layers] == policies
+    model.compile("adam", "sparse_categorical_crossentropy")
+    model.save(tmp_path / "m.h5")
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning):
+        loaded = clnet.load_model(tmp_path / "m.h5")
+    assert [l.dtype_policy.name for l in loaded.layers] == policies
+    x = _data()[0]
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_a_keras_archive_saved_under_mixed_float16_loads_predicts_and_saves_its_policies(tmp_path):
+    expected = np.load(DATA / "keras_mixed_precision.npz")
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning, match="'dense' \\(mixed_float16\\)"):
+        model = clnet.load_model(DATA / "keras_mixed_precision.keras")
+    assert [l.dtype_policy.name for l in model.layers] == ["mixed_float16"] * 3 + ["float32"]
+    assert model.dtype == np.float32 and model.dtype_policy.name == "mixed_float16"
+    predicted = model.predict(expected["x"], verbose=0)
+    # clnet computes in float32: Keras's float32 predictions of the same weights, and its float16
+    # ones within what float16's 11-bit significand allows through three layers.
+    np.testing.assert_allclose(predicted, expected["float32"], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(predicted, expected["mixed"], rtol=0, atol=2e-3)
+    assert np.abs(predicted - expected["mixed"]).max() > 1e-5  # (the fixture's two really differ)
+    model.save(tmp_path / "again.keras")
+    with zipfile.ZipFile(tmp_path / "again.keras") as archive:
+        layers = json.loads(archive.read("config.json"))["config"]["layers"]
+    assert [e["config"]["dtype"] for e in layers] == ["float32", *["mixed_float16"] * 3, "float32"]
+    with pytest.warns(mixed_precision.PrecisionFallbackWarning):
+        reloaded = clnet.load_model(tmp_path / "again.keras")
+    np.testing.assert_array_equal(reloaded.predict(expected["x"], verbose=0), predicted)
