@@ -626,7 +626,7 @@ class Model(Trainer, Step, HasWeights):
 
     def export(self, filepath, format: str = "onnx", **kwargs) -> None:
         """Write the model for inference elsewhere, as Keras 3's export: format "onnx" (the only one)
-        takes clnet.onnx.export's `opset` and `batch`."""
+        takes clnet.onnx.export's `opset`, `batch`, `target` and `float16`."""
         if format != "onnx":
             raise ValueError(f"unknown export format {format!r}; expected 'onnx'")
         from .onnx import export

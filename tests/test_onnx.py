@@ -641,6 +641,52 @@ def test_every_layer_class_round_trips(name, dtype, tmp_path, rng):
             assert structure(loaded) == structure(model)
 
 
+# float16=True: float16's rounding (2^-11 relative) of the inputs, the weights and every result,
+# through a few layers: the outputs' error, relative to their largest value.
+FLOAT16_TOLERANCE = 2e-2
+
+
+@pytest.mark.parametrize("name", sorted(set(Layer.registry) - set(EXPORTED_ELSEWHERE)))
+def test_every_layer_class_exports_in_float16(name, tmp_path, rng):
+    """`float16=True`: every layer class's float32 examples written as float16 graphs (inputs,
+    outputs, every float initializer), which pass the full check and which onnxruntime's CPU
+    provider runs in float16, within what float16 allows of predict's float32 at batch 1 and 7."""
+    if name in CONSTANT_EXAMPLES:
+        x = Input((3, 4))
+        models = [(clnet.Model(x, CONSTANT_EXAMPLES[name]()(x), seed=3), [rng.normal(size=(7, 3, 4)).astype(np.float32)])]
+    else:
+        models = example_models(name, np.float32, rng)
+    for i, (model, xs) in enumerate(models):
+        path = tmp_path / f"{name}_{i}.onnx"
+        model.export(path, float16=True)
+        proto = onnx.load(path)
+        onnx.checker.check_model(proto, full_check=True)
+        float16 = onnx.TensorProto.FLOAT16
+        assert {v.type.tensor_type.elem_type for v in [*proto.graph.input, *proto.graph.output]} == {float16}
+        # (Resize's scales are float32 whatever the data's type)
+        assert all(t.data_type in (float16, onnx.TensorProto.INT64) or t.name.endswith("/scales")
+                   for t in proto.graph.initializer)
+        want = model.predict(xs if len(xs) > 1 else xs[0])
+        for rows in (1, 7):
+            halves = [part[:rows].astype(np.float16) for part in xs]
+            got = run_onnx(path, halves if len(xs) > 1 else halves[0])
+            assert got.dtype == np.float16 and got.shape == want[:rows].shape
+            np.testing.assert_allclose(got.astype(np.float32), want[:rows], rtol=0,
+                                       atol=FLOAT16_TOLERANCE * max(1.0, np.abs(want).max()))
+
+
+def test_float16_export_refuses_what_it_cannot_write(tmp_path):
+    model = built([Dense(3)], (4,))
+    with pytest.raises(TypeError, match="float16 must be True or False, got 'yes'"):
+        model.export(tmp_path / "m.onnx", float16="yes")
+    with pytest.raises(ValueError, match="target='mt5' writes float32.*export without float16=True"):
+        model.export(tmp_path / "m.onnx", float16=True, target="mt5")
+    assert not (tmp_path / "m.onnx").exists()
+    model.export(tmp_path / "m.onnx", float16=True)
+    with pytest.raises(ValueError, match="input 'input' has element type float16; clnet takes float32 or float64"):
+        clnet.onnx.load(tmp_path / "m.onnx")
+
+
 def test_an_index_over_every_sample_axis_exports_flattened(tmp_path, rng):
     """argmax over a sample of several axes: numpy's index in the flattened sample, as a Flatten,
     an ArgMax and (keepdims) a Reshape, which onnxruntime runs and clnet loads back."""

@@ -21,7 +21,7 @@ class LReLU(Activation):
     defaults = {"a": 0.3}
 
     def to_onnx(self, graph, x):
-        if graph.dtype == "float32":
+        if graph.dtype != "float64":
             return graph.op("LeakyRelu", x, alpha=self.a)
         # LeakyRelu's alpha is a float32 attribute: a double slope stays exact as a PRelu's tensor.
         return graph.op("PRelu", x, graph.constant("a", self.a))

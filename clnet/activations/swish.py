@@ -10,7 +10,7 @@ class Swish(Activation):
 
     def to_onnx(self, graph, x):
         bx = x if self.b == 1 else graph.op("Mul", x, graph.constant("b", self.b))
-        if graph.dtype == "float32":
+        if graph.dtype != "float64":
             return graph.op("Mul", x, graph.op("Sigmoid", bx))
         # onnxruntime (1.23 at least) fuses x * Sigmoid(b x) into QuickGelu, which has no double
         # kernel; a float64 model writes the kernel's own formula, x / (1 + exp(-b x)).

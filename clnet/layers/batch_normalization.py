@@ -174,10 +174,10 @@ class BatchNormalization(BufferedLayer):
         gamma = next(weights) if self.scale else np.ones(self.channels)
         beta = next(weights) if self.center else np.zeros(self.channels)
         mean, variance = weights
-        # The op's epsilon attribute is a float32: a float32 model's (what its kernel adds), but a
+        # The op's epsilon attribute is a float32: a float32 (or float16) graph's (what the kernel adds), but a
         # float64 model's epsilon goes into the variance instead, which keeps its precision.
         operands = {"gamma": gamma, "beta": beta, "moving_mean": mean}
-        if graph.dtype == np.float32:
+        if graph.dtype != np.float64:
             operands["moving_variance"], epsilon = variance, self.epsilon
         else:
             operands["moving_variance_plus_epsilon"], epsilon = variance + self.epsilon, 0.0

@@ -37,19 +37,19 @@ import numpy as np
 GELU_C, GELU_K = math.sqrt(2 / math.pi), 0.044715  # GELU's tanh approximation (elementwise.cl's GELU_C and GELU_K)
 
 # TensorProto's element types, as Cast's `to` takes them (layer files never import onnx).
-TENSOR_TYPES = {"float32": 1, "bool": 9, "float64": 11}
+TENSOR_TYPES = {"float32": 1, "bool": 9, "float16": 10, "float64": 11}
 
 
 class GraphBuilder:
     """What a layer's `to_onnx(graph, inputs)` writes its part of an ONNX graph into (the module's
-    doc shows how): `dtype` is the model's float type (float32 or float64), in which float
-    initializers are stored, and `opset` the ONNX opset version being written, which
+    doc shows how): `dtype` is the graph's float type (the model's, float32 or float64, or float16
+    where the export asks for it), in which float initializers are stored, and `opset` the ONNX opset version being written, which
     `require_opset(version, why)` checks. `clnet.onnx.export` (and `model.export`) makes one per
     export and turns its nodes and initializers into an `onnx.ModelProto`; a layer of your own only
     calls its methods: `op`, `constant`, `cast`, `reduce`, `squeeze`, `unsqueeze`, `slice`, `reverse`,
     `gelu`."""
     def __init__(self, dtype, opset: int):
-        self.dtype = np.dtype(dtype)       # the model's float type: float32 or float64
+        self.dtype = np.dtype(dtype)       # the graph's float type: float32, float64 or float16
         self.opset = opset
         self.nodes: list[tuple] = []       # (op_type, inputs, outputs, attributes, layer)
         self.initializers: dict[str, np.ndarray] = {}
@@ -69,7 +69,11 @@ class GraphBuilder:
         the op fixes it: Resize's scales are float32), integers as int64."""
         array = np.asarray(value)
         if np.issubdtype(array.dtype, np.floating):
-            array = array.astype(dtype or self.dtype)
+            target = np.dtype(dtype or self.dtype)
+            if target == np.float16:  # a mask's -1e9 becomes float16's lowest, not -inf (a row all masked stays finite)
+                limit = np.finfo(np.float16).max
+                array = np.where(np.isfinite(array), np.clip(array, -limit, limit), array)
+            array = array.astype(target)
         elif np.issubdtype(array.dtype, np.integer):
             array = array.astype(np.int64)
         else:
@@ -145,7 +149,7 @@ class GraphBuilder:
         return self.op("Mul", self.op("Mul", x, one_plus), self.constant("half", 0.5))
 
     def cast(self, x: str, dtype) -> str:
-        """Cast of `x` to `dtype`: bool, or a float type (float32, float64)."""
+        """Cast of `x` to `dtype`: bool, or a float type (float16, float32, float64)."""
         return self.op("Cast", x, to=TENSOR_TYPES[np.dtype(dtype).name])
 
     def require_opset(self, version: int, why: str) -> None:

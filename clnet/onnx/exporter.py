@@ -35,7 +35,7 @@ MT5_OPS = frozenset({
 TARGETS = (None, "mt5")
 
 
-def export(model, path, opset: int = 17, batch="dynamic", target: str | None = None) -> None:
+def export(model, path, opset: int = 17, batch="dynamic", target: str | None = None, float16: bool = False) -> None:
     """Write `model` to `path` as an ONNX model (see model_proto for what the file holds).
     `target="mt5"` first checks that MetaTrader 5's onnxruntime 1.14 runs it (see model_proto),
     and writes nothing where it would not; `target=None`, the default, checks none of that."""
@@ -44,17 +44,21 @@ def export(model, path, opset: int = 17, batch="dynamic", target: str | None = N
     if not directory.is_dir():
         raise FileNotFoundError(f"cannot write the ONNX file {str(path)!r}: directory {str(directory)!r} does "
                                 "not exist")
-    proto = model_proto(model, opset, batch, target)
+    proto = model_proto(model, opset, batch, target, float16)
     path.write_bytes(proto.SerializeToString())
 
 
-def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = None):
+def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = None, float16: bool = False):
     """`model` as an onnx.ModelProto, checked by onnx.checker (full_check).
 
     One input named "input", shape (batch, *model.input_shape) (a model of several inputs has
     "input_0", "input_1", ... in the order of model.inputs), and one output named "output" of
     the output's shape with the batch axis first (several: "output_0", "output_1", ... in the
-    order of model.outputs), all in the model's float type (float32 or float64).
+    order of model.outputs), all in the model's float type (float32 or float64; a mixed-precision
+    policy's model is float32: see clnet/dtype_policies.py). `float16=True` writes the graph in
+    float16 instead, weights, inputs, outputs and every computation (the weights rounded to
+    float16, and what onnxruntime computes in it is float16's: about 3 significant digits);
+    onnxruntime's CPU provider runs it.
     `batch="dynamic"` leaves the batch axis free (a symbolic dimension named "batch"); an integer
     fixes it. The IR version is the lowest that carries `opset`, so older runtimes read the file.
 
@@ -63,7 +67,8 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
     newest onnxruntime 1.14 implements), a model that is not float32, an input or output with
     an axis of open length (None) other than the batch, and a layer that writes an ONNX op
     outside MT5_OPS (those onnxruntime 1.14 runs; below opset 20, which brings the Gelu op,
-    clnet's layers write GELU from Erf or Tanh). `target=None`, the default, checks none of this.
+    clnet's layers write GELU from Erf or Tanh), and `float16=True`. `target=None`, the default,
+    checks none of this.
     """
     onnx = require("clnet.onnx.export")
     from onnx import helper, numpy_helper
@@ -86,6 +91,11 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
         raise ValueError(f"batch must be 'dynamic' or a positive integer, got {batch!r}")
     if target not in TARGETS:
         raise ValueError(f"target must be None or 'mt5' (MetaTrader 5), got {target!r}")
+    if not isinstance(float16, (bool, np.bool_)):
+        raise TypeError(f"float16 must be True or False, got {float16!r}")
+    if float16 and target == "mt5":
+        raise ValueError("target='mt5' writes float32, what MetaTrader 5's ONNX models take as float inputs "
+                         "and outputs; export without float16=True")
     if target == "mt5":
         check_mt5_model(model, opset)
 
@@ -96,7 +106,8 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
         raise ValueError(f"model {model.name!r} has layers that read a mask (of Embedding(mask_zero=True) or "
                          f"Masking): {', '.join(masked)}; clnet does not export masks to ONNX yet, and without them "
                          "the file would compute something else")
-    graph = GraphBuilder(model.dtype, opset)
+    dtype = np.dtype(np.float16 if float16 else model.dtype)
+    graph = GraphBuilder(dtype, opset)
     sources = input_names(model)
     tensors = {id(t): name for t, name in zip(model.inputs, sources)}
     for call in model.calls:  # in the order they were made: a topological order
@@ -113,13 +124,12 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
     results = output_names(model)
     nodes = _nodes(onnx, graph, [tensors[id(t)] for t in model.outputs], results, sources)
 
-    elem_type = helper.np_dtype_to_tensor_dtype(model.dtype)
-    dtype = model.dtype.name
+    elem_type = helper.np_dtype_to_tensor_dtype(dtype)
     inputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
-                                            f"{dtype} samples, one per row along axis 0, as model.predict takes them")
+                                            f"{dtype.name} samples, one per row along axis 0, as model.predict takes them")
               for name, t in zip(sources, model.inputs)]
     outputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
-                                             f"{dtype}, what model.predict returns for the same rows")
+                                             f"{dtype.name}, what model.predict returns for the same rows")
                for name, t in zip(results, model.outputs)]
     initializers = [numpy_helper.from_array(array, name) for name, array in graph.initializers.items()]
     opsets = [helper.make_opsetid("", opset)]

@@ -100,7 +100,7 @@ class Reduction(Op):
                              keepdims=int(self.keepdims and len(self.reduced_axes) == 1))
             if self.keepdims and len(self.reduced_axes) > 1:
                 index = graph.op("Reshape", index, graph.constant("shape", np.array([-1, *self.output_shape], np.int64)))
-            return [graph.cast(index, self.dtype)]
+            return [graph.cast(index, graph.dtype)]
         # The sample axes reduced, + 1 for ONNX's batch axis (ReduceSum's axes an input from opset
         # 13, the others' from 18: GraphBuilder.reduce writes the form the opset takes).
         op = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin"}[self.op]
