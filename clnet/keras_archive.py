@@ -402,6 +402,8 @@ def _optimizer_from_keras(entry: dict) -> optimizers.Optimizer:
     if not (isinstance(cls, type) and issubclass(cls, optimizers.Optimizer)):
         raise ValueError(f"its optimizer {name!r} is not one clnet has")
     config = dict(entry.get("config", {}))
+    if cls is optimizers.LossScaleOptimizer and isinstance(config.get("inner_optimizer"), dict):
+        config["inner_optimizer"] = _optimizer_from_keras(config["inner_optimizer"])
     for key, allowed in OPTIMIZER_KERAS_ONLY.items():
         if key in config:
             value = config.pop(key)
@@ -626,16 +628,22 @@ def _activation_to_keras(config, layer: str) -> str:
                      "no parameters); save as clnet's checkpoint (.h5) or export to ONNX")
 
 
-def _keras_compile_config(model: Model) -> dict:
-    optimizer = model.optimizer.get_config()
-    name = KERAS_OPTIMIZERS.get(type(model.optimizer).__name__, type(model.optimizer).__name__)
+def _keras_optimizer(optimizer: optimizers.Optimizer) -> dict:
+    """`optimizer` as Keras serializes one, a LossScaleOptimizer's inner optimizer too."""
+    config = optimizer.get_config()
+    name = KERAS_OPTIMIZERS.get(type(optimizer).__name__, type(optimizer).__name__)
+    if isinstance(optimizer, optimizers.LossScaleOptimizer):
+        config["inner_optimizer"] = _keras_optimizer(optimizer.inner_optimizer)
     for key in ("l1", "l2"):
-        if optimizer.pop(key, 0.0):
-            raise ValueError(f"optimizer {name} has {key}={model.optimizer.get_config()[key]}, which Keras's "
+        if config.pop(key, 0.0):
+            raise ValueError(f"optimizer {name} has {key}={optimizer.get_config()[key]}, which Keras's "
                              "optimizers do not have; save as clnet's checkpoint (.h5)")
+    return {"module": "keras.optimizers", "class_name": name, "config": config, "registered_name": None}
+
+
+def _keras_compile_config(model: Model) -> dict:
     compiled = model.compile_config()
-    return {"optimizer": {"module": "keras.optimizers", "class_name": name, "config": optimizer,
-                          "registered_name": None},
+    return {"optimizer": _keras_optimizer(model.optimizer),
             "loss": compiled["loss"], "loss_weights": model.loss_weights, "metrics": compiled["metrics"],
             "weighted_metrics": compiled.get("weighted_metrics"),
             "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}

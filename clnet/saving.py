@@ -61,6 +61,7 @@ def _save(model: Model, path, training: bool) -> None:
     # Every device read happens before the file is created.
     layers = _layer_records(model)
     moments = _moment_records(model, layers) if training else {}
+    scalars = model.optimizer.scalar_state() if training else {}  # (a LossScaleOptimizer's scale and counter)
 
     def write(f: h5py.File) -> None:
         f.attrs["format_version"] = FORMAT_VERSION
@@ -81,6 +82,8 @@ def _save(model: Model, path, training: bool) -> None:
                 "optimizer": {"class_name": type(opt).__name__, "config": opt.get_config()}})
             group = f.create_group("optimizer")
             group.attrs["iterations"] = opt.iterations
+            for key, value in scalars.items():
+                group.attrs[key] = value
             for key, array in moments.items():
                 _write_dataset(group, key, array)
 
@@ -206,6 +209,7 @@ def load_model(path, floatx: str | None = None, custom_objects: dict | None = No
         layers = checkpoint.set_weights(model)
         optimizer.iterations = checkpoint.int_attr(checkpoint.file["optimizer"], "iterations")
         checkpoint.set_moments(model, layers)
+        checkpoint.set_scalar_state(optimizer)
         checkpoint.set_epochs(model)
     return model
 
@@ -219,7 +223,7 @@ def load_weights(model: Model, path) -> None:
 
 
 def _optimizer(entry: dict) -> optimizers.Optimizer:
-    classes = {cls.__name__: cls for cls in optimizers.Optimizer.registry.values()}
+    classes = optimizers.Optimizer.classes
     if entry["class_name"] not in classes:
         raise ValueError(f"unknown optimizer class {entry['class_name']!r}; expected one of {sorted(classes)}")
     return classes[entry["class_name"]].from_config(dict(entry["config"]))  # (its name too, as Keras's)
@@ -367,6 +371,16 @@ class _Checkpoint:
                     saved = self.array(f"optimizer/{slot}/{group}/{name}", shape)
                     parameter.from_keras(saved, optimizer.moment(parameter, flat))
             tensor.write(flat)
+
+    def set_scalar_state(self, optimizer) -> None:
+        """The optimizer's state besides moments and iterations (Optimizer.scalar_state: a
+        LossScaleOptimizer's scale and counter), from the attributes of the optimizer group."""
+        group = self.file["optimizer"]
+        values = {key: self.attr(group, key) for key in optimizer.scalar_state()}
+        try:
+            optimizer.set_scalar_state(values)
+        except (TypeError, ValueError) as error:
+            raise self.error(f"the state of its optimizer group is not valid: {error}") from error
 
 
 def _text(value) -> str:

@@ -4,10 +4,11 @@ train_step / test_step / predict_step. fit, evaluate and predict (trainer.py) ru
 the distributions (clnet/distribute: each replica's compute_loss and backward on its shard, the
 reduction, each replica's update).
 
-A training step: forward (the runs in order), the loss kernel per output (its gradient and the
-per-sample loss and hits of the epoch), backward (the runs in reverse, each adding its input
-gradients into the tensors it read; fan-out sums in buffers of the step's), the optimizer's update:
-no host read. The graph (model.py) gives the step its runs, inputs, outputs and parameter ranges."""
+A training step: forward (the runs in order), the loss kernel per output (its gradient, times a
+LossScaleOptimizer's dynamic scale where the optimizer is one, and the per-sample loss and hits of
+the epoch), backward (the runs in reverse, each adding its input gradients into the tensors it
+read; fan-out sums in buffers of the step's), the optimizer's update: no host read. The graph
+(model.py) gives the step its runs, inputs, outputs and parameter ranges."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -46,7 +47,7 @@ class Step:
         training mode, backward, and under a distribution its other replicas' steps and the
         gradient reduction, then the optimizer's update. Everything is enqueued; nothing is read
         back (fit reads the logs when it shows them)."""
-        self.compute_loss(data, training=True)
+        self.compute_loss(data, training=True, scale_loss=True)
         reads = None if self.distribution is None else self.distribution.gradient_reads(self)
         self.backward(data, reads)
         if self.distribution is not None:  # the other replicas' steps, the gradient reduction
@@ -64,13 +65,16 @@ class Step:
         """The outputs of a batch in inference mode: device tensors (rows of capacity), in order."""
         return self._forward(data.x, data.rows)
 
-    def compute_loss(self, data: DeviceBatch, training: bool = False) -> None:
+    def compute_loss(self, data: DeviceBatch, training: bool = False, scale_loss: bool = False) -> None:
         """The forward pass and each output's loss kernel: the gradient at the outputs, and the
-        per-sample loss and hits at [first, first + rows) of the epoch's statistics."""
+        per-sample loss and hits at [first, first + rows) of the epoch's statistics.
+        `scale_loss`: the gradient is of the loss times the optimizer's loss scale, where it is a
+        LossScaleOptimizer (what Keras's train_step does with optimizer.scale_loss; the loss
+        recorded is not scaled)."""
         if training and self._trainability_stale:  # (a layer was frozen or unfrozen)
             self.apply_trainability()
         self.reserve_statistics(data.first + data.rows)
-        self._forward_loss(data.x, data.y, data.rows, data.first, training, data.weighted)
+        self._forward_loss(data.x, data.y, data.rows, data.first, training, data.weighted, scale_loss)
 
     def backward(self, data: DeviceBatch, gradient_reads=None, input_gradients: bool = False) -> list:
         """The parameters' gradients of the last compute_loss (in their stores); with
@@ -113,14 +117,16 @@ class Step:
 
     # -- compiling ---------------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, distribution=None,
-                loss_weights=None, weighted_metrics=None) -> None:
+                loss_weights=None, weighted_metrics=None, auto_scale_loss=True) -> None:
         """As Keras's compile, with its defaults (RMSprop; a loss must be named: without one this raises, where
         Keras's fit would, since clnet trains only on compiled losses). A model of several outputs takes
         `loss` and `loss_weights` as one for all, a list in output order or a dict by output name, and
         `metrics` and `weighted_metrics` (weighted by fit's and evaluate's sample weights; named
         weighted_<name> where `metrics` has the name too, as Keras) as a list per output or a dict by output
         name; the loss it minimises is the weighted sum of its outputs' losses. `distribution`: a
-        clnet.distribute strategy (default: the one whose scope() is open)."""
+        clnet.distribute strategy (default: the one whose scope() is open). `auto_scale_loss`: as
+        Keras, a model whose dtype_policy is "mixed_float16" trains with its optimizer wrapped in a
+        LossScaleOptimizer (one given already is not wrapped again)."""
         from .distribute import Distribution, current
         if distribution is not None and not isinstance(distribution, Distribution):
             raise TypeError(f"distribution must be a clnet.distribute strategy (DataParallel, MPIDataParallel) "
@@ -139,6 +145,11 @@ class Step:
         self._weighted_metrics = _per_output(weighted_metrics, names, "weighted_metrics", _metric_list,
                                              listed=len(names) > 1)
         self.optimizer = optimizers.get(optimizer)
+        if not isinstance(auto_scale_loss, (bool, np.bool_)):
+            raise TypeError(f"auto_scale_loss must be True or False, got {auto_scale_loss!r}")
+        if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
+                and not isinstance(self.optimizer, optimizers.LossScaleOptimizer)):
+            self.optimizer = optimizers.LossScaleOptimizer(self.optimizer)
         self.loss = self._losses[0] if len(names) == 1 else dict(zip(names, self._losses))
         self.metrics = self._metrics[0] if len(names) == 1 else dict(zip(names, self._metrics))
         self.weighted_metrics = (self._weighted_metrics[0] if len(names) == 1
@@ -182,7 +193,7 @@ class Step:
             self._bind_optimizer()
             for head, loss, weight, metrics, weighted in zip(self._heads, self._losses, self._loss_weights,
                                                              self._metrics, self._weighted_metrics):
-                head.compile(loss, weight, metrics, weighted)
+                head.compile(loss, weight, metrics, weighted, loss_scale=self.optimizer.loss_scale)
             self._logit_outputs = {id(head.tensor) for head in self._heads if head.softmax_in_loss}
             if not self._keep_statistics():
                 self._statistics, self._stats_size = None, 0
@@ -364,16 +375,16 @@ class Step:
         return [values[id(o)] for o in self._outputs]
 
     def _forward_loss(self, x: Tensor, target: Tensor, rows: int, first: int, training: bool = False,
-                      weighted: bool = False) -> None:
+                      weighted: bool = False, scale_loss: bool = False) -> None:
         """The forward pass, then the output gradient and per-sample loss/accuracy at [first,
         first + rows). As in Keras the last axis is what a loss compares (the classes), averaged
         over the other axes (time). Where the loss folds the output layer's softmax, the layer
         hands over softmax's input and the loss kernel takes the softmax: one launch fewer per
         step (on a GPU small batches are launch-bound). `weighted`:
-        the target's last column is each sample's weight."""
+        the target's last column is each sample's weight; `scale_loss`: see compute_loss."""
         outputs = self._forward(x, rows, training, logits=True)
         if len(self._heads) == 1 and not weighted:
-            self._heads[0].launch(target, outputs[0], rows, first, mask=self._output_masks[0])
+            self._heads[0].launch(target, outputs[0], rows, first, mask=self._output_masks[0], scaled=scale_loss)
             return
         # The batch's targets lie side by side, an output's after another's, then the weights:
         # each loss reads its own columns.
@@ -382,7 +393,7 @@ class Step:
             self._split((1, rows), None, target, total, total - 1, self._row_weights, 1, 1)
         for head, output, mask in zip(self._heads, outputs, self._output_masks):
             self._split((head.width, rows), None, target, total, offset, head.target, head.width, head.width)
-            head.launch(head.target, output, rows, first, self._row_weights if weighted else None, mask)
+            head.launch(head.target, output, rows, first, self._row_weights if weighted else None, mask, scale_loss)
             offset += head.width
 
     def _backward(self, rows: int, plan: dict[int, list[bool]], reads=None) -> list[Tensor | None]:
@@ -502,12 +513,15 @@ class Head:
         self.held_counted = self.masked or self.counts_positions
         self._ones = None
 
-    def compile(self, loss, weight: float, metrics: list, weighted_metrics: list = ()) -> None:
+    def compile(self, loss, weight: float, metrics: list, weighted_metrics: list = (),
+                loss_scale: Tensor | None = None) -> None:
         """`metrics`: "accuracy" (the loss kernel's hit) and clnet.metrics.Metric objects;
         `weighted_metrics` likewise, weighted by the batch's sample weights ("accuracy" among
-        them: Keras's variant for the loss, computed as a metric of its own)."""
+        them: Keras's variant for the loss, computed as a metric of its own). `loss_scale`: a
+        LossScaleOptimizer's state (Optimizer.loss_scale), whose scale a training step's
+        gradient is multiplied by (the loss kernel built with LOSS_SCALE), or None."""
         rt, dtype, layer = self.rt, self.dtype, self.tensor.call.layer
-        self.loss, self.weight = loss, weight
+        self.loss, self.weight, self.loss_scale = loss, weight, loss_scale
         self.width = loss.target_width(self.shape)  # its targets' columns in a batch
         self.fold = self.tensor.index == 0 and not self.consumed and loss.can_fold(layer.output_activation)
         taken = {getattr(m, "name", m) for m in metrics}
@@ -526,7 +540,9 @@ class Head:
         # softmax to the loss kernel (see Step._forward_loss).
         self.softmax_in_loss = (self.fold and loss.folds == "softmax" and hasattr(layer, "forward_logits")
                                 and not any(m.reads_probabilities for m in self.device_metrics))
-        self._kernel = rt.kernel(loss.program(rt, dtype), "CalcOutputGradient", dtype)
+        # (without loss scaling, the program of the metrics' kernels below: one build, not two)
+        self._kernel = rt.kernel(loss.program(rt, dtype, None if loss_scale is None else {"LOSS_SCALE": 1}),
+                                 "CalcOutputGradient", dtype)
         self._bound_for = None  # the (output gradient, stats) buffers its launch was bound to
         self._totals = Tensor((3,), dtype, rt)
         # (the per-sample arrays vary: a kept instantiation's are taken up again, see Step._keep_statistics)
@@ -583,26 +599,31 @@ class Head:
         self.stats = grown
 
     def launch(self, target: Tensor, output: Tensor, rows: int, first: int, row_weights: Tensor | None = None,
-               mask: Tensor | None = None) -> None:
+               mask: Tensor | None = None, scaled: bool = False) -> None:
         """The output's gradient (scaled by its loss weight) and the per-sample loss and hits of
         rows [first, first + rows), each sample's gradient and loss scaled by its weight in
-        `row_weights` if given, and each position's by the output's mask (rows, positions).
+        `row_weights` if given, and each position's by the output's mask (rows, positions);
+        `scaled`: the gradient times the loss scale too, if compiled with one.
         As in Keras the last axis is what a loss compares (the classes), averaged over the other
         axes (time). Where the loss takes the output layer's softmax, `output` is the softmax's
         input: one launch fewer per step (on a GPU small batches are launch-bound)."""
         if mask is None and self.counts_positions:
             mask = self._ones
         bound = (self.output_grad, self.stats)
+        loss_scaled = self.loss_scale is not None
         if self._bound_for != bound:  # the kernel's arguments named once per set of buffers
             self._launch = self._kernel.bind(
-                ("target", "outputs", "first", "unweighted_scale", "row_weights", "weighted", "mask", "masked"),
+                ("target", "outputs", "first", "unweighted_scale", "row_weights", "weighted", "mask", "masked",
+                 *(("scaled",) if loss_scaled else ())),
                 gradients=self.output_grad, sample_loss=self.stats[0], sample_hit=self.stats[1],
                 sample_held=self.stats[-1], positions=self.positions, blocks=self.blocks, cols=self.shape[-1],
-                loss_function=self.loss.mode, fold_activation=SOFTMAX_HERE if self.softmax_in_loss else int(self.fold))
+                loss_function=self.loss.mode, fold_activation=SOFTMAX_HERE if self.softmax_in_loss else int(self.fold),
+                **({"loss_scale": self.loss_scale} if loss_scaled else {}))
             self._bound_for = bound
         self._launch((rows * self.blocks * self.group,), (self.group,), target, output, first,
                      self.weight / (rows * self.positions), self.output_grad if row_weights is None else row_weights,
-                     int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None))
+                     int(row_weights is not None), self.output_grad if mask is None else mask, int(mask is not None),
+                     *((int(scaled),) if loss_scaled else ()))
         # A mask weighs each position of the metrics as a sample weight does (Keras's); weighted
         # metrics of a weighted batch take it times the sample's weight, in one launch.
         masked_weights = None

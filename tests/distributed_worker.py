@@ -2,7 +2,9 @@
 
 train:   20 float64 steps of the test model under MPIDataParallel, shuffled or not; rank 0 writes the
          weights, the logs and a checkpoint (through ModelCheckpoint, on rank 0 only), then every rank
-         resumes from that checkpoint for 5 more steps and rank 0 writes the weights again.
+         resumes from that checkpoint for 5 more steps and rank 0 writes the weights again. With
+         LOSS_SCALE (a JSON dict of LossScaleOptimizer's arguments) Adam is wrapped in one, and rank 1
+         starts from another scale, which fit replaces with rank 0's as it does the weights.
 dp, dp-shuffled, dp-uneven: the same 20 steps under DataParallel in one process (no MPI).
 dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidirectional GRU on the
          decoder's outputs) under DataParallel and on one device; writes both runs' weights.
@@ -104,11 +106,17 @@ def main(mode: str, out: str) -> None:
         return
     shuffle = mode == "train-shuffled"
     checkpoint = os.path.join(out, "checkpoint.h5")
+    loss_scale = os.environ.get("LOSS_SCALE")
     with strategy.scope():
         model = make()
-        model.compile(clnet.optimizers.Adam(0.01), "mse", metrics=[])
-    if strategy.rank:  # fit starts every rank from rank 0's weights
+        optimizer = clnet.optimizers.Adam(0.01)
+        if loss_scale:
+            optimizer = clnet.optimizers.LossScaleOptimizer(optimizer, **json.loads(loss_scale))
+        model.compile(optimizer, "mse", metrics=[])
+    if strategy.rank:  # fit starts every rank from rank 0's weights (and loss scale)
         model.set_weights([w + 1 for w in model.get_weights()])
+        if loss_scale:
+            model.optimizer.set_scalar_state({"dynamic_scale": 1.0, "step_counter": 0})
     # A progress bar on rank 0 only (Horovod's habit): its running loss must not wait for the others.
     history = model.fit(x, y, batch_size=8, epochs=4, verbose=1 if strategy.chief else 0, shuffle=shuffle,
                         callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
@@ -121,6 +129,10 @@ def main(mode: str, out: str) -> None:
     resumed.fit(x, y, batch_size=8, epochs=5, initial_epoch=resumed.epoch, verbose=0, shuffle=shuffle)
     if strategy.chief:
         np.savez(os.path.join(out, "resumed.npz"), *resumed.get_weights())
+    if loss_scale:
+        state = resumed.optimizer.scalar_state()
+        np.savez(os.path.join(out, f"loss-scale-{strategy.rank}.npz"), scale=state["dynamic_scale"],
+                 counter=state["step_counter"])
     print(f"rank {strategy.rank} done", flush=True)
 
 

@@ -406,7 +406,7 @@ def run_shard(model, seen: int, shard: tuple, reads=None) -> None:
     Step.backward); handed to the device at once, so that the replicas run together."""
     rows, x, y = shard
     batch = DeviceBatch(x, y, rows, seen)
-    model.compute_loss(batch, training=True)
+    model.compute_loss(batch, training=True, scale_loss=True)
     model.backward(batch, reads)
     model.rt.queue.flush()
 

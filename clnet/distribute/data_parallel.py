@@ -287,6 +287,7 @@ class DataParallel(Distribution):
                 flat[state.index[:state.trainable]] = moments[name]
                 tensor.write(flat)
             replica.optimizer.iterations = model.optimizer.iterations
+            replica.optimizer.set_scalar_state(model.optimizer.scalar_state())  # (a LossScaleOptimizer's scale)
 
     @property
     def launches_per_step(self) -> list[int]:
@@ -313,7 +314,7 @@ class DataParallel(Distribution):
             self._reduce_on_host(weights)
         for replica in self._others:
             # A callback may have changed the model's learning rate; the replicas step with it.
-            replica.optimizer._learning_rate = model.optimizer._learning_rate
+            replica.optimizer.learning_rate = model.optimizer.schedule or model.optimizer.learning_rate
             replica.optimizer.iterations = model.optimizer.iterations
             replica.optimizer.step()
             replica.rt.queue.flush()  # NVIDIA's runtime starts nothing unflushed: the sum and the update now

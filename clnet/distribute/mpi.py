@@ -162,6 +162,11 @@ class MPIDataParallel(Distribution):
             tensor.write(flat)
         count = self.broadcast(np.array([model.optimizer.iterations], np.int64), "broadcasting the step count")
         model.optimizer.iterations = int(count[0])
+        scalars = model.optimizer.scalar_state()  # (a LossScaleOptimizer's scale and counter)
+        if scalars:
+            values = self.broadcast(np.array(list(scalars.values()), np.float64), "broadcasting the optimizer's state")
+            model.optimizer.set_scalar_state({key: type(mine)(value)
+                                              for (key, mine), value in zip(scalars.items(), values)})
 
     def gradient_reads(self, model):
         return self.reads if self.same_layout else None

@@ -33,6 +33,8 @@ class Loss:
         return self.names[0]
 
     def program(self, rt: Runtime, dtype, defines=None):
+        """The loss's program; `defines`: the caller's build switches (LOSS_SCALE, see
+        output_gradient.cl)."""
         # The family's position_loss between the helpers it uses and the kernel that calls it.
         return rt.program(("losses/metrics.cl", self.source, "losses/output_gradient.cl"), dtype, defines)
 

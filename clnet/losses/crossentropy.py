@@ -14,8 +14,8 @@ class _Crossentropy(Loss):
             raise TypeError(f"{type(self).__name__} from_logits must be True or False, got {from_logits!r}")
         self.from_logits = bool(from_logits)
 
-    def program(self, rt, dtype):
-        return super().program(rt, dtype, {"FROM_LOGITS": int(self.from_logits)})
+    def program(self, rt, dtype, defines=None):
+        return super().program(rt, dtype, {**(defines or {}), "FROM_LOGITS": int(self.from_logits)})
 
     def can_fold(self, activation):
         return not self.from_logits and super().can_fold(activation)

@@ -13,7 +13,11 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
                                  const int first, const int positions, const int blocks, const int cols,
                                  const int loss_function, const int fold_activation, const TYPE unweighted_scale,
                                  __global const TYPE *row_weights, const int weighted,
-                                 __global const TYPE *mask, const int masked, __global TYPE *sample_held)
+                                 __global const TYPE *mask, const int masked, __global TYPE *sample_held
+#if LOSS_SCALE
+                                 , __global const TYPE *loss_scale, const int scaled
+#endif
+                                 )
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int row = get_group_id(0) / blocks, block = get_group_id(0) % blocks, lid = get_local_id(0);
@@ -24,13 +28,20 @@ __kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, po
     // each position too.
     const TYPE w = weighted ? row_weights[row] : 1;
     const TYPE scale_held = masked ? held_scale(mask, get_num_groups(0) / blocks, positions, scratch) : 1;
+#if LOSS_SCALE
+    // A training step (`scaled`) under a LossScaleOptimizer: the gradient is of the loss times its
+    // dynamic scale (optimizers/loss_scale.cl), the loss recorded is not (Keras logs it unscaled).
+    const TYPE gradient_scale = scaled ? unweighted_scale * loss_scale[0] : unweighted_scale;
+#else
+    const TYPE gradient_scale = unweighted_scale;
+#endif
     TYPE loss = 0, hits = 0, held = 0;
     for (int position = block * size + lid; position < positions; position += blocks * size) {
         const int token = row * positions + position;
         const TYPE m = masked ? mask[token] != 0 : 1;
         TYPE hit = 0;
         loss += m * position_loss(target, outputs + token * cols, gradients + token * cols, token, cols,
-                                  loss_function, fold_activation, unweighted_scale * w * m * scale_held, &hit);
+                                  loss_function, fold_activation, gradient_scale * w * m * scale_held, &hit);
         hits += m * hit;
         held += m;
     }

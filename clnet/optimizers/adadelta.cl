@@ -5,9 +5,10 @@ __kernel void AdaDeltaUpdate(__global TYPE *weights, __global const TYPE *grads,
                              __global TYPE *mean_square_grad, __global TYPE *mean_square_update,
                              const int total, const TYPE lr, const TYPE rho, const TYPE eps, UPDATE_ARGUMENTS)
 {
+    SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;
     const TYPE4 w0 = ToVect4(weights, i, total);
-    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value CLIP_PASS);
+    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value GRADIENT_PASS);
     const TYPE4 w = w0 - w0 * decay;
     const TYPE4 Eg = rho * ToVect4(mean_square_grad, i, total) + (1 - rho) * g * g;
     const TYPE4 Ex = ToVect4(mean_square_update, i, total);

@@ -9,9 +9,10 @@ __kernel void AdamUpdate(__global TYPE *weights, __global const TYPE *grads,
                          const int total, const TYPE alpha, const TYPE beta1, const TYPE beta2,
                          const TYPE eps, UPDATE_ARGUMENTS)
 {
+    SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;
     const TYPE4 w0 = ToVect4(weights, i, total);
-    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value CLIP_PASS);
+    const TYPE4 g = keras_gradient(grads, w0, i, total, l1, l2, clip_value GRADIENT_PASS);
     const TYPE4 w = w0 - w0 * decay;
     TYPE4 m = ToVect4(first_moment, i, total), v = ToVect4(second_moment, i, total);
     m += (g - m) * (1 - beta1);

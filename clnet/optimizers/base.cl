@@ -7,14 +7,32 @@
 // decay w -= decay w (decay = weight_decay * learning rate), then the optimizer's own step.
 // Built with -D CLIP_NORM=1 (clipnorm or global_clipnorm) the kernel also reads the factor
 // CalcClipScale wrote for each parameter; `starts` holds the parameters' offsets, in order.
+// Built with -D LOSS_SCALE=1 (inside a LossScaleOptimizer) it reads that optimizer's state,
+// `loss_scale` (its layout: loss_scale.cl): the gradients are of the loss times the dynamic scale,
+// so they are divided by it first, as Keras's unscaling, and where CheckFinite found a non-finite
+// one the kernel returns at once (SKIP_IF_NOT_FINITE): Keras skips the whole step.
 #if CLIP_NORM
-#define UPDATE_ARGUMENTS const TYPE l1, const TYPE l2, const TYPE clip_value, const TYPE decay, \
-    __global const TYPE *clip_scale, __global const int *starts, const int parameters
+#define CLIP_ARGUMENTS , __global const TYPE *clip_scale, __global const int *starts, const int parameters
 #define CLIP_PASS , clip_scale, starts, parameters
 #else
-#define UPDATE_ARGUMENTS const TYPE l1, const TYPE l2, const TYPE clip_value, const TYPE decay
+#define CLIP_ARGUMENTS
 #define CLIP_PASS
 #endif
+#if LOSS_SCALE
+#define LOSS_SCALE_ARGUMENTS , __global const TYPE *loss_scale
+#define LOSS_SCALE_PASS , loss_scale
+#define UNSCALED(g) ((g) / loss_scale[0])
+#define SKIP_IF_NOT_FINITE if (loss_scale[1] != 0) return
+#else
+#define LOSS_SCALE_ARGUMENTS
+#define LOSS_SCALE_PASS
+#define UNSCALED(g) (g)
+#define SKIP_IF_NOT_FINITE
+#endif
+#define UPDATE_ARGUMENTS const TYPE l1, const TYPE l2, const TYPE clip_value, const TYPE decay CLIP_ARGUMENTS \
+    LOSS_SCALE_ARGUMENTS
+// What an update kernel passes on to keras_gradient after clip_value.
+#define GRADIENT_PASS CLIP_PASS LOSS_SCALE_PASS
 
 #define REGULARIZED(g, w, l1, l2) ((g) + (l1) * sign(w) + 2 * (l2) * (w))
 
@@ -34,13 +52,9 @@ inline TYPE lane_scale(__global const TYPE *clip_scale, __global const int *star
 
 // The gradient the optimizer's step sees: regularized, then clipped as Keras's _clip_gradients.
 inline TYPE4 keras_gradient(__global const TYPE *grads, const TYPE4 w, const int i, const int total,
-                            const TYPE l1, const TYPE l2, const TYPE clip_value
-#if CLIP_NORM
-                            , __global const TYPE *clip_scale, __global const int *starts, const int parameters
-#endif
-                            )
+                            const TYPE l1, const TYPE l2, const TYPE clip_value CLIP_ARGUMENTS LOSS_SCALE_ARGUMENTS)
 {
-    TYPE4 g = REGULARIZED(ToVect4(grads, i, total), w, l1, l2);
+    TYPE4 g = REGULARIZED(UNSCALED(ToVect4(grads, i, total)), w, l1, l2);
 #if CLIP_NORM
     // Parameters start on the sub-buffer alignment, which may be less than four elements in
     // float64, so each lane looks up its own parameter.
@@ -53,17 +67,18 @@ inline TYPE4 keras_gradient(__global const TYPE *grads, const TYPE4 w, const int
 }
 
 // Clipping by norm, first pass: one work-group per block of one parameter (`blocks` holds each
-// block's [start, end) in the flat buffer) writes the block's sum of squared, regularized gradients.
+// block's [start, end) in the flat buffer) writes the block's sum of squared, regularized gradients
+// (unscaled first under LOSS_SCALE: Keras clips the gradients its inner optimizer gets).
 __kernel void CalcGradientNorm(__global const TYPE *weights, __global const TYPE *grads,
                                __global const int *blocks, const TYPE l1, const TYPE l2,
-                               __global TYPE *partial)
+                               __global TYPE *partial LOSS_SCALE_ARGUMENTS)
 {
     __local TYPE scratch[LOCAL_SIZE];
     const int block = get_group_id(0);
     const int end = blocks[2 * block + 1];
     TYPE sum = 0;
     for (int i = blocks[2 * block] + get_local_id(0); i < end; i += get_local_size(0)) {
-        const TYPE g = REGULARIZED(grads[i], weights[i], l1, l2);
+        const TYPE g = REGULARIZED(UNSCALED(grads[i]), weights[i], l1, l2);
         sum += g * g;
     }
     sum = group_reduce(scratch, sum, 0);

@@ -7,7 +7,9 @@ loss) is clipped (clipnorm per parameter, global_clipnorm over all, or clipvalue
 weight decay w -= weight_decay * lr * w is applied, then the optimizer's own update; the learning
 rate (a schedule's value at `iterations`, counted from 0) is the same for both; then `iterations`
 goes up by one. All of it happens in the one update kernel; clipping by norm adds two launches
-before it (CalcGradientNorm, CalcClipScale in base.cl), which leave the factors on the device."""
+before it (CalcGradientNorm, CalcClipScale in base.cl), which leave the factors on the device.
+Inside a LossScaleOptimizer the kernels are built with LOSS_SCALE and take its state on the device
+(bind's `loss_scale`): they unscale the gradients first, and skip a step it found non-finite."""
 from __future__ import annotations
 
 import math
@@ -58,9 +60,11 @@ class Optimizer:
     are not taken).
 
     Every number must be finite and non-negative. Keras's `use_ema`, `loss_scale_factor` and
-    `gradient_accumulation_steps` are not taken. `iterations` counts the steps taken;
+    `gradient_accumulation_steps` are not taken (for Keras's dynamic loss scaling, wrap the
+    optimizer in a `LossScaleOptimizer`). `iterations` counts the steps taken;
     `get_config()`/`from_config()` round-trip the arguments and the name."""
-    registry: dict[str, type["Optimizer"]] = {}
+    registry: dict[str, type["Optimizer"]] = {}  # by the names get() takes ("adam")
+    classes: dict[str, type["Optimizer"]] = {}   # every optimizer by its class name (a config's class_name)
     names: tuple[str, ...] = ()
     source = ""
     kernel_name = ""
@@ -72,6 +76,7 @@ class Optimizer:
         super().__init_subclass__(**kwargs)
         for name in cls.names:
             Optimizer.registry[name] = cls
+        Optimizer.classes[cls.__name__] = cls
 
     def __init__(self, learning_rate=None, *, weight_decay=None, clipnorm=None, clipvalue=None,
                  global_clipnorm=None, l1=0.0, l2=0.0, name=None, **hyper):
@@ -109,6 +114,7 @@ class Optimizer:
         self.slots = self.slot_initials()   # moment buffer -> initial value, in kernel order
         self.iterations = 0                  # steps taken; a schedule is evaluated at this count
         self.ranges: list[ParameterRange] = []  # set by bind
+        self.loss_scale: Tensor | None = None   # set by bind
 
     # -- what a subclass describes -------------------------------------------------------------
     def check(self) -> None:
@@ -161,18 +167,21 @@ class Optimizer:
     def _clip_norm(self) -> float:
         return self.clipnorm or self.global_clipnorm or 0.0
 
-    def bind(self, ranges: list[ParameterRange], rt: Runtime, dtype) -> None:
+    def bind(self, ranges: list[ParameterRange], rt: Runtime, dtype, loss_scale: Tensor | None = None) -> None:
         """Allocate the moment buffers for the model's trainable parameters, `ranges` of their
         stores (one, the whole store, for a model that built its layers; see cl/parameters.py),
         and, when clipping by norm, the tables and scratch of the two norm passes. Each range's
-        section of a moment starts on the sub-buffer alignment; one range's is the whole moment."""
+        section of a moment starts on the sub-buffer alignment; one range's is the whole moment.
+        `loss_scale`: the state of the LossScaleOptimizer this one is inside (its layout:
+        loss_scale.cl), which its kernels then read, kept as the attribute `loss_scale`: the
+        model's loss kernel multiplies the output gradient by its scale (None: no loss scaling)."""
         # Bound again (a layer frozen or unfrozen): the parameters it trained keep their moments.
         kept = {}
         if self.ranges and getattr(self, "rt", None) is rt and self.dtype == np.dtype(dtype):
             flats = {name: tensor.numpy() for name, tensor in self.moments.items()}
             kept = {id(p): {name: self.moment(p, flat).copy() for name, flat in flats.items()}
                     for r in self.ranges for p in r.parameters}
-        self.ranges, self.rt, self.dtype = ranges, rt, np.dtype(dtype)
+        self.ranges, self.rt, self.dtype, self.loss_scale = ranges, rt, np.dtype(dtype), loss_scale
         self._moment_starts = _sections([r.size for r in ranges], rt.alignment // self.dtype.itemsize)
         total = self._moment_starts[-1] if len(ranges) > 1 else ranges[0].size if ranges else 0
         self.moments = {name: Tensor((total,), dtype, rt) for name in self.slots}
@@ -189,15 +198,18 @@ class Optimizer:
                           m.region(start, (r.size,)) for name, m in self.moments.items()}
                          for r, start in zip(ranges, self._moment_starts)]
         clip = self._clip_norm > 0
-        program = rt.program(("optimizers/base.cl", self.source), dtype, {**self.defines(), "CLIP_NORM": int(clip)})
+        program = rt.program(("optimizers/base.cl", self.source), dtype,
+                             {**self.defines(), "CLIP_NORM": int(clip), "LOSS_SCALE": int(loss_scale is not None)})
         kernel = rt.kernel(program, self.kernel_name, dtype)
+        scaling = {} if loss_scale is None else {"loss_scale": loss_scale}
         clip_arguments = [{} for _ in ranges]
         if clip:
-            clip_arguments = self._bind_clip_norm(program)
+            clip_arguments = self._bind_clip_norm(program, scaling)
         # Each range's update with its arguments named once: the buffers stay; a step gives the
         # scalars, which the user may change between steps (Keras's attributes), by position.
         scalar_names = (*self.scalars(self.learning_rate), "l1", "l2", "clip_value", "decay")
-        self._updates = [kernel.bind(scalar_names, weights=r.values, grads=r.grads, **moments, total=r.size, **clipping)
+        self._updates = [kernel.bind(scalar_names, weights=r.values, grads=r.grads, **moments, total=r.size,
+                                     **clipping, **scaling)
                          for r, moments, clipping in zip(ranges, range_moments, clip_arguments)]
 
     def keeps(self, parameter: Parameter) -> bool:
@@ -213,11 +225,12 @@ class Optimizer:
         raise ValueError(f"the optimizer keeps no moments for a parameter of shape {parameter.shape}: it is not "
                          "among the trainable parameters of the model it was compiled with")
 
-    def _bind_clip_norm(self, program) -> list[dict]:
+    def _bind_clip_norm(self, program, scaling: dict) -> list[dict]:
         """The norm passes' tables. Each range has its own blocks (offsets in the range) and its
         own sections of the partial sums and of the factors, starting aligned so that each launch
-        gets views of them; the sections' padding is zero partial sums and unread factors. Returns
-        each range's clipping arguments of the update kernel."""
+        gets views of them; the sections' padding is zero partial sums and unread factors.
+        `scaling`: the loss scale argument, if any, of the norm pass. Returns each range's
+        clipping arguments of the update kernel."""
         rt, dtype = self.rt, self.dtype
         step, block = rt.alignment // dtype.itemsize, rt.local_size * _NORM_ELEMENTS_PER_ITEM
         per_range = []
@@ -248,7 +261,7 @@ class Optimizer:
             table = Tensor.from_numpy(np.array(blocks, np.int32).reshape(-1, 2), rt=rt)  # (blocks, [start, end))
             self._norm_launches.append((len(blocks), norm_kernel.bind(
                 ("l1", "l2"), weights=r.values, grads=r.grads, blocks=table,
-                partial=self._partial.region(first, (len(blocks),)))))
+                partial=self._partial.region(first, (len(blocks),)), **scaling)))
         self._scale = rt.kernel(program, "CalcClipScale", dtype).bind(
             ("clip_norm", "global_norm"), partial=self._partial, first_block=self._first_block,
             parameters=self._slots, clip_scale=self._clip_scale)
@@ -274,6 +287,19 @@ class Optimizer:
         for r, update in zip(self.ranges, self._updates):
             update(*rt.four_per_item(r.size), *scalars)
         self.iterations += 1
+
+    # -- state besides the moments -------------------------------------------------------------
+    def scalar_state(self) -> dict:
+        """The optimizer's state besides its moments and `iterations`, by name, read from the
+        device: what a checkpoint keeps (as attributes of its optimizer group) and a distribution
+        gives every replica. Empty for all but LossScaleOptimizer (its scale and counter)."""
+        return {}
+
+    def set_scalar_state(self, values: dict) -> None:
+        """Set what scalar_state() gives; a ValueError or TypeError names a value that is not valid."""
+        if values:
+            raise ValueError(f"{type(self).__name__} keeps no state besides its moments and iterations, got "
+                             f"{sorted(values)}")
 
     # -- config --------------------------------------------------------------------------------
     def get_config(self) -> dict:
@@ -314,18 +340,19 @@ def get(identifier) -> Optimizer:
     """An optimizer from a name, an Optimizer (returned as it is) or a dict, as
     `compile(optimizer=...)` takes it. Names (any case): `"sgd"`, `"momentum"`, `"adagrad"`,
     `"rmsprop"`, `"adadelta"`, `"adam"`, `"adamw"`, each with its defaults. A dict is Keras's
-    serialized form, `{"class_name": "Adam", "config": get_config()}` (a class name or one of those
-    names), or a `get_config()` dict whose `"name"` is one of those names (the automatic names
-    "sgd", "adam", ..., and what clnet wrote before optimizers kept a name of their own); anything
-    else raises a `ValueError`."""
+    serialized form, `{"class_name": "Adam", "config": get_config()}` (a class name, any case,
+    `"LossScaleOptimizer"` too, whose config holds its inner optimizer's dict), or a `get_config()`
+    dict whose `"name"` is one of those names (the automatic names "sgd", "adam", ..., and what
+    clnet wrote before optimizers kept a name of their own); anything else raises a `ValueError`."""
     if isinstance(identifier, Optimizer):
         return identifier
     if isinstance(identifier, dict):
         if "class_name" in identifier:
-            cls = Optimizer.registry.get(str(identifier["class_name"]).lower())
+            classes = {name.lower(): cls for name, cls in Optimizer.classes.items()}
+            cls = classes.get(str(identifier["class_name"]).lower())
             if cls is None:
                 raise ValueError(f"unknown optimizer class_name {identifier['class_name']!r}; expected one "
-                                 f"of {sorted(Optimizer.registry)} (any case)")
+                                 f"of {sorted(Optimizer.classes)} (any case)")
             return cls.from_config(dict(identifier.get("config") or {}))
         cls = Optimizer.registry.get(str(identifier.get("name")).lower())
         if cls is None:  # a name of the user's says nothing of the class
