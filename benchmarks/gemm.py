@@ -64,12 +64,13 @@ def numpy_rates(rows, n_in, units):
             "input_grad": flops / seconds(lambda: dz @ w.T) / 1e9}
 
 
-def torch_rates(rows, n_in, units, device, tf32=False):
+def torch_rates(rows, n_in, units, device, tf32=False, dtype="float32"):
     """torch.mm's GFLOP/s for the three products; fp32 as fp32 (the comparison clnet makes)
-    unless `tf32` allows CUDA's TF32 products."""
+    unless `tf32` allows CUDA's TF32 products; `dtype` "bfloat16" or "float16": on tensors of it."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    x, w, dz = (torch.rand(s, device=device) for s in ((rows, n_in), (n_in, units), (rows, units)))
+    x, w, dz = (torch.rand(s, device=device, dtype=getattr(torch, dtype))
+                for s in ((rows, n_in), (n_in, units), (rows, units)))
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     flops = 2.0 * rows * n_in * units
     return {"forward": flops / seconds(lambda: torch.mm(x, w), sync) / 1e9,

@@ -4,9 +4,11 @@
 
 For each rows x n_in x units, a linear Dense layer in fixed forms of the same 128-square tiles:
 the CUDA cores', the tensor cores' (products/mma.cl's form, 3xTF32) and, on Hopper (compute
-capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), each product timed
-from OpenCL profiling events (median of single products); torch.mm on CUDA in fp32 and in TF32
-(allow_tf32, one TF32 product: what PyTorch offers for speed). The error of each clnet product
+capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), and the MMA form's 16-bit products
+(mma_half.cl: operands rounded to bfloat16 or float16, what a mixed-precision policy's Dense layers
+may run), each product timed from OpenCL profiling events (median of single products); torch.mm
+on CUDA in fp32, in TF32 (allow_tf32, one TF32 product: what PyTorch offers for speed), and on
+bfloat16 and float16 tensors (cuBLAS's 16-bit products, what autocast runs). The error of each clnet product
 is max |C - C64| / max |C64| for standard normal operands, C64 the product in float64, beside
 numpy's float32 product's. Needs an NVIDIA GPU of compute capability 8.0 or later.
 
@@ -24,7 +26,9 @@ from .gemm import KERNELS, parse_sizes, product_rates, torch_rates
 
 FORMS = {"cuda_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16},
          "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1},
-         "warpgroup": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1}}  # Hopper only
+         "warpgroup": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1},  # Hopper only
+         "bfloat16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1, "HALF": 1},
+         "float16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1, "HALF": 2}}
 
 
 def clnet_products(tiles, x, w, dz, exact, repeats=10):
@@ -73,13 +77,14 @@ def main(argv=None):
         raise SystemExit(f"benchmarks.tensor_cores needs an NVIDIA GPU of compute capability 8.0 or later; "
                          f"clnet's device is {rt.info.name!r} (choose one with --device)")
     forms = [name for name in FORMS if name != "warpgroup" or rt.info.warpgroup_products]
-    columns = {"cuda_cores": "cuda", "tensor_cores": "mma", "warpgroup": "wgmma"}
+    columns = {"cuda_cores": "cuda", "tensor_cores": "mma", "warpgroup": "wgmma", "bfloat16": "bf16",
+               "float16": "f16"}
     table = Table([("rows x n_in x units", "<20"), ("product", "<13")]
                   + [(columns[name], ">7.1f") for name in forms]
-                  + [("torch", ">7.1f"), ("tf32", ">7.1f")]
+                  + [("torch", ">7.1f"), ("tf32", ">7.1f"), ("t.bf16", ">7.1f"), ("t.f16", ">7.1f")]
                   + [(f"err {columns[name]}", ">10.1e") for name in forms] + [("numpy", ">9.1e")],
-                  f"   TFLOP/s: clnet's {', '.join(columns[name] for name in forms)} forms, torch.mm fp32 / TF32; "
-                  "errors")
+                  f"   TFLOP/s: clnet's {', '.join(columns[name] for name in forms)} forms, torch.mm fp32 / TF32 / "
+                  "bfloat16 / float16; errors")
     results = []
     for rows, n_in, units in parse_sizes(args.sizes):
         rng = np.random.default_rng(0)
@@ -88,6 +93,8 @@ def main(argv=None):
         ours = {name: clnet_products(FORMS[name], x, w, dz, exact) for name in forms}
         fp32, tf32 = (torch_rates(rows, n_in, units, "cuda", tf32=allowed) if have_torch() else {}
                       for allowed in (False, True))
+        bf16, f16 = (torch_rates(rows, n_in, units, "cuda", dtype=dtype) if have_torch() else {}
+                     for dtype in ("bfloat16", "float16"))
         theirs = {key: error(c, exact[key]) for key, c in products(x, w, dz).items()}
         for product in KERNELS:
             cuda = ours["cuda_cores"][product][0]
@@ -96,11 +103,14 @@ def main(argv=None):
                    **{f"{name}_over_cuda": round(ours[name][product][0] / cuda, 3) for name in forms[1:]},
                    "torch_fp32_tflops": round(fp32[product] / 1e3, 2) if fp32 else None,
                    "torch_tf32_tflops": round(tf32[product] / 1e3, 2) if tf32 else None,
+                   "torch_bf16_tflops": round(bf16[product] / 1e3, 2) if bf16 else None,
+                   "torch_f16_tflops": round(f16[product] / 1e3, 2) if f16 else None,
                    **{f"{name}_error": ours[name][product][1] for name in forms},
                    "numpy_float32_error": theirs[product]}
             results.append(row)
             table.row(f"{rows}x{n_in}x{units}", product, *(ours[name][product][0] for name in forms),
-                      row["torch_fp32_tflops"], row["torch_tf32_tflops"],
+                      row["torch_fp32_tflops"], row["torch_tf32_tflops"], row["torch_bf16_tflops"],
+                      row["torch_f16_tflops"],
                       *(ours[name][product][1] for name in forms), theirs[product])
     emit_comparison("tensor_cores", results, "cuda")
 

@@ -6,11 +6,14 @@ same initial weights, on the same windows in the same order, with the same Adam 
     python -m benchmarks.tiny_gpt_torch --device 0 --torch-device cuda --blocks 4 --d-model 256 --context 256
     python -m benchmarks.tiny_gpt_torch ... --profile 40      # then clnet's kernels over 40 more steps
     python -m benchmarks.tiny_gpt_torch ... --torch-device cuda --cuda-graph   # also PyTorch's step as a CUDA graph
+    python -m benchmarks.tiny_gpt_torch ... --bf16            # clnet under "mixed_bfloat16", PyTorch in bf16 autocast
 
 The PyTorch model is written out with the weights in Keras's layout (clnet's get_weights), so
 they are copied as they are: LayerNorm with Keras's epsilon 1e-3, the projections as matrix
 products, scaled_dot_product_attention(is_causal=True), exact GELU, Adam with Keras's epsilon
-1e-7. Prints each epoch's training loss of both, a table with the final validation
+1e-7. `--bf16`: clnet's model is made under the policy "mixed_bfloat16" (its Dense products may run
+in bfloat16: clnet/dtype_policies.py) and PyTorch's forward runs in torch.autocast(bfloat16), its
+weights and Adam in float32, as Keras's mixed precision keeps them. Prints each epoch's training loss of both, a table with the final validation
 cross-entropies and their ratio (target: clnet within 5% of PyTorch) and the seconds per
 training step (median over the epochs after the first, which pays for compiling and tuning) as
 a ratio (target on the CPU: clnet at most 1.5x PyTorch's), then one JSON line.
@@ -98,7 +101,8 @@ def run_torch(args, weights, train, val, graph=False):
 
     def train_step(rows):  # rows: a slice, or (in a CUDA graph) a static index tensor
         optimizer.zero_grad(set_to_none=not graph)  # a graph's gradients stay where they are
-        loss = cross_entropy(model(x[rows]), y[rows])
+        with torch.autocast(device.type, torch.bfloat16, enabled=args.bf16):
+            loss = cross_entropy(model(x[rows]).float(), y[rows])
         loss.backward()
         optimizer.step()
         total.add_(loss.detach())
@@ -119,10 +123,11 @@ def run_torch(args, weights, train, val, graph=False):
         losses.append(float(total) / per_epoch)
     with torch.no_grad():
         val_x, val_y = (torch.from_numpy(a.astype(np.int64)).to(device) for a in val)
-        val_loss = sum(float(cross_entropy(model(val_x[i:i + args.batch_size]), val_y[i:i + args.batch_size]))
-                       * len(val_x[i:i + args.batch_size]) for i in range(0, len(val_x), args.batch_size)) / len(val_x)
+        with torch.autocast(device.type, torch.bfloat16, enabled=args.bf16):
+            val_loss = sum(float(cross_entropy(model(val_x[i:i + args.batch_size]).float(), val_y[i:i + args.batch_size]))
+                           * len(val_x[i:i + args.batch_size]) for i in range(0, len(val_x), args.batch_size)) / len(val_x)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_name()} ({torch.get_num_threads()} threads)"
-    return times, losses, val_loss, name + (", CUDA graph" if graph else "")
+    return times, losses, val_loss, name + (", CUDA graph" if graph else "") + (", bf16 autocast" if args.bf16 else "")
 
 
 def main(argv=None):
@@ -133,11 +138,15 @@ def main(argv=None):
                              "beside the eager step")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="after timing, profile clnet's kernels over this many more steps")
+    parser.add_argument("--bf16", action="store_true",
+                        help="clnet under the policy mixed_bfloat16, PyTorch in bfloat16 autocast")
     args = parser.parse_args(argv)
     import clnet
 
     if args.device is not None:
         clnet.set_device(args.device)
+    if args.bf16:
+        clnet.mixed_precision.set_global_policy("mixed_bfloat16")
     vocabulary, train, val, _ = tiny_gpt.data(args)
     model = tiny_gpt.build_model(len(vocabulary), args.context, args.d_model, args.heads, args.blocks, args.seed)
     weights = model.get_weights()  # before any step: PyTorch starts from these
@@ -161,7 +170,7 @@ def main(argv=None):
     print(f"\nclnet on {results['clnet'][3]}; PyTorch on {results['torch'][3]}\n")
     summary = {name: {"val_loss": round(r[2], 4), "train_loss": [round(l, 4) for l in r[1]],
                       "ms_per_step": round(1e3 * step_seconds[name], 3), "device": r[3]} for name, r in results.items()}
-    emit({"benchmark": "tiny_gpt", "blocks": args.blocks, "d_model": args.d_model, "heads": args.heads,
+    emit({"benchmark": "tiny_gpt", "precision": "mixed_bfloat16" if args.bf16 else "float32", "blocks": args.blocks, "d_model": args.d_model, "heads": args.heads,
           "context": args.context, "batch": args.batch_size, "steps": per_epoch * args.epochs,
           "learning_rate": args.learning_rate, "vocabulary": len(vocabulary),
           "validation_windows": len(val[0]), **summary,

@@ -8,9 +8,10 @@ float32), "float16" and "bfloat16" (everything in 16 bits). A layer takes one as
 
 clnet computes a model in one float type, its `floatx` (by default the global policy's variables'
 type); a layer given a `dtype=` of float32 or float64 variables must agree with its model's. A policy of 16-bit computations is taken as Keras's (names,
-configs, checkpoints and Keras archives keep it), but clnet has no 16-bit kernels yet, so such a
-layer computes in float32 and its model warns once, with a PrecisionFallbackWarning, when it is
-built."""
+configs, checkpoints and Keras archives keep it), but clnet's only 16-bit kernels are the Dense
+layers' matrix products on NVIDIA's tensor cores (products/mma_half.cl: operands rounded to 16
+bits, float sums, taken where the tuner measures them faster); everything else computes in float32,
+and a model of such layers warns once, with a PrecisionFallbackWarning, when it is built."""
 from __future__ import annotations
 
 import os
@@ -136,18 +137,21 @@ def default_floatx() -> str:
         else "float32"
 
 
-def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: str) -> None:
+def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: str, products: bool) -> None:
     """Say once per model build that the layers named in `layers` (name -> policy) compute in
-    float32 on `device`, and why."""
+    float32 on `device`, and why; `products`: but for the Dense layers' matrix products (those of
+    Dense, its joined form and attention's projections), which may run in 16 bits here."""
     if not layers:
         return
     named = ", ".join(f"{name!r} ({policy.name})" for name, policy in list(layers.items())[:4])
     if len(layers) > 4:
         named += f" and {len(layers) - 4} more"
-    warnings.warn(f"model {model_name!r}: its layers {named} ask for 16-bit computations; clnet computes them in "
-                  f"float32 on {device}: clnet has no float16 or bfloat16 kernels yet. The results are "
-                  "float32's (more accurate, not faster); variables stay float32 as the policy says",
-                  PrecisionFallbackWarning, stacklevel=_user_level())
+    what = ("their Dense products in 16 bits on the tensor cores where the tuner measures that faster, and the "
+            f"rest in float32 on {device}: clnet has no other 16-bit kernels yet" if products else
+            f"them in float32 on {device}: clnet's 16-bit kernels are the Dense products' on NVIDIA's tensor cores "
+            "(compute capability 8.0 on), and this device has none")
+    warnings.warn(f"model {model_name!r}: its layers {named} ask for 16-bit computations; clnet computes {what}. "
+                  "Variables stay float32 as the policy says", PrecisionFallbackWarning, stacklevel=_user_level())
 
 
 def _user_level() -> int:

@@ -22,6 +22,7 @@ from . import dtype_policies, ops
 from .cl import runtime as cl_runtime
 from .cl.parameters import ParameterStore, parameter_ranges
 from .data import KeptData, checked
+from .products import tensor_core_form
 from .layers import Input, Layer
 from .layers.base import (Call, HasWeights, KerasTensor, ModelMode, check_call_arguments, has_lengths, input_mask,
                           is_concrete, leaves_of, masked_call, register_custom_objects, tensors_of, trace_scope,
@@ -345,7 +346,8 @@ class Model(Trainer, Step, HasWeights):
                                  f"computes in {self.dtype.name}: clnet computes a model in one float type; give "
                                  f"the model floatx={policy.variable_dtype!r}, or the layer the model's type")
         if not self.__dict__.get("_warned_sixteen_bits"):
-            dtype_policies.warn_sixteen_bits(self.name, sixteen, self.rt.info.name)
+            dtype_policies.warn_sixteen_bits(self.name, sixteen, self.rt.info.name,
+                                             self.dtype == np.float32 and tensor_core_form(self.rt, self.dtype))
             self._warned_sixteen_bits = bool(sixteen)
 
     def build(self, input_shape=None) -> None:

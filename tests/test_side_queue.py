@@ -27,7 +27,7 @@ TILES = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}  # the GPU form of Dense, with 
 def gpu_forms(monkeypatch):
     """Dense's tiled form (split-K where a layer's result is one tile: the attention's output
     Dense, 16 x 16), the attention's products form and the norm's chunked form, as a GPU runs them."""
-    monkeypatch.setattr(tuner, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None: TILES)
+    monkeypatch.setattr(tuner, "matrix_tiles", lambda rt, dtype, n_in, units, rows=None, half=None: TILES)
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
     init = MultiHeadAttention.__init__
     monkeypatch.setattr(MultiHeadAttention, "__init__", lambda self, *args, **kwargs: init(self, *args, tiles=TILES,

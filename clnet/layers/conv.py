@@ -78,7 +78,7 @@ class BaseConv(Layer, registered=False):
         init = self.kernel_initializer
         self.product = Dense(self.filters, self.activation, self.use_bias,
                              lambda _, rng: init(self.kernel_shape, rng).reshape(self.patch_size, self.filters),
-                             self.bias_initializer, name=f"{self.name}/product",
+                             self.bias_initializer, name=f"{self.name}/product", dtype=self.dtype_policy,
                              tiles=self.fixed_tiles[0] if isinstance(self.fixed_tiles, tuple) else self.fixed_tiles)
         self.product.build((self.patch_size,), store, rng)
         self.kernel, self.bias = self.product.kernel, (self.product.bias if self.use_bias else None)

@@ -6,7 +6,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
-from ..products import DensePlan, check_tensor_core_form, layout, stores_pre, tile_candidates, tuner
+from ..products import HALF_TYPES, DensePlan, check_tensor_core_form, layout, stores_pre, tile_candidates, tuner
 from .base import Layer, check_weights
 
 
@@ -70,9 +70,14 @@ class Dense(Layer):
         # Positions per sample: on (time, features) inputs the product runs over batch * time rows.
         self.positions = int(np.prod(self.input_shape[:-1]))
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"Dense {self.name!r}")
+        # A mixed-precision policy lets the products run in its 16 bits (where the tuner finds
+        # them faster: see products/mma_half.cl); everything else stays in float.
+        compute = self.dtype_policy.compute_dtype
+        self.half = compute if compute in HALF_TYPES and self.dtype == np.float32 else None
         # The weights' layout is fixed here; the blocks or tiles, which may differ with the batch
         # size, when the batch buffers are made (allocate).
-        self.layout = layout(self.fixed_tiles or tuner.matrix_tiles(self.rt, self.dtype, self.n_in, self.units))
+        self.layout = layout(self.fixed_tiles or tuner.matrix_tiles(self.rt, self.dtype, self.n_in, self.units,
+                                                                    half=self.half))
         vw, self.tiled = self.layout
         self.units_p = -(-self.units // vw) * vw
         # Column panels of width `panel` (see products/cpu_blocks.cl); the GPU form's single panel is row-major.
@@ -108,7 +113,7 @@ class Dense(Layer):
 
     def _tuned_tiles(self, rows: int) -> dict:
         """The tiles for a batch of `rows` product rows: the tuner's choice at this size."""
-        return tuner.matrix_tiles(self.rt, self.dtype, self.n_in, self.units, rows)
+        return tuner.matrix_tiles(self.rt, self.dtype, self.n_in, self.units, rows, self.half)
 
     def allocate(self, capacity):
         super().allocate(capacity)

@@ -262,11 +262,11 @@ class MultiHeadAttention(Layer):
                     "V_FIRST": 2 * width}
         dims = {"KEY_DIM": self.key_dim, "VALUE_DIM": self.value_dim, **rows}
         dense = lambda units, part: Dense(units, None, self.use_bias, self.kernel_initializer, self.bias_initializer,
-                                          name=f"{self.name}/{part}")
+                                          name=f"{self.name}/{part}", dtype=self.dtype_policy)
         if self.joined:
             self.joined_projection = JoinedDense(len(PROJECTED), heads * self.key_dim, self.use_bias,
                                                  self.kernel_initializer, self.bias_initializer,
-                                                 name=f"{self.name}/query_key_value")
+                                                 name=f"{self.name}/query_key_value", dtype=self.dtype_policy)
             self.joined_projection.build((features,), store, rng)
             kernels, biases = self.joined_projection.part_kernels, self.joined_projection.part_biases
             self.projections = {}

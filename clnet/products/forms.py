@@ -4,7 +4,7 @@ and sources a program of that form is built from.
 Three forms compute the same three products of a dense layer (z = x W + b, dL/dW with dL/db, and
 dL/dx): register blocks on a CPU, local-memory tiles on a GPU, and on NVIDIA GPUs the tiles' two
 tensor-core forms (MMA, WGMMA). A form is chosen by its tiles, a dict of defines: VW, the blocks
-(FF_RM, ...) or TILE/WPT/TK, MMA or WGMMA. The tuner (tuner.py) picks them; the plan (plan.py)
+(FF_RM, ...) or TILE/WPT/TK, MMA (with HALF: its 16-bit products, mma_half.cl) or WGMMA. The tuner (tuner.py) picks them; the plan (plan.py)
 launches them."""
 from __future__ import annotations
 
@@ -49,6 +49,21 @@ def tile_candidates(rt, dtype) -> list[dict]:
             for hg_t in ((0, 1) if wg == 4 else (0,))]  # the first: CLNET_TUNE=0
 
 
+# The 16-bit products of the MMA form (mma_half.cl), by the compute dtype of a mixed-precision
+# policy: HALF's value.
+HALF_TYPES = {"bfloat16": 1, "float16": 2}
+
+
+def half_candidates(rt, dtype, half: str | None) -> list[dict]:
+    """The tuner's candidates where a layer's policy lets its products run in `half` ("bfloat16"
+    or "float16"; None: none): every float32 candidate, and where the tensor-core form can run,
+    its MMA tiles with 16-bit operands (HALF), which the tuner takes where they are faster."""
+    candidates = tile_candidates(rt, dtype)
+    if half is None or not tensor_core_form(rt, dtype):
+        return candidates
+    return candidates + [{**tiles, "HALF": HALF_TYPES[half]} for tiles in candidates if tiles.get("MMA")]
+
+
 def tensor_core_form(rt, dtype) -> bool:
     """Whether the tiled products' tensor-core forms (mma.cl: 3xTF32 with mma.sync; wgmma.cl: with
     Hopper's wgmma) are candidates here: float32 on an NVIDIA GPU of compute capability 8.0 or later (9.0 for
@@ -76,6 +91,9 @@ def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the tensor-core form (MMA), which needs float32 on an "
                          f"NVIDIA GPU of compute capability 8.0 or later; the device is {rt.info.name!r} and "
                          f"floatx is {np.dtype(dtype).name}")
+    if tiles.get("HALF") and (not tiles.get("MMA") or tiles["HALF"] not in HALF_TYPES.values()):
+        raise ValueError(f"{owner}: tiles {tiles!r}: HALF (16-bit products: 1 bfloat16, 2 float16) is a setting of "
+                         "the MMA form")
     if tiles.get("WGMMA") and not (tensor_cores_can_run(rt, dtype) and rt.info.warpgroup_products):
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the warpgroup tensor-core form (WGMMA), which needs "
                          f"float32 on an NVIDIA GPU of compute capability 9.0 (H100, H200); the device is "
@@ -138,7 +156,7 @@ def layout(tiles: dict) -> tuple:
 
 # Every form's kernel sources: what a tuned choice among all the forms depends on.
 PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/tiles.cl", "products/tensor_cores.cl", "products/mma.cl",
-                   "products/wgmma.cl", "products/gpu_tiles.cl")
+                   "products/mma_half.cl", "products/wgmma.cl", "products/gpu_tiles.cl")
 
 
 def product_sources(tiles: dict) -> tuple[str, ...]:
@@ -148,5 +166,6 @@ def product_sources(tiles: dict) -> tuple[str, ...]:
     if "TILE" not in tiles:
         return ("products/cpu_blocks.cl",)
     tensor_cores = (("products/tensor_cores.cl", "products/wgmma.cl") if tiles.get("WGMMA") else
-                    ("products/tensor_cores.cl", "products/mma.cl") if tiles.get("MMA") else ())
+                    ("products/tensor_cores.cl", "products/mma.cl", *(("products/mma_half.cl",) if tiles.get("HALF")
+                                                                       else ())) if tiles.get("MMA") else ())
     return ("products/tiles.cl", *tensor_cores, "products/gpu_tiles.cl")

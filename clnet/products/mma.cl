@@ -17,12 +17,19 @@
 // 32 different banks.
 #define LT (TILE + 8)
 
-// c (a 16 x 8 accumulator fragment) += a (16 x 8) b (8 x 8), fragments as PTX's m16n8k8 lays them out.
-#define MMA_TF32(c, a, b)                                                                       \
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
-        "{%0,%1,%2,%3};"                                                                        \
+// c (a 16 x 8 float accumulator fragment) += a b, PTX's mma.sync of `shape` (m16n8k8 or m16n8k16)
+// and operand types: a (16 x k, four registers) and b (k x 8, two), laid out as PTX lays them out.
+#define MMA_SYNC(shape_and_types, c, a, b)                                                     \
+    asm("mma.sync.aligned." shape_and_types " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                         \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+
+#ifndef HALF
+#define HALF 0
+#endif
+#if !HALF  // (mma_half.cl gives the 16-bit products' slice product)
+// c += a (16 x 8) b (8 x 8) on TF32 operands.
+#define MMA_TF32(c, a, b) MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32", c, a, b)
 
 inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[WPT][WPT])
 {
@@ -63,3 +70,4 @@ inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TY
                 acc[2 * mi + r / 2][2 * nj + r % 2] += slice[nj][r];
     }
 }
+#endif

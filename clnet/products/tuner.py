@@ -15,7 +15,7 @@ from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, kernel_seconds, tuned
 from .convolution import CONVOLUTION_SOURCES, ConvPlan, tiled_candidates
-from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, layout, tile_candidates
+from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
 from .plan import DensePlan, dense_program
 
 
@@ -34,18 +34,21 @@ def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[d
     return usable
 
 
-def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None) -> dict:
+def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None, half: str | None = None) -> dict:
     """The autotuner's choice for a layer of this size on this device, measured once per device.
 
     The tuner measures a few layer sizes and keeps the fastest candidate for each, all with one
     weight layout (vector width, and panels or tiles); a layer takes the choice made at the size
     nearest its own, in log scale (without `rows`, the batch, while its weights are laid out).
+    `half` ("bfloat16", "float16"): the layer's policy lets its products run in 16 bits, so the
+    16-bit MMA tiles are candidates too (half_candidates), tuned once more per device.
     """
-    candidates = tile_candidates(rt, dtype)
+    candidates = half_candidates(rt, dtype, half)
     # Keyed by everything the choice depends on: the kernels' text (common.cl included), the
     # candidates and the sizes measured.
-    choices = tuned(rt, dtype, "dense", ("cl/common.cl", "activations/vector.cl", *PRODUCT_SOURCES),
-                    lambda: _tune(rt, dtype, usable_candidates(rt, dtype)),
+    family = "dense" if candidates == tile_candidates(rt, dtype) else f"dense_{half}"
+    choices = tuned(rt, dtype, family, ("cl/common.cl", "activations/vector.cl", *PRODUCT_SOURCES),
+                    lambda: _tune(rt, dtype, usable_candidates(rt, dtype, candidates)),
                     [{"size": [1, 1, 1], "tiles": candidates[0]}], {"candidates": candidates, "sizes": _sizes(rt)})
     wanted = (rows, n_in, units)
     distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
