@@ -1,10 +1,11 @@
 // The MMA form's 16-bit products (pasted after mma.cl, whose geometry they share): built with
 // HALF = 1 the slice product multiplies bfloat16 operands, with HALF = 2 float16 ones, on the
 // tensor cores with float accumulators (mma.sync.m16n8k16), what a mixed-precision policy asks of a
-// matrix product. The operands stay float in global and local memory: each is rounded to 16 bits
-// (to nearest even) as its fragment is read, as PyTorch's autocast rounds a float32 tensor before
-// its product. One 16-deep mma takes what 3xTF32 takes six 8-deep ones for, at the tensor cores'
-// 16-bit rate. As in mma.cl each slice is summed from 0 and added to acc in float.
+// matrix product. The operands stay float in global memory: gpu_tiles.cl's put() rounds each to 16
+// bits (to nearest even) as it stages it, as PyTorch's autocast rounds a float32 tensor before its
+// product, two depths a uint (its STAGED_PAIR layout). One 16-deep mma takes what 3xTF32 takes six
+// 8-deep ones for, at the tensor cores' 16-bit rate. As in mma.cl each slice is summed from 0 and
+// added to acc in float.
 #if TK % 16
 #error "the 16-bit products (HALF) take 16 of depth at a time: TK a multiple of 16"
 #endif
@@ -22,7 +23,8 @@
 
 inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[WPT][WPT])
 {
-    __local const TYPE *As = (__local const TYPE *)As4, *Bs = (__local const TYPE *)Bs4;
+    // (pairs of depths, see put(): As[k / 2][m], a fragment register each)
+    __local const uint *As = (__local const uint *)As4, *Bs = (__local const uint *)Bs4;
     const int lid = LOCAL_INDEX, g = lid % 32 / 4, t = lid % 4;
     const int wm = lid / 128 * 64, wn = lid / 32 % 4 * 32;  // the warp's 64 x 32 of the block
     // B's fragments for the whole slice: b0 = B[2t, 2t + 1][g], b1 = B[2t + 8, 2t + 9][g] of each 16 x 8 piece.
@@ -32,10 +34,8 @@ inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TY
         #pragma unroll
         for (int h = 0; h < TK / 16; h++)
             #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int k = h * 16 + 2 * t + 8 * r, n = wn + nj * 8 + g;
-                PACK(b[nj][h][r], Bs[k * LT + n], Bs[(k + 1) * LT + n]);
-            }
+            for (int r = 0; r < 2; r++)
+                b[nj][h][r] = Bs[(h * 8 + t + 4 * r) * LT + wn + nj * 8 + g];
     #pragma unroll
     for (int mi = 0; mi < 4; mi++) {
         // A's: a0 = A[g][2t, 2t + 1], a1 = A[g + 8][2t, 2t + 1], a2 = A[g][2t + 8, 2t + 9], a3 = A[g + 8][2t + 8, 2t + 9].
@@ -43,10 +43,8 @@ inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TY
         #pragma unroll
         for (int h = 0; h < TK / 16; h++)
             #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int k = h * 16 + 2 * t + 8 * (r / 2), m = wm + mi * 16 + g + 8 * (r % 2);
-                PACK(a[h][r], As[k * LT + m], As[(k + 1) * LT + m]);
-            }
+            for (int r = 0; r < 4; r++)
+                a[h][r] = As[(h * 8 + t + 4 * (r / 2)) * LT + wm + mi * 16 + g + 8 * (r % 2)];
         TYPE slice[4][4] = {{0}};  // (n tile, fragment): this slice's sums
         #pragma unroll
         for (int h = 0; h < TK / 16; h++)
