@@ -6,12 +6,13 @@ float32), "float16" and "bfloat16" (everything in 16 bits). A layer takes one as
 (a name or a DTypePolicy); without it, the global policy when the layer is made
 (`clnet.mixed_precision.set_global_policy`), which is `clnet.floatx()` until one is set.
 
-clnet computes a model in one float type, its `floatx` (by default the global policy's variables'
-type); a layer given a `dtype=` of float32 or float64 variables must agree with its model's. A policy of 16-bit computations is taken as Keras's (names,
-configs, checkpoints and Keras archives keep it), but clnet's only 16-bit kernels are the Dense
-layers' matrix products on NVIDIA's tensor cores (products/mma_half.cl: operands rounded to 16
-bits, float sums, taken where the tuner measures them faster); everything else computes in float32,
-and a model of such layers warns once, with a PrecisionFallbackWarning, when it is built."""
+clnet computes a model in one float type, its `floatx` (by default the global policy's, see
+floatx_of); a layer given a `dtype=` of float32 or float64 variables must agree with its model's.
+A policy of 16-bit computations is taken as Keras's (names, configs, checkpoints and Keras archives
+keep it), but clnet's only 16-bit kernels are the Dense layers' matrix products on NVIDIA's tensor
+cores (products/mma_half.cl: operands rounded to 16 bits, float sums, taken where the tuner
+measures them faster); everything else computes in float32, and a model of such layers warns once,
+with a PrecisionFallbackWarning, when it is built."""
 from __future__ import annotations
 
 import os
@@ -129,12 +130,16 @@ def policy_of(dtype, argument: str = "dtype") -> DTypePolicy:
                      f"Received: {argument}={dtype!r}")
 
 
+def floatx_of(policy: DTypePolicy) -> str:
+    """The float type clnet computes a model of this policy in: float64 for float64 variables,
+    else float32 (the mixed and 16-bit policies too, see the module's note)."""
+    return "float64" if policy.variable_dtype == "float64" else "float32"
+
+
 def default_floatx() -> str:
-    """The float type of a model made now without `floatx=`: the global policy's variables' type
-    where a policy was set (float32 for the mixed and 16-bit ones, see the module's note), else
-    clnet.floatx()."""
-    return floatx() if _global_policy is None else "float64" if _global_policy.variable_dtype == "float64" \
-        else "float32"
+    """The float type of a model made now without `floatx=`: the global policy's (floatx_of) where
+    a policy was set, else clnet.floatx()."""
+    return floatx() if _global_policy is None else floatx_of(_global_policy)
 
 
 def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: str, products: bool) -> None:
@@ -151,7 +156,7 @@ def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: s
             f"them in float32 on {device}: clnet's 16-bit kernels are the Dense products' on NVIDIA's tensor cores "
             "(compute capability 8.0 on), and this device has none")
     warnings.warn(f"model {model_name!r}: its layers {named} ask for 16-bit computations; clnet computes {what}. "
-                  "Variables stay float32 as the policy says", PrecisionFallbackWarning, stacklevel=_user_level())
+                  "Variables are kept in float32", PrecisionFallbackWarning, stacklevel=_user_level())
 
 
 def _user_level() -> int:

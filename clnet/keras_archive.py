@@ -27,7 +27,7 @@ import numpy as np
 
 from . import activations, layers as layers_module, optimizers
 from .cache import write_atomically
-from .dtype_policies import SIXTEEN_BITS, policy_of
+from .dtype_policies import SIXTEEN_BITS, floatx_of, policy_of
 from .layers.base import PROBE_LENGTHS, Layer, reserve_names, snake_case
 from .model import Model, Sequential
 
@@ -228,9 +228,7 @@ def _tensors(value, tensors: dict):
 def _floatx(dtype) -> str | None:
     """The float type clnet computes a Keras dtype policy in (a name or its serialized dict): its
     variables' type, float32 for the mixed and 16-bit policies (see clnet/dtype_policies.py)."""
-    if dtype is None:
-        return None
-    return "float64" if policy_of(dtype).variable_dtype == "float64" else "float32"
+    return None if dtype is None else floatx_of(policy_of(dtype))
 
 
 def _input(config: dict, floatx: str):

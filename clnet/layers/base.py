@@ -876,24 +876,20 @@ def _taking_trainable(init):
     """A layer class's __init__ that also takes Keras's `trainable` and `dtype` (every Keras layer
     does; `dtype` unless the class takes its own, as Input's tensor dtype), set once the layer is
     made (a subclass's __init__ calling its base's passes none on)."""
-    if "dtype" in inspect.signature(init).parameters:
-        @functools.wraps(init)
-        def __init__(self, *args, trainable=True, **kwargs):
-            init(self, *args, **kwargs)
-            if trainable is not True:
-                self.trainable = trainable
-        return __init__
+    takes_policy = "dtype" not in inspect.signature(init).parameters
 
     @functools.wraps(init)
-    def __init__(self, *args, trainable=True, dtype=None, **kwargs):
-        try:  # (checked before the layer is made)
-            policy = policy_of(dtype)
-        except ValueError as e:
-            raise ValueError(f"{type(self).__name__}: {e}") from None
+    def __init__(self, *args, trainable=True, **kwargs):
+        if takes_policy:
+            dtype = kwargs.pop("dtype", None)
+            try:  # (checked before the layer is made)
+                policy = policy_of(dtype)
+            except ValueError as e:
+                raise ValueError(f"{type(self).__name__}: {e}") from None
         init(self, *args, **kwargs)
-        self._dtype_policy = policy
-        if dtype is not None:
-            self.dtype_given = True
+        if takes_policy:
+            self._dtype_policy = policy
+            self.dtype_given = dtype is not None
         if trainable is not True:
             self.trainable = trainable
     return __init__

@@ -43,10 +43,10 @@ TENSOR_TYPES = {"float32": 1, "bool": 9, "float16": 10, "float64": 11}
 class GraphBuilder:
     """What a layer's `to_onnx(graph, inputs)` writes its part of an ONNX graph into (the module's
     doc shows how): `dtype` is the graph's float type (the model's, float32 or float64, or float16
-    where the export asks for it), in which float initializers are stored, and `opset` the ONNX opset version being written, which
-    `require_opset(version, why)` checks. `clnet.onnx.export` (and `model.export`) makes one per
-    export and turns its nodes and initializers into an `onnx.ModelProto`; a layer of your own only
-    calls its methods: `op`, `constant`, `cast`, `reduce`, `squeeze`, `unsqueeze`, `slice`, `reverse`,
+    where the export asks for it), in which float initializers are stored, and `opset` the ONNX
+    opset version being written, which `require_opset(version, why)` checks. `clnet.onnx.export`
+    (and `model.export`) makes one per export and turns its nodes and initializers into an
+    `onnx.ModelProto`; a layer of your own only calls its methods: `op`, `constant`, `cast`, `reduce`, `squeeze`, `unsqueeze`, `slice`, `reverse`,
     `gelu`."""
     def __init__(self, dtype, opset: int):
         self.dtype = np.dtype(dtype)       # the graph's float type: float32, float64 or float16

@@ -126,7 +126,8 @@ def model_proto(model, opset: int = 17, batch="dynamic", target: str | None = No
 
     elem_type = helper.np_dtype_to_tensor_dtype(dtype)
     inputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
-                                            f"{dtype.name} samples, one per row along axis 0, as model.predict takes them")
+                                            f"{dtype.name} samples, one per row along axis 0, as model.predict takes "
+                                            "them")
               for name, t in zip(sources, model.inputs)]
     outputs = [helper.make_tensor_value_info(name, elem_type, [batch_dim, *t.sample_shape],
                                              f"{dtype.name}, what model.predict returns for the same rows")

@@ -4,8 +4,8 @@ and sources a program of that form is built from.
 Three forms compute the same three products of a dense layer (z = x W + b, dL/dW with dL/db, and
 dL/dx): register blocks on a CPU, local-memory tiles on a GPU, and on NVIDIA GPUs the tiles' two
 tensor-core forms (MMA, WGMMA). A form is chosen by its tiles, a dict of defines: VW, the blocks
-(FF_RM, ...) or TILE/WPT/TK, MMA (with HALF: its 16-bit products, mma_half.cl) or WGMMA. The tuner (tuner.py) picks them; the plan (plan.py)
-launches them."""
+(FF_RM, ...) or TILE/WPT/TK, MMA (with HALF: its 16-bit products, mma_half.cl) or WGMMA. The tuner
+(tuner.py) picks them; the plan (plan.py) launches them."""
 from __future__ import annotations
 
 import os
@@ -165,7 +165,11 @@ def product_sources(tiles: dict) -> tuple[str, ...]:
     A tiled form pastes tiles.cl, its tensor-core files if it is one, then gpu_tiles.cl (see tiles.cl)."""
     if "TILE" not in tiles:
         return ("products/cpu_blocks.cl",)
-    tensor_cores = (("products/tensor_cores.cl", "products/wgmma.cl") if tiles.get("WGMMA") else
-                    ("products/tensor_cores.cl", "products/mma.cl", *(("products/mma_half.cl",) if tiles.get("HALF")
-                                                                       else ())) if tiles.get("MMA") else ())
+    if tiles.get("WGMMA"):
+        tensor_cores = ("products/tensor_cores.cl", "products/wgmma.cl")
+    elif tiles.get("MMA"):
+        half = ("products/mma_half.cl",) if tiles.get("HALF") else ()
+        tensor_cores = ("products/tensor_cores.cl", "products/mma.cl", *half)
+    else:
+        tensor_cores = ()
     return ("products/tiles.cl", *tensor_cores, "products/gpu_tiles.cl")
