@@ -4,9 +4,9 @@
 
 For each rows x n_in x units, a linear Dense layer in fixed forms of the same 128-square tiles:
 the CUDA cores', the tensor cores' (products/mma.cl's form, 3xTF32) and, on Hopper (compute
-capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), and the MMA form's 16-bit products
-(mma_half.cl: operands rounded to bfloat16 or float16, what a mixed-precision policy's Dense layers
-may run), each product timed from OpenCL profiling events (median of single products); torch.mm
+capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), and the MMA and WGMMA forms' 16-bit
+products (mma_half.cl, wgmma_half.cl: operands rounded to bfloat16 or float16, what a
+mixed-precision policy's Dense layers may run), each product timed from OpenCL profiling events (median of single products); torch.mm
 on CUDA in fp32, in TF32 (allow_tf32, one TF32 product: what PyTorch offers for speed), and on
 bfloat16 and float16 tensors (cuBLAS's 16-bit products, what autocast runs). The error of each clnet product
 is max |C - C64| / max |C64| for standard normal operands, C64 the product in float64, beside
@@ -28,7 +28,9 @@ FORMS = {"cuda_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16},
          "tensor_cores": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1},
          "warpgroup": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "WGMMA": 1},  # Hopper only
          "bfloat16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1, "HALF": 1},
-         "float16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1, "HALF": 2}}
+         "float16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1, "HALF": 2},
+         "warpgroup_bfloat16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": 1},  # Hopper only
+         "warpgroup_float16": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": 2}}
 
 
 def clnet_products(tiles, x, w, dz, exact, repeats=10):
@@ -76,9 +78,9 @@ def main(argv=None):
     if not rt.info.tensor_cores:
         raise SystemExit(f"benchmarks.tensor_cores needs an NVIDIA GPU of compute capability 8.0 or later; "
                          f"clnet's device is {rt.info.name!r} (choose one with --device)")
-    forms = [name for name in FORMS if name != "warpgroup" or rt.info.warpgroup_products]
+    forms = [name for name in FORMS if not name.startswith("warpgroup") or rt.info.warpgroup_products]
     columns = {"cuda_cores": "cuda", "tensor_cores": "mma", "warpgroup": "wgmma", "bfloat16": "bf16",
-               "float16": "f16"}
+               "float16": "f16", "warpgroup_bfloat16": "wg.bf16", "warpgroup_float16": "wg.f16"}
     table = Table([("rows x n_in x units", "<20"), ("product", "<13")]
                   + [(columns[name], ">7.1f") for name in forms]
                   + [("torch", ">7.1f"), ("tf32", ">7.1f"), ("t.bf16", ">7.1f"), ("t.f16", ">7.1f")]

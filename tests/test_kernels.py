@@ -227,7 +227,7 @@ def test_tensor_core_form_keeps_22_bits(rt, form):
 
 
 def rounded(x: np.ndarray, half: str) -> np.ndarray:
-    """x (float32) rounded to `half` to nearest even, as mma_half.cl's cvt.rn does, in float64."""
+    """x (float32) rounded to `half` to nearest even, as the 16-bit forms' cvt.rn does, in float64."""
     if half == "float16":
         return x.astype(np.float16).astype(np.float64)
     bits = x.astype(F32).view(np.uint32)
@@ -235,20 +235,22 @@ def rounded(x: np.ndarray, half: str) -> np.ndarray:
     return bits.view(F32).astype(np.float64)
 
 
+@pytest.mark.parametrize("form", TENSOR_CORE_FORMS)
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
 @pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
                                                 (129, 17, 300, 32)])
-def test_sixteen_bit_products(rt, rng, rows, n_in, units, tk, half):
-    """The MMA form's 16-bit products (HALF, mma_half.cl): each of the three is the float64
-    product of its operands rounded to bfloat16 or float16 (to nearest even), to within float's
-    sums (1e-5 of the largest): the form rounds nothing else. A linear layer, so that the
-    weight and input gradients' dL/dz is dL/dy; at sizes of partial blocks, a depth of a partial
-    slice, split-K (1037 rows of 3 x 5) and both slice depths."""
-    skip_unless_form_runs(rt, "mma")
+def test_sixteen_bit_products(rt, rng, rows, n_in, units, tk, half, form):
+    """The tensor-core forms' 16-bit products (HALF: mma_half.cl, wgmma_half.cl): each of the
+    three is the float64 product of its operands rounded to bfloat16 or float16 (to nearest even),
+    to within float's sums (1e-5 of the largest): the form rounds nothing else. A linear layer, so
+    that the weight and input gradients' dL/dz is dL/dy; at sizes of partial blocks, a depth of a
+    partial slice, split-K (1037 rows of 3 x 5) and both slice depths (and 17 inputs by 300 units,
+    whose edges WGMMA's transposed forward and weight gradient meet the other way round)."""
+    skip_unless_form_runs(rt, form)
     x = rng.normal(size=(rows, n_in)).astype(F32)
     dy = rng.normal(size=(rows, units)).astype(F32)
     layer = dense_layer(rt, rng, n_in, units, "linear", F32, rows,
-                        tiles={**MMA_TILES, "TK": tk, "HALF": {"bfloat16": 1, "float16": 2}[half]})
+                        tiles={**TENSOR_CORE_FORMS[form], "TK": tk, "HALF": {"bfloat16": 1, "float16": 2}[half]})
     w, bias = layer.get_weights()
     xr, wr, dyr = (rounded(a, half) for a in (x, w, dy))
 
@@ -265,9 +267,9 @@ def test_sixteen_bit_products(rt, rng, rows, n_in, units, tk, half):
         1e-4 * np.abs(xr @ wr).max()
 
 
-def test_sixteen_bit_products_are_a_setting_of_the_mma_form(rt, rng):
+def test_sixteen_bit_products_are_a_setting_of_the_tensor_core_forms(rt, rng):
     with pytest.raises(ValueError, match=r"Dense 'd'.*HALF \(16-bit products: 1 bfloat16, 2 float16\) is a setting "
-                                         r"of the MMA form"):
+                                         r"of the tensor-core forms \(MMA, WGMMA\)"):
         dense_layer(rt, rng, 3, 4, "relu", F32, 2, tiles={"VW": 4, "TILE": 64, "WPT": 4, "TK": 16, "HALF": 1})
 
 

@@ -181,8 +181,9 @@ def test_a_keras_archive_saved_under_mixed_float16_loads_predicts_and_saves_its_
 
 def test_a_sixteen_bit_policy_lets_the_tuner_take_sixteen_bit_products():
     """Under a 16-bit policy a Dense layer's tuner chooses among the float32 candidates and, where
-    the tensor cores run, their MMA tiles with 16-bit operands too (HALF: 1 bfloat16, 2 float16);
-    elsewhere among the float32 ones alone, so that its tuned choices are float32's."""
+    the tensor cores run, their tensor-core tiles with 16-bit operands too (HALF: 1 bfloat16, 2
+    float16), and on Hopper the WGMMA form's 32 deep a slice; elsewhere among the float32 ones
+    alone, so that its tuned choices are float32's."""
     rt = clnet.runtime()
     plain = tile_candidates(rt, np.float32)
     for half, code in HALF_TYPES.items():
@@ -190,7 +191,8 @@ def test_a_sixteen_bit_policy_lets_the_tuner_take_sixteen_bit_products():
         assert candidates[:len(plain)] == plain
         extra = candidates[len(plain):]
         if tensor_core_form(rt, np.float32):
-            assert extra == [{**t, "HALF": code} for t in plain if t.get("MMA")] and extra
+            deeper = [{"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": code}] * rt.info.warpgroup_products
+            assert extra == [{**t, "HALF": code} for t in plain if t.get("MMA") or t.get("WGMMA")] + deeper and extra
         else:
             assert extra == []
     assert half_candidates(rt, np.float64, "bfloat16") == tile_candidates(rt, np.float64)

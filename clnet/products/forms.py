@@ -4,7 +4,8 @@ and sources a program of that form is built from.
 Three forms compute the same three products of a dense layer (z = x W + b, dL/dW with dL/db, and
 dL/dx): register blocks on a CPU, local-memory tiles on a GPU, and on NVIDIA GPUs the tiles' two
 tensor-core forms (MMA, WGMMA). A form is chosen by its tiles, a dict of defines: VW, the blocks
-(FF_RM, ...) or TILE/WPT/TK, MMA (with HALF: its 16-bit products, mma_half.cl) or WGMMA. The tuner
+(FF_RM, ...) or TILE/WPT/TK, MMA or WGMMA (either with HALF: its 16-bit products, mma_half.cl or
+wgmma_half.cl). The tuner
 (tuner.py) picks them; the plan (plan.py) launches them."""
 from __future__ import annotations
 
@@ -49,19 +50,23 @@ def tile_candidates(rt, dtype) -> list[dict]:
             for hg_t in ((0, 1) if wg == 4 else (0,))]  # the first: CLNET_TUNE=0
 
 
-# The 16-bit products of the MMA form (mma_half.cl), by the compute dtype of a mixed-precision
-# policy: HALF's value.
+# The tensor-core forms' 16-bit products (mma_half.cl, wgmma_half.cl), by the compute dtype of a
+# mixed-precision policy: HALF's value.
 HALF_TYPES = {"bfloat16": 1, "float16": 2}
 
 
 def half_candidates(rt, dtype, half: str | None) -> list[dict]:
     """The tuner's candidates where a layer's policy lets its products run in `half` ("bfloat16"
-    or "float16"; None: none): every float32 candidate, and where the tensor-core form can run,
-    its MMA tiles with 16-bit operands (HALF), which the tuner takes where they are faster."""
+    or "float16"; None: none): every float32 candidate, and where the tensor-core forms can run,
+    their tiles with 16-bit operands (HALF), which the tuner takes where they are faster; on Hopper
+    the WGMMA form 32 deep a slice too (16-bit slices take half the local memory)."""
     candidates = tile_candidates(rt, dtype)
     if half is None or not tensor_core_form(rt, dtype):
         return candidates
-    return candidates + [{**tiles, "HALF": HALF_TYPES[half]} for tiles in candidates if tiles.get("MMA")]
+    sixteen_bit = [{**tiles, "HALF": HALF_TYPES[half]} for tiles in candidates if on_tensor_cores(tiles)]
+    if rt.info.warpgroup_products:
+        sixteen_bit.append({"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": HALF_TYPES[half]})
+    return candidates + sixteen_bit
 
 
 def tensor_core_form(rt, dtype) -> bool:
@@ -91,9 +96,9 @@ def check_tensor_core_form(rt, dtype, tiles, owner: str) -> None:
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the tensor-core form (MMA), which needs float32 on an "
                          f"NVIDIA GPU of compute capability 8.0 or later; the device is {rt.info.name!r} and "
                          f"floatx is {np.dtype(dtype).name}")
-    if tiles.get("HALF") and (not tiles.get("MMA") or tiles["HALF"] not in HALF_TYPES.values()):
+    if tiles.get("HALF") and (not on_tensor_cores(tiles) or tiles["HALF"] not in HALF_TYPES.values()):
         raise ValueError(f"{owner}: tiles {tiles!r}: HALF (16-bit products: 1 bfloat16, 2 float16) is a setting of "
-                         "the MMA form")
+                         "the tensor-core forms (MMA, WGMMA)")
     if tiles.get("WGMMA") and not (tensor_cores_can_run(rt, dtype) and rt.info.warpgroup_products):
         raise ValueError(f"{owner}: tiles {tiles!r} ask for the warpgroup tensor-core form (WGMMA), which needs "
                          f"float32 on an NVIDIA GPU of compute capability 9.0 (H100, H200); the device is "
@@ -156,7 +161,7 @@ def layout(tiles: dict) -> tuple:
 
 # Every form's kernel sources: what a tuned choice among all the forms depends on.
 PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/tiles.cl", "products/tensor_cores.cl", "products/mma.cl",
-                   "products/mma_half.cl", "products/wgmma.cl", "products/gpu_tiles.cl")
+                   "products/mma_half.cl", "products/wgmma.cl", "products/wgmma_half.cl", "products/gpu_tiles.cl")
 
 
 def product_sources(tiles: dict) -> tuple[str, ...]:
@@ -165,11 +170,10 @@ def product_sources(tiles: dict) -> tuple[str, ...]:
     A tiled form pastes tiles.cl, its tensor-core files if it is one, then gpu_tiles.cl (see tiles.cl)."""
     if "TILE" not in tiles:
         return ("products/cpu_blocks.cl",)
-    if tiles.get("WGMMA"):
-        tensor_cores = ("products/tensor_cores.cl", "products/wgmma.cl")
-    elif tiles.get("MMA"):
-        half = ("products/mma_half.cl",) if tiles.get("HALF") else ()
-        tensor_cores = ("products/tensor_cores.cl", "products/mma.cl", *half)
-    else:
+    form = "wgmma" if tiles.get("WGMMA") else "mma" if tiles.get("MMA") else None
+    if form is None:
         tensor_cores = ()
+    else:  # the form's file, and its 16-bit products' after it
+        tensor_cores = ("products/tensor_cores.cl", f"products/{form}.cl",
+                        *((f"products/{form}_half.cl",) if tiles.get("HALF") else ()))
     return ("products/tiles.cl", *tensor_cores, "products/gpu_tiles.cl")

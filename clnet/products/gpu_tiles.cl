@@ -60,10 +60,8 @@ inline void fetch(const __global TYPE *P, const int ld, const int along_k, const
 }
 
 #if HALF
-// The 16-bit products' staging (mma_half.cl): each operand rounded once, as it is staged, and two
-// depths packed in one uint, L[k / 2][m], the lower depth in the lower half, as a fragment
-// register holds them, so that the slice product reads a register's pair in one 32-bit load.
-#define STAGED_PAIR(k, m) ((k) / 2 * LT + (m))
+// The 16-bit products' staging (mma_half.cl, and A's in wgmma_half.cl): each operand rounded once,
+// as it is staged, two depths a uint (STAGED_PAIR, tensor_cores.cl).
 inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int lid)
 {
     __local uint *L = (__local uint *)L4;
@@ -72,18 +70,27 @@ inline void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, cons
     for (int l = 0; l < LOADS; l++) {
         const int e = lid + l * ITEMS;
         uint low, high;
-        PACK(low, r[l].s0, r[l].s1);
-        PACK(high, r[l].s2, r[l].s3);
         if (along_k) {  // depths k .. k + 3 of row m: two pairs
             const int m = K_RUN_ROW(e), k = K_RUN_DEPTH(e);
+            PACK(low, r[l].s0, r[l].s1);
+            PACK(high, r[l].s2, r[l].s3);
             L[STAGED_PAIR(k, m)] = low;
             L[STAGED_PAIR(k + 2, m)] = high;
-        } else {  // rows m .. m + 3 at depth k: each the half of its pair that k's parity picks
+        } else {  // rows m .. m + 3 at depth k
+#ifdef M_RUN_PAIRS
+            const int k = M_RUN_DEPTH(e), odd = k % 2, m = M_RUN_ROW(e) + 2 * odd;
+            pair_depths(r[l], odd, &low, &high);
+            L[STAGED_PAIR(k, m)] = low;
+            L[STAGED_PAIR(k, m + 1)] = high;
+#else  // each the half of its pair that k's parity picks
             const int m = M_RUN_ROW(e), k = M_RUN_DEPTH(e), odd = k % 2;
+            PACK(low, r[l].s0, r[l].s1);
+            PACK(high, r[l].s2, r[l].s3);
             H[2 * STAGED_PAIR(k, m) + odd] = low & 0xffffu;
             H[2 * STAGED_PAIR(k, m + 1) + odd] = low >> 16;
             H[2 * STAGED_PAIR(k, m + 2) + odd] = high & 0xffffu;
             H[2 * STAGED_PAIR(k, m + 3) + odd] = high >> 16;
+#endif
         }
     }
 }

@@ -24,9 +24,6 @@
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                         \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 
-#ifndef HALF
-#define HALF 0
-#endif
 #if !HALF  // (mma_half.cl gives the 16-bit products' slice product)
 // c += a (16 x 8) b (8 x 8) on TF32 operands.
 #define MMA_TF32(c, a, b) MMA_SYNC("m16n8k8.row.col.f32.tf32.tf32.f32", c, a, b)

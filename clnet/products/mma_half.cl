@@ -9,17 +9,9 @@
 #if TK % 16
 #error "the 16-bit products (HALF) take 16 of depth at a time: TK a multiple of 16"
 #endif
-#if HALF == 1
-#define PACK(d, lo, hi) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo))
-#define MMA_HALF_TYPES "bf16.bf16"
-#else
-#define PACK(d, lo, hi) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo))
-#define MMA_HALF_TYPES "f16.f16"
-#endif
-
 // c (a 16 x 8 accumulator fragment) += a (16 x 16) b (16 x 8), two 16-bit values a register, the
 // lower depth in the lower half.
-#define MMA_16(c, a, b) MMA_SYNC("m16n8k16.row.col.f32." MMA_HALF_TYPES ".f32", c, a, b)
+#define MMA_16(c, a, b) MMA_SYNC("m16n8k16.row.col.f32." HALF_PTX_TYPES ".f32", c, a, b)
 
 inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[WPT][WPT])
 {

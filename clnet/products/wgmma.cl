@@ -5,8 +5,8 @@
 // a warpgroup holds its rows 16w .. + 16, and a lane, of those, rows g and g + 8 by columns 8j + 2t
 // and 8j + 2t + 1 for j < 16 (g = lane / 4, t = lane % 4): acc[h][2j + e] is row g + 8h, column
 // 8j + 2t + e.
-#if TILE != 128 || WPT != 8 || TK != 16
-#error "the warpgroup form (WGMMA) computes 128 x 128 blocks, 16 deep a slice, with 256 work-items"
+#if TILE != 128 || WPT != 8 || !(TK == 16 || HALF && TK == 32)
+#error "the warpgroup form (WGMMA) computes 128 x 128 blocks, 16 deep a slice (32 with HALF), with 256 work-items"
 #endif
 #define LOCAL_INDEX (get_local_id(1) * SIDE + get_local_id(0))
 #define ACC_ROWS 2
@@ -19,12 +19,19 @@
 // of local memory exactly; instead, row k's columns are swizzled by k % 4 (whole runs of 8, so a
 // TYPE4 stays whole), which puts a fragment's 32 reads (columns g + const, depths t + const) in
 // 32 different banks, and staging along k (neighbouring work-items, neighbouring rows) as well.
-#define LT TILE
 #define STAGED(k, m) ((k) * TILE + ((m) ^ (k) % 4 * 8))
+#if HALF
+// Along k, a row's TK depths come from TK / 4 neighbouring work-items: whole lines of 64 or 128
+// bytes of each row. (The 16-bit slices' stores are half as many; fetching rows 16 bytes apart, as
+// below, made the 16-bit forward and input gradient markedly slower: benchmarks/RESULTS.md.)
+#define K_RUN_ROW(e) ((e) / (TK / 4))
+#define K_RUN_DEPTH(e) ((e) % (TK / 4) * 4)
+#else
 // Along k, neighbouring work-items fetch neighbouring rows (a TYPE4 of 4 depths each), so that
 // staging B's 16-byte rows (and A's columns) hits distinct banks.
 #define K_RUN_ROW(e) ((e) % TILE)
 #define K_RUN_DEPTH(e) ((e) / TILE * 4)
+#endif
 // Along m, a warp's 32 work-items fetch 4 depths by 8 TYPE4s (128 bytes of each of 4 rows), not
 // 32 TYPE4s of one depth: B fetched along n (the weight gradient's x) is staged K-major one
 // element at a time (see stage), and only with 4 depths and 8 rows among a warp's stores do they
@@ -32,11 +39,27 @@
 #define M_RUN_ROW(e) ((e) / 4 % (TILE / 4) * 4)
 #define M_RUN_DEPTH(e) ((e) / TILE * 4 + (e) % 4)
 #define M_RUN_AT(m, k) ((k) / 4 * TILE + (m) / 4 * 4 + (k) % 4)  // the e of (m, k), m a multiple of 4
+#define M_RUN_PAIRS 1  // work-items e and e ^ 1, neighbouring lanes, hold the same rows at depths k and k ^ 1
 // wgmma takes float operands from local memory K-major only (B[n][k], k contiguous): the forward
 // and the weight gradient, whose B (W, delta) is contiguous along n, compute their results'
 // transposes, W^T x^T and delta^T x. The forward's B, x, is then contiguous along k; the weight
 // gradient's, x again, along n, which stage() puts K-major one element at a time.
 #define TRANSPOSED_PRODUCTS 1
+#define STAGE4 (TK * TILE / 4)  // TYPE4s of one float operand's staged slice
+#if HALF
+// The 16-bit slices (wgmma_half.cl) take half of that: A's in put()'s STAGED_PAIR layout, rows LT
+// = 8 (mod 32) uints apart, so that a fragment's 32 reads (rows g + const, depth pairs t + const)
+// fall in 32 banks (there is room: two stages of both take 33 KiB); B's in wgmma's core matrices.
+#define LT (TILE + 8)
+#define A_STAGE4 (TK / 2 * LT / 4)
+#define B_STAGE4 (STAGE4 / 2)
+#define FRAGMENTS (TK / 16 * 4)  // a work-item's A registers of a slice: 4 per 16 of depth
+#else
+#define LT TILE
+#define A_STAGE4 STAGE4
+#define B_STAGE4 (2 * STAGE4)  // B's TF32 halves, big and small
+#define FRAGMENTS (TK / 8 * 2 * 4)  // 4 per 8 of depth, big and small
+#endif
 
 // Defined in gpu_tiles.cl, pasted after this file: the staging, which follows the geometry above.
 void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int lid);
@@ -54,7 +77,43 @@ void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int l
 // (Runtime._sm90a_program, for programs built with SM90A=1) uncovers in the compiled PTX and
 // rebuilds for sm_90a.
 #define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
-#define STAGE4 (TK * TILE / 4)  // TYPE4s of one operand's staged slice
+
+// wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
+// core matrices (8 rows by 16 bytes) 2048 bytes apart along k (TILE rows of 16 bytes) and 128
+// apart along n (8 rows).
+#define SLICE_SUM(n) d[n]
+#define ACCUMULATOR(n) acc[(n) % 4 / 2][(n) / 4 * 2 + (n) % 2]
+inline ulong descriptor(const uint at)
+{
+    return (ulong)((at >> 4) & 0x3FFF) | (ulong)((TILE * 16) >> 4) << 16 | (ulong)(128 >> 4) << 32;
+}
+
+// D (64 x 128: D(n) its n-th float, 4 to each 8 columns as ROW_OWN and COL_OWN lay them out) = A
+// (64 x k, in registers a[i] .. a[i + 3]) times the slice that `b` describes, plus D unless
+// `accumulate` is 0: wgmma of `shape_and_types`, `tail` its arguments after the scales of A and B.
+// D(n) is d[n], the slice's sums, or ACCUMULATOR(n), acc's element.
+#define WARPGROUP_MMA(shape_and_types, tail, D, a, i, b, accumulate)                                \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
+                 HOPPER("wgmma.mma_async.sync.aligned." shape_and_types " "                           \
+                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
+                        "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,"   \
+                        "%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,"   \
+                        "%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1" tail ";") " }" \
+                 : "+f"(D(0)), "+f"(D(1)), "+f"(D(2)), "+f"(D(3)), "+f"(D(4)), "+f"(D(5)),          \
+                   "+f"(D(6)), "+f"(D(7)), "+f"(D(8)), "+f"(D(9)), "+f"(D(10)), "+f"(D(11)),        \
+                   "+f"(D(12)), "+f"(D(13)), "+f"(D(14)), "+f"(D(15)), "+f"(D(16)), "+f"(D(17)),    \
+                   "+f"(D(18)), "+f"(D(19)), "+f"(D(20)), "+f"(D(21)), "+f"(D(22)), "+f"(D(23)),    \
+                   "+f"(D(24)), "+f"(D(25)), "+f"(D(26)), "+f"(D(27)), "+f"(D(28)), "+f"(D(29)),    \
+                   "+f"(D(30)), "+f"(D(31)), "+f"(D(32)), "+f"(D(33)), "+f"(D(34)), "+f"(D(35)),    \
+                   "+f"(D(36)), "+f"(D(37)), "+f"(D(38)), "+f"(D(39)), "+f"(D(40)), "+f"(D(41)),    \
+                   "+f"(D(42)), "+f"(D(43)), "+f"(D(44)), "+f"(D(45)), "+f"(D(46)), "+f"(D(47)),    \
+                   "+f"(D(48)), "+f"(D(49)), "+f"(D(50)), "+f"(D(51)), "+f"(D(52)), "+f"(D(53)),    \
+                   "+f"(D(54)), "+f"(D(55)), "+f"(D(56)), "+f"(D(57)), "+f"(D(58)), "+f"(D(59)),    \
+                   "+f"(D(60)), "+f"(D(61)), "+f"(D(62)), "+f"(D(63))                                \
+                 : "r"(a[(i)]), "r"(a[(i) + 1]), "r"(a[(i) + 2]), "r"(a[(i) + 3]), "l"(b), "r"(accumulate) \
+                 : "memory")
+
+#if !HALF  // (wgmma_half.cl stages and multiplies the 16-bit slices)
 
 // Stage A's slice as As[k][m] (put) and B's as wgmma reads it, K-major "core matrices" of 8 rows
 // (n) by 16 bytes (4 depths): depths 4q .. 4q + 3 of row n at TYPE4 q * TILE + n, big then small
@@ -91,10 +150,10 @@ inline void stage(const TYPE4 ra[LOADS], const int a_along_k, const TYPE4 rb[LOA
     }
 }
 
-// The work-item's A fragments of the staged slice, split into TF32 halves: a[h][half] holds, of
+// The work-item's A fragments of the staged slice, split into TF32 halves: a[8h + 4 half ..] holds, of
 // depths 8h .. 8h + 7, (row g, depth t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of its warp's 16
 // rows, as wgmma takes A from registers.
-inline void load_fragments(__local const TYPE4 *As4, uint a[TK / 8][2][4])
+inline void load_fragments(__local const TYPE4 *As4, uint a[FRAGMENTS])
 {
     __local const TYPE *As = (__local const TYPE *)As4;
     const int row = ROW_OWN(0), t = LOCAL_INDEX % 4;
@@ -102,71 +161,51 @@ inline void load_fragments(__local const TYPE4 *As4, uint a[TK / 8][2][4])
     for (int h = 0; h < TK / 8; h++)
         #pragma unroll
         for (int r = 0; r < 4; r++)
-            split_tf32(As[STAGED(h * 8 + t + 4 * (r / 2), row + 8 * (r % 2))], &a[h][0][r], &a[h][1][r]);
+            split_tf32(As[STAGED(h * 8 + t + 4 * (r / 2), row + 8 * (r % 2))], &a[h * 8 + r], &a[h * 8 + 4 + r]);
 }
 
-// wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
-// core matrices 2048 bytes apart along k (TILE rows of 16 bytes) and 128 apart along n (8 rows).
-inline ulong descriptor(const uint at)
-{
-    return (ulong)((at >> 4) & 0x3FFF) | (ulong)((TILE * 16) >> 4) << 16 | (ulong)(128 >> 4) << 32;
-}
-
-// d (64 x 128, as ROW_OWN and COL_OWN lay it out, 4 to each 8 columns) = a (64 x 8) times the
-// slice that `b` describes, plus d unless `accumulate` is 0.
-#define WGMMA_TF32(d, a, b, accumulate)                                                               \
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
-                 HOPPER("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "                       \
-                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
-                        "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,"   \
-                        "%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,"   \
-                        "%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;") " }"       \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),          \
-                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),        \
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),    \
-                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),    \
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),    \
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),    \
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),    \
-                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),    \
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),    \
-                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),    \
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate) : "memory")
+// A (64 x 8 of TF32) times B (8 x 128 of TF32).
+#define WGMMA_TF32(D, a, i, b, accumulate) WARPGROUP_MMA("m64n128k8.f32.tf32.tf32", "", D, a, i, b, accumulate)
 
 // Start this slice's 3xTF32 product into d, summed from 0 (B's stage at Bs: big, then small).
-inline void start_slice(const uint a[TK / 8][2][4], __local const TYPE4 *Bs, TYPE d[TILE / 2])
+inline void start_slice(const uint a[FRAGMENTS], __local const TYPE4 *Bs, TYPE d[TILE / 2],
+                        TYPE acc[ACC_ROWS][ACC_COLS])
 {
     const uint big = (uint)(ulong)Bs, small = big + STAGE4 * 16;  // addresses in local memory
     asm volatile(HOPPER("wgmma.fence.sync.aligned;") ::: "memory");
     #pragma unroll
     for (int h = 0; h < TK / 8; h++) {
         const uint depth = h * 2 * TILE * 16;  // bytes: core matrices 2h and 2h + 1 along k
-        WGMMA_TF32(d, a[h][1], descriptor(big + depth), h > 0);
-        WGMMA_TF32(d, a[h][0], descriptor(small + depth), 1);
-        WGMMA_TF32(d, a[h][0], descriptor(big + depth), 1);
+        WGMMA_TF32(SLICE_SUM, a, h * 8 + 4, descriptor(big + depth), h > 0);
+        WGMMA_TF32(SLICE_SUM, a, h * 8, descriptor(small + depth), 1);
+        WGMMA_TF32(SLICE_SUM, a, h * 8, descriptor(big + depth), 1);
     }
     asm volatile(HOPPER("wgmma.commit_group.sync.aligned;") ::: "memory");
 }
+#endif
 
-// Wait for the slice's wgmmas (until then they own d and a: the empty asm keeps the compiler
-// from touching either earlier) and add d to acc in float.
-inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_ROWS][ACC_COLS])
+// Wait for the slice's wgmmas (until then they own d and a, or acc: the empty asm keeps the
+// compiler from touching them earlier) and add d to acc in float.
+inline void finish_slice(uint a[FRAGMENTS], TYPE d[TILE / 2], TYPE acc[ACC_ROWS][ACC_COLS])
 {
     asm volatile(HOPPER("wgmma.wait_group.sync.aligned 0;") ::: "memory");
     #pragma unroll
+    for (int i = 0; i < FRAGMENTS; i++)
+        asm volatile("" : "+r"(a[i]) :: "memory");
+#if HALF  // (the 16-bit products sum into acc itself: see wgmma_half.cl)
+    #pragma unroll
+    for (int i = 0; i < TILE / 2; i++)
+        asm volatile("" : "+f"(ACCUMULATOR(i)) :: "memory");
+#else
+    #pragma unroll
     for (int i = 0; i < TILE / 2; i++)
         asm volatile("" : "+f"(d[i]) :: "memory");
-    #pragma unroll
-    for (int h = 0; h < TK / 8; h++)
-        #pragma unroll
-        for (int r = 0; r < 4; r++)
-            asm volatile("" : "+r"(a[h][0][r]), "+r"(a[h][1][r]) :: "memory");
     #pragma unroll
     for (int j = 0; j < TILE / 8; j++)
         #pragma unroll
         for (int r = 0; r < 4; r++)
             acc[r / 2][2 * j + r % 2] += d[4 * j + r];
+#endif
 }
 
 // Stores to local memory made visible to the tensor cores' reads (the async proxy), then a barrier.
@@ -174,8 +213,7 @@ inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_RO
     asm volatile(HOPPER("fence.proxy.async.shared::cta;") ::: "memory");     \
     barrier(CLK_LOCAL_MEM_FENCE)
 
-// The K loop (TILED_LOOP's contract): As holds two stages of A's slice, Bs two of B's (big and
-// small each).
+// The K loop (TILED_LOOP's contract): As holds two stages of A's slice, Bs two of B's.
 #define TILED_LOOP(first, end, a_along_k, b_along_k)                                                    \
     FETCH_A(first);                                                                                     \
     FETCH_B(first);                                                                                     \
@@ -187,13 +225,13 @@ inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_RO
     }                                                                                                   \
     STAGED_BARRIER();                                                                                   \
     for (int k0 = (first), st = 0; k0 < (end); k0 += TK, st ^= 1) {                                     \
-        uint a[TK / 8][2][4];                                                                           \
+        uint a[FRAGMENTS];                                                                              \
         TYPE d[TILE / 2];                                                                               \
-        load_fragments(As + st * STAGE4, a);                                                            \
-        start_slice(a, Bs + st * 2 * STAGE4, d);                                                        \
+        load_fragments(As + st * A_STAGE4, a);                                                          \
+        start_slice(a, Bs + st * B_STAGE4, d, acc);                                                     \
         if (k0 + TK < (end)) {                                                                          \
             PREPARE_SLICES(k0 + TK);                                                                    \
-            stage(ra, a_along_k, rb, b_along_k, As + (st ^ 1) * STAGE4, Bs + (st ^ 1) * 2 * STAGE4, lid); \
+            stage(ra, a_along_k, rb, b_along_k, As + (st ^ 1) * A_STAGE4, Bs + (st ^ 1) * B_STAGE4, lid); \
         }                                                                                               \
         if (k0 + 2 * TK < (end)) {                                                                      \
             FETCH_A(k0 + 2 * TK);                                                                       \
@@ -204,7 +242,7 @@ inline void finish_slice(uint a[TK / 8][2][4], TYPE d[TILE / 2], TYPE acc[ACC_RO
     }
 
 #define TILED_BEGIN                                                      \
-    __local TYPE4 As[2 * STAGE4], Bs[4 * STAGE4];  /* 48 KiB */           \
+    __local TYPE4 As[2 * A_STAGE4], Bs[2 * B_STAGE4];                    \
     TYPE acc[ACC_ROWS][ACC_COLS];                                        \
     for (int i = 0; i < ACC_ROWS; i++)                                   \
         for (int j = 0; j < ACC_COLS; j++)                               \
