@@ -10,7 +10,7 @@ clnet computes a model in one float type, its `floatx` (by default the global po
 floatx_of); a layer given a `dtype=` of float32 or float64 variables must agree with its model's.
 A policy of 16-bit computations is taken as Keras's (names, configs, checkpoints and Keras archives
 keep it), but clnet's only 16-bit kernels are the Dense layers' matrix products on NVIDIA's tensor
-cores (products/mma_half.cl: operands rounded to 16 bits, float sums, taken where the tuner
+cores (products/mma_half.cl, wgmma_half.cl: operands rounded to 16 bits, float sums, taken where the tuner
 measures them faster); everything else computes in float32, and a model of such layers warns once,
 with a PrecisionFallbackWarning, when it is built."""
 from __future__ import annotations

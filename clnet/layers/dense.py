@@ -71,7 +71,7 @@ class Dense(Layer):
         self.positions = int(np.prod(self.input_shape[:-1]))
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"Dense {self.name!r}")
         # A mixed-precision policy lets the products run in its 16 bits (where the tuner finds
-        # them faster: see products/mma_half.cl); everything else stays in float.
+        # them faster: see products/mma_half.cl, wgmma_half.cl); everything else stays in float.
         compute = self.dtype_policy.compute_dtype
         self.half = compute if compute in HALF_TYPES and self.dtype == np.float32 else None
         # The weights' layout is fixed here; the blocks or tiles, which may differ with the batch
