@@ -23,6 +23,54 @@ KERAS_POLICIES = {"float32": ("float32", "float32"), "float64": ("float64", "flo
                   "mixed_float16": ("float16", "float32"), "mixed_bfloat16": ("bfloat16", "float32"),
                   "float16": ("float16", "float16"), "bfloat16": ("bfloat16", "bfloat16")}
 
+# The tensor-core forms' tiles, whose 16-bit products (HALF) the training tests fix.
+TENSOR_CORE_TILES = {"mma": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1},
+                     "wgmma": {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1}}
+
+
+def skip_unless_sixteen_bit_products(form: str) -> None:
+    rt = clnet.runtime()
+    if not tensor_core_form(rt, np.float32):
+        pytest.skip(f"the 16-bit products run on NVIDIA's tensor cores, not {rt.info.name!r}")
+    if form == "wgmma" and not rt.info.warpgroup_products:
+        pytest.skip(f"the WGMMA form runs on NVIDIA GPUs of compute capability 9.0, not {rt.info.name!r}")
+
+
+def fix_sixteen_bit_tiles(monkeypatch, form: str) -> None:
+    """The Dense tuner replaced: a layer whose policy lets its products run in 16 bits takes the
+    form's 16-bit tiles (the tuner takes them where they are faster), any other its tuned ones."""
+    from clnet.products import tuner
+    tuned = tuner.matrix_tiles
+
+    def sixteen_bit_tiles(rt, dtype, n_in, units, rows=None, half=None):
+        if half is None:
+            return tuned(rt, dtype, n_in, units, rows)
+        return {**TENSOR_CORE_TILES[form], "HALF": HALF_TYPES[half]}
+
+    monkeypatch.setattr(tuner, "matrix_tiles", sixteen_bit_tiles)
+
+
+def trained_in_both(build, learning_rate, fit, evaluate) -> dict:
+    """{policy: validation loss} of the model `build()` makes under "float32" and under
+    "mixed_bfloat16", each compiled with Adam(learning_rate), fitted (`fit(model)`) and evaluated
+    (`evaluate(model)`) alike; and
+    that the bfloat16 model's Dense products ran in bfloat16, the float32 one's in float."""
+    losses = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        mixed_precision.set_global_policy(policy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
+            model = build()
+        model.compile(clnet.optimizers.Adam(learning_rate), "sparse_categorical_crossentropy")
+        fit(model)
+        losses[policy] = evaluate(model)
+        denses = [d for layer in model.layers for d in
+                  ((*layer._projection_layers(), layer.output_dense) if isinstance(layer, MultiHeadAttention)
+                   else (layer,) if isinstance(layer, Dense) else ())]
+        assert denses and all(d.tiles.get("HALF") == (1 if policy != "float32" else None) for d in denses)
+    assert losses["mixed_bfloat16"] != losses["float32"]  # (bfloat16's products, not float's)
+    return losses
+
 
 @pytest.mark.parametrize("name", sorted(KERAS_POLICIES))
 def test_a_policy_has_keras_s_dtypes_and_config(name):
@@ -203,29 +251,42 @@ def test_a_sixteen_bit_policy_lets_the_tuner_take_sixteen_bit_products():
     assert layer.half == "float16"
 
 
-def test_bfloat16_products_train_within_2_percent_of_float32():
-    """A model under "mixed_bfloat16" whose Dense products run in bfloat16 (the MMA form's 16-bit
-    tiles, fixed here: the tuner takes them where they are faster) trains to a validation loss
-    within 2% of the same model's in float32. Needs NVIDIA's tensor cores (elsewhere the policy
-    computes float32's numbers exactly: test_sixteen_bit_policies_train_as_float32...)."""
-    if not tensor_core_form(clnet.runtime(), np.float32):
-        pytest.skip(f"the 16-bit products run on NVIDIA's tensor cores, not {clnet.runtime().info.name!r}")
+@pytest.mark.parametrize("form", TENSOR_CORE_TILES)
+def test_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
+    """An MLP under "mixed_bfloat16" whose Dense products run in bfloat16 (each tensor-core form's
+    16-bit tiles, fixed here) trains to a validation loss within 2% of the same model's in
+    float32. Needs NVIDIA's tensor cores (elsewhere the policy computes float32's numbers exactly:
+    test_sixteen_bit_policies_train_as_float32...)."""
+    skip_unless_sixteen_bit_products(form)
+    fix_sixteen_bit_tiles(monkeypatch, form)
     rng = np.random.default_rng(7)
     x = rng.normal(size=(12288, 256)).astype(np.float32)
     y = (np.tanh(x @ rng.normal(0, 0.1, (256, 64))) @ rng.normal(0, 1, (64, 10))).argmax(1)
-    tiles = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}
-    losses = {}
-    for policy, half in (("float32", {}), ("mixed_bfloat16", {"HALF": HALF_TYPES["bfloat16"]})):
-        mixed_precision.set_global_policy(policy)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
-            model = clnet.Sequential([Input((256,)), Dense(1024, activation="relu", tiles={**tiles, **half}),
-                                      Dense(1024, activation="relu", tiles={**tiles, **half}),
-                                      Dense(10, activation="softmax")], seed=7)
-        model.compile(clnet.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
-        model.fit(x[:10240], y[:10240], batch_size=1024, epochs=4, verbose=0)
-        losses[policy] = model.evaluate(x[10240:], y[10240:], batch_size=1024, verbose=0)
-    assert losses["mixed_bfloat16"] != losses["float32"]  # (bfloat16's products, not float's)
+    losses = trained_in_both(
+        lambda: clnet.Sequential([Input((256,)), Dense(1024, activation="relu"), Dense(1024, activation="relu"),
+                                  Dense(10, activation="softmax")], seed=7), 1e-3,
+        lambda model: model.fit(x[:10240], y[:10240], batch_size=1024, epochs=4, verbose=0),
+        lambda model: model.evaluate(x[10240:], y[10240:], batch_size=1024, verbose=0))
+    assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
+
+
+@pytest.mark.parametrize("form", TENSOR_CORE_TILES)
+def test_a_cnn_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
+    """The Fashion-MNIST CNN of examples/fashion_mnist_cnn.py (without its Dropout) under
+    "mixed_bfloat16", its Dense products in each tensor-core form's bfloat16 tiles (its
+    convolutions have no 16-bit form and compute in float32), trains on 12,000 real images to a
+    validation loss within 2% of the same model's in float32. Needs NVIDIA's tensor cores."""
+    skip_unless_sixteen_bit_products(form)
+    fix_sixteen_bit_tiles(monkeypatch, form)
+    from clnet.layers import Conv2D, Flatten, MaxPooling2D
+    (x, y), (x_test, y_test) = clnet.datasets.fashion_mnist.load_data()
+    x, x_test = (images.reshape(-1, 28, 28, 1).astype(np.float32) / 255 for images in (x, x_test))
+    losses = trained_in_both(
+        lambda: clnet.Sequential([Input((28, 28, 1)), Conv2D(32, 3, activation="relu"), MaxPooling2D(),
+                                  Conv2D(64, 3, activation="relu"), MaxPooling2D(), Flatten(),
+                                  Dense(128, activation="relu"), Dense(10, activation="softmax")], seed=2), 1e-3,
+        lambda model: model.fit(x[:12000], y[:12000], batch_size=128, epochs=2, verbose=0),
+        lambda model: model.evaluate(x_test[:2000], y_test[:2000], batch_size=500, verbose=0))
     assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
 
 
@@ -264,23 +325,17 @@ def test_compile_wraps_a_mixed_float16_model_s_optimizer_in_loss_scaling_as_kera
     assert type(other.optimizer) is clnet.optimizers.SGD
 
 
-def test_a_gpt_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch):
+@pytest.mark.parametrize("form", TENSOR_CORE_TILES)
+def test_a_gpt_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     """examples/tiny_gpt.py's model (2 blocks, d 128, context 32) under "mixed_bfloat16" with every
-    Dense product (attention's projections included) in the MMA form's bfloat16 tiles (the tuner
-    replaced by them here, as it takes them where faster) trains, on text from a peaked Markov chain,
-    to a validation loss within 2% of the same model's in float32. Needs NVIDIA's tensor cores."""
-    if not tensor_core_form(clnet.runtime(), np.float32):
-        pytest.skip(f"the 16-bit products run on NVIDIA's tensor cores, not {clnet.runtime().info.name!r}")
+    Dense product (attention's projections included) in each tensor-core form's bfloat16 tiles
+    (fixed here) trains, on text from a peaked Markov chain, to a validation loss within 2% of the
+    same model's in float32. Needs NVIDIA's tensor cores."""
+    skip_unless_sixteen_bit_products(form)
+    fix_sixteen_bit_tiles(monkeypatch, form)
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     import tiny_gpt
-    from clnet.products import tuner
-    tiles = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1}
-
-    def mma_tiles(rt, dtype, n_in, units, rows=None, half=None):
-        return {**tiles, **({"HALF": HALF_TYPES[half]} if half else {})}
-
-    monkeypatch.setattr(tuner, "matrix_tiles", mma_tiles)
     rng = np.random.default_rng(3)
     chain = rng.dirichlet(np.full(16, 0.2), 16)  # each token's next-token probabilities, peaked
     tokens = [0]
@@ -288,18 +343,8 @@ def test_a_gpt_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch
         tokens.append(rng.choice(16, p=chain[tokens[-1]]))
     windows = np.lib.stride_tricks.sliding_window_view(np.array(tokens), 33)[::33]
     x, y = windows[:, :32].astype(np.float32), windows[:, 1:]
-    losses = {}
-    for policy in ("float32", "mixed_bfloat16"):
-        mixed_precision.set_global_policy(policy)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
-            model = tiny_gpt.build_model(16, 32, 128, 4, 2, seed=5)
-        model.compile(clnet.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
-        model.fit(x[:1024], y[:1024], batch_size=64, epochs=3, verbose=0)
-        losses[policy] = model.evaluate(x[1024:], y[1024:], batch_size=64, verbose=0)
-        denses = [d for layer in model.layers for d in
-                  ((*layer._projection_layers(), layer.output_dense) if isinstance(layer, MultiHeadAttention)
-                   else (layer,) if isinstance(layer, Dense) else ())]
-        assert len(denses) >= 9 and all(d.tiles.get("HALF") == (1 if policy != "float32" else None) for d in denses)
-    assert losses["mixed_bfloat16"] != losses["float32"]
+    losses = trained_in_both(
+        lambda: tiny_gpt.build_model(16, 32, 128, 4, 2, seed=5), 3e-3,
+        lambda model: model.fit(x[:1024], y[:1024], batch_size=64, epochs=3, verbose=0),
+        lambda model: model.evaluate(x[1024:], y[1024:], batch_size=64, verbose=0))
     assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
