@@ -1,10 +1,10 @@
 // The tiled products' WGMMA form (pasted after tiles.cl and tensor_cores.cl, before gpu_tiles.cl):
 // its tile geometry, then its slice product and K loop.
 // WGMMA: Hopper's warpgroup products (see slice_product below). Each of the two warpgroups (128
-// work-items) computes 64 rows of the block by all its 128 columns with wgmma.m64n128k8: warp w of
-// a warpgroup holds its rows 16w .. + 16, and a lane, of those, rows g and g + 8 by columns 8j + 2t
-// and 8j + 2t + 1 for j < 16 (g = lane / 4, t = lane % 4): acc[h][2j + e] is row g + 8h, column
-// 8j + 2t + e.
+// work-items) computes 64 rows of the block by all its 128 columns with wgmma.m64n128k8 (k16 in 16
+// bits, HALF: wgmma_half.cl): warp w of a warpgroup holds its rows 16w .. + 16, and a lane, of
+// those, rows g and g + 8 by columns 8j + 2t and 8j + 2t + 1 for j < 16 (g = lane / 4, t = lane %
+// 4): acc[h][2j + e] is row g + 8h, column 8j + 2t + e.
 #if TILE != 128 || WPT != 8 || !(TK == 16 || HALF && TK == 32)
 #error "the warpgroup form (WGMMA) computes 128 x 128 blocks, 16 deep a slice (32 with HALF), with 256 work-items"
 #endif
@@ -81,8 +81,6 @@ void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int l
 // wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
 // core matrices (8 rows by 16 bytes) 2048 bytes apart along k (TILE rows of 16 bytes) and 128
 // apart along n (8 rows).
-#define SLICE_SUM(n) d[n]
-#define ACCUMULATOR(n) acc[(n) % 4 / 2][(n) / 4 * 2 + (n) % 2]
 inline ulong descriptor(const uint at)
 {
     return (ulong)((at >> 4) & 0x3FFF) | (ulong)((TILE * 16) >> 4) << 16 | (ulong)(128 >> 4) << 32;
@@ -92,6 +90,8 @@ inline ulong descriptor(const uint at)
 // (64 x k, in registers a[i] .. a[i + 3]) times the slice that `b` describes, plus D unless
 // `accumulate` is 0: wgmma of `shape_and_types`, `tail` its arguments after the scales of A and B.
 // D(n) is d[n], the slice's sums, or ACCUMULATOR(n), acc's element.
+#define SLICE_SUM(n) d[n]
+#define ACCUMULATOR(n) acc[(n) % 4 / 2][(n) / 4 * 2 + (n) % 2]
 #define WARPGROUP_MMA(shape_and_types, tail, D, a, i, b, accumulate)                                \
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
                  HOPPER("wgmma.mma_async.sync.aligned." shape_and_types " "                           \
