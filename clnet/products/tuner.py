@@ -41,7 +41,7 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None, half
     weight layout (vector width, and panels or tiles); a layer takes the choice made at the size
     nearest its own, in log scale (without `rows`, the batch, while its weights are laid out).
     `half` ("bfloat16", "float16"): the layer's policy lets its products run in 16 bits, so the
-    16-bit MMA tiles are candidates too (half_candidates), tuned once more per device.
+    16-bit tensor-core tiles are candidates too (half_candidates), tuned once more per device.
     """
     candidates = half_candidates(rt, dtype, half)
     # Keyed by everything the choice depends on: the kernels' text (common.cl included), the
