@@ -1,7 +1,8 @@
 """Data-parallel training of the Fashion-MNIST MLP (784-256-128-10, Adam, float32, global batch 128
-by default): samples per second on one device, on two devices of one process (clnet.distribute.DataParallel over
-two PoCL pthread devices) and on two MPI ranks (MPIDataParallel, mpirun -np 2 on 127.0.0.1), against
-PyTorch's DistributedDataParallel (gloo) with one and two processes; the communication share of a
+by default): samples per second on one device, on N devices of one process (clnet.distribute.DataParallel over
+N PoCL pthread devices, or GPUs) and on N MPI ranks (MPIDataParallel, mpirun -np N on 127.0.0.1: the
+ranks sum in shared memory, `mpi`, or by MPI's all-reduce, `mpi-flat`), against PyTorch's
+DistributedDataParallel (gloo, or NCCL) with one and N processes (--ranks N, 2 by default); the communication share of a
 step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
 of the step time on N GPUs from the measured compute and a stated all-reduce bandwidth.
 
@@ -15,6 +16,8 @@ of the step time on N GPUs from the measured compute and a stated all-reduce ban
                                                         # reduction's cost, where one GPU is at hand
     python -m benchmarks.data_parallel --gpu --model wide --batch 8192 --reduction devices --configs dp
                                                         # one configuration beside clnet's one device
+    python -m benchmarks.data_parallel --gpu --ranks 4 --model wide --batch 32768 --samples 131072
+                                                        # four GPUs
 
 Models (--model): the README's MLP (784-256-128-10), `wide` (4096-4096-4096-10 on random inputs of
 4096 features) and the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10).
@@ -47,7 +50,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 
 WIDE = 4096  # the wide MLP's inputs and hidden units
-CONFIGS = ("single", "dp", "mpi", "torch", "torch-ddp")
+CONFIGS = ("single", "dp", "mpi", "mpi-flat", "torch", "torch-ddp")
 
 
 def data(samples: int, model: str = "mlp"):
@@ -92,15 +95,17 @@ def run_clnet(kind: str, args) -> dict:
     import clnet
 
     x, y = data(args.samples, args.model)
-    if kind == "mpi" and args.gpu and not args.one_device:  # one GPU per rank
+    if kind.startswith("mpi") and args.gpu and not args.one_device:  # one GPU per rank
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
-    devices = [0, 1]
-    if args.one_device:  # the first device twice, each replica with a context of its own
+    devices = list(range(args.ranks))
+    if args.one_device:  # the first device N times, each replica with a context of its own
         info = clnet.runtime().info
-        devices = [info, dataclasses.replace(info, index=info.index + 100)]
+        devices = [dataclasses.replace(info, index=info.index + 100 * i) for i in range(args.ranks)]
     strategy = {"single": lambda: None,
                 "dp": lambda: clnet.distribute.DataParallel(devices=devices, reduction=args.reduction),
-                "mpi": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb)}[kind]()
+                "mpi": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb),
+                "mpi-flat": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb,
+                                                                     hierarchical=False)}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = clnet_model(args.model)
         model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
@@ -249,10 +254,12 @@ def main(argv=None):
                         help="all-reduce bandwidth in bytes/s for the N-GPU model (default: PCIe 4.0 x16)")
     parser.add_argument("--gpu-steps", help="JSON of one GPU's step time by batch (benchmarks/results/"
                         "h100-mlp-step-by-batch.json) for the N-GPU model")
-    parser.add_argument("--run", choices=["single", "dp", "mpi", "torch", "torch-ddp"],
+    parser.add_argument("--run", choices=CONFIGS,
                         help="run one configuration in this process (mpi: under mpirun) and print its JSON")
     parser.add_argument("--model", choices=["mlp", "wide", "cnn"], default="mlp")
-    parser.add_argument("--gpu", action="store_true", help="the first two OpenCL devices (two GPUs) and CUDA")
+    parser.add_argument("--gpu", action="store_true", help="the first N OpenCL devices (GPUs) and CUDA")
+    parser.add_argument("--ranks", type=int, choices=[2, 4, 8], default=2,
+                        help="N: DataParallel's devices, MPI's ranks and DDP's processes")
     parser.add_argument("--reduction", choices=["host", "devices"], default="host",
                         help="DataParallel's reduction (clnet.distribute.DataParallel)")
     parser.add_argument("--one-device", action="store_true",
@@ -273,32 +280,38 @@ def main(argv=None):
             print(json.dumps(result), flush=True)
         return
     common = ["--epochs", str(args.epochs), "--samples", str(args.samples), "--batch", str(args.batch),
+              "--ranks", str(args.ranks),
               "--model", args.model, "--reduction", args.reduction, *(["--gpu"] if args.gpu else []),
               *(["--one-device"] if args.one_device else []),
               *(["--bucket-mb", str(args.bucket_mb)] if args.bucket_mb else [])]
     # Every clnet configuration on pip's PoCL (the README's default device), each replica one core;
     # with --gpu on the first GPU, the first two, or one each.
-    one, two = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"},
-                                                             {"POCL_DEVICES": "pthread pthread", **ONE_CORE})
-    mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"]
+    n = args.ranks
+    pthreads = {"POCL_DEVICES": " ".join(["pthread"] * n), **ONE_CORE}
+    one, several = ({"CLNET_DEVICE": "0"}, {}) if args.gpu else ({"CLNET_DEVICE": "pthread"}, pthreads)
+    # (--bind-to none: a rank's threads that sum in shared memory may use the host's other cores)
+    mpirun = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n),
+              "--host", f"127.0.0.1:{n}"]
     if args.one_device:
-        two = one
+        several = one
+    ranks_env = {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)}
     runs = {"single": lambda: child(["--run", "single", *common], one),
-            "dp": lambda: child(["--run", "dp", *common], two),
-            "mpi": lambda: child(["--run", "mpi", *common], {**one, **MPI_ENV, **({} if args.gpu else ONE_CORE)},
-                                 mpirun),
+            "dp": lambda: child(["--run", "dp", *common], several),
+            "mpi": lambda: child(["--run", "mpi", *common], ranks_env, mpirun),
+            "mpi-flat": lambda: child(["--run", "mpi-flat", *common], ranks_env, mpirun),
             "torch": lambda: child(["--run", "torch", *common], {}),
             "torch-ddp": lambda: child(["--run", "torch-ddp", *common],
-                                       {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}, processes=2)}
+                                       {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}, processes=n)}
     if args.one_device:  # NCCL takes one GPU per process
         del runs["torch-ddp"]
     results = [runs[name]() for name in runs if name == "single" or name in args.configs]
     base = {r["framework"]: r["samples_per_second"] for r in results if r["replicas"] == 1}
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
     devices = ("GPUs" if args.gpu else "PoCL devices") if not args.one_device else "replicas on 1 device"
-    labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, 2 {devices}",
-              "mpi": "clnet MPIDataParallel, 2 ranks", "torch": "PyTorch, 1 process",
-              "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), 2 processes"}
+    labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, {n} {devices}",
+              "mpi": f"clnet MPIDataParallel, {n} ranks", "mpi-flat": "  the same, MPI's all-reduce",
+              "torch": "PyTorch, 1 process",
+              "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), {n} processes"}
     for r in results:
         comm = ""
         if r["framework"] == "clnet" and r["replicas"] > 1:
@@ -316,6 +329,7 @@ def main(argv=None):
           f"{fixed:.2f} ms/step of host work not:")
     show(model)
     result = {"benchmark": "data_parallel", "model": args.model, "gpu": args.gpu, "reduction": args.reduction,
+              "ranks": n,
               "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
               "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
               "model_efficient_up_to": efficient_up_to(model)}

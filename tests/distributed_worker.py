@@ -8,6 +8,8 @@ train:   20 float64 steps of the test model under MPIDataParallel, shuffled or n
 dp, dp-shuffled, dp-uneven: the same 20 steps under DataParallel in one process (no MPI).
 dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidirectional GRU on the
          decoder's outputs) under DataParallel and on one device; writes both runs' weights.
+shared-sum: SharedSum alone on 4 ranks as 2 hosts of 2 (split by rank, as Split_type would split
+         2 machines), pieces of awkward sizes, 3 threads; each rank writes what it summed.
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
 """
@@ -32,6 +34,26 @@ def data():
 
 def make(seed=3):
     return clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dense(3)], floatx="float64", seed=seed)
+
+
+def shared_sum(out: str) -> None:
+    """Rank r's array is rng(r)'s normals, weighted by 0.1·(r + 1); every piece is summed in turn."""
+    from mpi4py import MPI
+
+    from clnet.distribute.shared_sum import SharedSum
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    host, local = divmod(rank, 2)
+    node, cross = comm.Split(host, rank), comm.Split(local, rank)
+    size = 70001
+    summer = SharedSum(MPI, node, cross, size, np.float64, threads=3)
+    array = np.random.default_rng(rank).normal(size=size)
+    weights = [0.1 * (host * 2 + k + 1) for k in range(2)]
+    started = [summer.sum(array, start, end, weights) for start, end in [(0, 1), (1, 3), (3, 40000), (40000, size)]]
+    for future in [future for futures in started for future in futures] + summer.end_step():
+        future.result()
+    summer.close()
+    np.save(os.path.join(out, f"sum-{rank}.npy"), array)
 
 
 def data_parallel(mode: str, out: str) -> None:
@@ -89,12 +111,17 @@ def main(mode: str, out: str) -> None:
         return recurrent_states(out)
     if mode.startswith("dp"):
         return data_parallel(mode, out)
+    if mode == "shared-sum":
+        return shared_sum(out)
     x, y = data()
     if os.environ.get("WORKER_DEVICE") == "local-rank":  # one device per rank (two GPUs, test_distribute.py)
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
-    # STRATEGY_OPTIONS: MPIDataParallel's other arguments as JSON (bucket_mb, compression).
+    # STRATEGY_OPTIONS: MPIDataParallel's other arguments as JSON (bucket_mb, hierarchical);
+    # RANK_1_OPTIONS: rank 1's instead.
+    from mpi4py import MPI
+    options = os.environ.get("RANK_1_OPTIONS") if MPI.COMM_WORLD.Get_rank() == 1 else None
     strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")),
-                                                **json.loads(os.environ.get("STRATEGY_OPTIONS", "{}")))
+                                                **json.loads(options or os.environ.get("STRATEGY_OPTIONS", "{}")))
     if mode in ("stuck", "dies"):
         class Stop(clnet.callbacks.Callback):
             def on_batch_begin(self, batch, logs=None):
@@ -122,7 +149,8 @@ def main(mode: str, out: str) -> None:
                         callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
     if strategy.chief:
         np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])
-    np.savez(os.path.join(out, f"weights-{strategy.rank}.npz"), *model.get_weights(), pieces=len(strategy.pieces))
+    np.savez(os.path.join(out, f"weights-{strategy.rank}.npz"), *model.get_weights(), pieces=len(strategy.pieces),
+             shared=strategy.shared is not None)
     strategy.comm.Barrier()
     with strategy.scope():  # every rank resumes from the checkpoint rank 0 wrote
         resumed = clnet.load_model(checkpoint)

@@ -496,8 +496,8 @@ def test_mpi_data_parallel_without_mpi4py_says_what_to_install(monkeypatch):
         clnet.distribute.MPIDataParallel()
 
 
-def mpirun(*args, timeout=600, **env) -> subprocess.CompletedProcess:
-    """Two ranks of distributed_worker.py on this machine, by the MPI there: Open MPI's `mpirun`
+def mpirun(*args, timeout=600, ranks=2, **env) -> subprocess.CompletedProcess:
+    """`ranks` ranks of distributed_worker.py on this machine, by the MPI there: Open MPI's `mpirun`
     (Debian's, CI's) with its local-only options, else `mpiexec -n 2` (MPICH, Intel MPI, Microsoft
     MPI on Windows)."""
     launcher = shutil.which("mpirun") or shutil.which("mpiexec")
@@ -507,8 +507,8 @@ def mpirun(*args, timeout=600, **env) -> subprocess.CompletedProcess:
     env = {**os.environ, "CLNET_QUIET": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo",
            **({"WORKER_DEVICE": "local-rank"} if OWN_DEVICES else {}), **env}
-    ranks = ["--oversubscribe", "-np", "2", "--host", "127.0.0.1:2"] if open_mpi else ["-n", "2"]
-    return subprocess.run([launcher, *ranks, sys.executable, WORKER, *args], env=env, capture_output=True, text=True,
+    options = ["--oversubscribe", "-np", str(ranks), "--host", f"127.0.0.1:{ranks}"] if open_mpi else ["-n", str(ranks)]
+    return subprocess.run([launcher, *options, sys.executable, WORKER, *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -528,6 +528,35 @@ def test_mpi_two_ranks_equal_single_device_training(shuffle, tmp_path):
     one = clnet.load_model(tmp_path / "checkpoint.h5")
     one.fit(*data(), epochs=5, initial_epoch=one.epoch, shuffle=shuffle, **STEPS_ARGS)
     assert_weights(reference.get_weights(), {f"arr_{i}": w for i, w in enumerate(one.get_weights())})
+
+
+def test_mpi_ranks_of_one_host_sum_in_shared_memory_or_by_mpi_alike(tmp_path):
+    """By default the two ranks (one host) sum through the shared window; hierarchical=False by
+    MPI's all-reduce, also where only one rank says so (no hang): all train as one device does."""
+    reference = single_device(4, False).get_weights()
+    for hierarchical, rank_1 in ((True, True), (False, False), (True, False)):
+        out = tmp_path / f"{hierarchical}-{rank_1}"
+        out.mkdir()
+        run = mpirun("train", str(out), STRATEGY_OPTIONS=json.dumps({"hierarchical": hierarchical}),
+                     RANK_1_OPTIONS=json.dumps({"hierarchical": rank_1}), timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        for rank in (0, 1):
+            assert bool(np.load(out / f"weights-{rank}.npz")["shared"]) is (hierarchical and rank_1)
+        assert_weights(reference, np.load(out / "weights.npz"))
+
+
+def test_shared_sum_over_two_hosts_of_two_ranks(tmp_path):
+    """SharedSum on 4 ranks taken as 2 hosts of 2: each host sums its ranks' weighted pieces in
+    shared memory (3 threads), the hosts' slices are all-reduced across; pieces of 1, 2 and
+    uneven sizes (slices of none). Every rank holds the same numbers, numpy's sum to rounding."""
+    run = mpirun("shared-sum", str(tmp_path), ranks=4)
+    assert run.returncode == 0, run.stdout + run.stderr
+    arrays = [np.random.default_rng(rank).normal(size=70001) for rank in range(4)]
+    expected = sum(0.1 * (rank + 1) * array for rank, array in enumerate(arrays))
+    sums = [np.load(tmp_path / f"sum-{rank}.npy") for rank in range(4)]
+    np.testing.assert_allclose(sums[0], expected, rtol=1e-13, atol=1e-15)
+    for rank in (1, 2, 3):
+        np.testing.assert_array_equal(sums[rank], sums[0])
 
 
 def test_mpi_smaller_buckets_cut_the_gradients_finer_and_sum_them_exactly(tmp_path):
@@ -553,6 +582,12 @@ def test_mpi_bad_arguments(kwargs, message):
     pytest.importorskip("mpi4py")
     with pytest.raises(ValueError, match="MPIDataParallel " + message):
         clnet.distribute.MPIDataParallel(**kwargs)
+
+
+def test_mpi_hierarchical_must_be_a_bool():
+    pytest.importorskip("mpi4py")
+    with pytest.raises(TypeError, match="MPIDataParallel hierarchical must be True or False, got 'yes'"):
+        clnet.distribute.MPIDataParallel(hierarchical="yes")
 
 
 def test_mpi_a_stuck_rank_makes_the_others_fail_not_hang(tmp_path):

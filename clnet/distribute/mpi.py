@@ -2,14 +2,16 @@
 
 Every rank runs the same script on the same arrays; each gathers only its shard of every batch
 (the epoch's order comes from the seed, the same on every rank), and the flat gradient array is
-all-reduced once per step through mpi4py's buffer interface, in place, in pieces that start as
-the backward pass writes them (base.PieceReads), each while the next comes down. Every collective
-is waited for with a deadline (a non-blocking one polled; the gradient pieces' blocking all-reduces
+summed once per step, in place, in pieces that start as the backward pass writes them
+(base.PieceReads), each while the next comes down: through the host's shared memory among the
+ranks of one host (shared_sum.py), by MPI's all-reduce between hosts. Every collective
+is waited for with a deadline (a non-blocking one polled; the gradient pieces' blocking sums
 run on a thread of their own, whose results the main thread awaits): a rank that died or stopped
 makes the others raise CollectiveTimeout instead of waiting forever, and an uncaught error on any rank aborts the whole
 job (MPI_Abort, as `python -m mpi4py` does), so that no rank is left waiting at the next one."""
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -23,8 +25,12 @@ from pyopencl import command_execution_status, wait_for_events
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..data import ArrayFeed
 from .base import PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces
+from .shared_sum import SharedSum
 
 COMPLETE = command_execution_status.COMPLETE
+# At most this many threads a rank sum in shared memory: on the two-H200 host more ran slower
+# (benchmarks/RESULTS.md, MPI ranks in shared memory).
+SUM_THREADS = 4
 
 
 class CollectiveTimeout(RuntimeError):
@@ -39,14 +45,23 @@ class MPIDataParallel(Distribution):
     gradients in pieces of at least this size (at most 8 a layer; a smaller layer's whole), each
     all-reduced as soon as the backward pass has written it while the next comes down (None: 1 Mi
     elements).
+    `hierarchical`: the ranks of one host sum the pieces through shared memory (shared_sum.py),
+    each rank a slice of every piece with several threads, and only that slice goes between hosts
+    (by MPI's all-reduce, among the ranks of the same local index; where the hosts have different
+    numbers of ranks, MPI's all-reduce of the whole). False: MPI's all-reduce of every piece.
+    Both sum the same terms (float64 training matches one device's to 1e-10 either way).
 
     Rank 0 is the chief: it shows the progress bar and runs ModelCheckpoint and CSVLogger; every
     rank runs the other callbacks on the same logs (the loss over all ranks' rows, the validation
     data evaluated whole on each rank), so that EarlyStopping, ReduceLROnPlateau and
     LearningRateScheduler decide alike everywhere and the ranks stay in step."""
 
-    def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None):
+    def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None,
+                 hierarchical: bool = True):
         super().__init__()
+        if not isinstance(hierarchical, bool):
+            raise TypeError(f"MPIDataParallel hierarchical must be True or False, got {hierarchical!r}")
+        self.hierarchical = hierarchical
         if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float))
                                       or not bucket_mb > 0):
             raise ValueError(f"MPIDataParallel bucket_mb must be a positive number of megabytes (or None for "
@@ -76,6 +91,8 @@ class MPIDataParallel(Distribution):
         # no MPI call until they are done. A daemon thread (started at the first piece): one left
         # waiting on a dead rank must not keep the process from exiting.
         self._allreduces: queue.SimpleQueue | None = None
+        self.shared: SharedSum | None = None  # the hierarchical sum's window, kept from one fit to the next
+        self.node = None  # the ranks of this host (a communicator), made at the first fit
 
     # -- collectives with a deadline ----------------------------------------------------------
     def _wait(self, request, what: str) -> None:
@@ -128,7 +145,10 @@ class MPIDataParallel(Distribution):
         self.state = FlatState(model)
         # Ranks on devices that lay parameters out differently meet in Keras layout; the seed
         # orders every epoch's rows (and Dropout's masks), so it must be the same everywhere.
-        mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size], np.int64)
+        if self.node is None:  # (every rank, whatever its hierarchical: Split_type is collective)
+            self.node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
+        mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size,
+                         self.node.Get_size(), self.hierarchical], np.int64)
         ranks = np.tile(mine, (self.replicas, 1))
         self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds and parameter layouts")
         if (ranks[:, 0] != mine[0]).any():
@@ -136,16 +156,40 @@ class MPIDataParallel(Distribution):
             raise ValueError(f"MPIDataParallel: the ranks' models have different seeds ({seeds}); every rank "
                              "must shuffle alike: make the model with the same seed=... on every rank, or call "
                              "clnet.set_seed(n) before making it")
-        self.same_layout = bool((ranks[:, 1:] == mine[1:]).all())
+        self.same_layout = bool((ranks[:, 1:3] == mine[1:3]).all())
         if self.same_layout:
             itemsize = self.state.host.itemsize
             elements = None if self.bucket_mb is None else max(1, int(self.bucket_mb * 2**20) // itemsize)
             self.pieces, ready_after, _ = plan_pieces(model, self.state, elements)
             self.reads = PieceReads(self.state, model, self.pieces, ready_after)
+        # Where every rank asks for it, and every host has as many ranks (otherwise a piece's
+        # slices would not line up between hosts)
+        hierarchical = bool(self.same_layout and self.replicas > 1 and ranks[:, 4].all()
+                            and (ranks[:, 3] == mine[3]).all())
+        self._share_memory(hierarchical, model.dtype)
         self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
         self._start_alike(model)
         self.sharded = ShardedFeed(self, train, [model], [train.batches], first=self.rank)
         return self.sharded
+
+    def _share_memory(self, wanted: bool, dtype) -> None:
+        """The hierarchical sum's window for this fit's flat arrays (the last fit's if as large),
+        or none (and MPI's all-reduce of every piece) where not `wanted`. Collective."""
+        shared, size = self.shared, self.state.host.size
+        if shared is not None and (not wanted or (shared.size, shared.dtype) != (size, np.dtype(dtype))):
+            shared.close()
+            self.shared = shared = None
+        if not wanted or shared is not None:
+            return
+        node = self.node
+        self.node_ranks = np.zeros(node.Get_size(), np.int64)  # (local rank,) → rank
+        self._wait(node.Iallgather(np.array([self.rank], np.int64), self.node_ranks), "listing this host's ranks")
+        hosts = self.replicas // node.Get_size()
+        cross = self.comm.Split(node.Get_rank(), self.rank) if hosts > 1 else None
+        # Threads for the copies and sums: the cores this rank may run on, shared by the host's
+        # ranks (mpirun binds each rank to one core unless told --bind-to none).
+        threads = max(1, min(SUM_THREADS, _usable_cores() // node.Get_size()))
+        self.shared = SharedSum(self.MPI, node, cross, size, dtype, threads, self.timeout)
 
     def _start_alike(self, model) -> None:
         """Rank 0's weights, optimizer state and step count on every rank (a model seeded alike
@@ -187,20 +231,28 @@ class MPIDataParallel(Distribution):
             state.write(state.host)
             return
         finished, summed, started = self.reads.finish(), [], None
+        weights = [sharded.counts[rank] / sharded.rows for rank in self.node_ranks] if self.shared else None
         for index, (start, end) in enumerate(self.pieces):
-            self.reads.wait(index)  # while the earlier pieces' all-reduces go on
+            self.reads.wait(index)  # while the earlier pieces' sums go on
             if started is None and finished.command_execution_status == COMPLETE:
                 started = time.perf_counter()
+            if self.shared is not None:  # (on the sum's own threads)
+                summed.append(self.shared.sum(state.host, start, end, weights))
+                continue
             piece = state.host[start:end]
             piece *= share
-            summed.append(self._allreduce_on_thread(piece))
+            summed.append([self._allreduce_on_thread(piece)])
+        if self.shared is not None:
+            summed.append(self.shared.end_step())
         deadline = time.monotonic() + self.timeout
-        for (start, end), done in zip(self.pieces, summed):
+        for index, futures in enumerate(summed):
             try:
-                done.result(timeout=max(deadline - time.monotonic(), 0))
-            except FutureTimeout:
+                for done in futures:
+                    done.result(timeout=max(deadline - time.monotonic(), 0))
+            except (FutureTimeout, TimeoutError):
                 raise self._timeout(what) from None
-            state.write(state.host, start, end)
+            if index < len(self.pieces):
+                state.write(state.host, *self.pieces[index])
         if started is not None:
             self.reduce_seconds += time.perf_counter() - started
         # The writes are non-blocking from state.host, which the next step's reads overwrite only
@@ -212,6 +264,11 @@ class MPIDataParallel(Distribution):
             return model_logs(model, loss, hits, seen)
         totals = self.allreduce(np.array([loss, hits, seen], np.float64), "the all-reduce of the epoch's loss")
         return model_logs(model, totals[0], totals[1], int(totals[2]))
+
+
+def _usable_cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)  # (Linux)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def _abort_on_uncaught_error(comm) -> None:
