@@ -10,6 +10,7 @@ dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidi
          decoder's outputs) under DataParallel and on one device; writes both runs' weights.
 shared-sum: SharedSum alone on 4 ranks as 2 hosts of 2 (split by rank, as Split_type would split
          2 machines), pieces of awkward sizes, 3 threads; each rank writes what it summed.
+uneven-data: rank 1 fits on one row fewer than rank 0; every rank must raise before a step.
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
 """
@@ -114,6 +115,9 @@ def main(mode: str, out: str) -> None:
     if mode == "shared-sum":
         return shared_sum(out)
     x, y = data()
+    if mode == "uneven-data":  # rank 1 is given one row fewer
+        from mpi4py import MPI
+        x, y = (x[:-1], y[:-1]) if MPI.COMM_WORLD.Get_rank() == 1 else (x, y)
     if os.environ.get("WORKER_DEVICE") == "local-rank":  # one device per rank (two GPUs, test_distribute.py)
         clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
     # STRATEGY_OPTIONS: MPIDataParallel's other arguments as JSON (bucket_mb, hierarchical);
@@ -122,6 +126,11 @@ def main(mode: str, out: str) -> None:
     options = os.environ.get("RANK_1_OPTIONS") if MPI.COMM_WORLD.Get_rank() == 1 else None
     strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")),
                                                 **json.loads(options or os.environ.get("STRATEGY_OPTIONS", "{}")))
+    if mode == "uneven-data":
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=strategy)
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        return
     if mode in ("stuck", "dies"):
         class Stop(clnet.callbacks.Callback):
             def on_batch_begin(self, batch, logs=None):

@@ -590,6 +590,16 @@ def test_mpi_hierarchical_must_be_a_bool():
         clnet.distribute.MPIDataParallel(hierarchical="yes")
 
 
+def test_mpi_ranks_given_different_data_say_so_before_a_step(tmp_path):
+    run = mpirun("uneven-data", str(tmp_path), timeout=300, TIMEOUT="60")
+    assert run.returncode != 0
+    expected = ("MPIDataParallel: the ranks were given different training data or precision (rank 0: 40 samples "
+                "in batches of 8 (5 steps an epoch), float64, rank 1: 39 samples in batches of 8 (5 steps an epoch), "
+                "float64)")
+    assert expected in run.stderr, run.stderr[-3000:]
+    assert "CollectiveTimeout" not in run.stderr
+
+
 def test_mpi_a_stuck_rank_makes_the_others_fail_not_hang(tmp_path):
     run = mpirun("stuck", str(tmp_path), timeout=300, TIMEOUT="5")
     assert run.returncode != 0

@@ -147,10 +147,18 @@ class MPIDataParallel(Distribution):
         # orders every epoch's rows (and Dropout's masks), so it must be the same everywhere.
         if self.node is None:  # (every rank, whatever its hierarchical: Split_type is collective)
             self.node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
+        # (seed, layout, flat size, ranks on the host, hierarchical, samples, batch size, steps, dtype)
         mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size,
-                         self.node.Get_size(), self.hierarchical], np.int64)
+                         self.node.Get_size(), self.hierarchical, train.batches.samples, train.batch_size,
+                         train.steps, np.dtype(model.dtype).itemsize], np.int64)
         ranks = np.tile(mine, (self.replicas, 1))
-        self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds and parameter layouts")
+        self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds, data and parameter layouts")
+        if (ranks[:, 5:] != mine[5:]).any():  # every rank raises this alike, before a step
+            given = ", ".join(f"rank {r}: {samples} samples in batches of {batch} ({steps} steps an epoch), "
+                              f"float{8 * item}" for r, (samples, batch, steps, item) in enumerate(ranks[:, 5:]))
+            raise ValueError(f"MPIDataParallel: the ranks were given different training data or precision ({given}); "
+                             "every rank must fit the same arrays (each trains on its own rows of every batch) "
+                             "with the same batch_size, steps_per_epoch and floatx")
         if (ranks[:, 0] != mine[0]).any():
             seeds = ", ".join(f"rank {r}: {seed}" for r, seed in enumerate(ranks[:, 0]))
             raise ValueError(f"MPIDataParallel: the ranks' models have different seeds ({seeds}); every rank "
