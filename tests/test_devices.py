@@ -274,3 +274,33 @@ def test_the_device_table_says_which_devices_have_native_half_arithmetic():
         row = next(line for line in rows if line.split()[0].rstrip("*") == str(info.index))
         assert row.split()[-1] == ("yes" if "cl_khr_fp16" in info.cl_device.extensions else "no")
         assert info.fp16 == ("cl_khr_fp16" in info.cl_device.extensions)
+
+
+def test_pocl_threads_follow_the_cores_this_process_may_run_on(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.delenv("POCL_MAX_PTHREAD_COUNT", raising=False)
+    cl_device.limit_pocl_threads()
+    assert os.environ["POCL_MAX_PTHREAD_COUNT"] == "2"
+    monkeypatch.setenv("POCL_MAX_PTHREAD_COUNT", "7")  # the user's setting stays
+    cl_device.limit_pocl_threads()
+    assert os.environ["POCL_MAX_PTHREAD_COUNT"] == "7"
+    monkeypatch.delenv("POCL_MAX_PTHREAD_COUNT")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # every core: PoCL's own count
+    cl_device.limit_pocl_threads()
+    assert "POCL_MAX_PTHREAD_COUNT" not in os.environ
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs a process that may run on two cores or more, to keep it to one (Linux)")
+def test_pocl_on_one_core_of_several_runs_one_thread():
+    """A process kept to one core (as taskset or a bound MPI rank would) gets a PoCL device of one
+    compute unit, not one per core of the machine."""
+    script = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+              "from clnet.cl.device import devices; "
+              "print([d.compute_units for d in devices() if 'PoCL' in d.platform_version])")
+    env = {k: v for k, v in os.environ.items() if k != "POCL_MAX_PTHREAD_COUNT"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    units = json.loads(run.stdout.strip().splitlines()[-1])
+    assert units and all(n == 1 for n in units), units

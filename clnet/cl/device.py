@@ -159,12 +159,27 @@ def _type_name(device_type: int) -> str:
     return "OTHER"
 
 
+def limit_pocl_threads() -> None:
+    """PoCL's CPU device starts a thread per core of the machine, also where this process may run
+    on fewer (taskset, a container's cpuset, an MPI rank bound to its cores), and the threads then
+    take turns on those cores (benchmarks/RESULTS.md, the Xeon's two cores). Unless the user set
+    POCL_MAX_PTHREAD_COUNT, it becomes the number of cores this process may run on, before PoCL
+    first starts."""
+    affinity = getattr(os, "sched_getaffinity", None)  # (Linux)
+    if affinity is None or "POCL_MAX_PTHREAD_COUNT" in os.environ:
+        return
+    usable = len(affinity(0))
+    if usable < (os.cpu_count() or usable):
+        os.environ["POCL_MAX_PTHREAD_COUNT"] = str(usable)
+
+
 def devices() -> list[DeviceInfo]:
     """Every OpenCL device of every platform, numbered as `CLNET_DEVICE` and `clnet.set_device`
     count them: a list of `DeviceInfo` (index, name, vendor, platform, driver, type, compute units,
     memory, whether it has float64, ...). Empty where no OpenCL runtime is installed; `clnet
     devices` on the command line prints the list and says which device clnet would use and why."""
     icd.register()  # before pyopencl's first platform query, which fixes the list for the process
+    limit_pocl_threads()
     found = []
     try:
         platforms = cl.get_platforms()
