@@ -177,6 +177,12 @@ class KeptData:
         self.entries.clear()
 
 
+def gather_size(x_cols: int, y_cols: int, rows: int, transposed: bool) -> tuple[int, int]:
+    """GatherRows' global size: a work-item for each four columns of a row, or of four rows where
+    it writes x^T (`transposed`)."""
+    return -(-max(x_cols, y_cols) // 4), -(-rows // 4) if transposed else rows
+
+
 def batch_buffers(rt: Runtime, dtype, capacity: int, x_cols: int, y_cols: int, transposed: bool):
     """x_batch (capacity, x_cols), with x_batch.transposed (x_cols, capacity) where the model's
     first layer reads x^T (`transposed`), and y_batch (capacity, y_cols)."""
@@ -205,7 +211,7 @@ class _Slot:
         # One kernel object per slot keeps its arguments, all named here, set from step to step.
         x_batch_t, ld = staging.x_batch.transposed_arguments()
         self.gather = rt.kernel(staging.program, "GatherRows", dtype).bind(
-            (), x=x_part, y=y_part, index=staging.identity, first=0, x_cols=x_cols, y_cols=y_cols,
+            ("rows",), x=x_part, y=y_part, index=staging.identity, first=0, x_cols=x_cols, y_cols=y_cols,
             x_batch=staging.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
@@ -246,7 +252,7 @@ class Staging:
             slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
                                           is_blocking=False, wait_for=slot.read)
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
-        slot.gather((-(-max(self.x_cols, self.y_cols) // 4), rows), None)
+        slot.gather(gather_size(self.x_cols, self.y_cols, rows, self.x_batch.transposed is not None), None, rows)
         slot.read = [cl.enqueue_marker(rt.queue)]
         return self.x_batch, self.y_batch
 
@@ -295,7 +301,7 @@ class Batches:
                                                        self.transposed)
             x_batch_t, ld = self.x_batch.transposed_arguments()
             self._gather = self.rt.shared_kernel(("data.cl",), "GatherRows", self.dtype).bind(
-                ("first",), x=self.x, y=self.y, index=self.index, x_cols=self.x.shape[1], y_cols=self.y.shape[1],
+                ("first", "rows"), x=self.x, y=self.y, index=self.index, x_cols=self.x.shape[1], y_cols=self.y.shape[1],
                 x_batch=self.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=self.y_batch)
         else:
             self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype, self.transposed)
@@ -316,8 +322,8 @@ class Batches:
     def batch(self, first: int, rows: int) -> tuple[Tensor, Tensor]:
         """The rows order[first:first+rows], as device tensors of `rows` valid rows."""
         if self.resident:
-            cols = max(self.x.shape[1], self.y.shape[1])
-            self._gather((-(-cols // 4), rows), None, first)
+            self._gather(gather_size(self.x.shape[1], self.y.shape[1], rows, self.x_batch.transposed is not None),
+                         None, first, rows)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()
         self._fill(slot, first, rows)

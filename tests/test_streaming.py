@@ -314,3 +314,36 @@ def test_batch_buffers_follow_the_model_capacity(resident):
     for other in (grown_first, grown_between):
         for a, b in zip(fresh.get_weights(), other.get_weights()):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("resident", [True, False])
+@pytest.mark.parametrize("transposed", [True, False])
+def test_batch_gather_matches_numpy_at_awkward_sizes(dtype, resident, transposed):
+    """GatherRows (four columns of one row a work-item, or of four where it writes x^T) against
+    numpy's take: x, y and x^T for batches of 1, 5 and 13 rows of 13 shuffled samples of 7
+    features and 3 targets, resident and streamed; x^T's columns past the batch's rows are left
+    as they were."""
+    rt = clnet.runtime()
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(13, 7)), rng.normal(size=(13, 3))
+    batches = clnet.data.Batches(rt, x, y, capacity=13, dtype=dtype, budget=None if resident else 0,
+                                 transposed=transposed)
+    assert batches.resident is resident
+    order = rng.permutation(13)
+    batches.order(order)
+    for first, rows in [(0, 13), (2, 5), (12, 1)]:
+        x_batch, y_batch = batches.batch(first, rows)
+        assert (x_batch.transposed is not None) is transposed
+        if transposed:
+            x_batch.transposed.write(np.full((7, 13), 9.0, dtype))
+        x_batch.write(np.full((13, 7), 9.0, dtype))
+        x_batch, y_batch = batches.batch(first, rows)
+        want = order[first:first + rows]
+        np.testing.assert_array_equal(x_batch.numpy()[:rows], x[want].astype(dtype))
+        assert (x_batch.numpy()[rows:] == 9.0).all()
+        np.testing.assert_array_equal(y_batch.numpy()[:rows], y[want].astype(dtype))
+        if transposed:
+            x_t = x_batch.transposed.numpy()
+            np.testing.assert_array_equal(x_t[:, :rows], x[want].astype(dtype).T)
+            assert (x_t[:, rows:] == 9.0).all()
