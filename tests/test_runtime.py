@@ -235,6 +235,26 @@ def test_a_cpu_runtime_that_compiles_per_work_group_is_given_few_of_them(rt, mon
     assert not info.compiles_per_work_group
 
 
+def test_four_per_item_launches_come_in_whole_work_groups(rt):
+    """An element-wise kernel's work-items, four elements each, are rounded up to whole groups
+    (local_size on a GPU, CPU_GROUP on a CPU): an odd count of items would otherwise run on a CPU
+    in groups of one. The guards leave the items past the end idle (SGD's float64 update of 9 and
+    235 146 elements, against numpy's)."""
+    for total in (9, 235_146):
+        (items,), local = rt.four_per_item(total)
+        group = rt.local_size if rt.info.is_gpu else runtime_module.CPU_GROUP
+        assert items % group == 0 and 0 <= items - -(-total // 4) < group
+        assert local == ((group,) if rt.info.is_gpu else None)
+        model = clnet.Sequential([Input((total,)), Dense(1, use_bias=False)], seed=1, floatx="float64")
+        model.compile(clnet.optimizers.SGD(0.5), "mse")
+        x = np.random.default_rng(0).normal(size=(2, total))
+        y = np.zeros((2, 1))
+        kernel = model.get_weights()[0]
+        gradient = 2 * x.T @ (x @ kernel - y) / 2  # mse's, the mean over 2 rows of 1 output
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False)
+        np.testing.assert_allclose(model.get_weights()[0], kernel - 0.5 * gradient, rtol=1e-10, atol=1e-12)
+
+
 def test_evaluate_makes_no_kernel_objects_after_its_first_call(rt, monkeypatch):
     """A batch feed is made per evaluate() call; its gather kernel is the runtime's shared one
     (Runtime.shared_kernel), as a new kernel object costs more than a small model's evaluation.

@@ -329,10 +329,14 @@ class Runtime:
         in whole work-groups of local_size: NVIDIA's runtime, left to choose, divides the global
         size exactly, and ran a prime count (the tiny GPT's Adam update, 820 957 work-items) in
         work-groups of one item, far longer than in whole work-groups (benchmarks/RESULTS.md, the
-        tiny GPT's non-product kernels). A CPU runtime chooses its own."""
+        tiny GPT's non-product kernels). On a CPU in whole groups of CPU_GROUP items, the local
+        size left to the runtime (PoCL's taken by Kernel.enqueue's cpu_work_group): the largest
+        power of two dividing an odd count is 1, and the README MLP's Adam update (58 787 items)
+        ran as that many work-groups of one item, none on a vector's lanes (benchmarks/RESULTS.md,
+        the update kernels in whole work-groups on CPUs)."""
         items = -(-total // 4)
         if not self.info.is_gpu:
-            return (items,), None
+            return (-(-items // CPU_GROUP) * CPU_GROUP,), None
         return (-(-items // self.local_size) * self.local_size,), (self.local_size,)
 
     def kernel(self, program: cl.Program, name: str, dtype) -> "Kernel":
