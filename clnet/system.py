@@ -35,6 +35,13 @@ def describe() -> str:
     return f"{system} {arch}"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (Linux;
+    taskset, a container's cpuset, a bound MPI rank), else the machine's."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 def is_x86_64() -> bool:
     """Whether the processor is x86-64 (Linux says x86_64, Windows AMD64)."""
     return machine().lower() in ("x86_64", "amd64")

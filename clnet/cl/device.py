@@ -165,10 +165,9 @@ def limit_pocl_threads() -> None:
     take turns on those cores (benchmarks/RESULTS.md, the Xeon's two cores). Unless the user set
     POCL_MAX_PTHREAD_COUNT, it becomes the number of cores this process may run on, before PoCL
     first starts."""
-    affinity = getattr(os, "sched_getaffinity", None)  # (Linux)
-    if affinity is None or "POCL_MAX_PTHREAD_COUNT" in os.environ:
+    if "POCL_MAX_PTHREAD_COUNT" in os.environ:
         return
-    usable = len(affinity(0))
+    usable = system.usable_cores()
     if usable < (os.cpu_count() or usable):
         os.environ["POCL_MAX_PTHREAD_COUNT"] = str(usable)
 

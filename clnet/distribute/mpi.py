@@ -11,7 +11,6 @@ makes the others raise CollectiveTimeout instead of waiting forever, and an unca
 job (MPI_Abort, as `python -m mpi4py` does), so that no rank is left waiting at the next one."""
 from __future__ import annotations
 
-import os
 import queue
 import sys
 import threading
@@ -22,6 +21,7 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 import numpy as np
 from pyopencl import command_execution_status, wait_for_events
 
+from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..data import ArrayFeed
 from .base import PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces
@@ -196,7 +196,7 @@ class MPIDataParallel(Distribution):
         cross = self.comm.Split(node.Get_rank(), self.rank) if hosts > 1 else None
         # Threads for the copies and sums: the cores this rank may run on, shared by the host's
         # ranks (mpirun binds each rank to one core unless told --bind-to none).
-        threads = max(1, min(SUM_THREADS, _usable_cores() // node.Get_size()))
+        threads = max(1, min(SUM_THREADS, system.usable_cores() // node.Get_size()))
         self.shared = SharedSum(self.MPI, node, cross, size, dtype, threads, self.timeout)
 
     def _start_alike(self, model) -> None:
@@ -272,11 +272,6 @@ class MPIDataParallel(Distribution):
             return model_logs(model, loss, hits, seen)
         totals = self.allreduce(np.array([loss, hits, seen], np.float64), "the all-reduce of the epoch's loss")
         return model_logs(model, totals[0], totals[1], int(totals[2]))
-
-
-def _usable_cores() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)  # (Linux)
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def _abort_on_uncaught_error(comm) -> None:

@@ -48,7 +48,7 @@ class SharedSum:
     `timeout` seconds raises TimeoutError."""
 
     def __init__(self, MPI, node, cross, size: int, dtype, threads: int = 1, timeout: float = 120.0):
-        self.MPI, self.node = MPI, node
+        self.MPI = MPI
         self.local, self.locals = node.Get_rank(), node.Get_size()
         self.size, self.dtype, self.threads, self.timeout = size, np.dtype(dtype), threads, timeout
         head = threads * LINE
