@@ -6,6 +6,7 @@ turns in fresh processes.
     python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
     python -m benchmarks.lstm --bidirectional ...             # Bidirectional(LSTM(128)): both final states
     python -m benchmarks.lstm --lengths 32,96 ...             # batches of these lengths in turn
+    python -m benchmarks.lstm --framework clnet --profile     # and clnet's device time per kernel
 
 With --bidirectional the layer is clnet's Bidirectional(LSTM(128)) (concat) and PyTorch's
 nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10). With --lengths the
@@ -72,6 +73,10 @@ def run_clnet(args):
         x, y = data(args)
         model.fit(x, y, batch_size=args.batch, epochs=args.epochs, verbose=0, shuffle=False,
                   callbacks=[clnet_epoch_timer(times)])
+        if args.profile:  # device time per kernel over one more epoch, after the timed ones
+            with clnet.profile(print_table=False) as profiled:
+                model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, shuffle=False)
+            print(f"clnet kernels over {args.steps} steps (device time):\n{profiled.table()}\n")
     info = clnet.runtime().info
     return times, f"{info.name} [{info.platform_version.strip()}]", versions("clnet", "pyopencl")
 
@@ -177,6 +182,8 @@ def main(argv=None):
     parser.add_argument("--bidirectional", action="store_true", help="Bidirectional(LSTM): both frameworks")
     parser.add_argument("--lengths", type=lambda text: [int(n) for n in text.split(",")],
                         help="batches of these lengths in turn, e.g. 32,96 (clnet: Input((None, 32)))")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --framework clnet: print the device time per kernel over one more epoch")
     args = parser.parse_args(argv)
     (one_run if args.framework else compare)(args)
 

@@ -23,6 +23,16 @@ inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.l
 #define VLOAD8 vload8
 #define VSTORE8 vstore8
 #endif
+// A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE), where the
+// kernel is compiled for a CPU by clang (PoCL): OpenCL's prefetch() compiles to nothing there.
+// Elsewhere (a GPU; Intel's runtime, which compiles for SPIR) neither does anything.
+#if defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__))
+#define PREFETCH(p) __builtin_prefetch(p)
+#define PREFETCH_WRITE(p) __builtin_prefetch(p, 1)
+#else
+#define PREFETCH(p) ((void)(p))
+#define PREFETCH_WRITE(p) ((void)(p))
+#endif
 // Two: the runs a tensor-core tile's lane holds (products/mma.cl).
 #define TYPE2 CAT(TYPE, 2)
 

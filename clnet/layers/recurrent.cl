@@ -511,6 +511,22 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
     StoreBlock(v, step_delta + ((s & 1) * capacity + row) * cols + c0, width);
 }
 
+// acc[i] += x[k[i]] d and acc2[i] += x[k[i]] d2: one (row, step) pair's terms of the weight gradients.
+HELPER void AddOuterProducts(VEC acc[RM], VEC acc2[RM], __global const TYPE *x, const int *k, const VEC d,
+                             const VEC d2)
+{
+    #pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const VEC xk = (VEC)(x[k[i]]);
+        acc[i] += xk * d;
+        acc2[i] += xk * d2;
+    }
+}
+
+// Rows of `a` ahead of the one being read that a work-item asks for: each (row, step) pair reads
+// one line of a row `n` elements long, and at a new page the CPU's prefetcher starts again.
+#define AHEAD 8
+
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
 // reversed: go_backwards) for dL/dW, or the previous step's h for dL/dU: mode 2, where the state
 // before a row's first step that holds data is zeros (skipped), mode 3, where it is the initial
@@ -568,18 +584,17 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
         k[i] = min(k0 + i, n - 1);
     }
     for (int row = first_row; row < end_row; row++) {
-        const int held_from = FirstHeld(first, masked, row);
-        for (int s = mode == 2 ? held_from + 1 : 0; s < steps; s++) {
-            const int r = row * steps + s;
-            __global const TYPE *x = mode >= 2 ? PreviousRow(a, initial, row, s, held_from, steps, n, mode == 3)
-                                               : a + InputRow(r, steps, mode) * n;
-            const VEC d = panel[r], d2 = panel2[r];
-            #pragma unroll
-            for (int i = 0; i < RM; i++) {
-                const VEC xk = (VEC)(x[k[i]]);
-                acc[i] += xk * d;
-                acc2[i] += xk * d2;
-            }
+        const int held_from = FirstHeld(first, masked, row), end = (row + 1) * steps;
+        int r = row * steps + (mode == 2 ? held_from + 1 : 0);
+        // Mode 3's steps up to the row's first that holds data read the initial state (see PreviousRow).
+        for (; mode == 3 && r <= min(row * steps + held_from, end - 1); r++)
+            AddOuterProducts(acc, acc2, initial + row * n, k, panel[r], panel2[r]);
+        // The rest read rows of `a` one after another, forward or (go_backwards) backward.
+        const int step = mode == 1 ? -n : n;
+        __global const TYPE *x = a + (mode >= 2 ? r - 1 : InputRow(r, steps, mode)) * n;
+        for (; r < end; r++, x += step) {
+            PREFETCH(x + AHEAD * step + k0);
+            AddOuterProducts(acc, acc2, x, k, panel[r], panel2[r]);
         }
     }
     #pragma unroll
@@ -669,6 +684,23 @@ __kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, 
     initial_gr[row * units + j] = sum;
 }
 
+// The CPU form asks, after a block's gate math, for the lines the block's gate math at the next
+// step will read (every gate's z of its units) and, backward, write (the deltas' panels): each
+// (row, step) row of them is touched once a step, a sequence apart from the row's next, so no
+// prefetcher follows them, and the gate math waited on memory for them (its loads were the
+// loops' hottest instructions under perf). Asked for a step ahead, they arrive while the next
+// step's products run.
+HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, const int row, const int s,
+                         const int j, const int steps, const int units, const int cols, const int capacity)
+{
+    const int r = row * steps + s;
+    for (int c = j; c < cols; c += units) {
+        PREFETCH(pre + r * cols + c);
+        if (delta)
+            PREFETCH_WRITE(delta + PanelIndex(r, c, capacity * steps));
+    }
+}
+
 // Every cell's four kernels run these loops over the steps and over its (row, units block)
 // pairs; the cells differ in their gates' count (cols = gates * units) and in the block function
 // that BLOCK(row, s, j) calls for `row`'s units j .. + VW at step s. In the step form (a CPU's) a
@@ -683,8 +715,11 @@ __kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, 
                           with_initial, first, masked);                                               \
         for (int q = get_global_id(0) % GATES; q < RB * SV; q += GATES) { /* (row, vector) pairs */  \
             const int row = row0 + q / SV, j = j0 + q % SV * VW;                                      \
-            if (row < rows && j < units)                                                              \
+            if (row < rows && j < units) {                                                            \
                 BLOCK(row, s, j);                                                                     \
+                if (s + 1 < steps)                                                                    \
+                    PrefetchStep(pre, 0, row, s + 1, j, steps, units, cols, 0);                       \
+            }                                                                                         \
         }                                                                                             \
         barrier(CLK_GLOBAL_MEM_FENCE); /* h_s whole before step s + 1's products read it */          \
     }
@@ -709,8 +744,11 @@ __kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, 
                             steps, units, cols, grads, capacity, held, first, masked);                \
         for (int q = 0; q < RB * SV; q++) {                                                           \
             const int row = row0 + q / SV, j = j0 + q % SV * VW;                                      \
-            if (row < rows && j < units)                                                              \
+            if (row < rows && j < units) {                                                            \
                 BLOCK(row, s, j);                                                                     \
+                if (s > 0)                                                                            \
+                    PrefetchStep(pre, delta, row, s - 1, j, steps, units, cols, capacity);            \
+            }                                                                                         \
         }                                                                                             \
         barrier(CLK_GLOBAL_MEM_FENCE); /* step s's deltas whole before step s - 1 reads them */      \
     }
