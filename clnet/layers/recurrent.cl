@@ -512,11 +512,11 @@ HELPER void StoreStepDeltaBlock(__global TYPE *step_delta, const VEC v, const in
 }
 
 // acc[i] += x[k[i]] d and acc2[i] += x[k[i]] d2: one (row, step) pair's terms of the weight gradients.
-HELPER void AddOuterProducts(VEC acc[RM], VEC acc2[RM], __global const TYPE *x, const int *k, const VEC d,
+HELPER void AddOuterProducts(VEC acc[DW_ROWS], VEC acc2[DW_ROWS], __global const TYPE *x, const int *k, const VEC d,
                              const VEC d2)
 {
     #pragma unroll
-    for (int i = 0; i < RM; i++) {
+    for (int i = 0; i < DW_ROWS; i++) {
         const VEC xk = (VEC)(x[k[i]]);
         acc[i] += xk * d;
         acc2[i] += xk * d2;
@@ -530,11 +530,11 @@ HELPER void AddOuterProducts(VEC acc[RM], VEC acc2[RM], __global const TYPE *x, 
 // The weight gradients: sum over (row, step) of a^T delta, with a the input (mode 0, or 1 read
 // reversed: go_backwards) for dL/dW, or the previous step's h for dL/dU: mode 2, where the state
 // before a row's first step that holds data is zeros (skipped), mode 3, where it is the initial
-// state `initial`. (A padded step's delta is zeros.) A work-item sums RM rows of the gradient by
-// two column panels (2 VW columns: 2 RM accumulators, which each pair of loads of delta serves RM
-// times). The work-items
-// past the last block of RM rows of a (get_global_id(1) == blocks) write the bias gradient, sum
-// of delta, into bias_gr[bias_offset + c] when with_bias.
+// state `initial`. (A padded step's delta is zeros.) A work-item sums DW_ROWS rows of the
+// gradient by two column panels (2 VW columns: 2 DW_ROWS accumulators, which each pair of loads of
+// delta serves DW_ROWS times). The work-items past the last block of DW_ROWS rows of a
+// (get_global_id(1) == blocks) write the bias gradient, sum of delta, into bias_gr[bias_offset + c]
+// when with_bias.
 //
 // A CPU sums every batch row in one launch of a few hundred work-items, which its cores share.
 // A GPU needs far more work-items than the result's blocks (LSTM(128)'s recurrent kernel: 1056,
@@ -552,7 +552,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
                                const int stride, const int weights_offset, const int split_rows,
                                const int split_stride, __global const int *first, const int masked)
 {
-    const int c = get_global_id(0) * 2 * VW, k0 = get_global_id(1) * RM;
+    const int c = get_global_id(0) * 2 * VW, k0 = get_global_id(1) * DW_ROWS;
     if (c >= cols)
         return;
     const int split = get_global_id(2), first_row = split * split_rows;
@@ -576,10 +576,10 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
             StoreBlock(sum2, bias_gr + bias_offset + c + VW, width - VW);
         return;
     }
-    VEC acc[RM], acc2[RM];
-    int k[RM];
+    VEC acc[DW_ROWS], acc2[DW_ROWS];
+    int k[DW_ROWS];
     #pragma unroll
-    for (int i = 0; i < RM; i++) {
+    for (int i = 0; i < DW_ROWS; i++) {
         acc[i] = acc2[i] = (VEC)(0);
         k[i] = min(k0 + i, n - 1);
     }
@@ -598,7 +598,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
         }
     }
     #pragma unroll
-    for (int i = 0; i < RM; i++)
+    for (int i = 0; i < DW_ROWS; i++)
         if (k0 + i < n) {
             StoreBlock(acc[i], weights_gr + (k0 + i) * cols + c, width);
             if (second)

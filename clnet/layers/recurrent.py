@@ -43,6 +43,12 @@ from .dropout import Dropout
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
 RM = 4
+# The CPU form's weight gradients sum 2 VW columns by DW_ROWS rows per work-item: RM, or where a VW
+# vector is a 64-byte register (AVX-512, whose 32 registers hold 16 accumulators) 8, which reads
+# delta half as often: on two cores of an Intel Xeon (family 6, model 207) LSTM(128)'s weight
+# gradients took less time with 8 than with 4 (benchmarks/RESULTS.md). On AVX2's 16 registers
+# 8 rows by two vectors would spill.
+WIDE_DW_ROWS = 8
 # The CPU form's work-item sums, at each step, SV vectors of VW units of one gate (forward) or of
 # dL/dh (backward) for RB batch rows (see recurrent.cl): 12 accumulators, which with the SV loads
 # of U and a broadcast of h fill AVX2's 16 registers. With 8 (one vector by 8 rows, as before)
@@ -263,11 +269,14 @@ class Recurrent(Layer, registered=False):
             self.whole_sequence = items > limit
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
+        wide = not self.whole_sequence and self.vw * np.dtype(self.dtype).itemsize == 64
+        self.dw_rows = WIDE_DW_ROWS if wide else RM
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
-                                                        "VW": self.vw, "RM": RM, "GATES": self.gates,
+                                                        "VW": self.vw, "RM": RM, "DW_ROWS": self.dw_rows,
+                                                        "GATES": self.gates,
                                                         **self.blocks, "SEQ_ROWS": SEQ_ROWS,
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
@@ -476,9 +485,9 @@ class Recurrent(Layer, registered=False):
         # dL/dU's h_0: the initial state (mode 3), else a stand-in (mode 2 skips it).
         x, previous, masked = self.x, self._initial_h, int(self.masked)
         if not self.whole_sequence:
-            self._delta_weights((blocks, _blocks(n_in, RM) + 1, 1), None, x, rows, rows, masked, flops=flops * n_in,
+            self._delta_weights(*self._weight_gradient_size(blocks, n_in), x, rows, rows, masked, flops=flops * n_in,
                                 beside=True)
-            self._delta_recurrent((blocks, _blocks(units, RM) + 1, 1), None, previous, rows, rows, masked,
+            self._delta_recurrent(*self._weight_gradient_size(blocks, units), previous, rows, rows, masked,
                                   flops=flops * units, beside=True)
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
@@ -488,6 +497,18 @@ class Recurrent(Layer, registered=False):
         self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, previous, rows, chunk, masked,
                               flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, splits, beside=True)
+
+    def _weight_gradient_size(self, blocks: int, n: int) -> tuple:
+        """The CPU form's (global, local) sizes of a weight gradient of `n` rows: a work-group per
+        pair of column panels, holding every block of rows (and the bias's work-item), so that the
+        pair's panels, read whole by each of them, stay in the core's cache from one to the next
+        (PoCL runs a work-group on one core). Left to the runtime, a work-group held a block of
+        rows of every pair, and each read all of delta: on two cores of an Intel Xeon (family 6,
+        model 207) LSTM(128)'s weight gradients took 2.4 times as long (benchmarks/RESULTS.md)."""
+        height = _blocks(n, self.dw_rows) + 1
+        device = self.rt.info.cl_device
+        fits = height <= min(device.max_work_group_size, device.max_work_item_sizes[1])
+        return (blocks, height, 1), (1, height, 1) if fits else None
 
     # The deltas that go through the recurrent kernel (GRU's differ from the input ones).
     @property
