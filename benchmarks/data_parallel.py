@@ -4,9 +4,10 @@ N PoCL pthread devices, or GPUs) and on N MPI ranks (MPIDataParallel, mpirun -np
 ranks sum in shared memory, `mpi`, or by MPI's all-reduce, `mpi-flat`), against PyTorch's
 DistributedDataParallel (gloo, or NCCL) with one and N processes (--ranks N, 2 by default); the communication share of a
 step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
-of the step time on N GPUs from the measured compute and a stated all-reduce bandwidth.
+of the step time on N devices (or machines) from the measured compute and stated all-reduce
+bandwidths, 25 and 100 GB/s unless given: where scaling stops paying.
 
-    python -m benchmarks.data_parallel [--epochs 3] [--samples 60000] [--bandwidth 25e9]
+    python -m benchmarks.data_parallel [--epochs 3] [--samples 60000] [--bandwidth 25e9,100e9]
     python -m benchmarks.data_parallel --run single     # one configuration's JSON (SYNTHETIC=1: random data)
     python -m benchmarks.data_parallel --gpu --model wide --batch 8192 --samples 65536
                                                         # two GPUs: clnet on 1, DataParallel on 2, MPI 1 + 1;
@@ -250,8 +251,10 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=128, help="the global batch, split across the replicas")
     parser.add_argument("--samples", type=int, default=60000)
-    parser.add_argument("--bandwidth", type=float, default=25e9,
-                        help="all-reduce bandwidth in bytes/s for the N-GPU model (default: PCIe 4.0 x16)")
+    parser.add_argument("--bandwidth", type=lambda text: [float(b) for b in text.split(",")], default=[25e9, 100e9],
+                        help="all-reduce bandwidths in bytes/s for the model of N devices or machines, "
+                             "comma-separated (default: 25 and 100 GB/s, a PCIe 4.0 x16 link or a 200 Gb/s "
+                             "network, and an 800 Gb/s one)")
     parser.add_argument("--gpu-steps", help="JSON of one GPU's step time by batch (benchmarks/results/"
                         "h100-mlp-step-by-batch.json) for the N-GPU model")
     parser.add_argument("--run", choices=CONFIGS,
@@ -323,26 +326,31 @@ def main(argv=None):
     # The model's compute is the single device's kernel time per step from the profiled epoch; the
     # rest of that epoch's step is the host's (launches, the loss read), which N devices do not divide.
     compute, fixed = single["kernel_ms"], max(single["profiled_step_ms"] - single["kernel_ms"], 0.0)
-    model = {n: cpu_model(compute, fixed, single["gradient_bytes"], args.bandwidth, n) for n in (1, 2, 4, 8, 16, 32)}
-    print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at "
-          f"{args.bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
-          f"{fixed:.2f} ms/step of host work not:")
-    show(model)
+    models = {}
+    for bandwidth in args.bandwidth:
+        models[bandwidth] = {n: cpu_model(compute, fixed, single["gradient_bytes"], bandwidth, n)
+                             for n in (1, 2, 4, 8, 16, 32)}
+        print(f"\nmodel, {single['gradient_bytes'] / 1e6:.2f} MB of gradients all-reduced at "
+              f"{bandwidth / 1e9:g} GB/s; compute {compute:.2f} ms/step divided by N, "
+              f"{fixed:.2f} ms/step of host work not:")
+        show(models[bandwidth])
     result = {"benchmark": "data_parallel", "model": args.model, "gpu": args.gpu, "reduction": args.reduction,
               "ranks": n,
               "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
-              "bandwidth": args.bandwidth, "results": results, "model_step_ms": model,
-              "model_efficient_up_to": efficient_up_to(model)}
+              "bandwidths": args.bandwidth, "results": results,
+              "model_step_ms": {bandwidth: model for bandwidth, model in models.items()},
+              "model_efficient_up_to": {bandwidth: efficient_up_to(model) for bandwidth, model in models.items()}}
     if args.gpu_steps:
         with open(args.gpu_steps) as f:
             measured = json.load(f)
         result["gpu_model_step_ms"] = {}
-        for batch in (128, 1024, 8192):
-            model = gpu_model(measured, batch, args.bandwidth)
-            print(f"\n{measured['device']}, one rank per GPU, global batch {batch}: "
-                  "measured step at batch/N + all-reduce")
-            show(model)
-            result["gpu_model_step_ms"][batch] = model
+        for bandwidth in args.bandwidth:
+            for batch in (128, 1024, 8192):
+                model = gpu_model(measured, batch, bandwidth)
+                print(f"\n{measured['device']}, one rank per GPU, global batch {batch}, {bandwidth / 1e9:g} GB/s: "
+                      "measured step at batch/N + all-reduce")
+                show(model)
+                result["gpu_model_step_ms"].setdefault(bandwidth, {})[batch] = model
     emit(result)
 
 
