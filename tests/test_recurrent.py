@@ -5,6 +5,7 @@ launches per step; initializers; config, save/load; bad arguments."""
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -102,7 +103,23 @@ def test_cpu_form_in_both_cpu_widths(rt, kind, width, monkeypatch):
     monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: width)
     layer = layer_alone(KINDS[kind](40, return_sequences=True, whole_sequence=False), (5, 6), 11, np.float32)
     assert layer.vw == width
+    # The weight gradients' rows a work-item: 8 where a vector is a 64-byte register.
+    assert layer.dw_rows == {8: recurrent_layers.RM, 16: recurrent_layers.WIDE_DW_ROWS}[width]
     compare_with_numpy(layer, kind, 5, 11, seed=40)
+
+
+def test_cpu_weight_gradients_take_a_work_group_per_column_panel_pair_where_the_device_allows():
+    """The CPU form's weight gradients: a work-group per pair of column panels holding every
+    block of DW_ROWS rows and the bias's work-item; the runtime's choice where that is more
+    work-items than the device allows in a work-group or along its second axis."""
+    device = SimpleNamespace(max_work_group_size=64, max_work_item_sizes=[64, 32, 32])
+    layer = SimpleNamespace(dw_rows=4, rt=SimpleNamespace(info=SimpleNamespace(cl_device=device)))
+    size = recurrent_layers.Recurrent._weight_gradient_size
+    assert size(layer, 16, 120) == ((16, 31, 1), (1, 31, 1))
+    assert size(layer, 16, 124) == ((16, 32, 1), (1, 32, 1))
+    assert size(layer, 16, 125) == ((16, 33, 1), None)
+    layer.dw_rows = 8
+    assert size(layer, 3, 125) == ((3, 17, 1), (1, 17, 1))
 
 
 def test_cpu_form_needs_a_work_group_of_every_block(rt, monkeypatch):
