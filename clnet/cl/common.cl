@@ -23,9 +23,9 @@ inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.l
 #define VLOAD8 vload8
 #define VSTORE8 vstore8
 #endif
-// A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE), where the
-// kernel is compiled for a CPU by clang (PoCL): OpenCL's prefetch() compiles to nothing there.
-// Elsewhere (a GPU; Intel's runtime, which compiles for SPIR) neither does anything.
+// A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE), where clang
+// compiles the kernel for an x86-64 or ARM CPU (PoCL): OpenCL's prefetch() compiles to nothing
+// there. Where it is compiled for anything else (a GPU's compiler, say), both do nothing.
 #if defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__))
 #define PREFETCH(p) __builtin_prefetch(p)
 #define PREFETCH_WRITE(p) __builtin_prefetch(p, 1)
