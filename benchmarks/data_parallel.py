@@ -338,7 +338,7 @@ def main(argv=None):
               "ranks": n,
               "batch": args.batch, "epochs": args.epochs, "samples": args.samples,
               "bandwidths": args.bandwidth, "results": results,
-              "model_step_ms": {bandwidth: model for bandwidth, model in models.items()},
+              "model_step_ms": models,
               "model_efficient_up_to": {bandwidth: efficient_up_to(model) for bandwidth, model in models.items()}}
     if args.gpu_steps:
         with open(args.gpu_steps) as f:

@@ -185,6 +185,8 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true",
                         help="with --framework clnet: print the device time per kernel over one more epoch")
     args = parser.parse_args(argv)
+    if args.profile and (args.framework != "clnet" or args.lengths):
+        parser.error("--profile profiles one run of clnet's: give --framework clnet, without --lengths")
     (one_run if args.framework else compare)(args)
 
 

@@ -492,9 +492,9 @@ class Recurrent(Layer, registered=False):
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
-        self._delta_weights((blocks, _blocks(n_in, RM) + 1, splits), None, x, rows, chunk, masked,
+        self._delta_weights((blocks, _blocks(n_in, self.dw_rows) + 1, splits), None, x, rows, chunk, masked,
                             flops=flops * n_in, beside=True)
-        self._delta_recurrent((blocks, _blocks(units, RM) + 1, splits), None, previous, rows, chunk, masked,
+        self._delta_recurrent((blocks, _blocks(units, self.dw_rows) + 1, splits), None, previous, rows, chunk, masked,
                               flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, splits, beside=True)
 
