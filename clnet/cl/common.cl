@@ -36,12 +36,23 @@ inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.l
 // Two: the runs a tensor-core tile's lane holds (products/mma.cl).
 #define TYPE2 CAT(TYPE, 2)
 
+// Vector types aligned to one element (TYPE4_U, TYPE8_U, VEC_U): a load or store through a
+// pointer to one is one unaligned vector access, whatever the address, where vloadN/vstoreN, which
+// do the same, are library functions that pip's PoCL 3.0 calls and never inlines: a call in a
+// kernel's body keeps PoCL from running a work-group's items on the vector lanes (the update
+// kernels, above all, spent more on the calls than on their arithmetic). Load8 and Store8 are
+// vload8 and vstore8 for global memory so.
+typedef TYPE4 __attribute__((aligned(sizeof(TYPE)))) TYPE4_U;
+typedef TYPE8 __attribute__((aligned(sizeof(TYPE)))) TYPE8_U;
+#define Load8(p) (*(const __global TYPE8_U *)(p))
+#define Store8(v, p) (*(__global TYPE8_U *)(p) = (v))
+
 // Four consecutive elements array[start..start+3]; those at or past `size` read as 0,
 // so a kernel can walk any length four at a time without reading out of bounds.
 inline TYPE4 ToVect4(__global const TYPE *array, int start, int size)
 {
     if (start + 4 <= size)
-        return vload4(0, array + start);
+        return *(const __global TYPE4_U *)(array + start);
     TYPE4 v = (TYPE4)(0);
     if (start < size)     v.s0 = array[start];
     if (start + 1 < size) v.s1 = array[start + 1];
@@ -53,7 +64,7 @@ inline TYPE4 ToVect4(__global const TYPE *array, int start, int size)
 inline void D4ToArray(__global TYPE *array, TYPE4 value, int start, int size)
 {
     if (start + 4 <= size) {
-        vstore4(value, 0, array + start);
+        *(__global TYPE4_U *)(array + start) = value;
         return;
     }
     if (start < size)     array[start] = value.s0;
@@ -124,4 +135,32 @@ inline TYPE lanes_reduce(TYPE v, const int lanes, const int use_max)
 #define VLOAD CAT(vload, VW)
 #define VSTORE CAT(vstore, VW)
 #endif
+
+typedef VEC __attribute__((aligned(sizeof(TYPE)))) VEC_U;  // (see TYPE4_U)
+
+// VW consecutive elements p[0..VW), those at or past `width` read as 0 (LoadBlock) or left
+// unwritten (StoreBlock).
+__attribute__((always_inline))
+VEC LoadBlock(const __global TYPE *p, const int width)
+{
+    if (width >= VW)
+        return *(const __global VEC_U *)p;
+    TYPE lanes[VW];
+    for (int l = 0; l < VW; l++)
+        lanes[l] = l < width ? p[l] : (TYPE)0;
+    return VLOAD(0, lanes);
+}
+
+__attribute__((always_inline))
+void StoreBlock(const VEC v, __global TYPE *p, const int width)
+{
+    if (width >= VW) {
+        *(__global VEC_U *)p = v;
+        return;
+    }
+    TYPE lanes[VW];
+    VSTORE(v, 0, lanes);
+    for (int l = 0; l < width; l++)
+        p[l] = lanes[l];
+}
 #endif

@@ -42,31 +42,6 @@ HELPER int PanelIndex(const int r, const int c, const int stride)
     return ((c / VW) * stride + r) * VW + c % VW;
 }
 
-HELPER VEC LoadBlock(__global const TYPE *p, const int width)
-{
-    if (width >= VW)
-        return ((ulong)p & (sizeof(VEC) - 1)) ? VLOAD(0, p) : *(const __global VEC *)p;
-    TYPE lanes[VW];
-    for (int l = 0; l < VW; l++)
-        lanes[l] = l < width ? p[l] : (TYPE)0;
-    return VLOAD(0, lanes);
-}
-
-HELPER void StoreBlock(VEC v, __global TYPE *p, const int width)
-{
-    if (width >= VW) {  // an aligned block as a plain store: PoCL 3.0 calls vstore8 out of line
-        if ((ulong)p & (sizeof(VEC) - 1))
-            VSTORE(v, 0, p);
-        else
-            *(__global VEC *)p = v;
-        return;
-    }
-    TYPE lanes[VW];
-    VSTORE(v, 0, lanes);
-    for (int l = 0; l < width; l++)
-        p[l] = lanes[l];
-}
-
 HELPER TYPE SumLanes(VEC v)
 {
 #if VW == 1

@@ -34,7 +34,8 @@
 // What an update kernel passes on to keras_gradient after clip_value.
 #define GRADIENT_PASS CLIP_PASS LOSS_SCALE_PASS
 
-#define REGULARIZED(g, w, l1, l2) ((g) + (l1) * sign(w) + 2 * (l2) * (w))
+// (sign() only where l1 is set: pip's PoCL 3.0 calls it as a library function, see TYPE4_U in common.cl.)
+#define REGULARIZED(g, w, l1, l2) ((g) + ((l1) != 0 ? (l1) * sign(w) : 0) + 2 * (l2) * (w))
 
 #if CLIP_NORM
 // The clip factor of element i's parameter: the last p with starts[p] <= i.

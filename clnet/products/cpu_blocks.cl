@@ -43,29 +43,16 @@
 // for 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the
 // GELU layer's time there was stalls, not f' (f' replaced by a product: the same time). (The GPU
 // form does all this inside its weight gradient, see CalcDeltaWeights there.)
-// VW consecutive elements p[0..VW), those at or past `width` read as 0.
-__attribute__((always_inline))
-VEC LoadColumns(const __global TYPE *p, const int width)
-{
-    if (width >= VW)
-        return VLOAD(0, p);
-    TYPE lanes[VW];
-    for (int l = 0; l < VW; l++)
-        lanes[l] = l < width ? p[l] : (TYPE)0;
-    return VLOAD(0, lanes);
-}
-
 // Row m of delta, columns col.., as the input gradient reads it: row-major with HG_T (next to W^T,
 // see CalcHiddenGradient), else in row panels.
 __attribute__((always_inline))
 void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const int col, const int units_p)
 {
 #if HG_T
-    VSTORE(g, 0, delta_rows + m * units_p + col);
+    StoreBlock(g, delta_rows + m * units_p + col, VW);
 #else
     __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
-    TYPE lanes[VW];
-    VSTORE(g, 0, lanes);
+    const TYPE *lanes = (const TYPE *)&g;
     for (int j = 0; j < VW; j++)
         row_panel[(col + j) * VW] = lanes[j];
 #endif
@@ -81,8 +68,8 @@ void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, cons
                     const int units_p)
 {
     for (int k = 0; k < n_in; k++) {
-        TYPE row[VW];
-        VSTORE(VLOAD(0, weights + (p * n_in + k) * VW), 0, row);
+        const VEC v = LoadBlock(weights + (p * n_in + k) * VW, VW);
+        const TYPE *row = (const TYPE *)&v;
         __global TYPE *out = weights_t + (k / VW) * units_p * VW + p * VW * VW + k % VW;
         for (int j = 0; j < VW; j++)
             out[j * VW] = row[j];
@@ -109,17 +96,17 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
         TransposePanel(weights, weights_t, p, n_in, units_p);
 #endif
     for (int p = first; p < end; p++)  // summed in place, where its few panels stay in L1
-        VSTORE((VEC)(0), p, delta_bias);
+        StoreBlock((VEC)(0), delta_bias + p * VW, VW);
     for (int m = 0; m < rows; m++) {
         for (int p = first; p < end; p++) {
             const int col = p * VW, width = min(VW, units - col), o = m * units + col;
-            VEC g = LoadColumns(output_gr + o, width);
+            VEC g = LoadBlock(output_gr + o, width);
             if (apply_derivative)
-                g *= ACT_DERIVATIVE_V(LoadColumns(outputs + o, width), LoadColumns(kept + o, width), a, b);
+                g *= ACT_DERIVATIVE_V(LoadBlock(outputs + o, width), LoadBlock(kept + o, width), a, b);
             ((__global VEC *)(delta + col * capacity))[m] = g;
             if (input_gradient)
                 StoreDeltaRow(g, delta_rows, m, col, units_p);
-            VSTORE(VLOAD(p, delta_bias) + g, p, delta_bias);
+            StoreBlock(LoadBlock(delta_bias + p * VW, VW) + g, delta_bias + p * VW, VW);
         }
     }
 }
@@ -253,9 +240,9 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
         for (int r = 0; r < FF_RM; r++)
             acc[q][r] = (VEC)(0);
     forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
-    const VEC bv = VLOAD(0, bias + col);
+    const VEC bv = LoadBlock(bias + col, VW);
     const int width = min(VW, units - col), height = min(FF_RM * FF_NB, rows - row);
-    TYPE y[FF_RM * FF_NB][VW];  // this block of y, kept to be written down y^T's rows below
+    VEC y[FF_RM * FF_NB];  // this block of y, kept to be written down y^T's rows below
     for (int q = 0; q < FF_NB; q++) {
         #pragma unroll
         for (int r = 0; r < FF_RM; r++) {
@@ -264,23 +251,12 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
                 break;
             const int o = (row + m) * units + col;
             const VEC z = acc[q][r] + bv;
-            const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadColumns(residual + o, width) : (VEC)(0));
-            VSTORE(ym, 0, y[m]);
-            if (width == VW) {
+            const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadBlock(residual + o, width) : (VEC)(0));
+            y[m] = ym;
 #if STORE_PRE
-                VSTORE(z, 0, kept + o);
+            StoreBlock(z, kept + o, width);
 #endif
-                VSTORE(ym, 0, outputs + o);
-            } else {
-                TYPE zs[VW];
-                VSTORE(z, 0, zs);
-                for (int j = 0; j < width; j++) {
-#if STORE_PRE
-                    kept[o + j] = zs[j];
-#endif
-                    outputs[o + j] = y[m][j];
-                }
-            }
+            StoreBlock(ym, outputs + o, width);
         }
     }
     // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y was
@@ -289,7 +265,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
     // product without this epilogue, is a little faster still).
     for (int j = 0; j < (ld ? width : 0); j++)
         for (int m = 0; m < height; m++)
-            outputs_t[(col + j) * ld + row + m] = y[m][j];
+            outputs_t[(col + j) * ld + row + m] = ((const TYPE *)&y[m])[j];
 }
 
 // dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
@@ -313,7 +289,7 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
         #pragma unroll
         for (int r = 0; r < DW_RM; r++)
             if (i0 + q * DW_RM + r < n_in)
-                VSTORE(acc[q][r], 0, delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW);
+                StoreBlock(acc[q][r], delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW, VW);
 }
 
 #if HG_T
@@ -341,14 +317,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows
             const int m = row + q * HG_RM + r;
             if (m >= rows)
                 break;
-            if (width == VW) {
-                VSTORE(acc[q][r], 0, input_gr + m * n_in + col);
-            } else {
-                TYPE g[VW];
-                VSTORE(acc[q][r], 0, g);
-                for (int j = 0; j < width; j++)
-                    input_gr[m * n_in + col + j] = g[j];
-            }
+            StoreBlock(acc[q][r], input_gr + m * n_in + col, width);
         }
 }
 #else
@@ -373,11 +342,11 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
             acc[q][j] = (VEC)(0);
     input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
     const int height = min(VW, rows - row), count = min(HG_RM * HG_NB, n_in - i0);
-    TYPE g[HG_RM * HG_NB][VW];  // this block of dL/dx^T, written down dL/dx's rows below
+    VEC g[HG_RM * HG_NB];  // this block of dL/dx^T, written down dL/dx's rows below
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int j = 0; j < HG_RM; j++)
-            VSTORE(acc[q][j], 0, g[q * HG_RM + j]);
+            g[q * HG_RM + j] = acc[q][j];
     // A whole block with constant trip counts, which the compiler unrolls (slightly faster at
     // 2048^3 on Intel's runtime with fixed tiles, close to the kernel without any store at all).
     if (height == VW && count == HG_RM * HG_NB) {
@@ -385,11 +354,11 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
         for (int r = 0; r < VW; r++)
             #pragma unroll
             for (int i = 0; i < HG_RM * HG_NB; i++)
-                input_gr[(row + r) * n_in + i0 + i] = g[i][r];
+                input_gr[(row + r) * n_in + i0 + i] = ((const TYPE *)&g[i])[r];
         return;
     }
     for (int r = 0; r < height; r++)
         for (int i = 0; i < count; i++)
-            input_gr[(row + r) * n_in + i0 + i] = g[i][r];
+            input_gr[(row + r) * n_in + i0 + i] = ((const TYPE *)&g[i])[r];
 }
 #endif
