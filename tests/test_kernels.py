@@ -587,6 +587,31 @@ def test_folded_gradient_is_the_logit_gradient(rt, rng, name, activation):
     close(grad.numpy(), want, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("cols", [3, 8, 19, 113])
+def test_logit_cross_entropy_kernels(rt, rng, sparse, cols):
+    """Cross-entropy from logits: the loss is -sum t log softmax(z), the gradient softmax(z) sum(t)
+    - t over the positions' count; rows of every width, so that the kernel's eight-wide gradient
+    reads and writes start anywhere (rows of 19 or 113 are not 32-byte aligned) and has a tail."""
+    loss = (losses.SparseCategoricalCrossentropy if sparse else losses.CategoricalCrossentropy)(from_logits=True)
+    rows, positions = 5, 7
+    tokens = rows * positions
+    z = rng.normal(0, 3, (tokens, cols)).astype(F32)
+    labels = rng.integers(0, cols, tokens)
+    t = np.eye(cols)[labels] if sparse else rng.dirichlet(np.ones(cols), tokens) * rng.uniform(0.5, 2, (tokens, 1))
+    grad = Tensor((tokens, cols), F32)
+    blocks = loss_blocks(rt, positions)[1]
+    sample_loss, sample_hit = Tensor.zeros((rows * blocks,), F32), Tensor.zeros((rows * blocks,), F32)
+    launch_loss(rt, loss, labels.astype(F32) if sparse else t, z, grad, sample_loss, sample_hit, 0, rows, positions,
+                cols, 0)
+    z64 = z.astype(np.float64)
+    log_p = z64 - z64.max(1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+    close(grad.numpy(), (np.exp(log_p) * t.sum(1, keepdims=True) - t) / tokens, rtol=1e-4, atol=1e-7)
+    close(sample_loss.numpy().reshape(rows, blocks).sum(1), -(t * log_p).sum(1).reshape(rows, positions).mean(1),
+          rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("transposed", [True, False])
 @pytest.mark.parametrize("x_cols,y_cols", [(1, 1), (5, 3), (784, 10), (129, 127)])
 def test_gather_rows(rt, rng, x_cols, y_cols, transposed):

@@ -194,8 +194,8 @@ __kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,       
         const int start = ln_start(group, features, inner) + n0 * inner;
         TYPE8 dy, x;
         if (inner == 1 && width == 8) {
-            dy = VLOAD8(0, output_gr + start);
-            x = VLOAD8(0, inputs + start);
+            dy = Load8(output_gr + start);
+            x = Load8(inputs + start);
         } else {
             TYPE t[8], u[8];
             for (int l = 0; l < 8; l++) {

@@ -165,8 +165,8 @@ __kernel void FeedForwardAttention(FEED_FORWARD_ATTENTION_ARGS)
     TYPE8 sums = (TYPE8)(0);
     int j = 0;
     for (; j + 8 <= keys; j += 8) {
-        const TYPE8 e = exp8(VLOAD8(0, p + j) - m);
-        VSTORE8(e, 0, p + j);
+        const TYPE8 e = exp8(Load8(p + j) - m);
+        Store8(e, p + j);
         sums += e;
     }
     TYPE sum = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
