@@ -8,21 +8,22 @@
 __attribute__((always_inline))                                                                  \
 VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                                     \
 {                                                                                               \
-    TYPE in[VW], out[VW];                                                                       \
-    VSTORE(x, 0, in);                                                                           \
+    VEC y;  /* lanes through TYPE pointers: PoCL 3.0 calls vloadN/vstoreN (see TYPE4_U) */      \
+    const TYPE *in = (const TYPE *)&x;                                                          \
+    TYPE *out = (TYPE *)&y;                                                                     \
     for (int l = 0; l < VW; l++)                                                                \
         out[l] = FORWARD(in[l], a, b);                                                          \
-    return VLOAD(0, out);                                                                       \
+    return y;                                                                                   \
 }                                                                                               \
 __attribute__((always_inline))                                                                  \
 VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)                     \
 {                                                                                               \
-    TYPE ys[VW], xs[VW], out[VW];                                                               \
-    VSTORE(y, 0, ys);                                                                           \
-    VSTORE(x, 0, xs);                                                                           \
+    VEC d;                                                                                      \
+    const TYPE *ys = (const TYPE *)&y, *xs = (const TYPE *)&x;                                  \
+    TYPE *out = (TYPE *)&d;                                                                     \
     for (int l = 0; l < VW; l++)                                                                \
         out[l] = DERIVATIVE(ys[l], xs[l], a, b);                                                \
-    return VLOAD(0, out);                                                                       \
+    return d;                                                                                   \
 }
 #if ACT_VECTOR
 #define ACT_FORWARD_V CAT(ACT, _forward_vector)

@@ -18,23 +18,28 @@
 #define CHUNKS(DIM) (((DIM) + LANES - 1) / LANES)            // TYPE8s in a row of DIM
 
 // Lane l of a block's column of DIM-element rows `rows` (row l at rows + l * stride) for each
-// d < DIM: out[d] holds element d of the block's `valid` rows, 0 in the lanes past them.
+// d < DIM: out[d] holds element d of the block's `valid` rows, 0 in the lanes past them. Lanes
+// are reached through a TYPE pointer to a TYPE8 copy, here and below: PoCL 3.0 calls vload8 and
+// vstore8 out of line (see TYPE4_U in common.cl), and a copy keeps the address of the kernel's
+// own vectors untaken, so that they can stay in registers.
 #define GATHER_LANES(out, rows, stride, valid, DIM, factor)                           \
     do {                                                                              \
-        TYPE t_[(DIM) * LANES];                                                       \
+        TYPE8 v_[DIM];                                                                \
+        TYPE *t_ = (TYPE *)v_;                                                        \
         for (int l_ = 0; l_ < LANES; l_++)                                            \
             for (int d_ = 0; d_ < (DIM); d_++)                                        \
                 t_[d_ * LANES + l_] = l_ < (valid) ? (rows)[l_ * (long)(stride) + d_] * (factor) : 0; \
         for (int d_ = 0; d_ < (DIM); d_++)                                            \
-            (out)[d_] = VLOAD8(d_, t_);                                               \
+            (out)[d_] = v_[d_];                                                       \
     } while (0)
 
 // The inverse: row l of `rows` gets lane l of in[d], d < DIM, for the `valid` rows.
 #define SCATTER_LANES(rows, stride, in, valid, DIM, factor)                           \
     do {                                                                              \
-        TYPE t_[(DIM) * LANES];                                                       \
+        TYPE8 v_[DIM];                                                                \
         for (int d_ = 0; d_ < (DIM); d_++)                                            \
-            VSTORE8((in)[d_] * (factor), d_, t_);                                     \
+            v_[d_] = (in)[d_] * (factor);                                             \
+        const TYPE *t_ = (const TYPE *)v_;                                            \
         for (int l_ = 0; l_ < (valid); l_++)                                          \
             for (int d_ = 0; d_ < (DIM); d_++)                                        \
                 (rows)[l_ * (long)(stride) + d_] = t_[d_ * LANES + l_];               \
@@ -63,12 +68,11 @@ inline TYPE8 mask_lanes(TYPE8 s, const TYPE masked, __global const TYPE *mask, c
 {
     if (!use_mask && !(causal && j > i0))
         return s;
-    TYPE t[LANES];
-    VSTORE8(s, 0, t);
+    TYPE *t = (TYPE *)&s;
     for (int l = 0; l < LANES && i0 + l < tq; l++)
         if (!attention_kept(mask, use_mask, causal, b, i0 + l, j, tq, tk))
             t[l] = masked;
-    return VLOAD8(0, t);
+    return s;
 }
 
 // Each lane's weight through dropout.cl's hash: kept ones divided by keep, the others 0. `at` is
@@ -76,11 +80,10 @@ inline TYPE8 mask_lanes(TYPE8 s, const TYPE masked, __global const TYPE *mask, c
 inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, __global const int *noise,
                         const int seed, const int step, const TYPE keep)
 {
-    TYPE t[LANES];
-    VSTORE8(w, 0, t);
+    TYPE *t = (TYPE *)&w;
     for (int l = 0; l < valid; l++)
         t[l] = kept_by_dropout(t[l], (int)(at + (long)l * tk), noise, seed, step, keep);
-    return VLOAD8(0, t);
+    return w;
 }
 
 // FeedForwardAttention's results for the query positions i0..i0+7 of (sample b, head h): the
@@ -106,8 +109,8 @@ __kernel void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
     }
     // A query masked entirely: Keras's softmax of -1e9 everywhere, future keys too. The block's
     // other queries get exp(-1e9 - max) = 0 there, as for the keys their causal mask cuts off.
-    TYPE lanes_m[LANES];
-    VSTORE8(m, 0, lanes_m);
+    const TYPE8 m_lanes = m;
+    const TYPE *lanes_m = (const TYPE *)&m_lanes;
     bool lost = false;
     for (int l = 0; l < valid; l++)
         lost |= lanes_m[l] == MASKED_SCORE;
@@ -144,10 +147,10 @@ __kernel void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
     for (int d = 0; d < VALUE_DIM; d++) {
         __global TYPE *out = context_t + (long)(h * VALUE_DIM + d) * ld + column;
         if (valid == LANES) {
-            VSTORE8(c[d], 0, out);
+            Store8(c[d], out);
         } else {
-            TYPE t[LANES];
-            VSTORE8(c[d], 0, t);
+            const TYPE8 cd = c[d];
+            const TYPE *t = (const TYPE *)&cd;
             for (int l = 0; l < valid; l++)
                 out[l] = t[l];
         }
@@ -199,11 +202,12 @@ __attribute__((always_inline))
 TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
 {
     if ((c + 1) * LANES <= dim)
-        return VLOAD8(c, row);
-    TYPE t[LANES];
+        return Load8(row + c * LANES);
+    TYPE8 v;
+    TYPE *t = (TYPE *)&v;
     for (int l = 0; l < LANES; l++)
         t[l] = c * LANES + l < dim ? row[c * LANES + l] : 0;
-    return VLOAD8(0, t);
+    return v;
 }
 
 // CalcHiddenGradientAttentionKeyValue for the keys j0..j0+KV_KEYS-1 of (sample b, head h): the
@@ -247,11 +251,12 @@ __kernel void CalcHiddenGradientAttentionKeyValueLanes(KEY_VALUE_GRADIENT_ATTENT
         }
     }
     for (int jj = 0; jj < keys; jj++) {
-        TYPE t[CHUNKS(VALUE_DIM) * LANES], u[CHUNKS(KEY_DIM) * LANES];
+        TYPE8 t8[CHUNKS(VALUE_DIM)], u8[CHUNKS(KEY_DIM)];
         for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
-            VSTORE8(dv[jj][c], c, t);
+            t8[c] = dv[jj][c];
         for (int c = 0; c < CHUNKS(KEY_DIM); c++)
-            VSTORE8(scale * dk[jj][c], c, u);
+            u8[c] = scale * dk[jj][c];
+        const TYPE *t = (const TYPE *)t8, *u = (const TYPE *)u8;
         __global TYPE *out_v = VALUE_ROW(value_gr, (long)b * tk + j0 + jj, h);
         for (int d = 0; d < VALUE_DIM; d++)
             out_v[d] = t[d];
