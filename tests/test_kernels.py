@@ -587,13 +587,18 @@ def test_folded_gradient_is_the_logit_gradient(rt, rng, name, activation):
     close(grad.numpy(), want, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("where", ["from_logits", "softmax_here"])
 @pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("cols", [3, 8, 19, 113])
-def test_logit_cross_entropy_kernels(rt, rng, sparse, cols):
+def test_logit_cross_entropy_kernels(rt, rng, sparse, cols, where):
     """Cross-entropy from logits: the loss is -sum t log softmax(z), the gradient softmax(z) sum(t)
     - t over the positions' count; rows of every width, so that the kernel's eight-wide gradient
-    reads and writes start anywhere (rows of 19 or 113 are not 32-byte aligned) and has a tail."""
-    loss = (losses.SparseCategoricalCrossentropy if sparse else losses.CategoricalCrossentropy)(from_logits=True)
+    reads and writes start anywhere (rows of 19 or 113 are not 32-byte aligned) and has a tail.
+    The same where a softmax output layer leaves its softmax to the loss (SOFTMAX_HERE): then the
+    loss takes log of softmax(z) clamped to [1e-7, 1 - 1e-7], as on a softmax's output."""
+    from clnet.losses.base import SOFTMAX_HERE
+    from_logits = where == "from_logits"
+    loss = (losses.SparseCategoricalCrossentropy if sparse else losses.CategoricalCrossentropy)(from_logits=from_logits)
     rows, positions = 5, 7
     tokens = rows * positions
     z = rng.normal(0, 3, (tokens, cols)).astype(F32)
@@ -603,11 +608,13 @@ def test_logit_cross_entropy_kernels(rt, rng, sparse, cols):
     blocks = loss_blocks(rt, positions)[1]
     sample_loss, sample_hit = Tensor.zeros((rows * blocks,), F32), Tensor.zeros((rows * blocks,), F32)
     launch_loss(rt, loss, labels.astype(F32) if sparse else t, z, grad, sample_loss, sample_hit, 0, rows, positions,
-                cols, 0)
+                cols, 0 if from_logits else SOFTMAX_HERE)
     z64 = z.astype(np.float64)
     log_p = z64 - z64.max(1, keepdims=True)
     log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
     close(grad.numpy(), (np.exp(log_p) * t.sum(1, keepdims=True) - t) / tokens, rtol=1e-4, atol=1e-7)
+    if not from_logits:
+        log_p = np.log(np.clip(np.exp(log_p), 1e-7, 1 - 1e-7))
     close(sample_loss.numpy().reshape(rows, blocks).sum(1), -(t * log_p).sum(1).reshape(rows, positions).mean(1),
           rtol=1e-5, atol=1e-6)
 

@@ -27,7 +27,9 @@ inline VEC gelu_erf_vector(VEC z) { return erf(z); }
 #else
 inline VEC gelu_erf_vector(VEC z)
 {
-    z = clamp(z, (TYPE)-4, (TYPE)4);
+    const VEC limit = (VEC)(4);
+    z = z > limit ? limit : z;  // clamp(), which pip's PoCL 3.0 calls as a library function
+    z = z < -limit ? -limit : z;
     const VEC z2 = z * z;
     VEC p = z2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
     p = z2 * p - 2.10102402082508e-06f;

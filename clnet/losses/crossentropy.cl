@@ -20,11 +20,19 @@
 // tiny GPT's loss over 2048 positions of 113 classes was slow before).
 inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *log_s)
 {
-    TYPE top = -INFINITY;
-    for (int j = 0; j < cols; j++)
-        top = fmax(top, z[j]);
-    TYPE8 sums = (TYPE8)(0);
+    TYPE8 tops = (TYPE8)(-INFINITY);  // (a ?: where fmax would be a library call on pip's PoCL 3.0)
     int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        const TYPE8 zj = Load8(z + j);
+        tops = zj > tops ? zj : tops;
+    }
+    TYPE top = -INFINITY;
+    for (int l = 0; l < 8; l++)
+        top = ((TYPE *)&tops)[l] > top ? ((TYPE *)&tops)[l] : top;
+    for (; j < cols; j++)
+        top = z[j] > top ? z[j] : top;
+    TYPE8 sums = (TYPE8)(0);
+    j = 0;
     for (; j + 8 <= cols; j += 8)
         sums += exp8(Load8(z + j) - top);
     TYPE s = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
@@ -32,6 +40,24 @@ inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *l
         s += exp(z[j] - top);
     *m = top;
     *log_s = log(s);
+}
+
+// g = scale (softmax(z) sum(t) - t) of a row of logits z given logit_stats' m and log_s, the
+// exponentials eight at a time (see logit_stats); t[j], or 1 at the label where t == 0.
+inline void softmax_gradient(const __global TYPE *t, const int label, const __global TYPE *z, __global TYPE *g,
+                             const int cols, const TYPE m, const TYPE log_s, const TYPE t_sum, const TYPE scale)
+{
+    int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        TYPE8 tj = (TYPE8)(0);
+        if (t)
+            tj = Load8(t + j);
+        else if (label >= j && label < j + 8)
+            ((TYPE *)&tj)[label - j] = 1;
+        Store8(scale * (exp8(Load8(z + j) - m - log_s) * t_sum - tj), g + j);
+    }
+    for (; j < cols; j++)
+        g[j] = scale * (exp(z[j] - m - log_s) * t_sum - (t ? t[j] : (TYPE)(j == label)));
 }
 
 // Cross-entropy of one position's distribution; writes its gradient g, returns the loss.
@@ -51,27 +77,24 @@ TYPE categorical_position(const __global TYPE *t, const int label, const __globa
     logit_stats(p, cols, &m, &log_s);
     for (int j = 0; j < cols; j++)
         loss -= TARGET(j) * (p[j] - m - log_s);
-    int j = 0;
-    for (; j + 8 <= cols; j += 8) {  // the gradient's exponentials eight at a time (see logit_stats)
-        TYPE8 tj = (TYPE8)(0);
-        if (t)
-            tj = Load8(t + j);
-        else if (label >= j && label < j + 8)
-            ((TYPE *)&tj)[label - j] = 1;
-        Store8(scale * (exp8(Load8(p + j) - m - log_s) * t_sum - tj), g + j);
-    }
-    for (; j < cols; j++)
-        g[j] = scale * (exp(p[j] - m - log_s) * t_sum - TARGET(j));
+    softmax_gradient(t, label, p, g, cols, m, log_s, t_sum, scale);
 #else
-    if (fold_activation == SOFTMAX_HERE)
+    if (fold_activation == SOFTMAX_HERE) {  // p holds z; the loss on softmax(z) clamped, as below
         logit_stats(p, cols, &m, &log_s);
-    for (int j = 0; j < cols; j++) {
-        const TYPE tj = TARGET(j);
-        const TYPE p_j = fold_activation == SOFTMAX_HERE ? exp(p[j] - m - log_s) : p[j];
-        const TYPE pj = clamp(p_j, EPSILON, 1 - EPSILON);
-        if (tj != 0)  // 0 log(pj) is 0 (pj >= EPSILON): no log for the classes a sparse target is not
-            loss -= tj * log(pj);
-        g[j] = scale * (fold_activation ? p_j * t_sum - tj : (p_j == pj ? -tj / pj : 0));
+        for (int j = 0; j < cols; j++) {
+            const TYPE tj = TARGET(j);
+            if (tj != 0)  // an exp and a log for the classes in the target only (one, for a sparse one)
+                loss -= tj * log(clamp(exp(p[j] - m - log_s), EPSILON, 1 - EPSILON));
+        }
+        softmax_gradient(t, label, p, g, cols, m, log_s, t_sum, scale);
+    } else {
+        for (int j = 0; j < cols; j++) {
+            const TYPE tj = TARGET(j);
+            const TYPE pj = clamp(p[j], EPSILON, 1 - EPSILON);
+            if (tj != 0)  // 0 log(pj) is 0 (pj >= EPSILON): no log for the classes a sparse target is not
+                loss -= tj * log(pj);
+            g[j] = scale * (fold_activation ? p[j] * t_sum - tj : (p[j] == pj ? -tj / pj : 0));
+        }
     }
 #endif
 #undef TARGET
