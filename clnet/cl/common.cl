@@ -47,6 +47,12 @@ typedef TYPE8 __attribute__((aligned(sizeof(TYPE)))) TYPE8_U;
 #define Load8(p) (*(const __global TYPE8_U *)(p))
 #define Store8(v, p) (*(__global TYPE8_U *)(p) = (v))
 
+// The sum of a TYPE8's lanes, pairwise (the same order wherever it is used).
+inline TYPE Sum8(const TYPE8 v)
+{
+    return ((v.s0 + v.s1) + (v.s2 + v.s3)) + ((v.s4 + v.s5) + (v.s6 + v.s7));
+}
+
 // Four consecutive elements array[start..start+3]; those at or past `size` read as 0,
 // so a kernel can walk any length four at a time without reading out of bounds.
 inline TYPE4 ToVect4(__global const TYPE *array, int start, int size)

@@ -96,6 +96,81 @@ __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         /
     }
 }
 
+// The CPU form of the two kernels above: a work-item per group, no local memory and no barriers,
+// in work-groups the runtime sizes. A work-group per group, one item each, paid the runtime's
+// cost of a work-group per row (2048 of them in a tiny GPT block's norm), and its sums ran one
+// element at a time, each add waiting for the one before; where the features are contiguous
+// (inner == 1) they run eight at a time on a vector's lanes, eight chains at once, the rest
+// (the tail, or all of them at another stride) one by one.
+#define LN_ROW_LOOP(n, whole, simd, scalar)                        \
+    {                                                              \
+        int n = 0;                                                 \
+        for (; (whole) && n + 8 <= features; n += 8) { simd; }     \
+        for (; n < features; n++) { scalar; }                      \
+    }
+
+__kernel void FeedForwardLayerNormRows(__global const TYPE *inputs,   // (rows, outer, features, inner)
+                                       __global TYPE *outputs,        // (rows, outer, features, inner)
+                                       __global const TYPE *gamma,    // (features,)
+                                       __global const TYPE *beta,     // (features,)
+                                       __global TYPE *group_mean,     // (rows * outer * inner,)
+                                       __global TYPE *group_inv_std,  // (rows * outer * inner,)
+                                       const int groups, const int features, const int inner, const TYPE epsilon)
+{
+    const int group = get_global_id(0);
+    if (group >= groups)
+        return;
+    const int start = ln_start(group, features, inner);
+    const __global TYPE *x = inputs + start;
+    __global TYPE *y = outputs + start;
+    const int rows8 = inner == 1;
+    TYPE8 sums = (TYPE8)(0);
+    TYPE sum = 0;
+    LN_ROW_LOOP(n, rows8, sums += Load8(x + n), sum += x[n * inner])
+    const TYPE mean = (Sum8(sums) + sum) / features;
+    TYPE8 squares8 = (TYPE8)(0);
+    TYPE squares = 0;
+    LN_ROW_LOOP(n, rows8, const TYPE8 d = Load8(x + n) - mean; squares8 += d * d,
+                const TYPE d = x[n * inner] - mean; squares += d * d)
+    const TYPE inv_std = 1 / sqrt((Sum8(squares8) + squares) / features + epsilon);
+    LN_ROW_LOOP(n, rows8, Store8((Load8(x + n) - mean) * inv_std * Load8(gamma + n) + Load8(beta + n), y + n),
+                y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
+    group_mean[group] = mean;
+    group_inv_std[group] = inv_std;
+}
+
+__kernel void CalcHiddenGradientLayerNormRows(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
+                                              __global const TYPE *output_gr,      // dL/dy, same shape
+                                              __global TYPE *input_gr,             // dL/dx, same shape
+                                              __global const TYPE *add_to,         // same shape, if adding
+                                              __global const TYPE *gamma,          // (features,)
+                                              __global const TYPE *group_mean,     // (rows * outer * inner,)
+                                              __global const TYPE *group_inv_std,  // (rows * outer * inner,)
+                                              const int groups, const int features, const int inner, const int adding)
+{
+    const int group = get_global_id(0);
+    if (group >= groups)
+        return;
+    const int start = ln_start(group, features, inner);
+    const __global TYPE *x = inputs + start, *dy = output_gr + start;
+    const TYPE mean = group_mean[group], inv_std = group_inv_std[group];
+    const int rows8 = inner == 1;
+    TYPE8 g_sums = (TYPE8)(0), g_xhat_sums = (TYPE8)(0);
+    TYPE g_sum = 0, g_xhat_sum = 0;
+    LN_ROW_LOOP(n, rows8,
+                const TYPE8 g = Load8(dy + n) * Load8(gamma + n); g_sums += g; g_xhat_sums += g * (Load8(x + n) - mean),
+                const TYPE g = dy[n * inner] * gamma[n]; g_sum += g; g_xhat_sum += g * (x[n * inner] - mean))
+    const TYPE g_mean = (Sum8(g_sums) + g_sum) / features;
+    const TYPE g_xhat_mean = (Sum8(g_xhat_sums) + g_xhat_sum) * inv_std / features;
+    __global TYPE *dx = input_gr + start;
+    LN_ROW_LOOP(n, rows8,
+                TYPE8 d = inv_std * (Load8(dy + n) * Load8(gamma + n) - g_mean - (Load8(x + n) - mean) * inv_std * g_xhat_mean);
+                Store8(adding ? d + Load8(add_to + start + n) : d, dx + n),
+                const TYPE d = inv_std * (dy[n * inner] * gamma[n] - g_mean - (x[n * inner] - mean) * inv_std * g_xhat_mean);
+                dx[n * inner] = adding ? d + add_to[start + n * inner] : d)
+}
+#undef LN_ROW_LOOP
+
 // Two (slices, lanes) arrays in local memory: each lane's slices added into slice 0's, halving
 // the slices each round (a fixed order: the same sums on every run); an item's own entries are
 // last written by itself.

@@ -77,13 +77,16 @@ class LayerNormalization(BufferedLayer):
         self.chunked = chunked_form(self.rt)
         weight_gradient = (("CalcDeltaWeightsLayerNorm", "SumChunksLayerNorm") if self.chunked
                            else ("CalcDeltaWeightsLayerNormLanes",))
+        # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group
+        # (the kernels' Rows form), in work-groups the runtime sizes: it runs a work-group's items
+        # in loops split at each barrier, and the reductions' barriers cost more than they share
+        # (a GPT block's (2048, 64) norm ran far faster without them, forward and backward, on
+        # PoCL 3.1).
+        self._row_form = "" if self.chunked else "Rows"
         self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
-            "FeedForwardLayerNorm", "CalcHiddenGradientLayerNorm", *weight_gradient)}
-        # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group:
-        # the runtime runs a work-group's items in loops split at each barrier, and the
-        # reductions' barriers cost more than they share (a GPT block's (2048, 64) norm ran far
-        # faster that way, forward and backward, on PoCL 3.1).
-        self._group = self.rt.row_group(self.features) if self.chunked else 1
+            "FeedForwardLayerNorm" + self._row_form, "CalcHiddenGradientLayerNorm" + self._row_form,
+            *weight_gradient)}
+        self._group = self.rt.row_group(self.features) if self.chunked else None
         return shape
 
     @property
@@ -101,10 +104,10 @@ class LayerNormalization(BufferedLayer):
         sizes = {"features": self.features, "inner": self.inner}
         statistics = {"group_mean": self.group_mean, "group_inv_std": self.group_inv_std}
         # Each kernel's arguments named once; a launch gives those that change, in the order bound.
-        self._forward = kernel("FeedForwardLayerNorm").bind(
+        self._forward = kernel("FeedForwardLayerNorm" + self._row_form).bind(
             ("inputs", "groups"), outputs=self.outputs, gamma=self._gamma(),
             beta=self.beta.value if self.center else self._zeros, epsilon=self.epsilon, **statistics, **sizes)
-        self._hidden = kernel("CalcHiddenGradientLayerNorm").bind(
+        self._hidden = kernel("CalcHiddenGradientLayerNorm" + self._row_form).bind(
             ("inputs", "output_gr", "add_to", "groups", "adding"), input_gr=self.input_grad, gamma=self._gamma(),
             **statistics, **sizes)
         # gamma's and beta's gradients (their sink where a weight does not exist; see build)
@@ -128,9 +131,11 @@ class LayerNormalization(BufferedLayer):
 
     def _group_sizes(self, groups):
         """(global, local) sizes of the forward and input gradient: a warp per group, 8 to a
-        work-group, or a work-group of self._group items per group."""
+        work-group, or a work-group of self._group items per group; on a CPU an item per group."""
         if self.warp_groups:
             return (-(-groups // WARPS) * WARPS * 32,), (WARPS * 32,)
+        if self._group is None:
+            return (groups,), None
         return (groups * self._group,), (self._group,)
 
     def _gamma(self):

@@ -169,7 +169,7 @@ __kernel void FeedForwardAttention(FEED_FORWARD_ATTENTION_ARGS)
         Store8(e, p + j);
         sums += e;
     }
-    TYPE sum = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
+    TYPE sum = Sum8(sums);
     for (; j < keys; j++) {
         const TYPE e = exp(p[j] - m);
         p[j] = e;

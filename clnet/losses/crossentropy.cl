@@ -35,7 +35,7 @@ inline void logit_stats(const __global TYPE *z, const int cols, TYPE *m, TYPE *l
     j = 0;
     for (; j + 8 <= cols; j += 8)
         sums += exp8(Load8(z + j) - top);
-    TYPE s = ((sums.s0 + sums.s1) + (sums.s2 + sums.s3)) + ((sums.s4 + sums.s5) + (sums.s6 + sums.s7));
+    TYPE s = Sum8(sums);
     for (; j < cols; j++)
         s += exp(z[j] - top);
     *m = top;
