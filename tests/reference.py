@@ -22,6 +22,25 @@ ACTIVATIONS = {
 }
 
 
+def sixteen_bits(x: np.ndarray, half: str) -> np.ndarray:
+    """The bits (uint16) of x (float32) rounded to `half`, "bfloat16" or "float16", to nearest even,
+    as PTX's cvt.rn does; NaN stays NaN."""
+    if half == "float16":
+        with np.errstate(over="ignore"):  # (past float16's range: infinity, as cvt.rn gives)
+            return x.astype(np.float32).astype(np.float16).view(np.uint16)
+    bits = x.astype(np.float32).view(np.uint32)
+    nan = np.isnan(x)
+    bits = np.where(nan, 0x7FFFFFFF, bits + 0x7FFF + ((bits >> 16) & 1))
+    return (bits >> 16).astype(np.uint16)
+
+
+def rounded(x: np.ndarray, half: str) -> np.ndarray:
+    """x (float32) rounded to `half` to nearest even (sixteen_bits), in float64."""
+    if half == "float16":
+        return sixteen_bits(x, half).view(np.float16).astype(np.float64)
+    return (sixteen_bits(x, half).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
 def softmax(z):
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

@@ -9,7 +9,7 @@ from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Conv2D, Dense, MultiHeadAttention
 from clnet.products import on_tensor_cores, tile_candidates, usable_candidates
-from reference import ACTIVATIONS, accuracy, loss_and_grad, pairwise_cover, softmax, softmax_backward
+from reference import ACTIVATIONS, accuracy, loss_and_grad, pairwise_cover, rounded, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
 F32 = np.float32
@@ -224,15 +224,6 @@ def test_tensor_core_form_keeps_22_bits(rt, form):
     z = layer.forward(Tensor.from_numpy(x[:, None]), len(x)).numpy()[:, 0].astype(np.float64)
     assert np.all(np.abs(z - x) <= 2.0**-22 * np.abs(x))
     assert np.abs(z - x).max() > 0  # not float's product: the test would not see the form otherwise
-
-
-def rounded(x: np.ndarray, half: str) -> np.ndarray:
-    """x (float32) rounded to `half` to nearest even, as the 16-bit forms' cvt.rn does, in float64."""
-    if half == "float16":
-        return x.astype(np.float16).astype(np.float64)
-    bits = x.astype(F32).view(np.uint32)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.view(F32).astype(np.float64)
 
 
 @pytest.mark.parametrize("form", TENSOR_CORE_FORMS)

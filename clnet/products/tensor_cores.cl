@@ -37,6 +37,27 @@ inline void split_tf32(const TYPE x, uint *big, uint *small)
 #endif
 #define STAGED_PAIR(k, m) ((k) / 2 * LT + (m))
 
+// Hopper's warpgroup products (wgmma.cl, sixteen_bit.cl). PTX ISA: wgmma is an sm_90a instruction,
+// and NVIDIA's OpenCL compiler writes `.target sm_90`, where ptxas refuses it. HOPPER() hides an
+// instruction in a PTX comment, which the runtime (Runtime._sm90a_program, for programs built with
+// SM90A=1) uncovers in the compiled PTX and rebuilds for sm_90a.
+#define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
+// A 64 x 128 float accumulator of a wgmma, as its asm's first 64 operands: D(n) its n-th float,
+// 4 to each 8 columns (the work-item's rows g and g + 8, columns 2t and 2t + 1 of each 8).
+#define WGMMA_D "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define WGMMA_D_OPERANDS(D) \
+    "+f"(D(0)), "+f"(D(1)), "+f"(D(2)), "+f"(D(3)), "+f"(D(4)), "+f"(D(5)), \
+    "+f"(D(6)), "+f"(D(7)), "+f"(D(8)), "+f"(D(9)), "+f"(D(10)), "+f"(D(11)), \
+    "+f"(D(12)), "+f"(D(13)), "+f"(D(14)), "+f"(D(15)), "+f"(D(16)), "+f"(D(17)), \
+    "+f"(D(18)), "+f"(D(19)), "+f"(D(20)), "+f"(D(21)), "+f"(D(22)), "+f"(D(23)), \
+    "+f"(D(24)), "+f"(D(25)), "+f"(D(26)), "+f"(D(27)), "+f"(D(28)), "+f"(D(29)), \
+    "+f"(D(30)), "+f"(D(31)), "+f"(D(32)), "+f"(D(33)), "+f"(D(34)), "+f"(D(35)), \
+    "+f"(D(36)), "+f"(D(37)), "+f"(D(38)), "+f"(D(39)), "+f"(D(40)), "+f"(D(41)), \
+    "+f"(D(42)), "+f"(D(43)), "+f"(D(44)), "+f"(D(45)), "+f"(D(46)), "+f"(D(47)), \
+    "+f"(D(48)), "+f"(D(49)), "+f"(D(50)), "+f"(D(51)), "+f"(D(52)), "+f"(D(53)), \
+    "+f"(D(54)), "+f"(D(55)), "+f"(D(56)), "+f"(D(57)), "+f"(D(58)), "+f"(D(59)), \
+    "+f"(D(60)), "+f"(D(61)), "+f"(D(62)), "+f"(D(63))
+
 #if HALF
 // Where a form's geometry has M_RUN_PAIRS (a lane holds rows m .. m + 3 at depth k, its neighbour
 // lane ^ 1 the same rows at k ^ 1): the two trade halves, so that each packs two rows' pairs of

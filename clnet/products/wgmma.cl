@@ -72,11 +72,6 @@ void put(const TYPE4 r[LOADS], const int along_k, __local TYPE4 *L4, const int l
 // memory (two stages), and fetch the one after. 3xTF32 and the slice sums as the MMA form's.
 // B's two TF32 halves are staged side by side: big as x itself, since wgmma reads only a TF32's
 // top 19 bits (cutting, as big does), and small.
-// PTX ISA: wgmma is an sm_90a instruction, and NVIDIA's OpenCL compiler writes `.target sm_90`,
-// where ptxas refuses it. HOPPER() hides an instruction in a PTX comment, which the runtime
-// (Runtime._sm90a_program, for programs built with SM90A=1) uncovers in the compiled PTX and
-// rebuilds for sm_90a.
-#define HOPPER(instruction) "/*SM90A: " instruction " :SM90A*/"
 
 // wgmma's descriptor of a K-major slice in local memory at byte address `at`, no swizzling: the
 // core matrices (8 rows by 16 bytes) 2048 bytes apart along k (TILE rows of 16 bytes) and 128
@@ -94,22 +89,9 @@ inline ulong descriptor(const uint at)
 #define ACCUMULATOR(n) acc[(n) % 4 / 2][(n) / 4 * 2 + (n) % 2]
 #define WARPGROUP_MMA(shape_and_types, tail, D, a, i, b, accumulate)                                \
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; "                                            \
-                 HOPPER("wgmma.mma_async.sync.aligned." shape_and_types " "                           \
-                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20," \
-                        "%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,"   \
-                        "%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,"   \
-                        "%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1" tail ";") " }" \
-                 : "+f"(D(0)), "+f"(D(1)), "+f"(D(2)), "+f"(D(3)), "+f"(D(4)), "+f"(D(5)),          \
-                   "+f"(D(6)), "+f"(D(7)), "+f"(D(8)), "+f"(D(9)), "+f"(D(10)), "+f"(D(11)),        \
-                   "+f"(D(12)), "+f"(D(13)), "+f"(D(14)), "+f"(D(15)), "+f"(D(16)), "+f"(D(17)),    \
-                   "+f"(D(18)), "+f"(D(19)), "+f"(D(20)), "+f"(D(21)), "+f"(D(22)), "+f"(D(23)),    \
-                   "+f"(D(24)), "+f"(D(25)), "+f"(D(26)), "+f"(D(27)), "+f"(D(28)), "+f"(D(29)),    \
-                   "+f"(D(30)), "+f"(D(31)), "+f"(D(32)), "+f"(D(33)), "+f"(D(34)), "+f"(D(35)),    \
-                   "+f"(D(36)), "+f"(D(37)), "+f"(D(38)), "+f"(D(39)), "+f"(D(40)), "+f"(D(41)),    \
-                   "+f"(D(42)), "+f"(D(43)), "+f"(D(44)), "+f"(D(45)), "+f"(D(46)), "+f"(D(47)),    \
-                   "+f"(D(48)), "+f"(D(49)), "+f"(D(50)), "+f"(D(51)), "+f"(D(52)), "+f"(D(53)),    \
-                   "+f"(D(54)), "+f"(D(55)), "+f"(D(56)), "+f"(D(57)), "+f"(D(58)), "+f"(D(59)),    \
-                   "+f"(D(60)), "+f"(D(61)), "+f"(D(62)), "+f"(D(63))                                \
+                 HOPPER("wgmma.mma_async.sync.aligned." shape_and_types " " WGMMA_D                  \
+                        ", {%64,%65,%66,%67}, %68, p, 1, 1" tail ";") " }"                           \
+                 : WGMMA_D_OPERANDS(D)                                                               \
                  : "r"(a[(i)]), "r"(a[(i) + 1]), "r"(a[(i) + 2]), "r"(a[(i) + 3]), "l"(b), "r"(accumulate) \
                  : "memory")
 
