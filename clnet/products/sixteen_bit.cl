@@ -17,27 +17,19 @@
 // A work-group of 256 (two warpgroups) computes a 128 x 128 block of C, each warpgroup 64 rows
 // with wgmma.m64n128k16, as wgmma.cl's geometry. Slices of TK depths are staged in STAGES buffers
 // of local memory, each written while the slices before it are multiplied. With 64 accumulators a
-// work-item and up to 33 KiB of local memory, two work-groups share an SM: one's barrier and
-// copies run while the other's wgmmas do (NVIDIA's OpenCL gives a work-group at most 48 KiB, so
-// more stages per work-group are not to be had).
+// work-item, two work-groups share an SM: one's barrier and copies run while the other's wgmmas do.
 #if !HALF
 #error "sixteen_bit.cl multiplies 16-bit operands: build it with HALF 1 (bfloat16) or 2 (float16)"
 #endif
 #define BLOCK 128
 #define THREADS 256
-// Along k a slice is a row's 16 or 32 depths (32 or 64 bytes), so an operand stored along k is
-// staged in wgmma's 32-byte or 64-byte swizzle: both operands along k (the input gradient) take
-// 32 depths in two stages, the wider swizzle measuring faster than more stages (RESULTS.md);
-// the others 16 depths in four stages.
-#if !A_ALONG_M && !B_ALONG_N
+// Slices 32 deep, three stages: 16 KiB a stage, 48 KiB in all, the most NVIDIA's OpenCL gives a
+// work-group. An operand stored along k has rows of 64 bytes in a slice, so wgmma's 64-byte
+// swizzle; 16 deep (32-byte swizzle) in four stages was markedly slower where both operands are
+// stored along k, and no faster elsewhere (RESULTS.md).
 #define TK 32
-#define STAGES 2
-#define PENDING "0"  // STAGES - 2, as PTX takes it
-#else
-#define TK 16
-#define STAGES 4
-#define PENDING "2"
-#endif
+#define STAGES 3
+#define PENDING "1"  // STAGES - 2, as PTX takes it
 #define OPERAND_BYTES (BLOCK * TK * 2)
 #define STAGE_BYTES (2 * OPERAND_BYTES)
 
@@ -46,11 +38,11 @@
 // Layout"): each 16-byte chunk's index within its 128-byte line is XORed with the line's index
 // within the swizzle atom, so that the 8 rows the tensor cores read together lie in different
 // banks (without swizzling, the same products ran at about half the rate: RESULTS.md).
-// Along k: a row's TK depths (TK * 2 bytes) then the next row; atoms of 8 rows, 32- or 64-byte
-// swizzle. Along m or n: atoms of 64 rows by 8 depths (1024 bytes, 128-byte swizzle), BLOCK / 64
-// of them side by side, then the next 8 depths. Neighbouring work-items take neighbouring
-// chunks: 8 of them fill a 128-byte line of local memory, and read 128 (along m or n) or TK * 2
-// (along k) contiguous bytes of each row they touch.
+// Along k: a row's TK depths (TK * 2 bytes) then the next row; atoms of 8 rows, 64-byte swizzle.
+// Along m or n: atoms of 64 rows by 8 depths (1024 bytes, 128-byte swizzle), BLOCK / 64 of them
+// side by side, then the next 8 depths. Neighbouring work-items take neighbouring chunks: 8 of
+// them fill a 128-byte line of local memory, and read 128 (along m or n) or TK * 2 (along k)
+// contiguous bytes of each row they touch.
 inline void chunk(const int c, const int along_k, int *offset, int *row, int *depth)
 {
     if (along_k) {
@@ -77,7 +69,7 @@ inline ulong descriptor(const uint at, const int along_k, const int first, const
         start = at + first * TK * 2 + h * 32;
         leading = 16;  // (not used by swizzled layouts along k)
         stride = 8 * TK * 2;
-        swizzle = TK == 16 ? 3 : 2;  // 32-byte, 64-byte
+        swizzle = 2;  // 64-byte (TK * 2)
     } else {
         start = at + first / 64 * 1024 + h * 2 * (BLOCK / 64) * 1024;
         leading = 1024;
@@ -118,10 +110,10 @@ __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __global float *c, const int m,
                        const int n, const int k, const int lda, const int ldb, const int ldc, const int chunk)
 {
-    // The stages, from a 1024-byte boundary: the swizzle patterns repeat from there (the
+    // The stages, on a 1024-byte boundary: the swizzle patterns repeat from there (the
     // descriptors' base offset 0).
-    __local float4 stages[STAGES * STAGE_BYTES / 16 + 64];
-    const uint base = ((uint)(ulong)stages + 1023) & ~1023u;
+    __local float4 stages[STAGES * STAGE_BYTES / 16] __attribute__((aligned(1024)));
+    const uint base = (uint)(ulong)stages;
     const int lid = get_local_id(0), warpgroup = lid / 128;
     // Split along k where C has too few blocks to fill the GPU: work-groups z = 0, 1, .. sum
     // depths z chunk .. (z + 1) chunk into slice z of C (SumSlices adds them).
