@@ -26,7 +26,7 @@
 // Slices 32 deep, three stages: 16 KiB a stage, 48 KiB in all, the most NVIDIA's OpenCL gives a
 // work-group. An operand stored along k has rows of 64 bytes in a slice, so wgmma's 64-byte
 // swizzle; 16 deep (32-byte swizzle) in four stages was markedly slower where both operands are
-// stored along k, and no faster elsewhere (RESULTS.md).
+// stored along k, and within a few percent elsewhere (RESULTS.md).
 #define TK 32
 #define STAGES 3
 #define PENDING "1"  // STAGES - 2, as PTX takes it
