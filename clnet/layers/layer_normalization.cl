@@ -2,7 +2,7 @@
 // inner), so each of the rows * outer * inner groups normalises `features` elements at stride
 // `inner`, starting at ln_start(group). On a GPU a work-group of a power of two no larger than
 // LOCAL_SIZE items handles a group and reduces in local memory (with WARP_SHUFFLES a warp, see
-// below); on a CPU a work-item.
+// below); on a CPU (built with ROWS) a work-item (see LN_ROW_LOOP).
 
 // WARP_SHUFFLES (NVIDIA GPUs, float): a warp per group instead, 8 to a work-group of 256, its
 // sums added across the warp's 32 lanes by shuffles (common.cl): no local memory, no barriers.
@@ -10,6 +10,9 @@
 // gradient, than before in groups of 64 with group_reduce's 7 barriers; one barrier and every
 // item adding the 64 partials itself was slower still (benchmarks/RESULTS.md, LayerNormalization
 // by warps).
+#ifndef ROWS
+#define ROWS 0
+#endif
 #if WARP_SHUFFLES
 #define GROUP_SUM(scratch, v) lanes_reduce(v, 32, 0)
 #define GROUP_INDEX (get_global_id(0) / 32)
@@ -28,6 +31,19 @@ inline int ln_start(const int group, const int features, const int inner)
     return o * features * inner + (group - o * inner);
 }
 
+// ROWS, the CPU form of the two kernels below: a work-item per group, no local memory and no
+// barriers, in work-groups the runtime sizes. A work-group per group, one item each, paid the
+// runtime's cost of a work-group per row (2048 of them in a tiny GPT block's norm), and its sums
+// ran one element at a time, each add waiting for the one before; where the features are
+// contiguous (inner == 1) they run eight at a time on a vector's lanes, eight chains at once, the
+// rest (the tail, or all of them at another stride) one by one.
+#define LN_ROW_LOOP(n, whole, simd, scalar)                        \
+    {                                                              \
+        int n = 0;                                                 \
+        for (; (whole) && n + 8 <= features; n += 8) { simd; }     \
+        for (; n < features; n++) { scalar; }                      \
+    }
+
 // y = (x - mean) inv_std gamma + beta, with the group's mean and biased variance (as Keras);
 // the mean and inv_std are kept for the backward pass.
 __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, outer, features, inner)
@@ -38,6 +54,28 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
                                    __global TYPE *group_inv_std,  // (rows * outer * inner,)
                                    const int groups, const int features, const int inner, const TYPE epsilon)
 {
+#if ROWS
+    const int group = get_global_id(0);
+    if (group >= groups)
+        return;
+    const int start = ln_start(group, features, inner);
+    const __global TYPE *x = inputs + start;
+    __global TYPE *y = outputs + start;
+    const int rows8 = inner == 1;
+    TYPE8 sums = (TYPE8)(0);
+    TYPE sum = 0;
+    LN_ROW_LOOP(n, rows8, sums += Load8(x + n), sum += x[n * inner])
+    const TYPE mean = (Sum8(sums) + sum) / features;
+    TYPE8 squares8 = (TYPE8)(0);
+    TYPE squares = 0;
+    LN_ROW_LOOP(n, rows8, const TYPE8 d = Load8(x + n) - mean; squares8 += d * d,
+                const TYPE d = x[n * inner] - mean; squares += d * d)
+    const TYPE inv_std = 1 / sqrt((Sum8(squares8) + squares) / features + epsilon);
+    LN_ROW_LOOP(n, rows8, Store8((Load8(x + n) - mean) * inv_std * Load8(gamma + n) + Load8(beta + n), y + n),
+                y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
+    group_mean[group] = mean;
+    group_inv_std[group] = inv_std;
+#else
     __local TYPE scratch[LOCAL_SIZE];
     const int group = GROUP_INDEX, lid = GROUP_ITEM, step = GROUP_ITEMS;
     if (WARP_SHUFFLES && group >= groups)  // a whole warp past the last group (a work-group's are whole)
@@ -61,6 +99,7 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
         group_mean[group] = mean;
         group_inv_std[group] = inv_std;
     }
+#endif
 }
 
 // dx = inv_std (g - mean(g) - x^ mean(g x^)) per group, with g = dy gamma and x^ = (x - mean) inv_std;
@@ -74,80 +113,7 @@ __kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         /
                                           __global const TYPE *group_inv_std,  // (rows * outer * inner,)
                                           const int groups, const int features, const int inner, const int adding)
 {
-    __local TYPE scratch[LOCAL_SIZE];
-    const int group = GROUP_INDEX, lid = GROUP_ITEM, step = GROUP_ITEMS;
-    if (WARP_SHUFFLES && group >= groups)  // a whole warp past the last group (a work-group's are whole)
-        return;
-    const int start = ln_start(group, features, inner);
-    const TYPE mean = group_mean[group], inv_std = group_inv_std[group];
-    TYPE g_sum = 0, g_xhat_sum = 0;
-    for (int n = lid; n < features; n += step) {
-        const int i = start + n * inner;
-        const TYPE g = output_gr[i] * gamma[n];
-        g_sum += g;
-        g_xhat_sum += g * (inputs[i] - mean) * inv_std;
-    }
-    const TYPE g_mean = GROUP_SUM(scratch, g_sum) / features;
-    const TYPE g_xhat_mean = GROUP_SUM(scratch, g_xhat_sum) / features;
-    for (int n = lid; n < features; n += step) {
-        const int i = start + n * inner;
-        const TYPE dx = inv_std * (output_gr[i] * gamma[n] - g_mean - (inputs[i] - mean) * inv_std * g_xhat_mean);
-        input_gr[i] = adding ? dx + add_to[i] : dx;
-    }
-}
-
-// The CPU form of the two kernels above: a work-item per group, no local memory and no barriers,
-// in work-groups the runtime sizes. A work-group per group, one item each, paid the runtime's
-// cost of a work-group per row (2048 of them in a tiny GPT block's norm), and its sums ran one
-// element at a time, each add waiting for the one before; where the features are contiguous
-// (inner == 1) they run eight at a time on a vector's lanes, eight chains at once, the rest
-// (the tail, or all of them at another stride) one by one.
-#define LN_ROW_LOOP(n, whole, simd, scalar)                        \
-    {                                                              \
-        int n = 0;                                                 \
-        for (; (whole) && n + 8 <= features; n += 8) { simd; }     \
-        for (; n < features; n++) { scalar; }                      \
-    }
-
-__kernel void FeedForwardLayerNormRows(__global const TYPE *inputs,   // (rows, outer, features, inner)
-                                       __global TYPE *outputs,        // (rows, outer, features, inner)
-                                       __global const TYPE *gamma,    // (features,)
-                                       __global const TYPE *beta,     // (features,)
-                                       __global TYPE *group_mean,     // (rows * outer * inner,)
-                                       __global TYPE *group_inv_std,  // (rows * outer * inner,)
-                                       const int groups, const int features, const int inner, const TYPE epsilon)
-{
-    const int group = get_global_id(0);
-    if (group >= groups)
-        return;
-    const int start = ln_start(group, features, inner);
-    const __global TYPE *x = inputs + start;
-    __global TYPE *y = outputs + start;
-    const int rows8 = inner == 1;
-    TYPE8 sums = (TYPE8)(0);
-    TYPE sum = 0;
-    LN_ROW_LOOP(n, rows8, sums += Load8(x + n), sum += x[n * inner])
-    const TYPE mean = (Sum8(sums) + sum) / features;
-    TYPE8 squares8 = (TYPE8)(0);
-    TYPE squares = 0;
-    LN_ROW_LOOP(n, rows8, const TYPE8 d = Load8(x + n) - mean; squares8 += d * d,
-                const TYPE d = x[n * inner] - mean; squares += d * d)
-    const TYPE inv_std = 1 / sqrt((Sum8(squares8) + squares) / features + epsilon);
-    LN_ROW_LOOP(n, rows8, Store8((Load8(x + n) - mean) * inv_std * Load8(gamma + n) + Load8(beta + n), y + n),
-                y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
-    group_mean[group] = mean;
-    group_inv_std[group] = inv_std;
-}
-
-__kernel void CalcHiddenGradientLayerNormRows(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
-                                              __global const TYPE *output_gr,      // dL/dy, same shape
-                                              __global TYPE *input_gr,             // dL/dx, same shape
-                                              __global const TYPE *add_to,         // same shape, if adding
-                                              __global const TYPE *gamma,          // (features,)
-                                              __global const TYPE *group_mean,     // (rows * outer * inner,)
-                                              __global const TYPE *group_inv_std,  // (rows * outer * inner,)
-                                              const int groups, const int features, const int inner, const int adding)
-{
+#if ROWS
     const int group = get_global_id(0);
     if (group >= groups)
         return;
@@ -168,6 +134,28 @@ __kernel void CalcHiddenGradientLayerNormRows(__global const TYPE *inputs,      
                 Store8(adding ? d + Load8(add_to + start + n) : d, dx + n),
                 const TYPE d = inv_std * (dy[n * inner] * gamma[n] - g_mean - (x[n * inner] - mean) * inv_std * g_xhat_mean);
                 dx[n * inner] = adding ? d + add_to[start + n * inner] : d)
+#else
+    __local TYPE scratch[LOCAL_SIZE];
+    const int group = GROUP_INDEX, lid = GROUP_ITEM, step = GROUP_ITEMS;
+    if (WARP_SHUFFLES && group >= groups)  // a whole warp past the last group (a work-group's are whole)
+        return;
+    const int start = ln_start(group, features, inner);
+    const TYPE mean = group_mean[group], inv_std = group_inv_std[group];
+    TYPE g_sum = 0, g_xhat_sum = 0;
+    for (int n = lid; n < features; n += step) {
+        const int i = start + n * inner;
+        const TYPE g = output_gr[i] * gamma[n];
+        g_sum += g;
+        g_xhat_sum += g * (inputs[i] - mean) * inv_std;
+    }
+    const TYPE g_mean = GROUP_SUM(scratch, g_sum) / features;
+    const TYPE g_xhat_mean = GROUP_SUM(scratch, g_xhat_sum) / features;
+    for (int n = lid; n < features; n += step) {
+        const int i = start + n * inner;
+        const TYPE dx = inv_std * (output_gr[i] * gamma[n] - g_mean - (inputs[i] - mean) * inv_std * g_xhat_mean);
+        input_gr[i] = adding ? dx + add_to[i] : dx;
+    }
+#endif
 }
 #undef LN_ROW_LOOP
 

@@ -70,22 +70,20 @@ class LayerNormalization(BufferedLayer):
         self._sink = Tensor(f, self.dtype, self.rt)                      # their unused gradients
         # On an NVIDIA GPU, in float, a warp per group (WARP_SHUFFLES in layer_normalization.cl).
         self.warp_groups = self.rt.warp_shuffles(self.dtype)
-        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype)
         # The weight gradient: on a GPU in chunks of the groups, then their sum; on a CPU a
         # work-item per eight features (on the lanes of a vector), each its own work-group, so
         # that the runtime spreads the few of them over the cores.
         self.chunked = chunked_form(self.rt)
         weight_gradient = (("CalcDeltaWeightsLayerNorm", "SumChunksLayerNorm") if self.chunked
                            else ("CalcDeltaWeightsLayerNormLanes",))
-        # On a GPU a work-group for a group (Runtime.row_group); on a CPU one work-item per group
-        # (the kernels' Rows form), in work-groups the runtime sizes: it runs a work-group's items
-        # in loops split at each barrier, and the reductions' barriers cost more than they share
-        # (a GPT block's (2048, 64) norm ran far faster without them, forward and backward, on
-        # PoCL 3.1).
-        self._row_form = "" if self.chunked else "Rows"
+        # The forward and input gradient: on a GPU a work-group for a group (Runtime.row_group);
+        # on a CPU one work-item per group (ROWS), in work-groups the runtime sizes: it runs a
+        # work-group's items in loops split at each barrier, and the reductions' barriers cost
+        # more than they share (a GPT block's (2048, 64) norm ran far faster without them,
+        # forward and backward, on PoCL 3.1).
+        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype, {"ROWS": int(not self.chunked)})
         self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
-            "FeedForwardLayerNorm" + self._row_form, "CalcHiddenGradientLayerNorm" + self._row_form,
-            *weight_gradient)}
+            "FeedForwardLayerNorm", "CalcHiddenGradientLayerNorm", *weight_gradient)}
         self._group = self.rt.row_group(self.features) if self.chunked else None
         return shape
 
@@ -104,10 +102,10 @@ class LayerNormalization(BufferedLayer):
         sizes = {"features": self.features, "inner": self.inner}
         statistics = {"group_mean": self.group_mean, "group_inv_std": self.group_inv_std}
         # Each kernel's arguments named once; a launch gives those that change, in the order bound.
-        self._forward = kernel("FeedForwardLayerNorm" + self._row_form).bind(
+        self._forward = kernel("FeedForwardLayerNorm").bind(
             ("inputs", "groups"), outputs=self.outputs, gamma=self._gamma(),
             beta=self.beta.value if self.center else self._zeros, epsilon=self.epsilon, **statistics, **sizes)
-        self._hidden = kernel("CalcHiddenGradientLayerNorm" + self._row_form).bind(
+        self._hidden = kernel("CalcHiddenGradientLayerNorm").bind(
             ("inputs", "output_gr", "add_to", "groups", "adding"), input_gr=self.input_grad, gamma=self._gamma(),
             **statistics, **sizes)
         # gamma's and beta's gradients (their sink where a weight does not exist; see build)
