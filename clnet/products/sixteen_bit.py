@@ -11,10 +11,10 @@ from ..cl.device import DeviceError
 from ..cl.runtime import SM90A
 from ..cl.tensor import Tensor
 from .forms import HALF_TYPES
+from .plan import split_k
 
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit.cl")
-BLOCK, THREADS = 128, 256  # (sixteen_bit.cl's)
-MIN_SPLIT_DEPTH = 512  # the fewest depths one split of a product sums
+BLOCK, THREADS, TK = 128, 256, 32  # (sixteen_bit.cl's)
 # How a 16-bit operand is held in a Tensor, in either format: its bits, as uint16 (numpy has no
 # bfloat16; a float16 array's .view(np.uint16) gives its bits).
 STORAGE = np.dtype(np.uint16)
@@ -101,10 +101,7 @@ class SixteenBitPlan:
         """C (m x n) = A B with k depths; split along k where C's blocks would not fill the GPU twice
         over (the weight gradient's: its k is the batch's rows), into slices SumSlices adds."""
         blocks = -(-n // BLOCK), -(-m // BLOCK)
-        room = 2 * self.rt.device.max_compute_units // (blocks[0] * blocks[1])  # (two work-groups an SM)
-        splits = max(1, min(room, k // MIN_SPLIT_DEPTH))
-        chunk = -(-(-(-k // splits)) // 32) * 32  # (a multiple of every slice depth, TK)
-        splits = -(-k // chunk)
+        splits, chunk = split_k(self.rt, {"TILE": BLOCK, "TK": TK}, m, n, k, waves=2)  # (two work-groups an SM)
         sizes = ((blocks[0] * THREADS, blocks[1], splits), (THREADS, 1, 1))
         product = dict(a=a, b=b, m=np.int32(m), n=np.int32(n), k=np.int32(k), lda=np.int32(lda), ldb=np.int32(ldb),
                        ldc=np.int32(ldc), chunk=np.int32(chunk), flops=2.0 * m * n * k)
