@@ -7,7 +7,8 @@ the CUDA cores', the tensor cores' (products/mma.cl's form, 3xTF32) and, on Hopp
 capability 9.0), the warpgroup form (WGMMA, 3xTF32 with wgmma), and the MMA and WGMMA forms' 16-bit
 products (mma_half.cl, wgmma_half.cl: operands rounded to bfloat16 or float16, what a
 mixed-precision policy's Dense layers may run), and bfloat16 products of operands stored in 16 bits
-(products/sixteen_bit.cl: what cuBLAS's bfloat16 products read; no layer runs it yet), each product
+(products/sixteen_bit.cl: what cuBLAS's bfloat16 products read; a 16-bit policy's large Dense
+layers run it), each product
 timed from OpenCL profiling events (median of single products); torch.mm
 on CUDA in fp32, in TF32 (allow_tf32, one TF32 product: what PyTorch offers for speed), and on
 bfloat16 and float16 tensors (cuBLAS's 16-bit products, what autocast runs). The error of each clnet product

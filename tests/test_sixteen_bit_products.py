@@ -5,11 +5,16 @@ the plan must refuse clearly."""
 import numpy as np
 import pytest
 
+from clnet import activations, mixed_precision
 from clnet.cl.device import DeviceError
+from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
-from clnet.products import SixteenBitPlan
+from clnet.layers import Dense
+from clnet.layers.dense import JoinedDense
+from clnet.products import HALF_TYPES, SixteenBitDensePlan, SixteenBitPlan, tuner
+from clnet.products import sixteen_bit
 from clnet.products.sixteen_bit import STORAGE
-from reference import rounded, sixteen_bits
+from reference import ACTIVATIONS, rounded, sixteen_bits
 
 F32 = np.float32
 HALVES = ["bfloat16", "float16"]
@@ -107,3 +112,112 @@ def test_plan_checks_tensors(rt):
         plan.forward(x, w, z, 5)
     with pytest.raises(TypeError, match="source must be a float32 tensor"):
         plan.round(x, w)
+
+
+def stored_layer(rt, rng, monkeypatch, half, make, n_in, capacity):
+    """The layer make() makes under the mixed policy of `half`, built with the tuner's choice the
+    WGMMA form's 16-bit tiles, allocated for `capacity` rows, weights from rng; it runs SixteenBitDensePlan."""
+    mixed_precision.set_global_policy(f"mixed_{half}")
+    tiles = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": HALF_TYPES[half]}
+    monkeypatch.setattr(tuner, "matrix_tiles", lambda *args, **kwargs: dict(tiles))
+    monkeypatch.setattr(sixteen_bit, "LEAST_SIDE", 8)  # (awkward sizes, small enough to check quickly)
+    layer = make()
+    store = ParameterStore(rt, F32)
+    layer.build((n_in,), store, rng)
+    store.allocate()
+    layer.allocate(capacity)
+    weights = [rng.normal(0, 0.5, w.shape) for w in layer.get_weights()]
+    for parameter, array in zip(layer.parameters, weights):  # (a joined layer's parts each, in Keras's layout)
+        device = np.zeros(parameter.size, F32)
+        parameter.from_keras(array, device)
+        parameter.value.write(device.reshape(parameter.shape))
+    assert isinstance(layer.plan, SixteenBitDensePlan)
+    return layer
+
+
+def check_stored_step(layer, rng, half, rows, kernel, bias, name, residual=False):
+    """A step of `layer` (kernel and bias in Keras's layout, `name` its activation) against float64:
+    y = f(x W + b) (+ r) from x and W rounded to `half`, to float's sums; dL/dz rounded to `half`
+    bit for bit as dL/dy f'(z) in float, from the f'(z) the forward kept (checked too) or y; dL/dW
+    and dL/dx from it and the rounded x and W, and dL/db from dL/dz in float, to float's sums."""
+    n_in, units = kernel.shape
+    capacity = layer.batch_capacity
+    x = rng.standard_normal((capacity, n_in)).astype(F32)
+    dy = rng.standard_normal((capacity, units)).astype(F32)
+    r = rng.standard_normal((capacity, units)).astype(F32)
+    x[rows:], dy[rows:] = np.nan, np.nan  # (read, they would spoil every sum)
+    xr, wr = rounded(x[:rows], half), rounded(kernel.astype(F32), half)
+    forward, derivative = ACTIVATIONS[name]
+    act = layer.activation
+    z = xr @ wr + bias.astype(F32)
+
+    def near(got, want, scale=None):
+        assert np.abs(got - want).max() <= 1e-5 * (np.abs(want).max() if scale is None else scale)
+
+    y = layer.forward(Tensor.from_numpy(x), rows, Tensor.from_numpy(r) if residual else None).numpy()[:rows]
+    near(y, forward(z, act.a, act.b) + (r[:rows] if residual else 0), np.abs(z).max() + 1)
+    if layer.plan.kept is not layer.outputs:  # f'(z), kept where it needs z: dL/dz = dL/dy f'(z) in float
+        slopes = layer.plan.kept.numpy()[:rows]
+        near(slopes, derivative(z, act.a, act.b), 1.0)
+        dz = dy[:rows] * slopes
+    else:  # the identity's, ReLU's (exact in float) or tanh's f' = 1 - y^2 (to float's rounding)
+        dz = {"linear": lambda: dy[:rows], "relu": lambda: dy[:rows] * (y > 0),
+              "tanh": lambda: dy[:rows] * (1 - y.astype(np.float64) ** 2)}[name]()
+    dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()[:rows]
+    delta = layer.plan.delta16.numpy()[:rows]
+    dzr = (delta.view(np.float16) if half == "float16" else  # the device's dL/dz, widened
+           (delta.astype(np.uint32) << 16).view(F32)).astype(np.float64)
+    if dz.dtype == F32:
+        np.testing.assert_array_equal(delta, sixteen_bits(dz, half))
+    else:  # within the format's rounding (2^-8 of bfloat16's, 2^-11 of float16's, half float16's
+        # least subnormal below its normal range) and float's
+        unit, least = (2.0 ** -8, 0.0) if half == "bfloat16" else (2.0 ** -11, 2.0 ** -25)
+        assert (np.abs(dzr - dz) <= (unit + 1e-6) * np.abs(dz) + least).all()
+    grads = layer.gradients()
+    grad_w = np.concatenate(grads[0::2], axis=1) if isinstance(layer, JoinedDense) else grads[0]
+    grad_b = np.concatenate(grads[1::2]) if isinstance(layer, JoinedDense) else grads[1]
+    near(grad_w, xr.T @ dzr)
+    near(grad_b, dz.astype(np.float64).sum(0))
+    near(dx, dzr @ wr.T)
+
+
+@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("name,rows,n_in,units", [("linear", 300, 136, 72), ("gelu", 1037, 264, 520),
+                                                  ("relu", 129, 8, 16), ("tanh", 2000, 40, 264)])
+def test_a_dense_layer_s_step_on_operands_stored_in_16_bits(rt, rng, monkeypatch, half, name, rows, n_in, units):
+    """Dense under a 16-bit policy, where the tuner takes the WGMMA form's 16-bit products, runs
+    them on operands stored in 16 bits: at awkward sizes (edges in every dimension, split-K at
+    2000 rows), activations that keep f'(z) (GELU), whose derivative follows from y (ReLU, tanh),
+    and a linear layer adding a residual; rows past `rows` are not read."""
+    on_hopper(rt)
+    layer = stored_layer(rt, rng, monkeypatch, half, lambda: Dense(units, name, name="d"), n_in, rows + 3)
+    kernel, bias = layer.get_weights()
+    check_stored_step(layer, rng, half, rows, kernel, bias, name, residual=name == "linear")
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_a_joined_layer_s_panels_on_operands_stored_in_16_bits(rt, rng, monkeypatch, half):
+    """A joined layer (attention's three projections, its kernel in three column panels) rounds
+    its panels into one row-major 16-bit W and writes its weight gradient back into them."""
+    on_hopper(rt)
+    layer = stored_layer(rt, rng, monkeypatch, half,
+                         lambda: JoinedDense(3, 128, True, "glorot_uniform", "zeros", "qkv"), 200, 700)
+    weights = layer.get_weights()
+    check_stored_step(layer, rng, half, 650, np.concatenate(weights[0::2], axis=1), np.concatenate(weights[1::2]),
+                      "linear")
+
+
+def test_which_layers_take_operands_stored_in_16_bits(rt):
+    """The WGMMA form's 16-bit tiles 32 deep on Hopper, n_in and units at least LEAST_SIDE and,
+    with W's panels, multiples of 8; not the MMA form's, the WGMMA form's float32 or 16-deep tiles."""
+    wgmma = {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "WGMMA": 1, "HALF": 1}
+    hopper = bool(rt.info.warpgroup_products) and rt.info.tensor_cores
+    assert sixteen_bit.LEAST_SIDE == 512
+    assert SixteenBitDensePlan.takes(rt, wgmma, 512, 2048, 2048) is hopper
+    assert SixteenBitDensePlan.takes(rt, {**wgmma, "HALF": 2}, 2048, 512, 512) is hopper
+    for tiles in ({**wgmma, "HALF": 0}, {**wgmma, "TK": 16}, {"VW": 4, "TILE": 128, "WPT": 8, "TK": 32, "MMA": 1,
+                                                                "HALF": 1}):
+        assert not SixteenBitDensePlan.takes(rt, tiles, 512, 512, 512)
+    for n_in, units, panel in ((256, 1024, 1024), (1024, 504, 504), (1020, 512, 512), (512, 1036, 1036),
+                               (512, 1536, 516)):
+        assert not SixteenBitDensePlan.takes(rt, wgmma, n_in, units, panel)

@@ -6,7 +6,8 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.parameters import ParameterStore
 from ..cl.tensor import Tensor
-from ..products import HALF_TYPES, DensePlan, check_tensor_core_form, layout, stores_pre, tile_candidates, tuner
+from ..products import (HALF_TYPES, DensePlan, SixteenBitDensePlan, check_tensor_core_form, layout, stores_pre,
+                        tile_candidates, tuner)
 from .base import Layer, check_weights
 
 
@@ -142,9 +143,17 @@ class Dense(Layer):
             # softmax(z) into y, and dL/dz from y and dL/dy: the arguments named once
             self._softmax, self._softmax_derivative = self.activation.launches(
                 rt, dt, self.units, self.outputs, self.act_grad, inputs=self.kept)
-        self.plan = DensePlan(rt, dt, self.tiles, self.activation, self.n_in, self.units, self.panel, capacity,
-                              weights=self.kernel, bias=self.bias if self.use_bias else None, outputs=self.outputs,
-                              kept=self.kept, input_grad=self.input_grad)
+        operands = dict(weights=self.kernel, bias=self.bias if self.use_bias else None, outputs=self.outputs,
+                        kept=self.kept, input_grad=self.input_grad)
+        # The WGMMA form's 16-bit products on operands stored in 16 bits (products/sixteen_bit.py)
+        # where this layer's sizes allow: their tiled kernels round float operands as they stage
+        # them, at a fraction of the stored operands' rate (benchmarks/RESULTS.md).
+        if self.half and SixteenBitDensePlan.takes(rt, self.tiles, self.n_in, self.units, self.panel):
+            self.plan = SixteenBitDensePlan(rt, self.half, self.activation, self.n_in, self.units, self.panel,
+                                            capacity, **operands)
+        else:
+            self.plan = DensePlan(rt, dt, self.tiles, self.activation, self.n_in, self.units, self.panel, capacity,
+                                  **operands)
 
     def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
         """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows

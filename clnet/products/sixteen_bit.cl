@@ -106,21 +106,12 @@ inline void stage(const uint at, const __global ushort *P, const int ld, const i
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
-void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __global float *c, const int m,
-                       const int n, const int k, const int lda, const int ldb, const int ldc, const int chunk)
+// acc = this work-item's 64 of C's 128 x 128 block at (m0, n0), summed over depths first .. end.
+inline void block_product(const __global ushort *a, const __global ushort *b, const int m, const int n,
+                          const int lda, const int ldb, const int m0, const int n0, const int first, const int end,
+                          const uint base, float acc[64])
 {
-    // The stages, on a 1024-byte boundary: the swizzle patterns repeat from there (the
-    // descriptors' base offset 0).
-    __local float4 stages[STAGES * STAGE_BYTES / 16] __attribute__((aligned(1024)));
-    const uint base = (uint)(ulong)stages;
-    const int lid = get_local_id(0), warpgroup = lid / 128;
-    // Split along k where C has too few blocks to fill the GPU: work-groups z = 0, 1, .. sum
-    // depths z chunk .. (z + 1) chunk into slice z of C (SumSlices adds them).
-    const int m0 = get_group_id(1) * BLOCK, n0 = get_group_id(0) * BLOCK;
-    const int first = get_group_id(2) * chunk, end = min(k, first + chunk), slices = (end - first + TK - 1) / TK;
-    c += (long)get_group_id(2) * m * ldc;
-    float acc[64];
+    const int lid = get_local_id(0), warpgroup = lid / 128, slices = (end - first + TK - 1) / TK;
     for (int i = 0; i < 64; i++)
         acc[i] = 0;
     // Slices 0 .. STAGES - 2 on their way; one commit group per slice, empty past the last.
@@ -156,51 +147,177 @@ void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __glo
     // (the empty asm: acc belongs to the wgmmas until their wait, so nothing may move it earlier)
     for (int i = 0; i < 64; i++)
         asm volatile("" : "+f"(acc[i]) :: "memory");
-    // acc[4j + 2h + e]: row g + 8h of the warp's 16, column 8j + 2t + e (g = lane / 4, t = lane % 4).
-    const int lane = lid % 32, row = m0 + warpgroup * 64 + lid % 128 / 32 * 16 + lane / 4;
+}
+
+// The stages, on a 1024-byte boundary: the swizzle patterns repeat from there (the descriptors'
+// base offset 0).
+#define STAGES_IN_LOCAL_MEMORY                                                              \
+    __local float4 stages[STAGES * STAGE_BYTES / 16] __attribute__((aligned(1024)));       \
+    const uint base = (uint)(ulong)stages
+
+// Where the work-item's results lie: acc[2p] and acc[2p + 1] are row i, columns `column` and
+// column + 1 (even) of C, for p = 0 .. 31 (acc[4j + 2h + e]: row g + 8h of the warp's 16, column
+// 8j + 2t + e, g = lane / 4, t = lane % 4, as wgmma lays out its accumulator).
+inline void result_place(const int p, const int m0, const int n0, int *i, int *column)
+{
+    const int lid = get_local_id(0), lane = lid % 32;
+    *i = m0 + lid / 128 * 64 + lid % 128 / 32 * 16 + lane / 4 + p % 2 * 8;
+    *column = n0 + p / 2 * 8 + lane % 4 * 2;
+}
+
+// Where C's element (i, j) lies, C laid out in panels of `panel` columns, each row-major (rows,
+// panel), back to back (panel = the columns: row-major): a joined layer's kernel and gradient.
+#define PANELLED(c, i, j, rows, panel) ((c) + (long)((j) / (panel)) * (panel) * (rows) + (long)(i) * (panel) + (j) % (panel))
+
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
+void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __global float *c, const int m,
+                       const int n, const int k, const int lda, const int ldb, const int panel, const int chunk)
+{
+    STAGES_IN_LOCAL_MEMORY;
+    // Split along k where C has too few blocks to fill the GPU: work-groups z = 0, 1, .. sum
+    // depths z chunk .. (z + 1) chunk into slice z of C, row-major (SumSlices adds them and lays
+    // them out in C's panels).
+    const int m0 = get_group_id(1) * BLOCK, n0 = get_group_id(0) * BLOCK;
+    const int first = get_group_id(2) * chunk, end = min(k, first + chunk);
+    c += (long)get_group_id(2) * m * n;
+    float acc[64];
+    block_product(a, b, m, n, lda, ldb, m0, n0, first, end, base, acc);
+    // (panel is even: a pair of columns lies in one panel, 8 bytes aligned, one store)
     #pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const int column = n0 + j * 8 + lane % 4 * 2;
-        #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int i = row + 8 * h;
-            __global float *at = c + (long)i * ldc + column;
-            const float2 pair = (float2)(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-            if (i < m && column + 1 < n) {
-                if (ldc % 2 == 0)  // (8-byte aligned: one store, where the depth is short a good part of the time)
-                    *(__global float2 *)at = pair;
-                else
-                    vstore2(pair, 0, at);
-            } else if (i < m && column < n) {
-                *at = pair.s0;
-            }
+    for (int p = 0; p < 32; p++) {
+        int i, column;
+        result_place(p, m0, n0, &i, &column);
+        const float2 pair = (float2)(acc[2 * p], acc[2 * p + 1]);
+        if (i < m && column + 1 < n)
+            *(__global float2 *)PANELLED(c, i, column, m, panel) = pair;
+        else if (i < m && column < n)
+            *PANELLED(c, i, column, m, panel) = pair.s0;
+    }
+}
+
+#ifdef ACT
+// A dense layer's forward on 16-bit x (rows, n_in) and W (n_in, units), both row-major: y = f(x W
+// + b) (+ a residual r, a linear layer's, where adding), z or f'(z) kept as tiles.cl's STORE_PRE
+// and STORE_SLOPES say, all in float (rows, units). Built with the layer's activation (ACT).
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
+void SixteenBitForward(const __global ushort *inputs, const __global ushort *weights, const __global float *bias,
+                       const __global float *residual, __global float *kept, __global float *outputs,
+                       const int rows, const int n_in, const int units, const int adding, const float a,
+                       const float b)
+{
+    STAGES_IN_LOCAL_MEMORY;
+    const int m0 = get_group_id(1) * BLOCK, n0 = get_group_id(0) * BLOCK;
+    float acc[64];
+    block_product(inputs, weights, rows, units, n_in, units, m0, n0, 0, n_in, base, acc);
+    // (units is a multiple of 8: a pair is whole or wholly outside)
+    #pragma unroll
+    for (int p = 0; p < 32; p++) {
+        int i, column;
+        result_place(p, m0, n0, &i, &column);
+        if (i < rows && column < units) {
+            const long at = (long)i * units + column;
+            const float2 z = (float2)(acc[2 * p], acc[2 * p + 1]) + *(const __global float2 *)(bias + column);
+            float2 y = (float2)(ACT_FORWARD(z.s0, a, b), ACT_FORWARD(z.s1, a, b));
+#if STORE_SLOPES
+            *(__global float2 *)(kept + at) = (float2)(ACT_DERIVATIVE(y.s0, z.s0, a, b), ACT_DERIVATIVE(y.s1, z.s1, a, b));
+#elif STORE_PRE
+            *(__global float2 *)(kept + at) = z;
+#endif
+            if (adding)
+                y += *(const __global float2 *)(residual + at);
+            *(__global float2 *)(outputs + at) = y;
         }
     }
 }
 
-// c = the sum of `splits` slices of `size` floats (SumSlices' geometry: one work-item an element).
-__kernel void SumSlices(const __global float *slices, __global float *c, const int splits, const int size)
+// A dense layer's dL/dz from dL/dy (output_gr) where apply_derivative, times f'(z) (kept by the
+// forward: STORE_SLOPES) or f' of y, else dL/dy itself, rounded to 16 bits for the weight and
+// input gradients' products, and the bias gradient's sums in float over blocks of DELTA_ROWS rows
+// (bias_slices, (row blocks, units), which SumSlices adds). A work-group of DELTA_COLUMNS / 2
+// pairs of columns by DELTA_LANES lanes takes a block: neighbouring work-items read neighbouring
+// pairs, each lane every DELTA_LANES-th row of the block, and the lanes' sums are added in local
+// memory. (A work-item a whole column pair's block, one after another, left a small layer's GPU
+// mostly waiting on each load.)
+#define DELTA_COLUMNS 64
+#define DELTA_LANES 8
+#define DELTA_ROWS 64
+__kernel __attribute__((reqd_work_group_size(DELTA_COLUMNS / 2, DELTA_LANES, 1)))
+void SixteenBitDelta(const __global float *output_gr, const __global float *slopes, __global ushort *delta,
+                     __global float *bias_slices, const int rows, const int units, const int apply_derivative,
+                     const float a, const float b)
+{
+    __local float2 sums[DELTA_LANES][DELTA_COLUMNS / 2];
+    const int column = 2 * get_global_id(0), lane = get_local_id(1), block = get_group_id(1);
+    float2 sum = 0;
+    #pragma unroll
+    for (int r = 0; r < DELTA_ROWS / DELTA_LANES; r++) {
+        const int i = block * DELTA_ROWS + r * DELTA_LANES + lane;
+        if (i >= rows || column >= units)
+            break;
+        const long at = (long)i * units + column;
+        float2 d = *(const __global float2 *)(output_gr + at);
+        if (apply_derivative) {
+            const float2 s = *(const __global float2 *)(slopes + at);
+#if STORE_SLOPES
+            d *= s;
+#else
+            d *= (float2)(ACT_DERIVATIVE(s.s0, s.s0, a, b), ACT_DERIVATIVE(s.s1, s.s1, a, b));
+#endif
+        }
+        sum += d;
+        uint packed;
+        PACK(packed, d.s0, d.s1);
+        *(__global uint *)(delta + at) = packed;
+    }
+    sums[lane][get_local_id(0)] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane == 0 && column < units) {
+        for (int l = 1; l < DELTA_LANES; l++)
+            sum += sums[l][get_local_id(0)];
+        *(__global float2 *)(bias_slices + (long)block * units + column) = sum;
+    }
+}
+#endif
+
+// c = the sum of `splits` slices of a (size / columns, columns) row-major matrix, laid out in c's
+// panels of `panel` columns (PANELLED): one work-item an element.
+__kernel void SumSlices(const __global float *slices, __global float *c, const int splits, const int size,
+                        const int columns, const int panel)
 {
     const int e = get_global_id(0);
     if (e >= size)
         return;
     float sum = 0;
+    #pragma unroll 8
     for (int z = 0; z < splits; z++)
         sum += slices[(long)z * size + e];
-    c[e] = sum;
+    *PANELLED(c, e / columns, e % columns, size / columns, panel) = sum;
 }
 
-// y = x rounded to 16 bits (to nearest even), two elements a work-item.
-__kernel void RoundToSixteenBits(const __global float *x, __global ushort *y, const int count)
+// y = x rounded to 16 bits (to nearest even), eight elements a work-item (two 16-byte loads, one
+// 16-byte store, where the eight lie in one row of one panel): y (count / columns, columns)
+// row-major from x in panels of `panel` columns (PANELLED: a joined layer's kernel), columns and
+// panel even; or x one row of one panel (columns = panel = count), any count.
+__kernel void RoundToSixteenBits(const __global float *x, __global ushort *y, const int count, const int columns,
+                                 const int panel)
 {
-    const int i = 2 * get_global_id(0);
-    if (i + 1 < count) {
+    const int i = 8 * get_global_id(0), rows = count / columns;
+    if (i >= count)
+        return;
+    if (i + 8 <= count && (columns == count || columns % 8 == 0 && panel % 8 == 0)) {
+        const __global float4 *source = (const __global float4 *)PANELLED(x, i / columns, i % columns, rows, panel);
+        const float4 lo = source[0], hi = source[1];
+        uint p0, p1, p2, p3;
+        PACK(p0, lo.s0, lo.s1);
+        PACK(p1, lo.s2, lo.s3);
+        PACK(p2, hi.s0, hi.s1);
+        PACK(p3, hi.s2, hi.s3);
+        *(__global uint4 *)(y + i) = (uint4)(p0, p1, p2, p3);
+        return;
+    }
+    for (int e = i; e < min(count, i + 8); e++) {
         uint pair;
-        PACK(pair, x[i], x[i + 1]);
-        *(__global uint *)(y + i) = pair;
-    } else if (i < count) {
-        uint pair;
-        PACK(pair, x[i], 0.0f);
-        y[i] = pair & 0xffffu;
+        PACK(pair, *PANELLED(x, e / columns, e % columns, rows, panel), 0.0f);
+        y[e] = pair & 0xffffu;
     }
 }

@@ -1,23 +1,49 @@
 """A dense layer's three products with operands stored in 16 bits (sixteen_bit.cl), on Hopper's
 warpgroup tensor cores: what a mixed-precision step multiplies once its operands are kept in
 bfloat16 or float16 on the device, as cuBLAS's 16-bit products take theirs. `round` makes a
-16-bit copy of a float32 tensor (to nearest even). Layers do not use this plan yet: their 16-bit
-products (the WGMMA and MMA forms' HALF) still read float operands and round them as staged."""
+16-bit copy of a float32 tensor (to nearest even). `SixteenBitDensePlan` runs a dense layer's
+step on them: what Dense runs where its tiles are the WGMMA form's 16-bit products 32 deep (the
+tuner takes those where the products are large; their tiled kernels, wgmma_half.cl, read float
+operands and round them as staged, at a fraction of this plan's rate)."""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import activations
 from ..cl.device import DeviceError
 from ..cl.runtime import SM90A
 from ..cl.tensor import Tensor
-from .forms import HALF_TYPES
-from .plan import split_k
+from .forms import HALF_TYPES, stores_pre, tensor_core_form
+from .plan import bias_operands, split_k
 
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit.cl")
 BLOCK, THREADS, TK = 128, 256, 32  # (sixteen_bit.cl's)
+DELTA_COLUMNS, DELTA_LANES, DELTA_ROWS = 64, 8, 64  # (SixteenBitDelta's work-groups: columns x lanes, rows)
+# The fewest inputs and units of a layer SixteenBitDensePlan takes: its four launches of its own
+# (the copies in 16 bits, dL/dz, the bias gradient's sum) cost a GPU step that waits on its
+# launches more than smaller products gain. On the H200 the tiny GPT (d 256) ran slower with it,
+# the 8-block d-512 GPT far faster (benchmarks/RESULTS.md, operands stored in 16 bits in the layers).
+LEAST_SIDE = 512
 # How a 16-bit operand is held in a Tensor, in either format: its bits, as uint16 (numpy has no
 # bfloat16; a float16 array's .view(np.uint16) gives its bits).
 STORAGE = np.dtype(np.uint16)
+# How a dense layer's products find their operands (sixteen_bit.cl's A_ALONG_M, B_ALONG_N): the
+# forward x W, the weight gradient x^T dL/dz, the input gradient dL/dz W^T.
+FORWARD, WEIGHT_GRADIENT, INPUT_GRADIENT = (0, 1), (1, 1), (0, 0)
+
+
+def product_program(rt, half: str, a_along_m: int, b_along_n: int, activation=None):
+    """sixteen_bit.cl's program for these operand layouts; with `activation` (an elementwise one, or
+    softmax's linear part) the dense layer's forward and dL/dz kernels too, storing z or f'(z) as
+    DensePlan's GPU form does."""
+    defines = {SM90A: 1, "HALF": HALF_TYPES[half], "A_ALONG_M": a_along_m, "B_ALONG_N": b_along_n}
+    if activation is None:
+        return rt.program(SOURCES, np.float32, defines)
+    fused = activation if activation.elementwise else activations.Linear()
+    slopes = activation.elementwise and stores_pre(activation)  # f'(z) kept where it needs z
+    return rt.program((fused.source, *SOURCES), np.float32,
+                      {**defines, "ACT": fused.function, "STORE_PRE": int(stores_pre(activation) and not slopes),
+                       "STORE_SLOPES": int(slopes)})
 
 
 class SixteenBitPlan:
@@ -39,9 +65,7 @@ class SixteenBitPlan:
         self.rt, self.half, self.n_in, self.units = rt, half, int(n_in), int(units)
 
         # One program per pair of operand layouts (see sixteen_bit.cl); the rounding kernel from the first.
-        programs = [rt.program(SOURCES, np.float32, {SM90A: 1, "HALF": HALF_TYPES[half], "A_ALONG_M": a_along_m,
-                                                     "B_ALONG_N": b_along_n})
-                    for a_along_m, b_along_n in ((0, 1), (1, 1), (0, 0))]
+        programs = [product_program(rt, half, *layouts) for layouts in (FORWARD, WEIGHT_GRADIENT, INPUT_GRADIENT)]
         self._forward, self._weight_gradient, self._input_gradient = (
             rt.kernel(program, "SixteenBitProduct", np.float32) for program in programs)
         self._round = rt.kernel(programs[0], "RoundToSixteenBits", np.float32)
@@ -56,13 +80,19 @@ class SixteenBitPlan:
         return self._launch(self._forward, x, weights, outputs, rows, self.units, self.n_in,
                             self.n_in, self.units, self.units)
 
-    def weight_gradient(self, x: Tensor, delta: Tensor, grad: Tensor, rows: int):
-        """grad = x[:rows]^T delta[:rows] (n_in, units); returns the launch's event."""
+    def weight_gradient(self, x: Tensor, delta: Tensor, grad: Tensor, rows: int, panel: int | None = None):
+        """grad = x[:rows]^T delta[:rows] (n_in, units), laid out in column panels of `panel`
+        columns (each (n_in, panel) row-major, back to back: a joined layer's; None, row-major);
+        returns the launch's event."""
         self._check(x, "x", (self.n_in,), rows, STORAGE)
         self._check(delta, "delta", (self.units,), rows, STORAGE)
         self._check(grad, "grad", (self.n_in, self.units), None, np.float32)
+        panel = self.units if panel is None else panel
+        if panel <= 0 or panel % 8 or self.units % panel:
+            raise ValueError(f"SixteenBitPlan: panel must be a multiple of 8 that divides units ({self.units}), "
+                             f"got {panel!r}")
         return self._launch(self._weight_gradient, x, delta, grad, self.n_in, self.units, rows,
-                            self.n_in, self.units, self.units)
+                            self.n_in, self.units, panel)
 
     def input_gradient(self, delta: Tensor, weights: Tensor, input_grad: Tensor, rows: int):
         """input_grad[:rows] = delta[:rows] W^T; returns the launch's event."""
@@ -72,16 +102,25 @@ class SixteenBitPlan:
         return self._launch(self._input_gradient, delta, weights, input_grad, rows, self.n_in, self.units,
                             self.units, self.units, self.n_in)
 
-    def round(self, source: Tensor, target: Tensor):
-        """target = source (float32) rounded to this plan's 16 bits, to nearest even; returns the event."""
+    def round(self, source: Tensor, target: Tensor, count: int | None = None, columns: int | None = None,
+              panel: int | None = None):
+        """target = source's first `count` elements (float32; all by default) rounded to this
+        plan's 16 bits, to nearest even; with `columns`, target is (count / columns, columns)
+        row-major and source holds it in column panels of `panel` columns (each row-major, back to
+        back: a joined layer's kernel), both even. Returns the event."""
+        count = source.size if count is None else count
         if source.dtype != np.float32:
             raise TypeError(f"SixteenBitPlan.round: source must be a float32 tensor, got {source.dtype}")
-        if target.dtype != STORAGE or target.size != source.size:
-            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of {source.size} elements "
+        if target.dtype != STORAGE or not 0 < count <= min(source.size, target.size):
+            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of at least {count} elements "
                             f"(a {self.half} copy of source), got {target.dtype} with {target.size}")
-        pairs = (source.size + 1) // 2
-        return self._round((-(-pairs // THREADS) * THREADS,), (THREADS,), x=source, y=target,
-                           count=np.int32(source.size))
+        columns = count if columns is None else columns
+        panel = columns if panel is None else panel
+        if columns != count and (count % columns or columns % panel or columns % 2 or panel % 2):
+            raise ValueError(f"SixteenBitPlan.round: {count} elements do not make rows of {columns} columns in "
+                             f"panels of {panel} (each even)")
+        return self._round((-(-count // 8 // THREADS) * THREADS,), (THREADS,), x=source, y=target,
+                           count=np.int32(count), columns=np.int32(columns), panel=np.int32(panel))
 
     @staticmethod
     def _check(tensor: Tensor, name: str, shape: tuple, rows, dtype) -> None:
@@ -97,18 +136,159 @@ class SixteenBitPlan:
             raise ValueError(f"SixteenBitPlan: {name} must be a {dtype} tensor {want}, got {tensor.dtype} "
                              f"of shape {tensor.shape}")
 
-    def _launch(self, kernel, a, b, c, m, n, k, lda, ldb, ldc):
-        """C (m x n) = A B with k depths; split along k where C's blocks would not fill the GPU twice
-        over (the weight gradient's: its k is the batch's rows), into slices SumSlices adds."""
+    def _launch(self, kernel, a, b, c, m, n, k, lda, ldb, panel):
+        """C (m x n, in column panels of `panel`) = A B with k depths; split along k where C's
+        blocks would not fill the GPU twice over (the weight gradient's: its k is the batch's
+        rows), into row-major slices SumSlices adds."""
         blocks = -(-n // BLOCK), -(-m // BLOCK)
         splits, chunk = split_k(self.rt, {"TILE": BLOCK, "TK": TK}, m, n, k, waves=2)  # (two work-groups an SM)
         sizes = ((blocks[0] * THREADS, blocks[1], splits), (THREADS, 1, 1))
         product = dict(a=a, b=b, m=np.int32(m), n=np.int32(n), k=np.int32(k), lda=np.int32(lda), ldb=np.int32(ldb),
-                       ldc=np.int32(ldc), chunk=np.int32(chunk), flops=2.0 * m * n * k)
+                       panel=np.int32(panel), chunk=np.int32(chunk), flops=2.0 * m * n * k)
         if splits == 1:
             return kernel(*sizes, c=c, **product)
         if self._slices is None or self._slices.size < splits * m * n:
             self._slices = Tensor((splits * m * n,), np.float32, self.rt)
-        kernel(*sizes, c=self._slices, **{**product, "ldc": np.int32(n)})
-        return self._sum_slices((-(-m * n // THREADS) * THREADS,), (THREADS,), slices=self._slices, c=c,
-                                splits=np.int32(splits), size=np.int32(m * n))
+        kernel(*sizes, c=self._slices, **{**product, "panel": np.int32(n)})
+        return self.sum_slices(self._slices, c, splits, m * n, n, panel)
+
+    def sum_slices(self, slices: Tensor, c: Tensor, splits: int, size: int, columns: int, panel: int):
+        """c = the sum of `splits` row-major slices of `size` elements (rows of `columns`), laid out
+        in c's column panels of `panel`; returns the event."""
+        return self._sum_slices((-(-size // THREADS) * THREADS,), (THREADS,), slices=slices, c=c,
+                                splits=np.int32(splits), size=np.int32(size), columns=np.int32(columns),
+                                panel=np.int32(panel))
+
+
+class SixteenBitDensePlan:
+    """DensePlan's launches (forward, weight_gradient, input_gradient) for a dense layer whose
+    products run in `half` with their operands stored in 16 bits (sixteen_bit.cl), on runtime `rt`'s
+    Hopper GPU: x (up to `capacity` rows of `n_in`) and the float32 W of `weights` (n_in x `units`,
+    column panels of `panel`, the GPU form's layout) are rounded into row-major 16-bit copies as
+    the forward starts, then one launch multiplies them with `bias`, `activation` and a linear
+    layer's residual applied as it stores `outputs` and `kept` (z or f'(z), as DensePlan keeps
+    them) (SixteenBitForward); the backward forms dL/dz once, in 16 bits, with the bias gradient's
+    sums in float (SixteenBitDelta), for both gradients' products (dL/dx into `input_grad`).
+    Variables, outputs and gradients stay float32. Every launch's arguments are bound once: on a
+    GPU a small layer's step costs what its Python costs. Only where `takes` says so."""
+
+    def __init__(self, rt, half: str, activation, n_in: int, units: int, panel: int, capacity: int, *,
+                 weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
+        self.rt, self.n_in, self.units, self.panel, self.capacity = rt, n_in, units, panel, capacity
+        self.weights, self.outputs, self.kept, self.input_grad = weights, outputs, kept, input_grad
+        program = product_program(rt, half, *FORWARD, activation)
+        fused = activation if activation.elementwise else activations.Linear()
+        self.bias, self.bias_grad = bias_operands(bias, units, np.float32, rt)
+        # The 16-bit copies: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units), row-major.
+        self.x16 = Tensor((capacity, n_in), STORAGE, rt)
+        self.weights16 = Tensor((n_in, units), STORAGE, rt)
+        self.delta16 = Tensor((capacity, units), STORAGE, rt)
+        bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
+        kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
+        i32 = np.int32
+        self._round_weights = kernel("RoundToSixteenBits").bind(
+            (), x=weights.value, y=self.weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel))
+        self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=self.x16, columns=i32(n_in),
+                                                               panel=i32(n_in))
+        self._forward = kernel("SixteenBitForward").bind(
+            ("residual", "rows", "adding"), inputs=self.x16, weights=self.weights16, bias=self.bias, kept=kept,
+            outputs=outputs, n_in=i32(n_in), units=i32(units), a=fused.a, b=fused.b)
+        self._delta = kernel("SixteenBitDelta").bind(
+            ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
+            units=i32(units), a=fused.a, b=fused.b)
+        self._sum_bias = kernel("SumSlices").bind(("splits",), slices=bias_slices, c=self.bias_grad, size=i32(units),
+                                                  columns=i32(units), panel=i32(units))
+        # dL/dW (n_in, units) in W's panels, as the parameter's gradient holds it whatever its shape;
+        # dL/dx (capacity, n_in) rows.
+        weight_grad = Tensor((n_in, units), np.float32, rt, weights.grad.buffer)
+        self._weight_gradient = BoundProduct(rt, product_program(rt, half, *WEIGHT_GRADIENT), "k", capacity,
+                                             a=self.x16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
+                                             ldb=units, panel=panel)
+        self._input_gradient = BoundProduct(rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity,
+                                            a=self.delta16, b=self.weights16, c=input_grad, n=n_in, k=units,
+                                            lda=units, ldb=units, panel=n_in)
+        self._sizes = {}  # rows -> each launch's sizes
+
+    @staticmethod
+    def takes(rt, tiles: dict, n_in: int, units: int, panel: int) -> bool:
+        """Whether a layer with these tiles and sizes runs this plan: the tiles are the WGMMA form's
+        16-bit products, 32 deep a slice (the tuner's choice, or fixed), n_in and units are at least
+        LEAST_SIDE, and the 16-bit rows start on 16 bytes (n_in, units and W's panels multiples of 8)."""
+        return (bool(tiles.get("WGMMA") and tiles.get("HALF") and tiles.get("TK") == TK) and rt.info.warpgroup_products
+                and tensor_core_form(rt, np.float32) and min(n_in, units) >= LEAST_SIDE
+                and not (n_in % 8 or units % 8 or panel % 8))
+
+    def weight_row_blocks(self, parts: int, splits: int = 1) -> list[tuple[int, int]]:
+        """dL/dW in one launch (no parts for a distribution to copy early)."""
+        return [(0, self.n_in)]
+
+    def _launch_sizes(self, rows: int) -> tuple:
+        """(rounding x, forward, dL/dz) launch sizes and dL/dz's row blocks at `rows` rows."""
+        if rows not in self._sizes:
+            eights, blocks = -(-rows * self.n_in // 8), -(-rows // DELTA_ROWS)
+            self._sizes[rows] = (((-(-eights // THREADS) * THREADS,), (THREADS,)),
+                                 ((-(-self.units // BLOCK) * THREADS, -(-rows // BLOCK)), (THREADS, 1)),
+                                 ((-(-self.units // DELTA_COLUMNS) * DELTA_COLUMNS // 2, blocks * DELTA_LANES),
+                                  (DELTA_COLUMNS // 2, DELTA_LANES)), blocks)
+        return self._sizes[rows]
+
+    def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
+        """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits."""
+        round_inputs, forward, _, _ = self._launch_sizes(rows)
+        self._round_weights((-(-self.n_in * self.units // 8 // THREADS) * THREADS,), (THREADS,))
+        self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
+        self._forward(*forward, add, np.int32(rows), np.int32(add is not None), flops=2.0 * rows * self.n_in * self.units)
+
+    def weight_gradient(self, x: Tensor, grad: Tensor, rows: int, apply_derivative: bool, input_gradient: bool,
+                        parts: int = 1, done=None) -> None:
+        """dL/dz in 16 bits and dL/db from dL/dy (`grad`; dL/dz itself where not
+        `apply_derivative`), then dL/dW from the x the forward rounded (x is that forward's)."""
+        *_, delta, blocks = self._launch_sizes(rows)
+        self._delta(*delta, grad, np.int32(rows), np.int32(apply_derivative))
+        self._sum_bias((-(-self.units // THREADS) * THREADS,), (THREADS,), np.int32(blocks))
+        self._weight_gradient(rows)
+
+    def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:
+        """input_grad = dL/dz W^T from the 16-bit dL/dz weight_gradient made."""
+        self._input_gradient(rows)
+        return self.input_grad
+
+
+class BoundProduct:
+    """C = A B of 16-bit operands bound once (SixteenBitProduct's arguments), where the batch's
+    rows are its `rows_are` ("m" or "k") and vary by launch: split along k, into row-major slices
+    that SumSlices adds into C's panels, where C's blocks would not fill the GPU twice over (as
+    SixteenBitPlan splits)."""
+
+    def __init__(self, rt, program, rows_are: str, capacity: int, *, a, b, c, panel, **sizes):
+        self.rt, self.rows_are, self.sizes = rt, rows_are, sizes
+        kernel = lambda name: rt.kernel(program, name, np.float32)
+        operands = {"a": a, "b": b, **{name: np.int32(v) for name, v in sizes.items()}}
+        self._direct = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=c, panel=np.int32(panel), **operands)
+        most = self._splits(capacity)[0]
+        if most > 1:
+            m, n = sizes.get("m", capacity), sizes["n"]
+            slices = Tensor((most * m * n,), np.float32, rt)
+            self._split = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=slices, panel=np.int32(n), **operands)
+            self._sum = kernel("SumSlices").bind(("splits", "size"), slices=slices, c=c, columns=np.int32(n),
+                                                 panel=np.int32(panel))
+        self._geometry = {}  # rows -> (splits, chunk, launch sizes, summing sizes)
+
+    def _splits(self, rows: int) -> tuple[int, int]:
+        sizes = {**self.sizes, self.rows_are: rows}
+        return split_k(self.rt, {"TILE": BLOCK, "TK": TK}, sizes["m"], sizes["n"], sizes["k"], waves=2)
+
+    def __call__(self, rows: int):
+        """The product at `rows` rows; returns the last launch's event."""
+        if rows not in self._geometry:
+            splits, chunk = self._splits(rows)
+            m = rows if self.rows_are == "m" else self.sizes["m"]
+            n, k = self.sizes["n"], rows if self.rows_are == "k" else self.sizes["k"]
+            self._geometry[rows] = (splits, np.int32(chunk), ((-(-n // BLOCK) * THREADS, -(-m // BLOCK), splits),
+                                                              (THREADS, 1, 1)),
+                                    ((-(-m * n // THREADS) * THREADS,), (THREADS,)), np.int32(m * n), 2.0 * m * n * k)
+        splits, chunk, sizes, summing, size, flops = self._geometry[rows]
+        if splits == 1:
+            return self._direct(*sizes, np.int32(rows), chunk, flops=flops)
+        self._split(*sizes, np.int32(rows), chunk, flops=flops)
+        return self._sum(*summing, np.int32(splits), size)
