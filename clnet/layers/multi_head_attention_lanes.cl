@@ -12,6 +12,10 @@
 // block's lanes never run into the next key's; the lanes past Tq hold values nobody reads).
 // The dropout hash still takes an entry's index in the GPU form's (batch, heads, Tq, Tk), so both
 // forms drop the same probabilities.
+//
+// vec_type_hint(TYPE8) on the kernels, as on the recurrent layers' (recurrent.cl): Intel's CPU
+// compiler otherwise vectorizes them across work-items as well, and ran them several times
+// slower than PoCL (benchmarks/RESULTS.md, Intel's runtime on a Zen 4 without AVX-512).
 
 #define LANES 8
 #define LANE_ROWS(tq) (((tq) + LANES - 1) / LANES * LANES)  // tq_p
@@ -89,7 +93,7 @@ inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, _
 // FeedForwardAttention's results for the query positions i0..i0+7 of (sample b, head h): the
 // same formula (scores of the scaled query, masked by -1e9, max-subtracted softmax, dropout,
 // weighted sum of the values), probabilities lane-major (see above).
-__kernel void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
+__kernel __attribute__((vec_type_hint(TYPE8))) void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
     const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq);
@@ -160,7 +164,7 @@ __kernel void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
 // CalcHiddenGradientAttention for the query positions i0..i0+7 of (sample b, head h): dL/dp =
 // dL/dcontext . v through the dropout, dL/ds = p (dL/dp - sum_j p_j dL/dp_j), 0 where masked,
 // dL/dquery = scale * sum_j dL/ds_j k_j; score_gr lane-major, as the probabilities.
-__kernel void CalcHiddenGradientAttentionLanes(HIDDEN_GRADIENT_ATTENTION_ARGS)
+__kernel __attribute__((vec_type_hint(TYPE8))) void CalcHiddenGradientAttentionLanes(HIDDEN_GRADIENT_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
     const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq), stride = tq_p / LANES;
@@ -215,7 +219,7 @@ TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
 // block's keys, which take their weights (probability and dL/ds, consecutive along the queries)
 // one at a time. KV_KEYS (a build define) divides 8: a query's forward block then wrote all of
 // the block's keys that the causal mask lets the query reach, and the zeros past them.
-__kernel void CalcHiddenGradientAttentionKeyValueLanes(KEY_VALUE_GRADIENT_ATTENTION_ARGS)
+__kernel __attribute__((vec_type_hint(TYPE8))) void CalcHiddenGradientAttentionKeyValueLanes(KEY_VALUE_GRADIENT_ATTENTION_ARGS)
 {
     const int j0 = get_global_id(0) * KV_KEYS, h = get_global_id(1), b = get_global_id(2);
     const int keys = min(KV_KEYS, tk - j0), tq_p = LANE_ROWS(tq);

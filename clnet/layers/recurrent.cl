@@ -60,11 +60,12 @@ HELPER TYPE SumLanes(VEC v)
 #endif
 }
 
-// vec_type_hint(VEC) on the products over all steps: Intel's CPU compiler otherwise vectorizes
-// across work-items a kernel already written in VW-wide vectors, and ran these three slowly
-// (LSTM(128) over 64 steps, batch 64: a far shorter training step with the hint, while Debian's
-// PoCL ran the same either way; benchmarks/RESULTS.md, vec_type_hint on Intel's runtime and
-// AVX-512).
+// vec_type_hint(VEC) on the products over all steps and on the CPU form's time loops
+// (RECURRENT_KERNELS): Intel's CPU compiler otherwise vectorizes across work-items a kernel
+// already written in VW-wide vectors, and ran them slowly (LSTM(128) over 64 steps, batch 64: a
+// far shorter training step with the hint, while PoCL ran the same either way;
+// benchmarks/RESULTS.md, vec_type_hint on Intel's runtime and AVX-512, and Intel's runtime on a
+// Zen 4 without AVX-512).
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
 // steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
@@ -742,7 +743,7 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
 // A cell's four kernels, FeedForward<NAME>, FeedForward<NAME>Sequence, CalcHiddenGradient<NAME> and
 // CalcHiddenGradient<NAME>Sequence, from its CELL_FORWARD_ARGS, CELL_BACKWARD_ARGS and block macros.
 #define RECURRENT_KERNELS(NAME, CELL, cols)                                                           \
-    __kernel void FeedForward##NAME(CELL##_FORWARD_ARGS)                                              \
+    __kernel __attribute__((vec_type_hint(VEC))) void FeedForward##NAME(CELL##_FORWARD_ARGS)          \
     {                                                                                                 \
         STEP_FORWARD(cols, CELL##_FORWARD_BLOCK)                                                      \
     }                                                                                                 \
@@ -750,7 +751,7 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
     {                                                                                                 \
         SEQUENCE_FORWARD(cols, CELL##_FORWARD_BLOCK)                                                  \
     }                                                                                                 \
-    __kernel void CalcHiddenGradient##NAME(CELL##_BACKWARD_ARGS)                                      \
+    __kernel __attribute__((vec_type_hint(VEC))) void CalcHiddenGradient##NAME(CELL##_BACKWARD_ARGS)  \
     {                                                                                                 \
         STEP_BACKWARD(cols, CELL##_BACKWARD_BLOCK)                                                    \
     }                                                                                                 \
