@@ -12,7 +12,7 @@ from ..cl import probe as _probe
 
 _probe.measure_with(probe_step_seconds, ("cl/common.cl", *PRODUCT_SOURCES, "activations/relu.cl"))
 
-__all__ = ["CHUNK", "HALF_TYPES", "PRODUCT_SOURCES", "ConvPlan", "DensePlan", "SixteenBitDensePlan", "SixteenBitPlan", "check_tensor_core_form",
-           "convolution_tiles", "delta_frame", "dense_program", "half_candidates", "kernel_defines", "layout", "matrix_tiles",
-           "on_tensor_cores", "product_sources", "program_defines", "split_k", "stores_pre", "tensor_core_form",
-           "tile_candidates", "usable_candidates", "weight_block_rows"]
+__all__ = ["CHUNK", "HALF_TYPES", "PRODUCT_SOURCES", "ConvPlan", "DensePlan", "SixteenBitDensePlan", "SixteenBitPlan",
+           "check_tensor_core_form", "convolution_tiles", "delta_frame", "dense_program", "half_candidates",
+           "kernel_defines", "layout", "matrix_tiles", "on_tensor_cores", "product_sources", "program_defines",
+           "split_k", "stores_pre", "tensor_core_form", "tile_candidates", "usable_candidates", "weight_block_rows"]

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import activations
 from ..cl.tensor import Tensor
-from .forms import kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre, tile_candidates
+from .forms import (fused_activation, kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre,
+                    tile_candidates)
 from .plan import Operand, bias_operands, split_k
 
 # The kernels' GEOMETRY and FRAME arguments (convolution.cl, convolution_tiles.cl), in the order of
@@ -85,7 +86,7 @@ class ConvPlan:
         self.positions, self.patch_size = out_h * out_w, kh * kw * channels
         vw, dt = self.tiles["VW"], dtype
         self.filters_p, self.channels_p = -(-filters // vw) * vw, -(-channels // vw) * vw
-        fused = activation if activation.elementwise else activations.Linear()
+        fused = fused_activation(activation)
         self.weights, self.outputs, self.input_grad = weights, outputs, input_grad
         self.bias, self.bias_grad = bias_operands(bias, self.filters_p, dt, rt)
         rows, geometry = capacity * self.positions, dict(zip(GEOMETRY, self.geometry))

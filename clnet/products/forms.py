@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from .. import activations
 from ..cl.runtime import SM90A
 
 def tile_candidates(rt, dtype) -> list[dict]:
@@ -139,6 +140,12 @@ def program_defines(fused, store_pre: bool, tiles: dict, store_slopes: bool = Fa
     return {"ACT": fused.function, "ACT_VECTOR": int(fused.vector_form), "STORE_PRE": int(store_pre),
             "STORE_SLOPES": int(store_slopes), **kernel_defines(tiles)}
 
+
+
+def fused_activation(activation):
+    """What a product's kernels apply as they store: an elementwise activation itself, else (softmax,
+    which runs as kernels of its own after the product) the identity."""
+    return activation if activation.elementwise else activations.Linear()
 
 
 def stores_pre(activation) -> bool:

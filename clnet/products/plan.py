@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import activations
 from ..cl.tensor import Tensor
-from .forms import kernel_defines, product_sources, program_defines, stores_pre, stores_slopes
+from .forms import fused_activation, kernel_defines, product_sources, program_defines, stores_pre, stores_slopes
 
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
 
@@ -34,7 +34,7 @@ def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1)
 def dense_program(rt, dtype, activation, tiles: dict):
     """The dense kernels of a layer with this activation (the elementwise ones fused into the
     forward; softmax's input stored), with these tiles."""
-    fused = activation if activation.elementwise else activations.Linear()
+    fused = fused_activation(activation)
     slopes = stores_slopes(activation, tiles)
     return rt.program((fused.source, "activations/vector.cl", *product_sources(tiles)), dtype,
                       program_defines(fused, stores_pre(activation) and not slopes, tiles, slopes))
@@ -61,7 +61,7 @@ class DensePlan:
         self.units_p = -(-units // vw) * vw
         self.panel, self.panels = panel, self.units_p // panel
         self.weights, self.outputs, self.kept, self.input_grad = weights, outputs, kept, input_grad
-        self._fused = activation if activation.elementwise else activations.Linear()
+        self._fused = fused_activation(activation)
         # Where delta = dL/dz is dL/dy itself (see _delta_is_grad): the identity's derivative.
         self._identity = isinstance(activation, activations.Linear) and activation.a == 1
         dt = dtype

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import activations
 from ..cl.device import DeviceError
 from ..cl.runtime import SM90A
 from ..cl.tensor import Tensor
-from .forms import HALF_TYPES, stores_pre, tensor_core_form
+from .forms import HALF_TYPES, fused_activation, stores_pre, tensor_core_form
 from .plan import bias_operands, split_k
 
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit.cl")
@@ -39,7 +38,7 @@ def product_program(rt, half: str, a_along_m: int, b_along_n: int, activation=No
     defines = {SM90A: 1, "HALF": HALF_TYPES[half], "A_ALONG_M": a_along_m, "B_ALONG_N": b_along_n}
     if activation is None:
         return rt.program(SOURCES, np.float32, defines)
-    fused = activation if activation.elementwise else activations.Linear()
+    fused = fused_activation(activation)
     slopes = activation.elementwise and stores_pre(activation)  # f'(z) kept where it needs z
     return rt.program((fused.source, *SOURCES), np.float32,
                       {**defines, "ACT": fused.function, "STORE_PRE": int(stores_pre(activation) and not slopes),
@@ -80,19 +79,13 @@ class SixteenBitPlan:
         return self._launch(self._forward, x, weights, outputs, rows, self.units, self.n_in,
                             self.n_in, self.units, self.units)
 
-    def weight_gradient(self, x: Tensor, delta: Tensor, grad: Tensor, rows: int, panel: int | None = None):
-        """grad = x[:rows]^T delta[:rows] (n_in, units), laid out in column panels of `panel`
-        columns (each (n_in, panel) row-major, back to back: a joined layer's; None, row-major);
-        returns the launch's event."""
+    def weight_gradient(self, x: Tensor, delta: Tensor, grad: Tensor, rows: int):
+        """grad = x[:rows]^T delta[:rows] (n_in, units); returns the launch's event."""
         self._check(x, "x", (self.n_in,), rows, STORAGE)
         self._check(delta, "delta", (self.units,), rows, STORAGE)
         self._check(grad, "grad", (self.n_in, self.units), None, np.float32)
-        panel = self.units if panel is None else panel
-        if panel <= 0 or panel % 8 or self.units % panel:
-            raise ValueError(f"SixteenBitPlan: panel must be a multiple of 8 that divides units ({self.units}), "
-                             f"got {panel!r}")
         return self._launch(self._weight_gradient, x, delta, grad, self.n_in, self.units, rows,
-                            self.n_in, self.units, panel)
+                            self.n_in, self.units, self.units)
 
     def input_gradient(self, delta: Tensor, weights: Tensor, input_grad: Tensor, rows: int):
         """input_grad[:rows] = delta[:rows] W^T; returns the launch's event."""
@@ -102,25 +95,16 @@ class SixteenBitPlan:
         return self._launch(self._input_gradient, delta, weights, input_grad, rows, self.n_in, self.units,
                             self.units, self.units, self.n_in)
 
-    def round(self, source: Tensor, target: Tensor, count: int | None = None, columns: int | None = None,
-              panel: int | None = None):
-        """target = source's first `count` elements (float32; all by default) rounded to this
-        plan's 16 bits, to nearest even; with `columns`, target is (count / columns, columns)
-        row-major and source holds it in column panels of `panel` columns (each row-major, back to
-        back: a joined layer's kernel), both even. Returns the event."""
-        count = source.size if count is None else count
+    def round(self, source: Tensor, target: Tensor):
+        """target = source (float32) rounded to this plan's 16 bits, to nearest even; returns the event."""
         if source.dtype != np.float32:
             raise TypeError(f"SixteenBitPlan.round: source must be a float32 tensor, got {source.dtype}")
-        if target.dtype != STORAGE or not 0 < count <= min(source.size, target.size):
-            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of at least {count} elements "
+        if target.dtype != STORAGE or target.size != source.size:
+            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of {source.size} elements "
                             f"(a {self.half} copy of source), got {target.dtype} with {target.size}")
-        columns = count if columns is None else columns
-        panel = columns if panel is None else panel
-        if columns != count and (count % columns or columns % panel or columns % 2 or panel % 2):
-            raise ValueError(f"SixteenBitPlan.round: {count} elements do not make rows of {columns} columns in "
-                             f"panels of {panel} (each even)")
-        return self._round((-(-count // 8 // THREADS) * THREADS,), (THREADS,), x=source, y=target,
-                           count=np.int32(count), columns=np.int32(columns), panel=np.int32(panel))
+        count = np.int32(source.size)  # (one row of one panel)
+        return self._round((-(-source.size // 8 // THREADS) * THREADS,), (THREADS,), x=source, y=target, count=count,
+                           columns=count, panel=count)
 
     @staticmethod
     def _check(tensor: Tensor, name: str, shape: tuple, rows, dtype) -> None:
@@ -137,12 +121,8 @@ class SixteenBitPlan:
                              f"of shape {tensor.shape}")
 
     def _launch(self, kernel, a, b, c, m, n, k, lda, ldb, panel):
-        """C (m x n, in column panels of `panel`) = A B with k depths; split along k where C's
-        blocks would not fill the GPU twice over (the weight gradient's: its k is the batch's
-        rows), into row-major slices SumSlices adds."""
-        blocks = -(-n // BLOCK), -(-m // BLOCK)
-        splits, chunk = split_k(self.rt, {"TILE": BLOCK, "TK": TK}, m, n, k, waves=2)  # (two work-groups an SM)
-        sizes = ((blocks[0] * THREADS, blocks[1], splits), (THREADS, 1, 1))
+        """C (m x n, in column panels of `panel`) = A B with k depths (see product_geometry)."""
+        splits, chunk, sizes, summing = product_geometry(self.rt, m, n, k)
         product = dict(a=a, b=b, m=np.int32(m), n=np.int32(n), k=np.int32(k), lda=np.int32(lda), ldb=np.int32(ldb),
                        panel=np.int32(panel), chunk=np.int32(chunk), flops=2.0 * m * n * k)
         if splits == 1:
@@ -150,14 +130,18 @@ class SixteenBitPlan:
         if self._slices is None or self._slices.size < splits * m * n:
             self._slices = Tensor((splits * m * n,), np.float32, self.rt)
         kernel(*sizes, c=self._slices, **{**product, "panel": np.int32(n)})
-        return self.sum_slices(self._slices, c, splits, m * n, n, panel)
+        return self._sum_slices(*summing, slices=self._slices, c=c, splits=np.int32(splits), size=np.int32(m * n),
+                                columns=np.int32(n), panel=np.int32(panel))
 
-    def sum_slices(self, slices: Tensor, c: Tensor, splits: int, size: int, columns: int, panel: int):
-        """c = the sum of `splits` row-major slices of `size` elements (rows of `columns`), laid out
-        in c's column panels of `panel`; returns the event."""
-        return self._sum_slices((-(-size // THREADS) * THREADS,), (THREADS,), slices=slices, c=c,
-                                splits=np.int32(splits), size=np.int32(size), columns=np.int32(columns),
-                                panel=np.int32(panel))
+
+def product_geometry(rt, m: int, n: int, k: int) -> tuple:
+    """(splits, chunk, launch sizes, summing sizes) of SixteenBitProduct's C (m x n) = A B over k
+    depths: split along k where C's blocks would not fill the GPU twice over (two work-groups an
+    SM; the weight gradient's, whose k is the batch's rows), into row-major slices of `chunk`
+    depths that SumSlices adds, one work-item an element."""
+    splits, chunk = split_k(rt, {"TILE": BLOCK, "TK": TK}, m, n, k, waves=2)
+    return (splits, chunk, ((-(-n // BLOCK) * THREADS, -(-m // BLOCK), splits), (THREADS, 1, 1)),
+            ((-(-m * n // THREADS) * THREADS,), (THREADS,)))
 
 
 class SixteenBitDensePlan:
@@ -174,38 +158,37 @@ class SixteenBitDensePlan:
 
     def __init__(self, rt, half: str, activation, n_in: int, units: int, panel: int, capacity: int, *,
                  weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
-        self.rt, self.n_in, self.units, self.panel, self.capacity = rt, n_in, units, panel, capacity
-        self.weights, self.outputs, self.kept, self.input_grad = weights, outputs, kept, input_grad
+        self.n_in, self.units, self.kept, self.input_grad = n_in, units, kept, input_grad
         program = product_program(rt, half, *FORWARD, activation)
-        fused = activation if activation.elementwise else activations.Linear()
-        self.bias, self.bias_grad = bias_operands(bias, units, np.float32, rt)
+        fused = fused_activation(activation)
+        bias, bias_grad = bias_operands(bias, units, np.float32, rt)
         # The 16-bit copies: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units), row-major.
-        self.x16 = Tensor((capacity, n_in), STORAGE, rt)
-        self.weights16 = Tensor((n_in, units), STORAGE, rt)
+        x16, weights16 = Tensor((capacity, n_in), STORAGE, rt), Tensor((n_in, units), STORAGE, rt)
         self.delta16 = Tensor((capacity, units), STORAGE, rt)
         bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
         i32 = np.int32
         self._round_weights = kernel("RoundToSixteenBits").bind(
-            (), x=weights.value, y=self.weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel))
-        self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=self.x16, columns=i32(n_in),
+            (), x=weights.value, y=weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel))
+        self._round_weights_sizes = (-(-n_in * units // 8 // THREADS) * THREADS,), (THREADS,)
+        self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=x16, columns=i32(n_in),
                                                                panel=i32(n_in))
         self._forward = kernel("SixteenBitForward").bind(
-            ("residual", "rows", "adding"), inputs=self.x16, weights=self.weights16, bias=self.bias, kept=kept,
+            ("residual", "rows", "adding"), inputs=x16, weights=weights16, bias=bias, kept=kept,
             outputs=outputs, n_in=i32(n_in), units=i32(units), a=fused.a, b=fused.b)
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
             units=i32(units), a=fused.a, b=fused.b)
-        self._sum_bias = kernel("SumSlices").bind(("splits",), slices=bias_slices, c=self.bias_grad, size=i32(units),
+        self._sum_bias = kernel("SumSlices").bind(("splits",), slices=bias_slices, c=bias_grad, size=i32(units),
                                                   columns=i32(units), panel=i32(units))
         # dL/dW (n_in, units) in W's panels, as the parameter's gradient holds it whatever its shape;
         # dL/dx (capacity, n_in) rows.
         weight_grad = Tensor((n_in, units), np.float32, rt, weights.grad.buffer)
         self._weight_gradient = BoundProduct(rt, product_program(rt, half, *WEIGHT_GRADIENT), "k", capacity,
-                                             a=self.x16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
+                                             a=x16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
                                              ldb=units, panel=panel)
         self._input_gradient = BoundProduct(rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity,
-                                            a=self.delta16, b=self.weights16, c=input_grad, n=n_in, k=units,
+                                            a=self.delta16, b=weights16, c=input_grad, n=n_in, k=units,
                                             lda=units, ldb=units, panel=n_in)
         self._sizes = {}  # rows -> each launch's sizes
 
@@ -235,9 +218,10 @@ class SixteenBitDensePlan:
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
         """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits."""
         round_inputs, forward, _, _ = self._launch_sizes(rows)
-        self._round_weights((-(-self.n_in * self.units // 8 // THREADS) * THREADS,), (THREADS,))
+        self._round_weights(*self._round_weights_sizes)
         self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
-        self._forward(*forward, add, np.int32(rows), np.int32(add is not None), flops=2.0 * rows * self.n_in * self.units)
+        self._forward(*forward, add, np.int32(rows), np.int32(add is not None),
+                      flops=2.0 * rows * self.n_in * self.units)
 
     def weight_gradient(self, x: Tensor, grad: Tensor, rows: int, apply_derivative: bool, input_gradient: bool,
                         parts: int = 1, done=None) -> None:
@@ -265,28 +249,26 @@ class BoundProduct:
         kernel = lambda name: rt.kernel(program, name, np.float32)
         operands = {"a": a, "b": b, **{name: np.int32(v) for name, v in sizes.items()}}
         self._direct = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=c, panel=np.int32(panel), **operands)
-        most = self._splits(capacity)[0]
+        m, n, k = self._shape(capacity)
+        most = product_geometry(rt, m, n, k)[0]
         if most > 1:
-            m, n = sizes.get("m", capacity), sizes["n"]
             slices = Tensor((most * m * n,), np.float32, rt)
             self._split = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=slices, panel=np.int32(n), **operands)
             self._sum = kernel("SumSlices").bind(("splits", "size"), slices=slices, c=c, columns=np.int32(n),
                                                  panel=np.int32(panel))
         self._geometry = {}  # rows -> (splits, chunk, launch sizes, summing sizes)
 
-    def _splits(self, rows: int) -> tuple[int, int]:
+    def _shape(self, rows: int) -> tuple[int, int, int]:
+        """(m, n, k) at `rows` rows."""
         sizes = {**self.sizes, self.rows_are: rows}
-        return split_k(self.rt, {"TILE": BLOCK, "TK": TK}, sizes["m"], sizes["n"], sizes["k"], waves=2)
+        return sizes["m"], sizes["n"], sizes["k"]
 
     def __call__(self, rows: int):
         """The product at `rows` rows; returns the last launch's event."""
         if rows not in self._geometry:
-            splits, chunk = self._splits(rows)
-            m = rows if self.rows_are == "m" else self.sizes["m"]
-            n, k = self.sizes["n"], rows if self.rows_are == "k" else self.sizes["k"]
-            self._geometry[rows] = (splits, np.int32(chunk), ((-(-n // BLOCK) * THREADS, -(-m // BLOCK), splits),
-                                                              (THREADS, 1, 1)),
-                                    ((-(-m * n // THREADS) * THREADS,), (THREADS,)), np.int32(m * n), 2.0 * m * n * k)
+            m, n, k = self._shape(rows)
+            splits, chunk, sizes, summing = product_geometry(self.rt, m, n, k)
+            self._geometry[rows] = (splits, np.int32(chunk), sizes, summing, np.int32(m * n), 2.0 * m * n * k)
         splits, chunk, sizes, summing, size, flops = self._geometry[rows]
         if splits == 1:
             return self._direct(*sizes, np.int32(rows), chunk, flops=flops)
