@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("CLNET_QUIET", "1")
-# The products' tuner measures every candidate at three sizes the first time a device meets a
+# The products' tuner measures every candidate at several sizes the first time a device meets a
 # dtype: minutes of compiling and timing on a 2-core CPU, which would land in whichever test comes
 # first. The tests take the first candidate instead (results already cached are still used), set
 # here so that the processes the tests start inherit it. Every candidate is checked for

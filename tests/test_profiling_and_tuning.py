@@ -97,7 +97,7 @@ def test_tuning_can_be_skipped(tmp_path, monkeypatch):
     assert not (tmp_path / "tuning.json").exists()
 
 
-@pytest.mark.slow  # every candidate built and timed at three sizes: minutes on two cores
+@pytest.mark.slow  # every candidate built and timed at every size: minutes on two cores
 def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     rt = clnet.runtime()

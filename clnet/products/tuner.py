@@ -126,11 +126,14 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     2048: a faster forward; at 256 rows it made no difference, at 1024^3 PoCL 3.0 ran faster
     without). That layer has 1024 rows: at 512 the input gradient's W^T (HG_T), 16 MiB written
     every step on Intel's runtime, cost what its product gained, and the tuner gave 2048^3 the
-    form without, measurably slower there."""
+    form without, measurably slower there. A CPU measures a transformer's tall, narrow layer too,
+    both ways round, as the tiny GPT's (2048 rows of 64 and 256): its W^T is small, and the
+    input gradient without it (delta in row panels, written an element at a time) took the GPT's
+    layers far longer than the form with W^T, which the larger sizes' choice had denied them."""
     if rt.info.is_gpu:
         return [(128, 784, 256), (1024, 784, 256), (1024, 1024, 1024), (2048, 2048, 2048), (8192, 256, 1024),
                 (8192, 1024, 256)]
-    return [(256, 512, 512), (1024, 1024, 1024), (1024, 2048, 2048)]
+    return [(256, 512, 512), (1024, 1024, 1024), (1024, 2048, 2048), (2048, 64, 256), (2048, 256, 64)]
 
 
 def _tune(rt, dtype, candidates) -> list[dict]:
