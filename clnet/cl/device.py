@@ -99,16 +99,6 @@ class DeviceInfo:
         return "PoCL" in self.platform_version and os.environ.get("POCL_KERNEL_CACHE") != "0"
 
     @property
-    def compiles_per_work_group(self) -> bool:
-        """Whether the runtime compiles a kernel again for each work-group size it is launched
-        with: PoCL's CPU driver specializes the work-group function to the local size (unless
-        POCL_WORK_GROUP_SPECIALIZATION=0, whose generic functions ran slower), so that a kernel
-        left to PoCL's choice of local size, which follows the global size, is compiled once per
-        shape it meets (runtime.cpu_work_group)."""
-        return (self.type == "CPU" and "PoCL" in self.platform_version
-                and os.environ.get("POCL_WORK_GROUP_SPECIALIZATION") != "0")
-
-    @property
     def builds_without_avx512(self) -> bool:
         """Whether this is pip's PoCL 3.0 on an AMD CPU of family 19h with AVX-512 (Zen 4): its LLVM
         14 compiles for "znver3", which has no AVX-512, yet PoCL links the kernel library it built

@@ -457,9 +457,9 @@ class Kernel:
         self.last_buffers: tuple | None = None
         self._orders: dict = {}  # (positional count, names as given) -> their reordering
         self.bound: Launch | None = None  # the bound launch whose arguments are set, if one's are
-        # The local size this kernel is given where a launch leaves it open (cpu_work_group),
-        # or 0: the runtime's choice.
-        self.group_limit = min(CPU_GROUP, rt.device.max_work_group_size) if rt.info.compiles_per_work_group else 0
+        # The local size this kernel is given where a launch leaves it open on a CPU
+        # (cpu_work_group), or 0: the runtime's choice, a GPU's.
+        self.group_limit = 0 if rt.info.is_gpu else min(CPU_GROUP, rt.device.max_work_group_size)
 
     def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False, **named) -> None:
         """The arguments `args` by position, then `named` by name. `beside`: on the runtime's side
@@ -614,12 +614,14 @@ CPU_GROUP = 64
 
 
 def cpu_work_group(global_size, limit: int = CPU_GROUP) -> tuple[int, ...]:
-    """The local size for a launch that leaves it to a CPU runtime which compiles a kernel per
-    local size (DeviceInfo.compiles_per_work_group): the largest power of two up to `limit`
-    (CPU_GROUP, or the device's maximum work-group if smaller) dividing the first axis, 1 along
-    the others. The first axis is the one PoCL runs a work-group's items along as the lanes of
-    one loop; PoCL's own choice follows the whole global size, so that every new shape of every
-    kernel cost a compilation (the test suite's cold time, benchmarks/RESULTS.md)."""
+    """The local size for a launch that leaves it to a CPU runtime: the largest power of two up to
+    `limit` (CPU_GROUP, or the device's maximum work-group if smaller) dividing the first axis, 1
+    along the others. The first axis is the one CPU runtimes run a work-group's items along as the
+    lanes of one loop. PoCL's CPU driver compiles a kernel per local size (it specializes the
+    work-group function; POCL_WORK_GROUP_SPECIALIZATION=0's generic functions ran slower), and
+    its own choice follows the whole global size, so that every new shape of every kernel cost
+    a compilation (the test suite's cold time); Intel's runtime chose groups that ran the tiny
+    GPT's position table copy, (4096, 32) items, several times slower (benchmarks/RESULTS.md)."""
     first = global_size[0]
     return (max(1, min(1 << (limit.bit_length() - 1), first & -first)),) + (1,) * (len(global_size) - 1)
 
