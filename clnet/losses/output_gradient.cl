@@ -5,8 +5,10 @@
 // batch (scale = 1 / (rows * positions)), and each block's share of the sample's mean loss and
 // accuracy over its positions at sample_loss[(first + row) * blocks + block] (equal-length
 // samples: their mean is the mean over all tokens). A single work-group per sample left most of a
-// GPU idle (the tiny GPT's 32 samples of 256 positions).
-__kernel void CalcOutputGradient(__global const TYPE *target,     // t (rows, positions, cols), SPARSE: ids (rows, positions)
+// GPU idle (the tiny GPT's 32 samples of 256 positions). vec_type_hint(TYPE8): the softmax losses
+// take their classes eight lanes at a time (crossentropy.cl), and Intel's CPU compiler otherwise
+// vectorizes across work-items as well, as with the recurrent layers' loops (recurrent.cl).
+__kernel __attribute__((vec_type_hint(TYPE8))) void CalcOutputGradient(__global const TYPE *target,     // t (rows, positions, cols), SPARSE: ids (rows, positions)
                                  __global const TYPE *outputs,    // p (rows, positions, cols), FROM_LOGITS: z
                                  __global TYPE *gradients,        // dL/dp or dL/dlogits (rows, positions, cols)
                                  __global TYPE *sample_loss, __global TYPE *sample_hit,
