@@ -1,22 +1,23 @@
 // Assembles a mini-batch on the device: the rows index[first..first+rows) of the resident
 // inputs and targets (or, with index 0, 1, 2, ..., a streamed batch's staging slot) are copied
-// into the batch buffers, four columns of one row per work-item, or of four rows where x^T is
-// written.
+// into the batch buffers, four columns of `per_item` rows per work-item (1 or 4).
 // x_batch is also written transposed, (x_cols, ld), for the first layer's weight gradient where
 // it reads x^T (the CPU form of Dense); ld = 0: not written (x^T's stores were most of the README
 // MLP's gather on a GPU, where nothing read them; benchmarks/RESULTS.md, the batch gather's x^T).
 // Four rows a work-item there, so that each of x^T's rows gets four consecutive elements in one
 // store: a CPU runtime puts neighbouring work-items (four columns apart, so 4 * ld elements apart
-// in x^T) in one vector, and 4-byte stores that far apart were a scatter of single elements.
+// in x^T) in one vector, and 4-byte stores that far apart were a scatter of single elements. A
+// CPU takes four rows a work-item without x^T too: a quarter of the work-items for the same
+// copies, each a work-item's overhead on a CPU (the LSTM's batch of 64 rows of 2048); a GPU one
+// (data.py's gather_rows_per_item).
 __kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index,
                          const int first, const int rows, const int x_cols, const int y_cols,
                          __global TYPE *x_batch,    // (rows, x_cols)
                          __global TYPE *x_batch_t,  // (x_cols, ld)
-                         const int ld,
+                         const int ld, const int per_item,
                          __global TYPE *y_batch)    // (rows, y_cols)
 {
     const int col = get_global_id(0) * 4;
-    const int per_item = ld ? 4 : 1;  // rows (data.py's gather_size)
     const int row0 = get_global_id(1) * per_item;
     const int count = min(per_item, rows - row0);
     TYPE4 v[4] = {(TYPE4)(0), (TYPE4)(0), (TYPE4)(0), (TYPE4)(0)};  // (row, column)

@@ -177,10 +177,15 @@ class KeptData:
         self.entries.clear()
 
 
-def gather_size(x_cols: int, y_cols: int, rows: int, transposed: bool) -> tuple[int, int]:
-    """GatherRows' global size: a work-item for each four columns of a row, or of four rows where
-    it writes x^T (`transposed`)."""
-    return -(-max(x_cols, y_cols) // 4), -(-rows // 4) if transposed else rows
+def gather_rows_per_item(rt: Runtime, transposed: bool) -> int:
+    """The rows each GatherRows work-item copies (see data.cl): four where it writes x^T
+    (`transposed`) or runs on a CPU, else one."""
+    return 4 if transposed or not rt.info.is_gpu else 1
+
+
+def gather_size(x_cols: int, y_cols: int, rows: int, per_item: int) -> tuple[int, int]:
+    """GatherRows' global size: a work-item for each four columns of `per_item` rows."""
+    return -(-max(x_cols, y_cols) // 4), -(-rows // per_item)
 
 
 def batch_buffers(rt: Runtime, dtype, capacity: int, x_cols: int, y_cols: int, transposed: bool):
@@ -212,7 +217,7 @@ class _Slot:
         x_batch_t, ld = staging.x_batch.transposed_arguments()
         self.gather = rt.kernel(staging.program, "GatherRows", dtype).bind(
             ("rows",), x=x_part, y=y_part, index=staging.identity, first=0, x_cols=x_cols, y_cols=y_cols,
-            x_batch=staging.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=staging.y_batch)
+            x_batch=staging.x_batch, x_batch_t=x_batch_t, ld=ld, per_item=staging.per_item, y_batch=staging.y_batch)
         self.copied: cl.Event | None = None  # the last copy out of `host`
         self.read: list[cl.Event] = []      # the last GatherRows out of `device`
 
@@ -226,6 +231,7 @@ class Staging:
         self.x_cols, self.y_cols, self.capacity = x_cols, y_cols, capacity
         self.x_batch, self.y_batch = batch_buffers(rt, self.dtype, capacity, x_cols, y_cols, transposed)
         self.identity = Tensor.from_numpy(np.arange(capacity, dtype=np.int32), rt=rt)  # row r of the slot
+        self.per_item = gather_rows_per_item(rt, transposed)
         self.program = rt.program(("data.cl",), self.dtype)
         self.slots = [_Slot(self, rt) for _ in range(SLOTS)]
         self.turn = 0
@@ -252,7 +258,7 @@ class Staging:
             slot.copied = cl.enqueue_copy(rt.transfer_queue, slot.device, host, dst_offset=offset,
                                           is_blocking=False, wait_for=slot.read)
         cl.enqueue_barrier(rt.queue, wait_for=[slot.copied])
-        slot.gather(gather_size(self.x_cols, self.y_cols, rows, self.x_batch.transposed is not None), None, rows)
+        slot.gather(gather_size(self.x_cols, self.y_cols, rows, self.per_item), None, rows)
         slot.read = [cl.enqueue_marker(rt.queue)]
         return self.x_batch, self.y_batch
 
@@ -300,9 +306,10 @@ class Batches:
             self.x_batch, self.y_batch = batch_buffers(self.rt, self.dtype, capacity, self.x_cols, self.y_cols,
                                                        self.transposed)
             x_batch_t, ld = self.x_batch.transposed_arguments()
+            self._per_item = gather_rows_per_item(self.rt, self.transposed)
             self._gather = self.rt.shared_kernel(("data.cl",), "GatherRows", self.dtype).bind(
                 ("first", "rows"), x=self.x, y=self.y, index=self.index, x_cols=self.x.shape[1], y_cols=self.y.shape[1],
-                x_batch=self.x_batch, x_batch_t=x_batch_t, ld=ld, y_batch=self.y_batch)
+                x_batch=self.x_batch, x_batch_t=x_batch_t, ld=ld, per_item=self._per_item, y_batch=self.y_batch)
         else:
             self.staging = Staging(self.rt, self.x_cols, self.y_cols, capacity, self.dtype, self.transposed)
 
@@ -322,8 +329,7 @@ class Batches:
     def batch(self, first: int, rows: int) -> tuple[Tensor, Tensor]:
         """The rows order[first:first+rows], as device tensors of `rows` valid rows."""
         if self.resident:
-            self._gather(gather_size(self.x.shape[1], self.y.shape[1], rows, self.x_batch.transposed is not None),
-                         None, first, rows)
+            self._gather(gather_size(self.x.shape[1], self.y.shape[1], rows, self._per_item), None, first, rows)
             return self.x_batch, self.y_batch
         slot = self.staging.acquire()
         self._fill(slot, first, rows)

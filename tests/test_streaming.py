@@ -320,7 +320,7 @@ def test_batch_buffers_follow_the_model_capacity(resident):
 @pytest.mark.parametrize("resident", [True, False])
 @pytest.mark.parametrize("transposed", [True, False])
 def test_batch_gather_matches_numpy_at_awkward_sizes(dtype, resident, transposed):
-    """GatherRows (four columns of one row a work-item, or of four where it writes x^T) against
+    """GatherRows (four columns of four rows a work-item on a CPU or where it writes x^T, else of one) against
     numpy's take: x, y and x^T for batches of 1, 5 and 13 rows of 13 shuffled samples of 7
     features and 3 targets, resident and streamed; x^T's columns past the batch's rows are left
     as they were."""
