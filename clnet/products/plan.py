@@ -98,10 +98,11 @@ class DensePlan:
             self._hidden = kernel("CalcHiddenGradient").bind(("delta", "rows", "depth"), weights=weights.value,
                                                              input_gr=input_grad, n_in=n_in, panel=panel)
         else:
-            # On a CPU a work-item per compute unit's share of the column panels, each its own
-            # work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one core.
+            # On a CPU two work-items per compute unit, each a share of the column panels and its
+            # own work-group: PoCL 3.0 put the 16 of a GELU layer of 256 units in one group, one
+            # core; one a compute unit ran slower than two on both CPU runtimes (benchmarks/RESULTS.md).
             panels = self.units_p // vw
-            share = 1 if rt.info.is_gpu else -(-panels // rt.info.compute_units)
+            share = 1 if rt.info.is_gpu else -(-panels // (2 * rt.info.compute_units))
             self._delta_bias_groups = -(-panels // share)
             self._delta_bias = kernel("CalcDeltaBias").bind(
                 ("output_gr", "rows", "apply_derivative", "input_gradient"), outputs=outputs, kept=kept,
