@@ -330,7 +330,7 @@ class Runtime:
         size exactly, and ran a prime count (the tiny GPT's Adam update, 820 957 work-items) in
         work-groups of one item, far longer than in whole work-groups (benchmarks/RESULTS.md, the
         tiny GPT's non-product kernels). On a CPU in whole groups of CPU_GROUP items, the local
-        size left to the runtime (PoCL's taken by Kernel.enqueue's cpu_work_group): the largest
+        size left open (Kernel.enqueue's cpu_work_group then gives CPU_GROUP): the largest
         power of two dividing an odd count is 1, and the README MLP's Adam update (58 787 items)
         ran as that many work-groups of one item, none on a vector's lanes (benchmarks/RESULTS.md,
         the update kernels in whole work-groups on CPUs)."""
