@@ -19,7 +19,7 @@ __kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __globa
 {
     const int col = get_global_id(0) * 4;
     const int row0 = get_global_id(1) * per_item;
-    const int count = min(per_item, rows - row0);
+    const int count = min_int(per_item, rows - row0);
     TYPE4 v[4] = {(TYPE4)(0), (TYPE4)(0), (TYPE4)(0), (TYPE4)(0)};  // (row, column)
     for (int i = 0; i < count; i++) {
         const long source = index[first + row0 + i];

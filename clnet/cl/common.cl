@@ -23,6 +23,12 @@ inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.l
 #define VLOAD8 vload8
 #define VSTORE8 vstore8
 #endif
+// Integer minimum and maximum by ?:. pip's PoCL 3.0 calls its min(), max() and clamp() (as its
+// fmin(), fmax() and vloadN) as library functions, out of line, and where vector registers are live
+// across a call the kernel spills and reloads them around it (`perf` on the tiny GPT's step showed
+// _cl_min beside the products' kernels; benchmarks/RESULTS.md, integer min and max by ?:).
+__attribute__((always_inline)) int min_int(const int a, const int b) { return a < b ? a : b; }
+__attribute__((always_inline)) int max_int(const int a, const int b) { return a > b ? a : b; }
 // A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE), where clang
 // compiles the kernel for an x86-64 or ARM CPU (PoCL): OpenCL's prefetch() compiles to nothing
 // there. Where it is compiled for anything else (a GPU's compiler, say), both do nothing.

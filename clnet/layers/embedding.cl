@@ -4,7 +4,7 @@
 
 inline int token_id(const TYPE id, const int input_dim)
 {
-    return clamp((int)id, 0, input_dim - 1);
+    return max_int(min_int((int)id, input_dim - 1), 0);  // clamp(), a library call on pip's PoCL 3.0
 }
 
 // With mask_zero, column 0's work-items also write Keras's mask, 1 where the id is not 0: in this

@@ -192,7 +192,7 @@ __kernel void CalcDeltaWeightsLayerNorm(__global const TYPE *inputs,         // 
     const int lane = get_local_id(0), slice = get_local_id(1);
     const int lanes = get_local_size(0), slices = get_local_size(1);  // slices: a power of two
     const int n = get_global_id(0), c = get_group_id(1), own = slice * lanes + lane;
-    const int end = min(groups, (c + 1) * chunk);
+    const int end = min_int(groups, (c + 1) * chunk);
     TYPE dy_sum = 0, dy_xhat_sum = 0;
     if (n < features)
         for (int group = c * chunk + slice; group < end; group += slices) {
@@ -251,7 +251,7 @@ __kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,       
                                              __global TYPE *beta_gr,              // (features,)
                                              const int groups, const int features, const int inner)
 {
-    const int n0 = get_global_id(0) * 8, width = min(8, features - n0);
+    const int n0 = get_global_id(0) * 8, width = min_int(8, features - n0);
     TYPE8 dy_sum = (TYPE8)(0), dy_xhat_sum = (TYPE8)(0);
     for (int group = 0; group < groups; group++) {
         const int start = ln_start(group, features, inner) + n0 * inner;

@@ -96,12 +96,12 @@ inline TYPE8 drop_lanes(TYPE8 w, const long at, const int tk, const int valid, _
 __kernel __attribute__((vec_type_hint(TYPE8))) void FeedForwardAttentionLanes(FEED_FORWARD_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
-    const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq);
+    const int valid = min_int(LANES, tq - i0), tq_p = LANE_ROWS(tq);
     __global TYPE8 *p = (__global TYPE8 *)(probabilities + ((long)b * heads + h) * tk * tq_p + i0);  // p[j * tq_p / 8]
     const int stride = tq_p / LANES;
     TYPE8 q[KEY_DIM];  // Keras scales the query, then takes the product
     GATHER_LANES(q, QUERY_ROW(query, (long)b * tq + i0, h), QK_ROW, valid, KEY_DIM, scale);
-    int keys = causal ? min(i0 + LANES, tk) : tk;  // the block's last query's keys
+    int keys = causal ? min_int(i0 + LANES, tk) : tk;  // the block's last query's keys
 
     TYPE8 m = (TYPE8)(-INFINITY);
     for (int j = 0; j < keys; j++) {
@@ -109,7 +109,7 @@ __kernel __attribute__((vec_type_hint(TYPE8))) void FeedForwardAttentionLanes(FE
         LANE_DOT(s, q, KEY_ROW(key, (long)b * tk + j, h), KEY_DIM);
         s = mask_lanes(s, MASKED_SCORE, mask, use_mask, causal, b, i0, j, tq, tk);
         p[j * stride] = s;
-        m = fmax8(m, s);
+        m = s > m ? s : m;  // (fmax, a library call on pip's PoCL 3.0; see min_int in common.cl)
     }
     // A query masked entirely: Keras's softmax of -1e9 everywhere, future keys too. The block's
     // other queries get exp(-1e9 - max) = 0 there, as for the keys their causal mask cuts off.
@@ -167,14 +167,14 @@ __kernel __attribute__((vec_type_hint(TYPE8))) void FeedForwardAttentionLanes(FE
 __kernel __attribute__((vec_type_hint(TYPE8))) void CalcHiddenGradientAttentionLanes(HIDDEN_GRADIENT_ATTENTION_ARGS)
 {
     const int i0 = get_global_id(0) * LANES, h = get_global_id(1), b = get_global_id(2);
-    const int valid = min(LANES, tq - i0), tq_p = LANE_ROWS(tq), stride = tq_p / LANES;
+    const int valid = min_int(LANES, tq - i0), tq_p = LANE_ROWS(tq), stride = tq_p / LANES;
     const long block = ((long)b * heads + h) * tk * tq_p + i0;
     const __global TYPE8 *p = (const __global TYPE8 *)(probabilities + block);
     __global TYPE8 *ds = (__global TYPE8 *)(score_gr + block);
     TYPE8 dc[VALUE_DIM];
     GATHER_LANES(dc, context_gr + (((long)b * tq + i0) * heads + h) * VALUE_DIM, heads * VALUE_DIM, valid,
                  VALUE_DIM, 1);
-    const int keys = causal ? min(i0 + LANES, tk) : tk;
+    const int keys = causal ? min_int(i0 + LANES, tk) : tk;
 
     TYPE8 weighted = (TYPE8)(0);  // sum_j p_j dL/dp_j
     for (int j = 0; j < keys; j++) {
@@ -222,7 +222,7 @@ TYPE8 row_chunk(const __global TYPE *row, const int c, const int dim)
 __kernel __attribute__((vec_type_hint(TYPE8))) void CalcHiddenGradientAttentionKeyValueLanes(KEY_VALUE_GRADIENT_ATTENTION_ARGS)
 {
     const int j0 = get_global_id(0) * KV_KEYS, h = get_global_id(1), b = get_global_id(2);
-    const int keys = min(KV_KEYS, tk - j0), tq_p = LANE_ROWS(tq);
+    const int keys = min_int(KV_KEYS, tk - j0), tq_p = LANE_ROWS(tq);
     const long block = (((long)b * heads + h) * tk + j0) * tq_p;  // + jj * tq_p + i: (key j0 + jj, query i)
     TYPE8 dv[KV_KEYS][CHUNKS(VALUE_DIM)], dk[KV_KEYS][CHUNKS(KEY_DIM)];
     for (int jj = 0; jj < KV_KEYS; jj++) {

@@ -87,8 +87,8 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
         return;
     if (r0 >= blocks * RM) {
         const int k0 = r0 - blocks * RM;
-        for (int k = k0; k < min(k0 + RM, units); k++)
-            for (int l = c; l < min(c + VW, cols); l++)
+        for (int k = k0; k < min_int(k0 + RM, units); k++)
+            for (int l = c; l < min_int(c + VW, cols); l++)
                 transposed[l * units + k] = recurrent[k * cols + l];
         return;
     }
@@ -99,7 +99,7 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
     #pragma unroll
     for (int i = 0; i < RM; i++) {
         acc[i] = b;
-        x[i] = inputs + InputRow(min(r0 + i, total - 1), steps, reverse) * n_in;
+        x[i] = inputs + InputRow(min_int(r0 + i, total - 1), steps, reverse) * n_in;
     }
     for (int d = 0; d < n_in; d++) {
         const VEC w = LoadBlock(weights + d * cols + c, width);
@@ -277,7 +277,7 @@ HELPER void RecurrentProducts(__global const TYPE *states,     // h, (rows, step
     VectorOffsets(offset, width);
     #pragma unroll
     for (int i = 0; i < RB; i++) {
-        const int row = min(row0 + i, rows - 1);
+        const int row = min_int(row0 + i, rows - 1);
         h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
         #pragma unroll
         for (int v = 0; v < SV; v++)
@@ -348,7 +348,7 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
     VectorOffsets(offset, width);
     #pragma unroll
     for (int i = 0; i < RB; i++) {
-        const int row = min(row0 + i, rows - 1);
+        const int row = min_int(row0 + i, rows - 1);
         #pragma unroll
         for (int v = 0; v < SV; v++)
             dh[i][v] = GradientFromAbove(output_gr, state_gr, row, s, j0 + offset[v], steps, units, grads, held,
@@ -407,7 +407,7 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++) {
-        const int row = min(row0 + i, rows - 1);
+        const int row = min_int(row0 + i, rows - 1);
         h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
     }
     for (int c = get_local_id(0); c < cols; c += get_local_size(0))
@@ -433,9 +433,9 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
     __global const TYPE *d[SEQ_ROWS];
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
-        d[i] = step_delta + (((s + 1) & 1) * capacity + min(row0 + i, rows - 1)) * cols;
+        d[i] = step_delta + (((s + 1) & 1) * capacity + min_int(row0 + i, rows - 1)) * cols;
     for (int q = get_local_id(0); q < parts * units; q += get_local_size(0)) {
-        const int j = q % units, part = q / units, end = s < steps - 1 ? min(cols, (part + 1) * span) : 0;
+        const int j = q % units, part = q / units, end = s < steps - 1 ? min_int(cols, (part + 1) * span) : 0;
         SequenceColumn(sums, d, transposed + j, units, part * span, end, row0, rows, cols, part * units + j);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
@@ -476,7 +476,7 @@ HELPER void StoreDeltaBlock(__global TYPE *panels, const VEC v, const int row, c
 #else
     TYPE lanes[VW];
     VSTORE(v, 0, lanes);
-    for (int l = 0; l < min(width, VW); l++)  // width counts to the gate's end, past this block
+    for (int l = 0; l < min_int(width, VW); l++)  // width counts to the gate's end, past this block
         panels[PanelIndex(row * steps + s, c0 + l, capacity * steps)] = lanes[l];
 #endif
 }
@@ -532,7 +532,7 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
     if (c >= cols)
         return;
     const int split = get_global_id(2), first_row = split * split_rows;
-    const int end_row = min(rows, first_row + split_rows);
+    const int end_row = min_int(rows, first_row + split_rows);
     weights_gr += split * split_stride + weights_offset;
     bias_gr += split * split_stride;
     // The second panel, when there is one; else the first again, its sums not stored.
@@ -557,13 +557,13 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
     #pragma unroll
     for (int i = 0; i < DW_ROWS; i++) {
         acc[i] = acc2[i] = (VEC)(0);
-        k[i] = min(k0 + i, n - 1);
+        k[i] = min_int(k0 + i, n - 1);
     }
     for (int row = first_row; row < end_row; row++) {
         const int held_from = FirstHeld(first, masked, row), end = (row + 1) * steps;
         int r = row * steps + (mode == 2 ? held_from + 1 : 0);
         // Mode 3's steps up to the row's first that holds data read the initial state (see PreviousRow).
-        for (; mode == 3 && r <= min(row * steps + held_from, end - 1); r++)
+        for (; mode == 3 && r <= min_int(row * steps + held_from, end - 1); r++)
             AddOuterProducts(acc, acc2, initial + row * n, k, panel[r], panel2[r]);
         // The rest read rows of `a` one after another, forward or (go_backwards) backward.
         const int step = mode == 1 ? -n : n;
@@ -627,7 +627,7 @@ void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (c
     #pragma unroll
     for (int i = 0; i < RM; i++) {
         acc[i] = (VEC)(0);
-        w[i] = weights + min(d0 + i, n_in - 1) * cols;
+        w[i] = weights + min_int(d0 + i, n_in - 1) * cols;
     }
     for (int c = 0; c < cols; c += VW) {
         const VEC v = *(const __global VEC *)(g + c * stride);

@@ -90,7 +90,7 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
                             const TYPE a, const TYPE b, const int apply_derivative, const int panels,
                             const int n_in, const int input_gradient)
 {
-    const int first = get_global_id(0) * panels, end = min(first + panels, units_p / VW);
+    const int first = get_global_id(0) * panels, end = min_int(first + panels, units_p / VW);
 #if HG_T
     for (int p = first; p < (input_gradient ? end : first); p++)
         TransposePanel(weights, weights_t, p, n_in, units_p);
@@ -99,7 +99,7 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
         StoreBlock((VEC)(0), delta_bias + p * VW, VW);
     for (int m = 0; m < rows; m++) {
         for (int p = first; p < end; p++) {
-            const int col = p * VW, width = min(VW, units - col), o = m * units + col;
+            const int col = p * VW, width = min_int(VW, units - col), o = m * units + col;
             VEC g = LoadBlock(output_gr + o, width);
             if (apply_derivative)
                 g *= ACT_DERIVATIVE_V(LoadBlock(outputs + o, width), LoadBlock(kept + o, width), a, b);
@@ -192,13 +192,13 @@ void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel
 {                                                                                           \
     const int depth = DEPTH ? DEPTH : K;                                                    \
     for (int k0 = 0; k0 < K; k0 += depth) {                                                 \
-        const int k1 = min(k0 + depth, K);                                                  \
+        const int k1 = min_int(k0 + depth, K);                                              \
         for (int q = 0; q < BLOCKS && m0 + q * RM < M; q++) {                               \
             const __global TYPE *rows[RM];                                                  \
             VEC c[RM];                                                                      \
             _Pragma("unroll")                                                               \
             for (int r = 0; r < RM; r++) {                                                  \
-                rows[r] = a + min(m0 + q * RM + r, M - 1) * a_stride;                       \
+                rows[r] = a + min_int(m0 + q * RM + r, M - 1) * a_stride;                   \
                 c[r] = acc[q][r];                                                           \
             }                                                                               \
             name(rows, a_panel, B, k0, k1, c);                                              \
@@ -241,7 +241,7 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
             acc[q][r] = (VEC)(0);
     forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
     const VEC bv = LoadBlock(bias + col, VW);
-    const int width = min(VW, units - col), height = min(FF_RM * FF_NB, rows - row);
+    const int width = min_int(VW, units - col), height = min_int(FF_RM * FF_NB, rows - row);
     VEC y[FF_RM * FF_NB];  // this block of y, kept to be written down y^T's rows below
     for (int q = 0; q < FF_NB; q++) {
         #pragma unroll
@@ -310,7 +310,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows
         for (int r = 0; r < HG_RM; r++)
             acc[q][r] = (VEC)(0);
     input_product_blocks(delta_rows, units_p, VW, rows, row, weights_t + col * units_p, units_p, acc);
-    const int width = min(VW, n_in - col);
+    const int width = min_int(VW, n_in - col);
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int r = 0; r < HG_RM; r++) {
@@ -341,7 +341,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row 
         for (int j = 0; j < HG_RM; j++)
             acc[q][j] = (VEC)(0);
     input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
-    const int height = min(VW, rows - row), count = min(HG_RM * HG_NB, n_in - i0);
+    const int height = min_int(VW, rows - row), count = min_int(HG_RM * HG_NB, n_in - i0);
     VEC g[HG_RM * HG_NB];  // this block of dL/dx^T, written down dL/dx's rows below
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
