@@ -34,6 +34,20 @@ def test_profile_counts_every_kernel():
     assert not clnet.runtime().profiling
 
 
+def test_kernel_times_by_name():
+    """tuning.kernel_times: each kernel's least time over the repeats, the launches of one name
+    summed (a dense layer's two forwards, PerceptronFeedForward twice); the events and profiling
+    as they were before."""
+    rt = clnet.runtime()
+    model = clnet.Sequential([Dense(16, "relu", input_shape=(8,)), Dense(3)], seed=0)
+    x = np.random.default_rng(0).normal(size=(10, 8))
+    model.predict(x)
+    before = list(rt.events)
+    times = tuning.kernel_times(rt, lambda: model.predict(x), repeats=2)
+    assert "PerceptronFeedForward" in times and all(t > 0 for t in times.values())
+    assert rt.events == before and not rt.profiling
+
+
 def test_a_block_that_launched_nothing_says_so():
     out = io.StringIO()
     with clnet.profile(file=out) as p:

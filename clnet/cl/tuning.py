@@ -81,6 +81,11 @@ def kernel_seconds(rt: Runtime, run, repeats=5) -> float:
     gradient, hid a measurably faster input gradient (HG_T) at 1024^3 on Intel's runtime, its
     launch gaps and its weight gradient's spread as large as the difference. Not where
     work runs beside (a GPU's side queue), which profiling puts on one queue."""
+    return sum(kernel_times(rt, run, repeats).values())
+
+
+def kernel_times(rt: Runtime, run, repeats=5) -> dict[str, float]:
+    """kernel_seconds by kernel name: each launch's least time, summed over the launches of a name."""
     was_profiling, kept = rt.profiling, list(rt.events)
     rt.set_profiling(True)
     try:
@@ -94,7 +99,10 @@ def kernel_seconds(rt: Runtime, run, repeats=5) -> float:
             for index, (name, event, _) in enumerate(rt.events):
                 seconds = (event.profile.end - event.profile.start) * 1e-9
                 best[index, name] = min(best.get((index, name), float("inf")), seconds)
-        return sum(best.values())
+        times: dict[str, float] = {}
+        for (_, name), seconds in best.items():
+            times[name] = times.get(name, 0.0) + seconds
+        return times
     finally:
         rt.events[:] = kept
         rt.set_profiling(was_profiling)

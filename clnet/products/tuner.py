@@ -13,7 +13,7 @@ from .. import activations
 from ..cl.probe import SIZE
 from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
-from ..cl.tuning import best_seconds, kernel_seconds, tuned
+from ..cl.tuning import best_seconds, kernel_seconds, kernel_times, tuned
 from .convolution import CONVOLUTION_SOURCES, ConvPlan, tiled_candidates
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
 from .plan import DensePlan, dense_program
@@ -136,22 +136,49 @@ def _sizes(rt) -> list[tuple[int, int, int]]:
     return [(256, 512, 512), (1024, 1024, 1024), (1024, 2048, 2048), (2048, 64, 256), (2048, 256, 64)]
 
 
+# How many times each candidate is measured at a size, in rounds over all of them (see _tune).
+ROUNDS = 3
+
+
 def _tune(rt, dtype, candidates) -> list[dict]:
+    """The tuned choice at each size of _sizes. Each candidate's kernels are timed once a round
+    (after a warm-up run), in ROUNDS rounds over all the candidates, and the least of its rounds
+    kept: on a shared machine a kernel's time moves by up to twice from one second to the next,
+    and five runs of one candidate back to back fell within one slow spell, so that two tunings
+    of the same code chose differently (benchmarks/RESULTS.md, the tuner's rounds). A round
+    spreads a candidate's runs over the whole sweep, as many runs as before. On a CPU the kernels
+    are told apart by their profiling events: the input gradient is its own kernel and what it
+    adds to the bias gradient's (delta for it, and W^T), not the difference of two whole
+    backward passes, which took the weight gradient's spread into it."""
     sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
-    seconds = best_seconds if rt.info.is_gpu else kernel_seconds  # (see kernel_seconds)
+    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}, see kernel_seconds)
+    times_of = ((lambda run: {"all": best_seconds(rt, run, repeats=1)}) if rt.info.is_gpu
+                else (lambda run: kernel_times(rt, run, repeats=1)))
     for size in sizes:
         rows, n_in, units = size
         rng = np.random.default_rng(0)
         x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
         grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
-        for tiles, times in zip(candidates, measured):
-            plan = DensePlan.standalone(rt, dtype, tiles, rows, n_in, units, rng)
-            forward = seconds(rt, lambda: plan.forward(x, rows))
-            weight_grad = seconds(rt, lambda: plan.weight_gradient(x, grad, rows, True, False))
-            input_grad = seconds(rt, lambda: (plan.weight_gradient(x, grad, rows, True, True),
-                                              plan.input_gradient(grad, rows, True))) - weight_grad
-            times.update({(size, "FF"): forward, (size, "DW"): weight_grad, (size, "HG"): input_grad})
+        least = [{} for _ in candidates]  # per candidate: {(run, kernel name): seconds}, over the rounds
+        for _ in range(ROUNDS):
+            for tiles, times in zip(candidates, least):
+                plan = DensePlan.standalone(rt, dtype, tiles, rows, n_in, units, rng)
+                runs = {"FF": lambda: plan.forward(x, rows),
+                        "DW": lambda: plan.weight_gradient(x, grad, rows, True, False),
+                        "DW+HG": lambda: (plan.weight_gradient(x, grad, rows, True, True),
+                                          plan.input_gradient(grad, rows, True))}
+                for run_name, run in runs.items():
+                    for kernel, seconds in times_of(run).items():
+                        times[run_name, kernel] = min(times.get((run_name, kernel), math.inf), seconds)
+        for times, result in zip(least, measured):
+            total = lambda run_name: sum(v for (r, _), v in times.items() if r == run_name)
+            if rt.info.is_gpu:
+                input_grad = total("DW+HG") - total("DW")
+            else:
+                input_grad = (times["DW+HG", "CalcHiddenGradient"]
+                              + max(0.0, times["DW+HG", "CalcDeltaBias"] - times["DW", "CalcDeltaBias"]))
+            result.update({(size, "FF"): total("FF"), (size, "DW"): total("DW"), (size, "HG"): input_grad})
     # The fastest setting per (layout, size); then the layout that does best over all sizes,
     # each size counted relative to its fastest setting of any layout.
     layouts = {layout(tiles) for tiles in candidates}
