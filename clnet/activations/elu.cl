@@ -3,9 +3,9 @@
 inline TYPE elu_forward(TYPE x, TYPE a, TYPE b) { return x > 0 ? x : a * expm1(x); }
 inline TYPE elu_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return x > 0 ? (TYPE)1 : a * exp(x); }
 
-// The same on VW lanes at once (Activation.vector_form). Lanes of large x take exp(x) = inf in
-// the branch select drops; a * inf is NaN only for a = 0, also dropped.
+// The same on VW lanes at once (Activation.vector_form), by ?: (see relu.cl). Lanes of large x take
+// exp(x) = inf in the branch ?: drops; a * inf is NaN only for a = 0, also dropped.
 #ifdef VW
-inline VEC elu_forward_vector(VEC x, TYPE a, TYPE b) { return select(a * expm1(x), x, x > 0); }
-inline VEC elu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return select(a * exp(x), (VEC)(1), x > 0); }
+inline VEC elu_forward_vector(VEC x, TYPE a, TYPE b) { return x > 0 ? x : a * expm1(x); }
+inline VEC elu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return x > 0 ? (VEC)(1) : a * exp(x); }
 #endif

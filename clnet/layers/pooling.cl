@@ -16,12 +16,22 @@
 // Where channels is a multiple of 8, eight channels at a time on a vector's lanes: one aligned
 // load per window pixel instead of eight strided ones (the CNN's first pooling layer, 128 x 26
 // x 26 x 32, ran far faster on Debian's PoCL 3.1); the other channels one at a time.
-// Not where a builtin on a double8 aborts the build (HALVED_BUILTINS, common.cl): the select()s
-// below take the whole vector, so there the channels go one at a time, the lane loops left dead.
+// Not where a builtin on a 512-bit vector aborts the build (HALVED_BUILTINS, common.cl): the
+// conversions of a double8's long8 masks below take the whole vector, so there the channels go
+// one at a time, the lane loops left dead.
 #if HALVED_BUILTINS && defined(CLNET_FP64)
 #define EIGHT_CHANNEL_LANES 0
 #else
 #define EIGHT_CHANNEL_LANES 1
+#endif
+// A TYPE8 comparison's lanes as int8 (a double8's are long8), and an int8's as TYPE8's, for ?: on
+// vectors, which takes a condition of its operands' lane width.
+#ifdef CLNET_FP64
+#define LANES_INT8(m) convert_int8(m)
+#define LANES_TYPE8(m) convert_long8(m)
+#else
+#define LANES_INT8(m) (m)
+#define LANES_TYPE8(m) (m)
 #endif
 __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
                               __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
@@ -31,8 +41,8 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
 {
     const int m = get_global_id(0);
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
-    const int y0 = max(oy * sh - pad_top, 0), y1 = min(oy * sh - pad_top + ph, height);
-    const int x0 = max(ox * sw - pad_left, 0), x1 = min(ox * sw - pad_left + pw, width);
+    const int y0 = max_int(oy * sh - pad_top, 0), y1 = min_int(oy * sh - pad_top + ph, height);
+    const int x0 = max_int(ox * sw - pad_left, 0), x1 = min_int(ox * sw - pad_left + pw, width);
     const __global TYPE *image = inputs + (long)row * height * width * channels;
     const TYPE count = (y1 - y0) * (x1 - x0);
     const int lanes = EIGHT_CHANNEL_LANES && channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
@@ -42,9 +52,10 @@ __kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, 
         for (int y = y0; y < y1; y++)
             for (int x = x0; x < x1; x++) {
                 const TYPE8 v = *(const __global TYPE8 *)(image + (y * width + x) * channels + c);
-                // As the scalar loop's v > best: a NaN never wins.
-                at = select(at, (int8)(y * width + x), convert_int8(isgreater(v, best)));
-                best = select(best, v, isgreater(v, best));
+                // As the scalar loop's v > best: a NaN never wins. By ?:, not select() and
+                // isgreater(), which pip's PoCL 3.0 calls out of line (see min_int in common.cl).
+                at = LANES_INT8(v > best) ? (int8)(y * width + x) : at;
+                best = v > best ? v : best;
                 sum += v;
             }
         const int o = m * channels + c;
@@ -93,8 +104,8 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
     const int x = p % width, y = p / width % height, row = p / (width * height);
     // Windows oy with oy * sh - pad_top <= y < oy * sh - pad_top + ph.
     const int ylo = y + pad_top - ph + 1, xlo = x + pad_left - pw + 1;
-    const int oy0 = ylo <= 0 ? 0 : (ylo + sh - 1) / sh, oy1 = min((y + pad_top) / sh, out_h - 1);
-    const int ox0 = xlo <= 0 ? 0 : (xlo + sw - 1) / sw, ox1 = min((x + pad_left) / sw, out_w - 1);
+    const int oy0 = ylo <= 0 ? 0 : (ylo + sh - 1) / sh, oy1 = min_int((y + pad_top) / sh, out_h - 1);
+    const int ox0 = xlo <= 0 ? 0 : (xlo + sw - 1) / sw, ox1 = min_int((x + pad_left) / sw, out_w - 1);
     const int here = y * width + x;
     TYPE g = 0;
     for (int oy = oy0; oy <= oy1; oy++)
@@ -104,8 +115,8 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
                 if (argmax[o] == here)
                     g += output_gr[o];
             } else {
-                const int rows_in = min(oy * sh - pad_top + ph, height) - max(oy * sh - pad_top, 0);
-                const int cols_in = min(ox * sw - pad_left + pw, width) - max(ox * sw - pad_left, 0);
+                const int rows_in = min_int(oy * sh - pad_top + ph, height) - max_int(oy * sh - pad_top, 0);
+                const int cols_in = min_int(ox * sw - pad_left + pw, width) - max_int(ox * sw - pad_left, 0);
                 g += output_gr[o] / (rows_in * cols_in);
             }
         }
@@ -121,11 +132,6 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
 // a multiple of 8. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
 // (see recurrent.cl); with channels one at a time, scattered over a lane per output, the CNN's
 // two pooling layers' gradients took Intel's runtime far longer than PoCL.
-#ifdef CLNET_FP64
-#define MASK8(m) convert_long8(m)  // select() on double8 takes a long8 mask
-#else
-#define MASK8(m) (m)
-#endif
 __kernel __attribute__((vec_type_hint(TYPE8)))
 void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
                                  __global const int *argmax,      // from FeedForwardPool
@@ -135,9 +141,9 @@ void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows
     const int m = get_global_id(0);
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int top = oy * sh - pad_top, left = ox * sw - pad_left;
-    const int y0 = max(top, 0), y1 = min(top + ph, height), x0 = max(left, 0), x1 = min(left + pw, width);
-    const int cy0 = oy ? y0 : 0, cy1 = oy == out_h - 1 ? height : min(top + sh, height);
-    const int cx0 = ox ? x0 : 0, cx1 = ox == out_w - 1 ? width : min(left + sw, width);
+    const int y0 = max_int(top, 0), y1 = min_int(top + ph, height), x0 = max_int(left, 0), x1 = min_int(left + pw, width);
+    const int cy0 = oy ? y0 : 0, cy1 = oy == out_h - 1 ? height : min_int(top + sh, height);
+    const int cx0 = ox ? x0 : 0, cx1 = ox == out_w - 1 ? width : min_int(left + sw, width);
     const TYPE count = (y1 - y0) * (x1 - x0);
     const __global TYPE *g = output_gr + (long)m * channels;
     const __global int *at = argmax + (long)m * channels;
@@ -151,7 +157,7 @@ void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows
             for (int c = 0; c < lanes; c += 8) {
                 const TYPE8 gv = *(const __global TYPE8 *)(g + c);
                 *(__global TYPE8 *)(out + c) =
-                    use_max ? select((TYPE8)(0), gv, MASK8(*(const __global int8 *)(at + c) == (int8)(here)))
+                    use_max ? (LANES_TYPE8(*(const __global int8 *)(at + c) == (int8)(here)) ? gv : (TYPE8)(0))
                             : inside ? gv / count : (TYPE8)(0);
             }
             if (use_max)

@@ -103,7 +103,7 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
     VEC acc[FF_RM];
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
-        const int m = min(m0 + r, M - 1), line = m / out_w;
+        const int m = min_int(m0 + r, M - 1), line = m / out_w;
         y0[r] = line % out_h * sh - pad_top;
         x0[r] = m % out_w * sw - pad_left;
         image[r] = inputs + (long)(line / out_h) * height * width * channels;
@@ -153,7 +153,7 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
     VEC acc[DW_RM];
     #pragma unroll
     for (int r = 0; r < DW_RM; r++) {
-        const int k = min(k0 + r, K - 1), tap = k / channels, c = k % channels;
+        const int k = min_int(k0 + r, K - 1), tap = k / channels, c = k % channels;
         dy_[r] = tap / kw * dh;
         dx_[r] = tap % kw * dw;
         offset[r] = ((long)dy_[r] * width + dx_[r]) * channels + c;
@@ -165,8 +165,8 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
     // whole lines, the next position's data is a pointer step away, without the divisions and
     // carries that finding (row, oy, ox) for each position took.
     const int span_y = (kh - 1) * dh, span_x = (kw - 1) * dw;
-    const int lo = min((pad_left + sw - 1) / sw, out_w), right = width - 1 - span_x + pad_left;
-    const int hi = right < 0 ? lo : clamp(right / sw + 1, lo, out_w);
+    const int lo = min_int((pad_left + sw - 1) / sw, out_w), right = width - 1 - span_x + pad_left;
+    const int hi = right < 0 ? lo : min_int(max_int(right / sw + 1, lo), out_w);
     for (int line = first; line < last; line++) {
         const int y = line % out_h * sh - pad_top, row = line / out_h;
         const int rows_inside = y >= 0 && y + span_y < height;
@@ -227,7 +227,7 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
 {
     const int col = get_global_id(0) * VW, ch = get_global_id(1);
     const int K = kh * kw * channels;
-    const int first = ch * chunk, last = min(first + chunk, lines);
+    const int first = ch * chunk, last = min_int(first + chunk, lines);
     __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
     const __global TYPE *source = apply_derivative ? delta : output_gr;
     VEC bias_acc = (VEC)(0);
@@ -293,7 +293,7 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
     VEC acc[FF_RM];
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
-        const int p = min(p0 + r, P - 1), line = p / width;
+        const int p = min_int(p0 + r, P - 1), line = p / width;
         px[r] = p - line * width + pad_left;
         py[r] = line % height + pad_top;
         line0[r] = line / height * out_h;   // the sample's first row of outputs
@@ -314,7 +314,7 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
             }
             patch_product(src, panel + (i * kw + j) * filters_p, filters, acc);
         }
-    const int lanes = min(VW, channels - c0);
+    const int lanes = min_int(VW, channels - c0);
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
         if (p0 + r >= P)
