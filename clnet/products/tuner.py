@@ -13,7 +13,7 @@ from .. import activations
 from ..cl.probe import SIZE
 from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
-from ..cl.tuning import best_seconds, kernel_seconds, kernel_times, tuned
+from ..cl.tuning import best_seconds, kernel_times, tuned
 from .convolution import CONVOLUTION_SOURCES, ConvPlan, tiled_candidates
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
 from .plan import DensePlan, dense_program
@@ -145,14 +145,14 @@ def _tune(rt, dtype, candidates) -> list[dict]:
     (after a warm-up run), in ROUNDS rounds over all the candidates, and the least of its rounds
     kept: on a shared machine a kernel's time moves by up to twice from one second to the next,
     and five runs of one candidate back to back fell within one slow spell, so that two tunings
-    of the same code chose differently (benchmarks/RESULTS.md, the tuner's rounds). A round
+    of the same code chose differently (benchmarks/RESULTS.md, the dense tuner in rounds). A round
     spreads a candidate's runs over the whole sweep, as many runs as before. On a CPU the kernels
     are told apart by their profiling events: the input gradient is its own kernel and what it
     adds to the bias gradient's (delta for it, and W^T), not the difference of two whole
     backward passes, which took the weight gradient's spread into it."""
     sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
-    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}, see kernel_seconds)
+    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}; see tuning.kernel_seconds)
     times_of = ((lambda run: {"all": best_seconds(rt, run, repeats=1)}) if rt.info.is_gpu
                 else (lambda run: kernel_times(rt, run, repeats=1)))
     for size in sizes:
