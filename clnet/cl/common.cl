@@ -14,12 +14,10 @@
 // the two halves. Arithmetic, comparisons and ?: on a double8 compile there as they are.
 #if HALVED_BUILTINS
 inline TYPE8 exp8(const TYPE8 v) { return (TYPE8)(exp(v.lo), exp(v.hi)); }
-inline TYPE8 fmax8(const TYPE8 a, const TYPE8 b) { return (TYPE8)(fmax(a.lo, b.lo), fmax(a.hi, b.hi)); }
 #define VLOAD8(i, p) ((TYPE8)(vload4(2 * (i), p), vload4(2 * (i) + 1, p)))
 #define VSTORE8(v, i, p) (vstore4((v).lo, 2 * (i), p), vstore4((v).hi, 2 * (i) + 1, p))
 #else
 #define exp8 exp
-#define fmax8 fmax
 #define VLOAD8 vload8
 #define VSTORE8 vstore8
 #endif
