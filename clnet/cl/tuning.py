@@ -74,18 +74,14 @@ def best_seconds(rt: Runtime, run, repeats=5) -> float:
     return best
 
 
-def kernel_seconds(rt: Runtime, run, repeats=5) -> float:
-    """The device time of `run`'s kernels by OpenCL's profiling events: each launch's least time
-    over `repeats` calls, summed, after one call that builds and warms up. What a CPU's dense tuner
-    compares by: the wall clock of a whole backward pass, less that of one without the input
-    gradient, hid a measurably faster input gradient (HG_T) at 1024^3 on Intel's runtime, its
-    launch gaps and its weight gradient's spread as large as the difference. Not where
-    work runs beside (a GPU's side queue), which profiling puts on one queue."""
-    return sum(kernel_times(rt, run, repeats).values())
-
-
 def kernel_times(rt: Runtime, run, repeats=5) -> dict[str, float]:
-    """kernel_seconds by kernel name: each launch's least time, summed over the launches of a name."""
+    """The device time of `run`'s kernels by OpenCL's profiling events, by kernel name: each
+    launch's least time over `repeats` calls, summed over the launches of a name, after one call
+    that builds and warms up. What a CPU's dense tuner compares by: the wall clock of a whole
+    backward pass, less that of one without the input gradient, hid a measurably faster input
+    gradient (HG_T) at 1024^3 on Intel's runtime, its launch gaps and its weight gradient's spread
+    as large as the difference. Not where work runs beside (a GPU's side queue), which profiling
+    puts on one queue."""
     was_profiling, kept = rt.profiling, list(rt.events)
     rt.set_profiling(True)
     try:

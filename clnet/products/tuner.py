@@ -152,7 +152,7 @@ def _tune(rt, dtype, candidates) -> list[dict]:
     backward passes, which took the weight gradient's spread into it."""
     sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
-    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}; see tuning.kernel_seconds)
+    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}; see tuning.kernel_times)
     times_of = ((lambda run: {"all": best_seconds(rt, run, repeats=1)}) if rt.info.is_gpu
                 else (lambda run: kernel_times(rt, run, repeats=1)))
     for size in sizes:
