@@ -1,7 +1,8 @@
 """Data-parallel training of the Fashion-MNIST MLP (784-256-128-10, Adam, float32, global batch 128
 by default): samples per second on one device, on N devices of one process (clnet.distribute.DataParallel over
 N PoCL pthread devices, or GPUs) and on N MPI ranks (MPIDataParallel, mpirun -np N on 127.0.0.1: the
-ranks sum in shared memory, `mpi`, or by MPI's all-reduce, `mpi-flat`), against PyTorch's
+ranks meet in shared memory and each device sums, `mpi`, or host threads sum there, `mpi-host`, or
+MPI's all-reduce does, `mpi-flat`), against PyTorch's
 DistributedDataParallel (gloo, or NCCL) with one and N processes (--ranks N, 2 by default); the communication share of a
 step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
 of the step time on N devices (or machines) from the measured compute and stated all-reduce
@@ -51,7 +52,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 
 WIDE = 4096  # the wide MLP's inputs and hidden units
-CONFIGS = ("single", "dp", "mpi", "mpi-flat", "torch", "torch-ddp")
+CONFIGS = ("single", "dp", "mpi", "mpi-host", "mpi-flat", "torch", "torch-ddp")
 
 
 def data(samples: int, model: str = "mlp"):
@@ -105,6 +106,7 @@ def run_clnet(kind: str, args) -> dict:
     strategy = {"single": lambda: None,
                 "dp": lambda: clnet.distribute.DataParallel(devices=devices, reduction=args.reduction),
                 "mpi": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb),
+                "mpi-host": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb, sum_on="host"),
                 "mpi-flat": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb,
                                                                      hierarchical=False)}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
@@ -301,6 +303,7 @@ def main(argv=None):
     runs = {"single": lambda: child(["--run", "single", *common], one),
             "dp": lambda: child(["--run", "dp", *common], several),
             "mpi": lambda: child(["--run", "mpi", *common], ranks_env, mpirun),
+            "mpi-host": lambda: child(["--run", "mpi-host", *common], ranks_env, mpirun),
             "mpi-flat": lambda: child(["--run", "mpi-flat", *common], ranks_env, mpirun),
             "torch": lambda: child(["--run", "torch", *common], {}),
             "torch-ddp": lambda: child(["--run", "torch-ddp", *common],
@@ -312,7 +315,8 @@ def main(argv=None):
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
     devices = ("GPUs" if args.gpu else "PoCL devices") if not args.one_device else "replicas on 1 device"
     labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, {n} {devices}",
-              "mpi": f"clnet MPIDataParallel, {n} ranks", "mpi-flat": "  the same, MPI's all-reduce",
+              "mpi": f"clnet MPIDataParallel, {n} ranks", "mpi-host": "  the same, summed on host threads",
+              "mpi-flat": "  the same, MPI's all-reduce",
               "torch": "PyTorch, 1 process",
               "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), {n} processes"}
     for r in results:

@@ -159,7 +159,7 @@ def main(mode: str, out: str) -> None:
     if strategy.chief:
         np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])
     np.savez(os.path.join(out, f"weights-{strategy.rank}.npz"), *model.get_weights(), pieces=len(strategy.pieces),
-             shared=strategy.shared is not None)
+             shared=strategy.shared is not None, on_devices=strategy.replica_sum is not None)
     strategy.comm.Barrier()
     with strategy.scope():  # every rank resumes from the checkpoint rank 0 wrote
         resumed = clnet.load_model(checkpoint)

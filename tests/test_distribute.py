@@ -319,9 +319,9 @@ def test_large_dense_gradients_come_down_in_parts_as_they_are_computed(monkeypat
         profiled = FlatState._profiled
         monkeypatch.setattr(FlatState, "_profiled", lambda state, name, events: (
             order.append(name) if name == "ReduceWrite" else None, profiled(state, name, events))[1])
-        over = clnet.distribute.DataParallel._over_flat_arrays
-        monkeypatch.setattr(clnet.distribute.DataParallel, "_over_flat_arrays", staticmethod(
-            lambda state, *args, within=None: (order.append(within), over(state, *args, within=within))[1]))
+        over = distribute_base.over_flat_arrays
+        monkeypatch.setattr(distribute_base, "over_flat_arrays",
+                            lambda state, *args, within=None: (order.append(within), over(state, *args, within=within))[1])
         launches = model.rt.launches
         model.fit(x, y, epochs=2, **STEPS_ARGS)  # 10 steps
         return model, strategy, parts, order, model.rt.launches - launches
@@ -531,18 +531,26 @@ def test_mpi_two_ranks_equal_single_device_training(shuffle, tmp_path):
     assert_weights(reference.get_weights(), {f"arr_{i}": w for i, w in enumerate(one.get_weights())})
 
 
-def test_mpi_ranks_of_one_host_sum_in_shared_memory_or_by_mpi_alike(tmp_path):
-    """By default the two ranks (one host) sum through the shared window; hierarchical=False by
-    MPI's all-reduce, also where only one rank says so (no hang): all train as one device does."""
+def test_mpi_ranks_of_one_host_sum_on_their_devices_on_host_threads_or_by_mpi_alike(tmp_path):
+    """By default the two ranks (one host) meet in the shared window and each device sums both
+    ranks' pieces; sum_on="host" sums them on host threads in the window (also where only one
+    rank asks for it); hierarchical=False by MPI's all-reduce, also where only one rank says so (no
+    hang): all train as one device does."""
     reference = single_device(4, False).get_weights()
-    for hierarchical, rank_1 in ((True, True), (False, False), (True, False)):
-        out = tmp_path / f"{hierarchical}-{rank_1}"
+    cases = [({}, {}, True, True), ({"sum_on": "host"}, {"sum_on": "host"}, True, False),
+             ({}, {"sum_on": "host"}, True, False), ({"hierarchical": False}, {"hierarchical": False}, False, False),
+             ({}, {"hierarchical": False}, False, False)]
+    for case, (options, rank_1, shared, on_devices) in enumerate(cases):
+        out = tmp_path / str(case)
         out.mkdir()
-        run = mpirun("train", str(out), STRATEGY_OPTIONS=json.dumps({"hierarchical": hierarchical}),
-                     RANK_1_OPTIONS=json.dumps({"hierarchical": rank_1}), timeout=300)
+        run = mpirun("train", str(out), STRATEGY_OPTIONS=json.dumps(options), RANK_1_OPTIONS=json.dumps(rank_1),
+                     timeout=300)
         assert run.returncode == 0, run.stdout + run.stderr
-        for rank in (0, 1):
-            assert bool(np.load(out / f"weights-{rank}.npz")["shared"]) is (hierarchical and rank_1)
+        ranks = [np.load(out / f"weights-{rank}.npz") for rank in (0, 1)]
+        for ran in ranks:
+            assert (bool(ran["shared"]), bool(ran["on_devices"])) == (shared, on_devices), (options, rank_1)
+        for i in range(len(reference)):  # every rank applied the same sums: the same bits
+            np.testing.assert_array_equal(ranks[1][f"arr_{i}"], ranks[0][f"arr_{i}"])
         assert_weights(reference, np.load(out / "weights.npz"))
 
 
@@ -585,10 +593,12 @@ def test_mpi_bad_arguments(kwargs, message):
         clnet.distribute.MPIDataParallel(**kwargs)
 
 
-def test_mpi_hierarchical_must_be_a_bool():
+def test_mpi_hierarchical_must_be_a_bool_and_sum_on_a_known_place():
     pytest.importorskip("mpi4py")
     with pytest.raises(TypeError, match="MPIDataParallel hierarchical must be True or False, got 'yes'"):
         clnet.distribute.MPIDataParallel(hierarchical="yes")
+    with pytest.raises(ValueError, match="MPIDataParallel sum_on must be one of 'devices', 'host', got 'gpu'"):
+        clnet.distribute.MPIDataParallel(sum_on="gpu")
 
 
 def test_mpi_ranks_given_different_data_say_so_before_a_step(tmp_path):

@@ -189,6 +189,14 @@ class Runtime:
                                          (size,), dtype)
         return buffer, array
 
+    def registered(self, array: np.ndarray) -> cl.Buffer:
+        """A buffer over `array`'s own memory (USE_HOST_PTR), kept as long as the array is copied to
+        and from: NVIDIA's driver pins the memory while the buffer lives, so that copies from and to
+        the array (memory this process did not allocate through OpenCL, e.g. an MPI shared window)
+        run by DMA as from `pinned`'s (benchmarks/RESULTS.md, MPI ranks summing on their GPUs). The
+        buffer itself is never used: the implementation may keep its contents elsewhere."""
+        return cl.Buffer(self.context, cl.mem_flags.USE_HOST_PTR | cl.mem_flags.READ_WRITE, hostbuf=array)
+
     def check_dtype(self, dtype) -> np.dtype:
         dtype = np.dtype(dtype)
         if dtype not in _C_TYPES:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 import pyopencl as cl
 
+from ..cl.tensor import Tensor
 from ..data import ArrayFeed, order, plan
 from ..step import DeviceBatch
 
@@ -194,6 +195,12 @@ class FlatState:
                                     or [np.zeros(0, int)]).astype(np.int64)
         self.trainable = sum(p.keras_index.size for p in trainable)
 
+    def place(self, host: np.ndarray) -> None:
+        """Read into and write from `host` (size + extra elements, e.g. memory other processes
+        share) instead of the pinned array: registered with the device (Runtime.registered), so
+        that the copies run by DMA where the driver pins such memory."""
+        self._pinned, self.host = self.rt.registered(host), host
+
     def read(self, start: int = 0, end: int | None = None, queue=None, wait_for=None) -> list[cl.Event]:
         """Start copying this replica's gradients and non-trainable values, elements [start, end)
         of the flat arrays (all by default), into `host`, on `queue` (the device's own by default)
@@ -328,14 +335,24 @@ class PieceReads:
         # where every replica shares `one_context`, the reads wait for them on the device.
         self.readers: list[cl.Event] = []
         self.one_context = one_context
+        self._then = None  # what the host does once `readers` are done, before the next read (hold)
+
+    def hold(self, readers: list[cl.Event], then=None) -> None:
+        """The next step's first read into `host` waits for `readers` (copies out of it), and the
+        host then calls `then()` before it (MPI: until the other ranks' copies out of it are done)."""
+        self.readers += readers
+        self._then = then
 
     def _free_host(self) -> list[cl.Event]:
         """What the next read into `host` must wait for, having waited for what the host must."""
         readers, self.readers = self.readers, []
-        if self.one_context:
+        then, self._then = self._then, None
+        if self.one_context and then is None:
             return readers
         for event in readers:
             event.wait()
+        if then is not None:
+            then()
         return []
 
     @contextmanager
@@ -398,6 +415,92 @@ class PieceReads:
         when its event is deleted."""
         events, self.events[index] = self.events[index], None
         return events
+
+
+class ReplicaSum:
+    """One replica's sum of every replica's flat arrays on its own device: the others' pieces,
+    in host memory, are copied up (on a queue of its own, while the device computes and the next
+    pieces come down) into `parts`, and SumReplicas adds them to this replica's in replica order,
+    each weighted by its shard's share of the batch. Every replica sums the same terms in the same
+    order without contraction, so that the replicas stay identical to the bit, and the host only
+    copies: numpy's weighted sum of large replicas was slow even on many host threads."""
+
+    def __init__(self, state: FlatState, replicas: int, index: int):
+        rt, dtype = state.rt, state.host.dtype
+        self.state, self.replicas, self.index, self.size = state, replicas, index, state.host.size
+        self.parts = Tensor(((replicas - 1) * self.size,), dtype, rt)  # (replicas - 1, size), this one's left out
+        self.weights = Tensor((replicas,), dtype, rt)  # (replicas,)
+        self.upload_queue = cl.CommandQueue(rt.context, rt.device,
+                                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.launch = rt.kernel(rt.program(("cl/parameters.cl",), dtype), "SumReplicas", dtype).bind(
+            ("own", "own_first", "parts_first", "n"), parts=self.parts, part_size=self.size, weights=self.weights,
+            replicas=replicas, **{"self": index})
+        self.shares: np.ndarray | None = None  # the weights last written
+
+    def upload(self, replica: int, piece: np.ndarray, start: int, wait_for=None) -> cl.Event:
+        """Start copying `piece`, replica `replica`'s flat elements [start, start + len(piece)) in
+        host memory (kept alive by the caller until the copy is done), into `parts`."""
+        slot = replica - (replica > self.index)
+        copy = cl.enqueue_copy(self.upload_queue, self.parts.buffer, piece, is_blocking=False, wait_for=wait_for,
+                               dst_offset=(slot * self.size + start) * piece.itemsize)
+        return self.state._profiled("ReduceWrite", [copy])[0]
+
+    def sum(self, ranges: list[tuple[int, int]], shares: np.ndarray, wait_for: list[cl.Event]) -> list[cl.Event]:
+        """On the replica's queue, once `wait_for` (the copies up) are done: its flat elements in
+        `ranges` become the weighted sum. Returns the copy of the shares, where they changed (an
+        epoch's smaller last batch), to be kept until done."""
+        queue, held = self.state.rt.queue, []
+        if self.shares is None or not np.array_equal(shares, self.shares):
+            self.shares = np.array(shares, self.state.host.dtype)
+            held.append(cl.enqueue_copy(queue, self.weights.buffer, self.shares, is_blocking=False))
+        cl.enqueue_barrier(queue, wait_for=wait_for)
+        over_flat_arrays(self.state, self.launch, within=ranges)
+        queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
+        return held
+
+
+def sum_groups(pieces: list[tuple[int, int]], late: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The sums of a reduction through host memory on each device (ReplicaSum), in order, as
+    (end, flat ranges): each follows the copies up of pieces[:end] and sums its pieces' ranges.
+    The pieces done before the backward pass's last launch (pieces[:late], plan_pieces) are summed
+    first, while the last ones come down and go up, where they hold PIECE_ELEMENTS or more (worth
+    the launches); then the rest. On two GPUs the wide MLP's step waited after its last kernel
+    for the last part's copies, then for one sum of everything: with the first sum run
+    meanwhile (and the last part in TAIL_PIECES), what follows the last kernel, Adam's update
+    included, took markedly less time (profiled steps; benchmarks/RESULTS.md, data-parallel
+    training on two GPUs: weight gradients in parts)."""
+    early = sum(end - start for start, end in pieces[:late]) >= PIECE_ELEMENTS
+    groups = []
+    for first, end in [(0, late), (late, len(pieces))] if early else [(0, len(pieces))]:
+        ranges = []  # the pieces' ranges, sorted and joined where they meet
+        for start, stop in sorted(pieces[first:end]):
+            if ranges and ranges[-1][1] == start:
+                ranges[-1] = (ranges[-1][0], stop)
+            else:
+                ranges.append((start, stop))
+        groups.append((end, ranges))
+    return groups
+
+
+def flat_segments(state: FlatState, within=None) -> list[tuple[Tensor, int, int]]:
+    """(flat array, first, count) of `state`'s flat arrays (gradients; non-trainable values),
+    or of their elements in the flat ranges `within`."""
+    segments = []
+    for target, first, count in state.arrays():
+        for start, end in within or [(first, first + count)]:
+            start, end = max(start, first), min(end, first + count)
+            if start < end:
+                segments.append((target, start, end - start))
+    return segments
+
+
+def over_flat_arrays(state: FlatState, launch, *arguments, within=None) -> None:
+    """launch(target, first, first, *arguments, count), a bound kernel reading its source at
+    `first` too, on each of `state`'s flat arrays (or on their elements in the flat ranges
+    `within`), in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
+    group = state.rt.local_size
+    for target, first, count in flat_segments(state, within):
+        launch((-(-count // group) * group,), (group,), target, first, first, *arguments, count)
 
 
 def run_shard(model, seen: int, shard: tuple, reads=None) -> None:

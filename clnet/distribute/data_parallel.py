@@ -33,7 +33,7 @@ from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
 from ..step import DeviceBatch
 from . import base
-from .base import (Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces,
+from .base import (Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, model_logs, plan_pieces,
                    run_shard)
 
 SPLITS = ("even", "measured")
@@ -194,21 +194,15 @@ class DataParallel(Distribution):
             first = self.runtimes[0]
             self.incoming = [Tensor((size,), model.dtype, first) for _ in self.states[1:]]
             kernel = first.kernel(first.program(("cl/parameters.cl",), model.dtype), "ReduceReplicas", model.dtype)
-            # One launch per other replica's incoming arrays (see _over_flat_arrays for the order given).
+            # One launch per other replica's incoming arrays (see base.over_flat_arrays for the order given).
             self._reduces = [kernel.bind(("total", "total_first", "other_first", "w_total", "w_other", "n"),
                                          other=incoming) for incoming in self.incoming]
         elif self.same_layout:  # every replica sums all of them on its own device
             self.pieces, ready_after, late = plan_pieces(model, self.states[0])
-            self.sums = self._sum_groups(self.pieces, late)
+            self.sums = base.sum_groups(self.pieces, late)
             self.reads = [PieceReads(s, m, self.pieces, ready_after, self.one_context)
                           for s, m in zip(self.states, [model, *self._others])]
-            self._uploads = [cl.CommandQueue(s.rt.context, s.rt.device,
-                                             properties=cl.command_queue_properties.PROFILING_ENABLE)
-                             for s in self.states]
-            self.parts = [Tensor(((self.replicas - 1) * size,), model.dtype, s.rt)  # (replicas - 1, size)
-                          for s in self.states]
-            self.shard_weights = [Tensor((self.replicas,), model.dtype, s.rt) for s in self.states]  # (replicas,)
-            self._shares_written = None  # the shard weights last written to them
+            self.replica_sums = [ReplicaSum(s, self.replicas, k) for k, s in enumerate(self.states)]
             # The last two steps' copies to and from host memory (the pieces' reads, the copies up,
             # the shard weights), kept until done: pyopencl waits for such a copy when its event
             # (a NannyEvent) is deleted. Dropping each piece's reads once its copies up were queued,
@@ -216,11 +210,6 @@ class DataParallel(Distribution):
             # next step late: the wide MLP's step on two GPUs was measurably longer than with the
             # events kept (and than in a profiled run, whose table keeps every event).
             self._in_flight: deque[list[cl.Event]] = deque(maxlen=2)
-            # Each replica's sum of its parts (`self`: the replica's index).
-            self._sums = [s.rt.kernel(s.rt.program(("cl/parameters.cl",), model.dtype), "SumReplicas", model.dtype)
-                          .bind(("own", "own_first", "parts_first", "n"), parts=parts, part_size=size,
-                                weights=weights, replicas=self.replicas, **{"self": k})
-                          for k, (s, parts, weights) in enumerate(zip(self.states, self.parts, self.shard_weights))]
         else:  # what each replica gets back from the host's sum (padding 0), pinned in its own context, its size
             self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(s.host.size, model.dtype) for s in self.states))
             for reduced in self.reduced:
@@ -230,29 +219,6 @@ class DataParallel(Distribution):
 
     def gradient_reads(self, model):
         return self.reads[0] if self.reads else None
-
-    @staticmethod
-    def _sum_groups(pieces: list[tuple[int, int]], late: int) -> list[tuple[int, list[tuple[int, int]]]]:
-        """The host reduction's sums on each device (SumReplicas), in order, as (end, flat ranges):
-        each follows the copies up of pieces[:end] and sums its pieces' ranges. The pieces done
-        before the backward pass's last launch (pieces[:late], plan_pieces) are summed first, while
-        the last ones come down and go up, where they hold PIECE_ELEMENTS or more (worth the
-        launches); then the rest. On two GPUs the wide MLP's step waited after its last kernel
-        for the last part's copies, then for one sum of everything: with the first sum run
-        meanwhile (and the last part in TAIL_PIECES), what follows the last kernel, Adam's update
-        included, took markedly less time (profiled steps; benchmarks/RESULTS.md, data-parallel
-        training on two GPUs: weight gradients in parts)."""
-        early = sum(end - start for start, end in pieces[:late]) >= base.PIECE_ELEMENTS
-        groups = []
-        for first, end in [(0, late), (late, len(pieces))] if early else [(0, len(pieces))]:
-            ranges = []  # the pieces' ranges, sorted and joined where they meet
-            for start, stop in sorted(pieces[first:end]):
-                if ranges and ranges[-1][1] == start:
-                    ranges[-1] = (ranges[-1][0], stop)
-                else:
-                    ranges.append((start, stop))
-            groups.append((end, ranges))
-        return groups
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -294,11 +260,11 @@ class DataParallel(Distribution):
         """Kernel launches the reduction adds to each replica's step: on the devices of one
         context, one per other replica and flat array (gradients; non-trainable values) on the
         first device; through the host, on every device one per flat array and range of each sum
-        (_sum_groups); none where the host sums (replicas laid out differently)."""
+        (base.sum_groups); none where the host sums (replicas laid out differently)."""
         state = self.states[0]
         if self.on_devices:
             return [(self.replicas - 1) * len(state.arrays())] + [0] * (self.replicas - 1)
-        sums = sum(len(self._segments(state, ranges)) for _, ranges in self.sums) if self.same_layout else 0
+        sums = sum(len(base.flat_segments(state, ranges)) for _, ranges in self.sums) if self.same_layout else 0
         return [sums] * self.replicas
 
     def synchronize(self, model) -> None:
@@ -330,7 +296,7 @@ class DataParallel(Distribution):
         w_total = float(weights[0])
         for state, incoming, reduce, w in zip(self.states[1:], self.incoming, self._reduces, weights[1:]):
             state.send(rt.queue, incoming, [cl.enqueue_marker(state.rt.queue)])
-            self._over_flat_arrays(first, reduce, w_total, float(w))
+            base.over_flat_arrays(first, reduce, w_total, float(w))
             w_total = 1.0
         summed = cl.enqueue_marker(rt.queue)
         received = [event for state in self.states[1:] for event in state.receive(first, [summed])]
@@ -348,15 +314,8 @@ class DataParallel(Distribution):
             self._sum_on_host(weights)
             return
         first = self.states[0]
-        total, item = first.host.size, first.host.itemsize
         finished = [reads.finish() for reads in self.reads]
         shares = np.asarray(weights, first.host.dtype)
-        # Written only when they change (an epoch's last, smaller batch), the copy's event kept
-        # (_in_flight). Written every step, its event deleted at once, each held the host until the
-        # backward pass's end, so that it queued the other replica's next step late on two GPUs
-        # (the wide MLP's step took noticeably longer than its kernels).
-        write = self._shares_written is None or not np.array_equal(shares, self._shares_written)
-        self._shares_written = shares
         held: list[cl.Event] = []  # this step's copies to and from host memory (_in_flight)
         sent: list[list[cl.Event]] = [[] for _ in self.states]  # the copies up that the next sum waits for
         sums = iter(self.sums)
@@ -373,52 +332,27 @@ class DataParallel(Distribution):
             if started is None and all(e.command_execution_status == cl.command_execution_status.COMPLETE
                                        for e in finished):
                 started = time.perf_counter()
-            for k, (state, parts, upload) in enumerate(zip(self.states, self.parts, self._uploads)):
-                others = [r for r in range(self.replicas) if r != k]
+            for k, replica_sum in enumerate(self.replica_sums):
                 # Every replica's reads of the piece, its own too: its sum of the last step has read parts.
-                copies = [cl.enqueue_copy(upload, parts.buffer, self.states[r].host[start:end],
-                                          dst_offset=(slot * total + start) * item, is_blocking=False,
-                                          wait_for=after)
-                          for slot, r in enumerate(others)]
-                for r, copy in zip(others, copies):  # replica r's next reads into its host wait for them
-                    self.reads[r].readers.append(copy)
-                sent[k] += state._profiled("ReduceWrite", copies)
-                held += copies
-                upload.flush()
+                for r in range(self.replicas):
+                    if r != k:
+                        copy = replica_sum.upload(r, self.states[r].host[start:end], start, after)
+                        self.reads[r].readers.append(copy)  # replica r's next reads into its host wait for it
+                        sent[k].append(copy)
+                        held.append(copy)
+                replica_sum.upload_queue.flush()
             if index + 1 == sum_after:
-                for k, (state, sum_parts) in enumerate(zip(self.states, self._sums)):
-                    queue = state.rt.queue
-                    if write:
-                        held.append(cl.enqueue_copy(queue, self.shard_weights[k].buffer, shares, is_blocking=False))
-                    cl.enqueue_barrier(queue, wait_for=sent[k])
-                    self._over_flat_arrays(state, sum_parts, within=ranges)
-                    queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
-                write, sent = False, [[] for _ in self.states]
+                for replica_sum, waits in zip(self.replica_sums, sent):
+                    # Written only when they change (an epoch's last, smaller batch), the copy's event kept
+                    # (_in_flight). Written every step, its event deleted at once, each held the host until
+                    # the backward pass's end, so that it queued the other replica's next step late on
+                    # two GPUs (the wide MLP's step took noticeably longer than its kernels).
+                    held += replica_sum.sum(ranges, shares, waits)
+                sent = [[] for _ in self.states]
                 sum_after, ranges = next(sums, (None, None))
         self._in_flight.append(held)  # (deleting the step before last's, done unless the host is far ahead)
         if started is not None:
             self.reduce_seconds += time.perf_counter() - started
-
-    @staticmethod
-    def _segments(state: FlatState, within=None) -> list[tuple[Tensor, int, int]]:
-        """(flat array, first, count) of `state`'s flat arrays (gradients; non-trainable values),
-        or of their elements in the flat ranges `within`."""
-        segments = []
-        for target, first, count in state.arrays():
-            for start, end in within or [(first, first + count)]:
-                start, end = max(start, first), min(end, first + count)
-                if start < end:
-                    segments.append((target, start, end - start))
-        return segments
-
-    @classmethod
-    def _over_flat_arrays(cls, state: FlatState, launch, *arguments, within=None) -> None:
-        """launch(target, first, first, *arguments, count), a bound kernel reading its source at
-        `first` too, on each of `state`'s flat arrays (or on their elements in the flat ranges
-        `within`), in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
-        group = state.rt.local_size
-        for target, first, count in cls._segments(state, within):
-            launch((-(-count // group) * group,), (group,), target, first, first, *arguments, count)
 
     def _sum_on_host(self, weights) -> None:
         """Keras layout in between: each replica's elements gathered, summed, scattered back."""

@@ -4,7 +4,8 @@ Every rank runs the same script on the same arrays; each gathers only its shard 
 (the epoch's order comes from the seed, the same on every rank), and the flat gradient array is
 summed once per step, in place, in pieces that start as the backward pass writes them
 (base.PieceReads), each while the next comes down: through the host's shared memory among the
-ranks of one host (shared_sum.py), by MPI's all-reduce between hosts. Every collective
+ranks of one host (shared_sum.py; each rank's device adds the pieces, or host threads do), by MPI's
+all-reduce between hosts. Every collective
 is waited for with a deadline (a non-blocking one polled; the gradient pieces' blocking sums
 run on a thread of their own, whose results the main thread awaits): a rank that died or stopped
 makes the others raise CollectiveTimeout instead of waiting forever, and an uncaught error on any rank aborts the whole
@@ -17,6 +18,7 @@ import threading
 import time
 import zlib
 from concurrent.futures import Future, TimeoutError as FutureTimeout
+from functools import partial
 
 import numpy as np
 from pyopencl import command_execution_status, wait_for_events
@@ -24,13 +26,15 @@ from pyopencl import command_execution_status, wait_for_events
 from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..data import ArrayFeed
-from .base import PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ShardedFeed, model_logs, plan_pieces
-from .shared_sum import SharedSum
+from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, model_logs,
+                   plan_pieces, sum_groups)
+from .shared_sum import SharedSlots, SharedSum
 
 COMPLETE = command_execution_status.COMPLETE
 # At most this many threads a rank sum in shared memory: on the two-H200 host more ran slower
 # (benchmarks/RESULTS.md, MPI ranks in shared memory).
 SUM_THREADS = 4
+SUMS_ON = ("devices", "host")
 
 
 class CollectiveTimeout(RuntimeError):
@@ -45,11 +49,17 @@ class MPIDataParallel(Distribution):
     gradients in pieces of at least this size (at most 8 a layer; a smaller layer's whole), each
     all-reduced as soon as the backward pass has written it while the next comes down (None: 1 Mi
     elements).
-    `hierarchical`: the ranks of one host sum the pieces through shared memory (shared_sum.py),
-    each rank a slice of every piece with several threads, and only that slice goes between hosts
-    (by MPI's all-reduce, among the ranks of the same local index; where the hosts have different
-    numbers of ranks, MPI's all-reduce of the whole). False: MPI's all-reduce of every piece.
-    Both sum the same terms (float64 training matches one device's to 1e-10 either way).
+    `hierarchical`: the ranks of one host meet in shared memory (shared_sum.py); False: MPI's
+    all-reduce of every piece.
+    `sum_on`, where the ranks of one host (hierarchical) add their pieces: "devices" (default) —
+    each piece comes down into the rank's slot of a shared window, and every rank's device adds
+    all ranks' pieces, copied up from the others' slots (ReplicaSum, in rank order: the same bits
+    on every rank), so that the host only copies, by DMA where the driver pins the window
+    (NVIDIA's does); "host" — each rank sums its slice of every piece on host threads in the
+    window (SharedSum). With several hosts the host's way is taken, and only each slice goes
+    between hosts (by MPI's all-reduce, among the ranks of the same local index; where the hosts
+    have different numbers of ranks, MPI's all-reduce of the whole). Every way sums the same terms
+    (float64 training matches one device's to 1e-10).
 
     Rank 0 is the chief: it shows the progress bar and runs ModelCheckpoint and CSVLogger; every
     rank runs the other callbacks on the same logs (the loss over all ranks' rows, the validation
@@ -57,11 +67,13 @@ class MPIDataParallel(Distribution):
     LearningRateScheduler decide alike everywhere and the ranks stay in step."""
 
     def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None,
-                 hierarchical: bool = True):
+                 hierarchical: bool = True, sum_on: str = "devices"):
         super().__init__()
         if not isinstance(hierarchical, bool):
             raise TypeError(f"MPIDataParallel hierarchical must be True or False, got {hierarchical!r}")
-        self.hierarchical = hierarchical
+        if sum_on not in SUMS_ON:
+            raise ValueError(f"MPIDataParallel sum_on must be one of {', '.join(map(repr, SUMS_ON))}, got {sum_on!r}")
+        self.hierarchical, self.sum_on = hierarchical, sum_on
         if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float))
                                       or not bucket_mb > 0):
             raise ValueError(f"MPIDataParallel bucket_mb must be a positive number of megabytes (or None for "
@@ -91,7 +103,16 @@ class MPIDataParallel(Distribution):
         # no MPI call until they are done. A daemon thread (started at the first piece): one left
         # waiting on a dead rank must not keep the process from exiting.
         self._allreduces: queue.SimpleQueue | None = None
-        self.shared: SharedSum | None = None  # the hierarchical sum's window, kept from one fit to the next
+        # The hierarchical sum's window, kept from one fit to the next: a SharedSum where the host
+        # sums, SharedSlots where the devices do (replica_sum).
+        self.shared: SharedSlots | None = None
+        self.replica_sum: ReplicaSum | None = None
+        # The last step's copies up from the other ranks' slots, kept until done (pyopencl waits for
+        # a copy from host memory when its event is deleted), and until the next step's first read
+        # into this rank's slot, which the others' copies out of it must have finished first.
+        self._uploads: list = []
+        self._held: list = []  # the last step's copy of the shard weights, where they changed
+        self._registered: list = []  # the other ranks' slots, registered in this rank's context
         self.node = None  # the ranks of this host (a communicator), made at the first fit
 
     # -- collectives with a deadline ----------------------------------------------------------
@@ -147,15 +168,16 @@ class MPIDataParallel(Distribution):
         # orders every epoch's rows (and Dropout's masks), so it must be the same everywhere.
         if self.node is None:  # (every rank, whatever its hierarchical: Split_type is collective)
             self.node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
-        # (seed, layout, flat size, ranks on the host, hierarchical, samples, batch size, steps, dtype)
+        # (seed, layout, flat size, ranks on the host, hierarchical, sum on the devices, samples, batch size,
+        # steps, dtype)
         mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size,
-                         self.node.Get_size(), self.hierarchical, train.batches.samples, train.batch_size,
-                         train.steps, np.dtype(model.dtype).itemsize], np.int64)
+                         self.node.Get_size(), self.hierarchical, self.sum_on == "devices", train.batches.samples,
+                         train.batch_size, train.steps, np.dtype(model.dtype).itemsize], np.int64)
         ranks = np.tile(mine, (self.replicas, 1))
         self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds, data and parameter layouts")
-        if (ranks[:, 5:] != mine[5:]).any():  # every rank raises this alike, before a step
+        if (ranks[:, 6:] != mine[6:]).any():  # every rank raises this alike, before a step
             given = ", ".join(f"rank {r}: {samples} samples in batches of {batch} ({steps} steps an epoch), "
-                              f"float{8 * item}" for r, (samples, batch, steps, item) in enumerate(ranks[:, 5:]))
+                              f"float{8 * item}" for r, (samples, batch, steps, item) in enumerate(ranks[:, 6:]))
             raise ValueError(f"MPIDataParallel: the ranks were given different training data or precision ({given}); "
                              "every rank must fit the same arrays (each trains on its own rows of every batch) "
                              "with the same batch_size, steps_per_epoch and floatx")
@@ -168,36 +190,61 @@ class MPIDataParallel(Distribution):
         if self.same_layout:
             itemsize = self.state.host.itemsize
             elements = None if self.bucket_mb is None else max(1, int(self.bucket_mb * 2**20) // itemsize)
-            self.pieces, ready_after, _ = plan_pieces(model, self.state, elements)
+            self.pieces, ready_after, late = plan_pieces(model, self.state, elements)
+            self.sums = sum_groups(self.pieces, late)
             self.reads = PieceReads(self.state, model, self.pieces, ready_after)
         # Where every rank asks for it, and every host has as many ranks (otherwise a piece's
         # slices would not line up between hosts)
         hierarchical = bool(self.same_layout and self.replicas > 1 and ranks[:, 4].all()
                             and (ranks[:, 3] == mine[3]).all())
-        self._share_memory(hierarchical, model.dtype)
+        self._share_memory(hierarchical, bool(ranks[:, 5].all()), model)
         self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
         self._start_alike(model)
         self.sharded = ShardedFeed(self, train, [model], [train.batches], first=self.rank)
         return self.sharded
 
-    def _share_memory(self, wanted: bool, dtype) -> None:
-        """The hierarchical sum's window for this fit's flat arrays (the last fit's if as large),
-        or none (and MPI's all-reduce of every piece) where not `wanted`. Collective."""
-        shared, size = self.shared, self.state.host.size
-        if shared is not None and (not wanted or (shared.size, shared.dtype) != (size, np.dtype(dtype))):
-            shared.close()
-            self.shared = shared = None
-        if not wanted or shared is not None:
-            return
-        node = self.node
-        self.node_ranks = np.zeros(node.Get_size(), np.int64)  # (local rank,) → rank
-        self._wait(node.Iallgather(np.array([self.rank], np.int64), self.node_ranks), "listing this host's ranks")
+    def _share_memory(self, wanted: bool, on_devices: bool, model) -> None:
+        """The hierarchical sum's window for this fit's flat arrays (the last fit's if as large
+        and of the same kind), or none (and MPI's all-reduce of every piece) where not `wanted`;
+        where the devices sum (`on_devices`, every rank on one host), this rank's flat arrays come
+        down into its slot and the others' go up from theirs. Collective."""
+        shared, size, node, dtype = self.shared, self.state.host.size, self.node, model.dtype
         hosts = self.replicas // node.Get_size()
-        cross = self.comm.Split(node.Get_rank(), self.rank) if hosts > 1 else None
-        # Threads for the copies and sums: the cores this rank may run on, shared by the host's
-        # ranks (mpirun binds each rank to one core unless told --bind-to none).
-        threads = max(1, min(SUM_THREADS, system.usable_cores() // node.Get_size()))
-        self.shared = SharedSum(self.MPI, node, cross, size, dtype, threads, self.timeout)
+        kind = None if not wanted else SharedSlots if on_devices and hosts == 1 else SharedSum
+        if shared is not None and (type(shared) is not kind or (shared.size, shared.dtype) != (size, np.dtype(dtype))):
+            self._close_shared()
+            shared = None
+        self.replica_sum = None
+        if kind is None:
+            return
+        if shared is None:
+            self.node_ranks = np.zeros(node.Get_size(), np.int64)  # (local rank,) → rank
+            self._wait(node.Iallgather(np.array([self.rank], np.int64), self.node_ranks), "listing this host's ranks")
+            if kind is SharedSlots:
+                self.shared = SharedSlots(self.MPI, node, size, dtype, 1, self.timeout)
+            else:
+                cross = self.comm.Split(node.Get_rank(), self.rank) if hosts > 1 else None
+                # Threads for the copies and sums: the cores this rank may run on, shared by the host's
+                # ranks (mpirun binds each rank to one core unless told --bind-to none).
+                threads = max(1, min(SUM_THREADS, system.usable_cores() // node.Get_size()))
+                self.shared = SharedSum(self.MPI, node, cross, size, dtype, threads, self.timeout)
+        if kind is SharedSlots:
+            shared = self.shared
+            self.state.place(shared.slots[shared.local])
+            # (the others' slots registered in this rank's context too: they are copied up from)
+            self._registered = [self.state.rt.registered(slot) for k, slot in enumerate(shared.slots)
+                                if k != shared.local]
+            self.replica_sum = ReplicaSum(self.state, shared.locals, shared.local)
+            if self._uploads:  # the last fit's last step's copies out of the others' slots
+                self.reads.hold(self._uploads, then=partial(self._slots_free, model.optimizer.iterations))
+
+    def _close_shared(self) -> None:
+        """Free the window (collective), once this rank's copies out of the others' slots are done."""
+        if self._uploads:
+            wait_for_events(self._uploads)
+        self._uploads, self._registered = [], []
+        self.shared.close()
+        self.shared = None
 
     def _start_alike(self, model) -> None:
         """Rank 0's weights, optimizer state and step count on every rank (a model seeded alike
@@ -238,6 +285,9 @@ class MPIDataParallel(Distribution):
             self.reduce_seconds += time.perf_counter() - started
             state.write(state.host)
             return
+        if self.replica_sum is not None:
+            self._sum_on_devices(what, model.optimizer.iterations + 1)
+            return
         finished, summed, started = self.reads.finish(), [], None
         weights = [sharded.counts[rank] / sharded.rows for rank in self.node_ranks] if self.shared else None
         for index, (start, end) in enumerate(self.pieces):
@@ -265,6 +315,47 @@ class MPIDataParallel(Distribution):
             self.reduce_seconds += time.perf_counter() - started
         # The writes are non-blocking from state.host, which the next step's reads overwrite only
         # after the queue (in order) has finished them.
+
+    def _sum_on_devices(self, what: str, next_step: int) -> None:
+        """Each piece, once in every rank's slot, goes up from the others' slots (while the next
+        comes down), and the device adds them all to this rank's (ReplicaSum), the pieces done
+        before the backward pass's last launch first (sum_groups)."""
+        shared, replica_sum, sharded = self.shared, self.replica_sum, self.sharded
+        finished = self.reads.finish()
+        shares = np.array([sharded.counts[rank] / sharded.rows for rank in self.node_ranks])
+        uploads, sent, held, started = [], [], [], None
+        sums = iter(self.sums)
+        sum_after, ranges = next(sums)
+        for index, (start, end) in enumerate(self.pieces):
+            self.reads.wait(index)  # in this rank's slot, while the earlier pieces go up and are summed
+            if started is None and finished.command_execution_status == COMPLETE:
+                started = time.perf_counter()
+            self._meet(what)  # and in every rank's
+            for k, slot in enumerate(shared.slots):
+                if k != shared.local:
+                    sent.append(replica_sum.upload(k, slot[start:end], start))
+            replica_sum.upload_queue.flush()
+            if index + 1 == sum_after:
+                held += replica_sum.sum(ranges, shares, sent)
+                uploads, sent = uploads + sent, []
+                sum_after, ranges = next(sums, (None, None))
+        self._uploads, self._held = uploads, held
+        # This rank's next read into its slot waits until every rank's copies out of it are done.
+        self.reads.hold(uploads, then=partial(self._slots_free, next_step))
+        if started is not None:
+            self.reduce_seconds += time.perf_counter() - started
+
+    def _slots_free(self, step: int) -> None:
+        """Before step `step`'s first read into this rank's slot (its copies up of the last step
+        are done): until every rank's are."""
+        self._uploads = []
+        self._meet(f"the gradient all-reduce of step {step}")
+
+    def _meet(self, what: str) -> None:
+        try:
+            self.shared.meet()
+        except TimeoutError:
+            raise self._timeout(what) from None
 
     def logs(self, model, seen: int, running: bool = False) -> dict:
         loss, hits = model.epoch_totals(seen)

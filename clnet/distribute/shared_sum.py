@@ -1,9 +1,12 @@
-"""SharedSum: the gradients' sum over MPI ranks, through shared memory among the ranks of one host.
+"""The gradients' sum over MPI ranks, through shared memory among the ranks of one host.
 
 Between ranks of one host, an MPI library's all-reduce moves a large model's gradients at 1-2 GB/s
 (one thread a rank, a pipeline of small copies; benchmarks/RESULTS.md, MPI ranks on two H200s).
-Here every rank of a host owns a slot of an MPI-3 shared window as large as the flat gradients.
-A piece of them, for L ranks on the host, is cut into L slices; each rank
+Here every rank of a host owns a slot of an MPI-3 shared window as large as the flat gradients
+(SharedSlots), and the ranks meet through counters in it. Where the ranks' devices sum
+(MPIDataParallel's default on one host), each rank's pieces come down into its slot and its device
+adds the others', copied up from theirs: the host only meets. SharedSum sums on the host instead
+(several hosts, or sum_on="host"): a piece, for L ranks on the host, is cut into L slices; each rank
 
     1. copies the slices the other ranks sum into its slot,           (barrier)
     2. sums its own slice of every rank's piece, weighted by each rank's share of the batch,
@@ -32,41 +35,77 @@ import numpy as np
 # A thread sums its part in blocks of BLOCK elements, so that the weighted term it adds stays in
 # its core's cache.
 BLOCK = 1 << 16
-# Bytes of a slot's head given to each thread's meeting count, so that no two share a cache line.
+# Bytes of a slot's head given to each meeting count, so that no two share a cache line.
 LINE = 128
+# Each rank's part of the window is whole pages: its counts at the end of the first, its slot from
+# the second on.
+PAGE = 4096
 # A meeting sleeps this long (seconds) between polls: a thread that polled without sleeping would
 # hold the GIL, which the rank's other threads need between their numpy calls, for up to the
 # interpreter's switch interval (5 ms).
 POLL = 20e-6
 
 
-class SharedSum:
-    """Weighted sums of pieces of a flat array of `size` elements of `dtype` over the ranks of
-    `node` (ranks of one host, e.g. comm.Split_type(MPI.COMM_TYPE_SHARED)), and, where `cross` is
-    given (the ranks of the other hosts with this rank's local index; every host with as many
-    ranks), over the hosts. `threads`: threads a rank sums with. A meeting that waits longer than
-    `timeout` seconds raises TimeoutError."""
+class SharedSlots:
+    """An MPI-3 shared window over the ranks of `node` (ranks of one host, e.g.
+    comm.Split_type(MPI.COMM_TYPE_SHARED)): a slot of `size` elements of `dtype` for every local
+    rank (`slots`, by local rank; each starts on a page), and `meetings` counters per rank for
+    meet(). A meeting that waits longer than `timeout` seconds raises TimeoutError. Collective over
+    `node`."""
 
-    def __init__(self, MPI, node, cross, size: int, dtype, threads: int = 1, timeout: float = 120.0):
+    def __init__(self, MPI, node, size: int, dtype, meetings: int = 1, timeout: float = 120.0):
         self.MPI = MPI
         self.local, self.locals = node.Get_rank(), node.Get_size()
-        self.size, self.dtype, self.threads, self.timeout = size, np.dtype(dtype), threads, timeout
-        head = threads * LINE
-        # (whole multiples of LINE each: the next rank's counts and array stay aligned where the
-        # library lays the slots end to end)
-        self.window = MPI.Win.Allocate_shared(head + -(-size * self.dtype.itemsize // LINE) * LINE, 1, comm=node)
-        self.slots, self.counts = [], []  # every local rank's slot (size,) and meeting counts (threads,)
+        self.size, self.dtype, self.timeout = size, np.dtype(dtype), timeout
+        head = meetings * LINE
+        # (whole pages each: the next rank's counts and slot stay aligned where the library lays
+        # the slots end to end, and a driver that pins a slot pins whole pages of it)
+        self.window = MPI.Win.Allocate_shared(PAGE + -(-size * self.dtype.itemsize // PAGE) * PAGE, 1, comm=node)
+        self.slots, self.counts = [], []  # every local rank's slot (size,) and meeting counts (meetings,)
         for rank in range(self.locals):
             memory, _ = self.window.Shared_query(rank)
-            self.counts.append(np.frombuffer(memory, np.int64, head // 8)[::LINE // 8])
-            self.slots.append(np.frombuffer(memory, self.dtype, size, head))
+            self.counts.append(np.frombuffer(memory, np.int64, head // 8, PAGE - head)[::LINE // 8])
+            self.slots.append(np.frombuffer(memory, self.dtype, size, PAGE))
         self.counts[self.local][:] = 0
+        self.met = [0] * meetings
         self.window.Lock_all(MPI.MODE_NOCHECK)  # (Sync() then orders this rank's stores and loads)
         node.Barrier()  # every count is 0 before anyone's first meeting
+
+    def close(self) -> None:
+        """Free the window (collective over `node`)."""
+        self.window.Unlock_all()
+        self.window.Free()
+        self.slots, self.counts = [], []
+
+    def meet(self, t: int = 0) -> None:
+        """Until every local rank has come to meeting t as often: their stores before are seen by
+        this rank's loads after. (One thread a counter: SharedSum's thread t meets on counter t.)"""
+        self.met[t] += 1
+        met = self.met[t]
+        self.window.Sync()
+        self.counts[self.local][t] = met
+        started = time.perf_counter()
+        while any(counts[t] < met for counts in self.counts):
+            if time.perf_counter() - started > self.timeout:
+                raise TimeoutError(f"SharedSlots: this host's other ranks did not reach meeting {met} on counter {t} "
+                                   f"within {self.timeout:g} s")
+            time.sleep(POLL)
+        self.window.Sync()
+
+
+class SharedSum(SharedSlots):
+    """Weighted sums of pieces of a flat array of `size` elements of `dtype` over the ranks of
+    `node` (ranks of one host) and, where `cross` is given (the ranks of the other hosts with this
+    rank's local index; every host with as many ranks), over the hosts, on the host's threads.
+    `threads`: threads a rank sums with. A meeting that waits longer than `timeout` seconds raises
+    TimeoutError."""
+
+    def __init__(self, MPI, node, cross, size: int, dtype, threads: int = 1, timeout: float = 120.0):
+        super().__init__(MPI, node, size, dtype, threads, timeout)
+        self.threads = threads
         # Each thread's own communicator across hosts: collectives of one communicator may not run
         # on several threads at once.
         self.cross = [None if cross is None else cross.Dup() for _ in range(threads)]
-        self.met = [0] * threads
         self.jobs = [queue.SimpleQueue() for _ in range(threads)]
         for t in range(threads):  # daemons: one left waiting on a dead rank must not keep the process
             threading.Thread(target=self._work, args=(t,), name=f"clnet-shared-sum-{t}", daemon=True).start()
@@ -75,9 +114,7 @@ class SharedSum:
         """End the threads; free the window and communicators (collective over `node` and `cross`)."""
         for future in self._all(None):
             future.result()
-        self.window.Unlock_all()
-        self.window.Free()
-        self.slots, self.counts = [], []
+        super().close()
         for cross in self.cross:
             if cross is not None:
                 cross.Free()
@@ -93,7 +130,7 @@ class SharedSum:
     def end_step(self) -> list[Future]:
         """After a step's last sum: no rank writes the next step's first piece into its slot while
         another still reads this step's last one from it."""
-        return self._all((self._meet,))
+        return self._all((self.meet,))
 
     # -- the threads -----------------------------------------------------------------------------
     def _all(self, job) -> list[Future]:
@@ -122,29 +159,14 @@ class SharedSum:
         for k, (a, b) in enumerate(parts):
             if k != self.local:
                 slot[a:b] = host[a:b]
-        self._meet(t)
+        self.meet(t)
         a, b = parts[self.local]
         _weighted_sum(slot, [host if k == self.local else self.slots[k] for k in range(self.locals)], weights, a, b)
         if self.cross[t] is not None and a < b:
             self.cross[t].Allreduce(self.MPI.IN_PLACE, slot[a:b], op=self.MPI.SUM)
-        self._meet(t)
+        self.meet(t)
         for k, (a, b) in enumerate(parts):
             host[a:b] = self.slots[k][a:b]
-
-    def _meet(self, t: int) -> None:
-        """Until thread t of every local rank has come here as often: their stores before are
-        seen by this thread's loads after."""
-        self.met[t] += 1
-        met = self.met[t]
-        self.window.Sync()
-        self.counts[self.local][t] = met
-        started = time.perf_counter()
-        while any(counts[t] < met for counts in self.counts):
-            if time.perf_counter() - started > self.timeout:
-                raise TimeoutError(f"SharedSum: this host's other ranks did not reach meeting {met} of thread {t} "
-                                   f"within {self.timeout:g} s")
-            time.sleep(POLL)
-        self.window.Sync()
 
 
 def _part(start: int, end: int, t: int, parts: int) -> tuple[int, int]:
