@@ -22,7 +22,9 @@ bandwidths, 25 and 100 GB/s unless given: where scaling stops paying.
                                                         # four GPUs
 
 Models (--model): the README's MLP (784-256-128-10), `wide` (4096-4096-4096-10 on random inputs of
-4096 features) and the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10).
+4096 features), the CNN example's (Conv 32, pool, Conv 64, pool, Dense 128, Dense 10) and `gpt`,
+examples/tiny_gpt.py's model with 4 blocks, d 256, 4 heads, T 256 on random windows of 96
+characters (PyTorch: benchmarks.tiny_gpt_torch's, from random weights of the same shapes).
 
 Prints one table and one JSON line. Each configuration runs in its own process(es): OpenCL's device
 list is fixed per process, and MPI's ranks are processes.
@@ -52,12 +54,17 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 
 WIDE = 4096  # the wide MLP's inputs and hidden units
+GPT = {"vocabulary": 96, "context": 256, "d_model": 256, "heads": 4, "blocks": 4}  # the tiny GPT's sizes
 CONFIGS = ("single", "dp", "mpi", "mpi-host", "mpi-flat", "torch", "torch-ddp")
 
 
 def data(samples: int, model: str = "mlp"):
     """(x, y): Fashion-MNIST's first `samples` (as images for the CNN), or random inputs for the
-    wide MLP (and with SYNTHETIC=1, for a machine without the dataset)."""
+    wide MLP (and with SYNTHETIC=1, for a machine without the dataset); for the GPT, random
+    windows and the next character of each position."""
+    if model == "gpt":
+        windows = np.random.default_rng(0).integers(0, GPT["vocabulary"], (samples, GPT["context"] + 1), np.int32)
+        return windows[:, :-1], windows[:, 1:]
     features = WIDE if model == "wide" else 784
     if model == "wide" or os.environ.get("SYNTHETIC"):
         rng = np.random.default_rng(0)
@@ -72,6 +79,10 @@ def clnet_model(name: str):
     import clnet
     from clnet.layers import Conv2D, Dense, Flatten, Input, MaxPooling2D
 
+    if name == "gpt":
+        from .tiny_gpt_torch import tiny_gpt
+        return tiny_gpt.build_model(GPT["vocabulary"], GPT["context"], GPT["d_model"], GPT["heads"], GPT["blocks"],
+                                    seed=0)
     layers = {"mlp": lambda: [Input((784,)), Dense(256, "relu"), Dense(128, "relu"), Dense(10, "softmax")],
               "wide": lambda: [Input((WIDE,)), Dense(WIDE, "relu"), Dense(WIDE, "relu"), Dense(10, "softmax")],
               "cnn": lambda: [Input((28, 28, 1)), Conv2D(32, 3, activation="relu"), MaxPooling2D(),
@@ -81,7 +92,10 @@ def clnet_model(name: str):
 
 
 def torch_model(name: str):
-    nn = __import__("torch").nn
+    torch = __import__("torch")
+    nn = torch.nn
+    if name == "gpt":
+        return TorchGPTModule(torch)
     if name == "cnn":  # channels first, as PyTorch's own
         return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -90,6 +104,37 @@ def torch_model(name: str):
     for n_in, n_out in zip(sizes, sizes[1:]):
         layers += [nn.Linear(n_in, n_out), nn.ReLU()]
     return nn.Sequential(*layers[:-1])
+
+
+def gpt_weights(rng) -> list[np.ndarray]:
+    """Random weights of the tiny GPT in Keras's layout and get_weights() order (normal, 0.02)."""
+    v, t, d, h = GPT["vocabulary"], GPT["context"], GPT["d_model"], GPT["heads"]
+    norm = [np.ones(d), np.zeros(d)]
+    shapes = [(v, d), (t, d)]
+    block = [*norm, *[(d, h, d // h), (h, d // h)] * 3, (h, d // h, d), (d,), *norm, (d, 4 * d), (4 * d,), (4 * d, d), (d,)]
+    weights = [rng.normal(0, 0.02, s) for s in shapes]
+    for _ in range(GPT["blocks"]):
+        weights += [w if isinstance(w, np.ndarray) else rng.normal(0, 0.02, w) for w in block]
+    weights += [*norm, rng.normal(0, 0.02, (d, v)), np.zeros(v)]
+    return [w.astype(np.float32) for w in weights]
+
+
+def TorchGPTModule(torch):
+    """benchmarks.tiny_gpt_torch's GPT as an nn.Module (DistributedDataParallel takes modules)."""
+    from types import SimpleNamespace
+
+    from .tiny_gpt_torch import TorchGPT
+
+    class Module(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt = TorchGPT(gpt_weights(np.random.default_rng(0)), SimpleNamespace(**GPT), "cpu")
+            self.params = torch.nn.ParameterList(self.gpt.params)
+
+        def forward(self, tokens):
+            return self.gpt(tokens)
+
+    return Module()
 
 
 # -- one configuration, in its own process ------------------------------------------------------
@@ -176,7 +221,8 @@ def run_torch(kind: str, args) -> dict:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     if world > 1:
         dist.init_process_group("nccl" if args.gpu else "gloo")
-    x, y = (torch.from_numpy(a).to(device) for a in data(args.samples, args.model))
+    x, y = (torch.from_numpy(a.astype(np.int64) if a.dtype.kind == "i" else a).to(device)
+            for a in data(args.samples, args.model))
     if args.model == "cnn":
         x = x.permute(0, 3, 1, 2).contiguous()
     torch.manual_seed(0)
@@ -193,7 +239,8 @@ def run_torch(kind: str, args) -> dict:
         for first in range(0, len(x), args.batch):
             index = order[first:first + args.batch][rank * share:(rank + 1) * share]
             optimizer.zero_grad()
-            loss_fn(model(x[index]), y[index]).backward()
+            out = model(x[index])
+            loss_fn(out.reshape(-1, out.shape[-1]), y[index].reshape(-1)).backward()
             optimizer.step()
         if args.gpu:
             torch.cuda.synchronize()
@@ -261,7 +308,7 @@ def main(argv=None):
                         "h100-mlp-step-by-batch.json) for the N-GPU model")
     parser.add_argument("--run", choices=CONFIGS,
                         help="run one configuration in this process (mpi: under mpirun) and print its JSON")
-    parser.add_argument("--model", choices=["mlp", "wide", "cnn"], default="mlp")
+    parser.add_argument("--model", choices=["mlp", "wide", "cnn", "gpt"], default="mlp")
     parser.add_argument("--gpu", action="store_true", help="the first N OpenCL devices (GPUs) and CUDA")
     parser.add_argument("--ranks", type=int, choices=[2, 4, 8], default=2,
                         help="N: DataParallel's devices, MPI's ranks and DDP's processes")
