@@ -1,6 +1,7 @@
 """One rank of the MPI tests in test_distribute.py, run as `mpirun -np 2 python distributed_worker.py MODE OUT`.
 
-train:   20 float64 steps of the test model under MPIDataParallel, shuffled or not; rank 0 writes the
+train:   20 float64 steps of the test model under MPIDataParallel (batches of BATCH rows, 8 unless
+         given), shuffled or not; rank 0 writes the
          weights, the logs and a checkpoint (through ModelCheckpoint, on rank 0 only), then every rank
          resumes from that checkpoint for 5 more steps and rank 0 writes the weights again. With
          LOSS_SCALE (a JSON dict of LossScaleOptimizer's arguments) Adam is wrapped in one, and rank 1
@@ -141,6 +142,7 @@ def main(mode: str, out: str) -> None:
         model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[Stop()])
         return
     shuffle = mode == "train-shuffled"
+    batch = int(os.environ.get("BATCH", "8"))
     checkpoint = os.path.join(out, "checkpoint.h5")
     loss_scale = os.environ.get("LOSS_SCALE")
     with strategy.scope():
@@ -154,7 +156,7 @@ def main(mode: str, out: str) -> None:
         if loss_scale:
             model.optimizer.set_scalar_state({"dynamic_scale": 1.0, "step_counter": 0})
     # A progress bar on rank 0 only (Horovod's habit): its running loss must not wait for the others.
-    history = model.fit(x, y, batch_size=8, epochs=4, verbose=1 if strategy.chief else 0, shuffle=shuffle,
+    history = model.fit(x, y, batch_size=batch, epochs=4, verbose=1 if strategy.chief else 0, shuffle=shuffle,
                         callbacks=[clnet.callbacks.ModelCheckpoint(checkpoint)])
     if strategy.chief:
         np.savez(os.path.join(out, "weights.npz"), *model.get_weights(), loss=history.history["loss"])
@@ -163,7 +165,7 @@ def main(mode: str, out: str) -> None:
     strategy.comm.Barrier()
     with strategy.scope():  # every rank resumes from the checkpoint rank 0 wrote
         resumed = clnet.load_model(checkpoint)
-    resumed.fit(x, y, batch_size=8, epochs=5, initial_epoch=resumed.epoch, verbose=0, shuffle=shuffle)
+    resumed.fit(x, y, batch_size=batch, epochs=5, initial_epoch=resumed.epoch, verbose=0, shuffle=shuffle)
     if strategy.chief:
         np.savez(os.path.join(out, "resumed.npz"), *resumed.get_weights())
     if loss_scale:

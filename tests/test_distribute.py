@@ -34,11 +34,11 @@ WORKER = str(Path(__file__).parent / "distributed_worker.py")
 STEPS_ARGS = dict(batch_size=8, verbose=0)  # 40 samples: 5 steps an epoch
 
 
-def single_device(epochs: int, shuffle: bool) -> clnet.Model:
+def single_device(epochs: int, shuffle: bool, batch_size: int = 8) -> clnet.Model:
     x, y = data()
     model = make()
     model.compile(clnet.optimizers.Adam(0.01), "mse")
-    model.fit(x, y, epochs=epochs, shuffle=shuffle, **STEPS_ARGS)
+    model.fit(x, y, epochs=epochs, shuffle=shuffle, **{**STEPS_ARGS, "batch_size": batch_size})
     return model
 
 
@@ -552,6 +552,24 @@ def test_mpi_ranks_of_one_host_sum_on_their_devices_on_host_threads_or_by_mpi_al
         for i in range(len(reference)):  # every rank applied the same sums: the same bits
             np.testing.assert_array_equal(ranks[1][f"arr_{i}"], ranks[0][f"arr_{i}"])
         assert_weights(reference, np.load(out / "weights.npz"))
+
+
+def test_mpi_four_ranks_sum_on_their_devices_as_one_device_trains(tmp_path):
+    """Four ranks of one host, each device summing the three others' pieces from the window: in
+    batches of 6 (shards of 2, 2, 1 and 1 rows, each epoch's last batch of 4 one row a rank, so
+    that the shard weights change within an epoch), shuffled, every rank ends with the same bits
+    as the others and one device's weights to 1e-10, after the fit and after a resumed one."""
+    run = mpirun("train-shuffled", str(tmp_path), ranks=4, BATCH="6", timeout=400)
+    assert run.returncode == 0, run.stdout + run.stderr
+    reference = single_device(4, True, batch_size=6)
+    ranks = [np.load(tmp_path / f"weights-{rank}.npz") for rank in range(4)]
+    assert all(bool(ran["on_devices"]) for ran in ranks)
+    for ran in ranks[1:]:
+        for i in range(len(reference.get_weights())):
+            np.testing.assert_array_equal(ran[f"arr_{i}"], ranks[0][f"arr_{i}"])
+    assert_weights(reference.get_weights(), np.load(tmp_path / "weights.npz"))
+    reference.fit(*data(), epochs=5, initial_epoch=4, shuffle=True, **{**STEPS_ARGS, "batch_size": 6})
+    assert_weights(reference.get_weights(), np.load(tmp_path / "resumed.npz"))
 
 
 def test_shared_sum_over_two_hosts_of_two_ranks(tmp_path):
