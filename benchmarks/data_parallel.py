@@ -142,8 +142,9 @@ def run_clnet(kind: str, args) -> dict:
     import clnet
 
     x, y = data(args.samples, args.model)
-    if kind.startswith("mpi") and args.gpu and not args.one_device:  # one GPU per rank
-        clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
+    if kind.startswith("mpi") and args.gpu and not args.one_device:  # the GPUs in turn by local rank
+        gpus = [d.index for d in clnet.devices() if d.is_gpu]
+        clnet.set_device(gpus[int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]) % len(gpus)])
     devices = list(range(args.ranks))
     if args.one_device:  # the first device N times, each replica with a context of its own
         info = clnet.runtime().info
