@@ -155,9 +155,13 @@ class KeptData:
             return None
         return entry[1], entry[2]
 
-    def keep(self, use: str, fingerprint: Fingerprint | None, batches: "Batches", extra=None) -> None:
+    def keep(self, use: str, fingerprint: Fingerprint | None, batches: "Batches", extra=None,
+             release_host: bool = True) -> None:
+        """Keep `batches` for `use`'s next call with the arrays of `fingerprint`, where resident;
+        `release_host`: let their host arrays go (see Batches.release_host)."""
         if fingerprint is not None and batches.resident:
-            batches.release_host()
+            if release_host:
+                batches.release_host()
             self.entries[use] = (fingerprint, batches, extra)
 
     def make_room(self, use: str, nbytes: int, budget: int, busy=()) -> None:
@@ -295,7 +299,7 @@ class Batches:
 
     def release_host(self) -> None:
         """Let the host arrays go where the data is resident (a copy kept between calls needs
-        them no more; a distributed fit, which reads them, does not keep its data)."""
+        them no more, but under a distribution, whose other replicas read them)."""
         if self.resident:
             self.arrays = None
 

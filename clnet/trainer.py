@@ -343,7 +343,9 @@ class Trainer:
             budget -= self.kept_data.device_bytes(busy)  # (the busy ones' bytes are `reserved`)
         batches = Batches(self.rt, x, y, capacity, self.dtype, budget, self.batch_transposed)
         if use:
-            self.kept_data.keep(use, fingerprint, batches, (self.built_shapes, weighted))
+            # (under a distribution with the host arrays, which DataParallel's other replicas read)
+            self.kept_data.keep(use, fingerprint, batches, (self.built_shapes, weighted),
+                                release_host=self.distribution is None)
         return self._feed_of(batches, y is not None, batch_size, steps, shuffle, weighted)
 
     def _feed_of(self, batches: Batches, targets: bool, batch_size, steps, shuffle, weighted) -> ArrayFeed:
@@ -356,10 +358,7 @@ class Trainer:
         return feed
 
     def _fingerprint(self, x, y, weights: dict, options: tuple = ()) -> data.Fingerprint | None:
-        """What finds the device copy of arrays given before (None: not kept, as under a distribution,
-        which reads the host arrays)."""
-        if self.distribution is not None:
-            return None
+        """What finds the device copy of arrays given before."""
         return data.Fingerprint.of(x, y, *weights.values(), options=(self.dtype.str, *options,
                                                                        *(v is None for v in weights.values())))
 

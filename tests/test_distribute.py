@@ -198,6 +198,38 @@ def test_replicas_with_different_parameter_layouts_meet_in_keras_layout(monkeypa
                    {f"arr_{i}": w for i, w in enumerate(model.get_weights())})
 
 
+def test_data_parallel_fit_in_a_loop_keeps_its_copies_and_follows_the_models_weights():
+    """fit called epoch by epoch (a walk-forward loop) on the same arrays keeps the replica's copy
+    of the data and the reduction's arrays from one call to the next (the same objects), yet starts
+    every call from the model's weights and optimizer state: set_weights between calls reaches the
+    replica. It trains as one device called the same way, the replica to the bit as the model."""
+    x, y = data()
+    strategy = clnet.distribute.DataParallel(devices=two_replicas_on_one_device(), check_speed=False)
+    with strategy.scope():
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse")
+    reference = make()
+    reference.compile(clnet.optimizers.Adam(0.01), "mse")
+    kept = None
+    for call in range(4):
+        if call == 2:  # the user's own weights between two calls
+            weights = [0.5 * w for w in model.get_weights()]
+            model.set_weights(weights)
+            reference.set_weights(weights)
+        model.fit(x, y, epochs=1, **STEPS_ARGS)
+        reference.fit(x, y, epochs=1, **STEPS_ARGS)
+        now = (strategy.sharded.batches[1], *strategy.states, *strategy.replica_sums)
+        assert kept is None or all(a is b for a, b in zip(now, kept))
+        kept = now
+        replica = strategy.replica_models[0]
+        for want, got, copy in zip(reference.get_weights(), model.get_weights(), replica.get_weights()):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+            np.testing.assert_array_equal(copy, got)
+    other_x, other_y = x[::-1].copy(), y[::-1].copy()  # other arrays: a copy of their own
+    model.fit(other_x, other_y, epochs=1, **STEPS_ARGS)
+    assert strategy.sharded.batches[1] is not kept[0]
+
+
 def test_replicas_laid_out_larger_than_the_first_train_as_one_device(monkeypatch):
     """A replica whose device pads Dense's columns to a wider vector than the first device's has more
     flat elements than the model: the host's sum in Keras layout gives each replica back its own

@@ -101,8 +101,14 @@ class Tensor:
             self.rt.main_event = None  # (see Runtime.main_event)
             cl.enqueue_copy(self.rt.queue, self.buffer, array, is_blocking=blocking)
 
-    def numpy(self) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
+    def numpy(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The tensor's values on the host: a new array, or `out` (of its size and dtype, e.g. a
+        pinned one, which the copy reaches by DMA) filled."""
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        elif out.size != self.size or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"numpy(out=...) needs a contiguous {self.dtype.name} array of {self.size} elements, "
+                             f"got {out.dtype.name} {out.shape}")
         if self.size:
             self.rt.join_side()
             cl.enqueue_copy(self.rt.queue, out, self.buffer, is_blocking=True)

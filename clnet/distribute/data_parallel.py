@@ -115,6 +115,13 @@ class DataParallel(Distribution):
         self.split_name = split if isinstance(split, str) else "weights"
         self._model = None  # the model the replicas were made for
         self._others: list = []  # replicas on runtimes[1:]
+        # Kept from one fit to the next (fit in a loop), while they still hold: the reduction's
+        # arrays for the replicas' parameter layouts (_layouts), and the replicas' copies of the
+        # model's training data for its batches (the model's own kept copy, KeptData).
+        self._layouts: list | None = None
+        self._batches_for = None  # the model's Batches whose arrays the replicas' copies hold
+        self._staging: np.ndarray | None = None  # pinned: the model's flat state on its way to the replicas
+        self._replica_batches: list[Batches] = []
 
     @staticmethod
     def _check_split(split, infos: list[DeviceInfo]) -> list[float]:
@@ -176,14 +183,32 @@ class DataParallel(Distribution):
         self._check_device(model)
         if self._model is not model:
             self._others = [self._replica(model, rt) for rt in self.runtimes[1:]]
-            self._model = model
+            self._model, self._batches_for = model, None
             self._check_pending = self.check_speed and self.replicas > 1  # (one replica: nothing to compare)
+        replicas = [model, *self._others]
+        layouts = [_layout(m) for m in replicas]
+        if not _same_objects(layouts, self._layouts):  # new replicas, or a layer (un)frozen since the last fit
+            self._prepare_reduction(replicas)
+            self._layouts = layouts
         self._copy_state(model)
-        x, y = train.batches.arrays
-        largest = max(self.split(train.batch_size))
-        batches = [train.batches] + [Batches(r.rt, x, y, r.reserve(largest), model.dtype, device_budget(r.rt),
+        if self._batches_for is not train.batches:  # other arrays than the last fit's
+            x, y = train.batches.arrays
+            largest = max(self.split(train.batch_size))
+            self._replica_batches = []  # (the last arrays' copies go first)
+            self._replica_batches = [Batches(r.rt, x, y, r.reserve(largest), model.dtype, device_budget(r.rt),
                                              r.batch_transposed) for r in self._others]
-        self.states = [FlatState(m) for m in [model, *self._others]]
+            self._batches_for = train.batches
+        batches = [train.batches, *self._replica_batches]
+        self.sharded = CheckedFeed(self, train, [model, *self._others], batches, first=0)
+        return self.sharded
+
+    def gradient_reads(self, model):
+        return self.reads[0] if self.reads else None
+
+    def _prepare_reduction(self, replicas: list) -> None:
+        """The reduction's flat arrays, pieces and sums for the replicas' parameter layouts."""
+        model = replicas[0]
+        self.states = [FlatState(m) for m in replicas]
         self.same_layout = self._same_layout(self.states)
         # A model made outside scope() has a context of its own, whatever its device.
         self.one_context = len({s.rt.context.int_ptr for s in self.states}) == 1
@@ -201,7 +226,7 @@ class DataParallel(Distribution):
             self.pieces, ready_after, late = plan_pieces(model, self.states[0])
             self.sums = base.sum_groups(self.pieces, late)
             self.reads = [PieceReads(s, m, self.pieces, ready_after, self.one_context)
-                          for s, m in zip(self.states, [model, *self._others])]
+                          for s, m in zip(self.states, replicas)]
             self.replica_sums = [ReplicaSum(s, self.replicas, k) for k, s in enumerate(self.states)]
             # The last two steps' copies to and from host memory (the pieces' reads, the copies up,
             # the shard weights), kept until done: pyopencl waits for such a copy when its event
@@ -214,11 +239,6 @@ class DataParallel(Distribution):
             self._reduced_buffers, self.reduced = zip(*(s.rt.pinned(s.host.size, model.dtype) for s in self.states))
             for reduced in self.reduced:
                 reduced.fill(0)
-        self.sharded = CheckedFeed(self, train, [model, *self._others], batches, first=0)
-        return self.sharded
-
-    def gradient_reads(self, model):
-        return self.reads[0] if self.reads else None
 
     @staticmethod
     def _same_layout(states: list[FlatState]) -> bool:
@@ -239,19 +259,32 @@ class DataParallel(Distribution):
         return replica
 
     def _copy_state(self, model) -> None:
-        """The replicas start each fit from the model's weights and optimizer state (Keras layout
-        in between, so replicas whose devices lay out parameters differently are fine)."""
-        weights = model.get_weights()
-        primary = FlatState(model)
-        moments = {name: tensor.numpy()[primary.index[:primary.trainable]]
-                   for name, tensor in model.optimizer.moments.items()}
+        """The replicas start each fit from the model's weights and optimizer state: the flat
+        arrays copied whole through pinned memory where the replicas lay parameters out alike, else
+        through Keras's layout (replicas whose devices lay out parameters differently)."""
+        if self.same_layout:
+            tensors = [model.store.values, *model.optimizer.moments.values()]
+            starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
+            if self._staging is None or self._staging.size != starts[-1]:
+                self._staging_buffer, self._staging = model.rt.pinned(starts[-1], model.dtype)
+            for tensor, a, b in zip(tensors, starts, starts[1:]):
+                tensor.numpy(out=self._staging[a:b])
+            for replica in self._others:
+                for tensor, a, b in zip([replica.store.values, *replica.optimizer.moments.values()], starts,
+                                        starts[1:]):
+                    tensor.write(self._staging[a:b])
+        else:
+            primary = self.states[0]
+            weights = model.get_weights()
+            moments = {name: tensor.numpy()[primary.index[:primary.trainable]]
+                       for name, tensor in model.optimizer.moments.items()}
+            for replica, state in zip(self._others, self.states[1:]):
+                replica.set_weights(weights)
+                for name, tensor in replica.optimizer.moments.items():
+                    flat = tensor.numpy()
+                    flat[state.index[:state.trainable]] = moments[name]
+                    tensor.write(flat)
         for replica in self._others:
-            replica.set_weights(weights)
-            state = FlatState(replica)
-            for name, tensor in replica.optimizer.moments.items():
-                flat = tensor.numpy()
-                flat[state.index[:state.trainable]] = moments[name]
-                tensor.write(flat)
             replica.optimizer.iterations = model.optimizer.iterations
             replica.optimizer.set_scalar_state(model.optimizer.scalar_state())  # (a LossScaleOptimizer's scale)
 
@@ -376,6 +409,18 @@ class DataParallel(Distribution):
     def replica_models(self) -> list:
         """The models on the devices after the first (made by the first fit)."""
         return list(self._others)
+
+
+def _layout(model) -> tuple:
+    """What a replica's flat arrays for the reduction stand for (FlatState): its store, the
+    store's arrays and the optimizer's moments (held, so that none is freed while compared)."""
+    store = model.store
+    return (store, store.values, store.grads, *model.optimizer.moments.values())
+
+
+def _same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
+    return last is not None and len(layouts) == len(last) and all(
+        len(new) == len(old) and all(a is b for a, b in zip(new, old)) for new, old in zip(layouts, last))
 
 
 class CheckedFeed(ShardedFeed):
