@@ -11,6 +11,9 @@ dp-states: an encoder-decoder (an LSTM's final states starting another's, a Bidi
          decoder's outputs) under DataParallel and on one device; writes both runs' weights.
 shared-sum: SharedSum alone on 4 ranks as 2 hosts of 2 (split by rank, as Split_type would split
          2 machines), pieces of awkward sizes, 3 threads; each rank writes what it summed.
+loop:    fit called three times (2 epochs, then 1, then 1) on the same arrays; before the third, rank 1
+         alone halves its weights, which that fit must replace with rank 0's; each rank writes its
+         weights and whether its flat state was kept from one call to the next.
 uneven-data: rank 1 fits on one row fewer than rank 0; every rank must raise before a step.
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
@@ -131,6 +134,18 @@ def main(mode: str, out: str) -> None:
         model = make()
         model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=strategy)
         model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        return
+    if mode == "loop":
+        model = make()
+        model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=strategy)
+        states = []
+        for call, epochs in enumerate((2, 1, 1)):
+            if call == 2 and strategy.rank == 1:
+                model.set_weights([0.5 * w for w in model.get_weights()])
+            model.fit(x, y, batch_size=8, epochs=epochs, verbose=0)
+            states.append(strategy.state)
+        np.savez(os.path.join(out, f"loop-{strategy.rank}.npz"), *model.get_weights(),
+                 kept=all(state is states[0] for state in states))
         return
     if mode in ("stuck", "dies"):
         class Stop(clnet.callbacks.Callback):

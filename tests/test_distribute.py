@@ -604,6 +604,23 @@ def test_mpi_four_ranks_sum_on_their_devices_as_one_device_trains(tmp_path):
     assert_weights(reference.get_weights(), np.load(tmp_path / "resumed.npz"))
 
 
+def test_mpi_fit_in_a_loop_keeps_its_state_and_starts_every_call_alike(tmp_path):
+    """fit called three times keeps each rank's flat state and pieces from one call to the next;
+    each call compares the ranks' digests and starts them from rank 0's weights where they differ
+    (rank 1 halved its own before the third): every rank ends as one device called the same way."""
+    run = mpirun("loop", str(tmp_path), timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    x, y = data()
+    reference = make()
+    reference.compile(clnet.optimizers.Adam(0.01), "mse")
+    for epochs in (2, 1, 1):
+        reference.fit(x, y, epochs=epochs, **STEPS_ARGS)
+    for rank in (0, 1):
+        result = np.load(tmp_path / f"loop-{rank}.npz")
+        assert bool(result["kept"])
+        assert_weights(reference.get_weights(), result)
+
+
 def test_shared_sum_over_two_hosts_of_two_ranks(tmp_path):
     """SharedSum on 4 ranks taken as 2 hosts of 2: each host sums its ranks' weighted pieces in
     shared memory (3 threads), the hosts' slices are all-reduced across; pieces of 1, 2 and

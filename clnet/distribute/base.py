@@ -175,6 +175,20 @@ class ShardedFeed:
             yield shards[0]
 
 
+def flat_layout(model) -> tuple:
+    """What a model's flat arrays for a reduction stand for (FlatState): its store, the store's
+    arrays and the optimizer's moments (held, so that none is freed while compared by identity
+    from one fit to the next: a layer frozen or unfrozen makes them anew)."""
+    store = model.store
+    return (store, store.values, store.grads, *model.optimizer.moments.values())
+
+
+def same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
+    """Whether `layouts` (flat_layout's, one per replica) hold the objects `last` held."""
+    return last is not None and len(layouts) == len(last) and all(
+        len(new) == len(old) and all(a is b for a, b in zip(new, old)) for new, old in zip(layouts, last))
+
+
 class FlatState:
     """One replica's reduction arrays on the host: the trainable gradients (the store's grads) and
     the non-trainable values after them (values[size:]), read and written with one wait."""
@@ -195,11 +209,15 @@ class FlatState:
                                     or [np.zeros(0, int)]).astype(np.int64)
         self.trainable = sum(p.keras_index.size for p in trainable)
 
-    def place(self, host: np.ndarray) -> None:
+    def place(self, host: np.ndarray | None) -> None:
         """Read into and write from `host` (size + extra elements, e.g. memory other processes
         share) instead of the pinned array: registered with the device (Runtime.registered), so
-        that the copies run by DMA where the driver pins such memory."""
-        self._pinned, self.host = self.rt.registered(host), host
+        that the copies run by DMA where the driver pins such memory. None: a pinned array of its
+        own again."""
+        if host is None:
+            self._pinned, self.host = self.rt.pinned(self.size + self.extra, self.store.dtype)
+        else:
+            self._pinned, self.host = self.rt.registered(host), host
 
     def read(self, start: int = 0, end: int | None = None, queue=None, wait_for=None) -> list[cl.Event]:
         """Start copying this replica's gradients and non-trainable values, elements [start, end)
@@ -339,7 +357,8 @@ class PieceReads:
 
     def hold(self, readers: list[cl.Event], then=None) -> None:
         """The next step's first read into `host` waits for `readers` (copies out of it), and the
-        host then calls `then()` before it (MPI: until the other ranks' copies out of it are done)."""
+        host then calls `then()` before it (MPI: until the other ranks' copies out of it are done;
+        None: nothing, in place of what an earlier call asked for)."""
         self.readers += readers
         self._then = then
 

@@ -186,8 +186,8 @@ class DataParallel(Distribution):
             self._model, self._batches_for = model, None
             self._check_pending = self.check_speed and self.replicas > 1  # (one replica: nothing to compare)
         replicas = [model, *self._others]
-        layouts = [_layout(m) for m in replicas]
-        if not _same_objects(layouts, self._layouts):  # new replicas, or a layer (un)frozen since the last fit
+        layouts = [base.flat_layout(m) for m in replicas]
+        if not base.same_objects(layouts, self._layouts):  # new replicas, or a layer (un)frozen since the last fit
             self._prepare_reduction(replicas)
             self._layouts = layouts
         self._copy_state(model)
@@ -409,18 +409,6 @@ class DataParallel(Distribution):
     def replica_models(self) -> list:
         """The models on the devices after the first (made by the first fit)."""
         return list(self._others)
-
-
-def _layout(model) -> tuple:
-    """What a replica's flat arrays for the reduction stand for (FlatState): its store, the
-    store's arrays and the optimizer's moments (held, so that none is freed while compared)."""
-    store = model.store
-    return (store, store.values, store.grads, *model.optimizer.moments.values())
-
-
-def _same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
-    return last is not None and len(layouts) == len(last) and all(
-        len(new) == len(old) and all(a is b for a, b in zip(new, old)) for new, old in zip(layouts, last))
 
 
 class CheckedFeed(ShardedFeed):

@@ -26,8 +26,8 @@ from pyopencl import command_execution_status, wait_for_events
 from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..data import ArrayFeed
-from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, model_logs,
-                   plan_pieces, sum_groups)
+from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, flat_layout,
+                   model_logs, plan_pieces, same_objects, sum_groups)
 from .shared_sum import SharedSlots, SharedSum
 
 COMPLETE = command_execution_status.COMPLETE
@@ -114,6 +114,13 @@ class MPIDataParallel(Distribution):
         self._held: list = []  # the last step's copy of the shard weights, where they changed
         self._registered: list = []  # the other ranks' slots, registered in this rank's context
         self.node = None  # the ranks of this host (a communicator), made at the first fit
+        # Kept from one fit to the next while the model's flat arrays are the same objects (fit in a
+        # loop): the flat state and its layout's checksum, the pieces' plan for a bucket size, and a
+        # pinned array for the model's state, whose digest the ranks compare at each fit's start.
+        self._layout: list | None = None
+        self._planned: tuple | None = None  # (the pieces' least elements,) they were planned for
+        self._staging: np.ndarray | None = None
+        self.reads: PieceReads | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------
     def _wait(self, request, what: str) -> None:
@@ -163,14 +170,17 @@ class MPIDataParallel(Distribution):
         return feed, callbacks
 
     def feed(self, model, train: ArrayFeed) -> ShardedFeed:
-        self.state = FlatState(model)
+        layout = [flat_layout(model)]
+        if not same_objects(layout, self._layout):  # another model, or a layer (un)frozen since the last fit
+            self.state = FlatState(model)
+            self._layout, self._index_crc, self._planned = layout, zlib.crc32(self.state.index.tobytes()), None
         # Ranks on devices that lay parameters out differently meet in Keras layout; the seed
         # orders every epoch's rows (and Dropout's masks), so it must be the same everywhere.
         if self.node is None:  # (every rank, whatever its hierarchical: Split_type is collective)
             self.node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         # (seed, layout, flat size, ranks on the host, hierarchical, sum on the devices, samples, batch size,
         # steps, dtype)
-        mine = np.array([model.seed, zlib.crc32(self.state.index.tobytes()), self.state.host.size,
+        mine = np.array([model.seed, self._index_crc, self.state.host.size,
                          self.node.Get_size(), self.hierarchical, self.sum_on == "devices", train.batches.samples,
                          train.batch_size, train.steps, np.dtype(model.dtype).itemsize], np.int64)
         ranks = np.tile(mine, (self.replicas, 1))
@@ -190,9 +200,13 @@ class MPIDataParallel(Distribution):
         if self.same_layout:
             itemsize = self.state.host.itemsize
             elements = None if self.bucket_mb is None else max(1, int(self.bucket_mb * 2**20) // itemsize)
-            self.pieces, ready_after, late = plan_pieces(model, self.state, elements)
-            self.sums = sum_groups(self.pieces, late)
-            self.reads = PieceReads(self.state, model, self.pieces, ready_after)
+            if self._planned != (elements,):
+                self.pieces, ready_after, late = plan_pieces(model, self.state, elements)
+                self.sums = sum_groups(self.pieces, late)
+                self.reads = PieceReads(self.state, model, self.pieces, ready_after)
+                self._planned = (elements,)
+                if self._uploads:  # the last fit's last step's copies out of the others' slots
+                    self.reads.hold(self._uploads, then=partial(self._slots_free, model.optimizer.iterations))
         # Where every rank asks for it, and every host has as many ranks (otherwise a piece's
         # slices would not line up between hosts)
         hierarchical = bool(self.same_layout and self.replicas > 1 and ranks[:, 4].all()
@@ -214,7 +228,6 @@ class MPIDataParallel(Distribution):
         if shared is not None and (type(shared) is not kind or (shared.size, shared.dtype) != (size, np.dtype(dtype))):
             self._close_shared()
             shared = None
-        self.replica_sum = None
         if kind is None:
             return
         if shared is None:
@@ -228,27 +241,36 @@ class MPIDataParallel(Distribution):
                 # ranks (mpirun binds each rank to one core unless told --bind-to none).
                 threads = max(1, min(SUM_THREADS, system.usable_cores() // node.Get_size()))
                 self.shared = SharedSum(self.MPI, node, cross, size, dtype, threads, self.timeout)
-        if kind is SharedSlots:
+        if kind is SharedSlots and (self.replica_sum is None or self.replica_sum.state is not self.state):
             shared = self.shared
             self.state.place(shared.slots[shared.local])
             # (the others' slots registered in this rank's context too: they are copied up from)
             self._registered = [self.state.rt.registered(slot) for k, slot in enumerate(shared.slots)
                                 if k != shared.local]
             self.replica_sum = ReplicaSum(self.state, shared.locals, shared.local)
-            if self._uploads:  # the last fit's last step's copies out of the others' slots
-                self.reads.hold(self._uploads, then=partial(self._slots_free, model.optimizer.iterations))
 
     def _close_shared(self) -> None:
-        """Free the window (collective), once this rank's copies out of the others' slots are done."""
+        """Free the window (collective), once this rank's copies out of the others' slots are done;
+        a flat state read into this rank's slot gets a pinned array of its own again."""
         if self._uploads:
             wait_for_events(self._uploads)
         self._uploads, self._registered = [], []
+        if self.replica_sum is not None:
+            if self.replica_sum.state is self.state:
+                self.state.place(None)
+                if self.reads is not None:
+                    self.reads.hold([])  # (no meeting before the next read: the window is gone)
+            self.replica_sum = None
         self.shared.close()
         self.shared = None
 
     def _start_alike(self, model) -> None:
-        """Rank 0's weights, optimizer state and step count on every rank (a model seeded alike
-        everywhere already has them; one initialised from entropy, or resumed by one rank, not)."""
+        """Rank 0's weights, optimizer state and step count on every rank where any rank's differ
+        (a model seeded alike everywhere has them, and the ranks leave a fit alike; one initialised
+        from entropy, or resumed or changed by one rank, not). The ranks compare digests of their
+        state first, so that fit called in a loop does not broadcast the model at every call."""
+        if self._alike(model):
+            return
         state = self.state
         values = model.store.values.numpy()
         keras = self.broadcast(values[state.index].copy(), "broadcasting rank 0's weights")
@@ -266,6 +288,26 @@ class MPIDataParallel(Distribution):
             values = self.broadcast(np.array(list(scalars.values()), np.float64), "broadcasting the optimizer's state")
             model.optimizer.set_scalar_state({key: type(mine)(value)
                                               for (key, mine), value in zip(scalars.items(), values)})
+
+    def _alike(self, model) -> bool:
+        """Whether every rank's flat weights and optimizer moments (read into pinned memory), step
+        count and optimizer scalars have rank 0's digest: the xor and the wrapping sum of their
+        64-bit words (a rank given other weights differs in both but by a vanishing chance)."""
+        tensors = [model.store.values, *model.optimizer.moments.values()]
+        starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
+        words = -(-starts[-1] * model.dtype.itemsize // 8)
+        if self._staging is None or self._staging.nbytes != 8 * words or self._staging.dtype != model.dtype:
+            self._staging_buffer, self._staging = model.rt.pinned(8 * words // model.dtype.itemsize, model.dtype)
+            self._staging.fill(0)  # (a float32 array of odd length ends in a word's half that stays 0)
+        for tensor, a, b in zip(tensors, starts, starts[1:]):
+            tensor.numpy(out=self._staging[a:b])
+        flat = self._staging.view(np.uint64)
+        scalars = np.array(list(model.optimizer.scalar_state().values()), np.float64).view(np.uint64)
+        mine = np.array([np.bitwise_xor.reduce(flat), np.add.reduce(flat), model.optimizer.iterations, *scalars],
+                        np.uint64)
+        ranks = np.tile(mine, (self.replicas, 1))
+        self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' weights")
+        return bool((ranks == ranks[0]).all())
 
     def gradient_reads(self, model):
         return self.reads if self.same_layout else None
