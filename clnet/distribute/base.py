@@ -189,6 +189,37 @@ def same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
         len(new) == len(old) and all(a is b for a, b in zip(new, old)) for new, old in zip(layouts, last))
 
 
+class StateStaging:
+    """A model's weights and optimizer moments (store.values, then each moment, flat, in the
+    model's layout) read into one pinned host array of whole 64-bit words (its padding stays 0),
+    which replicas laid out alike are written from (DataParallel) and whose words MPI's ranks
+    digest."""
+
+    def __init__(self):
+        self._buffer, self.array, self.starts = None, None, [0]
+
+    def read(self, model) -> np.ndarray:
+        tensors = _state_tensors(model)
+        self.starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
+        item = model.dtype.itemsize
+        elements = -(-self.starts[-1] * item // 8) * 8 // item
+        if self.array is None or self.array.size != elements or self.array.dtype != model.dtype:
+            self._buffer, self.array = model.rt.pinned(elements, model.dtype)
+            self.array.fill(0)
+        for tensor, a, b in zip(tensors, self.starts, self.starts[1:]):
+            tensor.numpy(out=self.array[a:b])
+        return self.array
+
+    def write(self, model) -> None:
+        """The state read last into `model`, laid out alike."""
+        for tensor, a, b in zip(_state_tensors(model), self.starts, self.starts[1:]):
+            tensor.write(self.array[a:b])
+
+
+def _state_tensors(model) -> list:
+    return [model.store.values, *model.optimizer.moments.values()]
+
+
 class FlatState:
     """One replica's reduction arrays on the host: the trainable gradients (the store's grads) and
     the non-trainable values after them (values[size:]), read and written with one wait."""

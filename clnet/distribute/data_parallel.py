@@ -33,8 +33,8 @@ from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
 from ..step import DeviceBatch
 from . import base
-from .base import (Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, model_logs, plan_pieces,
-                   run_shard)
+from .base import (Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, StateStaging, model_logs,
+                   plan_pieces, run_shard)
 
 SPLITS = ("even", "measured")
 REDUCTIONS = ("host", "devices")
@@ -120,7 +120,7 @@ class DataParallel(Distribution):
         # model's training data for its batches (the model's own kept copy, KeptData).
         self._layouts: list | None = None
         self._batches_for = None  # the model's Batches whose arrays the replicas' copies hold
-        self._staging: np.ndarray | None = None  # pinned: the model's flat state on its way to the replicas
+        self._staging = StateStaging()  # the model's flat state on its way to the replicas
         self._replica_batches: list[Batches] = []
 
     @staticmethod
@@ -263,16 +263,9 @@ class DataParallel(Distribution):
         arrays copied whole through pinned memory where the replicas lay parameters out alike, else
         through Keras's layout (replicas whose devices lay out parameters differently)."""
         if self.same_layout:
-            tensors = [model.store.values, *model.optimizer.moments.values()]
-            starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
-            if self._staging is None or self._staging.size != starts[-1]:
-                self._staging_buffer, self._staging = model.rt.pinned(starts[-1], model.dtype)
-            for tensor, a, b in zip(tensors, starts, starts[1:]):
-                tensor.numpy(out=self._staging[a:b])
+            self._staging.read(model)
             for replica in self._others:
-                for tensor, a, b in zip([replica.store.values, *replica.optimizer.moments.values()], starts,
-                                        starts[1:]):
-                    tensor.write(self._staging[a:b])
+                self._staging.write(replica)
         else:
             primary = self.states[0]
             weights = model.get_weights()

@@ -26,8 +26,8 @@ from pyopencl import command_execution_status, wait_for_events
 from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..data import ArrayFeed
-from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, flat_layout,
-                   model_logs, plan_pieces, same_objects, sum_groups)
+from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, StateStaging,
+                   flat_layout, model_logs, plan_pieces, same_objects, sum_groups)
 from .shared_sum import SharedSlots, SharedSum
 
 COMPLETE = command_execution_status.COMPLETE
@@ -119,7 +119,7 @@ class MPIDataParallel(Distribution):
         # pinned array for the model's state, whose digest the ranks compare at each fit's start.
         self._layout: list | None = None
         self._planned: tuple | None = None  # (the pieces' least elements,) they were planned for
-        self._staging: np.ndarray | None = None
+        self._staging = StateStaging()
         self.reads: PieceReads | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------
@@ -293,15 +293,7 @@ class MPIDataParallel(Distribution):
         """Whether every rank's flat weights and optimizer moments (read into pinned memory), step
         count and optimizer scalars have rank 0's digest: the xor and the wrapping sum of their
         64-bit words (a rank given other weights differs in both but by a vanishing chance)."""
-        tensors = [model.store.values, *model.optimizer.moments.values()]
-        starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
-        words = -(-starts[-1] * model.dtype.itemsize // 8)
-        if self._staging is None or self._staging.nbytes != 8 * words or self._staging.dtype != model.dtype:
-            self._staging_buffer, self._staging = model.rt.pinned(8 * words // model.dtype.itemsize, model.dtype)
-            self._staging.fill(0)  # (a float32 array of odd length ends in a word's half that stays 0)
-        for tensor, a, b in zip(tensors, starts, starts[1:]):
-            tensor.numpy(out=self._staging[a:b])
-        flat = self._staging.view(np.uint64)
+        flat = self._staging.read(model).view(np.uint64)
         scalars = np.array(list(model.optimizer.scalar_state().values()), np.float64).view(np.uint64)
         mine = np.array([np.bitwise_xor.reduce(flat), np.add.reduce(flat), model.optimizer.iterations, *scalars],
                         np.uint64)
