@@ -2,10 +2,10 @@
 by default): samples per second on one device, on N devices of one process (clnet.distribute.DataParallel over
 N PoCL pthread devices, or GPUs) and on N MPI ranks (MPIDataParallel, mpirun -np N on 127.0.0.1: the
 ranks meet in shared memory and each device sums, `mpi`, or host threads sum there, `mpi-host`, or
-MPI's all-reduce does, `mpi-flat`), against PyTorch's
-DistributedDataParallel (gloo, or NCCL) with one and N processes (--ranks N, 2 by default); the communication share of a
-step from OpenCL profiling events (the gradient copies) and the host's reduction time; and a model
-of the step time on N devices (or machines) from the measured compute and stated all-reduce
+MPI's all-reduce does, `mpi-flat`; `mpi-bf16` and `mpi-flat-bf16` with compression="bf16"), against
+PyTorch's DistributedDataParallel (gloo, or NCCL) with one and N processes (--ranks N, 2 by default);
+the communication share of a step from OpenCL profiling events (the gradient copies) and the host's
+reduction time; and a model of the step time on N devices (or machines) from the measured compute and stated all-reduce
 bandwidths, 25 and 100 GB/s unless given: where scaling stops paying.
 
     python -m benchmarks.data_parallel [--epochs 3] [--samples 60000] [--bandwidth 25e9,100e9]
@@ -55,7 +55,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 WIDE = 4096  # the wide MLP's inputs and hidden units
 GPT = {"vocabulary": 96, "context": 256, "d_model": 256, "heads": 4, "blocks": 4}  # the tiny GPT's sizes
-CONFIGS = ("single", "dp", "mpi", "mpi-host", "mpi-flat", "torch", "torch-ddp")
+CONFIGS = ("single", "dp", "mpi", "mpi-bf16", "mpi-host", "mpi-flat", "mpi-flat-bf16", "torch", "torch-ddp")
 
 
 def data(samples: int, model: str = "mlp"):
@@ -152,9 +152,12 @@ def run_clnet(kind: str, args) -> dict:
     strategy = {"single": lambda: None,
                 "dp": lambda: clnet.distribute.DataParallel(devices=devices, reduction=args.reduction),
                 "mpi": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb),
+                "mpi-bf16": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb, compression="bf16"),
                 "mpi-host": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb, sum_on="host"),
                 "mpi-flat": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb,
-                                                                     hierarchical=False)}[kind]()
+                                                                     hierarchical=False),
+                "mpi-flat-bf16": lambda: clnet.distribute.MPIDataParallel(bucket_mb=args.bucket_mb, hierarchical=False,
+                                                                          compression="bf16")}[kind]()
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = clnet_model(args.model)
         model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
@@ -351,8 +354,10 @@ def main(argv=None):
     runs = {"single": lambda: child(["--run", "single", *common], one),
             "dp": lambda: child(["--run", "dp", *common], several),
             "mpi": lambda: child(["--run", "mpi", *common], ranks_env, mpirun),
+            "mpi-bf16": lambda: child(["--run", "mpi-bf16", *common], ranks_env, mpirun),
             "mpi-host": lambda: child(["--run", "mpi-host", *common], ranks_env, mpirun),
             "mpi-flat": lambda: child(["--run", "mpi-flat", *common], ranks_env, mpirun),
+            "mpi-flat-bf16": lambda: child(["--run", "mpi-flat-bf16", *common], ranks_env, mpirun),
             "torch": lambda: child(["--run", "torch", *common], {}),
             "torch-ddp": lambda: child(["--run", "torch-ddp", *common],
                                        {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}, processes=n)}
@@ -363,8 +368,9 @@ def main(argv=None):
     print(f"{'configuration':<44}{'samples/s':>11}{'× 1 rank':>9}{'step ms':>9}{'comm. share':>13}")
     devices = ("GPUs" if args.gpu else "PoCL devices") if not args.one_device else "replicas on 1 device"
     labels = {"single": "clnet, 1 device", "dp": f"clnet DataParallel, {n} {devices}",
-              "mpi": f"clnet MPIDataParallel, {n} ranks", "mpi-host": "  the same, summed on host threads",
-              "mpi-flat": "  the same, MPI's all-reduce",
+              "mpi": f"clnet MPIDataParallel, {n} ranks", "mpi-bf16": "  the same, gradients in bfloat16",
+              "mpi-host": "  the same, summed on host threads",
+              "mpi-flat": "  the same, MPI's all-reduce", "mpi-flat-bf16": "  MPI's all-reduce, in bfloat16",
               "torch": "PyTorch, 1 process",
               "torch-ddp": f"PyTorch DDP ({'NCCL' if args.gpu else 'gloo'}), {n} processes"}
     for r in results:

@@ -14,6 +14,10 @@ shared-sum: SharedSum alone on 4 ranks as 2 hosts of 2 (split by rank, as Split_
 loop:    fit called three times (2 epochs, then 1, then 1) on the same arrays; before the third, rank 1
          alone halves its weights, which that fit must replace with rank 0's; each rank writes its
          weights and whether its flat state was kept from one call to the next.
+compressed: 5 float32 steps of plain SGD under MPIDataParallel(compression="bf16") (with
+         STRATEGY_OPTIONS' other arguments); each rank writes its weights. Then one step of a model
+         with BatchNormalization under compression and without: each rank writes the moving
+         statistics (which travel whole) and the trainable weights of both.
 uneven-data: rank 1 fits on one row fewer than rank 0; every rank must raise before a step.
 stuck:   rank 1 stops answering before the third step; rank 0 must raise CollectiveTimeout.
 dies:    rank 1 exits before the third step; the job must end with an error.
@@ -37,8 +41,8 @@ def data():
     return rng.normal(size=(40, 5)), rng.normal(size=(40, 3))
 
 
-def make(seed=3):
-    return clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dense(3)], floatx="float64", seed=seed)
+def make(seed=3, floatx="float64"):
+    return clnet.Sequential([Input((5,)), Dense(7, "tanh"), Dense(3)], floatx=floatx, seed=seed)
 
 
 def shared_sum(out: str) -> None:
@@ -111,6 +115,25 @@ def recurrent_states(out: str) -> None:
     np.savez(os.path.join(out, "states.npz"), *runs[0], *runs[1])
 
 
+def compressed(strategy, x, y, out: str) -> None:
+    model = make(floatx="float32")
+    model.compile(clnet.optimizers.SGD(0.1), "mse", distribution=strategy)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    np.savez(os.path.join(out, f"weights-{strategy.rank}.npz"), *model.get_weights(),
+             shared=strategy.shared is not None, on_devices=strategy.replica_sum is not None)
+    options = json.loads(os.environ.get("STRATEGY_OPTIONS", "{}"))
+    runs = {}
+    for compression in ("bf16", None):
+        normalized = clnet.Sequential([Input((5,)), Dense(7), clnet.layers.BatchNormalization(), Dense(3)],
+                                      floatx="float32", seed=3)
+        normalized.compile(clnet.optimizers.SGD(0.1), "mse",
+                           distribution=clnet.distribute.MPIDataParallel(**{**options, "compression": compression}))
+        normalized.fit(x[:8], y[:8], batch_size=8, epochs=1, verbose=0)
+        runs[str(compression)] = normalized.get_weights()
+    np.savez(os.path.join(out, f"normalized-{strategy.rank}.npz"),
+             **{f"{name}_{i}": w for name, weights in runs.items() for i, w in enumerate(weights)})
+
+
 def main(mode: str, out: str) -> None:
     if mode == "dp-states":
         return recurrent_states(out)
@@ -122,14 +145,17 @@ def main(mode: str, out: str) -> None:
     if mode == "uneven-data":  # rank 1 is given one row fewer
         from mpi4py import MPI
         x, y = (x[:-1], y[:-1]) if MPI.COMM_WORLD.Get_rank() == 1 else (x, y)
-    if os.environ.get("WORKER_DEVICE") == "local-rank":  # one device per rank (two GPUs, test_distribute.py)
-        clnet.set_device(int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]))
+    if os.environ.get("WORKER_DEVICE") == "local-rank":  # the GPUs in turn (two GPUs, test_distribute.py)
+        gpus = [device.index for device in clnet.devices() if device.is_gpu]
+        clnet.set_device(gpus[int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]) % len(gpus)])
     # STRATEGY_OPTIONS: MPIDataParallel's other arguments as JSON (bucket_mb, hierarchical);
     # RANK_1_OPTIONS: rank 1's instead.
     from mpi4py import MPI
     options = os.environ.get("RANK_1_OPTIONS") if MPI.COMM_WORLD.Get_rank() == 1 else None
     strategy = clnet.distribute.MPIDataParallel(timeout=float(os.environ.get("TIMEOUT", "60")),
                                                 **json.loads(options or os.environ.get("STRATEGY_OPTIONS", "{}")))
+    if mode == "compressed":
+        return compressed(strategy, x, y, out)
     if mode == "uneven-data":
         model = make()
         model.compile(clnet.optimizers.Adam(0.01), "mse", distribution=strategy)

@@ -351,9 +351,10 @@ def test_large_dense_gradients_come_down_in_parts_as_they_are_computed(monkeypat
         profiled = FlatState._profiled
         monkeypatch.setattr(FlatState, "_profiled", lambda state, name, events: (
             order.append(name) if name == "ReduceWrite" else None, profiled(state, name, events))[1])
-        over = distribute_base.over_flat_arrays
-        monkeypatch.setattr(distribute_base, "over_flat_arrays",
-                            lambda state, *args, within=None: (order.append(within), over(state, *args, within=within))[1])
+        summed = distribute_base.ReplicaSum.sum
+        monkeypatch.setattr(distribute_base.ReplicaSum, "sum",
+                            lambda replica_sum, ranges, *args: (order.append(ranges),
+                                                                summed(replica_sum, ranges, *args))[1])
         launches = model.rt.launches
         model.fit(x, y, epochs=2, **STEPS_ARGS)  # 10 steps
         return model, strategy, parts, order, model.rt.launches - launches
@@ -648,11 +649,130 @@ def test_mpi_smaller_buckets_cut_the_gradients_finer_and_sum_them_exactly(tmp_pa
     assert_weights(reference.get_weights(), np.load(tmp_path / "weights.npz"))
 
 
+def bfloat16(array) -> np.ndarray:
+    """numpy's reference of to_bfloat16 (parameters.cl): float32 bits rounded to their upper half,
+    to nearest even, a NaN kept a NaN; as uint16."""
+    bits = np.asarray(array, np.float32).view(np.uint32)
+    rounded = ((bits + np.uint32(0x7fff) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    return np.where(np.isnan(array), (bits >> 16 | 0x40).astype(np.uint16), rounded)
+
+
+def widened(packed: np.ndarray) -> np.ndarray:
+    return (packed.astype(np.uint32) << 16).view(np.float32)
+
+
+def test_bfloat16_gradients_pack_and_sum_as_numpy_rounds_and_adds_them():
+    """MPIDataParallel(compression="bf16")'s two kernels against numpy: FlatState.pack makes read()
+    round the trainable gradients to bfloat16 on the device (ties to even both ways, the largest
+    float to infinity, NaN kept, subnormals, -0) into the packed tensor and the host array, while the
+    non-trainable values come down whole; ReplicaSum(bfloat16=True) adds three replicas' packed
+    gradients (this one's, the middle, read from its own packed part) and their float values,
+    weighted, in replica order, to the bit."""
+    model = clnet.Sequential([Input((5,)), Dense(7), BatchNormalization(), Dense(3)], floatx="float32", seed=3)
+    model.compile(clnet.optimizers.SGD(0.1), "mse")
+    state = FlatState(model)
+    size, extra = state.size, state.extra
+    special = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, -(1.0 + 2**-8), np.finfo(np.float32).max, np.inf, -np.inf,
+                        np.nan, -0.0, 1e-40, -3e-39, 1.0 + 2**-8 + 2**-20], np.float32)
+    rng = np.random.default_rng(5)
+    grads = rng.normal(size=model.store.grads.size).astype(np.float32)
+    grads[:special.size] = special
+    model.store.grads.write(grads)
+    replica_sum = distribute_base.ReplicaSum(state, 3, 1, bfloat16=True)
+    host = np.zeros(size, np.uint16)
+    state.pack(replica_sum.packed, size, host)
+    cl.wait_for_events(state.read())
+    expected = bfloat16(grads[:size])
+    np.testing.assert_array_equal(host, expected)
+    assert host[3] == 0x7f80 and host[0] == 0x3f80 and host[1] == 0x3f82 and np.isnan(widened(host[6:7]))[0]
+    np.testing.assert_array_equal(state.host[size:], model.store.values.numpy()[size:])
+    # The sum: replicas 0 and 2 come from the host, this one's packed part is on the device.
+    grads[:special.size] = 0.5  # (finite terms)
+    model.store.grads.write(grads)
+    cl.wait_for_events(state.read())
+    others = [bfloat16(rng.normal(size=size)) for _ in range(2)]
+    values = [rng.normal(size=extra).astype(np.float32) for _ in range(2)]
+    own_values = model.store.values.numpy()[size:]
+    uploads = [replica_sum.upload(replica, piece, start) for replica, piece, start in
+               [(0, others[0], 0), (2, others[1], 0), (0, values[0], size), (2, values[1], size)]]
+    shares = np.array([0.2, 0.5, 0.3])
+    replica_sum.sum([(0, size + extra)], shares, uploads)
+    weights = shares.astype(np.float32)
+    terms = [widened(others[0]), widened(host), widened(others[1])]
+    np.testing.assert_array_equal(model.store.grads.numpy()[:size],
+                                  (weights[0] * terms[0] + weights[1] * terms[1]) + weights[2] * terms[2])
+    np.testing.assert_array_equal(model.store.values.numpy()[size:],
+                                  (weights[0] * values[0] + weights[1] * own_values) + weights[2] * values[1])
+
+
+def compressed_reference(rounded: bool) -> list[np.ndarray]:
+    """The worker's compressed mode on one device, by numpy: every step, each rank's shard
+    gradient (compute_gradients on its 4 rows) rounded to bfloat16 (or not), the two summed
+    halves applied by SGD."""
+    x, y = data()
+    model = make(floatx="float32")
+    model.compile(clnet.optimizers.SGD(0.1), "mse")
+    weights, half = model.get_weights(), np.float32(0.5)
+    for step in range(5):
+        shards = []
+        for rows in (slice(8 * step, 8 * step + 4), slice(8 * step + 4, 8 * step + 8)):
+            _, gradients, _ = model.compute_gradients(x[rows], y[rows])
+            shards.append([widened(bfloat16(g)) if rounded else g for g in gradients])
+        weights = [w - np.float32(0.1) * (half * a + half * b) for w, a, b in zip(weights, *shards)]
+        model.set_weights(weights)
+    return weights
+
+
+@pytest.mark.parametrize("options, shared, on_devices", [({}, True, True), ({"sum_on": "host"}, True, False),
+                                                         ({"hierarchical": False}, False, False)])
+def test_mpi_bf16_compression_sums_every_ranks_rounded_gradients(options, shared, on_devices, tmp_path):
+    """compression="bf16" on each way of summing: every rank ends with the same bits, and with the
+    weights of training on the ranks' gradients rounded to bfloat16 (numpy's rounding, float32's
+    sums: to a few float32 ulps), which differ from float32 training's by far more; the moving
+    statistics of BatchNormalization travel whole (those of one step are the same bits as without
+    compression, while its trainable weights differ)."""
+    run = mpirun("compressed", str(tmp_path), STRATEGY_OPTIONS=json.dumps({**options, "compression": "bf16"}),
+                 timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ranks = [np.load(tmp_path / f"weights-{rank}.npz") for rank in (0, 1)]
+    assert all((bool(ran["shared"]), bool(ran["on_devices"])) == (shared, on_devices) for ran in ranks)
+    rounded, exact = compressed_reference(True), compressed_reference(False)
+    for i, (expected, unrounded) in enumerate(zip(rounded, exact)):
+        np.testing.assert_array_equal(ranks[1][f"arr_{i}"], ranks[0][f"arr_{i}"])
+        np.testing.assert_allclose(ranks[0][f"arr_{i}"], expected, rtol=0, atol=1e-7)
+    assert max(np.abs(ranks[0][f"arr_{i}"] - unrounded).max() for i, unrounded in enumerate(exact)) > 5e-5
+    normalized = [np.load(tmp_path / f"normalized-{rank}.npz") for rank in (0, 1)]
+    for name in normalized[0].files:
+        np.testing.assert_array_equal(normalized[1][name], normalized[0][name])
+    moving = [4, 5]  # (Dense's kernel and bias, gamma, beta, then the moving mean and variance)
+    for i in range(8):
+        same = np.array_equal(normalized[0][f"bf16_{i}"], normalized[0][f"None_{i}"])
+        assert same if i in moving or i == 1 else not same, i  # (the bias before BatchNormalization: no gradient)
+
+
+def test_mpi_bf16_compression_is_for_float32_models_on_every_rank(tmp_path):
+    """A float64 model, or ranks given different compression: every rank raises before a step."""
+    pytest.importorskip("mpi4py")
+    strategy = clnet.distribute.MPIDataParallel(compression="bf16")
+    model = make()
+    model.compile(clnet.optimizers.SGD(0.1), "mse", distribution=strategy)
+    with pytest.raises(ValueError, match=r"compression='bf16' rounds float32 gradients; this model is float64"):
+        model.fit(*data(), batch_size=8, epochs=1, verbose=0)
+    run = mpirun("compressed", str(tmp_path), RANK_1_OPTIONS=json.dumps({"compression": None}),
+                 STRATEGY_OPTIONS=json.dumps({"compression": "bf16"}), timeout=300, TIMEOUT="60")
+    assert run.returncode != 0
+    expected = ("MPIDataParallel: the ranks were given different compression (rank 0: 'bf16', rank 1: None); "
+                "every rank must round its gradients alike")
+    assert expected in run.stderr, run.stderr[-3000:]
+    assert "CollectiveTimeout" not in run.stderr
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"bucket_mb": 0}, r"bucket_mb must be a positive number of megabytes \(or None for 1048576 elements a "
                        r"piece\), got 0"),
     ({"bucket_mb": True}, "bucket_mb must be a positive number of megabytes"),
     ({"bucket_mb": -4}, "bucket_mb must be a positive number of megabytes"),
+    ({"compression": "fp16"}, "compression must be None or 'bf16', got 'fp16'"),
 ])
 def test_mpi_bad_arguments(kwargs, message):
     pytest.importorskip("mpi4py")

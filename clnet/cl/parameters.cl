@@ -43,3 +43,47 @@ __kernel void SumReplicas(__global TYPE *own, const int own_first,
     }
     own[own_first + i] = sum;
 }
+
+// MPIDataParallel(compression="bf16"): each rank's gradients leave its device as bfloat16, the
+// upper half of a float's bits rounded to nearest even (a NaN stays a NaN: rounding would carry
+// its payload into the exponent, making an infinity), so that half the bytes cross the bus and go
+// between the ranks. Written with integer operations, not a half type: every OpenCL device has them.
+inline ushort to_bfloat16(const float x)
+{
+    const uint bits = as_uint(x);
+    return isnan(x) ? (ushort)(bits >> 16 | 0x40u) : (ushort)((bits + 0x7fffu + (bits >> 16 & 1u)) >> 16);
+}
+
+inline float from_bfloat16(const ushort h)
+{
+    return as_float((uint)h << 16);
+}
+
+// packed[packed_first + i] = x[x_first + i] as bfloat16: a piece of a rank's gradients, rounded
+// once on its device before it comes down.
+__kernel void PackBfloat16(__global const TYPE *x, const int x_first, __global ushort *packed, const int packed_first,
+                           const int n)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        packed[packed_first + i] = to_bfloat16((float)x[x_first + i]);
+}
+
+// SumReplicas of gradients that came as bfloat16: own[own_first + i] = sum over replicas r, in
+// their order, of weights[r] packed_r[i], every rank's part (this one's too, rounded as the others
+// see it) read from `packed`, (replicas, part_size): every rank sums the same terms in the same
+// order, so that the ranks' gradients stay the same bits.
+__kernel void SumBfloat16Replicas(__global TYPE *own, const int own_first,
+                                  __global const ushort *packed, const int packed_first, const int part_size,
+                                  __constant TYPE *weights, const int replicas, const int n)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    TYPE sum = 0;
+    for (int r = 0; r < replicas; r++) {
+        const TYPE term = weights[r] * (TYPE)from_bfloat16(packed[packed_first + (long)r * part_size + i]);
+        sum = r ? sum + term : term;
+    }
+    own[own_first + i] = sum;
+}

@@ -487,12 +487,16 @@ class Kernel:
             self.bound = None
         return self.enqueue(global_size, local_size, flops, beside)
 
-    def enqueue(self, global_size, local_size, flops: float, beside: bool):
-        """Launch with the arguments last set (see __call__ for `beside`); returns the event."""
+    def enqueue(self, global_size, local_size, flops: float, beside: bool, queue=None, wait_for=None):
+        """Launch with the arguments last set (see __call__ for `beside`); returns the event.
+        `queue`: on that queue instead (a transfer queue's), once `wait_for` is done, ordered
+        with the main queue's work by those events alone."""
         rt = self.rt
         if local_size is None and self.group_limit:
             local_size = cpu_work_group(global_size, self.group_limit)
-        if rt._branching:
+        if queue is not None:
+            event = cl.enqueue_nd_range_kernel(queue, self.kernel, global_size, local_size, wait_for=wait_for)
+        elif rt._branching:
             start, rt._branch_start = rt._branch_start, None
             event = rt.branch_event = cl.enqueue_nd_range_kernel(rt.branch_queue, self.kernel, global_size,
                                                                  local_size, wait_for=[start] if start else None)
@@ -602,8 +606,10 @@ class Launch:
         self._arrange = kernel.order([*fixed, *varying])
         self._last: tuple | None = None
 
-    def __call__(self, global_size, local_size, *varying, flops: float = 0.0, beside: bool = False):
-        """Launch with the `varying` values (Kernel.__call__'s sizes, flops and beside)."""
+    def __call__(self, global_size, local_size, *varying, flops: float = 0.0, beside: bool = False, queue=None,
+                 wait_for=None):
+        """Launch with the `varying` values (Kernel.__call__'s sizes, flops and beside; Kernel.enqueue's
+        queue and wait_for)."""
         kernel = self.kernel
         try:
             changed = kernel.bound is not self or varying != self._last  # (as Kernel.__call__ compares)
@@ -615,7 +621,7 @@ class Launch:
                                 f"({len(self.varying)} values), got {len(varying)}")
             kernel.set(self._arrange(self._fixed + varying))
             kernel.bound, self._last = self, varying
-        return kernel.enqueue(global_size, local_size, flops, beside)
+        return kernel.enqueue(global_size, local_size, flops, beside, queue, wait_for)
 
 
 CPU_GROUP = 64

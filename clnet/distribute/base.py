@@ -239,6 +239,20 @@ class FlatState:
         self.index = np.concatenate([p.offset + p.keras_index.ravel() for p in trainable + fixed]
                                     or [np.zeros(0, int)]).astype(np.int64)
         self.trainable = sum(p.keras_index.size for p in trainable)
+        self.packing = None  # (PackBfloat16 launch, packed tensor, its first element, host array), see pack()
+
+    def pack(self, packed: Tensor | None, first: int = 0, host: np.ndarray | None = None) -> None:
+        """From now on the trainable gradients come down as bfloat16 (MPIDataParallel's
+        compression): read() rounds gradients [start, end) into packed[first + start ...] on the
+        device, then copies those into host[start:end] (uint16, registered or pinned); the
+        non-trainable values still come to `self.host` whole. None: as floats again."""
+        if packed is None:
+            self.packing = None
+            return
+        launch = self.rt.kernel(self.rt.program(("cl/parameters.cl",), self.store.dtype), "PackBfloat16",
+                                self.store.dtype).bind(("x_first", "packed_first", "n"), x=self.store.grads,
+                                                       packed=packed)
+        self.packing = (launch, packed, first, host)
 
     def place(self, host: np.ndarray | None) -> None:
         """Read into and write from `host` (size + extra elements, e.g. memory other processes
@@ -255,10 +269,20 @@ class FlatState:
         of the flat arrays (all by default), into `host`, on `queue` (the device's own by default)
         once `wait_for` is done."""
         item, end = self.host.itemsize, self.host.size if end is None else end
-        return self._profiled("ReduceRead", [
-            cl.enqueue_copy(queue or self.rt.queue, self.host[first:last], buffer, src_offset=first * item,
-                            is_blocking=False, wait_for=wait_for)
-            for buffer, first, last in self._pieces(start, end)])
+        queue = queue or self.rt.queue
+        copies = []
+        for buffer, first, last in self._pieces(start, end):
+            if self.packing is not None and buffer is self.store.grads.buffer:
+                launch, packed, offset, host = self.packing
+                group = self.rt.local_size
+                rounded = launch((-(-(last - first) // group) * group,), (group,), first, offset + first, last - first,
+                                 queue=queue, wait_for=wait_for)
+                copies.append(cl.enqueue_copy(queue, host[first:last], packed.buffer, src_offset=(offset + first) * 2,
+                                              is_blocking=False, wait_for=[rounded]))
+            else:
+                copies.append(cl.enqueue_copy(queue, self.host[first:last], buffer, src_offset=first * item,
+                                              is_blocking=False, wait_for=wait_for))
+        return self._profiled("ReduceRead", copies)
 
     def write(self, reduced: np.ndarray, start: int = 0, end: int | None = None) -> list[cl.Event]:
         """Start copying elements [start, end) of `reduced` (all by default; kept alive by the
@@ -473,38 +497,62 @@ class ReplicaSum:
     pieces come down) into `parts`, and SumReplicas adds them to this replica's in replica order,
     each weighted by its shard's share of the batch. Every replica sums the same terms in the same
     order without contraction, so that the replicas stay identical to the bit, and the host only
-    copies: numpy's weighted sum of large replicas was slow even on many host threads."""
+    copies: numpy's weighted sum of large replicas was slow even on many host threads.
 
-    def __init__(self, state: FlatState, replicas: int, index: int):
+    `bfloat16`: the trainable gradients came down as bfloat16 (FlatState.pack into `packed`, this
+    replica's part of it) and go up so into the others' parts of `packed`, (replicas, size);
+    SumBfloat16Replicas adds every replica's, this one's rounded part too. `parts` then holds the
+    non-trainable values alone."""
+
+    def __init__(self, state: FlatState, replicas: int, index: int, bfloat16: bool = False):
         rt, dtype = state.rt, state.host.dtype
         self.state, self.replicas, self.index, self.size = state, replicas, index, state.host.size
-        self.parts = Tensor(((replicas - 1) * self.size,), dtype, rt)  # (replicas - 1, size), this one's left out
+        # The flat elements `parts` holds from: the gradients' come in `packed` where bfloat16.
+        self.floats_from = state.size if bfloat16 else 0
+        self.part_size = self.size - self.floats_from
+        # (replicas - 1, part_size), this one's left out
+        self.parts = Tensor(((replicas - 1) * self.part_size,), dtype, rt)
+        self.packed = Tensor((replicas * state.size,), np.uint16, rt) if bfloat16 else None  # (replicas, size)
         self.weights = Tensor((replicas,), dtype, rt)  # (replicas,)
         self.upload_queue = cl.CommandQueue(rt.context, rt.device,
                                             properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.launch = rt.kernel(rt.program(("cl/parameters.cl",), dtype), "SumReplicas", dtype).bind(
-            ("own", "own_first", "parts_first", "n"), parts=self.parts, part_size=self.size, weights=self.weights,
+        program = rt.program(("cl/parameters.cl",), dtype)
+        self.launch = rt.kernel(program, "SumReplicas", dtype).bind(
+            ("own", "own_first", "parts_first", "n"), parts=self.parts, part_size=self.part_size, weights=self.weights,
             replicas=replicas, **{"self": index})
+        self.launch_bfloat16 = None if not bfloat16 else rt.kernel(program, "SumBfloat16Replicas", dtype).bind(
+            ("own_first", "packed_first", "n"), own=state.store.grads, packed=self.packed, part_size=state.size,
+            weights=self.weights, replicas=replicas)
         self.shares: np.ndarray | None = None  # the weights last written
 
     def upload(self, replica: int, piece: np.ndarray, start: int, wait_for=None) -> cl.Event:
         """Start copying `piece`, replica `replica`'s flat elements [start, start + len(piece)) in
-        host memory (kept alive by the caller until the copy is done), into `parts`."""
-        slot = replica - (replica > self.index)
-        copy = cl.enqueue_copy(self.upload_queue, self.parts.buffer, piece, is_blocking=False, wait_for=wait_for,
-                               dst_offset=(slot * self.size + start) * piece.itemsize)
+        host memory (kept alive by the caller until the copy is done), into `parts` (or, bfloat16
+        gradients, `packed`)."""
+        if start < self.floats_from:
+            target, offset = self.packed, replica * self.state.size + start
+        else:
+            target, offset = self.parts, (replica - (replica > self.index)) * self.part_size + start - self.floats_from
+        copy = cl.enqueue_copy(self.upload_queue, target.buffer, piece, is_blocking=False, wait_for=wait_for,
+                               dst_offset=offset * piece.itemsize)
         return self.state._profiled("ReduceWrite", [copy])[0]
 
     def sum(self, ranges: list[tuple[int, int]], shares: np.ndarray, wait_for: list[cl.Event]) -> list[cl.Event]:
         """On the replica's queue, once `wait_for` (the copies up) are done: its flat elements in
         `ranges` become the weighted sum. Returns the copy of the shares, where they changed (an
         epoch's smaller last batch), to be kept until done."""
-        queue, held = self.state.rt.queue, []
+        queue, held, group = self.state.rt.queue, [], self.state.rt.local_size
         if self.shares is None or not np.array_equal(shares, self.shares):
             self.shares = np.array(shares, self.state.host.dtype)
             held.append(cl.enqueue_copy(queue, self.weights.buffer, self.shares, is_blocking=False))
         cl.enqueue_barrier(queue, wait_for=wait_for)
-        over_flat_arrays(self.state, self.launch, within=ranges)
+        # (in whole work-groups: NVIDIA's runtime splits an odd global size into ones)
+        for target, first, count in flat_segments(self.state, ranges):
+            items = (-(-count // group) * group,)
+            if first < self.floats_from:
+                self.launch_bfloat16(items, (group,), first, first, count)
+            else:
+                self.launch(items, (group,), target, first, first - self.floats_from, count)
         queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
         return held
 

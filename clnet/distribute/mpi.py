@@ -25,6 +25,7 @@ from pyopencl import command_execution_status, wait_for_events
 
 from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
+from ..cl.tensor import Tensor
 from ..data import ArrayFeed
 from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, StateStaging,
                    flat_layout, model_logs, plan_pieces, same_objects, sum_groups)
@@ -35,6 +36,7 @@ COMPLETE = command_execution_status.COMPLETE
 # (benchmarks/RESULTS.md, MPI ranks in shared memory).
 SUM_THREADS = 4
 SUMS_ON = ("devices", "host")
+COMPRESSIONS = (None, "bf16")
 
 
 class CollectiveTimeout(RuntimeError):
@@ -60,6 +62,16 @@ class MPIDataParallel(Distribution):
     between hosts (by MPI's all-reduce, among the ranks of the same local index; where the hosts
     have different numbers of ranks, MPI's all-reduce of the whole). Every way sums the same terms
     (float64 training matches one device's to 1e-10).
+    `compression`: None (default), or "bf16": each rank's trainable gradients are rounded to
+    bfloat16 on its device (to nearest even) and come down from it, go between the ranks of a host
+    and up to the devices in 16 bits, half the bytes; every rank's rounded gradients are summed in
+    float32, so that the ranks stay the same bits. This changes the numbers: a gradient keeps 8
+    significant bits (a relative error up to 2^-9 an element), so training follows a float32 one
+    closely but not exactly. What goes through MPI's all-reduce (the hosts' sums between hosts, or
+    every piece with hierarchical=False) goes in float32: MPI has no bfloat16 sum, and one written
+    in Python (numpy) ran slower than the float32 all-reduce it halved (benchmarks/RESULTS.md, MPI
+    gradients in bfloat16). For float32 models (float64 training is for exactness, which this
+    gives up); the non-trainable values (BatchNormalization's moving statistics) travel whole.
 
     Rank 0 is the chief: it shows the progress bar and runs ModelCheckpoint and CSVLogger; every
     rank runs the other callbacks on the same logs (the loss over all ranks' rows, the validation
@@ -67,8 +79,11 @@ class MPIDataParallel(Distribution):
     LearningRateScheduler decide alike everywhere and the ranks stay in step."""
 
     def __init__(self, comm=None, timeout: float = 120.0, bucket_mb: float | None = None,
-                 hierarchical: bool = True, sum_on: str = "devices"):
+                 hierarchical: bool = True, sum_on: str = "devices", compression: str | None = None):
         super().__init__()
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"MPIDataParallel compression must be None or 'bf16', got {compression!r}")
+        self.compression = compression
         if not isinstance(hierarchical, bool):
             raise TypeError(f"MPIDataParallel hierarchical must be True or False, got {hierarchical!r}")
         if sum_on not in SUMS_ON:
@@ -179,18 +194,27 @@ class MPIDataParallel(Distribution):
         if self.node is None:  # (every rank, whatever its hierarchical: Split_type is collective)
             self.node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         # (seed, layout, flat size, ranks on the host, hierarchical, sum on the devices, samples, batch size,
-        # steps, dtype)
+        # steps, dtype, compression)
         mine = np.array([model.seed, self._index_crc, self.state.host.size,
                          self.node.Get_size(), self.hierarchical, self.sum_on == "devices", train.batches.samples,
-                         train.batch_size, train.steps, np.dtype(model.dtype).itemsize], np.int64)
+                         train.batch_size, train.steps, np.dtype(model.dtype).itemsize,
+                         COMPRESSIONS.index(self.compression)], np.int64)
         ranks = np.tile(mine, (self.replicas, 1))
         self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' seeds, data and parameter layouts")
-        if (ranks[:, 6:] != mine[6:]).any():  # every rank raises this alike, before a step
+        if (ranks[:, 6:10] != mine[6:10]).any():  # every rank raises these alike, before a step
             given = ", ".join(f"rank {r}: {samples} samples in batches of {batch} ({steps} steps an epoch), "
-                              f"float{8 * item}" for r, (samples, batch, steps, item) in enumerate(ranks[:, 6:]))
+                              f"float{8 * item}" for r, (samples, batch, steps, item) in enumerate(ranks[:, 6:10]))
             raise ValueError(f"MPIDataParallel: the ranks were given different training data or precision ({given}); "
                              "every rank must fit the same arrays (each trains on its own rows of every batch) "
                              "with the same batch_size, steps_per_epoch and floatx")
+        if (ranks[:, 10] != mine[10]).any():
+            given = ", ".join(f"rank {r}: {COMPRESSIONS[c]!r}" for r, c in enumerate(ranks[:, 10]))
+            raise ValueError(f"MPIDataParallel: the ranks were given different compression ({given}); every rank "
+                             "must round its gradients alike")
+        if self.compression and model.dtype != np.float32:
+            raise ValueError(f"MPIDataParallel compression={self.compression!r} rounds float32 gradients; this model "
+                             f"is {np.dtype(model.dtype).name} (training in float64 is for exactness, which the "
+                             "compression gives up): use floatx='float32', or compression=None")
         if (ranks[:, 0] != mine[0]).any():
             seeds = ", ".join(f"rank {r}: {seed}" for r, seed in enumerate(ranks[:, 0]))
             raise ValueError(f"MPIDataParallel: the ranks' models have different seeds ({seeds}); every rank "
@@ -212,6 +236,10 @@ class MPIDataParallel(Distribution):
         hierarchical = bool(self.same_layout and self.replicas > 1 and ranks[:, 4].all()
                             and (ranks[:, 3] == mine[3]).all())
         self._share_memory(hierarchical, bool(ranks[:, 5].all()), model)
+        if self.compression and self.state.packing is None:  # (where the host sums: a packed array of its own)
+            rt = self.state.rt
+            self._packed = (Tensor((self.state.size,), np.uint16, rt), *rt.pinned(self.state.size, np.uint16))
+            self.state.pack(self._packed[0], 0, self._packed[2])
         self.canonical = np.zeros(self.state.index.size, model.dtype)  # (Keras elements,)
         self._start_alike(model)
         self.sharded = ShardedFeed(self, train, [model], [train.batches], first=self.rank)
@@ -247,7 +275,10 @@ class MPIDataParallel(Distribution):
             # (the others' slots registered in this rank's context too: they are copied up from)
             self._registered = [self.state.rt.registered(slot) for k, slot in enumerate(shared.slots)
                                 if k != shared.local]
-            self.replica_sum = ReplicaSum(self.state, shared.locals, shared.local)
+            self.replica_sum = ReplicaSum(self.state, shared.locals, shared.local, bool(self.compression))
+            if self.compression:  # (this rank's part of the packed gradients comes down into its slot)
+                self.state.pack(self.replica_sum.packed, shared.local * self.state.size,
+                                shared.slots[shared.local].view(np.uint16))
 
     def _close_shared(self) -> None:
         """Free the window (collective), once this rank's copies out of the others' slots are done;
@@ -258,6 +289,7 @@ class MPIDataParallel(Distribution):
         if self.replica_sum is not None:
             if self.replica_sum.state is self.state:
                 self.state.place(None)
+                self.state.pack(None)
                 if self.reads is not None:
                     self.reads.hold([])  # (no meeting before the next read: the window is gone)
             self.replica_sum = None
@@ -313,6 +345,7 @@ class MPIDataParallel(Distribution):
         what = f"the gradient all-reduce of step {model.optimizer.iterations}"
         if not self.same_layout:
             wait_for_events(state.read())
+            self._unpack(0, state.size)
             started = time.perf_counter()
             np.multiply(state.host[state.index], share, out=self.canonical)
             state.host[state.index] = self.allreduce(self.canonical, what)
@@ -328,6 +361,7 @@ class MPIDataParallel(Distribution):
             self.reads.wait(index)  # while the earlier pieces' sums go on
             if started is None and finished.command_execution_status == COMPLETE:
                 started = time.perf_counter()
+            self._unpack(start, end)
             if self.shared is not None:  # (on the sum's own threads)
                 summed.append(self.shared.sum(state.host, start, end, weights))
                 continue
@@ -367,7 +401,8 @@ class MPIDataParallel(Distribution):
             self._meet(what)  # and in every rank's
             for k, slot in enumerate(shared.slots):
                 if k != shared.local:
-                    sent.append(replica_sum.upload(k, slot[start:end], start))
+                    piece = slot.view(np.uint16) if start < replica_sum.floats_from else slot
+                    sent.append(replica_sum.upload(k, piece[start:end], start))
             replica_sum.upload_queue.flush()
             if index + 1 == sum_after:
                 held += replica_sum.sum(ranges, shares, sent)
@@ -378,6 +413,14 @@ class MPIDataParallel(Distribution):
         self.reads.hold(uploads, then=partial(self._slots_free, next_step))
         if started is not None:
             self.reduce_seconds += time.perf_counter() - started
+
+    def _unpack(self, start: int, end: int) -> None:
+        """Where the host sums bfloat16 gradients: those of [start, end) from the packed array they
+        came down to, as float32, into the flat state's."""
+        end = min(end, self.state.size)
+        if self.state.packing is not None and start < end:
+            np.left_shift(self.state.packing[3][start:end], 16, out=self.state.host[start:end].view(np.uint32),
+                          dtype=np.uint32)
 
     def _slots_free(self, step: int) -> None:
         """Before step `step`'s first read into this rank's slot (its copies up of the last step
