@@ -41,10 +41,10 @@ def trained(rt, monkeypatch, side: bool):
     beside = Counter()
     enqueue = Kernel.enqueue  # where every launch goes, by position, by name or bound
 
-    def counted(kernel, global_size, local_size, flops, beside_main):
+    def counted(kernel, global_size, local_size, flops, beside_main, *queue_and_events):
         if beside_main:
             beside[kernel.name] += 1
-        return enqueue(kernel, global_size, local_size, flops, beside_main)
+        return enqueue(kernel, global_size, local_size, flops, beside_main, *queue_and_events)
 
     monkeypatch.setattr(Kernel, "enqueue", counted)
     model = tiny_gpt.build_model(11, 8, 16, 2, 2, seed=4)

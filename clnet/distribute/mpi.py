@@ -136,6 +136,9 @@ class MPIDataParallel(Distribution):
         self._planned: tuple | None = None  # (the pieces' least elements,) they were planned for
         self._staging = StateStaging()
         self.reads: PieceReads | None = None
+        # With compression where the host sums: the packed gradients on the device, and the pinned
+        # host array (its buffer, its array) they come down to.
+        self._packed: tuple | None = None
 
     # -- collectives with a deadline ----------------------------------------------------------
     def _wait(self, request, what: str) -> None:
