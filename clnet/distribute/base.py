@@ -275,8 +275,10 @@ class FlatState:
             if self.packing is not None and buffer is self.store.grads.buffer:
                 launch, packed, offset, host = self.packing
                 group = self.rt.local_size
+                # (on the main queue, in order after the backward launch that wrote the gradients:
+                # a launch on `queue` would wait across queues, and the step for each piece in turn)
                 rounded = launch((-(-(last - first) // group) * group,), (group,), first, offset + first, last - first,
-                                 queue=queue, wait_for=wait_for)
+                                 queue=self.rt.queue, wait_for=wait_for)
                 copies.append(cl.enqueue_copy(queue, host[first:last], packed.buffer, src_offset=(offset + first) * 2,
                                               is_blocking=False, wait_for=[rounded]))
             else:
