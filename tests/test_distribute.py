@@ -693,8 +693,13 @@ def test_bfloat16_gradients_pack_and_sum_as_numpy_rounds_and_adds_them():
     others = [bfloat16(rng.normal(size=size)) for _ in range(2)]
     values = [rng.normal(size=extra).astype(np.float32) for _ in range(2)]
     own_values = model.store.values.numpy()[size:]
-    uploads = [replica_sum.upload(replica, piece, start) for replica, piece, start in
-               [(0, others[0], 0), (2, others[1], 0), (0, values[0], size), (2, values[1], size)]]
+    hosts = {}  # the other replicas' host arrays: packed gradients in the first half, then the values
+    for replica, packed, value in ((0, others[0], values[0]), (2, others[1], values[1])):
+        hosts[replica] = np.zeros(size + extra, np.float32)
+        hosts[replica].view(np.uint16)[:size] = packed
+        hosts[replica][size:] = value
+    uploads = [replica_sum.upload(replica, hosts[replica], start, end) for replica in (0, 2)
+               for start, end in ((0, size), (size, size + extra))]
     shares = np.array([0.2, 0.5, 0.3])
     replica_sum.sum([(0, size + extra)], shares, uploads)
     weights = shares.astype(np.float32)

@@ -274,10 +274,9 @@ class FlatState:
         for buffer, first, last in self._pieces(start, end):
             if self.packing is not None and buffer is self.store.grads.buffer:
                 launch, packed, offset, host = self.packing
-                group = self.rt.local_size
                 # (on the main queue, in order after the backward launch that wrote the gradients:
                 # a launch on `queue` would wait across queues, and the step for each piece in turn)
-                rounded = launch((-(-(last - first) // group) * group,), (group,), first, offset + first, last - first,
+                rounded = launch(*whole_groups(self.rt, last - first), first, offset + first, last - first,
                                  queue=self.rt.queue, wait_for=wait_for)
                 copies.append(cl.enqueue_copy(queue, host[first:last], packed.buffer, src_offset=(offset + first) * 2,
                                               is_blocking=False, wait_for=[rounded]))
@@ -527,14 +526,15 @@ class ReplicaSum:
             weights=self.weights, replicas=replicas)
         self.shares: np.ndarray | None = None  # the weights last written
 
-    def upload(self, replica: int, piece: np.ndarray, start: int, wait_for=None) -> cl.Event:
-        """Start copying `piece`, replica `replica`'s flat elements [start, start + len(piece)) in
-        host memory (kept alive by the caller until the copy is done), into `parts` (or, bfloat16
-        gradients, `packed`)."""
+    def upload(self, replica: int, host: np.ndarray, start: int, end: int, wait_for=None) -> cl.Event:
+        """Start copying replica `replica`'s flat elements [start, end) from its host array `host`
+        (FlatState.host's layout, with its gradients packed in the first half where bfloat16; kept
+        alive by the caller until the copy is done) into `parts` (or `packed`)."""
         if start < self.floats_from:
-            target, offset = self.packed, replica * self.state.size + start
+            target, offset, piece = self.packed, replica * self.state.size + start, host.view(np.uint16)[start:end]
         else:
-            target, offset = self.parts, (replica - (replica > self.index)) * self.part_size + start - self.floats_from
+            target, piece = self.parts, host[start:end]
+            offset = (replica - (replica > self.index)) * self.part_size + start - self.floats_from
         copy = cl.enqueue_copy(self.upload_queue, target.buffer, piece, is_blocking=False, wait_for=wait_for,
                                dst_offset=offset * piece.itemsize)
         return self.state._profiled("ReduceWrite", [copy])[0]
@@ -543,18 +543,16 @@ class ReplicaSum:
         """On the replica's queue, once `wait_for` (the copies up) are done: its flat elements in
         `ranges` become the weighted sum. Returns the copy of the shares, where they changed (an
         epoch's smaller last batch), to be kept until done."""
-        queue, held, group = self.state.rt.queue, [], self.state.rt.local_size
+        queue, held = self.state.rt.queue, []
         if self.shares is None or not np.array_equal(shares, self.shares):
             self.shares = np.array(shares, self.state.host.dtype)
             held.append(cl.enqueue_copy(queue, self.weights.buffer, self.shares, is_blocking=False))
         cl.enqueue_barrier(queue, wait_for=wait_for)
-        # (in whole work-groups: NVIDIA's runtime splits an odd global size into ones)
         for target, first, count in flat_segments(self.state, ranges):
-            items = (-(-count // group) * group,)
             if first < self.floats_from:
-                self.launch_bfloat16(items, (group,), first, first, count)
+                self.launch_bfloat16(*whole_groups(self.state.rt, count), first, first, count)
             else:
-                self.launch(items, (group,), target, first, first - self.floats_from, count)
+                self.launch(*whole_groups(self.state.rt, count), target, first, first - self.floats_from, count)
         queue.flush()  # NVIDIA's runtime starts nothing unflushed: this sum while the next pieces come
         return held
 
@@ -594,13 +592,18 @@ def flat_segments(state: FlatState, within=None) -> list[tuple[Tensor, int, int]
     return segments
 
 
+def whole_groups(rt, count: int) -> tuple[tuple[int], tuple[int]]:
+    """(global, local) sizes for a launch of one work-item an element over `count` elements, in
+    whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
+    return (-(-count // rt.local_size) * rt.local_size,), (rt.local_size,)
+
+
 def over_flat_arrays(state: FlatState, launch, *arguments, within=None) -> None:
     """launch(target, first, first, *arguments, count), a bound kernel reading its source at
     `first` too, on each of `state`'s flat arrays (or on their elements in the flat ranges
-    `within`), in whole work-groups (NVIDIA's runtime splits an odd global size into ones)."""
-    group = state.rt.local_size
+    `within`), in whole work-groups."""
     for target, first, count in flat_segments(state, within):
-        launch((-(-count // group) * group,), (group,), target, first, first, *arguments, count)
+        launch(*whole_groups(state.rt, count), target, first, first, *arguments, count)
 
 
 def run_shard(model, seen: int, shard: tuple, reads=None) -> None:

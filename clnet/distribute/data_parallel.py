@@ -362,7 +362,7 @@ class DataParallel(Distribution):
                 # Every replica's reads of the piece, its own too: its sum of the last step has read parts.
                 for r in range(self.replicas):
                     if r != k:
-                        copy = replica_sum.upload(r, self.states[r].host[start:end], start, after)
+                        copy = replica_sum.upload(r, self.states[r].host, start, end, after)
                         self.reads[r].readers.append(copy)  # replica r's next reads into its host wait for it
                         sent[k].append(copy)
                         held.append(copy)

@@ -404,8 +404,7 @@ class MPIDataParallel(Distribution):
             self._meet(what)  # and in every rank's
             for k, slot in enumerate(shared.slots):
                 if k != shared.local:
-                    piece = slot.view(np.uint16) if start < replica_sum.floats_from else slot
-                    sent.append(replica_sum.upload(k, piece[start:end], start))
+                    sent.append(replica_sum.upload(k, slot, start, end))
             replica_sum.upload_queue.flush()
             if index + 1 == sum_after:
                 held += replica_sum.sum(ranges, shares, sent)
