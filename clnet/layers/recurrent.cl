@@ -369,31 +369,88 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // multiply-adds): this form trains it far faster (benchmarks/RESULTS.md, the recurrent layers in
 // one launch per sequence). The sums stay in `sums`, global
 // memory the work-group alone touches, which its barriers (CLK_GLOBAL_MEM_FENCE) make visible to
-// its own work-items (in both forms). The loops over
-// U are unrolled by 8, so that a work-item has eight loads in flight: a step is latency-bound
-// (U comes from L2 at every step), and unrolling made the forward pass noticeably faster.
+// its own work-items (in both forms).
+//
+// A step's products stream all of U (or U^T) from L2 into the work-group's SM: U is too large to
+// stay in one SM, and the rate of that stream bounds the step. Hence whole TYPE4 runs of a row of U
+// per load (a warp reads 512 contiguous bytes of it), and the work-group's items shared out as
+// (column block, part of k) pairs, whose partial sums meet in local memory
+// (benchmarks/RESULTS.md, the sequence form's products in TYPE4 runs).
+#define SEQ_LANES 4
 
-// sums[row, at] = sum over k in [begin, end) of x[i][k] m[k * stride] for the work-group's rows
-// row0 + i: one column of U (forward) or U^T (backward) against each row's h_{s-1} or deltas.
-HELPER void SequenceColumn(__global TYPE *sums, __global const TYPE **x, __global const TYPE *m, const int stride,
-                           const int begin, const int end, const int row0, const int rows, const int cols,
-                           const int at)
+// For columns c < n of U (forward) or U^T (backward) and the work-group's rows row0 + i:
+// sum over k < depth of x[i][k] m[k * stride + c], in parts along k. Returns the parts' count:
+// with more than one, part p's sums are in partial[(p * SEQ_ROWS + i) * PartsWidth(n) + c], to
+// be added up by PartsSum after this function's barrier; with one (a work-item per column block
+// leaves no items over) the sums are written to sums[(row0 + i) * cols + c] directly.
+HELPER int PartsWidth(const int n) { return (n + SEQ_LANES - 1) / SEQ_LANES * SEQ_LANES; }
+
+HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global const TYPE *m, const int stride,
+                        const int n, const int depth, const int row0, const int rows, const int cols,
+                        __local TYPE *partial)
 {
-    TYPE acc[SEQ_ROWS];
-    #pragma unroll
-    for (int i = 0; i < SEQ_ROWS; i++)
-        acc[i] = 0;
-    #pragma unroll 8
-    for (int k = begin; k < end; k++) {
-        const TYPE u = m[k * stride];
+    const int items = get_local_size(0), groups = (n + SEQ_LANES - 1) / SEQ_LANES;
+    const int parts = max_int(1, items / groups), span = (depth + parts - 1) / parts;
+    const int whole = n % SEQ_LANES == 0 && stride % SEQ_LANES == 0;
+    for (int q = get_local_id(0); q < groups * parts; q += items) {
+        const int c = q % groups * SEQ_LANES, part = q / groups, end = min_int(depth, (part + 1) * span);
+        TYPE acc[SEQ_ROWS][SEQ_LANES];
         #pragma unroll
         for (int i = 0; i < SEQ_ROWS; i++)
-            acc[i] += x[i][k] * u;
+            #pragma unroll
+            for (int v = 0; v < SEQ_LANES; v++)
+                acc[i][v] = 0;
+        if (whole) {
+            #pragma unroll 8
+            for (int k = part * span; k < end; k++) {
+                const TYPE4 u = *(const __global TYPE4 *)(m + k * stride + c);
+                #pragma unroll
+                for (int i = 0; i < SEQ_ROWS; i++) {
+                    const TYPE h = x[i][k];
+                    acc[i][0] += h * u.s0;
+                    acc[i][1] += h * u.s1;
+                    acc[i][2] += h * u.s2;
+                    acc[i][3] += h * u.s3;
+                }
+            }
+        } else {
+            #pragma unroll 8
+            for (int k = part * span; k < end; k++) {
+                TYPE u[SEQ_LANES];
+                #pragma unroll
+                for (int v = 0; v < SEQ_LANES; v++)
+                    u[v] = c + v < n ? m[k * stride + c + v] : 0;
+                #pragma unroll
+                for (int i = 0; i < SEQ_ROWS; i++) {
+                    const TYPE h = x[i][k];
+                    #pragma unroll
+                    for (int v = 0; v < SEQ_LANES; v++)
+                        acc[i][v] += h * u[v];
+                }
+            }
+        }
+        #pragma unroll
+        for (int i = 0; i < SEQ_ROWS; i++)
+            #pragma unroll
+            for (int v = 0; v < SEQ_LANES; v++) {
+                if (parts > 1)
+                    partial[(part * SEQ_ROWS + i) * groups * SEQ_LANES + c + v] = acc[i][v];
+                else if (row0 + i < rows && c + v < n)
+                    sums[(row0 + i) * cols + c + v] = acc[i][v];
+            }
     }
-    #pragma unroll
-    for (int i = 0; i < SEQ_ROWS; i++)
-        if (row0 + i < rows)
-            sums[(row0 + i) * cols + at] = acc[i];
+    if (parts > 1)
+        barrier(CLK_LOCAL_MEM_FENCE);
+    return parts;
+}
+
+// Row i's sum for column c, from SequenceSums' parts.
+HELPER TYPE PartsSum(__local const TYPE *partial, const int parts, const int n, const int i, const int c)
+{
+    TYPE sum = 0;
+    for (int part = 0; part < parts; part++)
+        sum += partial[(part * SEQ_ROWS + i) * PartsWidth(n) + c];
+    return sum;
 }
 
 // sums[row, c] = h_{s-1}[row, :] U[:, c] for the work-group's rows, every column.
@@ -402,7 +459,8 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
                              __global const TYPE *recurrent,  // U, (units, cols)
                              __global TYPE *sums,             // (capacity, cols)
                              const int row0, const int rows, const int s, const int steps, const int units,
-                             const int cols, const int with_initial, __global const int *first, const int masked)
+                             const int cols, const int with_initial, __global const int *first, const int masked,
+                             __local TYPE *partial)
 {
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
@@ -410,16 +468,17 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
         const int row = min_int(row0 + i, rows - 1);
         h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
     }
-    for (int c = get_local_id(0); c < cols; c += get_local_size(0))
-        SequenceColumn(sums, h, recurrent + c, cols, 0, s || with_initial || masked ? units : 0, row0, rows, cols, c);
+    const int depth = s || with_initial || masked ? units : 0;
+    const int parts = SequenceSums(sums, h, recurrent, cols, cols, depth, row0, rows, cols, partial);
+    if (parts > 1)
+        for (int q = get_local_id(0); q < SEQ_ROWS * cols; q += get_local_size(0))
+            if (row0 + q / cols < rows)
+                sums[(row0 + q / cols) * cols + q % cols] = PartsSum(partial, parts, cols, q / cols, q % cols);
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
 
 // sums[row, j] = dL/dh_s for the work-group's rows: the gradient from above plus, except at the last
-// step, step s + 1's recurrent deltas through U (see StepOutputGradients). With few units a
-// work-group has more work-items than units, so the sum over the columns is cut into `parts`
-// ranges (at most the gates: each part's partial sums go to its own block of `sums`), added up
-// after a barrier.
+// step, step s + 1's recurrent deltas through U (see StepOutputGradients).
 HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, steps, units) or (rows, units)
                                     __global const TYPE *state_gr,    // dL/dh_T, (rows, units)
                                     __global const TYPE *step_delta,  // (2, capacity, cols)
@@ -427,28 +486,24 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
                                     __global TYPE *sums,              // (capacity, cols)
                                     const int row0, const int rows, const int s, const int steps,
                                     const int units, const int cols, const int grads, const int capacity,
-                                    MASK_ARGS)
+                                    __local TYPE *partial, MASK_ARGS)
 {
-    const int parts = clamp((int)get_local_size(0) / units, 1, GATES), span = (cols + parts - 1) / parts;
     __global const TYPE *d[SEQ_ROWS];
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
         d[i] = step_delta + (((s + 1) & 1) * capacity + min_int(row0 + i, rows - 1)) * cols;
-    for (int q = get_local_id(0); q < parts * units; q += get_local_size(0)) {
-        const int j = q % units, part = q / units, end = s < steps - 1 ? min_int(cols, (part + 1) * span) : 0;
-        SequenceColumn(sums, d, transposed + j, units, part * span, end, row0, rows, cols, part * units + j);
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE);
+    // (no products at the last step: parts 0)
+    const int parts = s < steps - 1 ? SequenceSums(sums, d, transposed, units, units, cols, row0, rows, cols, partial) : 0;
+    if (parts == 1)
+        barrier(CLK_GLOBAL_MEM_FENCE);
     for (int q = get_local_id(0); q < SEQ_ROWS * units; q += get_local_size(0)) {
-        const int row = row0 + q / units, j = q % units;
+        const int i = q / units, row = row0 + i, j = q % units;
         if (row >= rows)
             continue;
         __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads, held, first, masked);
         __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
-        TYPE dh = (output ? output[j] : 0) + (state ? state[j] : 0);
-        for (int part = 0; part < parts; part++)  // each (row, j) reads and writes only its own sums
-            dh += sums[row * cols + part * units + j];
-        sums[row * cols + j] = dh;
+        const TYPE through = parts > 1 ? PartsSum(partial, parts, units, i, j) : parts ? sums[row * cols + j] : 0;
+        sums[row * cols + j] = through + (output ? output[j] : 0) + (state ? state[j] : 0);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
 }
@@ -701,10 +756,11 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
     }
 
 #define SEQUENCE_FORWARD(cols, BLOCK)                                                                 \
+    __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = 0; s < steps; s++) {                                                                 \
         SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, cols,        \
-                         with_initial, first, masked);                                                \
+                         with_initial, first, masked, partial);                                       \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \
@@ -730,10 +786,11 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
     }
 
 #define SEQUENCE_BACKWARD(cols, BLOCK)                                                                \
+    __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = steps - 1; s >= 0; s--) {                                                            \
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s,      \
-                                steps, units, cols, grads, capacity, held, first, masked);            \
+                                steps, units, cols, grads, capacity, partial, held, first, masked);   \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \

@@ -15,9 +15,11 @@ over the steps alone, with barriers between them. It runs in one of two forms (s
   step is 5 launches (6 with its input's gradient) whatever T is. (It used to launch each step
   once: on a CPU runtime the gaps between 130 launches cost a sizeable share of a step;
   benchmarks/RESULTS.md, the LSTM step on CPU with the time loop in one launch.)
-- the sequence form (a GPU's): a work-group per batch row, a work-item per column of U. The
-  weight gradients, too few blocks for a GPU, are summed in slices of batch rows, which one more
-  launch adds up: 6 launches (7 with the input's gradient).
+- the sequence form (a GPU's): a work-group per batch row, its work-items sharing a step's
+  products by blocks of 4 columns of U and parts of its rows (the parts meet in local memory),
+  then the gate math by blocks of units. The weight gradients, too few blocks for a GPU, are
+  summed in slices of batch rows, which one more launch adds up: 6 launches (7 with the input's
+  gradient).
 
 A call may start from initial states (inputs of the call after x): the first step reads them
 where it would read zeros, and their gradient, dL/dh_0, is one more launch after the backward
@@ -61,7 +63,7 @@ WIDE_DW_ROWS = 8
 # (SV and RB 1).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
-# work-group has, and the vector width of its gate math and of the deltas' panels. Measured on
+# work-group has (which also sizes its local array of partial sums), and the vector width of its gate math and of the deltas' panels. Measured on
 # a GPU for LSTM(128), 64 steps, batch 64, by the training step: one row per work-group beat two
 # (each load of U serves both rows, but half as many SMs work); 256 work-items were slower; width
 # 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more work-items, wider ones
@@ -277,7 +279,7 @@ class Recurrent(Layer, registered=False):
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "DW_ROWS": self.dw_rows,
                                                         "GATES": self.gates,
-                                                        **self.blocks, "SEQ_ROWS": SEQ_ROWS,
+                                                        **self.blocks, "SEQ_ROWS": SEQ_ROWS, "SEQ_ITEMS": SEQ_ITEMS,
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
@@ -520,8 +522,9 @@ class Recurrent(Layer, registered=False):
     def _loop_size(self, rows: int, backward: bool = False) -> tuple:
         """The time loop's (global, local) sizes. The CPU form: a work-group per RB batch rows,
         of a work-item per (SV VW units, gate) forward and per SV VW units backward. The sequence
-        form: a work-group per SEQ_ROWS batch rows, a work-item per column of U (cols) up to
-        SEQ_ITEMS, in whole warps."""
+        form: a work-group per SEQ_ROWS batch rows, as many work-items as U has columns (cols) up
+        to SEQ_ITEMS, in whole warps (they share the products out by blocks of columns and parts
+        of U's rows: recurrent.cl's SequenceSums)."""
         if self.whole_sequence:
             items = min(SEQ_ITEMS, self.rt.info.cl_device.max_work_group_size, -(-self.cols // 32) * 32)
             return (_blocks(rows, SEQ_ROWS) * items,), (items,)
