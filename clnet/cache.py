@@ -1,6 +1,7 @@
 """Where clnet keeps what it can rebuild: downloads, tuning results, compiled programs."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -26,3 +27,18 @@ def write_atomically(path: Path, data: bytes) -> None:
         system.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def update_json(path: Path, entries: dict) -> None:
+    """Add `entries` to the JSON object in `path` (a cache of measurements) without losing what
+    another process added since this one read it (MPI ranks tuning at once): under a lock on
+    `path` + ".lock", the file is read again, merged and replaced (write_atomically)."""
+    with system.exclusive(path.with_name(path.name + ".lock")):
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = {}
+        if not isinstance(stored, dict):
+            stored = {}
+        stored.update(entries)
+        write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())

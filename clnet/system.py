@@ -6,6 +6,7 @@ Everything asks `name()` and `machine()` at call time, so that tests can play ea
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
@@ -76,6 +77,33 @@ def replace(source: Path, target: Path) -> None:
                 raise PermissionError(error.errno, f"{error.strerror}: another program may have it open "
                                       "(close it and try again; the file there is unchanged)", str(target)) from error
             time.sleep(delay)
+
+
+@contextlib.contextmanager
+def exclusive(path: Path):
+    """Hold an exclusive lock on the file `path` (created if missing) while the block runs: another
+    process asking for the same lock waits until it is released. fcntl.flock where the system has
+    it (Linux, macOS); msvcrt.locking on Windows, on the file's first byte (which retries for about
+    10 seconds before its OSError)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            import msvcrt
+            f.seek(0)
+            msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+            try:
+                yield
+            finally:
+                f.seek(0)
+                msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def fsync_file(path: Path) -> None:

@@ -1,6 +1,9 @@
 """clnet.profile() and the autotuner's on-disk cache."""
 import io
 import json
+import subprocess
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -132,3 +135,46 @@ def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
         assert family and set(chosen) == set(family[0])
         for key, value in chosen.items():
             assert value in {c[key] for c in family}
+
+
+def test_tuning_keeps_what_another_process_stored_while_it_measured(tmp_path, monkeypatch, tuner_on):
+    """Two processes tuning different kernels at once (MPI ranks): each adds its result to the file
+    as it is when the result is stored, not as it was when its own measuring began."""
+    monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "_memory", {})
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"first": 1}))
+
+    def tune():  # meanwhile another process stores its own result
+        path.write_text(json.dumps({"first": 1, "other": 2}))
+        return 3
+
+    assert tuning.tuned(clnet.runtime(), np.float32, "family", (), tune, default=0) == 3
+    stored = json.loads(path.read_text())
+    assert stored["first"] == 1 and stored["other"] == 2 and sorted(stored.values()) == [1, 2, 3]
+
+
+def test_processes_adding_to_one_cache_file_at_once_lose_nothing(tmp_path):
+    script = ("import sys; from pathlib import Path; from clnet.cache import update_json\n"
+              "for i in range(150): update_json(Path(sys.argv[1]), {f'{sys.argv[2]}-{i}': i})\n")
+    path = tmp_path / "cache.json"
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(path), name]) for name in "abc"]
+    assert [p.wait(timeout=120) for p in processes] == [0, 0, 0]
+    stored = json.loads(path.read_text())
+    assert len(stored) == 450 and stored["c-149"] == 149
+
+
+def test_the_cache_lock_on_windows_locks_and_unlocks_the_first_byte(tmp_path, monkeypatch):
+    """Windows has no fcntl: msvcrt.locking on the lock file's first byte, released after the block
+    (also when the block raises)."""
+    from clnet import system
+    calls = []
+    fake = types.SimpleNamespace(LK_LOCK=1, LK_UNLCK=0,
+                                 locking=lambda fd, mode, size: calls.append((mode, size)))
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # import fcntl raises ImportError
+    monkeypatch.setitem(sys.modules, "msvcrt", fake)
+    with pytest.raises(KeyError):
+        with system.exclusive(tmp_path / "x.lock"):
+            assert calls == [(1, 1)]
+            raise KeyError("inside")
+    assert calls == [(1, 1), (0, 1)] and (tmp_path / "x.lock").exists()

@@ -20,7 +20,7 @@ import os
 import sys
 
 from .._version import __version__
-from ..cache import cache_dir, write_atomically
+from ..cache import cache_dir, update_json
 from .device import DeviceInfo
 
 SIZE = (128, 784, 256)  # (batch, inputs, units)
@@ -58,22 +58,21 @@ def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]
         stored = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         stored = {}
-    seconds, changed = {}, False
+    seconds, measured = {}, {}
     for info in candidates:
         key = _key(info)
         if key not in stored:
             if not os.environ.get("CLNET_QUIET"):
                 print(f"clnet: measuring {info.describe()} to choose the CPU runtime, once", file=sys.stderr)
             try:
-                stored[key] = step_seconds(info)
+                stored[key] = measured[key] = step_seconds(info)
             except Exception as error:  # a runtime that cannot run the probe is not chosen
                 print(f"clnet: {info.name} failed the probe: {error}", file=sys.stderr)
-                stored[key] = float("inf")
-            changed = True
+                stored[key] = measured[key] = float("inf")
         seconds[info.index] = stored[key]
-    if changed:
+    if measured:
         try:
-            write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())
+            update_json(path, measured)
         except OSError as error:  # unsaved: measured again next time
             print(f"clnet: could not save the runtime probe to {path}: {error}", file=sys.stderr)
     return min(candidates, key=lambda d: (seconds[d.index], d.index)), seconds

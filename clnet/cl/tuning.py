@@ -1,5 +1,7 @@
 """Tuned kernel parameters, measured once per (device, driver, dtype, clnet version) and kept
 on disk in $CLNET_CACHE_DIR/tuning.json (default ~/.cache/clnet), so later runs start fast.
+Processes that tune at once (MPI ranks) each add their results to the file under a lock
+(cache.update_json), so that none is lost and measured again by the next run.
 
 CLNET_TUNE=0 skips measuring and uses each kernel family's defaults (results already cached
 are still used)."""
@@ -14,7 +16,7 @@ import time
 import numpy as np
 
 from .._version import __version__
-from ..cache import cache_dir, write_atomically
+from ..cache import cache_dir, update_json
 from .runtime import Runtime, read_source
 
 _memory: dict[str, dict] = {}
@@ -50,9 +52,8 @@ def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, defau
             print(f"clnet: tuning {family} kernels for {rt.info.name} ({np.dtype(dtype).name}), once",
                   file=sys.stderr)
         result = tune()
-        stored[key] = result
         try:
-            write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())
+            update_json(path, {key: result})
         except OSError as error:  # a read-only cache costs a re-tune next time, not a failure
             print(f"clnet: could not save tuning results to {path}: {error}", file=sys.stderr)
     _memory[key] = result
