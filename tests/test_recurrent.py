@@ -12,6 +12,7 @@ import pytest
 
 import clnet
 from clnet.layers import GRU, LSTM, Concatenate, Dense, Flatten, Input, SimpleRNN
+from clnet.cl.runtime import Kernel
 from clnet.layers import recurrent as recurrent_layers
 from reference import ACTIVATIONS, assert_gradients_close, built, device, layer_alone, recurrent
 from test_gradients import build, check_model
@@ -21,7 +22,7 @@ FIXTURE = np.load(Path(__file__).parent / "fixtures" / "keras_recurrent.npz")
 # (return_sequences, go_backwards)
 DIRECTIONS = [(False, False), (True, False), (False, True), (True, True)]
 # whole_sequence: the CPU form (a work-item per block of units) or the sequence form (a GPU's, a
-# work-item per column of U); both loop over the steps in one launch each way.
+# work-group per batch row sharing out U's columns); both loop over the steps in one launch each way.
 FORMS = pytest.mark.parametrize("whole", [False, True], ids=["cpu", "sequence"])
 
 
@@ -161,6 +162,28 @@ def test_wide_layers_in_both_forms(rt, kind):
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
     for steps, sequence in zip(results[0][1:], results[1][1:]):  # compare_with_numpy's tolerance for gradients
         np.testing.assert_allclose(sequence, steps, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("limit", [32, 96])
+def test_sequence_form_in_the_work_groups_its_kernels_allow(rt, kind, limit, monkeypatch):
+    """Where the sequence form's kernels allow fewer work-items than SEQ_ITEMS (a GPU's registers,
+    with the rows of U each keeps: CL_KERNEL_WORK_GROUP_SIZE), the loops run in work-groups of that
+    many (at most the columns' whole warps): 24 units' columns (24 to 96) shared out by 32
+    work-items, one part of U's rows each, or by 96, in several parts."""
+    monkeypatch.setattr(Kernel, "work_group_size", limit)
+    local_sizes = {}
+    enqueue = Kernel.enqueue
+
+    def recording(self, global_size, local_size, *args, **kwargs):
+        local_sizes[self.name] = local_size
+        return enqueue(self, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(Kernel, "enqueue", recording)
+    layer = layer_alone(KINDS[kind](24, return_sequences=True, whole_sequence=True), (5, 6), 4, np.float32)
+    compare_with_numpy(layer, kind, 5, 4, seed=limit)
+    loops = {name: size for name, size in local_sizes.items() if name.endswith("Sequence")}
+    assert len(loops) == 2 and set(loops.values()) == {(min(limit, -(-layer.cols // 32) * 32),)}
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])

@@ -3,6 +3,7 @@ the launch counter and the optional profiler."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import operator
@@ -468,6 +469,12 @@ class Kernel:
         # The local size this kernel is given where a launch leaves it open on a CPU
         # (cpu_work_group), or 0: the runtime's choice, a GPU's.
         self.group_limit = 0 if rt.info.is_gpu else min(CPU_GROUP, rt.device.max_work_group_size)
+
+    @functools.cached_property
+    def work_group_size(self) -> int:
+        """The most work-items a work-group of this kernel may have on the device, as compiled
+        (fewer than the device's limit where each work-item needs many registers)."""
+        return self.kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.rt.device)
 
     def __call__(self, global_size, local_size, *args, flops: float = 0.0, beside: bool = False, **named) -> None:
         """The arguments `args` by position, then `named` by name. `beside`: on the runtime's side

@@ -374,20 +374,44 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // A step's products stream all of U (or U^T) from L2 into the work-group's SM: U is too large to
 // stay in one SM, and the rate of that stream bounds the step. Hence whole TYPE4 runs of a row of U
 // per load (a warp reads 512 contiguous bytes of it), and the work-group's items shared out as
-// (column block, part of k) pairs, whose partial sums meet in local memory
-// (benchmarks/RESULTS.md, the sequence form's products in TYPE4 runs).
+// (column block, part of k) pairs, whose partial sums meet in local memory; and each work-item
+// keeps the first rows of its part of U in registers for the whole loop (KeepRows), so that a
+// step streams only the rest (benchmarks/RESULTS.md, the sequence form's products in TYPE4 runs).
 #define SEQ_LANES 4
 
 // For columns c < n of U (forward) or U^T (backward) and the work-group's rows row0 + i:
 // sum over k < depth of x[i][k] m[k * stride + c], in parts along k. Returns the parts' count:
 // with more than one, part p's sums are in partial[(p * SEQ_ROWS + i) * PartsWidth(n) + c], to
 // be added up by PartsSum after this function's barrier; with one (a work-item per column block
-// leaves no items over) the sums are written to sums[(row0 + i) * cols + c] directly.
+// leaves no items over) the sums are written to sums[(row0 + i) * cols + c] directly. With
+// `keeps`, the first SEQ_KEPT rows of a work-item's part come from `kept` (KeepRows), not m.
 HELPER int PartsWidth(const int n) { return (n + SEQ_LANES - 1) / SEQ_LANES * SEQ_LANES; }
+
+// Whether each work-item has one (column block, part) pair of SequenceSums' (then it may keep
+// the first SEQ_KEPT rows of its part of m in registers across the steps: KeepRows), and whether
+// m's rows are read in whole TYPE4s.
+HELPER int KeepsRows(const int n, const int stride)
+{
+    const int groups = (n + SEQ_LANES - 1) / SEQ_LANES;
+    return n % SEQ_LANES == 0 && stride % SEQ_LANES == 0 && groups * max_int(1, (int)get_local_size(0) / groups) <= get_local_size(0);
+}
+
+// This work-item's first SEQ_KEPT rows of its part of m (columns c .. c + 3), for SequenceSums
+// over `depth` rows: read once before the steps, they stay in registers, and each step streams
+// only the rest of m from L2.
+HELPER void KeepRows(TYPE4 kept[SEQ_KEPT], __global const TYPE *m, const int stride, const int n, const int depth)
+{
+    const int items = get_local_size(0), groups = (n + SEQ_LANES - 1) / SEQ_LANES, q = get_local_id(0);
+    const int parts = max_int(1, items / groups), span = (depth + parts - 1) / parts;
+    const int c = q % groups * SEQ_LANES, k0 = q / groups * span, end = min_int(depth, k0 + span);
+    #pragma unroll
+    for (int t = 0; t < SEQ_KEPT; t++)
+        kept[t] = q < groups * parts && k0 + t < end ? *(const __global TYPE4 *)(m + (k0 + t) * stride + c) : (TYPE4)(0);
+}
 
 HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global const TYPE *m, const int stride,
                         const int n, const int depth, const int row0, const int rows, const int cols,
-                        __local TYPE *partial)
+                        __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], const int keeps)
 {
     const int items = get_local_size(0), groups = (n + SEQ_LANES - 1) / SEQ_LANES;
     const int parts = max_int(1, items / groups), span = (depth + parts - 1) / parts;
@@ -400,9 +424,23 @@ HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global c
             #pragma unroll
             for (int v = 0; v < SEQ_LANES; v++)
                 acc[i][v] = 0;
+        if (keeps) {
+            #pragma unroll
+            for (int t = 0; t < SEQ_KEPT; t++) {
+                const int k = part * span + t;
+                #pragma unroll
+                for (int i = 0; i < SEQ_ROWS; i++) {
+                    const TYPE h = k < end ? x[i][k] : 0;
+                    acc[i][0] += h * kept[t].s0;
+                    acc[i][1] += h * kept[t].s1;
+                    acc[i][2] += h * kept[t].s2;
+                    acc[i][3] += h * kept[t].s3;
+                }
+            }
+        }
         if (whole) {
             #pragma unroll 8
-            for (int k = part * span; k < end; k++) {
+            for (int k = part * span + (keeps ? SEQ_KEPT : 0); k < end; k++) {
                 const TYPE4 u = *(const __global TYPE4 *)(m + k * stride + c);
                 #pragma unroll
                 for (int i = 0; i < SEQ_ROWS; i++) {
@@ -460,7 +498,7 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
                              __global TYPE *sums,             // (capacity, cols)
                              const int row0, const int rows, const int s, const int steps, const int units,
                              const int cols, const int with_initial, __global const int *first, const int masked,
-                             __local TYPE *partial)
+                             __local TYPE *partial, const TYPE4 kept[SEQ_KEPT])
 {
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
@@ -469,7 +507,8 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
         h[i] = PreviousRow(states, initial, row, s, FirstHeld(first, masked, row), steps, units, with_initial);
     }
     const int depth = s || with_initial || masked ? units : 0;
-    const int parts = SequenceSums(sums, h, recurrent, cols, cols, depth, row0, rows, cols, partial);
+    const int parts = SequenceSums(sums, h, recurrent, cols, cols, depth, row0, rows, cols, partial, kept,
+                                   depth && KeepsRows(cols, cols));
     if (parts > 1)
         for (int q = get_local_id(0); q < SEQ_ROWS * cols; q += get_local_size(0))
             if (row0 + q / cols < rows)
@@ -486,14 +525,15 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
                                     __global TYPE *sums,              // (capacity, cols)
                                     const int row0, const int rows, const int s, const int steps,
                                     const int units, const int cols, const int grads, const int capacity,
-                                    __local TYPE *partial, MASK_ARGS)
+                                    __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], MASK_ARGS)
 {
     __global const TYPE *d[SEQ_ROWS];
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
         d[i] = step_delta + (((s + 1) & 1) * capacity + min_int(row0 + i, rows - 1)) * cols;
     // (no products at the last step: parts 0)
-    const int parts = s < steps - 1 ? SequenceSums(sums, d, transposed, units, units, cols, row0, rows, cols, partial) : 0;
+    const int parts = s < steps - 1 ? SequenceSums(sums, d, transposed, units, units, cols, row0, rows, cols, partial,
+                                                   kept, KeepsRows(units, units)) : 0;
     if (parts == 1)
         barrier(CLK_GLOBAL_MEM_FENCE);
     for (int q = get_local_id(0); q < SEQ_ROWS * units; q += get_local_size(0)) {
@@ -757,10 +797,13 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
 
 #define SEQUENCE_FORWARD(cols, BLOCK)                                                                 \
     __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
+    TYPE4 kept[SEQ_KEPT];                                                                             \
+    if (KeepsRows(cols, cols))                                                                        \
+        KeepRows(kept, recurrent, cols, cols, units);                                                 \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = 0; s < steps; s++) {                                                                 \
         SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, cols,        \
-                         with_initial, first, masked, partial);                                       \
+                         with_initial, first, masked, partial, kept);                                 \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \
@@ -787,10 +830,13 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
 
 #define SEQUENCE_BACKWARD(cols, BLOCK)                                                                \
     __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
+    TYPE4 kept[SEQ_KEPT];                                                                             \
+    if (KeepsRows(units, units))                                                                      \
+        KeepRows(kept, transposed, units, units, cols);                                               \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = steps - 1; s >= 0; s--) {                                                            \
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s,      \
-                                steps, units, cols, grads, capacity, partial, held, first, masked);   \
+                                steps, units, cols, grads, capacity, partial, kept, held, first, masked);   \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \

@@ -69,6 +69,13 @@ STEP_BLOCKS = {"SV": 2, "RB": 6}
 # 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more work-items, wider ones
 # let the weight gradients read whole runs of the panels).
 SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
+# The sequence form's work-items keep this many rows of their part of U (TYPE4s of 4 columns)
+# in registers for the whole loop, so that each step streams only the rest from L2: 512 bytes
+# a work-item (128 registers of float). The work-group then has fewer work-items (the kernel's
+# limit, work_group_size): on an H200, LSTM(128)'s step at batch 64 ran faster keeping 32 rows at
+# 256 work-items than 8 at 512 or 16 or 24 at 256 (benchmarks/RESULTS.md, the sequence form's
+# products in TYPE4 runs).
+KEPT_BYTES = 512
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
 # CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
 MAX_SPLITS = 64
@@ -280,6 +287,7 @@ class Recurrent(Layer, registered=False):
                                                         "VW": self.vw, "RM": RM, "DW_ROWS": self.dw_rows,
                                                         "GATES": self.gates,
                                                         **self.blocks, "SEQ_ROWS": SEQ_ROWS, "SEQ_ITEMS": SEQ_ITEMS,
+                                                        "SEQ_KEPT": KEPT_BYTES // (4 * np.dtype(self.dtype).itemsize),
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
@@ -526,7 +534,8 @@ class Recurrent(Layer, registered=False):
         to SEQ_ITEMS, in whole warps (they share the products out by blocks of columns and parts
         of U's rows: recurrent.cl's SequenceSums)."""
         if self.whole_sequence:
-            items = min(SEQ_ITEMS, self.rt.info.cl_device.max_work_group_size, -(-self.cols // 32) * 32)
+            loop = self._kernels["step_bp" if backward else "step_ff"]
+            items = min(SEQ_ITEMS, loop.work_group_size, -(-self.cols // 32) * 32)
             return (_blocks(rows, SEQ_ROWS) * items,), (items,)
         items = _blocks(self.units, self.blocks["SV"] * self.vw) * (1 if backward else self.gates)
         return (items, _blocks(rows, self.blocks["RB"])), (items, 1)
