@@ -379,21 +379,18 @@ HELPER void StepOutputGradients(__global const TYPE *output_gr,   // (rows, step
 // step streams only the rest (benchmarks/RESULTS.md, the sequence form's products in TYPE4 runs).
 #define SEQ_LANES 4
 
-// For columns c < n of U (forward) or U^T (backward) and the work-group's rows row0 + i:
-// sum over k < depth of x[i][k] m[k * stride + c], in parts along k. Returns the parts' count:
-// with more than one, part p's sums are in partial[(p * SEQ_ROWS + i) * PartsWidth(n) + c], to
-// be added up by PartsSum after this function's barrier; with one (a work-item per column block
-// leaves no items over) the sums are written to sums[(row0 + i) * cols + c] directly. With
-// `keeps`, the first SEQ_KEPT rows of a work-item's part come from `kept` (KeepRows), not m.
-HELPER int PartsWidth(const int n) { return (n + SEQ_LANES - 1) / SEQ_LANES * SEQ_LANES; }
+// SequenceSums' blocks of SEQ_LANES columns of n, its parts along the rows of m (the work-items
+// over per block, at least one), and the row length of its partial sums.
+HELPER int ColumnBlocks(const int n) { return (n + SEQ_LANES - 1) / SEQ_LANES; }
+HELPER int Parts(const int n) { return max_int(1, (int)get_local_size(0) / ColumnBlocks(n)); }
+HELPER int PartsWidth(const int n) { return ColumnBlocks(n) * SEQ_LANES; }
 
 // Whether each work-item has one (column block, part) pair of SequenceSums' (then it may keep
 // the first SEQ_KEPT rows of its part of m in registers across the steps: KeepRows), and whether
 // m's rows are read in whole TYPE4s.
 HELPER int KeepsRows(const int n, const int stride)
 {
-    const int groups = (n + SEQ_LANES - 1) / SEQ_LANES;
-    return n % SEQ_LANES == 0 && stride % SEQ_LANES == 0 && groups * max_int(1, (int)get_local_size(0) / groups) <= get_local_size(0);
+    return n % SEQ_LANES == 0 && stride % SEQ_LANES == 0 && ColumnBlocks(n) * Parts(n) <= get_local_size(0);
 }
 
 // This work-item's first SEQ_KEPT rows of its part of m (columns c .. c + 3), for SequenceSums
@@ -401,20 +398,24 @@ HELPER int KeepsRows(const int n, const int stride)
 // only the rest of m from L2.
 HELPER void KeepRows(TYPE4 kept[SEQ_KEPT], __global const TYPE *m, const int stride, const int n, const int depth)
 {
-    const int items = get_local_size(0), groups = (n + SEQ_LANES - 1) / SEQ_LANES, q = get_local_id(0);
-    const int parts = max_int(1, items / groups), span = (depth + parts - 1) / parts;
+    const int groups = ColumnBlocks(n), parts = Parts(n), span = (depth + parts - 1) / parts, q = get_local_id(0);
     const int c = q % groups * SEQ_LANES, k0 = q / groups * span, end = min_int(depth, k0 + span);
     #pragma unroll
     for (int t = 0; t < SEQ_KEPT; t++)
         kept[t] = q < groups * parts && k0 + t < end ? *(const __global TYPE4 *)(m + (k0 + t) * stride + c) : (TYPE4)(0);
 }
 
+// For columns c < n of U (forward) or U^T (backward) and the work-group's rows row0 + i:
+// sum over k < depth of x[i][k] m[k * stride + c], in parts along k. Returns the parts' count:
+// with more than one, part p's sums are in partial[(p * SEQ_ROWS + i) * PartsWidth(n) + c], to
+// be added up by PartsSum after this function's barrier; with one (a work-item per column block
+// leaves no items over) the sums are written to sums[(row0 + i) * cols + c] directly. With
+// `keeps`, the first SEQ_KEPT rows of a work-item's part come from `kept` (KeepRows), not m.
 HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global const TYPE *m, const int stride,
                         const int n, const int depth, const int row0, const int rows, const int cols,
                         __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], const int keeps)
 {
-    const int items = get_local_size(0), groups = (n + SEQ_LANES - 1) / SEQ_LANES;
-    const int parts = max_int(1, items / groups), span = (depth + parts - 1) / parts;
+    const int items = get_local_size(0), groups = ColumnBlocks(n), parts = Parts(n), span = (depth + parts - 1) / parts;
     const int whole = n % SEQ_LANES == 0 && stride % SEQ_LANES == 0;
     for (int q = get_local_id(0); q < groups * parts; q += items) {
         const int c = q % groups * SEQ_LANES, part = q / groups, end = min_int(depth, (part + 1) * span);
@@ -472,7 +473,7 @@ HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global c
             #pragma unroll
             for (int v = 0; v < SEQ_LANES; v++) {
                 if (parts > 1)
-                    partial[(part * SEQ_ROWS + i) * groups * SEQ_LANES + c + v] = acc[i][v];
+                    partial[(part * SEQ_ROWS + i) * PartsWidth(n) + c + v] = acc[i][v];
                 else if (row0 + i < rows && c + v < n)
                     sums[(row0 + i) * cols + c + v] = acc[i][v];
             }
