@@ -29,16 +29,21 @@ def write_atomically(path: Path, data: bytes) -> None:
         temporary.unlink(missing_ok=True)
 
 
+def read_json(path: Path) -> dict:
+    """The JSON object in `path` (a cache of measurements), or {} where it is missing, unreadable
+    or not an object: what it held is measured again."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 def update_json(path: Path, entries: dict) -> None:
     """Add `entries` to the JSON object in `path` (a cache of measurements) without losing what
     another process added since this one read it (MPI ranks tuning at once): under a lock on
     `path` + ".lock", the file is read again, merged and replaced (write_atomically)."""
     with system.exclusive(path.with_name(path.name + ".lock")):
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            stored = {}
-        if not isinstance(stored, dict):
-            stored = {}
+        stored = read_json(path)
         stored.update(entries)
         write_atomically(path, json.dumps(stored, indent=1, sort_keys=True).encode())

@@ -15,12 +15,11 @@ does.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 
 from .._version import __version__
-from ..cache import cache_dir, update_json
+from ..cache import cache_dir, read_json, update_json
 from .device import DeviceInfo
 
 SIZE = (128, 784, 256)  # (batch, inputs, units)
@@ -54,10 +53,7 @@ def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]
     """The candidate with the shortest probe step, and every candidate's seconds (by index);
     measured where the cache has no entry."""
     path = cache_dir() / "devices.json"
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
+    stored = read_json(path)
     seconds, measured = {}, {}
     for info in candidates:
         key = _key(info)

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .._version import __version__
-from ..cache import cache_dir, update_json
+from ..cache import cache_dir, read_json, update_json
 from .runtime import Runtime, read_source
 
 _memory: dict[str, dict] = {}
@@ -39,10 +39,7 @@ def tuned(rt: Runtime, dtype, family: str, sources: tuple[str, ...], tune, defau
     if key in _memory:
         return _memory[key]
     path = cache_dir() / "tuning.json"
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
+    stored = read_json(path)
     if key in stored:
         result = stored[key]
     elif os.environ.get("CLNET_TUNE") == "0":

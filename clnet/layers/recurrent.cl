@@ -385,12 +385,15 @@ HELPER int ColumnBlocks(const int n) { return (n + SEQ_LANES - 1) / SEQ_LANES; }
 HELPER int Parts(const int n) { return max_int(1, (int)get_local_size(0) / ColumnBlocks(n)); }
 HELPER int PartsWidth(const int n) { return ColumnBlocks(n) * SEQ_LANES; }
 
-// Whether each work-item has one (column block, part) pair of SequenceSums' (then it may keep
-// the first SEQ_KEPT rows of its part of m in registers across the steps: KeepRows), and whether
-// m's rows are read in whole TYPE4s.
+// Whether SequenceSums reads m's rows (n columns, `stride` apart) in whole, aligned TYPE4s.
+HELPER int WholeRuns(const int n, const int stride) { return n % SEQ_LANES == 0 && stride % SEQ_LANES == 0; }
+
+// Whether each work-item has one (column block, part) pair of SequenceSums' and reads whole runs:
+// then it keeps the first SEQ_KEPT rows of its part of m in registers across the steps (KeepRows).
+// The kernels decide once, before their loops.
 HELPER int KeepsRows(const int n, const int stride)
 {
-    return n % SEQ_LANES == 0 && stride % SEQ_LANES == 0 && ColumnBlocks(n) * Parts(n) <= get_local_size(0);
+    return WholeRuns(n, stride) && ColumnBlocks(n) * Parts(n) <= get_local_size(0);
 }
 
 // This work-item's first SEQ_KEPT rows of its part of m (columns c .. c + 3), for SequenceSums
@@ -416,7 +419,7 @@ HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global c
                         __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], const int keeps)
 {
     const int items = get_local_size(0), groups = ColumnBlocks(n), parts = Parts(n), span = (depth + parts - 1) / parts;
-    const int whole = n % SEQ_LANES == 0 && stride % SEQ_LANES == 0;
+    const int whole = WholeRuns(n, stride);
     for (int q = get_local_id(0); q < groups * parts; q += items) {
         const int c = q % groups * SEQ_LANES, part = q / groups, end = min_int(depth, (part + 1) * span);
         TYPE acc[SEQ_ROWS][SEQ_LANES];
@@ -499,7 +502,7 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
                              __global TYPE *sums,             // (capacity, cols)
                              const int row0, const int rows, const int s, const int steps, const int units,
                              const int cols, const int with_initial, __global const int *first, const int masked,
-                             __local TYPE *partial, const TYPE4 kept[SEQ_KEPT])
+                             __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], const int keeps)
 {
     __global const TYPE *h[SEQ_ROWS];
     #pragma unroll
@@ -509,7 +512,7 @@ HELPER void SequenceProducts(__global const TYPE *states,     // h, (rows, steps
     }
     const int depth = s || with_initial || masked ? units : 0;
     const int parts = SequenceSums(sums, h, recurrent, cols, cols, depth, row0, rows, cols, partial, kept,
-                                   depth && KeepsRows(cols, cols));
+                                   depth && keeps);
     if (parts > 1)
         for (int q = get_local_id(0); q < SEQ_ROWS * cols; q += get_local_size(0))
             if (row0 + q / cols < rows)
@@ -526,7 +529,8 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
                                     __global TYPE *sums,              // (capacity, cols)
                                     const int row0, const int rows, const int s, const int steps,
                                     const int units, const int cols, const int grads, const int capacity,
-                                    __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], MASK_ARGS)
+                                    __local TYPE *partial, const TYPE4 kept[SEQ_KEPT], const int keeps,
+                                    MASK_ARGS)
 {
     __global const TYPE *d[SEQ_ROWS];
     #pragma unroll
@@ -534,7 +538,7 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
         d[i] = step_delta + (((s + 1) & 1) * capacity + min_int(row0 + i, rows - 1)) * cols;
     // (no products at the last step: parts 0)
     const int parts = s < steps - 1 ? SequenceSums(sums, d, transposed, units, units, cols, row0, rows, cols, partial,
-                                                   kept, KeepsRows(units, units)) : 0;
+                                                   kept, keeps) : 0;
     if (parts == 1)
         barrier(CLK_GLOBAL_MEM_FENCE);
     for (int q = get_local_id(0); q < SEQ_ROWS * units; q += get_local_size(0)) {
@@ -799,12 +803,13 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
 #define SEQUENCE_FORWARD(cols, BLOCK)                                                                 \
     __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
     TYPE4 kept[SEQ_KEPT];                                                                             \
-    if (KeepsRows(cols, cols))                                                                        \
+    const int keeps = KeepsRows(cols, cols);                                                          \
+    if (keeps)                                                                                        \
         KeepRows(kept, recurrent, cols, cols, units);                                                 \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = 0; s < steps; s++) {                                                                 \
         SequenceProducts(states, initial_h, recurrent, sums, row0, rows, s, steps, units, cols,        \
-                         with_initial, first, masked, partial, kept);                                 \
+                         with_initial, first, masked, partial, kept, keeps);                          \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \
@@ -832,12 +837,14 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
 #define SEQUENCE_BACKWARD(cols, BLOCK)                                                                \
     __local TYPE partial[SEQ_ITEMS * SEQ_ROWS * SEQ_LANES];                                           \
     TYPE4 kept[SEQ_KEPT];                                                                             \
-    if (KeepsRows(units, units))                                                                      \
+    const int keeps = KeepsRows(units, units);                                                        \
+    if (keeps)                                                                                        \
         KeepRows(kept, transposed, units, units, cols);                                               \
     const int row0 = get_group_id(0) * SEQ_ROWS, blocks = (units + VW - 1) / VW;                      \
     for (int s = steps - 1; s >= 0; s--) {                                                            \
         SequenceOutputGradients(output_gr, state_gr, step_delta, transposed, sums, row0, rows, s,      \
-                                steps, units, cols, grads, capacity, partial, kept, held, first, masked);   \
+                                steps, units, cols, grads, capacity, partial, kept, keeps, held, first,    \
+                                masked);                                                              \
         for (int q = get_local_id(0); q < SEQ_ROWS * blocks; q += get_local_size(0))                  \
             if (row0 + q / blocks < rows)                                                             \
                 BLOCK(row0 + q / blocks, s, q % blocks * VW);                                         \

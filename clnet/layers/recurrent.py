@@ -63,11 +63,12 @@ WIDE_DW_ROWS = 8
 # (SV and RB 1).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
-# work-group has (which also sizes its local array of partial sums), and the vector width of its gate math and of the deltas' panels. Measured on
-# a GPU for LSTM(128), 64 steps, batch 64, by the training step: one row per work-group beat two
-# (each load of U serves both rows, but half as many SMs work); 256 work-items were slower; width
-# 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more work-items, wider ones
-# let the weight gradients read whole runs of the panels).
+# work-group has (which also sizes its local array of partial sums), and the vector width of its
+# gate math and of the deltas' panels. Measured on a GPU for LSTM(128), 64 steps, batch 64, by the
+# training step: one row per work-group beat two (each load of U serves both rows, but half as
+# many SMs work); before rows of U were kept in registers (KEPT_BYTES), 256 work-items were slower
+# than 512; width 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more
+# work-items, wider ones let the weight gradients read whole runs of the panels).
 SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
 # The sequence form's work-items keep this many rows of their part of U (TYPE4s of 4 columns)
 # in registers for the whole loop, so that each step streams only the rest from L2: 512 bytes
