@@ -649,6 +649,31 @@ def test_mpi_smaller_buckets_cut_the_gradients_finer_and_sum_them_exactly(tmp_pa
     assert_weights(reference.get_weights(), np.load(tmp_path / "weights.npz"))
 
 
+@pytest.mark.parametrize("floatx", ["float32", "float64"])
+def test_state_digest_is_numpys_xor_and_wrapping_sum_of_the_states_words(floatx):
+    """state_digest (DigestWords, the ranks' check at each fit's start) against numpy: the xor and
+    the wrapping 64-bit sum of the 32-bit words of the weights and Adam's moments, at sizes that
+    fill no work-group evenly (7 * 3 + 3 + 3 * 2 + 2 and BatchNormalization's statistics), random
+    words and the largest; one changed bit changes both halves of the digest."""
+    model = clnet.Sequential([Input((7,)), Dense(3), BatchNormalization(), Dense(2)], floatx=floatx, seed=1)
+    model.compile(clnet.optimizers.Adam(0.01), "mse")
+    tensors = [model.store.values, *model.optimizer.moments.values()]
+    assert len(tensors) == 3
+    rng = np.random.default_rng(2)
+    for tensor in tensors:
+        words = rng.integers(0, 2**32, tensor.nbytes // 4, dtype=np.uint64).astype(np.uint32)
+        words[:4] = 0xffffffff
+        tensor.write(words.view(tensor.dtype))
+    every = np.concatenate([t.numpy().view(np.uint32) for t in tensors]).astype(np.uint64)
+    expected = (int(np.bitwise_xor.reduce(every)), int(every.sum(dtype=np.uint64)))
+    assert distribute_base.state_digest(model) == expected
+    moment = tensors[-1].numpy()
+    moment.view(np.uint32)[-1] ^= 1 << 17
+    tensors[-1].write(moment)
+    changed = distribute_base.state_digest(model)
+    assert changed[0] != expected[0] and changed[1] != expected[1]
+
+
 def bfloat16(array) -> np.ndarray:
     """numpy's reference of to_bfloat16 (parameters.cl): float32 bits rounded to their upper half,
     to nearest even, a NaN kept a NaN; as uint16."""

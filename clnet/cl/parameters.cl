@@ -87,3 +87,33 @@ __kernel void SumBfloat16Replicas(__global TYPE *own, const int own_first,
     }
     own[own_first + i] = sum;
 }
+
+// MPIDataParallel's check, at each fit's start, that every rank holds the same state: the xor and
+// the wrapping sum of a tensor's 32-bit words, each work-group's into partials[2 group] and
+// partials[2 group + 1], which the host folds. On the device, so that fit called in a loop does
+// not bring the model's whole state down to the host at every call to digest it there.
+#define DIGEST_ITEMS 256
+__kernel __attribute__((reqd_work_group_size(DIGEST_ITEMS, 1, 1)))
+void DigestWords(__global const uint *words, const int count, __global ulong *partials)
+{
+    __local ulong xors[DIGEST_ITEMS], sums[DIGEST_ITEMS];
+    ulong x = 0, s = 0;
+    for (int i = get_global_id(0); i < count; i += get_global_size(0)) {  // neighbours read neighbours
+        x ^= words[i];
+        s += words[i];
+    }
+    const int l = get_local_id(0);
+    xors[l] = x;
+    sums[l] = s;
+    for (int apart = DIGEST_ITEMS / 2; apart > 0; apart /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (l < apart) {
+            xors[l] ^= xors[l + apart];
+            sums[l] += sums[l + apart];
+        }
+    }
+    if (l == 0) {
+        partials[2 * get_group_id(0)] = xors[0];
+        partials[2 * get_group_id(0) + 1] = sums[0];
+    }
+}

@@ -192,8 +192,7 @@ def same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
 class StateStaging:
     """A model's weights and optimizer moments (store.values, then each moment, flat, in the
     model's layout) read into one pinned host array of whole 64-bit words (its padding stays 0),
-    which replicas laid out alike are written from (DataParallel) and whose words MPI's ranks
-    digest."""
+    which replicas laid out alike are written from (DataParallel)."""
 
     def __init__(self):
         self._buffer, self.array, self.starts = None, None, [0]
@@ -218,6 +217,29 @@ class StateStaging:
 
 def _state_tensors(model) -> list:
     return [model.store.values, *model.optimizer.moments.values()]
+
+
+DIGEST_ITEMS = 256  # parameters.cl's work-group of DigestWords
+
+
+def state_digest(model) -> tuple[int, int]:
+    """The xor and the wrapping 64-bit sum of the 32-bit words of a model's weights and optimizer
+    moments (store.values, then each moment, padding included), computed on its device
+    (DigestWords): what MPI's ranks compare at each fit's start. Models laid out alike with the
+    same state give the same pair; a rank given other weights differs in both but by a vanishing
+    chance."""
+    rt = model.rt
+    launch = rt.shared_kernel(("cl/parameters.cl",), "DigestWords", model.dtype)
+    xor, total = np.uint64(0), np.uint64(0)
+    for tensor in _state_tensors(model):
+        words = Tensor((tensor.nbytes // 4,), np.uint32, rt, tensor.buffer)
+        groups = max(1, min(-(-words.size // DIGEST_ITEMS), 4 * rt.info.compute_units))
+        partials = Tensor((groups, 2), np.uint64, rt)
+        launch((groups * DIGEST_ITEMS,), (DIGEST_ITEMS,), words=words, count=np.int32(words.size), partials=partials)
+        folded = partials.numpy()
+        xor ^= np.bitwise_xor.reduce(folded[:, 0])
+        total += np.add.reduce(folded[:, 1], dtype=np.uint64)
+    return int(xor), int(total)
 
 
 class FlatState:

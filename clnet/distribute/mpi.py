@@ -27,8 +27,8 @@ from .. import system
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed
-from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, StateStaging,
-                   flat_layout, model_logs, plan_pieces, same_objects, sum_groups)
+from .base import (PIECE_ELEMENTS, Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed,
+                   flat_layout, model_logs, plan_pieces, same_objects, state_digest, sum_groups)
 from .shared_sum import SharedSlots, SharedSum
 
 COMPLETE = command_execution_status.COMPLETE
@@ -130,11 +130,9 @@ class MPIDataParallel(Distribution):
         self._registered: list = []  # the other ranks' slots, registered in this rank's context
         self.node = None  # the ranks of this host (a communicator), made at the first fit
         # Kept from one fit to the next while the model's flat arrays are the same objects (fit in a
-        # loop): the flat state and its layout's checksum, the pieces' plan for a bucket size, and a
-        # pinned array for the model's state, whose digest the ranks compare at each fit's start.
+        # loop): the flat state and its layout's checksum, and the pieces' plan for a bucket size.
         self._layout: list | None = None
         self._planned: tuple | None = None  # (the pieces' least elements,) they were planned for
-        self._staging = StateStaging()
         self.reads: PieceReads | None = None
         # With compression where the host sums: the packed gradients on the device, and the pinned
         # host array (its buffer, its array) they come down to.
@@ -325,13 +323,10 @@ class MPIDataParallel(Distribution):
                                               for (key, mine), value in zip(scalars.items(), values)})
 
     def _alike(self, model) -> bool:
-        """Whether every rank's flat weights and optimizer moments (read into pinned memory), step
-        count and optimizer scalars have rank 0's digest: the xor and the wrapping sum of their
-        64-bit words (a rank given other weights differs in both but by a vanishing chance)."""
-        flat = self._staging.read(model).view(np.uint64)
+        """Whether every rank's weights and optimizer moments (their digest on the device,
+        state_digest), step count and optimizer scalars are rank 0's."""
         scalars = np.array(list(model.optimizer.scalar_state().values()), np.float64).view(np.uint64)
-        mine = np.array([np.bitwise_xor.reduce(flat), np.add.reduce(flat), model.optimizer.iterations, *scalars],
-                        np.uint64)
+        mine = np.array([*state_digest(model), model.optimizer.iterations, *scalars], np.uint64)
         ranks = np.tile(mine, (self.replicas, 1))
         self._wait(self.comm.Iallgather(mine, ranks), "comparing the ranks' weights")
         return bool((ranks == ranks[0]).all())
