@@ -80,6 +80,11 @@ KEPT_BYTES = 512
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
 # CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
 MAX_SPLITS = 64
+# The sequence form's weight gradients sum rows of a work-item's two column panels (DW_ROWS) in
+# this many bytes of accumulators (16 rows of float, 8 of double): each pair of loads of delta
+# serves them all. On an H200 LSTM(128)'s weight gradients took less time with 16 rows of float
+# than with 4 or 8, and far more with 32 (benchmarks/RESULTS.md, the recurrent weight gradients).
+SEQ_DW_BYTES = 512
 
 
 def step_width(rt, dtype) -> int:
@@ -280,7 +285,8 @@ class Recurrent(Layer, registered=False):
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
         wide = not self.whole_sequence and self.vw * np.dtype(self.dtype).itemsize == 64
-        self.dw_rows = WIDE_DW_ROWS if wide else RM
+        itemsize = np.dtype(self.dtype).itemsize
+        self.dw_rows = SEQ_DW_BYTES // (2 * SEQ_VW * itemsize) if self.whole_sequence else WIDE_DW_ROWS if wide else RM
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
