@@ -937,7 +937,7 @@ def model_from_config(config: dict, floatx: str | None = None) -> Model:
 INSTANTIATION = ("_inputs", "_outputs", "_calls", "_layers", "_mask_calls", "runs", "batch_transposed", "_own_store",
                  "_whole_store", "_parameters", "_ranges", "output_shape", "_residuals", "_folded", "_heads",
                  "_loss_masks", "_output_masks", "_fan_out", "_input_widths", "capacity", "_grad_plans", "_grad_sums",
-                 "_input_batches", "_logit_outputs")
+                 "_input_batches", "_logit_outputs", "_sixteen_bit_pairs")
 KEPT_INSTANTIATIONS = 8
 
 

@@ -244,7 +244,12 @@ class Step:
                 consumers[id(t)] = consumers.get(id(t), 0) + 1
         for o in self._outputs:  # an output's loss reads it too
             consumers[id(o)] = consumers.get(id(o), 0) + 1
-        self._fold_residual_sums({id(t): runner for runner, call in self.runs for t in call.outputs}, consumers)
+        producers = {id(t): runner for runner, call in self.runs for t in call.outputs}
+        self._fold_residual_sums(producers, consumers)
+        # Layers whose output one layer alone reads, with that reader: the reader may take its input
+        # in 16 bits from the writer (Layer.take_sixteen_bit_inputs), once their buffers are made.
+        self._sixteen_bit_pairs = [(runner, producers[id(t)]) for runner, call in self.runs for t in call.inputs[:1]
+                                   if consumers[id(t)] == 1 and id(t) in producers]
         # (one work-group per sample where the lengths may differ from batch to batch, so that
         # every instantiation writes the epoch's per-sample numbers in one layout)
         self._heads = [Head(self.rt, self.dtype, o, name, consumers[id(o)] > 1, one_block=self._pattern is not None)
@@ -297,6 +302,8 @@ class Step:
             # A layer shared with another model may hold more rows already: it never shrinks.
             for layer in [*self._inputs, *(runner for runner, _ in self.runs)]:
                 layer.ensure_rows(rows)
+            for reader, writer in self._sixteen_bit_pairs:
+                reader.take_sixteen_bit_inputs(writer)
             self._grad_sums = {id(t): Tensor((rows, *t.sample_shape), self.dtype, self.rt) for t in self._fan_out}
             self._input_batches = ([Tensor((rows, *i.input_shape), self.dtype, self.rt) for i in self._inputs]
                                    if len(self._inputs) > 1 else [])

@@ -281,6 +281,56 @@ def test_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
 
 
+def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
+    """Under "mixed_bfloat16" with operands stored in 16 bits (the WGMMA form), a Dense layer whose
+    output only the next Dense reads writes it in bfloat16 into that layer's 16-bit copy, which
+    then rounds none itself: one RoundToSixteenBits launch fewer a step for each such pair (GELU
+    -> linear, 72 rows of positions, and linear -> softmax; ReLU's output, read by two layers, is
+    rounded by each; the Add's, by Dense(16)), and the same bits as the model whose layers each
+    round their own, in the
+    predictions, the loss, every gradient and the weights after training. Needs Hopper."""
+    skip_unless_sixteen_bit_products("wgmma")
+    fix_sixteen_bit_tiles(monkeypatch, "wgmma")
+    from clnet.layers import Add
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=(40, 3, 24)).astype(np.float32), rng.integers(0, 8, (40, 3))
+
+    def build():
+        mixed_precision.set_global_policy("mixed_bfloat16")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
+            source = Input((3, 24))
+            h = Dense(40, activation="relu")(source)
+            a, b = Dense(48, activation="gelu")(h), Dense(48)(h)
+            out = Dense(8, activation="softmax")(Dense(16)(Add()([Dense(32)(a), Dense(32)(b)])))
+            model = clnet.Model(source, out, seed=8)
+        model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        return model
+
+    rt = clnet.runtime()
+    results = {}
+    for linked in (True, False):
+        if not linked:
+            monkeypatch.setattr(Dense, "take_sixteen_bit_inputs", lambda self, writer: None)
+        model = build()
+        predicted = model.predict(x, verbose=0)
+        loss, grads, _ = model.compute_gradients(x[:16], y[:16])
+        before = rt.launches
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
+        plans = [layer.plan for layer in model.layers if isinstance(layer, Dense)]
+        assert all(isinstance(plan, SixteenBitDensePlan) for plan in plans)
+        given = [plan._inputs_given is not None for plan in plans]
+        # (each Dense(48) -> its Dense(32), and Dense(16) -> the softmax layer; Dense(16) reads the Add's output)
+        assert sum(given) == (3 if linked else 0), given
+    linked, alone = results[True], results[False]
+    assert linked[4] == alone[4] - 3 * 5  # 5 steps: three roundings fewer each
+    np.testing.assert_array_equal(linked[0], alone[0])
+    assert linked[1] == alone[1]
+    for mine, theirs in zip([*linked[2], *linked[3]], [*alone[2], *alone[3]]):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 @pytest.mark.parametrize("form", TENSOR_CORE_TILES)
 def test_a_cnn_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     """The Fashion-MNIST CNN of examples/fashion_mnist_cnn.py (without its Dropout) under

@@ -681,6 +681,17 @@ class Layer(HasWeights):
     # and the Add launches nothing: a transformer's residual connections.
     adds_to_output = False
     sums_inputs = False
+
+    # Products on operands stored in 16 bits (a 16-bit policy's Dense on Hopper) round their input
+    # to 16 bits before the product, unless the layer below wrote it so: where one layer alone
+    # reads another's output, the model calls reader.take_sixteen_bit_inputs(writer) whenever their
+    # buffers are made, and the writer's forward, asked by writes_sixteen_bits(target, half), may
+    # then write its output in `half` into the reader's 16-bit copy too (Dense: in the same launch).
+    def take_sixteen_bit_inputs(self, writer: "Layer") -> None:
+        pass
+
+    def writes_sixteen_bits(self, target: Tensor, half: str) -> bool:
+        return False
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).
     training = False

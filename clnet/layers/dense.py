@@ -155,6 +155,15 @@ class Dense(Layer):
             self.plan = DensePlan(rt, dt, self.tiles, self.activation, self.n_in, self.units, self.panel, capacity,
                                   **operands)
 
+    def take_sixteen_bit_inputs(self, writer) -> None:
+        plan = self.plan
+        if isinstance(plan, SixteenBitDensePlan) and writer.writes_sixteen_bits(plan.inputs16, self.half):
+            plan.inputs_written_by(writer.outputs)
+
+    def writes_sixteen_bits(self, target, half: str) -> bool:
+        plan = self.plan
+        return isinstance(plan, SixteenBitDensePlan) and plan.write_outputs_in_sixteen_bits(target, half)
+
     def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
         """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows
         (see CalcDeltaWeights) where a distribution copies each off the device while the next

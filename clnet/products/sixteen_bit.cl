@@ -198,12 +198,14 @@ void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __glo
 #ifdef ACT
 // A dense layer's forward on 16-bit x (rows, n_in) and W (n_in, units), both row-major: y = f(x W
 // + b) (+ a residual r, a linear layer's, where adding), z or f'(z) kept as tiles.cl's STORE_PRE
-// and STORE_SLOPES say, all in float (rows, units). Built with the layer's activation (ACT).
+// and STORE_SLOPES say, all in float (rows, units); with `sixteen`, y rounded to 16 bits into
+// outputs16 too, the next layer's x as its products read it (it then rounds none itself).
+// Built with the layer's activation (ACT).
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void SixteenBitForward(const __global ushort *inputs, const __global ushort *weights, const __global float *bias,
                        const __global float *residual, __global float *kept, __global float *outputs,
-                       const int rows, const int n_in, const int units, const int adding, const float a,
-                       const float b)
+                       __global ushort *outputs16, const int rows, const int n_in, const int units, const int adding,
+                       const int sixteen, const float a, const float b)
 {
     STAGES_IN_LOCAL_MEMORY;
     const int m0 = get_group_id(1) * BLOCK, n0 = get_group_id(0) * BLOCK;
@@ -226,6 +228,11 @@ void SixteenBitForward(const __global ushort *inputs, const __global ushort *wei
             if (adding)
                 y += *(const __global float2 *)(residual + at);
             *(__global float2 *)(outputs + at) = y;
+            if (sixteen) {
+                uint packed;
+                PACK(packed, y.s0, y.s1);
+                *(__global uint *)(outputs16 + at) = packed;
+            }
         }
     }
 }

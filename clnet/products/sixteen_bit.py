@@ -158,12 +158,13 @@ class SixteenBitDensePlan:
 
     def __init__(self, rt, half: str, activation, n_in: int, units: int, panel: int, capacity: int, *,
                  weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
-        self.n_in, self.units, self.kept, self.input_grad = n_in, units, kept, input_grad
+        self.n_in, self.units, self.capacity, self.kept, self.input_grad = n_in, units, capacity, kept, input_grad
         program = product_program(rt, half, *FORWARD, activation)
         fused = fused_activation(activation)
         bias, bias_grad = bias_operands(bias, units, np.float32, rt)
         # The 16-bit copies: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units), row-major.
-        x16, weights16 = Tensor((capacity, n_in), STORAGE, rt), Tensor((n_in, units), STORAGE, rt)
+        self.inputs16, weights16 = Tensor((capacity, n_in), STORAGE, rt), Tensor((n_in, units), STORAGE, rt)
+        x16 = self.inputs16
         self.delta16 = Tensor((capacity, units), STORAGE, rt)
         bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
@@ -173,9 +174,13 @@ class SixteenBitDensePlan:
         self._round_weights_sizes = (-(-n_in * units // 8 // THREADS) * THREADS,), (THREADS,)
         self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=x16, columns=i32(n_in),
                                                                panel=i32(n_in))
-        self._forward = kernel("SixteenBitForward").bind(
-            ("residual", "rows", "adding"), inputs=x16, weights=weights16, bias=bias, kept=kept,
-            outputs=outputs, n_in=i32(n_in), units=i32(units), a=fused.a, b=fused.b)
+        self.half, self.elementwise = half, activation.elementwise
+        forward = dict(inputs=x16, weights=weights16, bias=bias, kept=kept, outputs=outputs, n_in=i32(n_in),
+                       units=i32(units), a=fused.a, b=fused.b)
+        self._bind_forward = lambda outputs16: kernel("SixteenBitForward").bind(
+            ("residual", "rows", "adding"), **forward, outputs16=outputs16, sixteen=i32(outputs16 is not None))
+        self._forward = self._bind_forward(None)
+        self._inputs_given = None  # the tensor whose 16-bit copy the layer below writes into inputs16
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
             units=i32(units), a=fused.a, b=fused.b)
@@ -215,11 +220,26 @@ class SixteenBitDensePlan:
                                   (DELTA_COLUMNS // 2, DELTA_LANES)), blocks)
         return self._sizes[rows]
 
+    def write_outputs_in_sixteen_bits(self, target: Tensor, half: str) -> bool:
+        """Have the forward write y in `half` into `target` (another plan's inputs16, of as many
+        elements as y has rows of units) too, besides y in float, where it can: True if it will."""
+        if half != self.half or not self.elementwise or target.size != self.capacity * self.units:
+            return False
+        self._forward = self._bind_forward(target)
+        return True
+
+    def inputs_written_by(self, producer: Tensor) -> None:
+        """The layer below writes its output `producer` into inputs16 as well (its plan's
+        write_outputs_in_sixteen_bits): a forward on that tensor rounds none itself."""
+        self._inputs_given = producer
+
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
-        """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits."""
+        """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits (x's
+        copy written by the layer below, where inputs_written_by says so)."""
         round_inputs, forward, _, _ = self._launch_sizes(rows)
         self._round_weights(*self._round_weights_sizes)
-        self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
+        if x is not self._inputs_given:
+            self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
         self._forward(*forward, add, np.int32(rows), np.int32(add is not None),
                       flops=2.0 * rows * self.n_in * self.units)
 
