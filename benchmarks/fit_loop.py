@@ -3,6 +3,7 @@ many epochs, on the same arrays, with PyTorch's epoch over data already on its d
 
     python -m benchmarks.fit_loop [--model readme|wide] [--epochs 4] [--samples N] [--batch B]
                                   [--dtype float32|float64] [--rounds 3] [--device D] [--torch-device cpu|cuda]
+    mpirun -np 2 python -m benchmarks.fit_loop --strategy mpi ...   # under MPIDataParallel (rank 0 prints)
 
 readme: the README's MLP on Fashion-MNIST (784-256-128-10); wide: 4096-4096-4096-10 on random
 data (--samples 65536 is 1 GiB of float32). The arrays are given in --dtype: float64 is numpy's
@@ -10,11 +11,13 @@ default, which fit converts to the model's float32. Each is timed whole (call to
 device drained) after a warm-up fit that pays for compiling and tuning, the two forms taking turns
 for --rounds rounds (medians). Prints one table and a JSON line: seconds for one fit of --epochs
 epochs, for --epochs fits of one, their ratio, and PyTorch's seconds for as many epochs of the
-same model (its data on its device once, as float32).
+same model (its data on its device once, as float32; not under --strategy mpi, whose ranks each
+fit the whole arrays' share of every batch).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -38,16 +41,19 @@ def widths(args) -> list[int]:
     return [784, 256, 128, 10] if args.model == "readme" else [4096, 4096, 4096, 10]
 
 
-def run_clnet(x, y, args) -> tuple[float, float]:
+def run_clnet(x, y, args) -> tuple[float, float, int, bool]:
+    """(seconds of one fit, of the fits of one epoch, ranks, whether this process prints)."""
     import clnet
     from clnet.layers import Dense, Input
 
     if args.device is not None:
         clnet.set_device(args.device)
     sizes = widths(args)
-    model = clnet.Sequential([Input((sizes[0],)), *[Dense(n, "relu") for n in sizes[1:-1]],
-                              Dense(sizes[-1], "softmax")], seed=0)
-    model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
+    strategy = clnet.distribute.MPIDataParallel() if args.strategy == "mpi" else None
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = clnet.Sequential([Input((sizes[0],)), *[Dense(n, "relu") for n in sizes[1:-1]],
+                                  Dense(sizes[-1], "softmax")], seed=0)
+        model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy", ["accuracy"])
 
     def timed(run) -> float:
         clnet.runtime().queue.finish()
@@ -62,7 +68,9 @@ def run_clnet(x, y, args) -> tuple[float, float]:
     for _ in range(args.rounds):
         ones.append(timed(lambda: fit(args.epochs)))
         loops.append(timed(lambda: [fit(1) for _ in range(args.epochs)]))
-    return median(ones), median(loops)
+    if strategy is None:
+        return median(ones), median(loops), 1, True
+    return median(ones), median(loops), strategy.replicas, strategy.chief
 
 
 def run_torch(x, y, args) -> float | None:
@@ -107,17 +115,21 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default=None, help="clnet's device (CLNET_DEVICE's forms)")
     parser.add_argument("--torch-device", default="cpu")
+    parser.add_argument("--strategy", choices=["none", "mpi"], default="none",
+                        help="mpi: clnet under MPIDataParallel, started by mpirun (rank 0 prints)")
     args = parser.parse_args()
     x, y = data(args)
-    one, loop = run_clnet(x, y, args)
-    torch_seconds = run_torch(x, y, args)
-    table = Table([("model", "<8"), ("given", "<9"), ("samples", ">9"), ("epochs", ">7"), ("one fit s", ">11.3f"),
-                   ("fits of 1 s", ">13.3f"), ("loop/one", ">10.3f"), ("torch s", ">10.3f"),
+    one, loop, ranks, prints = run_clnet(x, y, args)
+    if not prints:
+        return
+    torch_seconds = run_torch(x, y, args) if args.strategy == "none" else None
+    table = Table([("model", "<8"), ("given", "<9"), ("ranks", ">6"), ("samples", ">9"), ("epochs", ">7"),
+                   ("one fit s", ">11.3f"), ("fits of 1 s", ">13.3f"), ("loop/one", ">10.3f"), ("torch s", ">10.3f"),
                    ("one/torch", ">11.3f")])
     ratio_torch = None if torch_seconds is None else one / torch_seconds
-    table.row(args.model, args.dtype, len(x), args.epochs, one, loop, loop / one, torch_seconds, ratio_torch)
+    table.row(args.model, args.dtype, ranks, len(x), args.epochs, one, loop, loop / one, torch_seconds, ratio_torch)
     emit_comparison("fit_loop", [{"model": args.model, "samples": len(x), "epochs": args.epochs, "batch": args.batch,
-                                  "dtype": args.dtype,
+                                  "dtype": args.dtype, "strategy": args.strategy, "ranks": ranks,
                                   "one_fit_s": one, "fits_of_one_s": loop, "loop_over_one": loop / one,
                                   "torch_s": torch_seconds, "one_over_torch": ratio_torch}],
                     args.torch_device)
