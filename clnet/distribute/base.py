@@ -191,8 +191,8 @@ def same_objects(layouts: list[tuple], last: list[tuple] | None) -> bool:
 
 class StateStaging:
     """A model's weights and optimizer moments (store.values, then each moment, flat, in the
-    model's layout) read into one pinned host array of whole 64-bit words (its padding stays 0),
-    which replicas laid out alike are written from (DataParallel)."""
+    model's layout) read into one pinned host array, which replicas laid out alike are written
+    from (DataParallel)."""
 
     def __init__(self):
         self._buffer, self.array, self.starts = None, None, [0]
@@ -200,11 +200,9 @@ class StateStaging:
     def read(self, model) -> np.ndarray:
         tensors = _state_tensors(model)
         self.starts = np.cumsum([0] + [t.size for t in tensors]).tolist()
-        item = model.dtype.itemsize
-        elements = -(-self.starts[-1] * item // 8) * 8 // item
+        elements = self.starts[-1]
         if self.array is None or self.array.size != elements or self.array.dtype != model.dtype:
             self._buffer, self.array = model.rt.pinned(elements, model.dtype)
-            self.array.fill(0)
         for tensor, a, b in zip(tensors, self.starts, self.starts[1:]):
             tensor.numpy(out=self.array[a:b])
         return self.array

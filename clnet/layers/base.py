@@ -692,6 +692,7 @@ class Layer(HasWeights):
 
     def writes_sixteen_bits(self, target: Tensor, half: str) -> bool:
         return False
+
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).
     training = False
