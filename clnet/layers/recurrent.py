@@ -284,8 +284,8 @@ class Recurrent(Layer, registered=False):
             self.whole_sequence = items > limit
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
-        wide = not self.whole_sequence and self.vw * np.dtype(self.dtype).itemsize == 64
         itemsize = np.dtype(self.dtype).itemsize
+        wide = not self.whole_sequence and self.vw * itemsize == 64
         self.dw_rows = SEQ_DW_BYTES // (2 * SEQ_VW * itemsize) if self.whole_sequence else WIDE_DW_ROWS if wide else RM
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))

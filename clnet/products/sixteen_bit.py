@@ -164,7 +164,6 @@ class SixteenBitDensePlan:
         bias, bias_grad = bias_operands(bias, units, np.float32, rt)
         # The 16-bit copies: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units), row-major.
         self.inputs16, weights16 = Tensor((capacity, n_in), STORAGE, rt), Tensor((n_in, units), STORAGE, rt)
-        x16 = self.inputs16
         self.delta16 = Tensor((capacity, units), STORAGE, rt)
         bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
@@ -172,15 +171,17 @@ class SixteenBitDensePlan:
         self._round_weights = kernel("RoundToSixteenBits").bind(
             (), x=weights.value, y=weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel))
         self._round_weights_sizes = (-(-n_in * units // 8 // THREADS) * THREADS,), (THREADS,)
-        self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=x16, columns=i32(n_in),
+        self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=self.inputs16, columns=i32(n_in),
                                                                panel=i32(n_in))
         self.half, self.elementwise = half, activation.elementwise
-        forward = dict(inputs=x16, weights=weights16, bias=bias, kept=kept, outputs=outputs, n_in=i32(n_in),
+        forward = dict(inputs=self.inputs16, weights=weights16, bias=bias, kept=kept, outputs=outputs, n_in=i32(n_in),
                        units=i32(units), a=fused.a, b=fused.b)
         self._bind_forward = lambda outputs16: kernel("SixteenBitForward").bind(
             ("residual", "rows", "adding"), **forward, outputs16=outputs16, sixteen=i32(outputs16 is not None))
         self._forward = self._bind_forward(None)
-        self._inputs_given = None  # the tensor whose 16-bit copy the layer below writes into inputs16
+        self.outputs16 = None  # the tensor the forward writes y into in 16 bits too, if any
+        # (the tensor whose 16-bit copy the layer below writes into inputs16, that layer's plan)
+        self._inputs_given, self._writer = None, None
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
             units=i32(units), a=fused.a, b=fused.b)
@@ -190,7 +191,7 @@ class SixteenBitDensePlan:
         # dL/dx (capacity, n_in) rows.
         weight_grad = Tensor((n_in, units), np.float32, rt, weights.grad.buffer)
         self._weight_gradient = BoundProduct(rt, product_program(rt, half, *WEIGHT_GRADIENT), "k", capacity,
-                                             a=x16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
+                                             a=self.inputs16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
                                              ldb=units, panel=panel)
         self._input_gradient = BoundProduct(rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity,
                                             a=self.delta16, b=weights16, c=input_grad, n=n_in, k=units,
@@ -225,20 +226,22 @@ class SixteenBitDensePlan:
         elements as y has rows of units) too, besides y in float, where it can: True if it will."""
         if half != self.half or not self.elementwise or target.size != self.capacity * self.units:
             return False
-        self._forward = self._bind_forward(target)
+        self._forward, self.outputs16 = self._bind_forward(target), target
         return True
 
-    def inputs_written_by(self, producer: Tensor) -> None:
-        """The layer below writes its output `producer` into inputs16 as well (its plan's
-        write_outputs_in_sixteen_bits): a forward on that tensor rounds none itself."""
-        self._inputs_given = producer
+    def inputs_written_by(self, producer: Tensor, writer: "SixteenBitDensePlan") -> None:
+        """The layer below writes its output `producer` into inputs16 as well (`writer`, its plan,
+        was given them by write_outputs_in_sixteen_bits): a forward on that tensor rounds none
+        itself, as long as the writer still writes here (another model may have given it another
+        reader's since)."""
+        self._inputs_given, self._writer = producer, writer
 
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
         """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits (x's
         copy written by the layer below, where inputs_written_by says so)."""
         round_inputs, forward, _, _ = self._launch_sizes(rows)
         self._round_weights(*self._round_weights_sizes)
-        if x is not self._inputs_given:
+        if x is not self._inputs_given or self._writer.outputs16 is not self.inputs16:
             self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
         self._forward(*forward, add, np.int32(rows), np.int32(add is not None),
                       flops=2.0 * rows * self.n_in * self.units)
