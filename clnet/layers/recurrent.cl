@@ -481,8 +481,10 @@ HELPER int SequenceSums(__global TYPE *sums, __global const TYPE **x, __global c
                     sums[(row0 + i) * cols + c + v] = acc[i][v];
             }
     }
-    if (parts > 1)
-        barrier(CLK_LOCAL_MEM_FENCE);
+    // (the sums, partial or whole, written before any work-item reads them: a barrier whether
+    // there are parts or not, as PoCL 3.0's work-group loops, given one that depends on the parts,
+    // now and then added them up before all were written)
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     return parts;
 }
 
@@ -536,18 +538,18 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
     #pragma unroll
     for (int i = 0; i < SEQ_ROWS; i++)
         d[i] = step_delta + (((s + 1) & 1) * capacity + min_int(row0 + i, rows - 1)) * cols;
-    // (no products at the last step: parts 0)
-    const int parts = s < steps - 1 ? SequenceSums(sums, d, transposed, units, units, cols, row0, rows, cols, partial,
-                                                   kept, keeps) : 0;
-    if (parts == 1)
-        barrier(CLK_GLOBAL_MEM_FENCE);
+    // (no products at the last step: sums over none, zeros, through SequenceSums all the same, for
+    // its barrier)
+    const int last = s == steps - 1;
+    const int parts = SequenceSums(sums, d, transposed, units, units, last ? 0 : cols, row0, rows, cols, partial,
+                                   kept, keeps && !last);
     for (int q = get_local_id(0); q < SEQ_ROWS * units; q += get_local_size(0)) {
         const int i = q / units, row = row0 + i, j = q % units;
         if (row >= rows)
             continue;
         __global const TYPE *output = OutputGradientRow(output_gr, row, s, steps, units, grads, held, first, masked);
         __global const TYPE *state = StateGradientRow(state_gr, row, s, steps, units, grads);
-        const TYPE through = parts > 1 ? PartsSum(partial, parts, units, i, j) : parts ? sums[row * cols + j] : 0;
+        const TYPE through = parts > 1 ? PartsSum(partial, parts, units, i, j) : sums[row * cols + j];
         sums[row * cols + j] = through + (output ? output[j] : 0) + (state ? state[j] : 0);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
