@@ -331,6 +331,31 @@ def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_a_shared_dense_layer_writes_only_its_latest_reader_s_sixteen_bit_input(monkeypatch):
+    """Two models share a Dense layer under "mixed_bfloat16" (the WGMMA form), each with a Dense
+    of its own reading it: the model built last links the shared layer to its reader, and the
+    first model's reader, whose 16-bit copy the shared layer no longer writes, rounds its input
+    itself again (reading a stale copy would predict for the batch it saw before). Needs Hopper."""
+    skip_unless_sixteen_bit_products("wgmma")
+    fix_sixteen_bit_tiles(monkeypatch, "wgmma")
+    rng = np.random.default_rng(9)
+    x1, x2, x3 = (rng.normal(size=(8, 24)).astype(np.float32) for _ in range(3))
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
+        source = Input((24,))
+        shared = Dense(40, activation="relu")
+        first = clnet.Model(source, Dense(8, activation="softmax")(shared(source)), seed=9)
+        want = first.predict(x2, batch_size=8, verbose=0)
+        first.predict(x1, batch_size=8, verbose=0)  # (the first reader's copy now holds x1's)
+        reader = first.layers[-1]
+        assert reader.plan._inputs_given is shared.outputs and shared.plan.outputs16 is reader.plan.inputs16
+        second = clnet.Model(source, Dense(16)(shared(source)), seed=10)
+        second.predict(x3, batch_size=8, verbose=0)
+    assert shared.plan.outputs16 is second.layers[-1].plan.inputs16
+    np.testing.assert_array_equal(first.predict(x2, batch_size=8, verbose=0), want)
+
+
 @pytest.mark.parametrize("form", TENSOR_CORE_TILES)
 def test_a_cnn_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     """The Fashion-MNIST CNN of examples/fashion_mnist_cnn.py (without its Dropout) under
