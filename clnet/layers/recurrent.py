@@ -67,23 +67,27 @@ STEP_BLOCKS = {"SV": 2, "RB": 6}
 # gate math and of the deltas' panels. Measured on a GPU for LSTM(128), 64 steps, batch 64, by the
 # training step: one row per work-group beat two (each load of U serves both rows, but half as
 # many SMs work); before rows of U were kept in registers (KEPT_BYTES), 256 work-items were slower
-# than 512; width 4 beat 1, 2 and 8 (narrower blocks share a step's gate math among more
-# work-items, wider ones let the weight gradients read whole runs of the panels).
-SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 4
+# than 512; with rows of U kept, width 2 beat 4 and 1 (4 had beaten 1, 2 and 8 before): narrower
+# blocks share a step's gate math, whose exp and tanh each step waits on, among more
+# work-items; wider ones let the weight gradients read longer runs of the panels
+# (benchmarks/RESULTS.md, the sequence form's gate-math width).
+SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 2
 # The sequence form's work-items keep this many rows of their part of U (TYPE4s of 4 columns)
-# in registers for the whole loop, so that each step streams only the rest from L2: 512 bytes
-# a work-item (128 registers of float). The work-group then has fewer work-items (the kernel's
+# in registers for the whole loop, so that each step streams only the rest from L2: 768 bytes
+# a work-item (192 registers of float). The work-group then has fewer work-items (the kernel's
 # limit, work_group_size): on an H200, LSTM(128)'s step at batch 64 ran faster keeping 32 rows at
-# 256 work-items than 8 at 512 or 16 or 24 at 256 (benchmarks/RESULTS.md, the sequence form's
-# products in TYPE4 runs).
-KEPT_BYTES = 512
+# 256 work-items than 8 at 512 or 16 or 24 at 256, and at gate-math width 2 faster keeping 768
+# bytes than 256, 512, 640 or 1024 (benchmarks/RESULTS.md, the sequence form's products in TYPE4
+# runs, and its gate-math width).
+KEPT_BYTES = 768
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
 # CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
 MAX_SPLITS = 64
 # The sequence form's weight gradients sum rows of a work-item's two column panels (DW_ROWS) in
-# this many bytes of accumulators (16 rows of float, 8 of double): each pair of loads of delta
-# serves them all. On an H200 LSTM(128)'s weight gradients took less time with 16 rows of float
-# than with 4 or 8, and far more with 32 (benchmarks/RESULTS.md, the recurrent weight gradients).
+# this many bytes of accumulators (at width 2, 32 rows of float, 16 of double): each pair of loads
+# of delta serves them all. On an H200 LSTM(128)'s weight gradients took less time at width 4
+# with 16 rows of float than with 4 or 8, and far more with 32, and at width 2 with 32 rows less
+# than at width 4 with 16 (benchmarks/RESULTS.md, the recurrent weight gradients).
 SEQ_DW_BYTES = 512
 
 
