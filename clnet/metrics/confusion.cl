@@ -20,16 +20,16 @@ __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
     const int lid = get_local_id(0);
     for (int chunk = 0; chunk < tokens; chunk += LOCAL_SIZE) {
         const int n = min(LOCAL_SIZE, tokens - chunk);
-        if (row_max) {
-            if (lid < n) {
-                const __global TYPE *p = outputs + (chunk + lid) * cols;
-                TYPE top = p[0];
-                for (int j = 1; j < cols; j++)
-                    top = fmax(top, p[j]);
-                maxima[lid] = top;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
+        if (row_max && lid < n) {
+            const __global TYPE *p = outputs + (chunk + lid) * cols;
+            TYPE top = p[0];
+            for (int j = 1; j < cols; j++)
+                top = fmax(top, p[j]);
+            maxima[lid] = top;
         }
+        // (both barriers whether or not row_max: PoCL 3.0's work-group loops have added up sums
+        // early at a barrier under a condition, see recurrent.cl's SequenceSums)
+        barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = lid; c < cols; c += LOCAL_SIZE) {
             TYPE tp = 0, fp = 0, fn = 0, positives = 0;
             for (int i = 0; i < n; i++) {
@@ -48,8 +48,7 @@ __kernel void UpdateColumns(__global const TYPE *target,   // (tokens, cols)
             state[2 * cols + c] += fn;
             state[3 * cols + c] += positives;
         }
-        if (row_max)
-            barrier(CLK_LOCAL_MEM_FENCE);  // every item is done with this chunk's maxima
+        barrier(CLK_LOCAL_MEM_FENCE);  // every item is done with this chunk's maxima
     }
 }
 
