@@ -320,7 +320,7 @@ def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
         results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
         plans = [layer.plan for layer in model.layers if isinstance(layer, Dense)]
         assert all(isinstance(plan, SixteenBitDensePlan) for plan in plans)
-        given = [plan._inputs_given is not None for plan in plans]
+        given = [plan.input_writer is not None for plan in plans]
         # (each Dense(48) -> its Dense(32), and Dense(16) -> the softmax layer; Dense(16) reads the Add's output)
         assert sum(given) == (3 if linked else 0), given
     linked, alone = results[True], results[False]
@@ -349,10 +349,10 @@ def test_a_shared_dense_layer_writes_only_its_latest_reader_s_sixteen_bit_input(
         want = first.predict(x2, batch_size=8, verbose=0)
         first.predict(x1, batch_size=8, verbose=0)  # (the first reader's copy now holds x1's)
         reader = first.layers[-1]
-        assert reader.plan._inputs_given is shared.outputs and shared.plan.outputs16 is reader.plan.inputs16
+        assert reader.plan.input_writer is shared.plan and shared.plan.outputs16 is reader.plan.inputs16
         second = clnet.Model(source, Dense(16)(shared(source)), seed=10)
         second.predict(x3, batch_size=8, verbose=0)
-    assert shared.plan.outputs16 is second.layers[-1].plan.inputs16
+    assert shared.plan.outputs16 is second.layers[-1].plan.inputs16 and reader.plan.input_writer is None
     np.testing.assert_array_equal(first.predict(x2, batch_size=8, verbose=0), want)
 
 

@@ -158,7 +158,7 @@ class Dense(Layer):
     def take_sixteen_bit_inputs(self, writer) -> None:
         plan = self.plan
         if isinstance(plan, SixteenBitDensePlan) and writer.writes_sixteen_bits(plan.inputs16, self.half):
-            plan.inputs_written_by(writer.outputs, writer.plan)
+            plan.inputs_written_by(writer.plan)
 
     def writes_sixteen_bits(self, target, half: str) -> bool:
         plan = self.plan

@@ -159,6 +159,7 @@ class SixteenBitDensePlan:
     def __init__(self, rt, half: str, activation, n_in: int, units: int, panel: int, capacity: int, *,
                  weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
         self.n_in, self.units, self.capacity, self.kept, self.input_grad = n_in, units, capacity, kept, input_grad
+        self.outputs = outputs  # y, float (capacity, units)
         program = product_program(rt, half, *FORWARD, activation)
         fused = fused_activation(activation)
         bias, bias_grad = bias_operands(bias, units, np.float32, rt)
@@ -180,8 +181,7 @@ class SixteenBitDensePlan:
             ("residual", "rows", "adding"), **forward, outputs16=outputs16, sixteen=i32(outputs16 is not None))
         self._forward = self._bind_forward(None)
         self.outputs16 = None  # the tensor the forward writes y into in 16 bits too, if any
-        # (the tensor whose 16-bit copy the layer below writes into inputs16, that layer's plan)
-        self._inputs_given, self._writer = None, None
+        self._writer = None  # the plan of the layer below that was asked to write inputs16
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
             units=i32(units), a=fused.a, b=fused.b)
@@ -229,19 +229,25 @@ class SixteenBitDensePlan:
         self._forward, self.outputs16 = self._bind_forward(target), target
         return True
 
-    def inputs_written_by(self, producer: Tensor, writer: "SixteenBitDensePlan") -> None:
-        """The layer below writes its output `producer` into inputs16 as well (`writer`, its plan,
-        was given them by write_outputs_in_sixteen_bits): a forward on that tensor rounds none
-        itself, as long as the writer still writes here (another model may have given it another
-        reader's since)."""
-        self._inputs_given, self._writer = producer, writer
+    def inputs_written_by(self, writer: "SixteenBitDensePlan") -> None:
+        """The layer below writes its output into inputs16 as well (`writer`, its plan, was given
+        inputs16 by write_outputs_in_sixteen_bits): a forward on that output rounds none itself."""
+        self._writer = writer
+
+    @property
+    def input_writer(self) -> "SixteenBitDensePlan | None":
+        """The plan whose forward writes this plan's x in 16 bits, or None where the forward rounds
+        x itself: a writer another model has since given another reader's copy is no longer one."""
+        writer = self._writer
+        return writer if writer is not None and writer.outputs16 is self.inputs16 else None
 
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
         """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits (x's
         copy written by the layer below, where inputs_written_by says so)."""
         round_inputs, forward, _, _ = self._launch_sizes(rows)
         self._round_weights(*self._round_weights_sizes)
-        if x is not self._inputs_given or self._writer.outputs16 is not self.inputs16:
+        writer = self.input_writer
+        if writer is None or x is not writer.outputs:
             self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
         self._forward(*forward, add, np.int32(rows), np.int32(add is not None),
                       flops=2.0 * rows * self.n_in * self.units)
