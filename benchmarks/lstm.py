@@ -141,7 +141,7 @@ def one_run(args):
     times, device, found_versions = FRAMEWORKS[args.framework](args)
     step = median(times[1:] or times) / args.steps
     emit({"benchmark": "lstm", "framework": args.framework, "batch": args.batch, "epochs": args.epochs,
-          "steps_per_epoch": args.steps, "seconds_per_step": round(step, 5),
+          "steps_per_epoch": args.steps, "seconds_per_step": round(step, 6),
           "first_epoch_seconds": round(times[0], 3), "device": device, "versions": found_versions})
 
 

@@ -684,6 +684,233 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
         }
 }
 
+// The sequence form's products over every (row, step) pair (a GPU's): the input product z = x W
+// + b and the weight gradients, as tiles of C (SEQ_TM x SEQ_TN) = A B summed over slabs of SEQ_TK
+// depths. A work-group stages a slab of A (SEQ_TK x SEQ_TM, as A^T) and of B (SEQ_TK x SEQ_TN) in
+// local memory with loads that walk each operand's contiguous runs, the next slab's loads in
+// flight while the current one is summed; a work-item keeps 8 rows by 4 columns of C, which each
+// depth's three 16-byte local reads serve 32 multiply-adds. The rows of local memory are padded
+// by 4 so that runs stored down them land in different banks. (The CPU form's work-items, each a
+// block of columns reading its own operands, left a GPU's load instructions, not its
+// multiply-adds, setting the pace: down delta's panels, 32 cache lines a warp's load.)
+#define SEQ_TM 64
+#define SEQ_TN 128
+#define SEQ_TK 16
+#define SEQ_THREADS 256
+#define SEQ_A_ITEMS (SEQ_TK * SEQ_TM / SEQ_THREADS)
+#define SEQ_B_ITEMS (SEQ_TK * SEQ_TN / SEQ_THREADS)
+#define SEQ_A_ROW (SEQ_TM + 4)
+#define SEQ_B_ROW (SEQ_TN + 4)
+
+// The work-group's start: local memory, this work-item's place, its accumulators (zeros) and the
+// registers that carry a slab from global to local memory.
+#define SEQ_TILES_BEGIN                                                                          \
+    __local TYPE4 As[SEQ_TK * SEQ_A_ROW / 4], Bs[SEQ_TK * SEQ_B_ROW / 4];                        \
+    __local TYPE *as = (__local TYPE *)As, *bs = (__local TYPE *)Bs;                             \
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * (SEQ_TN / 4) + tx;         \
+    const int c0 = get_group_id(0) * SEQ_TN, c = c0 + tx * 4;                                    \
+    TYPE a_next[SEQ_A_ITEMS], b_next[SEQ_B_ITEMS];                                               \
+    TYPE4 acc[8];                                                                                \
+    _Pragma("unroll")                                                                            \
+    for (int i = 0; i < 8; i++)                                                                  \
+        acc[i] = (TYPE4)(0)
+
+// acc += the slabs of depths first .. end: FETCH(d0) fills a_next and b_next with this work-item's
+// share of the slab from depth d0 (zeros past end); a_at(i) and b_at(i) say where item i goes
+// in the slab's local arrays.
+#define SEQ_TILES_SUM(first, end, FETCH, a_at, b_at)                                             \
+    FETCH(first);                                                                                \
+    for (int d0 = (first); d0 < (end); d0 += SEQ_TK) {                                           \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the slab before summed by everyone */                  \
+        _Pragma("unroll")                                                                        \
+        for (int e = 0; e < SEQ_A_ITEMS; e++)                                                    \
+            as[a_at(lid + e * SEQ_THREADS)] = a_next[e];                                         \
+        _Pragma("unroll")                                                                        \
+        for (int e = 0; e < SEQ_B_ITEMS; e++)                                                    \
+            bs[b_at(lid + e * SEQ_THREADS)] = b_next[e];                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                            \
+        if (d0 + SEQ_TK < (end))                                                                 \
+            FETCH(d0 + SEQ_TK);                                                                  \
+        SlabProducts(As, Bs, tx, ty, acc);                                                       \
+    }
+
+// acc[i] += A[p][8 ty + i] B[p][4 tx .. 4 tx + 3] over the slab's depths p.
+HELPER void SlabProducts(__local const TYPE4 *As, __local const TYPE4 *Bs, const int tx, const int ty, TYPE4 acc[8])
+{
+    #pragma unroll
+    for (int p = 0; p < SEQ_TK; p++) {
+        const TYPE4 x0 = As[(p * SEQ_A_ROW + ty * 8) / 4], x1 = As[(p * SEQ_A_ROW + ty * 8) / 4 + 1];
+        const TYPE4 d = Bs[p * SEQ_B_ROW / 4 + tx];
+        acc[0] += x0.s0 * d;
+        acc[1] += x0.s1 * d;
+        acc[2] += x0.s2 * d;
+        acc[3] += x0.s3 * d;
+        acc[4] += x1.s0 * d;
+        acc[5] += x1.s1 * d;
+        acc[6] += x1.s2 * d;
+        acc[7] += x1.s3 * d;
+    }
+}
+
+// p[0 .. 3], those at or past `width` read as 0 (all four where width >= 4); p need not be aligned.
+HELPER TYPE4 LoadFour(const __global TYPE *p, const int width)
+{
+    if (width >= 4)
+        return vload4(0, p);
+    return (TYPE4)(p[0], width > 1 ? p[1] : 0, width > 2 ? p[2] : 0, 0);
+}
+
+// v's first `width` lanes (all four where width >= 4) to p, which need not be aligned.
+HELPER void StoreFour(const TYPE4 v, __global TYPE *p, const int width)
+{
+    if (width >= 4) {
+        vstore4(v, 0, p);
+        return;
+    }
+    p[0] = v.s0;
+    if (width > 1)
+        p[1] = v.s1;
+    if (width > 2)
+        p[2] = v.s2;
+}
+
+// The input product's slab from depth (input feature) d0: x's rows by runs of features, W's by
+// runs of columns.
+HELPER void FetchInputSlab(__global const TYPE *inputs, __global const TYPE *weights, const int d0, const int m0,
+                           const int c0, const int total, const int cols, const int n_in, const int steps,
+                           const int reverse, const int lid, TYPE a_next[SEQ_A_ITEMS], TYPE b_next[SEQ_B_ITEMS])
+{
+    #pragma unroll
+    for (int e = 0; e < SEQ_A_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, d = d0 + i % SEQ_TK, r = m0 + i / SEQ_TK;
+        a_next[e] = r < total && d < n_in ? inputs[InputRow(r, steps, reverse) * n_in + d] : 0;
+    }
+    #pragma unroll
+    for (int e = 0; e < SEQ_B_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, d = d0 + i / SEQ_TN, c = c0 + i % SEQ_TN;
+        b_next[e] = d < n_in && c < cols ? weights[d * cols + c] : 0;
+    }
+}
+#define INPUT_A_AT(i) ((i) % SEQ_TK * SEQ_A_ROW + (i) / SEQ_TK)
+#define INPUT_B_AT(i) ((i) / SEQ_TN * SEQ_B_ROW + (i) % SEQ_TN)
+
+// FeedForwardRecurrentInput's products as tiles (see above), with its arguments, which the layer
+// binds by name to either: C = x W + b, SEQ_TM processing rows by SEQ_TN columns a work-group; the
+// work-groups past the rows' tiles copy U transposed, a block of SEQ_TM rows by SEQ_TN columns each.
+__kernel __attribute__((reqd_work_group_size(SEQ_TN / 4, SEQ_THREADS / (SEQ_TN / 4), 1)))
+void FeedForwardRecurrentInputTiles(__global const TYPE *inputs,     // (rows, steps, n_in)
+                                    __global const TYPE *weights,    // W, (n_in, cols)
+                                    __global const TYPE *bias,       // (cols,), read when use_bias
+                                    __global TYPE *pre,              // (rows, steps, cols)
+                                    __global const TYPE *recurrent,  // U, (units, cols)
+                                    __global TYPE *transposed,       // U^T, (cols, units)
+                                    const int total, const int cols, const int n_in, const int steps,
+                                    const int reverse, const int use_bias, const int units)
+{
+    SEQ_TILES_BEGIN;
+    const int row_tiles = (total + SEQ_TM - 1) / SEQ_TM, m0 = get_group_id(1) * SEQ_TM;
+    if (m0 >= row_tiles * SEQ_TM) {
+        // (all the loads, then all the stores: in one loop, each store waited for its load)
+        const int k0 = m0 - row_tiles * SEQ_TM;
+        TYPE block[SEQ_TM * SEQ_TN / SEQ_THREADS];
+        #pragma unroll
+        for (int e = 0; e < SEQ_TM * SEQ_TN / SEQ_THREADS; e++) {
+            const int i = lid + e * SEQ_THREADS, k = k0 + i / SEQ_TN, l = c0 + i % SEQ_TN;
+            block[e] = k < units && l < cols ? recurrent[k * cols + l] : 0;
+        }
+        #pragma unroll
+        for (int e = 0; e < SEQ_TM * SEQ_TN / SEQ_THREADS; e++) {
+            const int i = lid + e * SEQ_THREADS, k = k0 + i / SEQ_TN, l = c0 + i % SEQ_TN;
+            if (k < units && l < cols)
+                transposed[l * units + k] = block[e];
+        }
+        return;
+    }
+#define FETCH_INPUT(d0) \
+    FetchInputSlab(inputs, weights, d0, m0, c0, total, cols, n_in, steps, reverse, lid, a_next, b_next)
+    SEQ_TILES_SUM(0, n_in, FETCH_INPUT, INPUT_A_AT, INPUT_B_AT)
+    if (c >= cols)
+        return;
+    const TYPE4 b = use_bias ? LoadFour(bias + c, cols - c) : (TYPE4)(0);
+    #pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int r = m0 + ty * 8 + i;
+        if (r < total)
+            StoreFour(acc[i] + b, pre + r * cols + c, cols - c);
+    }
+}
+
+// Pair r's value of the weight gradients' A^T at column k (k < n: a feature of x or h_{s-1}, as
+// CalcDeltaWeightsRecurrent reads it, zeros where it skips the pair; n: 1 where with_bias, so
+// that C's row n is the bias gradient).
+HELPER TYPE WeightGradientOperand(__global const TYPE *a, __global const TYPE *initial, __global const int *first,
+                                  const int r, const int k, const int n, const int steps, const int mode,
+                                  const int with_bias, const int masked)
+{
+    if (k >= n)
+        return k == n && with_bias ? 1 : 0;
+    if (mode < 2)
+        return a[InputRow(r, steps, mode) * n + k];
+    const int row = r / steps, s = r % steps, held_from = FirstHeld(first, masked, row);
+    if (s > held_from)
+        return a[(r - 1) * n + k];
+    return mode == 3 ? initial[row * n + k] : 0;
+}
+
+// The weight gradients' slab of (row, step) pairs from r0: A's by runs of its columns (a row's
+// contiguous values), delta's by runs of a panel's pairs (VW lanes each, contiguous).
+HELPER void FetchGradientSlab(__global const TYPE *a, __global const TYPE *initial, __global const TYPE *delta,
+                              __global const int *first, const int r0, const int r_end, const int k0, const int c0,
+                              const int n, const int steps, const int cols, const int mode, const int with_bias,
+                              const int stride, const int masked, const int lid, TYPE a_next[SEQ_A_ITEMS],
+                              TYPE b_next[SEQ_B_ITEMS])
+{
+    #pragma unroll
+    for (int e = 0; e < SEQ_A_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, r = r0 + i / SEQ_TM;
+        a_next[e] = r < r_end ? WeightGradientOperand(a, initial, first, r, k0 + i % SEQ_TM, n, steps, mode, with_bias,
+                                                      masked) : 0;
+    }
+    #pragma unroll
+    for (int e = 0; e < SEQ_B_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, r = r0 + i / VW % SEQ_TK, c = c0 + i / (VW * SEQ_TK) * VW + i % VW;
+        b_next[e] = r < r_end && c < cols ? delta[PanelIndex(r, c, stride)] : 0;
+    }
+}
+#define GRADIENT_A_AT(i) ((i) / SEQ_TM * SEQ_A_ROW + (i) % SEQ_TM)
+#define GRADIENT_B_AT(i) ((i) / VW % SEQ_TK * SEQ_B_ROW + (i) / (VW * SEQ_TK) * VW + (i) % VW)
+
+// CalcDeltaWeightsRecurrent's sums as tiles (see above), with its arguments, into the same slices:
+// C (n x cols) = A^T delta over the split's (row, step) pairs, C's rows k0 .. + SEQ_TM by SEQ_TN
+// columns a work-group.
+__kernel __attribute__((reqd_work_group_size(SEQ_TN / 4, SEQ_THREADS / (SEQ_TN / 4), 1)))
+void CalcDeltaWeightsRecurrentTiles(__global const TYPE *a, __global const TYPE *initial, __global const TYPE *delta,
+                                    __global TYPE *weights_gr, __global TYPE *bias_gr, const int rows, const int steps,
+                                    const int cols, const int n, const int mode, const int with_bias,
+                                    const int bias_offset, const int stride, const int weights_offset,
+                                    const int split_rows, const int split_stride, __global const int *first,
+                                    const int masked)
+{
+    SEQ_TILES_BEGIN;
+    const int k0 = get_group_id(1) * SEQ_TM, split = get_group_id(2);
+    const int r_first = split * split_rows * steps, r_end = min_int(rows, (split + 1) * split_rows) * steps;
+#define FETCH_GRADIENT(r0) FetchGradientSlab(a, initial, delta, first, r0, r_end, k0, c0, n, steps, cols, mode, \
+                                             with_bias, stride, masked, lid, a_next, b_next)
+    SEQ_TILES_SUM(r_first, r_end, FETCH_GRADIENT, GRADIENT_A_AT, GRADIENT_B_AT)
+    if (c >= cols)
+        return;
+    weights_gr += split * split_stride + weights_offset;
+    bias_gr += split * split_stride + bias_offset;
+    #pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int k = k0 + ty * 8 + i;
+        if (k < n)
+            StoreFour(acc[i], weights_gr + k * cols + c, cols - c);
+        else if (k == n && with_bias)
+            StoreFour(acc[i], bias_gr + c, cols - c);
+    }
+}
+
 // The GPU form's weight gradients, added up over the splits of CalcDeltaWeightsRecurrent: slice
 // rows 0 .. n_in - 1 are dL/dW, row n_in its bias, then units rows of dL/dU and one of the
 // recurrent bias (GRU's). A work-item per element, coalesced along the columns.

@@ -81,14 +81,13 @@ SEQ_ROWS, SEQ_ITEMS, SEQ_VW = 1, 512, 2
 # runs, and its gate-math width).
 KEPT_BYTES = 768
 # The sequence form's weight gradients sum at most this many slices of batch rows (see
-# CalcDeltaWeightsRecurrent): LSTM(128) at batch 64 then has 67k work-items, 64 (row, step) pairs each.
-MAX_SPLITS = 64
-# The sequence form's weight gradients sum rows of a work-item's two column panels (DW_ROWS) in
-# this many bytes of accumulators (at width 2, 32 rows of float, 16 of double): each pair of loads
-# of delta serves them all. On an H200 LSTM(128)'s weight gradients took less time at width 4
-# with 16 rows of float than with 4 or 8, and far more with 32, and at width 2 with 32 rows less
-# than at width 4 with 16 (benchmarks/RESULTS.md, the recurrent weight gradients).
-SEQ_DW_BYTES = 512
+# CalcDeltaWeightsRecurrentTiles), each a work-group's tile of the gradients: on an H200
+# LSTM(128)'s step at batch 64 ran faster with 32 (two rows each) than with 16 or 64, whose
+# slices SumRecurrentSplits reads twice the bytes of (benchmarks/RESULTS.md).
+MAX_SPLITS = 32
+# The sequence form's products' tiles: recurrent.cl's SEQ_TM rows by SEQ_TN columns, a work-group
+# of (SEQ_TN / 4, 8) work-items.
+SEQ_TM, SEQ_TN = 64, 128
 
 
 def step_width(rt, dtype) -> int:
@@ -290,7 +289,7 @@ class Recurrent(Layer, registered=False):
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
-        self.dw_rows = SEQ_DW_BYTES // (2 * SEQ_VW * itemsize) if self.whole_sequence else WIDE_DW_ROWS if wide else RM
+        self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
@@ -304,11 +303,12 @@ class Recurrent(Layer, registered=False):
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         suffix = "Sequence" if self.whole_sequence else ""
+        tiles = "Tiles" if self.whole_sequence else ""
         # The kernels, bound to the buffers by allocate (_bind). One kernel, two objects for the
         # weight gradients: each keeps its own arguments (see Kernel), set once.
-        self._kernels = {"input_product": kernel("FeedForwardRecurrentInput"),
-                         "delta_weights": kernel("CalcDeltaWeightsRecurrent"),
-                         "delta_recurrent": kernel("CalcDeltaWeightsRecurrent"),
+        self._kernels = {"input_product": kernel("FeedForwardRecurrentInput" + tiles),
+                         "delta_weights": kernel("CalcDeltaWeightsRecurrent" + tiles),
+                         "delta_recurrent": kernel("CalcDeltaWeightsRecurrent" + tiles),
                          "hidden": kernel("CalcHiddenGradientRecurrentInput"),
                          "sum_splits": kernel("SumRecurrentSplits"),
                          "initial_gradient": kernel("CalcInitialStateGradient"),
@@ -435,9 +435,11 @@ class Recurrent(Layer, registered=False):
         self.x = x
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
-        blocks = _blocks(rows * steps, RM) + _blocks(self.units, RM)
-        self._input_product((_blocks(cols, self.vw), blocks), None, x, rows * steps,
-                            flops=2.0 * rows * steps * self.n_in * cols)
+        if self.whole_sequence:
+            sizes = self._tiles_size(_blocks(rows * steps, SEQ_TM) * SEQ_TM + self.units)
+        else:
+            sizes = (_blocks(cols, self.vw), _blocks(rows * steps, RM) + _blocks(self.units, RM)), None
+        self._input_product(*sizes, x, rows * steps, flops=2.0 * rows * steps * self.n_in * cols)
         flops = 2.0 * rows * self.units * cols
         self._step_ff(*self._loop_size(rows), *self._initial_states(self.initial_names[0]), rows, int(self.masked),
                       flops=steps * flops)
@@ -513,11 +515,17 @@ class Recurrent(Layer, registered=False):
             return
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
-        self._delta_weights((blocks, _blocks(n_in, self.dw_rows) + 1, splits), None, x, rows, chunk, masked,
-                            flops=flops * n_in, beside=True)
-        self._delta_recurrent((blocks, _blocks(units, self.dw_rows) + 1, splits), None, previous, rows, chunk, masked,
+        # C's n rows, and the bias's where summed, by slices of batch rows.
+        tiles = lambda n, with_bias: self._tiles_size(n + int(with_bias), splits)
+        self._delta_weights(*tiles(n_in, self.use_bias), x, rows, chunk, masked, flops=flops * n_in, beside=True)
+        self._delta_recurrent(*tiles(units, self._recurrent_bias and self.use_bias), previous, rows, chunk, masked,
                               flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, splits, beside=True)
+
+    def _tiles_size(self, rows: int, depth: int = 1) -> tuple:
+        """The sequence form's products' (global, local) sizes: a work-group per tile of C's `rows`
+        rows by cols columns (see SEQ_TILES_SUM in recurrent.cl), `depth` of them."""
+        return (_blocks(self.cols, SEQ_TN) * SEQ_TN // 4, _blocks(rows, SEQ_TM) * 8, depth), (SEQ_TN // 4, 8, 1)
 
     def _weight_gradient_size(self, blocks: int, n: int) -> tuple:
         """The CPU form's (global, local) sizes of a weight gradient of `n` rows: a work-group per
