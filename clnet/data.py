@@ -342,12 +342,13 @@ class Batches:
     def _fill(self, slot: _Slot, first: int, rows: int) -> None:
         """Gather the rows order[first:first+rows] into the slot's host arrays, as `dtype`."""
         index = self.permutation[first:first + rows]
-        if self.x_host.dtype == self.dtype:  # straight into the slot, without a temporary
-            np.take(self.x_host, index, axis=0, out=slot.x[:rows], mode="clip")
-        else:
-            slot.x[:rows] = self.x_host[index]
-        if self.y_host is not None:
-            np.take(self.y_host, index, axis=0, out=slot.y[:rows], mode="clip")
+        for host, into in ((self.x_host, slot.x), (self.y_host, slot.y)):
+            if host is None:
+                continue
+            if host.dtype == self.dtype:  # straight into the slot, without a temporary
+                np.take(host, index, axis=0, out=into[:rows], mode="clip")
+            else:  # (np.take casts the slot's old bytes too, and warns of any signalling NaN there)
+                into[:rows] = host[index]
 
     def run(self, batch_size: int, start: int, end: int) -> Iterator[tuple[int, Tensor, Tensor]]:
         """(rows, x_batch, y_batch) for batches start..end-1 of the order."""

@@ -1,5 +1,7 @@
 """Data that does not fit: arrays over the device-memory budget stream in batch by batch, and
 fit/evaluate/predict take generators and PyDatasets. Streaming never changes a result."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -314,6 +316,28 @@ def test_batch_buffers_follow_the_model_capacity(resident):
     for other in (grown_first, grown_between):
         for a, b in zip(fresh.get_weights(), other.get_weights()):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_streamed_batches_of_another_dtype_ignore_what_the_staging_slots_held():
+    """float64 arrays streamed as float32: the pinned slots' earlier bytes (here signalling NaNs,
+    which any uninitialised memory may hold) are overwritten without a RuntimeWarning about them,
+    and the batch holds the arrays' rows."""
+    rt = clnet.runtime()
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(11, 5)), rng.normal(size=(11, 2))
+    batches = clnet.data.Batches(rt, x, y, capacity=8, dtype=np.float32, budget=0)
+    assert not batches.resident
+    for slot in batches.staging.slots:
+        slot.x.view(np.uint32)[:] = 0x7FA00000
+        slot.y.view(np.uint32)[:] = 0x7FA00000
+    order = rng.permutation(11)
+    batches.order(order)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for first, rows in [(0, 8), (8, 3)]:
+            x_batch, y_batch = batches.batch(first, rows)
+            np.testing.assert_array_equal(x_batch.numpy()[:rows], x[order[first:first + rows]].astype(np.float32))
+            np.testing.assert_array_equal(y_batch.numpy()[:rows], y[order[first:first + rows]].astype(np.float32))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
