@@ -5,6 +5,7 @@ turns in fresh processes.
     python -m benchmarks.lstm [--rounds 2] [--epochs 3] [--steps 16] [--torch-device cpu|cuda] [--cuda-graph]
     python -m benchmarks.lstm --framework clnet|torch ...     # one run, one JSON line
     python -m benchmarks.lstm --bidirectional ...             # Bidirectional(LSTM(128)): both final states
+    python -m benchmarks.lstm --layers 2 ...                  # LSTM(128) layers stacked (sequences between)
     python -m benchmarks.lstm --lengths 32,96 ...             # batches of these lengths in turn
     python -m benchmarks.lstm --framework clnet --profile     # and clnet's device time per kernel
 
@@ -12,6 +13,9 @@ With --bidirectional the layer is clnet's Bidirectional(LSTM(128)) (concat) and 
 nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10). With --lengths the
 batches take those lengths in turn (bucketed sequences): clnet's model is Input((None, 32)) fed
 by a PyDataset, so that every batch switches its instantiation; PyTorch runs each batch as it is.
+With --layers N, N such layers (each Bidirectional with --bidirectional), all but the last
+returning sequences, as nn.LSTM(num_layers=N): the layers above the first pass their input's
+gradient down.
 
 Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
 and reports the median seconds per training step over the epochs after the first, which pays for
@@ -53,9 +57,11 @@ def run_clnet(args):
 
     if args.device is not None:
         clnet.set_device(args.device)
-    recurrent = Bidirectional(LSTM(UNITS)) if args.bidirectional else LSTM(UNITS)
+    recurrent = [LSTM(UNITS, return_sequences=layer < args.layers - 1) for layer in range(args.layers)]
+    if args.bidirectional:
+        recurrent = [Bidirectional(layer) for layer in recurrent]
     length = None if args.lengths else STEPS
-    model = clnet.Sequential([Input((length, FEATURES)), recurrent, Dense(CLASSES, "softmax")], seed=0)
+    model = clnet.Sequential([Input((length, FEATURES)), *recurrent, Dense(CLASSES, "softmax")], seed=0)
     model.compile(clnet.optimizers.Adam(LEARNING_RATE), "sparse_categorical_crossentropy")
     times = []
     if args.lengths:
@@ -91,12 +97,13 @@ def run_torch(args):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = torch.nn.LSTM(FEATURES, UNITS, batch_first=True, bidirectional=args.bidirectional)
+            self.lstm = torch.nn.LSTM(FEATURES, UNITS, num_layers=args.layers, batch_first=True,
+                                      bidirectional=args.bidirectional)
             self.head = torch.nn.Linear(UNITS * (1 + args.bidirectional), CLASSES)
 
         def forward(self, x):
-            _, (h, _) = self.lstm(x)  # (directions, batch, units): each direction's final h
-            return self.head(torch.cat(list(h), 1))
+            _, (h, _) = self.lstm(x)  # (layers * directions, batch, units): each final h
+            return self.head(torch.cat(list(h[-(1 + args.bidirectional):]), 1))  # the last layer's
 
     model = Net().to(device)
     if device.type == "cuda":  # fp32 as clnet computes it, not TF32
@@ -140,18 +147,20 @@ FRAMEWORKS = {"clnet": run_clnet, "torch": run_torch}
 def one_run(args):
     times, device, found_versions = FRAMEWORKS[args.framework](args)
     step = median(times[1:] or times) / args.steps
-    emit({"benchmark": "lstm", "framework": args.framework, "batch": args.batch, "epochs": args.epochs,
-          "steps_per_epoch": args.steps, "seconds_per_step": round(step, 6),
+    emit({"benchmark": "lstm", "framework": args.framework, "layers": args.layers, "batch": args.batch,
+          "epochs": args.epochs, "steps_per_epoch": args.steps, "seconds_per_step": round(step, 6),
           "first_epoch_seconds": round(times[0], 3), "device": device, "versions": found_versions})
 
 
 def compare(args):
     options = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)]
     options += ["--cuda-graph"] * args.cuda_graph + ["--bidirectional"] * args.bidirectional
+    options += ["--layers", str(args.layers)]
     options += ["--lengths", ",".join(map(str, args.lengths))] if args.lengths else []
     results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options)
     base = median(r["seconds_per_step"] for r in results["clnet"])
     layer = f"Bidirectional(LSTM({UNITS}))" if args.bidirectional else f"LSTM({UNITS})"
+    layer = f"{args.layers} x {layer}" if args.layers > 1 else layer
     over = f"batches of {'/'.join(map(str, args.lengths))} steps in turn" if args.lengths else f"{STEPS} steps"
     lines = [f"{layer} over {over} of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
              f"{args.epochs} epochs of {args.steps} steps per run, {args.rounds} rounds (medians)", "",
@@ -164,7 +173,8 @@ def compare(args):
                          "versions": runs[0]["versions"]}
         lines.append(f"| {name} | {runs[0]['device'][:60]} | {1000 * seconds:.1f} | {seconds / base:.2f} |")
     print("\n".join(lines))
-    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "lengths": args.lengths, "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
+    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "layers": args.layers, "lengths": args.lengths,
+          "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
           "rounds": args.rounds, "clnet_over_torch": round(base / summary["torch"]["seconds_per_step"], 3),
           "results": summary})
 
@@ -180,11 +190,14 @@ def main(argv=None):
     parser.add_argument("--torch-device", default="cpu", help="torch: cpu or cuda")
     parser.add_argument("--cuda-graph", action="store_true", help="torch: capture the training step as a CUDA graph")
     parser.add_argument("--bidirectional", action="store_true", help="Bidirectional(LSTM): both frameworks")
+    parser.add_argument("--layers", type=int, default=1, help="LSTM layers stacked (sequences between them)")
     parser.add_argument("--lengths", type=lambda text: [int(n) for n in text.split(",")],
                         help="batches of these lengths in turn, e.g. 32,96 (clnet: Input((None, 32)))")
     parser.add_argument("--profile", action="store_true",
                         help="with --framework clnet: print the device time per kernel over one more epoch")
     args = parser.parse_args(argv)
+    if args.layers < 1:
+        parser.error(f"--layers must be at least 1, got {args.layers}")
     if args.profile and (args.framework != "clnet" or args.lengths):
         parser.error("--profile profiles one run of clnet's: give --framework clnet, without --lengths")
     (one_run if args.framework else compare)(args)

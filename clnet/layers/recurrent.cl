@@ -911,6 +911,51 @@ void CalcDeltaWeightsRecurrentTiles(__global const TYPE *a, __global const TYPE 
     }
 }
 
+// The input gradient's slab of depths (delta's columns) from d0: delta's by runs of a panel's
+// pairs (VW lanes each, contiguous), W's rows by runs of columns.
+HELPER void FetchInputGradientSlab(__global const TYPE *delta, __global const TYPE *weights, const int d0, const int m0,
+                                   const int k0, const int total, const int cols, const int n_in, const int stride,
+                                   const int lid, TYPE a_next[SEQ_A_ITEMS], TYPE b_next[SEQ_B_ITEMS])
+{
+    #pragma unroll
+    for (int e = 0; e < SEQ_A_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, r = m0 + i / VW % SEQ_TM, c = d0 + i / (VW * SEQ_TM) * VW + i % VW;
+        a_next[e] = r < total && c < cols ? delta[PanelIndex(r, c, stride)] : 0;
+    }
+    #pragma unroll
+    for (int e = 0; e < SEQ_B_ITEMS; e++) {
+        const int i = lid + e * SEQ_THREADS, c = d0 + i % SEQ_TK, k = k0 + i / SEQ_TK;
+        b_next[e] = c < cols && k < n_in ? weights[k * cols + c] : 0;
+    }
+}
+#define INPUT_GRADIENT_A_AT(i) (((i) / (VW * SEQ_TM) * VW + (i) % VW) * SEQ_A_ROW + (i) / VW % SEQ_TM)
+#define INPUT_GRADIENT_B_AT(i) ((i) % SEQ_TK * SEQ_B_ROW + (i) / SEQ_TK)
+
+// CalcHiddenGradientRecurrentInput's products as tiles (see above), with its arguments: C (total x
+// n_in) = delta W^T, SEQ_TM processing rows by SEQ_TN input features a work-group, each row
+// written to the input time step it read.
+__kernel __attribute__((reqd_work_group_size(SEQ_TN / 4, SEQ_THREADS / (SEQ_TN / 4), 1)))
+void CalcHiddenGradientRecurrentInputTiles(__global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
+                                           __global const TYPE *weights, // W, (n_in, cols)
+                                           __global TYPE *input_gr,      // (rows, steps, n_in)
+                                           const int cols, const int n_in, const int steps, const int reverse,
+                                           const int stride, const int total)
+{
+    SEQ_TILES_BEGIN;
+    const int m0 = get_group_id(1) * SEQ_TM, k = c;  // (this work-item's input features k .. k + 3)
+#define FETCH_INPUT_GRADIENT(d0) \
+    FetchInputGradientSlab(delta, weights, d0, m0, c0, total, cols, n_in, stride, lid, a_next, b_next)
+    SEQ_TILES_SUM(0, cols, FETCH_INPUT_GRADIENT, INPUT_GRADIENT_A_AT, INPUT_GRADIENT_B_AT)
+    if (k >= n_in)
+        return;
+    #pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int r = m0 + ty * 8 + i;
+        if (r < total)
+            StoreFour(acc[i], input_gr + InputRow(r, steps, reverse) * n_in + k, n_in - k);
+    }
+}
+
 // The GPU form's weight gradients, added up over the splits of CalcDeltaWeightsRecurrent: slice
 // rows 0 .. n_in - 1 are dL/dW, row n_in its bias, then units rows of dL/dU and one of the
 // recurrent bias (GRU's). A work-item per element, coalesced along the columns.
@@ -945,10 +990,10 @@ void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (c
                                       __global const TYPE *weights, // W, (n_in, cols)
                                       __global TYPE *input_gr,      // (rows, steps, n_in)
                                       const int cols, const int n_in, const int steps, const int reverse,
-                                      const int stride)
+                                      const int stride, const int total)
 {
     const int d0 = get_global_id(0) * RM, r = get_global_id(1);
-    if (d0 >= n_in)
+    if (d0 >= n_in || r >= total)
         return;
     __global const TYPE *g = delta + r * VW;
     __global const TYPE *w[RM];

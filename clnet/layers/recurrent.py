@@ -309,7 +309,7 @@ class Recurrent(Layer, registered=False):
         self._kernels = {"input_product": kernel("FeedForwardRecurrentInput" + tiles),
                          "delta_weights": kernel("CalcDeltaWeightsRecurrent" + tiles),
                          "delta_recurrent": kernel("CalcDeltaWeightsRecurrent" + tiles),
-                         "hidden": kernel("CalcHiddenGradientRecurrentInput"),
+                         "hidden": kernel("CalcHiddenGradientRecurrentInput" + tiles),
                          "sum_splits": kernel("SumRecurrentSplits"),
                          "initial_gradient": kernel("CalcInitialStateGradient"),
                          "mask_steps": kernel("MaskSteps"),
@@ -381,7 +381,7 @@ class Recurrent(Layer, registered=False):
         self._step_bp = kernels["step_bp"].bind(
             (*gradients, *backward_states, "rows", "grads", "masked"), **self._backward_arguments(), steps=steps,
             units=units, **self._act(), capacity=self.capacity, **mask_buffers)
-        self._hidden = kernels["hidden"].bind((), delta=self.delta, weights=self.kernel.value,
+        self._hidden = kernels["hidden"].bind(("total",), delta=self.delta, weights=self.kernel.value,
                                               input_gr=self.input_grad, cols=cols, n_in=n_in, steps=steps,
                                               reverse=reverse, stride=stride)
         self._initial_gradient = kernels["initial_gradient"].bind(
@@ -436,7 +436,7 @@ class Recurrent(Layer, registered=False):
         steps, cols = self.steps, self.cols
         # The blocks past the rows' copy U^T (see FeedForwardRecurrentInput).
         if self.whole_sequence:
-            sizes = self._tiles_size(_blocks(rows * steps, SEQ_TM) * SEQ_TM + self.units)
+            sizes = self._tiles_size(_blocks(rows * steps, SEQ_TM) * SEQ_TM + self.units, cols)
         else:
             sizes = (_blocks(cols, self.vw), _blocks(rows * steps, RM) + _blocks(self.units, RM)), None
         self._input_product(*sizes, x, rows * steps, flops=2.0 * rows * steps * self.n_in * cols)
@@ -475,7 +475,9 @@ class Recurrent(Layer, registered=False):
         self._weight_gradients(rows)
         input_grad = None
         if wanted[0]:
-            self._hidden((_blocks(self.n_in, RM), total), None, flops=2.0 * total * self.n_in * cols)
+            sizes = (self._tiles_size(total, self.n_in) if self.whole_sequence
+                     else ((_blocks(self.n_in, RM), total), None))
+            self._hidden(*sizes, total, flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
                 input_grad = self._input_dropout.backward(input_grad, rows, True)
@@ -516,16 +518,17 @@ class Recurrent(Layer, registered=False):
         chunk = -(-rows // min(rows, MAX_SPLITS))
         splits, height = _blocks(rows, chunk), n_in + units + 2
         # C's n rows, and the bias's where summed, by slices of batch rows.
-        tiles = lambda n, with_bias: self._tiles_size(n + int(with_bias), splits)
+        tiles = lambda n, with_bias: self._tiles_size(n + int(with_bias), cols, splits)
         self._delta_weights(*tiles(n_in, self.use_bias), x, rows, chunk, masked, flops=flops * n_in, beside=True)
         self._delta_recurrent(*tiles(units, self._recurrent_bias and self.use_bias), previous, rows, chunk, masked,
                               flops=flops * units, beside=True)
         self._sum_splits((cols, height), None, splits, beside=True)
 
-    def _tiles_size(self, rows: int, depth: int = 1) -> tuple:
+    @staticmethod
+    def _tiles_size(rows: int, columns: int, depth: int = 1) -> tuple:
         """The sequence form's products' (global, local) sizes: a work-group per tile of C's `rows`
-        rows by cols columns (see SEQ_TILES_SUM in recurrent.cl), `depth` of them."""
-        return (_blocks(self.cols, SEQ_TN) * SEQ_TN // 4, _blocks(rows, SEQ_TM) * 8, depth), (SEQ_TN // 4, 8, 1)
+        rows by `columns` columns (see SEQ_TILES_SUM in recurrent.cl), `depth` of them."""
+        return (_blocks(columns, SEQ_TN) * SEQ_TN // 4, _blocks(rows, SEQ_TM) * 8, depth), (SEQ_TN // 4, 8, 1)
 
     def _weight_gradient_size(self, blocks: int, n: int) -> tuple:
         """The CPU form's (global, local) sizes of a weight gradient of `n` rows: a work-group per
