@@ -984,7 +984,9 @@ __kernel void SumRecurrentSplits(__global const TYPE *splits,     // (splits, n_
 }
 
 // dL/dx = delta W^T, written to the input time step each processing row read: RM input features
-// of one processing row per work-item, each a dot product of rows along the columns.
+// of HG_ROWS processing rows per work-item, each a dot product of rows along the columns. Each
+// step of the columns loads HG_ROWS blocks of deltas (contiguous in their panel) and RM of W, for
+// RM x HG_ROWS multiply-adds.
 __kernel __attribute__((vec_type_hint(VEC)))
 void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (cols / VW, capacity * steps, VW)
                                       __global const TYPE *weights, // W, (n_in, cols)
@@ -992,26 +994,40 @@ void CalcHiddenGradientRecurrentInput(__global const TYPE *delta,   // panels (c
                                       const int cols, const int n_in, const int steps, const int reverse,
                                       const int stride, const int total)
 {
-    const int d0 = get_global_id(0) * RM, r = get_global_id(1);
-    if (d0 >= n_in || r >= total)
+    const int d0 = get_global_id(0) * RM, r0 = get_global_id(1) * HG_ROWS;
+    if (d0 >= n_in || r0 >= total)
         return;
-    __global const TYPE *g = delta + r * VW;
+    __global const TYPE *g[HG_ROWS];  // (rows past total read the last again, and are not stored)
     __global const TYPE *w[RM];
-    VEC acc[RM];
+    VEC acc[HG_ROWS][RM];
+    #pragma unroll
+    for (int j = 0; j < HG_ROWS; j++)
+        g[j] = delta + min_int(r0 + j, total - 1) * VW;
     #pragma unroll
     for (int i = 0; i < RM; i++) {
-        acc[i] = (VEC)(0);
         w[i] = weights + min_int(d0 + i, n_in - 1) * cols;
+        #pragma unroll
+        for (int j = 0; j < HG_ROWS; j++)
+            acc[j][i] = (VEC)(0);
     }
     for (int c = 0; c < cols; c += VW) {
-        const VEC v = *(const __global VEC *)(g + c * stride);
+        VEC v[HG_ROWS];
         #pragma unroll
-        for (int i = 0; i < RM; i++)
-            acc[i] += v * LoadBlock(w[i] + c, cols - c);
+        for (int j = 0; j < HG_ROWS; j++)
+            v[j] = *(const __global VEC *)(g[j] + c * stride);
+        #pragma unroll
+        for (int i = 0; i < RM; i++) {
+            const VEC wi = LoadBlock(w[i] + c, cols - c);
+            #pragma unroll
+            for (int j = 0; j < HG_ROWS; j++)
+                acc[j][i] += v[j] * wi;
+        }
     }
-    __global TYPE *out = input_gr + InputRow(r, steps, reverse) * n_in;
-    for (int i = 0; i < RM && d0 + i < n_in; i++)
-        out[d0 + i] = SumLanes(acc[i]);
+    for (int j = 0; j < HG_ROWS && r0 + j < total; j++) {
+        __global TYPE *out = input_gr + InputRow(r0 + j, steps, reverse) * n_in;
+        for (int i = 0; i < RM && d0 + i < n_in; i++)
+            out[d0 + i] = SumLanes(acc[j][i]);
+    }
 }
 
 // dL/dh_0, the initial state's gradient, once the backward steps are done: step 0's recurrent

@@ -45,6 +45,9 @@ from .dropout import Dropout
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
 RM = 4
+# The CPU form's input gradient: processing rows per work-item (by RM input features), each load of
+# W serving them all.
+HG_ROWS = 3
 # The CPU form's weight gradients sum 2 VW columns by DW_ROWS rows per work-item: RM, or where a VW
 # vector is a 64-byte register (AVX-512, whose 32 registers hold 16 accumulators) 8, which reads
 # delta half as often: on two cores of an Intel Xeon (family 6, model 207) LSTM(128)'s weight
@@ -295,6 +298,7 @@ class Recurrent(Layer, registered=False):
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "DW_ROWS": self.dw_rows,
+                                                        "HG_ROWS": HG_ROWS,
                                                         "GATES": self.gates,
                                                         **self.blocks, "SEQ_ROWS": SEQ_ROWS, "SEQ_ITEMS": SEQ_ITEMS,
                                                         "SEQ_KEPT": KEPT_BYTES // (4 * np.dtype(self.dtype).itemsize),
@@ -476,7 +480,7 @@ class Recurrent(Layer, registered=False):
         input_grad = None
         if wanted[0]:
             sizes = (self._tiles_size(total, self.n_in) if self.whole_sequence
-                     else ((_blocks(self.n_in, RM), total), None))
+                     else ((_blocks(self.n_in, RM), _blocks(total, HG_ROWS)), None))
             self._hidden(*sizes, total, flops=2.0 * total * self.n_in * cols)
             input_grad = self.input_grad
             if self._input_dropout is not None:  # through the mask of the forward pass
