@@ -685,8 +685,8 @@ void CalcDeltaWeightsRecurrent(__global const TYPE *a,       // x (rows, steps, 
 }
 
 // The sequence form's products over every (row, step) pair (a GPU's): the input product z = x W
-// + b and the weight gradients, as tiles of C (SEQ_TM x SEQ_TN) = A B summed over slabs of SEQ_TK
-// depths. A work-group stages a slab of A (SEQ_TK x SEQ_TM, as A^T) and of B (SEQ_TK x SEQ_TN) in
+// + b, the weight gradients and the input's gradient, as tiles of C (SEQ_TM x SEQ_TN) = A B
+// summed over slabs of SEQ_TK depths. A work-group stages a slab of A (SEQ_TK x SEQ_TM, as A^T) and of B (SEQ_TK x SEQ_TN) in
 // local memory with loads that walk each operand's contiguous runs, the next slab's loads in
 // flight while the current one is summed; a work-item keeps 8 rows by 4 columns of C, which each
 // depth's three 16-byte local reads serve 32 multiply-adds. The rows of local memory are padded

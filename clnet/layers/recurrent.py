@@ -509,11 +509,11 @@ class Recurrent(Layer, registered=False):
         the sequence form each split among batch rows into slices, then SumRecurrentSplits; beside
         the input gradient, which does not read them (Runtime.side_queue)."""
         cols, n_in, units, total = self.cols, self.n_in, self.units, rows * self.steps
-        blocks = _blocks(cols, 2 * self.vw)
         flops = 2.0 * total * cols
         # dL/dU's h_0: the initial state (mode 3), else a stand-in (mode 2 skips it).
         x, previous, masked = self.x, self._initial_h, int(self.masked)
         if not self.whole_sequence:
+            blocks = _blocks(cols, 2 * self.vw)
             self._delta_weights(*self._weight_gradient_size(blocks, n_in), x, rows, rows, masked, flops=flops * n_in,
                                 beside=True)
             self._delta_recurrent(*self._weight_gradient_size(blocks, units), previous, rows, rows, masked,
