@@ -288,13 +288,55 @@ def test_products_form_in_the_gpus_tiles(rt, tq, tk, masking):
     forward_matches_numpy(2, 8, 12, tq, tk, 2, masking, attention.PRODUCT_TILES)
 
 
+@pytest.mark.parametrize("tiles", [{"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1},
+                                   {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32, "MMA": 1}])
 @pytest.mark.parametrize("masking", ["none", "causal", "both"])
-def test_products_form_on_tensor_cores(rt, masking):
-    """The products in gpu_tiles.cl's tensor-core form (MMA: 128-square blocks; 132 keys take two,
-    the second almost empty, and the causal mask leaves one out)."""
+def test_products_form_on_tensor_cores(rt, masking, tiles):
+    """The products in gpu_tiles.cl's tensor-core form (MMA, 3xTF32: 128-square blocks, where 132
+    keys take two, the second almost empty, and the causal mask leaves one out; and 64-square
+    ones, three blocks and two of them left out)."""
     if not rt.info.tensor_cores:
         pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
-    forward_matches_numpy(2, 8, 12, 132, 132, 2, masking, {"VW": 4, "TILE": 128, "WPT": 8, "TK": 16, "MMA": 1})
+    forward_matches_numpy(2, 8, 12, 132, 132, 2, masking, tiles)
+
+
+def bfloat16(a):
+    """a rounded to bfloat16 (to nearest even), as float64."""
+    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("masking", ["none", "causal"])
+def test_products_form_in_sixteen_bits(rt, masking):
+    """The MMA form's bfloat16 tiles, 64-square 16 deep (what a layer under a 16-bit policy runs its
+    products in; here the scores' too, given as tiles): each product's operands rounded to
+    bfloat16, sums in float, as numpy computes it from the rounded operands; 132 positions, 16 key
+    dims, two heads."""
+    if not rt.info.tensor_cores:
+        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    rng = np.random.default_rng(4)
+    heads, dim, length, rows, causal = 2, 16, 132, 2, masking == "causal"
+    tiles = {**attention.SIXTEEN_BIT_PRODUCT_TILES, "HALF": 1}
+    mha = MultiHeadAttention(heads, dim, tiles=tiles)
+    model = attention_model(length, length, 6, 5, mha, causal=causal)
+    (wq, bq, wk, bk, wv, bv, wo, bo) = randomized(model, rng)
+    xq, xv = rng.normal(size=(rows, length, 6)), rng.normal(size=(rows, length, 5))
+    xq32, xv32 = (np.asarray(x, np.float32).astype(np.float64) for x in (xq, xv))
+    project = lambda x, w, b: np.einsum("btf,fhd->bhtd", x, w.astype(np.float64)) + b.astype(np.float64)[:, None]
+    q, k, v = project(xq32, wq, bq), project(xv32, wk, bk), project(xv32, wv, bv)
+    scores = np.einsum("bhqd,bhkd->bhqk", bfloat16(q), bfloat16(k)) / np.sqrt(dim)
+    if causal:
+        scores = np.where(np.tril(np.ones((length, length), bool)), scores, -1e9)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    context = np.einsum("bhqk,bhkd->bqhd", bfloat16(p), bfloat16(v))
+    want = np.einsum("bqhd,hdo->bqo", context, wo.astype(np.float64)) + bo
+    got = model.predict([xq, xv])
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-3 * np.abs(want).max())
+    unrounded = np.einsum("bhqk,bhkd->bqhd", p, v)  # the same in float: farther than bfloat16's rounding
+    far = np.einsum("bqhd,hdo->bqo", unrounded, wo.astype(np.float64)) + bo
+    assert np.abs(far - want).max() > 4 * np.abs(got - want).max()
 
 
 def test_products_form_only_where_aligned(rt):

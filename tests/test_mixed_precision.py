@@ -57,7 +57,7 @@ def trained_in_both(build, learning_rate, fit, evaluate, stored: bool) -> dict:
     """{policy: validation loss} of the model `build()` makes under "float32" and under
     "mixed_bfloat16", each compiled with Adam(learning_rate), fitted (`fit(model)`) and evaluated
     (`evaluate(model)`) alike; and
-    that the bfloat16 model's Dense products ran in bfloat16, the float32 one's in float, and
+    that the bfloat16 model's Dense and attention products ran in bfloat16, the float32 one's in float, and
     whether some of them on operands stored in 16 bits (`stored`)."""
     losses = {}
     for policy in ("float32", "mixed_bfloat16"):
@@ -73,6 +73,9 @@ def trained_in_both(build, learning_rate, fit, evaluate, stored: bool) -> dict:
                    else (layer,) if isinstance(layer, Dense) else ())]
         assert denses and all(d.tiles.get("HALF") == (1 if policy != "float32" else None) for d in denses)
         assert any(isinstance(d.plan, SixteenBitDensePlan) for d in denses) == (stored and policy != "float32")
+        # attention's own products (the context and the gradients; the scores' in the row blocks stay float)
+        assert all(layer.product_tiles.get("HALF") == (1 if policy != "float32" else None)
+                   for layer in model.layers if isinstance(layer, MultiHeadAttention))
     assert losses["mixed_bfloat16"] != losses["float32"]  # (bfloat16's products, not float's)
     return losses
 

@@ -318,9 +318,9 @@ void AttentionProduct(__global const TYPE *A, const int a_first, const int a_sam
     tiled_product(A + a_first + b * a_sample + h * a_head, a_ld, a_along_k,
                   B + b_first + b * b_sample + h * b_head, b_ld, b_along_k, M, N, k_first, k_end, As, Bs, acc, 0);
     #pragma unroll
-    for (int i = 0; i < WPT; i++)
+    for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
-        for (int j = 0; j < WPT; j++)
+        for (int j = 0; j < ACC_COLS; j++)
             acc[i][j] *= scale;
     store_block(C + c_first + b * c_sample + h * c_head, c_ld, M, N, acc, 0);
     if (t_ld)

@@ -19,7 +19,8 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer, check_call_arguments, tensors_of
-from ..products import check_tensor_core_form, on_tensor_cores, product_sources, program_defines
+from ..products import (HALF_TYPES, check_tensor_core_form, on_tensor_cores, product_sources, program_defines,
+                        tensor_core_form)
 from .dense import Dense, JoinedDense
 from .merge import merge_program
 
@@ -43,6 +44,24 @@ ROW_BLOCK_VALUES = 64
 # candidate, taken before). For the other products alone, 64/8/16 tiles ran slightly faster, and
 # 128-square tiles (128/8/16, 128/8/32) far slower.
 PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32}
+
+
+# The tiles AttentionProduct runs in under a 16-bit policy where the MMA form can run: its 16-bit
+# products (mma_half.cl) in 64-square blocks, so that a product 64 wide (a head's key dim) fills
+# them, 16 deep a slice (on an H200 the larger GPT's step ran faster with 16 than with 32 or 64:
+# benchmarks/RESULTS.md, attention's products in 16 bits).
+SIXTEEN_BIT_PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 16, "MMA": 1}
+
+
+def sixteen_bit_product_tiles(rt, dtype, policy) -> dict | None:
+    """SIXTEEN_BIT_PRODUCT_TILES in the policy's 16 bits where a layer's mixed-precision policy
+    computes in 16 bits and the MMA form can run (the operands rounded as staged, sums in float, as
+    PyTorch's autocast runs attention's products in bfloat16; the row blocks' scores, softmax and
+    score gradients stay in float); None elsewhere."""
+    half = HALF_TYPES.get(policy.compute_dtype)
+    if half is None or not tensor_core_form(rt, dtype):
+        return None
+    return {**SIXTEEN_BIT_PRODUCT_TILES, "HALF": half}
 
 
 def row_tiles(tiles: dict, tk: int) -> int:
@@ -241,6 +260,7 @@ class MultiHeadAttention(Layer):
         aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"MultiHeadAttention {self.name!r}")
         self.tiles, self.row_tiles = None, 0
+        self.product_tiles = None  # the tiles AttentionProduct runs in (the products form's)
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or PRODUCT_TILES
         self.lanes = not self.tiles and lanes_form(self.rt)
@@ -296,6 +316,13 @@ class MultiHeadAttention(Layer):
             names = ("AttentionProduct", *(("AttentionScoresSoftmax", "AttentionScoreGradient") if self.row_tiles
                                            else ("AttentionSoftmax", "CalcScoreGradientAttention")))
             self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in names}  # bound in allocate
+            half = None if self.fixed_tiles else sixteen_bit_product_tiles(self.rt, self.dtype, self.dtype_policy)
+            if half:  # the same launches, from a program of the MMA form's 16-bit tiles
+                program = self.rt.program((linear.source, "activations/vector.cl", *product_sources(half),
+                                           "layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
+                                          {**program_defines(linear, False, half), **dims})
+                self._kernels["AttentionProduct"] = self.rt.kernel(program, "AttentionProduct", self.dtype)
+            self.product_tiles = half or self.tiles
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
             if self.lanes:

@@ -207,9 +207,9 @@ inline void slice_product(__local const TYPE4 *As, __local const TYPE4 *Bs, TYPE
 
 #define TILED_BEGIN                                             \
     __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];             \
-    TYPE acc[WPT][WPT];                                         \
-    for (int i = 0; i < WPT; i++)                               \
-        for (int j = 0; j < WPT; j++)                           \
+    TYPE acc[ACC_ROWS][ACC_COLS];                               \
+    for (int i = 0; i < ACC_ROWS; i++)                          \
+        for (int j = 0; j < ACC_COLS; j++)                      \
             acc[i][j] = 0;
 #endif
 

@@ -13,12 +13,12 @@
 // lower depth in the lower half.
 #define MMA_16(c, a, b) MMA_SYNC("m16n8k16.row.col.f32." HALF_PTX_TYPES ".f32", c, a, b)
 
-inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[WPT][WPT])
+inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TYPE acc[ACC_ROWS][ACC_COLS])
 {
     // (pairs of depths, see put(): As[k / 2][m], a fragment register each)
     __local const uint *As = (__local const uint *)As4, *Bs = (__local const uint *)Bs4;
     const int lid = LOCAL_INDEX, g = lid % 32 / 4, t = lid % 4;
-    const int wm = lid / 128 * 64, wn = lid / 32 % 4 * 32;  // the warp's 64 x 32 of the block
+    const int wm = WARP_ROW, wn = WARP_COL;  // the warp's WARP_M x 32 of the block
     // B's fragments for the whole slice: b0 = B[2t, 2t + 1][g], b1 = B[2t + 8, 2t + 9][g] of each 16 x 8 piece.
     uint b[4][TK / 16][2];  // (n tile, 16 of depth, fragment)
     #pragma unroll
@@ -29,7 +29,7 @@ inline void slice_product(__local const TYPE4 *As4, __local const TYPE4 *Bs4, TY
             for (int r = 0; r < 2; r++)
                 b[nj][h][r] = Bs[(h * 8 + t + 4 * r) * LT + wn + nj * 8 + g];
     #pragma unroll
-    for (int mi = 0; mi < 4; mi++) {
+    for (int mi = 0; mi < M_TILES; mi++) {
         // A's: a0 = A[g][2t, 2t + 1], a1 = A[g + 8][2t, 2t + 1], a2 = A[g][2t + 8, 2t + 9], a3 = A[g + 8][2t + 8, 2t + 9].
         uint a[TK / 16][4];  // (16 of depth, fragment)
         #pragma unroll
