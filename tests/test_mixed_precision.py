@@ -334,6 +334,54 @@ def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
         np.testing.assert_array_equal(mine, theirs)
 
 
+def test_layer_normalization_writes_its_reader_s_sixteen_bit_input(monkeypatch):
+    """Under "mixed_bfloat16" with operands stored in 16 bits (the WGMMA form), a transformer
+    block's norms write their output in bfloat16 into the 16-bit copy of the one layer reading it
+    (the attention's joined projection, the first feed-forward Dense), as the feed-forward Dense
+    layers do the next one's: four RoundToSixteenBits launches fewer a step, and the same bits as the model whose
+    layers each round their own in the predictions, the loss, every gradient and the weights
+    after training. Needs Hopper."""
+    skip_unless_sixteen_bit_products("wgmma")
+    fix_sixteen_bit_tiles(monkeypatch, "wgmma")
+    from clnet.layers import Add, LayerNormalization
+    rng = np.random.default_rng(12)
+    x, y = rng.normal(size=(24, 8, 32)).astype(np.float32), rng.integers(0, 8, (24, 8))
+
+    def build():
+        mixed_precision.set_global_policy("mixed_bfloat16")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mixed_precision.PrecisionFallbackWarning)
+            source = Input((8, 32))
+            h = LayerNormalization()(source)
+            x1 = Add()([source, MultiHeadAttention(2, 64)(h, h, use_causal_mask=True)])  # (128 wide: the projections join)
+            h = Dense(24)(Dense(64, activation="gelu")(LayerNormalization()(x1)))
+            model = clnet.Model(source, Dense(8, activation="softmax")(Add()([x1, Dense(32)(h)])), seed=12)
+        model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        return model
+
+    rt = clnet.runtime()
+    results = {}
+    for linked in (True, False):
+        if not linked:
+            monkeypatch.setattr(Dense, "take_sixteen_bit_inputs", lambda self, writer: None)
+        model = build()
+        predicted = model.predict(x, verbose=0)
+        loss, grads, _ = model.compute_gradients(x[:8], y[:8])
+        before = rt.launches
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
+        norm1, attention, norm2, gelu, linear, last = (model.layers[i] for i in (1, 2, 4, 5, 6, 7))
+        assert isinstance(attention.joined_projection.plan, SixteenBitDensePlan)
+        writers = [reader.plan.input_writer for reader in (attention.joined_projection, gelu, linear, last)]
+        assert writers == ([norm1, norm2, gelu.plan, linear.plan] if linked else [None] * 4), writers
+    linked, alone = results[True], results[False]
+    assert linked[4] == alone[4] - 3 * 4  # 3 steps: four roundings fewer each
+    np.testing.assert_array_equal(linked[0], alone[0])
+    assert linked[1] == alone[1]
+    for mine, theirs in zip([*linked[2], *linked[3]], [*alone[2], *alone[3]]):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def test_a_shared_dense_layer_writes_only_its_latest_reader_s_sixteen_bit_input(monkeypatch):
     """Two models share a Dense layer under "mixed_bfloat16" (the WGMMA form), each with a Dense
     of its own reading it: the model built last links the shared layer to its reader, and the

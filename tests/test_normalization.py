@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import clnet
+from clnet.cl.tensor import Tensor
 from clnet.layers import (Add, BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization,
                           layer_normalization)
 from clnet.layers import batch_normalization
@@ -106,6 +107,40 @@ def test_layer_norm_chunked_form_matches_numpy(rt, monkeypatch, shape, axis, row
     monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: True)
     layer = layer_norm_matches_numpy(shape, axis, rows, seed=7)
     assert layer.chunked and layer._group > 1 and layer.warp_groups == rt.warp_shuffles(np.float32)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_layer_norm_writes_a_sixteen_bit_copy_for_its_reader(rt, monkeypatch, half, chunked):
+    """Asked by a reader whose products take 16-bit operands (Layer.writes_sixteen_bits), the
+    forward writes y rounded to `half`, to nearest even, into the reader's copy too, y unchanged;
+    values past float16's range become infinities, those below its normal range its subnormals,
+    a NaN stays one. In both forms on whichever device runs the tests."""
+    monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: chunked)
+    rng = np.random.default_rng(11)
+    rows, shape, f32 = 3, (4, 40), np.float32
+    layer = layer_alone(LayerNormalization(), shape, rows, f32)
+    gamma = np.geomspace(1e-7, 1e5, 40).astype(f32) * rng.choice([-1, 1], 40)  # float16's subnormals to past its largest
+    layer.set_weights([gamma, np.zeros(40, f32)])
+    x = rng.normal(size=(rows, *shape)).astype(f32)
+    x[1, 2] = np.nan  # a whole group of NaNs
+    want = layer.forward(device(x, f32), rows).numpy()
+    target = Tensor(want.shape, np.uint16)
+    assert layer.writes_sixteen_bits(target, half) is layer and layer.outputs16 is target
+    np.testing.assert_array_equal(layer.forward(device(x, f32), rows).numpy(), want)
+    got = target.numpy()
+    if half == "float16":
+        with np.errstate(over="ignore"):
+            expected = want.astype(np.float16).view(np.uint16)
+    else:
+        bits = want.view(np.uint32).astype(np.uint64)
+        expected = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[finite], expected[finite])
+    wide = got.view(np.float16).astype(np.float32) if half == "float16" else (got.astype(np.uint32) << 16).view(np.float32)
+    assert np.isnan(wide[~finite]).all() and (~finite).sum() == 40  # (the NaN group)
+    if half == "float16":
+        assert np.isinf(wide[finite]).any() and ((wide != 0) & (np.abs(wide) < 6.1e-5)).any()
 
 
 # -- gradients in float64 --------------------------------------------------------------------------

@@ -686,12 +686,14 @@ class Layer(HasWeights):
     # to 16 bits before the product, unless the layer below wrote it so: where one layer alone
     # reads another's output, the model calls reader.take_sixteen_bit_inputs(writer) whenever their
     # buffers are made, and the writer's forward, asked by writes_sixteen_bits(target, half), may
-    # then write its output in `half` into the reader's 16-bit copy too (Dense: in the same launch).
+    # then write its output in `half` into the reader's 16-bit copy too, in the same launch (Dense,
+    # LayerNormalization). It returns what writes it, whose `outputs` is the float output and
+    # `outputs16` the 16-bit copy it writes now (another reader may take it later), or None.
     def take_sixteen_bit_inputs(self, writer: "Layer") -> None:
         pass
 
-    def writes_sixteen_bits(self, target: Tensor, half: str) -> bool:
-        return False
+    def writes_sixteen_bits(self, target: Tensor, half: str):
+        return None
 
     # Set by the model before each forward pass: training (fit) or inference (evaluate, predict),
     # and the optimizer's step count, which seeds per-step randomness (Dropout).

@@ -157,12 +157,16 @@ class Dense(Layer):
 
     def take_sixteen_bit_inputs(self, writer) -> None:
         plan = self.plan
-        if isinstance(plan, SixteenBitDensePlan) and writer.writes_sixteen_bits(plan.inputs16, self.half):
-            plan.inputs_written_by(writer.plan)
+        if isinstance(plan, SixteenBitDensePlan):
+            writing = writer.writes_sixteen_bits(plan.inputs16, self.half)
+            if writing is not None:
+                plan.inputs_written_by(writing)
 
-    def writes_sixteen_bits(self, target, half: str) -> bool:
+    def writes_sixteen_bits(self, target, half: str):
         plan = self.plan
-        return isinstance(plan, SixteenBitDensePlan) and plan.write_outputs_in_sixteen_bits(target, half)
+        if isinstance(plan, SixteenBitDensePlan) and plan.write_outputs_in_sixteen_bits(target, half):
+            return plan
+        return None
 
     def gradient_parts(self, parts: int) -> list[tuple[int, int]]:
         """The GPU form computes a large kernel's gradient in `parts` launches of whole tiles of rows

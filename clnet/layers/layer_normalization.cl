@@ -44,15 +44,32 @@ inline int ln_start(const int group, const int features, const int inner)
         for (; n < features; n++) { scalar; }                      \
     }
 
+// x rounded to 16 bits, to nearest even, as a 16-bit policy's products read their operands
+// (products/sixteen_bit.cl, whose PTX conversions round the same way): `format` 1 bfloat16
+// (the float's upper half, rounded; a NaN stays one), 2 float16.
+inline void store_sixteen_bits(const float x, __global ushort *y, const int format)
+{
+    if (format == 2) {
+        vstore_half_rte(x, 0, (__global half *)y);
+        return;
+    }
+    const uint u = as_uint(x);
+    *y = isnan(x) ? 0x7fc0u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
 // y = (x - mean) inv_std gamma + beta, with the group's mean and biased variance (as Keras);
-// the mean and inv_std are kept for the backward pass.
+// the mean and inv_std are kept for the backward pass. With `sixteen` (1 bfloat16, 2 float16),
+// y in those 16 bits into outputs16 too: the next layer's input as its 16-bit products read it
+// (Layer.writes_sixteen_bits), which then rounds none itself.
 __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, outer, features, inner)
                                    __global TYPE *outputs,        // (rows, outer, features, inner)
+                                   __global ushort *outputs16,    // the same in 16 bits, with sixteen
                                    __global const TYPE *gamma,    // (features,)
                                    __global const TYPE *beta,     // (features,)
                                    __global TYPE *group_mean,     // (rows * outer * inner,)
                                    __global TYPE *group_inv_std,  // (rows * outer * inner,)
-                                   const int groups, const int features, const int inner, const TYPE epsilon)
+                                   const int groups, const int features, const int inner, const TYPE epsilon,
+                                   const int sixteen)
 {
 #if ROWS
     const int group = get_global_id(0);
@@ -73,6 +90,8 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
     const TYPE inv_std = 1 / sqrt((Sum8(squares8) + squares) / features + epsilon);
     LN_ROW_LOOP(n, rows8, Store8((Load8(x + n) - mean) * inv_std * Load8(gamma + n) + Load8(beta + n), y + n),
                 y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
+    for (int n = 0; sixteen && n < features; n++)
+        store_sixteen_bits(y[n * inner], outputs16 + start + n * inner, sixteen);
     group_mean[group] = mean;
     group_inv_std[group] = inv_std;
 #else
@@ -93,7 +112,10 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
     const TYPE inv_std = 1 / sqrt(GROUP_SUM(scratch, squares) / features + epsilon);
     for (int n = lid; n < features; n += step) {
         const int i = start + n * inner;
-        outputs[i] = (inputs[i] - mean) * inv_std * gamma[n] + beta[n];
+        const TYPE y = (inputs[i] - mean) * inv_std * gamma[n] + beta[n];
+        outputs[i] = y;
+        if (sixteen)
+            store_sixteen_bits(y, outputs16 + i, sixteen);
     }
     if (lid == 0) {
         group_mean[group] = mean;

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import initializers
 from ..cl.tensor import Tensor
+from ..products import HALF_TYPES
 from .base import BufferedLayer
 from .batch_normalization import check_axis, check_positive, split_axis
 
@@ -68,6 +69,7 @@ class LayerNormalization(BufferedLayer):
         self._ones = Tensor.from_numpy(np.ones(f), self.dtype, self.rt)  # gamma without scale
         self._zeros = Tensor.zeros(f, self.dtype, self.rt)               # beta without center
         self._sink = Tensor(f, self.dtype, self.rt)                      # their unused gradients
+        self._sink16 = Tensor((1,), np.uint16, self.rt)                 # no 16-bit copy of y
         # On an NVIDIA GPU, in float, a warp per group (WARP_SHUFFLES in layer_normalization.cl).
         self.warp_groups = self.rt.warp_shuffles(self.dtype)
         # The weight gradient: on a GPU in chunks of the groups, then their sum; on a CPU a
@@ -102,9 +104,12 @@ class LayerNormalization(BufferedLayer):
         sizes = {"features": self.features, "inner": self.inner}
         statistics = {"group_mean": self.group_mean, "group_inv_std": self.group_inv_std}
         # Each kernel's arguments named once; a launch gives those that change, in the order bound.
-        self._forward = kernel("FeedForwardLayerNorm").bind(
-            ("inputs", "groups"), outputs=self.outputs, gamma=self._gamma(),
-            beta=self.beta.value if self.center else self._zeros, epsilon=self.epsilon, **statistics, **sizes)
+        forward = dict(outputs=self.outputs, gamma=self._gamma(), beta=self.beta.value if self.center else self._zeros,
+                       epsilon=self.epsilon, **statistics, **sizes)
+        self._bind_forward = lambda outputs16, half: kernel("FeedForwardLayerNorm").bind(
+            ("inputs", "groups"), outputs16=outputs16, sixteen=half, **forward)
+        self._forward = self._bind_forward(self._sink16, 0)
+        self.outputs16 = None  # the tensor the forward writes y into in 16 bits too, if any
         self._hidden = kernel("CalcHiddenGradientLayerNorm").bind(
             ("inputs", "output_gr", "add_to", "groups", "adding"), input_gr=self.input_grad, gamma=self._gamma(),
             **statistics, **sizes)
@@ -120,6 +125,14 @@ class LayerNormalization(BufferedLayer):
         else:
             self._delta_weights = kernel("CalcDeltaWeightsLayerNormLanes").bind(
                 given, gamma_gr=gamma_grad, beta_gr=beta_grad, **statistics, **sizes)
+
+    def writes_sixteen_bits(self, target, half: str):
+        """The forward writes y in `half` into `target` too (a 16-bit policy's Dense reading y
+        alone: its products' 16-bit copy of x, as many elements as y), in the same launch."""
+        if self.dtype != np.float32 or half not in HALF_TYPES or target.size != self.outputs.size:
+            return None
+        self._forward, self.outputs16 = self._bind_forward(target, HALF_TYPES[half]), target
+        return self
 
     def forward(self, x, rows):
         self.x = x

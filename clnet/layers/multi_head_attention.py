@@ -486,6 +486,12 @@ class MultiHeadAttention(Layer):
         the dropped probabilities while dropping, else the probabilities themselves."""
         return self.dropped if self._dropping else self.probabilities
 
+    def take_sixteen_bit_inputs(self, writer) -> None:
+        """A self-attention's one projection (JoinedDense) may take its input in 16 bits from the
+        layer below (see Layer.take_sixteen_bit_inputs)."""
+        if self.joined:
+            self.joined_projection.take_sixteen_bit_inputs(writer)
+
     @property
     def adds_to_output(self):
         """Its output Dense adds a residual in its launch (see Layer.adds_to_output)."""

@@ -240,7 +240,7 @@ void SixteenBitForward(const __global ushort *inputs, const __global ushort *wei
 // A dense layer's dL/dz from dL/dy (output_gr) where apply_derivative, times f'(z) (kept by the
 // forward: STORE_SLOPES) or f' of y, else dL/dy itself, rounded to 16 bits for the weight and
 // input gradients' products, and the bias gradient's sums in float over blocks of DELTA_ROWS rows
-// (bias_slices, (row blocks, units), which SumSlices adds). A work-group of DELTA_COLUMNS / 2
+// (bias_slices, (row blocks, units), which SumRows adds). A work-group of DELTA_COLUMNS / 2
 // pairs of columns by DELTA_LANES lanes takes a block: neighbouring work-items read neighbouring
 // pairs, each lane every DELTA_LANES-th row of the block, and the lanes' sums are added in local
 // memory. (A work-item a whole column pair's block, one after another, left a small layer's GPU
@@ -285,6 +285,29 @@ void SixteenBitDelta(const __global float *output_gr, const __global float *slop
     }
 }
 #endif
+
+// c (columns) = the sums down the columns of x (rows, columns): the bias gradient from
+// SixteenBitDelta's row blocks. A work-group of SUM_COLUMNS columns by SUM_LANES lanes, each lane
+// every SUM_LANES-th row, the lanes' sums added in local memory. (SumSlices, a work-item a column
+// adding the rows one after another, took the larger GPT's 128 row blocks markedly longer.)
+#define SUM_COLUMNS 32
+#define SUM_LANES 8
+__kernel __attribute__((reqd_work_group_size(SUM_COLUMNS, SUM_LANES, 1)))
+void SumRows(const __global float *x, __global float *c, const int rows, const int columns)
+{
+    __local float sums[SUM_LANES][SUM_COLUMNS];
+    const int j = get_global_id(0), lane = get_local_id(1);
+    float sum = 0;
+    for (int i = lane; j < columns && i < rows; i += SUM_LANES)
+        sum += x[(long)i * columns + j];
+    sums[lane][get_local_id(0)] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane == 0 && j < columns) {
+        for (int l = 1; l < SUM_LANES; l++)
+            sum += sums[l][get_local_id(0)];
+        c[j] = sum;
+    }
+}
 
 // c = the sum of `splits` slices of a (size / columns, columns) row-major matrix, laid out in c's
 // panels of `panel` columns (PANELLED): one work-item an element.

@@ -18,6 +18,7 @@ from .plan import bias_operands, split_k
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit.cl")
 BLOCK, THREADS, TK = 128, 256, 32  # (sixteen_bit.cl's)
 DELTA_COLUMNS, DELTA_LANES, DELTA_ROWS = 64, 8, 64  # (SixteenBitDelta's work-groups: columns x lanes, rows)
+SUM_COLUMNS, SUM_LANES = 32, 8  # (SumRows's work-groups)
 # The fewest inputs and units of a layer SixteenBitDensePlan takes: its four launches of its own
 # (the copies in 16 bits, dL/dz, the bias gradient's sum) cost a GPU step that waits on its
 # launches more than smaller products gain. On the H200 the tiny GPT (d 256) ran slower with it,
@@ -185,8 +186,8 @@ class SixteenBitDensePlan:
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
             units=i32(units), a=fused.a, b=fused.b)
-        self._sum_bias = kernel("SumSlices").bind(("splits",), slices=bias_slices, c=bias_grad, size=i32(units),
-                                                  columns=i32(units), panel=i32(units))
+        self._sum_bias = kernel("SumRows").bind(("rows",), x=bias_slices, c=bias_grad, columns=i32(units))
+        self._sum_bias_sizes = (-(-units // SUM_COLUMNS) * SUM_COLUMNS, SUM_LANES), (SUM_COLUMNS, SUM_LANES)
         # dL/dW (n_in, units) in W's panels, as the parameter's gradient holds it whatever its shape;
         # dL/dx (capacity, n_in) rows.
         weight_grad = Tensor((n_in, units), np.float32, rt, weights.grad.buffer)
@@ -229,15 +230,17 @@ class SixteenBitDensePlan:
         self._forward, self.outputs16 = self._bind_forward(target), target
         return True
 
-    def inputs_written_by(self, writer: "SixteenBitDensePlan") -> None:
-        """The layer below writes its output into inputs16 as well (`writer`, its plan, was given
-        inputs16 by write_outputs_in_sixteen_bits): a forward on that output rounds none itself."""
+    def inputs_written_by(self, writer) -> None:
+        """The layer below writes its output into inputs16 as well: `writer` (that layer's plan, or
+        the layer, as Layer.writes_sixteen_bits returned it; its `outputs` the output in float,
+        `outputs16` the 16-bit copy it writes) was given inputs16: a forward on that output rounds
+        none itself."""
         self._writer = writer
 
     @property
-    def input_writer(self) -> "SixteenBitDensePlan | None":
-        """The plan whose forward writes this plan's x in 16 bits, or None where the forward rounds
-        x itself: a writer another model has since given another reader's copy is no longer one."""
+    def input_writer(self):
+        """What writes this plan's x in 16 bits (see inputs_written_by), or None where the forward
+        rounds x itself: a writer another model has since given another reader's copy is no longer one."""
         writer = self._writer
         return writer if writer is not None and writer.outputs16 is self.inputs16 else None
 
@@ -258,7 +261,7 @@ class SixteenBitDensePlan:
         `apply_derivative`), then dL/dW from the x the forward rounded (x is that forward's)."""
         *_, delta, blocks = self._launch_sizes(rows)
         self._delta(*delta, grad, np.int32(rows), np.int32(apply_derivative))
-        self._sum_bias((-(-self.units // THREADS) * THREADS,), (THREADS,), np.int32(blocks))
+        self._sum_bias(*self._sum_bias_sizes, np.int32(blocks))
         self._weight_gradient(rows)
 
     def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:
