@@ -6,7 +6,8 @@ on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products o
 head)'s operands in the Dense layer's local-memory tiles, the softmax and the score gradient in
 the launches of the scores' products where a block of queries' keys fits in registers (two
 launches, four for the gradient; else three and five, row kernels between the products), or,
-where dims or lengths are not multiples of 4, a work-item per query row.
+where dims or lengths are not multiples of 4, a work-item per query row. Under a 16-bit
+mixed-precision policy on NVIDIA's tensor cores the products other than the scores' run in 16 bits.
 A self-attention's three projections of its one input run as one layer (JoinedDense): one
 product forward, one weight and one input gradient backward.
 """
@@ -308,20 +309,17 @@ class MultiHeadAttention(Layer):
         self.kernel_seed = (self.seed if self.seed is not None else int(rng.integers(2**31))) % 2**31
         if self.tiles:
             linear = activations.get("linear")
+            programs = lambda tiles, defines: self.rt.program(
+                (linear.source, "activations/vector.cl", *product_sources(tiles), "layers/dropout.cl",
+                 "layers/multi_head_attention.cl"), self.dtype, {**program_defines(linear, False, tiles), **dims, **defines})
             self.row_tiles = row_tiles(self.tiles, self.tk)
-            fused = {"ROW_TILES": self.row_tiles} if self.row_tiles else {}
-            program = self.rt.program((linear.source, "activations/vector.cl", *product_sources(self.tiles),
-                                       "layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
-                                      {**program_defines(linear, False, self.tiles), **dims, **fused})
+            program = programs(self.tiles, {"ROW_TILES": self.row_tiles} if self.row_tiles else {})
             names = ("AttentionProduct", *(("AttentionScoresSoftmax", "AttentionScoreGradient") if self.row_tiles
                                            else ("AttentionSoftmax", "CalcScoreGradientAttention")))
             self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in names}  # bound in allocate
             half = None if self.fixed_tiles else sixteen_bit_product_tiles(self.rt, self.dtype, self.dtype_policy)
             if half:  # the same launches, from a program of the MMA form's 16-bit tiles
-                program = self.rt.program((linear.source, "activations/vector.cl", *product_sources(half),
-                                           "layers/dropout.cl", "layers/multi_head_attention.cl"), self.dtype,
-                                          {**program_defines(linear, False, half), **dims})
-                self._kernels["AttentionProduct"] = self.rt.kernel(program, "AttentionProduct", self.dtype)
+                self._kernels["AttentionProduct"] = self.rt.kernel(programs(half, {}), "AttentionProduct", self.dtype)
             self.product_tiles = half or self.tiles
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
