@@ -1,9 +1,9 @@
 // Keras's Adadelta (Zeiler 2012): the running mean of squared *updates* sets the step's unit.
 // Eg = rho Eg + (1 - rho) g^2; dx = -(sqrt(Ex + eps) g) / sqrt(Eg + eps);
 // Ex = rho Ex + (1 - rho) dx^2; w += lr dx (Zeiler's method is lr = 1).
-__kernel void AdaDeltaUpdate(__global TYPE *weights, __global const TYPE *grads,
-                             __global TYPE *mean_square_grad, __global TYPE *mean_square_update,
-                             const int total, const TYPE lr, const TYPE rho, const TYPE eps, UPDATE_ARGUMENTS)
+UPDATE_KERNEL void AdaDeltaUpdate(__global TYPE *weights, __global const TYPE *grads,
+                                  __global TYPE *mean_square_grad, __global TYPE *mean_square_update,
+                                  const int total, const TYPE lr, const TYPE rho, const TYPE eps, UPDATE_ARGUMENTS)
 {
     SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;

@@ -1,6 +1,6 @@
 // Keras's Adagrad: G += g^2; w -= lr g / sqrt(G + eps), G starting at initial_accumulator_value.
-__kernel void AdaGradUpdate(__global TYPE *weights, __global const TYPE *grads, __global TYPE *accumulator,
-                            const int total, const TYPE lr, const TYPE eps, UPDATE_ARGUMENTS)
+UPDATE_KERNEL void AdaGradUpdate(__global TYPE *weights, __global const TYPE *grads, __global TYPE *accumulator,
+                                 const int total, const TYPE lr, const TYPE eps, UPDATE_ARGUMENTS)
 {
     SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;

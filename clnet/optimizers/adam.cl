@@ -1,13 +1,13 @@
 // Keras's Adam: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= alpha m / (sqrt(v) + eps), the
 // bias correction folded into the step size on the host: alpha = lr sqrt(1 - b2^t) / (1 - b1^t),
 // t = 1, 2, ... With -D AMSGRAD=1 the root is of v_max = max(v_max, v) instead of v.
-__kernel void AdamUpdate(__global TYPE *weights, __global const TYPE *grads,
-                         __global TYPE *first_moment, __global TYPE *second_moment,
+UPDATE_KERNEL void AdamUpdate(__global TYPE *weights, __global const TYPE *grads,
+                              __global TYPE *first_moment, __global TYPE *second_moment,
 #if AMSGRAD
-                         __global TYPE *max_second_moment,
+                              __global TYPE *max_second_moment,
 #endif
-                         const int total, const TYPE alpha, const TYPE beta1, const TYPE beta2,
-                         const TYPE eps, UPDATE_ARGUMENTS)
+                              const int total, const TYPE alpha, const TYPE beta1, const TYPE beta2,
+                              const TYPE eps, UPDATE_ARGUMENTS)
 {
     SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;

@@ -1,5 +1,11 @@
 // Shared by every update kernel. Parameters, gradients and moments are flat arrays of `total`
 // elements; each work-item updates four of them through ToVect4/D4ToArray.
+// UPDATE_KERNEL declares one: vec_type_hint(TYPE4) says its work-items already hold vectors, so
+// that Intel's CPU compiler does not vectorize across them as well (its guarded four-element loads
+// then become gathers): on a Zen 4 with AVX-512 the README MLP's Adam update took several times
+// longer without the hint; PoCL ignores it (benchmarks/RESULTS.md, the update kernels'
+// vec_type_hint on Intel's runtime).
+#define UPDATE_KERNEL __kernel __attribute__((vec_type_hint(TYPE4)))
 //
 // Every update kernel ends with UPDATE_ARGUMENTS and starts the way Keras's apply() does:
 // the gradient of loss + l1 |w| + l2 w^2 (the regularization is a term of the loss, so it is in

@@ -1,18 +1,18 @@
 // Keras's RMSprop: s = rho s + (1 - rho) g^2; step = lr g / sqrt(s + eps) (eps inside the root).
 // -D CENTERED=1: also a = rho a + (1 - rho) g, and the root is of s - a^2 + eps.
 // -D MOMENTUM=1: m = momentum m + step; w -= m. Otherwise w -= step.
-__kernel void RMSPropUpdate(__global TYPE *weights, __global const TYPE *grads, __global TYPE *mean_square,
+UPDATE_KERNEL void RMSPropUpdate(__global TYPE *weights, __global const TYPE *grads, __global TYPE *mean_square,
 #if CENTERED
-                            __global TYPE *mean_grad,
+                                 __global TYPE *mean_grad,
 #endif
 #if MOMENTUM
-                            __global TYPE *momentum_buffer,
+                                 __global TYPE *momentum_buffer,
 #endif
-                            const int total, const TYPE lr, const TYPE rho, const TYPE eps,
+                                 const int total, const TYPE lr, const TYPE rho, const TYPE eps,
 #if MOMENTUM
-                            const TYPE momentum,
+                                 const TYPE momentum,
 #endif
-                            UPDATE_ARGUMENTS)
+                                 UPDATE_ARGUMENTS)
 {
     SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;

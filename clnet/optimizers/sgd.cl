@@ -1,14 +1,14 @@
 // Keras's SGD. Plain: w -= lr g. With -D MOMENTUM=1: v = momentum v - lr g, then w += v, or with
 // nesterov w += momentum v - lr g (the new v).
-__kernel void SGDUpdate(__global TYPE *weights, __global const TYPE *grads,
+UPDATE_KERNEL void SGDUpdate(__global TYPE *weights, __global const TYPE *grads,
 #if MOMENTUM
-                        __global TYPE *velocity,
+                             __global TYPE *velocity,
 #endif
-                        const int total, const TYPE lr,
+                             const int total, const TYPE lr,
 #if MOMENTUM
-                        const TYPE momentum, const int nesterov,
+                             const TYPE momentum, const int nesterov,
 #endif
-                        UPDATE_ARGUMENTS)
+                             UPDATE_ARGUMENTS)
 {
     SKIP_IF_NOT_FINITE;
     const int i = get_global_id(0) * 4;
