@@ -43,6 +43,11 @@ inline int ln_start(const int group, const int features, const int inner)
         for (; (whole) && n + 8 <= features; n += 8) { simd; }     \
         for (; n < features; n++) { scalar; }                      \
     }
+// The kernels with that loop are declared LN_ROW_KERNEL: vec_type_hint(TYPE8) says a work-item
+// already holds vectors, so that Intel's CPU compiler does not vectorize across work-items as well
+// (the tiny GPT's norms ran several times longer on Intel's runtime than on pip's PoCL without it;
+// benchmarks/RESULTS.md, the update kernels' hint on Intel's runtime).
+#define LN_ROW_KERNEL __kernel __attribute__((vec_type_hint(TYPE8)))
 
 // x rounded to 16 bits, to nearest even, as a 16-bit policy's products read their operands
 // (products/sixteen_bit.cl, whose PTX conversions round the same way): `format` 1 bfloat16
@@ -61,15 +66,15 @@ inline void store_sixteen_bits(const float x, __global ushort *y, const int form
 // the mean and inv_std are kept for the backward pass. With `sixteen` (1 bfloat16, 2 float16),
 // y in those 16 bits into outputs16 too: the next layer's input as its 16-bit products read it
 // (Layer.writes_sixteen_bits), which then rounds none itself.
-__kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, outer, features, inner)
-                                   __global TYPE *outputs,        // (rows, outer, features, inner)
-                                   __global ushort *outputs16,    // the same in 16 bits, with sixteen
-                                   __global const TYPE *gamma,    // (features,)
-                                   __global const TYPE *beta,     // (features,)
-                                   __global TYPE *group_mean,     // (rows * outer * inner,)
-                                   __global TYPE *group_inv_std,  // (rows * outer * inner,)
-                                   const int groups, const int features, const int inner, const TYPE epsilon,
-                                   const int sixteen)
+LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, outer, features, inner)
+                                        __global TYPE *outputs,        // (rows, outer, features, inner)
+                                        __global ushort *outputs16,    // the same in 16 bits, with sixteen
+                                        __global const TYPE *gamma,    // (features,)
+                                        __global const TYPE *beta,     // (features,)
+                                        __global TYPE *group_mean,     // (rows * outer * inner,)
+                                        __global TYPE *group_inv_std,  // (rows * outer * inner,)
+                                        const int groups, const int features, const int inner, const TYPE epsilon,
+                                        const int sixteen)
 {
 #if ROWS
     const int group = get_global_id(0);
@@ -126,14 +131,14 @@ __kernel void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, oute
 
 // dx = inv_std (g - mean(g) - x^ mean(g x^)) per group, with g = dy gamma and x^ = (x - mean) inv_std;
 // with `adding`, dx + add_to: the gradient that the input's other readers gave (Layer.adds_to_input_grad).
-__kernel void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
-                                          __global const TYPE *output_gr,      // dL/dy, same shape
-                                          __global TYPE *input_gr,             // dL/dx, same shape
-                                          __global const TYPE *add_to,         // same shape, if adding
-                                          __global const TYPE *gamma,          // (features,)
-                                          __global const TYPE *group_mean,     // (rows * outer * inner,)
-                                          __global const TYPE *group_inv_std,  // (rows * outer * inner,)
-                                          const int groups, const int features, const int inner, const int adding)
+LN_ROW_KERNEL void CalcHiddenGradientLayerNorm(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
+                                               __global const TYPE *output_gr,      // dL/dy, same shape
+                                               __global TYPE *input_gr,             // dL/dx, same shape
+                                               __global const TYPE *add_to,         // same shape, if adding
+                                               __global const TYPE *gamma,          // (features,)
+                                               __global const TYPE *group_mean,     // (rows * outer * inner,)
+                                               __global const TYPE *group_inv_std,  // (rows * outer * inner,)
+                                               const int groups, const int features, const int inner, const int adding)
 {
 #if ROWS
     const int group = get_global_id(0);
@@ -265,13 +270,13 @@ __kernel void SumChunksLayerNorm(__global const TYPE *partials,  // (chunks, 2, 
 // lanes of a TYPE8, walking the groups with no reduction across work-items. A work-item per
 // feature walked its column one element per row (slow for the tiny GPT's five norms on PoCL
 // 3.0); with the features contiguous (inner = 1) a group's eight are one load.
-__kernel void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
-                                             __global const TYPE *output_gr,      // dL/dy, same shape
-                                             __global const TYPE *group_mean,     // (groups,)
-                                             __global const TYPE *group_inv_std,  // (groups,)
-                                             __global TYPE *gamma_gr,             // (features,)
-                                             __global TYPE *beta_gr,              // (features,)
-                                             const int groups, const int features, const int inner)
+LN_ROW_KERNEL void CalcDeltaWeightsLayerNormLanes(__global const TYPE *inputs,         // x, (rows, outer, features, inner)
+                                                  __global const TYPE *output_gr,      // dL/dy, same shape
+                                                  __global const TYPE *group_mean,     // (groups,)
+                                                  __global const TYPE *group_inv_std,  // (groups,)
+                                                  __global TYPE *gamma_gr,             // (features,)
+                                                  __global TYPE *beta_gr,              // (features,)
+                                                  const int groups, const int features, const int inner)
 {
     const int n0 = get_global_id(0) * 8, width = min_int(8, features - n0);
     TYPE8 dy_sum = (TYPE8)(0), dy_xhat_sum = (TYPE8)(0);
