@@ -33,11 +33,14 @@
 #define LANES_INT8(m) (m)
 #define LANES_TYPE8(m) (m)
 #endif
-__kernel void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
-                              __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
-                              __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
-                              __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
-                              const int ld, GEOMETRY, const int use_max)
+// vec_type_hint, as on the gradient's kernel below: Intel's CPU compiler otherwise vectorizes
+// across work-items as well (the CNN's poolings took it several times PoCL's time).
+__kernel __attribute__((vec_type_hint(TYPE8)))
+void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, channels)
+                     __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
+                     __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
+                     __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
+                     const int ld, GEOMETRY, const int use_max)
 {
     const int m = get_global_id(0);
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
