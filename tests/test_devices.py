@@ -229,22 +229,22 @@ def test_pips_pocl_alone_trains_or_says_why_it_cannot(tmp_path):
         assert "cannot compile OpenCL kernels for this CPU" in out and "clnet[intel]" in out
 
 
-def test_pips_pocl_3_0_on_zen_4_keeps_to_256_bit_vectors(monkeypatch):
+def test_pips_pocl_3_0_on_zen_4_compiles_for_256_bit_registers(monkeypatch):
     """The rule: pip's PoCL 3.0 (LLVM 14) on an AMD CPU of family 25 with AVX-512; not on Zen 3 (no
-    AVX-512), not an Intel CPU, not PoCL 3.1 (LLVM 15), not a GPU. There the widest vector a kernel
-    holds is 32 bytes, the register width the tuner assumes too, and programs are built with
-    HALVED_BUILTINS (common.cl)."""
+    AVX-512), not an Intel CPU, not PoCL 3.1 (LLVM 15), not a GPU. There the register the tuner
+    assumes is its target's 32 bytes, a kernel holds vectors of one or two of them, as on an AVX2
+    CPU, and programs are built with HALVED_BUILTINS (common.cl)."""
     zen4 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "flags": {"avx2", "avx512f"}}
     monkeypatch.setattr(cl_device, "host_cpu", lambda: zen4)
     avx512 = SimpleNamespace(native_vector_width_float=16, native_vector_width_double=8)
     pocl30 = replace(fake(0, "pthread-AMD EPYC", version="OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, RELOC, LLVM 14.0.6"),
                      cl_device=avx512)
     assert pocl30.builds_without_avx512
-    assert pocl30.widest_vector_bytes == 32 and pocl30.vector_bytes(4) == pocl30.vector_bytes(8) == 32
+    assert pocl30.widest_vector_bytes == 64 and pocl30.vector_bytes(4) == pocl30.vector_bytes(8) == 32
     as_runtime = SimpleNamespace(info=pocl30)
     for dtype in (np.float32, np.float64):
-        assert {tiles["VW"] * np.dtype(dtype).itemsize for tiles in tile_candidates(as_runtime, dtype)} == {32}
-        assert step_width(as_runtime, dtype) * np.dtype(dtype).itemsize == 32
+        assert {tiles["VW"] * np.dtype(dtype).itemsize for tiles in tile_candidates(as_runtime, dtype)} == {32, 64}
+    assert step_width(as_runtime, np.float32) == step_width(as_runtime, np.float64) == 8
     pocl31 = replace(fake(1, "pthread-znver4-AMD EPYC", version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6"),
                      cl_device=avx512)
     gpu = fake(2, "gfx1100", version="OpenCL 3.0 PoCL 3.0 LLVM 14.0.6", kind="GPU")

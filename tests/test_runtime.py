@@ -12,8 +12,8 @@ import clnet
 from clnet.cl import runtime as runtime_module
 from clnet.cl.device import DeviceInfo
 from clnet.cl.runtime import BuildError, Runtime, sm90a_ptx
-from clnet.layers import (BatchNormalization, Dense, Flatten, Input, LayerNormalization, MaxPooling1D,
-                          MultiHeadAttention)
+from clnet.layers import (LSTM, BatchNormalization, Conv2D, Dense, Flatten, Input, LayerNormalization,
+                          MaxPooling1D, MultiHeadAttention, Reshape)
 from clnet.layers.multi_head_attention import PRODUCT_TILES
 
 
@@ -199,6 +199,38 @@ def test_halved_builtins_give_the_default_builds_numbers(rt, monkeypatch):
     assert halved[0] == pytest.approx(default[0], rel=1e-13)
     for a, b in zip(halved[1], default[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_halved_vectors_give_the_default_builds_numbers(rt, monkeypatch, dtype):
+    """Where builtins are halved, 64-byte vectors (VW 16 floats, 8 doubles) apply the activations'
+    vector forms on their halves (common.cl's AVEC, activations/vector.cl's DEFINE_HALVES): every
+    activation with a vector form in Dense's epilogue and bias gradient, the LSTM's gates, the
+    convolution's, each the default build's numbers. On pip's PoCL 3.0 on a Zen 4 a builtin on a
+    whole 64-byte vector would abort the process here."""
+    def loss_and_gradients():
+        rng = np.random.default_rng(5)
+        x = Input((6, 5, 3))
+        h = Conv2D(17, 3, padding="same", activation="elu")(x)
+        h = Reshape((6, 5 * 17))(h)
+        h = LSTM(19, return_sequences=True)(h)
+        for activation in ("gelu", "sigmoid", "tanh", "elu", "softplus", "swish", "linear", "relu"):
+            h = Dense(21, activation)(h)
+        model = clnet.Model(x, Dense(4)(Flatten()(h)), floatx=dtype, seed=0)
+        model.compile("sgd", clnet.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model.compute_gradients(rng.normal(size=(7, 6, 5, 3)), rng.integers(0, 4, 7))[:2]
+
+    default = loss_and_gradients()
+    monkeypatch.setattr(DeviceInfo, "builds_without_avx512", property(lambda self: True))
+    monkeypatch.setattr(rt, "_programs", {})  # builds of their own, as that device's
+    monkeypatch.setenv("CLNET_TUNE", "0")  # the first candidate: two of the target's 32-byte registers
+    halved = loss_and_gradients()
+    assert all(("HALVED_BUILTINS", 1) in options for _, options in rt._programs)
+    assert any(dict(options).get("VW") == 64 // np.dtype(dtype).itemsize for _, options in rt._programs)
+    tolerance = {"float32": dict(rtol=2e-5, atol=1e-6), "float64": dict(rtol=1e-11, atol=1e-14)}[dtype]
+    assert halved[0] == pytest.approx(default[0], rel=tolerance["rtol"])
+    for a, b in zip(halved[1], default[1], strict=True):
+        np.testing.assert_allclose(a, b, **tolerance)
 
 
 def test_numpy_scalars_are_kernel_arguments_as_python_ones(rt):

@@ -6,6 +6,6 @@ inline TYPE elu_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return x > 0 ? (TYP
 // The same on VW lanes at once (Activation.vector_form), by ?: (see relu.cl). Lanes of large x take
 // exp(x) = inf in the branch ?: drops; a * inf is NaN only for a = 0, also dropped.
 #ifdef VW
-inline VEC elu_forward_vector(VEC x, TYPE a, TYPE b) { return x > 0 ? x : a * expm1(x); }
-inline VEC elu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return x > 0 ? (VEC)(1) : a * exp(x); }
+inline AVEC elu_forward_vector(AVEC x, TYPE a, TYPE b) { return x > 0 ? x : a * expm1(x); }
+inline AVEC elu_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return x > 0 ? (AVEC)(1) : a * exp(x); }
 #endif

@@ -23,29 +23,29 @@ inline TYPE gelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
 // too: a tail that does not matter to a network.
 #ifdef VW
 #ifdef CLNET_FP64
-inline VEC gelu_erf_vector(VEC z) { return erf(z); }
+inline AVEC gelu_erf_vector(AVEC z) { return erf(z); }
 #else
-inline VEC gelu_erf_vector(VEC z)
+inline AVEC gelu_erf_vector(AVEC z)
 {
-    const VEC limit = (VEC)(4);
+    const AVEC limit = (AVEC)(4);
     z = z > limit ? limit : z;  // clamp(), which pip's PoCL 3.0 calls as a library function
     z = z < -limit ? -limit : z;
-    const VEC z2 = z * z;
-    VEC p = z2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    const AVEC z2 = z * z;
+    AVEC p = z2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
     p = z2 * p - 2.10102402082508e-06f;
     p = z2 * p - 5.69250639462346e-05f;
     p = z2 * p - 7.34990630326855e-04f;
     p = z2 * p - 2.95459980854025e-03f;
     p = z2 * p - 1.60960333262415e-02f;
-    VEC q = z2 * -1.45660718464996e-05f - 2.13374055278905e-04f;
+    AVEC q = z2 * -1.45660718464996e-05f - 2.13374055278905e-04f;
     q = z2 * q - 1.68282697438203e-03f;
     q = z2 * q - 7.37332916720468e-03f;
     q = z2 * q - 1.42647390514189e-02f;
     return z * p / q;
 }
 #endif
-inline VEC gelu_forward_vector(VEC x, TYPE a, TYPE b) { return x * (1 + gelu_erf_vector(x * (TYPE)M_SQRT1_2)) / 2; }
-inline VEC gelu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b)
+inline AVEC gelu_forward_vector(AVEC x, TYPE a, TYPE b) { return x * (1 + gelu_erf_vector(x * (TYPE)M_SQRT1_2)) / 2; }
+inline AVEC gelu_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b)
 {
     return (1 + gelu_erf_vector(x * (TYPE)M_SQRT1_2)) / 2 + x * exp(-x * x / 2) * (TYPE)(M_2_SQRTPI * M_SQRT1_2 / 2);
 }

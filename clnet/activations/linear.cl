@@ -4,6 +4,6 @@ inline TYPE linear_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return a; }
 
 // The same on VW lanes at once (Activation.vector_form).
 #ifdef VW
-inline VEC linear_forward_vector(VEC x, TYPE a, TYPE b) { return a * x + b; }
-inline VEC linear_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return (VEC)(a); }
+inline AVEC linear_forward_vector(AVEC x, TYPE a, TYPE b) { return a * x + b; }
+inline AVEC linear_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return (AVEC)(a); }
 #endif

@@ -8,8 +8,8 @@ inline TYPE lrelu_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return x > 0 ? (T
 
 // The same on VW lanes at once (Activation.vector_form).
 #ifdef VW
-inline VEC relu_forward_vector(VEC x, TYPE a, TYPE b) { return x > 0 ? x : (VEC)(0); }
-inline VEC relu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return x > 0 ? (VEC)(1) : (VEC)(0); }
-inline VEC lrelu_forward_vector(VEC x, TYPE a, TYPE b) { return x > 0 ? x : a * x; }
-inline VEC lrelu_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return x > 0 ? (VEC)(1) : (VEC)(a); }
+inline AVEC relu_forward_vector(AVEC x, TYPE a, TYPE b) { return x > 0 ? x : (AVEC)(0); }
+inline AVEC relu_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return x > 0 ? (AVEC)(1) : (AVEC)(0); }
+inline AVEC lrelu_forward_vector(AVEC x, TYPE a, TYPE b) { return x > 0 ? x : a * x; }
+inline AVEC lrelu_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return x > 0 ? (AVEC)(1) : (AVEC)(a); }
 #endif

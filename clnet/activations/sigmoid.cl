@@ -11,12 +11,12 @@ inline TYPE sigmoid_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
 
 // The same on VW lanes at once (Activation.vector_form): the recurrent layers' gate math.
 #ifdef VW
-inline VEC sigmoid_forward_vector(VEC x, TYPE a, TYPE b) { return a / (1 + exp(-x)) - b; }
-inline VEC sigmoid_derivative_vector(VEC y, VEC x, TYPE a, TYPE b)
+inline AVEC sigmoid_forward_vector(AVEC x, TYPE a, TYPE b) { return a / (1 + exp(-x)) - b; }
+inline AVEC sigmoid_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b)
 {
     if (a == 1 && b == 0)  // y is s itself, bit for bit: the gates' usual case, one exp fewer
         return y * (1 - y);
-    const VEC s = 1 / (1 + exp(-x));
+    const AVEC s = 1 / (1 + exp(-x));
     return a * s * (1 - s);
 }
 #endif

@@ -5,6 +5,6 @@ inline TYPE softplus_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { return 1 / (1 
 
 // The same on VW lanes at once (Activation.vector_form).
 #ifdef VW
-inline VEC softplus_forward_vector(VEC x, TYPE a, TYPE b) { return fmax(x, (VEC)(0)) + log1p(exp(-fabs(x))); }
-inline VEC softplus_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return 1 / (1 + exp(-x)); }
+inline AVEC softplus_forward_vector(AVEC x, TYPE a, TYPE b) { return fmax(x, (AVEC)(0)) + log1p(exp(-fabs(x))); }
+inline AVEC softplus_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return 1 / (1 + exp(-x)); }
 #endif

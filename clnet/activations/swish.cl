@@ -8,10 +8,10 @@ inline TYPE swish_derivative(TYPE y, TYPE x, TYPE a, TYPE b)
 
 // The same on VW lanes at once (Activation.vector_form).
 #ifdef VW
-inline VEC swish_forward_vector(VEC x, TYPE a, TYPE b) { return x / (1 + exp(-b * x)); }
-inline VEC swish_derivative_vector(VEC y, VEC x, TYPE a, TYPE b)
+inline AVEC swish_forward_vector(AVEC x, TYPE a, TYPE b) { return x / (1 + exp(-b * x)); }
+inline AVEC swish_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b)
 {
-    const VEC s = 1 / (1 + exp(-b * x));
+    const AVEC s = 1 / (1 + exp(-b * x));
     return s + b * y * (1 - s);
 }
 #endif

@@ -5,6 +5,6 @@ inline TYPE hyperbolic_tangent_derivative(TYPE y, TYPE x, TYPE a, TYPE b) { retu
 
 // The same on VW lanes at once (Activation.vector_form): the recurrent layers' gate math.
 #ifdef VW
-inline VEC hyperbolic_tangent_forward_vector(VEC x, TYPE a, TYPE b) { return tanh(x); }
-inline VEC hyperbolic_tangent_derivative_vector(VEC y, VEC x, TYPE a, TYPE b) { return 1 - y * y; }
+inline AVEC hyperbolic_tangent_forward_vector(AVEC x, TYPE a, TYPE b) { return tanh(x); }
+inline AVEC hyperbolic_tangent_derivative_vector(AVEC y, AVEC x, TYPE a, TYPE b) { return 1 - y * y; }
 #endif

@@ -25,7 +25,23 @@ VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)      
         out[l] = DERIVATIVE(ys[l], xs[l], a, b);                                                \
     return d;                                                                                   \
 }
-#if ACT_VECTOR
+// The vector form on VEC's two halves, where it takes them (AVEC, see cl/common.cl).
+#define DEFINE_HALVES(name, FORWARD, DERIVATIVE)                                                 \
+__attribute__((always_inline))                                                                  \
+VEC name##Forward(const VEC x, const TYPE a, const TYPE b)                                     \
+{                                                                                               \
+    return (VEC)(FORWARD(x.lo, a, b), FORWARD(x.hi, a, b));                                     \
+}                                                                                               \
+__attribute__((always_inline))                                                                  \
+VEC name##Derivative(const VEC y, const VEC x, const TYPE a, const TYPE b)                     \
+{                                                                                               \
+    return (VEC)(DERIVATIVE(y.lo, x.lo, a, b), DERIVATIVE(y.hi, x.hi, a, b));                   \
+}
+#if ACT_VECTOR && HALVED_VEC
+DEFINE_HALVES(ActHalves, CAT(ACT, _forward_vector), CAT(ACT, _derivative_vector))
+#define ACT_FORWARD_V ActHalvesForward
+#define ACT_DERIVATIVE_V ActHalvesDerivative
+#elif ACT_VECTOR
 #define ACT_FORWARD_V CAT(ACT, _forward_vector)
 #define ACT_DERIVATIVE_V CAT(ACT, _derivative_vector)
 #else

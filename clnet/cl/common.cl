@@ -138,12 +138,22 @@ inline TYPE lanes_reduce(TYPE v, const int lanes, const int use_max)
 #ifdef VW
 #if VW == 1  // scalars (a GPU's sequence kernels: its work-items are its lanes)
 #define VEC TYPE
-#define VLOAD(i, p) ((p)[i])
-#define VSTORE(v, i, p) ((p)[i] = (v))
 #else
 #define VEC CAT(TYPE, VW)
-#define VLOAD CAT(vload, VW)
-#define VSTORE CAT(vstore, VW)
+#endif
+// The activations' vector forms (activations/vector.cl) take AVEC: VEC, or VEC's halves where VEC
+// is 64 bytes and a builtin on it would abort the build (HALVED_BUILTINS, above): exp, erf, tanh
+// and the like on a float16 or a double8. Arithmetic on VEC compiles there as two 32-byte halves.
+#if HALVED_BUILTINS && (VW == 16 || (VW == 8 && defined(CLNET_FP64)))
+#define HALVED_VEC 1
+#if VW == 16
+#define AVEC TYPE8
+#else
+#define AVEC TYPE4
+#endif
+#else
+#define HALVED_VEC 0
+#define AVEC VEC
 #endif
 
 typedef VEC __attribute__((aligned(sizeof(TYPE)))) VEC_U;  // (see TYPE4_U)
@@ -155,10 +165,10 @@ VEC LoadBlock(const __global TYPE *p, const int width)
 {
     if (width >= VW)
         return *(const __global VEC_U *)p;
-    TYPE lanes[VW];
+    union { VEC v; TYPE s[VW]; } lanes;
     for (int l = 0; l < VW; l++)
-        lanes[l] = l < width ? p[l] : (TYPE)0;
-    return VLOAD(0, lanes);
+        lanes.s[l] = l < width ? p[l] : (TYPE)0;
+    return lanes.v;
 }
 
 __attribute__((always_inline))
@@ -168,8 +178,7 @@ void StoreBlock(const VEC v, __global TYPE *p, const int width)
         *(__global VEC_U *)p = v;
         return;
     }
-    TYPE lanes[VW];
-    VSTORE(v, 0, lanes);
+    const TYPE *lanes = (const TYPE *)&v;
     for (int l = 0; l < width; l++)
         p[l] = lanes[l];
 }

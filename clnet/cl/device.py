@@ -60,16 +60,15 @@ class DeviceInfo:
         in the device name (PoCL 3.0 and Intel's runtime do not); each reports a native vector
         width, 16 floats on AVX-512. 32 where the compiler's target has no AVX-512 though the CPU
         has it (builds_without_avx512)."""
+        if self.builds_without_avx512:
+            return 32
         device = self.cl_device
         native = device.native_vector_width_double if itemsize == 8 else device.native_vector_width_float
-        return min(64 if "avx512" in self.name.lower() or native * itemsize >= 64 else 32, self.widest_vector_bytes)
+        return 64 if "avx512" in self.name.lower() or native * itemsize >= 64 else 32
 
-    @property
-    def widest_vector_bytes(self) -> int:
-        """The widest vector (VW) a kernel may hold, in bytes: 64, or 32 where a builtin on a 512-bit
-        vector aborts the build (builds_without_avx512). PoCL 3.1 crashes on double16, so never
-        more than 64."""
-        return 32 if self.builds_without_avx512 else 64
+    # The widest vector (VW) a kernel may hold, in bytes: two AVX2 registers, one AVX-512 register
+    # (PoCL 3.1 crashes on double16).
+    widest_vector_bytes = 64
 
     @property
     def tensor_cores(self) -> bool:
@@ -106,9 +105,9 @@ class DeviceInfo:
         exp on a double8, select, fmax, ...; arithmetic, comparisons and ?: on such vectors compile
         to two 256-bit halves): "LLVM ERROR: Do not know how to scalarize this operator's operand"
         (seen on a 2-core EPYC, family 25 model 17). Nothing in its build options or environment
-        changes the target. There the matrix kernels take vectors of at most 32 bytes
-        (widest_vector_bytes) and the eight-lane kernels call each builtin on halves
-        (HALVED_BUILTINS in common.cl, Runtime.program)."""
+        changes the target. There a kernel calls each builtin on a 64-byte vector's two halves
+        (HALVED_BUILTINS, HALVED_VEC and AVEC in common.cl; Runtime.program), and vector_bytes is
+        the target's 32."""
         if self.type != "CPU" or "PoCL" not in self.platform_version or "LLVM 14." not in self.platform_version:
             return False
         cpu = host_cpu()

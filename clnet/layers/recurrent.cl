@@ -559,7 +559,11 @@ HELPER void SequenceOutputGradients(__global const TYPE *output_gr,   // (rows, 
 // activations/vector.cl (built before this file) does for ACT: its vector form where it has one
 // (-D RACT_VECTOR=1), else its scalar function lane by lane. PoCL's scalar exp and tanh cost
 // LSTM(128) more than its recurrent products.
-#if RACT_VECTOR
+#if RACT_VECTOR && HALVED_VEC
+DEFINE_HALVES(RactHalves, CAT(RACT, _forward_vector), CAT(RACT, _derivative_vector))
+#define RACT_FORWARD_V RactHalvesForward
+#define RACT_DERIVATIVE_V RactHalvesDerivative
+#elif RACT_VECTOR
 #define RACT_FORWARD_V CAT(RACT, _forward_vector)
 #define RACT_DERIVATIVE_V CAT(RACT, _derivative_vector)
 #else
@@ -576,8 +580,7 @@ HELPER void StoreDeltaBlock(__global TYPE *panels, const VEC v, const int row, c
 #if WHOLE_UNITS
     *(__global VEC *)(panels + PanelIndex(row * steps + s, c0, capacity * steps)) = v;
 #else
-    TYPE lanes[VW];
-    VSTORE(v, 0, lanes);
+    const TYPE *lanes = (const TYPE *)&v;
     for (int l = 0; l < min_int(width, VW); l++)  // width counts to the gate's end, past this block
         panels[PanelIndex(row * steps + s, c0 + l, capacity * steps)] = lanes[l];
 #endif

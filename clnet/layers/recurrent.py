@@ -94,12 +94,11 @@ SEQ_TM, SEQ_TN = 64, 128
 
 
 def step_width(rt, dtype) -> int:
-    """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one
-    (never wider than the device's widest vector). A whole register per vector: on AVX-512 each
-    step's products then take half the instructions float8s would (measured on Intel's runtime
-    and PoCL in benchmarks/RESULTS.md, 16-float recurrent steps on AVX-512)."""
-    itemsize = np.dtype(dtype).itemsize
-    return min(16 if itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8, rt.info.widest_vector_bytes // itemsize)
+    """The CPU form's VW: a float8 is one AVX2 register, a double8 two; on AVX-512 a float16 is one.
+    A whole register per vector: on AVX-512 each step's products then take half the instructions
+    float8s would (measured on Intel's runtime and PoCL in benchmarks/RESULTS.md, 16-float
+    recurrent steps on AVX-512)."""
+    return 16 if np.dtype(dtype).itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8
 
 
 def _blocks(n: int, size: int) -> int:
