@@ -284,6 +284,32 @@ def test_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
 
 
+def launches_saved_by_writers(monkeypatch, build, check, x, y, rows) -> int:
+    """The model of `build` with its layers writing their readers' 16-bit inputs, and with each
+    layer rounding its own (Dense.take_sixteen_bit_inputs refused): the same bits in the
+    predictions, the loss and gradients on the first `rows` samples, and the weights after an
+    epoch in batches of 8; `check(model, linked)` asserts who writes for whom. Returns the
+    launches the writers saved over the epoch."""
+    rt = clnet.runtime()
+    results = {}
+    for linked in (True, False):
+        if not linked:
+            monkeypatch.setattr(Dense, "take_sixteen_bit_inputs", lambda self, writer: None)
+        model = build()
+        predicted = model.predict(x, verbose=0)
+        loss, grads, _ = model.compute_gradients(x[:rows], y[:rows])
+        before = rt.launches
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
+        check(model, linked)
+    linked, alone = results[True], results[False]
+    np.testing.assert_array_equal(linked[0], alone[0])
+    assert linked[1] == alone[1]
+    for mine, theirs in zip([*linked[2], *linked[3]], [*alone[2], *alone[3]]):
+        np.testing.assert_array_equal(mine, theirs)
+    return alone[4] - linked[4]
+
+
 def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
     """Under "mixed_bfloat16" with operands stored in 16 bits (the WGMMA form), a Dense layer whose
     output only the next Dense reads writes it in bfloat16 into that layer's 16-bit copy, which
@@ -310,28 +336,14 @@ def test_a_dense_layer_writes_the_next_one_s_sixteen_bit_input(monkeypatch):
         model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
         return model
 
-    rt = clnet.runtime()
-    results = {}
-    for linked in (True, False):
-        if not linked:
-            monkeypatch.setattr(Dense, "take_sixteen_bit_inputs", lambda self, writer: None)
-        model = build()
-        predicted = model.predict(x, verbose=0)
-        loss, grads, _ = model.compute_gradients(x[:16], y[:16])
-        before = rt.launches
-        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-        results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
+    def check(model, linked):
         plans = [layer.plan for layer in model.layers if isinstance(layer, Dense)]
         assert all(isinstance(plan, SixteenBitDensePlan) for plan in plans)
         given = [plan.input_writer is not None for plan in plans]
         # (each Dense(48) -> its Dense(32), and Dense(16) -> the softmax layer; Dense(16) reads the Add's output)
         assert sum(given) == (3 if linked else 0), given
-    linked, alone = results[True], results[False]
-    assert linked[4] == alone[4] - 3 * 5  # 5 steps: three roundings fewer each
-    np.testing.assert_array_equal(linked[0], alone[0])
-    assert linked[1] == alone[1]
-    for mine, theirs in zip([*linked[2], *linked[3]], [*alone[2], *alone[3]]):
-        np.testing.assert_array_equal(mine, theirs)
+
+    assert launches_saved_by_writers(monkeypatch, build, check, x, y, 16) == 3 * 5  # 5 steps: three roundings each
 
 
 def test_layer_normalization_writes_its_reader_s_sixteen_bit_input(monkeypatch):
@@ -359,27 +371,13 @@ def test_layer_normalization_writes_its_reader_s_sixteen_bit_input(monkeypatch):
         model.compile(clnet.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
         return model
 
-    rt = clnet.runtime()
-    results = {}
-    for linked in (True, False):
-        if not linked:
-            monkeypatch.setattr(Dense, "take_sixteen_bit_inputs", lambda self, writer: None)
-        model = build()
-        predicted = model.predict(x, verbose=0)
-        loss, grads, _ = model.compute_gradients(x[:8], y[:8])
-        before = rt.launches
-        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-        results[linked] = (predicted, loss, grads, model.get_weights(), rt.launches - before)
+    def check(model, linked):
         norm1, attention, norm2, gelu, linear, last = (model.layers[i] for i in (1, 2, 4, 5, 6, 7))
         assert isinstance(attention.joined_projection.plan, SixteenBitDensePlan)
         writers = [reader.plan.input_writer for reader in (attention.joined_projection, gelu, linear, last)]
         assert writers == ([norm1, norm2, gelu.plan, linear.plan] if linked else [None] * 4), writers
-    linked, alone = results[True], results[False]
-    assert linked[4] == alone[4] - 3 * 4  # 3 steps: four roundings fewer each
-    np.testing.assert_array_equal(linked[0], alone[0])
-    assert linked[1] == alone[1]
-    for mine, theirs in zip([*linked[2], *linked[3]], [*alone[2], *alone[3]]):
-        np.testing.assert_array_equal(mine, theirs)
+
+    assert launches_saved_by_writers(monkeypatch, build, check, x, y, 8) == 3 * 4  # 3 steps: four roundings each
 
 
 def test_a_shared_dense_layer_writes_only_its_latest_reader_s_sixteen_bit_input(monkeypatch):
