@@ -94,6 +94,17 @@ def test_build_error_carries_the_log(rt, tmp_path, monkeypatch):
         rt.program(("broken.cl",), np.float32)
 
 
+def test_a_program_without_kernels_is_a_build_error_naming_pocl_s_cache(rt, monkeypatch, tmp_path):
+    """A build that succeeds with no kernels, as PoCL's does from a cache entry that a build which
+    aborted its process left: a BuildError, which on PoCL names the cache directory to delete."""
+    from clnet.cl import runtime as runtime_module
+    monkeypatch.setitem(runtime_module._SOURCE_CACHE, "helpers.cl", "float twice(float x) { return 2 * x; }")
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "pocl"))
+    with pytest.raises(BuildError, match="building helpers.cl with .* reported success but produced no kernels") as error:
+        Runtime(rt.info).program(("helpers.cl",), np.float32)
+    assert (f"PoCL's kernel cache ({tmp_path / 'pocl'})" in str(error.value)) == ("PoCL" in rt.info.platform_version)
+
+
 def test_sm90a_instructions_are_uncovered_in_the_ptx():
     """gpu_tiles.cl's HOPPER() hides an sm_90a instruction in a PTX comment (NVIDIA's OpenCL compiler
     targets sm_90, where ptxas refuses it); the runtime rebuilds the PTX with it uncovered and

@@ -21,6 +21,7 @@ import pyopencl as cl
 
 from .._version import __version__
 from ..cache import cache_dir, write_atomically
+from ..system import user_cache_dir
 from .device import DeviceError, DeviceInfo, choose
 
 FLOATX = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -35,6 +36,12 @@ ROW_GROUP = 64  # see Runtime.row_group
 # A program whose kernels need them is built with -DSM90A=1.
 HOPPER_OPEN, HOPPER_CLOSE = "/*SM90A: ", " :SM90A*/"
 SM90A = "SM90A"
+
+
+def pocl_cache_dir() -> str:
+    """Where PoCL keeps the programs it builds: $POCL_CACHE_DIR, else the user's cache directory's
+    pocl."""
+    return os.environ.get("POCL_CACHE_DIR") or str(user_cache_dir("pocl"))
 
 
 class BuildError(RuntimeError):
@@ -243,8 +250,11 @@ class Runtime:
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
                              f"{self.info.name!r} failed:\n{error}") from None
         if not program.get_info(cl.program_info.NUM_KERNELS):
+            cached = (f"; PoCL's kernel cache ({pocl_cache_dir()}) can hold such a program from a build that "
+                      "aborted its process (LLVM ERROR): delete that directory and try again"
+                      if "PoCL" in self.info.platform_version else "")
             raise BuildError(f"building {', '.join(sources)} with {' '.join(flags)} for "
-                             f"{self.info.name!r} reported success but produced no kernels")
+                             f"{self.info.name!r} reported success but produced no kernels{cached}")
         signatures = program.signatures = program_signatures(program)
         if None in signatures.values():  # pyopencl's own cache made it from a binary, which may carry none
             with tempfile.TemporaryDirectory() as empty:  # an empty cache: a build from the source
