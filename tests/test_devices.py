@@ -42,6 +42,23 @@ def test_choice_by_index_name_platform_and_environment(monkeypatch):
         cl_device.choose("no-such-gpu")
 
 
+
+def test_a_platform_match_comes_before_a_device_name_match(monkeypatch):
+    # On an Intel CPU PoCL names its device for the processor: `intel` must still mean Intel's runtime.
+    pocl = fake(0, "cpu-skylake-avx512-Intel(R) Xeon(R) Processor", version="OpenCL 3.0 PoCL 5.0+debian")
+    intel = fake(1, "Intel(R) Xeon(R) Processor", "Intel(R) OpenCL", "OpenCL 3.1 LINUX")
+    gpu = fake(2, "NVIDIA H200", "NVIDIA CUDA", "OpenCL 3.0 CUDA 13.0.98", kind="GPU")
+    monkeypatch.setattr(cl_device, "devices", lambda: [pocl, intel, gpu])
+    assert cl_device.choose("intel") == intel
+    assert cl_device.choose("Intel(R) OpenCL") == intel
+    assert cl_device.choose("PoCL 5.0") == pocl
+    assert cl_device.choose("nvidia") == gpu
+    assert cl_device.choose("skylake") == pocl  # a name only PoCL's device has
+    assert cl_device.choose("xeon") == pocl  # both names: the first
+    assert cl_device.choose("h200") == gpu
+    monkeypatch.setenv("CLNET_DEVICE", "INTEL")
+    assert cl_device.choose() == intel and cl_device.reason == "CLNET_DEVICE: 'INTEL'"
+
 def test_default_is_the_first_gpu_else_the_fastest_cpu_runtime(monkeypatch, tmp_path):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
     pocl30, intel, pocl31 = (fake(0, "pthread-AMD EPYC"), fake(1, "AMD EPYC", "Intel(R) OpenCL", "OpenCL 3.1 LINUX"),

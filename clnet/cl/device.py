@@ -195,8 +195,8 @@ reason = ""
 
 
 def choose(spec: str | int | None = None) -> DeviceInfo:
-    """Pick a device by index or case-insensitive substring of its name or platform; None means
-    CLNET_DEVICE, else the default."""
+    """Pick a device by index or case-insensitive substring of its platform's name or version, else
+    of its name (the first such device); None means CLNET_DEVICE, else the default."""
     global reason
     available = devices()
     if not available:
@@ -216,8 +216,11 @@ def choose(spec: str | int | None = None) -> DeviceInfo:
                               f"devices (0..{len(available) - 1}): {_listing(available)}")
         reason = f"{origin}: {text}"
         return available[index]
-    matches = [d for d in available if any(text.lower() in field.lower()
-                                           for field in (d.name, d.platform, d.platform_version))]
+    # A platform's name or version before a device's name: on an Intel CPU, PoCL names its device
+    # for the processor ("cpu-skylake-avx512-Intel(R) Xeon(R) ..."), and `intel` means Intel's runtime.
+    needle = text.lower()
+    matches = ([d for d in available if needle in d.platform.lower() or needle in d.platform_version.lower()]
+               or [d for d in available if needle in d.name.lower()])
     if not matches:
         raise DeviceError(f"no device name or platform contains {text!r}; devices: {_listing(available)}")
     reason = f"{origin}: {text!r}"
