@@ -274,10 +274,12 @@ def test_pips_pocl_3_0_on_zen_4_compiles_for_256_bit_registers(monkeypatch):
         assert not pocl30.builds_without_avx512, other
 
 
-def test_programs_say_whether_builtins_are_halved(rt):
-    """Every program is built with HALVED_BUILTINS, 1 exactly where the device needs it."""
+def test_programs_say_whether_builtins_are_halved_and_whether_the_device_is_a_cpu(rt):
+    """Every program is built with HALVED_BUILTINS, 1 exactly where the device needs it, and
+    CPU_DEVICE (common.cl's prefetches), 1 exactly on a CPU."""
     flags = rt.program(("layers/merge.cl",), np.float32).get_build_info(rt.device, cl.program_build_info.OPTIONS)
     assert f"-DHALVED_BUILTINS={int(rt.info.builds_without_avx512)}" in flags.split()
+    assert f"-DCPU_DEVICE={int(not rt.info.is_gpu)}" in flags.split()
 
 
 def test_the_device_table_says_which_devices_have_native_half_arithmetic():

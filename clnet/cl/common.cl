@@ -27,10 +27,12 @@ inline TYPE8 exp8(const TYPE8 v) { return (TYPE8)(exp(v.lo), exp(v.hi)); }
 // _cl_min beside the products' kernels; benchmarks/RESULTS.md, integer min and max by ?:).
 __attribute__((always_inline)) int min_int(const int a, const int b) { return a < b ? a : b; }
 __attribute__((always_inline)) int max_int(const int a, const int b) { return a > b ? a : b; }
-// A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE), where clang
-// compiles the kernel for an x86-64 or ARM CPU (PoCL): OpenCL's prefetch() compiles to nothing
-// there. Where it is compiled for anything else (a GPU's compiler, say), both do nothing.
-#if defined(__clang__) && (defined(__x86_64__) || defined(__aarch64__))
+// A cache line asked for ahead of its read (PREFETCH) or its write (PREFETCH_WRITE) on a CPU
+// (CPU_DEVICE, which the runtime sets), through clang's builtin: OpenCL's prefetch() compiles to
+// nothing in PoCL, and in Intel's runtime it cost far more than the misses it saves
+// (benchmarks/RESULTS.md, prefetching on Intel's runtime). (A test for __x86_64__ misses Intel's
+// runtime, whose compiler targets SPIR.) On a GPU both do nothing.
+#if CPU_DEVICE && defined(__clang__)
 #define PREFETCH(p) __builtin_prefetch(p)
 #define PREFETCH_WRITE(p) __builtin_prefetch(p, 1)
 #else

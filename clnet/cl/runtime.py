@@ -224,7 +224,8 @@ class Runtime:
         c_type = _C_TYPES[dtype]
         options = {"TYPE": c_type, "TYPE4": f"{c_type}4", "LOCAL_SIZE": self.local_size,
                    "WARP_SHUFFLES": int(self.warp_shuffles(dtype)),
-                   "HALVED_BUILTINS": int(self.info.builds_without_avx512), **(defines or {})}
+                   "HALVED_BUILTINS": int(self.info.builds_without_avx512), "CPU_DEVICE": int(not self.info.is_gpu),
+                   **(defines or {})}
         if c_type == "double":
             options["CLNET_FP64"] = 1
         key = (sources, tuple(sorted(options.items())))
