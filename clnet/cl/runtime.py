@@ -688,7 +688,8 @@ _floatx = FLOATX["float32"]
 
 
 def set_device(spec: str | int | None = None) -> DeviceInfo:
-    """Choose the device by index or name substring (None: CLNET_DEVICE, else the default).
+    """Choose the device by index, or by a substring of its platform's name or version, else of its
+    name (None: CLNET_DEVICE, else the default).
 
     Layers built on the previous device keep it; build models after choosing.
     """
