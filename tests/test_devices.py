@@ -42,7 +42,6 @@ def test_choice_by_index_name_platform_and_environment(monkeypatch):
         cl_device.choose("no-such-gpu")
 
 
-
 def test_a_platform_match_comes_before_a_device_name_match(monkeypatch):
     # On an Intel CPU PoCL names its device for the processor: `intel` must still mean Intel's runtime.
     pocl = fake(0, "cpu-skylake-avx512-Intel(R) Xeon(R) Processor", version="OpenCL 3.0 PoCL 5.0+debian")
@@ -58,6 +57,7 @@ def test_a_platform_match_comes_before_a_device_name_match(monkeypatch):
     assert cl_device.choose("h200") == gpu
     monkeypatch.setenv("CLNET_DEVICE", "INTEL")
     assert cl_device.choose() == intel and cl_device.reason == "CLNET_DEVICE: 'INTEL'"
+
 
 def test_default_is_the_first_gpu_else_the_fastest_cpu_runtime(monkeypatch, tmp_path):
     monkeypatch.setenv("CLNET_CACHE_DIR", str(tmp_path))
