@@ -63,8 +63,12 @@ WIDE_DW_ROWS = 8
 # launched one by one, ran faster forward and backward with two by 6 than before, and on Debian's
 # PoCL 3.1 (16 floats) and Intel's runtime two by 6 did as well as one by 6 or better
 # (benchmarks/RESULTS.md, the LSTM's time loop in one launch). The sequence form takes neither
-# (SV and RB 1).
+# (SV and RB 1). Where a VW vector is a 64-byte register (AVX-512), two by 4 rows: 8 accumulators
+# keep the FMAs busy there, and a batch of 64 makes 16 work-groups, which share 2, 4 or 8 cores
+# evenly where 6 rows' 11 do not; LSTM, GRU and SimpleRNN of 128 units ran their time loops faster
+# on pip's PoCL 3.0 and on Intel's runtime (benchmarks/RESULTS.md, the time loop's rows on AVX-512).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
+WIDE_STEP_BLOCKS = {"SV": 2, "RB": 4}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has (which also sizes its local array of partial sums), and the vector width of its
 # gate math and of the deltas' panels. Measured on a GPU for LSTM(128), 64 steps, batch 64, by the
@@ -288,9 +292,9 @@ class Recurrent(Layer, registered=False):
                                  "whole_sequence=None")
             self.whole_sequence = items > limit
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
-        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else STEP_BLOCKS
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
+        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else WIDE_STEP_BLOCKS if wide else STEP_BLOCKS
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
