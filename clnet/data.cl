@@ -9,13 +9,16 @@
 // in x^T) in one vector, and 4-byte stores that far apart were a scatter of single elements. A
 // CPU takes four rows a work-item without x^T too: a quarter of the work-items for the same
 // copies, each a work-item's overhead on a CPU (the LSTM's batch of 64 rows of 2048); a GPU one
-// (data.py's gather_rows_per_item).
-__kernel void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index,
-                         const int first, const int rows, const int x_cols, const int y_cols,
-                         __global TYPE *x_batch,    // (rows, x_cols)
-                         __global TYPE *x_batch_t,  // (x_cols, ld)
-                         const int ld, const int per_item,
-                         __global TYPE *y_batch)    // (rows, y_cols)
+// (data.py's gather_rows_per_item). vec_type_hint(TYPE4): a work-item already moves whole TYPE4s;
+// Intel's CPU compiler otherwise vectorizes across work-items, four columns apart, and took several
+// times PoCL's time for the LSTM's batch (benchmarks/RESULTS.md, the batch gather on Intel's runtime).
+__kernel __attribute__((vec_type_hint(TYPE4)))
+void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index, const int first,
+                const int rows, const int x_cols, const int y_cols,
+                __global TYPE *x_batch,    // (rows, x_cols)
+                __global TYPE *x_batch_t,  // (x_cols, ld)
+                const int ld, const int per_item,
+                __global TYPE *y_batch)    // (rows, y_cols)
 {
     const int col = get_global_id(0) * 4;
     const int row0 = get_global_id(1) * per_item;
