@@ -108,5 +108,7 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
                                                        delta_rec, step_delta, carry, row, s, steps, units, j, \
                                                        with_initial, capacity, a, b, ra, rb, held, first,     \
                                                        masked)
+// The backward block at processing row r reads h_{s-1} and the candidate's row (see PrefetchStep).
+#define GRU_PREFETCH_STATES(r, j) (PREFETCH(states + ((r) - 1) * units + (j)), PREFETCH(candidates + (r) * units + (j)))
 
 RECURRENT_KERNELS(GRU, GRU, 3 * units)

@@ -120,5 +120,8 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
                                                          step_delta, carry, carry_h, row, s, steps, units, j, \
                                                          grads, with_initial, capacity, a, b, ra, rb, held,   \
                                                          first, masked)
+// The backward block at processing row r reads c there, which the step after loaded as its c_{s-1},
+// and c_{s-1}, which no step has (see PrefetchStep).
+#define LSTM_PREFETCH_STATES(r, j) PREFETCH(cells + ((r) - 1) * units + (j))
 
 RECURRENT_KERNELS(LSTM, LSTM, 4 * units)

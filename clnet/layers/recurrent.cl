@@ -1058,7 +1058,10 @@ __kernel void CalcInitialStateGradient(__global const TYPE *step_delta,  // (2, 
 // (row, step) row of them is touched once a step, a sequence apart from the row's next, so no
 // prefetcher follows them, and the gate math waited on memory for them (its loads were the
 // loops' hottest instructions under perf). Asked for a step ahead, they arrive while the next
-// step's products run.
+// step's products run. Backward, each cell's <CELL>_PREFETCH_STATES(r, j) asks for the rows of its
+// states that its block at processing row r (the next step's) reads and this step's did not: the
+// state before it (LSTM's c_{s-1}, GRU's h_{s-1}) or its own (SimpleRNN's h_s). (LSTM's load of
+// c_{s-1} was a quarter of its backward loop's samples under perf on Intel's runtime, Zen 4.)
 HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, const int row, const int s,
                          const int j, const int steps, const int units, const int cols, const int capacity)
 {
@@ -1109,7 +1112,7 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
         barrier(CLK_GLOBAL_MEM_FENCE);                                                                \
     }
 
-#define STEP_BACKWARD(cols, BLOCK)                                                                    \
+#define STEP_BACKWARD(cols, BLOCK, PREFETCH_STATES)                                                   \
     const int j0 = get_global_id(0) * SV * VW, row0 = get_global_id(1) * RB;                          \
     if (j0 >= units)                                                                                  \
         return;                                                                                       \
@@ -1122,6 +1125,8 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
                 BLOCK(row, s, j);                                                                     \
                 if (s > 0)                                                                            \
                     PrefetchStep(pre, delta, row, s - 1, j, steps, units, cols, capacity);            \
+                if (s > 1)                                                                            \
+                    PREFETCH_STATES(row * steps + s - 1, j);                                          \
             }                                                                                         \
         }                                                                                             \
         barrier(CLK_GLOBAL_MEM_FENCE); /* step s's deltas whole before step s - 1 reads them */      \
@@ -1145,7 +1150,8 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
     }
 
 // A cell's four kernels, FeedForward<NAME>, FeedForward<NAME>Sequence, CalcHiddenGradient<NAME> and
-// CalcHiddenGradient<NAME>Sequence, from its CELL_FORWARD_ARGS, CELL_BACKWARD_ARGS and block macros.
+// CalcHiddenGradient<NAME>Sequence, from its CELL_FORWARD_ARGS, CELL_BACKWARD_ARGS, block macros and
+// CELL_PREFETCH_STATES.
 #define RECURRENT_KERNELS(NAME, CELL, cols)                                                           \
     __kernel __attribute__((vec_type_hint(VEC))) void FeedForward##NAME(CELL##_FORWARD_ARGS)          \
     {                                                                                                 \
@@ -1157,7 +1163,7 @@ HELPER void PrefetchStep(__global const TYPE *pre, __global const TYPE *delta, c
     }                                                                                                 \
     __kernel __attribute__((vec_type_hint(VEC))) void CalcHiddenGradient##NAME(CELL##_BACKWARD_ARGS)  \
     {                                                                                                 \
-        STEP_BACKWARD(cols, CELL##_BACKWARD_BLOCK)                                                    \
+        STEP_BACKWARD(cols, CELL##_BACKWARD_BLOCK, CELL##_PREFETCH_STATES)                            \
     }                                                                                                 \
     __kernel void CalcHiddenGradient##NAME##Sequence(CELL##_BACKWARD_ARGS)                            \
     {                                                                                                 \

@@ -73,5 +73,7 @@ HELPER void SimpleRNNBackwardBlock(__global const TYPE *pre, __global const TYPE
 #define SIMPLE_RNN_BACKWARD_BLOCK(row, s, j) SimpleRNNBackwardBlock(pre, states, sums, delta, step_delta,     \
                                                                     carry, row, s, steps, units, j, capacity, \
                                                                     a, b, held, first, masked)
+// The backward block at processing row r reads h there (f'(z) from y; see PrefetchStep).
+#define SIMPLE_RNN_PREFETCH_STATES(r, j) PREFETCH(states + (r) * units + (j))
 
 RECURRENT_KERNELS(SimpleRNN, SIMPLE_RNN, units)
