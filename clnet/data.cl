@@ -11,7 +11,12 @@
 // copies, each a work-item's overhead on a CPU (the LSTM's batch of 64 rows of 2048); a GPU one
 // (data.py's gather_rows_per_item). vec_type_hint(TYPE4): a work-item already moves whole TYPE4s;
 // Intel's CPU compiler otherwise vectorizes across work-items, four columns apart, and took several
-// times PoCL's time for the LSTM's batch (benchmarks/RESULTS.md, the batch gather on Intel's runtime).
+// times PoCL's time for the LSTM's batch (benchmarks/RESULTS.md, the batch gather on CPUs).
+// Each row's elements GATHER_AHEAD on are asked for ahead (PREFETCH: on CPUs): the rows are random
+// ones of the whole data set, read from memory in runs too short for the CPU's prefetchers to
+// learn (the README MLP's batch on a 2-core Zen 4: about half the time on Intel's runtime, a
+// quarter less on pip's PoCL 3.0; benchmarks/RESULTS.md, the batch gather on CPUs).
+#define GATHER_AHEAD 64
 __kernel __attribute__((vec_type_hint(TYPE4)))
 void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const int *index, const int first,
                 const int rows, const int x_cols, const int y_cols,
@@ -27,6 +32,7 @@ void GatherRows(__global const TYPE *x, __global const TYPE *y, __global const i
     for (int i = 0; i < count; i++) {
         const long source = index[first + row0 + i];
         if (col < x_cols) {
+            PREFETCH(x + source * x_cols + min_int(col + GATHER_AHEAD, x_cols - 1));
             v[i] = ToVect4(x + source * x_cols, col, x_cols);
             D4ToArray(x_batch + (row0 + i) * x_cols, v[i], col, x_cols);
         }
