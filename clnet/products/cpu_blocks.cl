@@ -76,6 +76,11 @@ void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, cons
     }
 }
 
+// The rows DELTA_AHEAD on are asked for ahead (PREFETCH): a work-item's few panels are a short run
+// of each row, a row apart (1 KiB for 256 units), a new page every few rows, and the CPU's
+// prefetchers left its loads waiting (the tiny GPT's CalcDeltaBias, a sixth of its step on pip's
+// PoCL 3.0, took a quarter less time; benchmarks/RESULTS.md, the batch gather on CPUs).
+#define DELTA_AHEAD 8
 // Where the layer passes its input gradient on (`input_gradient`), delta in the input gradient's
 // layout too, and with HG_T W^T of this step's weights; the first layer's backward writes neither.
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
@@ -100,6 +105,12 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
     for (int m = 0; m < rows; m++) {
         for (int p = first; p < end; p++) {
             const int col = p * VW, width = min_int(VW, units - col), o = m * units + col;
+            const int ahead = min_int(m + DELTA_AHEAD, rows - 1) * units + col;
+            PREFETCH(output_gr + ahead);
+            if (apply_derivative) {
+                PREFETCH(outputs + ahead);
+                PREFETCH(kept + ahead);
+            }
             VEC g = LoadBlock(output_gr + o, width);
             if (apply_derivative)
                 g *= ACT_DERIVATIVE_V(LoadBlock(outputs + o, width), LoadBlock(kept + o, width), a, b);
