@@ -66,7 +66,8 @@ WIDE_DW_ROWS = 8
 # (SV and RB 1). Where a VW vector is a 64-byte register (AVX-512), two by 4 rows: 8 accumulators
 # keep the FMAs busy there, and a batch of 64 makes 16 work-groups, which share 2, 4 or 8 cores
 # evenly where 6 rows' 11 do not; LSTM, GRU and SimpleRNN of 128 units ran their time loops faster
-# on pip's PoCL 3.0 and on Intel's runtime (benchmarks/RESULTS.md, the time loop's rows on AVX-512).
+# on a Zen 4 on pip's PoCL 3.0 and on Intel's runtime, and level on two cores of a Xeon
+# (benchmarks/RESULTS.md, the time loop's rows on AVX-512).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
 WIDE_STEP_BLOCKS = {"SV": 2, "RB": 4}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
