@@ -106,6 +106,12 @@ def step_width(rt, dtype) -> int:
     return 16 if np.dtype(dtype).itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8
 
 
+def step_blocks(vw: int, dtype) -> dict:
+    """The CPU form's time-loop blocks (SV vectors by RB rows) for vectors of `vw` elements of
+    `dtype`: WIDE_STEP_BLOCKS where a vector is a 64-byte register, else STEP_BLOCKS."""
+    return WIDE_STEP_BLOCKS if vw * np.dtype(dtype).itemsize == 64 else STEP_BLOCKS
+
+
 def _blocks(n: int, size: int) -> int:
     return -(-n // size)
 
@@ -286,7 +292,8 @@ class Recurrent(Layer, registered=False):
         self.whole_sequence = self.rt.info.is_gpu if self.fixed_form is None else self.fixed_form
         if not self.whole_sequence:  # the CPU form's work-group holds a work-item per block of units and gate
             limit = self.rt.info.cl_device.max_work_group_size
-            items = _blocks(self.units, STEP_BLOCKS["SV"] * step_width(self.rt, self.dtype)) * self.gates
+            vw = step_width(self.rt, self.dtype)
+            items = _blocks(self.units, step_blocks(vw, self.dtype)["SV"] * vw) * self.gates
             if items > limit and self.fixed_form is False:
                 raise ValueError(f"{self.describe()} with whole_sequence=False needs work-groups of {items} "
                                  f"work-items on {self.rt.info.name!r}, which allows {limit}: use fewer units or "
@@ -295,7 +302,7 @@ class Recurrent(Layer, registered=False):
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
-        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else WIDE_STEP_BLOCKS if wide else STEP_BLOCKS
+        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else step_blocks(self.vw, self.dtype)
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
