@@ -145,6 +145,58 @@ def test_conv1d_kernels(rt, rng, steps, channels, filters, kernel, strides, padd
     np.testing.assert_allclose(db, want_db, rtol=2e-5, atol=5e-5)
 
 
+# The CPU form with several vectors of columns per work-item (FF_CN, DW_CN, HG_CN), forced: VW 4, so
+# that small layers have several vectors of filters and channels, some padded; each product's vectors
+# are fitted to its columns (13 filters: 4 vectors; 7 channels: 2, so HG_CN 4 runs as 2).
+COLUMNS = [{"VW": 4, "FF_RM": 3, "DW_RM": 4, "HG_RM": 4, "FF_CN": cn, "DW_CN": cn, "HG_CN": cn} for cn in (2, 4)]
+COLUMNS_APART = {"VW": 4, "FF_RM": 2, "DW_RM": 3, "HG_RM": 4, "FF_CN": 4, "DW_CN": 2}
+
+
+@pytest.mark.parametrize("shape,filters,kernel,strides,padding,dilation", [
+    ((7, 6, 7), 13, 3, 1, "same", 1), ((9, 8, 16), 8, (2, 3), 2, "valid", 1), ((6, 5, 4), 30, 3, 1, "same", 2),
+    ((5, 5, 12), 16, 1, 1, "valid", 1)])
+@pytest.mark.parametrize("tiles", [*COLUMNS, COLUMNS_APART])
+def test_conv2d_columns_per_work_item(rt, rng, shape, filters, kernel, strides, padding, dilation, tiles):
+    layer = Conv2D(filters, kernel, strides, padding, dilation, "tanh", tiles=tiles)
+    rows = 3
+    x = rng.normal(size=(rows, *shape)).astype(F32)
+    weights = [rng.normal(size=(*layer.kernel_size, shape[2], filters)).astype(F32),
+               rng.normal(size=filters).astype(F32)]
+    x64, w64 = x.astype(np.float64), [w.astype(np.float64) for w in weights]
+    z = conv2d(x64, w64[0], w64[1], layer.strides, padding, layer.dilation_rate)
+    dy = rng.normal(size=z.shape).astype(F32)
+    y, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights)
+    fitted = layer.plan.tiles
+    vectors = lambda n: -(-n // 4)
+    for key, n in (("FF_CN", filters), ("DW_CN", filters), ("HG_CN", shape[2])):
+        want = max(v for v in (1, 2, 4) if v <= tiles.get(key, 1) and vectors(n) % v == 0)
+        assert fitted.get(key, 1) == want, (key, fitted)
+    np.testing.assert_allclose(y.reshape(z.shape), np.tanh(z), rtol=2e-5, atol=2e-5)
+    want_dx, want_dk, want_db = conv2d_backward(x64, w64[0], dy * (1 - np.tanh(z) ** 2), layer.strides, padding,
+                                                layer.dilation_rate)
+    np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(dk, want_dk, rtol=2e-5, atol=5e-5)
+    np.testing.assert_allclose(db, want_db, rtol=2e-5, atol=5e-5)
+
+
+def test_columns_tuner_measures_each_product(rt):
+    """convolution_columns: a convolution large enough is measured and each product gets one of
+    the candidates' vectors; one too small, or without a choice (one vector of filters and
+    channels), keeps the tiles it was given, fitted."""
+    base = {"VW": 4, "FF_RM": 3, "DW_RM": 4, "HG_RM": 4}
+    layer = Conv2D(16, 3, padding="same")
+    layer.build((20, 20, 8), ParameterStore(rt, np.float32), np.random.default_rng(0))
+    chosen = tuner._tune_columns(rt, np.float32, [base, {**base, "FF_CN": 2, "DW_CN": 2, "HG_CN": 2},
+                                                  {**base, "FF_CN": 4, "DW_CN": 4, "HG_CN": 2}], layer.geometry, 16, 8)
+    assert {k: v for k, v in chosen.items() if not k.endswith("_CN")} == base
+    assert chosen.get("FF_CN", 1) in (1, 2, 4) and chosen.get("DW_CN", 1) in (1, 2, 4)
+    assert chosen.get("HG_CN", 1) in (1, 2)
+    assert tuner.convolution_columns(rt, np.float32, base, layer.geometry, 16, 1) == base  # too small
+    narrow = Conv2D(4, 3)
+    narrow.build((40, 40, 3), ParameterStore(rt, np.float32), np.random.default_rng(0))
+    assert tuner.convolution_columns(rt, np.float32, {**base, "FF_CN": 4}, narrow.geometry, 4, 512) == base
+
+
 # -- float64 gradient checks -------------------------------------------------------------------
 @pytest.mark.parametrize("conv", [
     lambda: Conv2D(3, 3, activation="tanh"),
@@ -156,6 +208,17 @@ def test_conv2d_gradients(fp64, conv):
     model = build([Input((5, 4, 2)), conv(), Conv2D(2, 2, activation="sigmoid"), Flatten(), Dense(3, "softmax")],
                   "categorical_crossentropy")
     check_model(model, rng.normal(size=(3, 5, 4, 2)), rng.integers(0, 3, 3), rng)
+
+
+def test_columns_conv2d_gradients(fp64):
+    """The gradient checks through the CPU form with several vectors of columns per work-item:
+    8 filters (2 vectors of VW 4), then 16 (4) over 8 channels (the input gradient's 2)."""
+    rng = np.random.default_rng(3)
+    model = build([Input((5, 4, 8)), Conv2D(8, 2, activation="tanh", tiles=COLUMNS[0]),
+                   Conv2D(16, 2, padding="same", activation="sigmoid", tiles=COLUMNS[1]), Flatten(),
+                   Dense(3, "softmax")], "categorical_crossentropy")
+    check_model(model, rng.normal(size=(3, 5, 4, 8)), rng.integers(0, 3, 3), rng)
+    assert model.layers[1].plan.tiles["HG_CN"] == 2 and model.layers[1].plan.tiles["FF_CN"] == 4
 
 
 @pytest.mark.parametrize("conv", [

@@ -100,11 +100,11 @@ class BaseConv(Layer, registered=False):
             fixed = self.fixed_tiles
             tiles = (fixed if isinstance(fixed, tuple) else (fixed,) * 3) if fixed else \
                 tuner.convolution_tiles(rt, dt, self.geometry, self.filters, capacity)
-        else:  # the weight gradient's block, about 4 rows of the patch matrix (weight_block_rows),
-            # whatever Dense's tuner picked: see there.
-            tiles = self.fixed_tiles or dict(
+        else:  # Dense's tuner's vector width and blocks, the weight gradient's block about 4 rows of
+            # the patch matrix (weight_block_rows), each product's columns per work-item measured.
+            tiles = self.fixed_tiles or tuner.convolution_columns(rt, dt, dict(
                 tuner.matrix_tiles(rt, dt, self.patch_size, self.filters, capacity * self.positions),
-                DW_RM=weight_block_rows(self.patch_size))
+                DW_RM=weight_block_rows(self.patch_size)), self.geometry, self.filters, capacity)
         self.outputs = Tensor((capacity, *self.output_shape), dt, rt)                    # y = f(z)
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)                  # dL/dx
         softmax = not self.activation.elementwise  # the product writes z, softmax then y
@@ -189,9 +189,11 @@ class Conv2D(BaseConv):
       refused, as Keras refuses them.
     - `activation=None`, `use_bias=True`, `kernel_initializer="glorot_uniform"`,
       `bias_initializer="zeros"`: as Dense's (softmax runs over the filters of each position).
-    - `tiles=None` (clnet's own): fixes the products' form as Dense's does, or a tuple of three
-      tiled forms' tiles (forward, weight gradient, input gradient) to fix them apart; the
-      tensor-core forms are Dense's alone and refused here.
+    - `tiles=None` (clnet's own): fixes the products' form as Dense's does (the CPU form's also
+      takes FF_CN, DW_CN, HG_CN: vectors of filters or channels per work-item of the forward,
+      weight gradient and input gradient, which the tuner otherwise measures per convolution), or
+      a tuple of three tiled forms' tiles (forward, weight gradient, input gradient) to fix them
+      apart; the tensor-core forms are Dense's alone and refused here.
 
     Weights, as `get_weights()` gives them (Keras's layout): kernel `(kh, kw, channels, filters)`,
     then bias `(filters,)` with `use_bias`. Its plan (clnet.products.ConvPlan) computes the

@@ -7,12 +7,13 @@ from .forms import (HALF_TYPES, PRODUCT_SOURCES, check_tensor_core_form, half_ca
 from .convolution import CHUNK, ConvPlan, delta_frame, weight_block_rows
 from .plan import DensePlan, dense_program, split_k
 from .sixteen_bit import SixteenBitDensePlan, SixteenBitPlan
-from .tuner import convolution_tiles, matrix_tiles, probe_step_seconds, usable_candidates
+from .tuner import convolution_columns, convolution_tiles, matrix_tiles, probe_step_seconds, usable_candidates
 from ..cl import probe as _probe
 
 _probe.measure_with(probe_step_seconds, ("cl/common.cl", *PRODUCT_SOURCES, "activations/relu.cl"))
 
 __all__ = ["CHUNK", "HALF_TYPES", "PRODUCT_SOURCES", "ConvPlan", "DensePlan", "SixteenBitDensePlan", "SixteenBitPlan",
-           "check_tensor_core_form", "convolution_tiles", "delta_frame", "dense_program", "half_candidates",
-           "kernel_defines", "layout", "matrix_tiles", "on_tensor_cores", "product_sources", "program_defines",
-           "split_k", "stores_pre", "tensor_core_form", "tile_candidates", "usable_candidates", "weight_block_rows"]
+           "check_tensor_core_form", "convolution_columns", "convolution_tiles", "delta_frame", "dense_program",
+           "half_candidates", "kernel_defines", "layout", "matrix_tiles", "on_tensor_cores", "product_sources",
+           "program_defines", "split_k", "stores_pre", "tensor_core_form", "tile_candidates", "usable_candidates",
+           "weight_block_rows"]

@@ -55,6 +55,26 @@ def weight_block_rows(depth: int) -> int:
     return -(-depth // -(-depth // 4))
 
 
+# The CPU form's vectors of columns per work-item, by product, and what its columns are: the
+# forward's and the weight gradient's are filters, the input gradient's channels.
+COLUMN_VECTORS = (("FF_CN", "filters"), ("DW_CN", "filters"), ("HG_CN", "channels"))
+
+
+def fit_columns(tiles: dict, filters: int, channels: int) -> dict:
+    """The CPU form's `tiles` with each product's vectors of columns per work-item (FF_CN, DW_CN,
+    HG_CN; 1 where absent) halved until they divide its columns' vectors (filters or channels
+    padded to VW), and left out where 1, the kernels' default."""
+    vw, fitted = tiles["VW"], {k: v for k, v in tiles.items() if k not in dict(COLUMN_VECTORS)}
+    columns = {"filters": -(-filters // vw), "channels": -(-channels // vw)}
+    for key, what in COLUMN_VECTORS:
+        vectors = tiles.get(key, 1)
+        while columns[what] % vectors:
+            vectors //= 2
+        if vectors > 1:
+            fitted[key] = vectors
+    return fitted
+
+
 def tiled_candidates(rt, dtype) -> list[dict]:
     """The tuner's candidates of a convolution's tiled form: the CUDA-core tiles (its gathers and
     epilogues take their layout, not the tensor-core forms')."""
@@ -68,7 +88,8 @@ class ConvPlan:
     position's filters, is the layer's own kernel after it).
 
     `tiles`: the CPU form's register blocks (a dict without TILE, with DW_RM, the weight
-    gradient's block: weight_block_rows), or the tiled form's three tiles (forward, weight
+    gradient's block: weight_block_rows, and optionally each product's vectors of columns per
+    work-item, FF_CN, DW_CN and HG_CN, fitted here: fit_columns), or the tiled form's three tiles (forward, weight
     gradient, input gradient; each its own best, see tuner.convolution_tiles). Bound once to the
     layer's operands, which keep their buffers for the plan's life: `weights` and `bias`
     (parameters with `.value` and `.grad`, W in the products' column panels, units_p = filters
@@ -79,10 +100,11 @@ class ConvPlan:
     def __init__(self, rt, dtype, tiles, activation, geometry: tuple, filters: int, capacity: int, *, weights,
                  bias, outputs: Tensor, input_grad: Tensor, chunk: int = CHUNK):
         self.rt, self.dtype, self.geometry, self.filters = rt, dtype, tuple(geometry), filters
+        height, width, channels, out_h, out_w, kh, kw = self.geometry[:7]
         self.tiled = isinstance(tiles, tuple)
         self.product_tiles = tiles if self.tiled else None  # (forward, weight gradient, input gradient)
-        self.tiles = tiles[0] if self.tiled else tiles
-        height, width, channels, out_h, out_w, kh, kw = self.geometry[:7]
+        self.tiles = tiles[0] if self.tiled else fit_columns(tiles, filters, channels)
+        tiles = self.product_tiles or self.tiles
         self.positions, self.patch_size = out_h * out_w, kh * kw * channels
         vw, dt = self.tiles["VW"], dtype
         self.filters_p, self.channels_p = -(-filters // vw) * vw, -(-channels // vw) * vw
@@ -191,6 +213,10 @@ class ConvPlan:
         blocks = lambda n: -(-n // tile) * side
         return (blocks(columns), blocks(rows), splits), (side, side, 1)
 
+    def _columns(self, key: str) -> int:
+        """The columns a work-item of the CPU form's product `key` (FF_CN, DW_CN, HG_CN) covers."""
+        return self.tiles["VW"] * self.tiles.get(key, 1)
+
     def _flops(self, rows: int) -> float:
         return 2.0 * rows * self.positions * self.patch_size * self.filters
 
@@ -201,7 +227,7 @@ class ConvPlan:
         if self.tiled:
             self._forward(*self._tiled_launch(0, self.filters, positions), x, positions, flops=self._flops(rows))
         else:
-            self._forward((self.filters_p // self.tiles["VW"], -(-positions // self.tiles["FF_RM"])), None,
+            self._forward((self.filters_p // self._columns("FF_CN"), -(-positions // self.tiles["FF_RM"])), None,
                           x, positions, flops=self._flops(rows))
 
     def _writes_delta(self, apply_derivative: bool, input_gradient: bool) -> bool:
@@ -233,7 +259,7 @@ class ConvPlan:
         lines = rows * self.geometry[3]
         chunks = -(-lines // self.chunk_lines)
         # Each work-item its own work-group: PoCL 3.0 put the second layer's 124 in one, run by one core.
-        self._delta_weights((self.filters_p // self.tiles["VW"], chunks), (1, 1), x, grad, lines,
+        self._delta_weights((self.filters_p // self._columns("DW_CN"), chunks), (1, 1), x, grad, lines,
                             int(apply_derivative), int(write_delta), flops=self._flops(rows))
         self._sum((self.filters_p, self.patch_size + 1), None, chunks)
 
@@ -246,5 +272,5 @@ class ConvPlan:
             self._hidden(*self._tiled_launch(2, self.geometry[2], pixels), pixels, flops=self._flops(rows))
         else:
             delta = self.delta if self._writes_delta(apply_derivative, True) else grad
-            self._hidden((self.channels_p // self.tiles["VW"], -(-pixels // self.tiles["FF_RM"])), None, delta,
+            self._hidden((self.channels_p // self._columns("HG_CN"), -(-pixels // self.tiles["FF_RM"])), None, delta,
                          pixels, flops=self._flops(rows))

@@ -47,39 +47,66 @@ VEC delta_columns(const __global TYPE *dy, const __global TYPE *y, const __globa
 #endif
 }
 
-// acc[r] += sum_c a[r][c] B[c] for r < RM: `n` contiguous elements of each of RM rows of the
-// patch matrix (one kernel tap's channels) times n consecutive rows of a panel of W. As cpu_blocks.cl's
-// row-block product (forced inlining, unrolled rows, a's elements broadcast from memory), so the
-// block lives in registers on PoCL 3.0 too.
-#define DEFINE_PATCH_PRODUCT(name, RM)                                                      \
+// Vectors of columns per work-item of the forward (filters, FF_CN) and of the input gradient
+// (channels, HG_CN), as DW_CN is the weight gradient's (below): the tuner's choice per
+// convolution, where one element of a row, broadcast once, feeds CN products.
+#ifndef FF_CN
+#define FF_CN 1
+#endif
+#ifndef HG_CN
+#define HG_CN 1
+#endif
+
+// acc[r][j] += sum_c a[r][c] B_j[c] for r < RM, j < CN: `n` contiguous elements of each of RM rows
+// of the patch matrix (one kernel tap's channels) times n consecutive rows of CN panels of W, B_j
+// = B + j * stride. As cpu_blocks.cl's row-block product (forced inlining, unrolled rows, a's
+// elements broadcast from memory), so the block lives in registers on PoCL 3.0 too.
+#define DEFINE_PATCH_PRODUCT(name, RM, CN)                                                  \
 __attribute__((always_inline))                                                              \
-void name(const __global TYPE *a[RM], const __global VEC *B, const int n, VEC acc[RM])      \
+void name(const __global TYPE *a[RM], const __global VEC *B, const long stride, const int n, \
+          VEC acc[RM][CN])                                                                  \
 {                                                                                           \
     int c = 0;                                                                              \
     for (; c + 4 <= n; c += 4) {                                                            \
-        const VEC b0 = B[c], b1 = B[c + 1], b2 = B[c + 2], b3 = B[c + 3];                   \
+        VEC b0[CN], b1[CN], b2[CN], b3[CN];                                                 \
+        _Pragma("unroll")                                                                   \
+        for (int j = 0; j < CN; j++) {                                                      \
+            const __global VEC *Bj = B + j * stride + c;                                    \
+            b0[j] = Bj[0]; b1[j] = Bj[1]; b2[j] = Bj[2]; b3[j] = Bj[3];                     \
+        }                                                                                   \
         _Pragma("unroll")                                                                   \
         for (int r = 0; r < RM; r++) {                                                      \
             const __global TYPE *ar = a[r] + c;                                             \
-            acc[r] += (VEC)(ar[0]) * b0;                                                    \
-            acc[r] += (VEC)(ar[1]) * b1;                                                    \
-            acc[r] += (VEC)(ar[2]) * b2;                                                    \
-            acc[r] += (VEC)(ar[3]) * b3;                                                    \
+            _Pragma("unroll")                                                               \
+            for (int j = 0; j < CN; j++) {                                                  \
+                acc[r][j] += (VEC)(ar[0]) * b0[j];                                          \
+                acc[r][j] += (VEC)(ar[1]) * b1[j];                                          \
+                acc[r][j] += (VEC)(ar[2]) * b2[j];                                          \
+                acc[r][j] += (VEC)(ar[3]) * b3[j];                                          \
+            }                                                                               \
         }                                                                                   \
     }                                                                                       \
     for (; c < n; c++) {                                                                    \
-        const VEC bc = B[c];                                                                \
+        VEC bc[CN];                                                                         \
         _Pragma("unroll")                                                                   \
-        for (int r = 0; r < RM; r++)                                                        \
-            acc[r] += (VEC)(a[r][c]) * bc;                                                  \
+        for (int j = 0; j < CN; j++)                                                        \
+            bc[j] = B[j * stride + c];                                                      \
+        _Pragma("unroll")                                                                   \
+        for (int r = 0; r < RM; r++) {                                                      \
+            const VEC v = (VEC)(a[r][c]);                                                   \
+            _Pragma("unroll")                                                               \
+            for (int j = 0; j < CN; j++)                                                    \
+                acc[r][j] += v * bc[j];                                                     \
+        }                                                                                   \
     }                                                                                       \
 }
-DEFINE_PATCH_PRODUCT(patch_product, FF_RM)
+DEFINE_PATCH_PRODUCT(patch_product, FF_RM, FF_CN)
+DEFINE_PATCH_PRODUCT(gradient_product, FF_RM, HG_CN)
 
 // z = patches W + b and y = f(z), z stored only with STORE_PRE (for a derivative that does not
 // follow from y: the first layer of the CNN, 86528 x 32 outputs per batch, spent most of its
 // forward storing f'(z) beside y); FF_RM output positions (consecutive m = (row * out_h + oy) *
-// out_w + ox) x VW filters per work-item. Per kernel tap each position reads its `channels`
+// out_w + ox) x FF_CN * VW filters per work-item. Per kernel tap each position reads its `channels`
 // inputs in place, or `zeros` where the tap falls in the padding. vec_type_hint, here and on the
 // input gradient: Intel's CPU compiler otherwise vectorizes across work-items code already in
 // VW-wide vectors (see recurrent.cl); with it the CNN's forward convolutions took far less time
@@ -94,20 +121,22 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
                      __global TYPE *pre,            // z, the same shape (STORE_PRE)
                      const int M, const int filters, const TYPE a, const TYPE b, GEOMETRY)
 {
-    const int col = get_global_id(0) * VW, m0 = get_global_id(1) * FF_RM;
+    const int col = get_global_id(0) * VW * FF_CN, m0 = get_global_id(1) * FF_RM;
     if (col >= filters || m0 >= M)
         return;
     const int K = kh * kw * channels;
     int y0[FF_RM], x0[FF_RM];
     const __global TYPE *image[FF_RM], *src[FF_RM];
-    VEC acc[FF_RM];
+    VEC acc[FF_RM][FF_CN];
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
         const int m = min_int(m0 + r, M - 1), line = m / out_w;
         y0[r] = line % out_h * sh - pad_top;
         x0[r] = m % out_w * sw - pad_left;
         image[r] = inputs + (long)(line / out_h) * height * width * channels;
-        acc[r] = (VEC)(0);
+        #pragma unroll
+        for (int j = 0; j < FF_CN; j++)
+            acc[r][j] = (VEC)(0);
     }
     for (int i = 0; i < kh; i++)
         for (int j = 0; j < kw; j++) {
@@ -117,23 +146,33 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
                 src[r] = y >= 0 && y < height && x >= 0 && x < width ? image[r] + ((long)y * width + x) * channels
                                                                      : zeros;
             }
-            patch_product(src, &W_ROW(weights, K, (i * kw + j) * channels, col), channels, acc);
+            patch_product(src, &W_ROW(weights, K, (i * kw + j) * channels, col), K, channels, acc);
         }
-    const VEC bv = *(const __global VEC *)(bias + col);
     #pragma unroll
-    for (int r = 0; r < FF_RM; r++) {
-        if (m0 + r >= M)
-            break;
-        // Whole aligned vectors where they can be (a scalar loop here took most of a first layer's time).
-        const VEC z = acc[r] + bv;
-        store_columns(outputs + (long)(m0 + r) * filters, ACT_FORWARD_V(z, a, b), col, filters);
+    for (int j = 0; j < FF_CN; j++) {
+        const VEC bv = *(const __global VEC *)(bias + col + j * VW);
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++) {
+            if (m0 + r >= M)
+                break;
+            // Whole aligned vectors where they can be (a scalar loop here took most of a first layer's time).
+            const VEC z = acc[r][j] + bv;
+            store_columns(outputs + (long)(m0 + r) * filters, ACT_FORWARD_V(z, a, b), col + j * VW, filters);
 #if STORE_PRE
-        store_columns(pre + (long)(m0 + r) * filters, z, col, filters);
+            store_columns(pre + (long)(m0 + r) * filters, z, col + j * VW, filters);
 #endif
+        }
     }
 }
 
-// One block of DW_RM rows k0.. of dL/dW over VW filters col.. and the output lines [first, last)
+// The weight gradient's vectors of filters per work-item (the tuner's DW_CN): each element of the
+// patch matrix, broadcast once, feeds DW_CN products. On a CPU with 32 vector registers a row of
+// one register leaves the loop as many loads as products.
+#ifndef DW_CN
+#define DW_CN 1
+#endif
+
+// One block of DW_RM rows k0.. of dL/dW over DW_CN * VW filters col.. and the output lines [first, last)
 // of a chunk, into its rows of `out`. The first block (`forms_delta`) forms delta from dL/dy (f'
 // from y and z), stores it with `write_delta` and sums dL/db; the later ones read delta back (or
 // dL/dy, where a loss applied the derivative): `source`. Inlined with a constant
@@ -142,7 +181,8 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 __attribute__((always_inline))
 void delta_weights_block(const int forms_delta, const int k0, const __global TYPE *inputs,
                          const __global TYPE *output_gr, const __global TYPE *outputs, const __global TYPE *pre,
-                         __global TYPE *delta, const __global TYPE *source, __global TYPE *out, VEC *bias_acc,
+                         __global TYPE *delta, const __global TYPE *source, __global TYPE *out,
+                         VEC bias_acc[DW_CN],
                          const int first, const int last, const int col, const int filters, const int filters_p,
                          const TYPE a, const TYPE b, const int apply_derivative, const int write_delta, GEOMETRY)
 {
@@ -150,14 +190,16 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
     // Where row k of the patch matrix reads, relative to the window's corner, per row of the block.
     int dy_[DW_RM], dx_[DW_RM];
     long offset[DW_RM];
-    VEC acc[DW_RM];
+    VEC acc[DW_RM][DW_CN];
     #pragma unroll
     for (int r = 0; r < DW_RM; r++) {
         const int k = min_int(k0 + r, K - 1), tap = k / channels, c = k % channels;
         dy_[r] = tap / kw * dh;
         dx_[r] = tap % kw * dw;
         offset[r] = ((long)dy_[r] * width + dx_[r]) * channels + c;
-        acc[r] = (VEC)(0);
+        #pragma unroll
+        for (int j = 0; j < DW_CN; j++)
+            acc[r][j] = (VEC)(0);
     }
     // Checking each tap against the image's edges cost more than the products (measured for
     // 128 x 13 x 13 x 32 -> 64, 3x3, on pip's PoCL 3.0): it is done only for windows that reach
@@ -176,34 +218,47 @@ void delta_weights_block(const int forms_delta, const int k0, const __global TYP
         const int step = sw * channels;
         for (int ox = 0; ox < out_w; ox++, corner += step) {
             const long at = o + (long)ox * filters;
-            VEC d;
-            if (forms_delta) {
-                d = delta_columns(output_gr + at, outputs + at, pre + at, col, filters, a, b, apply_derivative);
-                *bias_acc += d;
-                if (write_delta)
-                    store_columns(delta + at, d, col, filters);
-            } else {
-                d = load_columns(source + at, col, filters);
+            VEC d[DW_CN];
+            #pragma unroll
+            for (int j = 0; j < DW_CN; j++) {
+                if (forms_delta) {
+                    d[j] = delta_columns(output_gr + at, outputs + at, pre + at, col + j * VW, filters, a, b,
+                                         apply_derivative);
+                    bias_acc[j] += d[j];
+                    if (write_delta)
+                        store_columns(delta + at, d[j], col + j * VW, filters);
+                } else {
+                    d[j] = load_columns(source + at, col + j * VW, filters);
+                }
             }
             if (ox >= inside_lo && ox < inside_hi) {  // no tap in the padding
                 #pragma unroll
-                for (int r = 0; r < DW_RM; r++)
-                    acc[r] += (VEC)(corner[offset[r]]) * d;
+                for (int r = 0; r < DW_RM; r++) {
+                    const VEC v = (VEC)(corner[offset[r]]);
+                    #pragma unroll
+                    for (int j = 0; j < DW_CN; j++)
+                        acc[r][j] += v * d[j];
+                }
             } else {
                 const int x = ox * sw - pad_left;
                 #pragma unroll
                 for (int r = 0; r < DW_RM; r++) {
                     const int yr = y + dy_[r], xr = x + dx_[r];
-                    const TYPE v = yr >= 0 && yr < height && xr >= 0 && xr < width ? corner[offset[r]] : 0;
-                    acc[r] += (VEC)(v) * d;
+                    const VEC v = (VEC)(yr >= 0 && yr < height && xr >= 0 && xr < width ? corner[offset[r]] : 0);
+                    #pragma unroll
+                    for (int j = 0; j < DW_CN; j++)
+                        acc[r][j] += v * d[j];
                 }
             }
         }
     }
     #pragma unroll
     for (int r = 0; r < DW_RM; r++)
-        if (k0 + r < K)
-            *(__global VEC *)(out + (long)(k0 + r) * filters_p) = acc[r];
+        if (k0 + r < K) {
+            #pragma unroll
+            for (int j = 0; j < DW_CN; j++)
+                *(__global VEC *)(out + (long)(k0 + r) * filters_p + j * VW) = acc[r][j];
+        }
 }
 
 // Block sums of dL/dW = patches^T delta and dL/db = sum of delta's rows: the work-item (g, ch)
@@ -225,18 +280,23 @@ __kernel void CalcDeltaWeightsConv(__global const TYPE *inputs,     // x (rows, 
                                    const TYPE a, const TYPE b, const int apply_derivative, const int write_delta,
                                    GEOMETRY)
 {
-    const int col = get_global_id(0) * VW, ch = get_global_id(1);
+    const int col = get_global_id(0) * VW * DW_CN, ch = get_global_id(1);
     const int K = kh * kw * channels;
     const int first = ch * chunk, last = min_int(first + chunk, lines);
     __global TYPE *out = partials + (long)ch * (K + 1) * filters_p + col;
     const __global TYPE *source = apply_derivative ? delta : output_gr;
-    VEC bias_acc = (VEC)(0);
-    delta_weights_block(1, 0, inputs, output_gr, outputs, pre, delta, source, out, &bias_acc, first, last, col,
+    VEC bias_acc[DW_CN];
+    #pragma unroll
+    for (int j = 0; j < DW_CN; j++)
+        bias_acc[j] = (VEC)(0);
+    delta_weights_block(1, 0, inputs, output_gr, outputs, pre, delta, source, out, bias_acc, first, last, col,
                         filters, filters_p, a, b, apply_derivative, write_delta, GEOMETRY_ARGS);
     for (int k0 = DW_RM; k0 < K; k0 += DW_RM)
-        delta_weights_block(0, k0, inputs, output_gr, outputs, pre, delta, source, out, &bias_acc, first, last, col,
+        delta_weights_block(0, k0, inputs, output_gr, outputs, pre, delta, source, out, bias_acc, first, last, col,
                             filters, filters_p, a, b, apply_derivative, write_delta, GEOMETRY_ARGS);
-    *(__global VEC *)(out + (long)K * filters_p) = bias_acc;
+    #pragma unroll
+    for (int j = 0; j < DW_CN; j++)
+        *(__global VEC *)(out + (long)K * filters_p + j * VW) = bias_acc[j];
 }
 
 // dL/dW (column panels) and dL/db: the sums of CalcDeltaWeightsConv's `chunks` partials, one
@@ -267,7 +327,7 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
 }
 
 // dL/dx = sum over the windows covering each input pixel of delta W^T: FF_RM consecutive pixels
-// p = (row * height + y) * width + x times VW channels per work-item. For each kernel tap a pixel
+// p = (row * height + y) * width + x times HG_CN * VW channels per work-item. For each kernel tap a pixel
 // is read by at most one output position (the one whose window puts that tap on it), so the
 // input gradient is a product of the same form as the forward's: per tap, each pixel's row of
 // delta (`zeros` if no window puts the tap on it) times the tap's filters_p rows of Wt, in
@@ -286,20 +346,23 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
                             __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
                             const int P, const int filters, const int filters_p, GEOMETRY)
 {
-    const int c0 = get_global_id(0) * VW, p0 = get_global_id(1) * FF_RM;
+    const int c0 = get_global_id(0) * VW * HG_CN, p0 = get_global_id(1) * FF_RM;
     if (c0 >= channels || p0 >= P)
         return;
     int px[FF_RM], py[FF_RM], line0[FF_RM];
-    VEC acc[FF_RM];
+    VEC acc[FF_RM][HG_CN];
     #pragma unroll
     for (int r = 0; r < FF_RM; r++) {
         const int p = min_int(p0 + r, P - 1), line = p / width;
         px[r] = p - line * width + pad_left;
         py[r] = line % height + pad_top;
         line0[r] = line / height * out_h;   // the sample's first row of outputs
-        acc[r] = (VEC)(0);
+        #pragma unroll
+        for (int j = 0; j < HG_CN; j++)
+            acc[r][j] = (VEC)(0);
     }
-    const __global VEC *panel = (const __global VEC *)weights_t + (long)(c0 / VW) * kh * kw * filters_p;
+    const long panel_size = (long)kh * kw * filters_p;  // VECs of Wt per panel of channels
+    const __global VEC *panel = (const __global VEC *)weights_t + (long)(c0 / VW) * panel_size;
     const __global TYPE *src[FF_RM];
     for (int i = 0; i < kh; i++)
         for (int j = 0; j < kw; j++) {
@@ -312,21 +375,24 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
                                     (sh == 1 || ty % sh == 0) && (sw == 1 || tx % sw == 0);
                 src[r] = covered ? delta + (((long)line0[r] + oy) * out_w + ox) * filters : zeros;
             }
-            patch_product(src, panel + (i * kw + j) * filters_p, filters, acc);
+            gradient_product(src, panel + (i * kw + j) * filters_p, panel_size, filters, acc);
         }
-    const int lanes = min_int(VW, channels - c0);
     #pragma unroll
-    for (int r = 0; r < FF_RM; r++) {
-        if (p0 + r >= P)
-            break;
-        const long o = (long)(p0 + r) * channels + c0;
-        if (channels % VW == 0) {
-            *(__global VEC *)(input_gr + o) = acc[r];
-        } else {
-            union { VEC v; TYPE s[VW]; } g;
-            g.v = acc[r];
-            for (int l = 0; l < lanes; l++)
-                input_gr[o + l] = g.s[l];
+    for (int j = 0; j < HG_CN; j++) {
+        const int lanes = min_int(VW, channels - c0 - j * VW);
+        #pragma unroll
+        for (int r = 0; r < FF_RM; r++) {
+            if (p0 + r >= P)
+                break;
+            const long o = (long)(p0 + r) * channels + c0 + j * VW;
+            if (channels % VW == 0) {
+                *(__global VEC *)(input_gr + o) = acc[r][j];
+            } else {
+                union { VEC v; TYPE s[VW]; } g;
+                g.v = acc[r][j];
+                for (int l = 0; l < lanes; l++)
+                    input_gr[o + l] = g.s[l];
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ from ..cl.probe import SIZE
 from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, kernel_times, tuned
-from .convolution import CONVOLUTION_SOURCES, ConvPlan, tiled_candidates
+from .convolution import COLUMN_VECTORS, CONVOLUTION_SOURCES, ConvPlan, fit_columns, tiled_candidates
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
 from .plan import DensePlan, dense_program
 
@@ -107,6 +107,61 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
             seconds = best_seconds(rt, run)
             if seconds < best:
                 chosen[product], best = candidate, seconds
+    return chosen
+
+
+# The CPU form's vectors of columns per work-item that convolution_columns tries, and the least
+# work per product (flops over the batch) for which it measures: smaller products run in well
+# under a millisecond, where the choice is lost in the launch's own cost.
+COLUMN_CANDIDATES = (1, 2, 4)
+MIN_TUNED_FLOPS = 1e7
+
+
+def convolution_columns(rt, dtype, tiles: dict, geometry: tuple, filters: int, batch: int) -> dict:
+    """The CPU form's `tiles` with each product's vectors of columns per work-item (FF_CN,
+    DW_CN, HG_CN: COLUMN_CANDIDATES, fitted to the filters and channels), measured once per
+    device on a convolution of this `geometry` (ConvPlan's), `filters` and `batch` samples, its
+    products told apart by their kernels' profiling events, in rounds (see _tune). Which is best
+    depends on the CPU and the runtime's compiler: where a vector is one of 32 registers (AVX-512
+    code), a row of one register leaves the loops as many loads as products and wider rows win;
+    where it is two of 16 (pip's PoCL 3.0 on AVX2), wider rows spill (benchmarks/RESULTS.md, the
+    convolution's columns per work-item). Without a choice to make, or for a convolution too
+    small to tell (MIN_TUNED_FLOPS), `tiles` as they are."""
+    channels, out_h, out_w, kh, kw = geometry[2:7]
+    flops = 2.0 * batch * out_h * out_w * kh * kw * channels * filters
+    candidates = []
+    for vectors in COLUMN_CANDIDATES:
+        fitted = fit_columns({**tiles, **{key: vectors for key, _ in COLUMN_VECTORS}}, filters, channels)
+        if fitted not in candidates:
+            candidates.append(fitted)
+    if len(candidates) == 1 or flops < MIN_TUNED_FLOPS:
+        return candidates[0]
+    settings = {"candidates": candidates, "geometry": list(geometry), "filters": filters, "batch": batch}
+    return tuned(rt, dtype, "conv_columns", ("cl/common.cl", "activations/vector.cl", *CONVOLUTION_SOURCES[:2]),
+                 lambda: _tune_columns(rt, dtype, candidates, geometry, filters, batch), candidates[0], settings)
+
+
+def _tune_columns(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int) -> dict:
+    """convolution_columns' measurement: each product's kernel timed under every candidate, the
+    least of ROUNDS rounds kept, and each product's vectors taken from its fastest candidate."""
+    rng = np.random.default_rng(0)
+    height, width, channels, out_h, out_w = geometry[:5]
+    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
+    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), dtype, rt)
+    plans = [ConvPlan.standalone(rt, dtype, tiles, geometry, filters, batch, rng) for tiles in candidates]
+    least = [{} for _ in candidates]  # per candidate: {kernel name: seconds}
+    for _ in range(ROUNDS):
+        for plan, times in zip(plans, least):
+            step = lambda: (plan.forward(x, batch), plan.weight_gradient(x, grad, batch, True, True),
+                            plan.input_gradient(grad, batch, True))
+            for kernel, seconds in kernel_times(rt, step, repeats=1).items():
+                times[kernel] = min(times.get(kernel, math.inf), seconds)
+    chosen = dict(candidates[0])
+    for (key, _), kernel in zip(COLUMN_VECTORS, ("FeedForwardConv", "CalcDeltaWeightsConv", "CalcHiddenGradientConv")):
+        fastest = min(zip(candidates, least), key=lambda pair: pair[1][kernel])[0]
+        chosen.pop(key, None)
+        if key in fastest:
+            chosen[key] = fastest[key]
     return chosen
 
 
