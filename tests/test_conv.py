@@ -7,7 +7,7 @@ import clnet
 from clnet.cl.parameters import ParameterStore
 from clnet.cl.tensor import Tensor
 from clnet.layers import Conv1D, Conv2D, Dense, Flatten, Input, MaxPooling2D
-from clnet.products import tuner
+from clnet.products import tuner, weight_block_rows
 from reference import ACTIVATIONS, conv2d, conv2d_backward
 from test_gradients import build, check_model
 
@@ -195,6 +195,25 @@ def test_columns_tuner_measures_each_product(rt):
     narrow = Conv2D(4, 3)
     narrow.build((40, 40, 3), ParameterStore(rt, np.float32), np.random.default_rng(0))
     assert tuner.convolution_columns(rt, np.float32, {**base, "FF_CN": 4}, narrow.geometry, 4, 512) == base
+
+
+def test_conv_layer_takes_the_measured_columns(rt):
+    """A Conv2D in the CPU form runs with what convolution_columns measured for its geometry, at
+    its batch (the tuning cached: asking again measures nothing); a larger batch takes the same."""
+    rng = np.random.default_rng(0)
+    model = clnet.Sequential([Input((20, 20, 8)), Conv2D(32, 3, padding="same")], seed=0)
+    model.compile("sgd", "mse")
+    model.fit(rng.normal(size=(64, 20, 20, 8)), rng.normal(size=(64, 20, 20, 32)), batch_size=64, epochs=1,
+              verbose=0)
+    layer = model.layers[0]
+    if layer.tiled:  # a GPU: the tiled form's three tiles instead (test_tiled_form_tuner_picks_a_candidate_that_runs)
+        assert isinstance(layer.plan.product_tiles, tuple)
+        return
+    base = dict(tuner.matrix_tiles(rt, layer.dtype, layer.patch_size, 32, 64 * layer.positions),
+                DW_RM=weight_block_rows(layer.patch_size))
+    assert layer.plan.tiles == tuner.convolution_columns(rt, layer.dtype, base, layer.geometry, 32, 64)
+    assert tuner.convolution_columns(rt, layer.dtype, base, layer.geometry, 32, 1000) == \
+        tuner.convolution_columns(rt, layer.dtype, base, layer.geometry, 32, 128)
 
 
 # -- float64 gradient checks -------------------------------------------------------------------

@@ -115,6 +115,10 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
 # under a millisecond, where the choice is lost in the launch's own cost.
 COLUMN_CANDIDATES = (1, 2, 4)
 MIN_TUNED_FLOPS = 1e7
+# The most samples convolution_columns measures at: a larger batch only adds work-items, far more
+# than a CPU's cores already, and the choice is the register block's; so one measurement serves
+# every batch from here up (a model's training batch and its larger evaluation batch alike).
+COLUMN_BATCH = 128
 
 
 def convolution_columns(rt, dtype, tiles: dict, geometry: tuple, filters: int, batch: int) -> dict:
@@ -125,9 +129,11 @@ def convolution_columns(rt, dtype, tiles: dict, geometry: tuple, filters: int, b
     depends on the CPU and the runtime's compiler: where a vector is one of 32 registers (AVX-512
     code), a row of one register leaves the loops as many loads as products and wider rows win;
     where it is two of 16 (pip's PoCL 3.0 on AVX2), wider rows spill (benchmarks/RESULTS.md, the
-    convolution's columns per work-item). Without a choice to make, or for a convolution too
-    small to tell (MIN_TUNED_FLOPS), `tiles` as they are."""
+    convolution's CPU form with several vectors of columns a work-item). Measured at the power of two at or below `batch`, at
+    most COLUMN_BATCH samples. Without a choice to make, or for a convolution too small to tell
+    (MIN_TUNED_FLOPS), `tiles` as they are."""
     channels, out_h, out_w, kh, kw = geometry[2:7]
+    batch = min(COLUMN_BATCH, 1 << (max(batch, 1).bit_length() - 1))
     flops = 2.0 * batch * out_h * out_w * kh * kw * channels * filters
     candidates = []
     for vectors in COLUMN_CANDIDATES:
