@@ -89,8 +89,9 @@ class ConvPlan:
 
     `tiles`: the CPU form's register blocks (a dict without TILE, with DW_RM, the weight
     gradient's block: weight_block_rows, and optionally each product's vectors of columns per
-    work-item, FF_CN, DW_CN and HG_CN, fitted here: fit_columns), or the tiled form's three tiles (forward, weight
-    gradient, input gradient; each its own best, see tuner.convolution_tiles). Bound once to the
+    work-item, FF_CN, DW_CN and HG_CN, fitted here: fit_columns), or the tiled form's three
+    tiles (forward, weight gradient, input gradient; each its own best, see
+    tuner.convolution_tiles). Bound once to the
     layer's operands, which keep their buffers for the plan's life: `weights` and `bias`
     (parameters with `.value` and `.grad`, W in the products' column panels, units_p = filters
     padded to VW; bias None without one), `outputs` y (capacity, out_h, out_w, filters) and

@@ -327,14 +327,15 @@ __kernel void SumDeltaWeightsConv(__global const TYPE *partials,  // (chunks, K 
 }
 
 // dL/dx = sum over the windows covering each input pixel of delta W^T: FF_RM consecutive pixels
-// p = (row * height + y) * width + x times HG_CN * VW channels per work-item. For each kernel tap a pixel
-// is read by at most one output position (the one whose window puts that tap on it), so the
+// p = (row * height + y) * width + x times HG_CN * VW channels per work-item. For each kernel tap a
+// pixel is read by at most one output position (the one whose window puts that tap on it), so the
 // input gradient is a product of the same form as the forward's: per tap, each pixel's row of
 // delta (`zeros` if no window puts the tap on it) times the tap's filters_p rows of Wt, in
-// patch_product. delta = dL/dz was stored by the weight gradient (or is dL/dy where a loss
-// already applied the derivative), so each of its elements is one load, broadcast from memory,
-// not the two loads and a product per tap that forming it here took (with its elements taken
-// out of a vector register, which ran the CNN's second layer slower). Its block is the forward's
+// gradient_product (patch_product's form, HG_CN vectors wide). delta = dL/dz was stored by the
+// weight gradient (or is dL/dy where a loss already applied the derivative), so each of its
+// elements is one load, broadcast from memory, not the two loads and a product per tap that
+// forming it here took (with its elements taken out of a vector register, which ran the CNN's
+// second layer slower). Its block is the forward's
 // (FF_RM rows), not the Dense input gradient's HG_RM: on pip's PoCL 3.0 (VW 16, AVX2) the tuner's
 // 6 rows left 12 accumulators and patch_product's 4 rows of Wt more than the 16 vector registers,
 // and ran the CNN's second layer far slower than the forward's 4 (benchmarks/RESULTS.md, the CNN
@@ -378,21 +379,11 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
             gradient_product(src, panel + (i * kw + j) * filters_p, panel_size, filters, acc);
         }
     #pragma unroll
-    for (int j = 0; j < HG_CN; j++) {
-        const int lanes = min_int(VW, channels - c0 - j * VW);
+    for (int j = 0; j < HG_CN; j++)
         #pragma unroll
         for (int r = 0; r < FF_RM; r++) {
             if (p0 + r >= P)
                 break;
-            const long o = (long)(p0 + r) * channels + c0 + j * VW;
-            if (channels % VW == 0) {
-                *(__global VEC *)(input_gr + o) = acc[r][j];
-            } else {
-                union { VEC v; TYPE s[VW]; } g;
-                g.v = acc[r][j];
-                for (int l = 0; l < lanes; l++)
-                    input_gr[o + l] = g.s[l];
-            }
+            store_columns(input_gr + (long)(p0 + r) * channels, acc[r][j], c0 + j * VW, channels);
         }
-    }
 }

@@ -129,9 +129,9 @@ def convolution_columns(rt, dtype, tiles: dict, geometry: tuple, filters: int, b
     depends on the CPU and the runtime's compiler: where a vector is one of 32 registers (AVX-512
     code), a row of one register leaves the loops as many loads as products and wider rows win;
     where it is two of 16 (pip's PoCL 3.0 on AVX2), wider rows spill (benchmarks/RESULTS.md, the
-    convolution's CPU form with several vectors of columns a work-item). Measured at the power of two at or below `batch`, at
-    most COLUMN_BATCH samples. Without a choice to make, or for a convolution too small to tell
-    (MIN_TUNED_FLOPS), `tiles` as they are."""
+    convolution's CPU form with several vectors of columns a work-item). Measured at the power of
+    two at or below `batch`, at most COLUMN_BATCH samples. Without a choice to make, or for a
+    convolution too small to tell (MIN_TUNED_FLOPS), `tiles` as they are."""
     channels, out_h, out_w, kh, kw = geometry[2:7]
     batch = min(COLUMN_BATCH, 1 << (max(batch, 1).bit_length() - 1))
     flops = 2.0 * batch * out_h * out_w * kh * kw * channels * filters
