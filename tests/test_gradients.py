@@ -133,11 +133,13 @@ def test_single_output_binary(fp64):
 def test_dense_input_gradient_forms(fp64):
     """Each form of the input gradient the device has (the CPU form's from W's rows and, HG_T, from
     W^T, which the launch making delta writes; the GPU's tiles), through three Dense layers of
-    sizes no multiple of a vector width."""
+    sizes no multiple of a vector width; and the CPU form with several vectors of columns a
+    work-item (FF_CN, DW_CN, HG_CN) in both."""
     forms = {}
     for tiles in tile_candidates(clnet.runtime(), np.float64):
         forms.setdefault(tiles.get("HG_T"), tiles)
-    for tiles in forms.values():
+    columns = [{**tiles, **{f"{k}_CN": 2 for k in ("FF", "DW", "HG")}} for tiles in forms.values() if "TILE" not in tiles]
+    for tiles in [*forms.values(), *columns]:
         rng = np.random.default_rng(13)
         model = build([Input((7,)), Dense(11, "tanh", tiles=tiles), Dense(5, "gelu", tiles=tiles),
                        Dense(3, "softmax", tiles=tiles)], "categorical_crossentropy")

@@ -9,6 +9,7 @@ from clnet.cl.tensor import Tensor
 from clnet.data import Batches
 from clnet.layers import Activation, Conv2D, Dense, MultiHeadAttention
 from clnet.products import on_tensor_cores, tile_candidates, usable_candidates
+from clnet.products.forms import UNBLOCKED
 from reference import ACTIVATIONS, accuracy, loss_and_grad, pairwise_cover, rounded, softmax, softmax_backward
 
 SIZES = [1, 3, 5, 127, 129]
@@ -119,6 +120,28 @@ def test_every_tuning_candidate(rt, rng, dtype, rows, n_in, units, which):
     if which != "every one":
         candidates = [candidates[i] for i in pairwise_cover(candidates)]
     for tiles in usable_candidates(rt, dtype, candidates) + tiled:
+        lrelu_layer_matches_numpy(rt, rng, x, dy, tiles)
+
+
+def column_vector_tiles(rt, dtype) -> list[dict]:
+    """The CPU form with several vectors of columns per work-item (FF_CN, DW_CN, HG_CN, which the
+    tuner measures beside its first choice), in both input-gradient forms, unblocked and
+    K-blocked: two vectors by 4 rows and three by 3 (three, so that no size here is a multiple of
+    a work-item's panels, whose last ones then read the last real panel again)."""
+    first = next(t for t in tile_candidates(rt, dtype) if "TILE" not in t)
+    return [{**first, "HG_T": hg_t, **{f"{k}_{key}": value for k in ("FF", "DW", "HG")
+                                        for key, value in (("CN", vectors), ("RM", rows), *depth.items())}}
+            for hg_t in (0, 1) for vectors, rows, depth in ((2, 4, UNBLOCKED), (3, 3, {"NB": 2, "KB": 2 * first["VW"]}))]
+
+
+@pytest.mark.parametrize("rows,n_in,units", [(37, 19, 5), (70, 33, 113), (129, 100, 40)])
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_column_vectors_per_work_item(rt, rng, dtype, rows, n_in, units):
+    """The CPU form's products with several vectors of columns a work-item match numpy at sizes no
+    multiple of its columns or rows (y, z, y^T and the three gradients)."""
+    x = rng.normal(size=(rows, n_in)).astype(dtype)
+    dy = rng.normal(size=(rows, units)).astype(dtype)
+    for tiles in column_vector_tiles(rt, dtype):
         lrelu_layer_matches_numpy(rt, rng, x, dy, tiles)
 
 

@@ -22,6 +22,8 @@ from .plan import Operand, bias_operands, split_k
 GEOMETRY = ("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw", "pad_top", "pad_left")
 FRAME = ("frame_h", "frame_w", "frame_top", "frame_left")
 CONVOLUTION_SOURCES = ("products/convolution.cl", "products/convolution_blocks.cl", "products/convolution_tiles.cl")
+# The CPU form's program: the register-block product, then the two files of that form.
+CONVOLUTION_CPU_SOURCES = ("products/register_blocks.cl", *CONVOLUTION_SOURCES[:2])
 # About this many output positions (whole lines of out_w) per work-item of the CPU form's
 # CalcDeltaWeightsConv block sums: enough chunks to keep every core busy, few enough that summing
 # them is cheap (at 256 on pip's PoCL 3.0 the CNN's second layer ran slower, its sums taking
@@ -139,8 +141,8 @@ class ConvPlan:
             return
         # The CPU form: f' on vectors from y, and z where it does not follow from y (as Dense's).
         store_pre = stores_pre(fused)
-        program = rt.program((fused.source, "activations/vector.cl", "products/convolution.cl",
-                              "products/convolution_blocks.cl"), dt, program_defines(fused, store_pre, tiles))
+        program = rt.program((fused.source, "activations/vector.cl", *CONVOLUTION_CPU_SOURCES), dt,
+                             program_defines(fused, store_pre, tiles))
         self.z = Tensor(shape, dt, rt) if store_pre else None                            # z, or none
         self.chunk_lines = max(1, chunk // out_w)                                         # lines per chunk
         chunks = -(-capacity * out_h // self.chunk_lines)

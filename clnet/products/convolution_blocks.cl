@@ -1,6 +1,4 @@
 // The convolution's CPU form (see convolution.cl, pasted before this file).
-// Row k of W's column panel holding columns col..col+VW (VW contiguous elements).
-#define W_ROW(W, K, k, col) (((const __global VEC *)((W) + (long)(col) * (K)))[k])
 
 // VW columns col.. of a row of n, zeros past n. A row starts at a multiple of VW elements when n
 // is one, so then it is one aligned vector load (PoCL 3.0 calls vloadn as a library function).
@@ -47,61 +45,13 @@ VEC delta_columns(const __global TYPE *dy, const __global TYPE *y, const __globa
 #endif
 }
 
-// Vectors of columns per work-item of the forward (filters, FF_CN) and of the input gradient
-// (channels, HG_CN), as DW_CN is the weight gradient's (below): the tuner's choice per
-// convolution, where one element of a row, broadcast once, feeds CN products.
-#ifndef FF_CN
-#define FF_CN 1
-#endif
-#ifndef HG_CN
-#define HG_CN 1
-#endif
-
-// acc[r][j] += sum_c a[r][c] B_j[c] for r < RM, j < CN: `n` contiguous elements of each of RM rows
-// of the patch matrix (one kernel tap's channels) times n consecutive rows of CN panels of W, B_j
-// = B + j * stride. As cpu_blocks.cl's row-block product (forced inlining, unrolled rows, a's
-// elements broadcast from memory), so the block lives in registers on PoCL 3.0 too.
-#define DEFINE_PATCH_PRODUCT(name, RM, CN)                                                  \
-__attribute__((always_inline))                                                              \
-void name(const __global TYPE *a[RM], const __global VEC *B, const long stride, const int n, \
-          VEC acc[RM][CN])                                                                  \
-{                                                                                           \
-    int c = 0;                                                                              \
-    for (; c + 4 <= n; c += 4) {                                                            \
-        VEC b0[CN], b1[CN], b2[CN], b3[CN];                                                 \
-        _Pragma("unroll")                                                                   \
-        for (int j = 0; j < CN; j++) {                                                      \
-            const __global VEC *Bj = B + j * stride + c;                                    \
-            b0[j] = Bj[0]; b1[j] = Bj[1]; b2[j] = Bj[2]; b3[j] = Bj[3];                     \
-        }                                                                                   \
-        _Pragma("unroll")                                                                   \
-        for (int r = 0; r < RM; r++) {                                                      \
-            const __global TYPE *ar = a[r] + c;                                             \
-            _Pragma("unroll")                                                               \
-            for (int j = 0; j < CN; j++) {                                                  \
-                acc[r][j] += (VEC)(ar[0]) * b0[j];                                          \
-                acc[r][j] += (VEC)(ar[1]) * b1[j];                                          \
-                acc[r][j] += (VEC)(ar[2]) * b2[j];                                          \
-                acc[r][j] += (VEC)(ar[3]) * b3[j];                                          \
-            }                                                                               \
-        }                                                                                   \
-    }                                                                                       \
-    for (; c < n; c++) {                                                                    \
-        VEC bc[CN];                                                                         \
-        _Pragma("unroll")                                                                   \
-        for (int j = 0; j < CN; j++)                                                        \
-            bc[j] = B[j * stride + c];                                                      \
-        _Pragma("unroll")                                                                   \
-        for (int r = 0; r < RM; r++) {                                                      \
-            const VEC v = (VEC)(a[r][c]);                                                   \
-            _Pragma("unroll")                                                               \
-            for (int j = 0; j < CN; j++)                                                    \
-                acc[r][j] += v * bc[j];                                                     \
-        }                                                                                   \
-    }                                                                                       \
-}
-DEFINE_PATCH_PRODUCT(patch_product, FF_RM, FF_CN)
-DEFINE_PATCH_PRODUCT(gradient_product, FF_RM, HG_CN)
+// The forward's and the input gradient's products per kernel tap: `channels` (or `filters`)
+// contiguous elements of each of FF_RM rows of the patch matrix times as many rows of FF_CN (HG_CN)
+// column panels of W (Wt), in register_blocks.cl's form (each element of a row, broadcast once,
+// feeds CN products: the tuner's choice per convolution, convolution_columns). Their block is the
+// forward's FF_RM rows, see CalcHiddenGradientConv.
+DEFINE_ROW_BLOCK_PRODUCT(patch_product, FF_RM, FF_CN, 4, 1, 0)
+DEFINE_ROW_BLOCK_PRODUCT(gradient_product, FF_RM, HG_CN, 4, 1, 0)
 
 // z = patches W + b and y = f(z), z stored only with STORE_PRE (for a derivative that does not
 // follow from y: the first layer of the CNN, 86528 x 32 outputs per batch, spent most of its
@@ -146,7 +96,11 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
                 src[r] = y >= 0 && y < height && x >= 0 && x < width ? image[r] + ((long)y * width + x) * channels
                                                                      : zeros;
             }
-            patch_product(src, &W_ROW(weights, K, (i * kw + j) * channels, col), K, channels, acc);
+            const __global TYPE *B[FF_CN];  // the tap's rows of W in each panel
+            #pragma unroll
+            for (int p = 0; p < FF_CN; p++)
+                B[p] = weights + (long)(col + p * VW) * K + (long)(i * kw + j) * channels * VW;
+            patch_product(src, VW, B, 0, channels, acc);
         }
     #pragma unroll
     for (int j = 0; j < FF_CN; j++) {
@@ -166,11 +120,7 @@ void FeedForwardConv(__global const TYPE *inputs,   // x (rows, height, width, c
 }
 
 // The weight gradient's vectors of filters per work-item (the tuner's DW_CN): each element of the
-// patch matrix, broadcast once, feeds DW_CN products. On a CPU with 32 vector registers a row of
-// one register leaves the loop as many loads as products.
-#ifndef DW_CN
-#define DW_CN 1
-#endif
+// patch matrix, broadcast once, feeds DW_CN products.
 
 // One block of DW_RM rows k0.. of dL/dW over DW_CN * VW filters col.. and the output lines [first, last)
 // of a chunk, into its rows of `out`. The first block (`forms_delta`) forms delta from dL/dy (f'
@@ -376,7 +326,11 @@ void CalcHiddenGradientConv(__global const TYPE *delta,      // dL/dz (rows * ou
                                     (sh == 1 || ty % sh == 0) && (sw == 1 || tx % sw == 0);
                 src[r] = covered ? delta + (((long)line0[r] + oy) * out_w + ox) * filters : zeros;
             }
-            gradient_product(src, panel + (i * kw + j) * filters_p, panel_size, filters, acc);
+            const __global TYPE *B[HG_CN];  // the tap's rows of Wt in each panel
+            #pragma unroll
+            for (int p = 0; p < HG_CN; p++)
+                B[p] = (const __global TYPE *)(panel + p * panel_size + (i * kw + j) * filters_p);
+            gradient_product(src, VW, B, 0, filters, acc);
         }
     #pragma unroll
     for (int j = 0; j < HG_CN; j++)

@@ -13,8 +13,9 @@
 // each part's weights are one contiguous weight of its own; its tiles then never straddle two
 // panels (the width is a multiple of TILE). The bias is a plain (units_p,) vector.
 // Each work-item of the CPU form owns FF_NB, DW_NB or HG_NB blocks of outputs stacked down the
-// rows, each block FF_RM, DW_RM or HG_RM rows x VW columns (the sizes come from the autotuner,
-// clnet/products/tuner.py): a block lives in SIMD registers while it is multiplied. Rows past the
+// rows, each block FF_RM, DW_RM or HG_RM rows x FF_CN, DW_CN or HG_CN column panels of VW (the
+// sizes come from the autotuner, clnet/products/tuner.py): a block lives in SIMD registers while
+// it is multiplied, in register_blocks.cl's product (pasted before this file). Rows past the
 // end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
 // STORE_PRE = 0: the forward does not store z, as the activation's derivative follows from y
@@ -135,102 +136,31 @@ __kernel void Transpose(__global const TYPE *x, __global TYPE *xt, const int col
     xt[col * ld + row] = x[row * cols + col];
 }
 
-// The CPU form: register blocks of wide vectors, no local memory.
-
-// acc[r] += sum_{k0 <= k < k1} a[r][k] B[k][0..VW) for r < RM, where B is one column panel (K
-// rows of VW, contiguous) and row r of a holds its element k at a[r][(k / VW) * a_panel + k % VW]:
-// a_panel = VW for a row stored contiguously (x, x^T), n_in * VW for a row of W in column panels.
-// All three products have this form. STEP steps of k at a time (VW and k0 are multiples of
-// STEP, so those never straddle panels): 4, or VW where a's rows cross panels (the input
-// gradient reads W's rows, a jump of n_in * VW elements after every VW of k): then each load
-// instruction walks its row with one constant stride, which the CPU's stride prefetcher follows
-// (slightly faster at 2048^3 on Intel's runtime; the other two products ran slightly slower
-// with the longer step). Defined once per block size, since RM sizes the arrays.
-// Written for PoCL 3.0 (LLVM 14) as much as for newer compilers: it defines `inline` away and
-// calls vload8 as a library function, so a helper taking acc[] by pointer kept the accumulators
-// in memory, a load and a store around every FMA (far slower at 1024^3). Forced
-// inlining, plain loads (B's rows through VEC pointers: a panel row starts at a multiple of VW
-// elements of an aligned buffer; a's elements one by one, each a broadcast from memory) and
-// unrolled loops over the block's rows (constant trip counts) let the block live in registers.
-// name##_blocks multiplies the BLOCKS blocks of rows m0.. (row m of a at a + m * a_stride)
-// K-block by K-block: each DEPTH-deep slice of the panel (DEPTH rows of at most 64 bytes: <= 16
-// KiB at 256) serves all BLOCKS blocks from L1 before the next slice is read, the blocks' sums
-// waiting in acc. Without it (BLOCKS = 1, DEPTH = 0: the whole depth at once) a work-item streams
-// its whole panel, 128 KiB at K = 2048, and the panels of a work-group outgrow L2: at 2048^3 PoCL
-// ran far slower than the blocked form (8 blocks, 256 deep; benchmarks/RESULTS.md, K-blocking on
-// three CPU runtimes). At 1024^3 PoCL 3.0 ran faster unblocked, so the tuner chooses, for each
-// kernel on its own (FF_NB, FF_KB, DW_.., HG_..): on Intel's runtime the forward and the weight
-// gradient ran slightly faster unblocked at 1024^3 and 2048^3, the input gradient slightly slower.
+// The CPU form: register blocks of wide vectors (register_blocks.cl), no local memory.
 #if FF_KB % VW || DW_KB % VW || HG_KB % VW
 #error "a K-block must be a multiple of VW deep"
 #endif
-#define ROW_OF_B(i) (((const __global VEC *)B)[i])
-#define DEFINE_ROW_BLOCK_PRODUCT(name, RM, STEP, BLOCKS, DEPTH)                             \
-__attribute__((always_inline))                                                              \
-void name(const __global TYPE *a[RM], const int a_panel, const __global TYPE *B,            \
-          const int k0, const int k1, VEC acc[RM])                                          \
-{                                                                                           \
-    int k = k0;                                                                             \
-    B += k0 * VW;                                                                           \
-    for (; k + STEP <= k1; k += STEP, B += STEP * VW) {                                      \
-        const int ak = (k / VW) * a_panel + k % VW;                                         \
-        _Pragma("unroll")                                                                   \
-        for (int s = 0; s < STEP; s += 4) {                                                 \
-            const VEC b0 = ROW_OF_B(s), b1 = ROW_OF_B(s + 1);                               \
-            const VEC b2 = ROW_OF_B(s + 2), b3 = ROW_OF_B(s + 3);                           \
-            _Pragma("unroll")                                                               \
-            for (int r = 0; r < RM; r++) {                                                  \
-                const __global TYPE *ar = a[r] + ak + s;                                    \
-                acc[r] += (VEC)(ar[0]) * b0;                                                \
-                acc[r] += (VEC)(ar[1]) * b1;                                                \
-                acc[r] += (VEC)(ar[2]) * b2;                                                \
-                acc[r] += (VEC)(ar[3]) * b3;                                                \
-            }                                                                               \
-        }                                                                                   \
-    }                                                                                       \
-    for (; k < k1; k++, B += VW) {                                                          \
-        const int ak = (k / VW) * a_panel + k % VW;                                         \
-        const VEC bk = ROW_OF_B(0);                                                         \
-        _Pragma("unroll")                                                                   \
-        for (int r = 0; r < RM; r++)                                                        \
-            acc[r] += (VEC)(a[r][ak]) * bk;                                                 \
-    }                                                                                       \
-}                                                                                           \
-__attribute__((always_inline))                                                              \
-void name##_blocks(const __global TYPE *a, const int a_stride, const int a_panel,           \
-                   const int M, const int m0, const __global TYPE *B, const int K,          \
-                   VEC acc[BLOCKS][RM])                                                     \
-{                                                                                           \
-    const int depth = DEPTH ? DEPTH : K;                                                    \
-    for (int k0 = 0; k0 < K; k0 += depth) {                                                 \
-        const int k1 = min_int(k0 + depth, K);                                              \
-        for (int q = 0; q < BLOCKS && m0 + q * RM < M; q++) {                               \
-            const __global TYPE *rows[RM];                                                  \
-            VEC c[RM];                                                                      \
-            _Pragma("unroll")                                                               \
-            for (int r = 0; r < RM; r++) {                                                  \
-                rows[r] = a + min_int(m0 + q * RM + r, M - 1) * a_stride;                   \
-                c[r] = acc[q][r];                                                           \
-            }                                                                               \
-            name(rows, a_panel, B, k0, k1, c);                                              \
-            _Pragma("unroll")                                                               \
-            for (int r = 0; r < RM; r++)                                                    \
-                acc[q][r] = c[r];                                                           \
-        }                                                                                   \
-    }                                                                                       \
-}
-DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, 4, FF_NB, FF_KB)
-DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, 4, DW_NB, DW_KB)
+DEFINE_ROW_BLOCK_PRODUCT(forward_product, FF_RM, FF_CN, 4, FF_NB, FF_KB)
+DEFINE_ROW_BLOCK_PRODUCT(weight_product, DW_RM, DW_CN, 4, DW_NB, DW_KB)
 #if HG_T
-DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, 4, HG_NB, HG_KB)
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, HG_CN, 4, HG_NB, HG_KB)
 #else
-DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, VW, HG_NB, HG_KB)
+DEFINE_ROW_BLOCK_PRODUCT(input_product, HG_RM, HG_CN, VW, HG_NB, HG_KB)
 #endif
+
+// B[j] = the column panel first + j of `count` panels, `panel` elements apart, from `base`; the
+// panels past the last read the last one again (their sums are not stored), so that no size needs
+// to be a multiple of CN panels.
+#define PANELS(B, CN, base, first, count, panel)                                            \
+    const __global TYPE *B[CN];                                                             \
+    _Pragma("unroll")                                                                       \
+    for (int j = 0; j < CN; j++)                                                            \
+        B[j] = (base) + (long)min_int((first) + j, (count) - 1) * (panel);
 
 // z = x W + b, y = f(z), plus a residual r where `adding` (a linear layer's, see
 // Layer.adds_to_output); y is also stored transposed, (units, ld), for the next layer's weight
 // gradient, unless ld = 0: no layer reads it (see Dense._transposed_input). FF_NB blocks of FF_RM
-// rows x VW columns per work-item. z is stored only with STORE_PRE (see STORE_PRE above).
+// rows x FF_CN * VW columns per work-item. z is stored only with STORE_PRE (see STORE_PRE above).
 __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, n_in)
                                     __global const TYPE *weights,   // W, column panels
                                     __global const TYPE *bias,      // b (units_p)
@@ -241,135 +171,166 @@ __kernel void PerceptronFeedForward(__global const TYPE *inputs,    // x (rows, 
                                     const int rows, const int n_in, const int units, const int units_p,
                                     const int ld, const int adding, const TYPE a, const TYPE b)
 {
-    const int col = get_global_id(0) * VW;
+    const int first = get_global_id(0) * FF_CN, col0 = first * VW;
     const int row = get_global_id(1) * FF_RM * FF_NB;
-    if (col >= units || row >= rows)
+    if (col0 >= units || row >= rows)
         return;
-    VEC acc[FF_NB][FF_RM];
+    PANELS(B, FF_CN, weights, first, units_p / VW, (long)n_in * VW)
+    VEC acc[FF_NB][FF_RM][FF_CN];
     for (int q = 0; q < FF_NB; q++)
         #pragma unroll
         for (int r = 0; r < FF_RM; r++)
-            acc[q][r] = (VEC)(0);
-    forward_product_blocks(inputs, n_in, VW, rows, row, weights + col * n_in, n_in, acc);
-    const VEC bv = LoadBlock(bias + col, VW);
-    const int width = min_int(VW, units - col), height = min_int(FF_RM * FF_NB, rows - row);
-    VEC y[FF_RM * FF_NB];  // this block of y, kept to be written down y^T's rows below
-    for (int q = 0; q < FF_NB; q++) {
-        #pragma unroll
-        for (int r = 0; r < FF_RM; r++) {
-            const int m = q * FF_RM + r;
-            if (m >= height)
-                break;
-            const int o = (row + m) * units + col;
-            const VEC z = acc[q][r] + bv;
-            const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadBlock(residual + o, width) : (VEC)(0));
-            y[m] = ym;
+            #pragma unroll
+            for (int j = 0; j < FF_CN; j++)
+                acc[q][r][j] = (VEC)(0);
+    forward_product_blocks(inputs, n_in, VW, rows, row, B, n_in, acc);
+    const int height = min_int(FF_RM * FF_NB, rows - row);
+    #pragma unroll
+    for (int j = 0; j < FF_CN; j++) {
+        const int col = col0 + j * VW, width = min_int(VW, units - col);
+        if (width <= 0)
+            break;
+        const VEC bv = LoadBlock(bias + col, VW);
+        VEC y[FF_RM * FF_NB];  // this block of y, kept to be written down y^T's rows below
+        for (int q = 0; q < FF_NB; q++) {
+            #pragma unroll
+            for (int r = 0; r < FF_RM; r++) {
+                const int m = q * FF_RM + r;
+                if (m >= height)
+                    break;
+                const int o = (row + m) * units + col;
+                const VEC z = acc[q][r][j] + bv;
+                const VEC ym = ACT_FORWARD_V(z, a, b) + (adding ? LoadBlock(residual + o, width) : (VEC)(0));
+                y[m] = ym;
 #if STORE_PRE
-            StoreBlock(z, kept + o, width);
+                StoreBlock(z, kept + o, width);
 #endif
-            StoreBlock(ym, outputs + o, width);
+                StoreBlock(ym, outputs + o, width);
+            }
         }
+        // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y
+        // was computed (a different row of y^T, a different cache line, every store), the epilogue
+        // held the forward back measurably at 2048^3 on Intel's runtime (the weight gradient, the
+        // same product without this epilogue, is a little faster still).
+        for (int c = 0; c < (ld ? width : 0); c++)
+            for (int m = 0; m < height; m++)
+                outputs_t[(col + c) * ld + row + m] = ((const TYPE *)&y[m])[c];
     }
-    // y^T in runs of FF_RM * FF_NB consecutive elements per row. Stored element by element as y was
-    // computed (a different row of y^T, a different cache line, every store), the epilogue held
-    // the forward back measurably at 2048^3 on Intel's runtime (the weight gradient, the same
-    // product without this epilogue, is a little faster still).
-    for (int j = 0; j < (ld ? width : 0); j++)
-        for (int m = 0; m < height; m++)
-            outputs_t[(col + j) * ld + row + m] = ((const TYPE *)&y[m])[j];
 }
 
 // dL/dW = x^T delta: (n_in, rows) x (rows, units_p), from x^T (n_in, capacity) and delta's
-// column panels (`capacity` rows each). DW_NB blocks of DW_RM input rows x VW columns per work-item.
+// column panels (`capacity` rows each). DW_NB blocks of DW_RM input rows x DW_CN * VW columns per
+// work-item.
 __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, capacity)
                                __global const TYPE *delta,        // dL/dz, column panels
                                __global TYPE *delta_weights,      // dL/dW, column panels
                                const int rows, const int n_in, const int units_p, const int capacity)
 {
-    const int col = get_global_id(0) * VW;
+    const int first = get_global_id(0) * DW_CN;
     const int i0 = get_global_id(1) * DW_RM * DW_NB;
-    if (col >= units_p || i0 >= n_in)
+    if (first * VW >= units_p || i0 >= n_in)
         return;
-    VEC acc[DW_NB][DW_RM];
+    PANELS(B, DW_CN, delta, first, units_p / VW, (long)capacity * VW)
+    VEC acc[DW_NB][DW_RM][DW_CN];
     for (int q = 0; q < DW_NB; q++)
         #pragma unroll
         for (int r = 0; r < DW_RM; r++)
-            acc[q][r] = (VEC)(0);
-    weight_product_blocks(inputs_t, capacity, VW, n_in, i0, delta + col * capacity, rows, acc);
+            #pragma unroll
+            for (int j = 0; j < DW_CN; j++)
+                acc[q][r][j] = (VEC)(0);
+    weight_product_blocks(inputs_t, capacity, VW, n_in, i0, B, rows, acc);
     for (int q = 0; q < DW_NB; q++)
         #pragma unroll
         for (int r = 0; r < DW_RM; r++)
-            if (i0 + q * DW_RM + r < n_in)
-                StoreBlock(acc[q][r], delta_weights + col * n_in + (i0 + q * DW_RM + r) * VW, VW);
+            #pragma unroll
+            for (int j = 0; j < DW_CN; j++)
+                if (i0 + q * DW_RM + r < n_in && (first + j) * VW < units_p)
+                    StoreBlock(acc[q][r][j], delta_weights + (first + j) * VW * n_in + (i0 + q * DW_RM + r) * VW, VW);
 }
 
 #if HG_T
 // dL/dx = delta W^T as the forward computes x W (see HG_T above): HG_NB blocks of HG_RM batch rows x
-// VW inputs per work-item.
+// HG_CN * VW inputs per work-item.
 __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows, units_p)
                                  __global const TYPE *weights_t,  // W^T, column panels
                                  __global TYPE *input_gr,         // dL/dx (rows, n_in)
                                  const int rows, const int n_in, const int units_p)
 {
-    const int col = get_global_id(0) * VW;
+    const int first = get_global_id(0) * HG_CN, col0 = first * VW;
     const int row = get_global_id(1) * HG_RM * HG_NB;
-    if (col >= n_in || row >= rows)
+    if (col0 >= n_in || row >= rows)
         return;
-    VEC acc[HG_NB][HG_RM];
+    PANELS(B, HG_CN, weights_t, first, (n_in + VW - 1) / VW, (long)units_p * VW)
+    VEC acc[HG_NB][HG_RM][HG_CN];
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int r = 0; r < HG_RM; r++)
-            acc[q][r] = (VEC)(0);
-    input_product_blocks(delta_rows, units_p, VW, rows, row, weights_t + col * units_p, units_p, acc);
-    const int width = min_int(VW, n_in - col);
+            #pragma unroll
+            for (int j = 0; j < HG_CN; j++)
+                acc[q][r][j] = (VEC)(0);
+    input_product_blocks(delta_rows, units_p, VW, rows, row, B, units_p, acc);
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int r = 0; r < HG_RM; r++) {
             const int m = row + q * HG_RM + r;
             if (m >= rows)
                 break;
-            StoreBlock(acc[q][r], input_gr + m * n_in + col, width);
+            #pragma unroll
+            for (int j = 0; j < HG_CN; j++) {
+                const int col = col0 + j * VW;
+                if (col < n_in)
+                    StoreBlock(acc[q][r][j], input_gr + m * n_in + col, min_int(VW, n_in - col));
+            }
         }
 }
 #else
 // dL/dx = delta W^T, computed as its transpose W delta^T: rows of W (read across its column
-// panels) times a row panel of delta, VW batch rows wide. HG_NB blocks of HG_RM inputs x VW batch
-// rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM * HG_NB inputs per
-// batch row rather than element by element down its columns (slightly faster at 2048^3, Intel's
-// runtime).
+// panels) times row panels of delta, HG_CN * VW batch rows wide. HG_NB blocks of HG_RM inputs x
+// HG_CN * VW batch rows per work-item, written into dL/dx (rows, n_in) at the end in runs of HG_RM *
+// HG_NB inputs per batch row rather than element by element down its columns (slightly faster at
+// 2048^3, Intel's runtime).
 __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz, row panels
                                  __global const TYPE *weights,    // W, column panels
                                  __global TYPE *input_gr,         // dL/dx (rows, n_in)
                                  const int rows, const int n_in, const int units_p)
 {
-    const int row = get_global_id(0) * VW;
+    const int first = get_global_id(0) * HG_CN;
     const int i0 = get_global_id(1) * HG_RM * HG_NB;
-    if (row >= rows || i0 >= n_in)
+    if (first * VW >= rows || i0 >= n_in)
         return;
-    VEC acc[HG_NB][HG_RM];
+    PANELS(B, HG_CN, delta_rows, first, (rows + VW - 1) / VW, (long)units_p * VW)
+    VEC acc[HG_NB][HG_RM][HG_CN];
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
-        for (int j = 0; j < HG_RM; j++)
-            acc[q][j] = (VEC)(0);
-    input_product_blocks(weights, VW, n_in * VW, n_in, i0, delta_rows + row * units_p, units_p, acc);
-    const int height = min_int(VW, rows - row), count = min_int(HG_RM * HG_NB, n_in - i0);
-    VEC g[HG_RM * HG_NB];  // this block of dL/dx^T, written down dL/dx's rows below
-    for (int q = 0; q < HG_NB; q++)
-        #pragma unroll
-        for (int j = 0; j < HG_RM; j++)
-            g[q * HG_RM + j] = acc[q][j];
-    // A whole block with constant trip counts, which the compiler unrolls (slightly faster at
-    // 2048^3 on Intel's runtime with fixed tiles, close to the kernel without any store at all).
-    if (height == VW && count == HG_RM * HG_NB) {
-        #pragma unroll
-        for (int r = 0; r < VW; r++)
+        for (int i = 0; i < HG_RM; i++)
             #pragma unroll
-            for (int i = 0; i < HG_RM * HG_NB; i++)
+            for (int j = 0; j < HG_CN; j++)
+                acc[q][i][j] = (VEC)(0);
+    input_product_blocks(weights, VW, n_in * VW, n_in, i0, B, units_p, acc);
+    const int count = min_int(HG_RM * HG_NB, n_in - i0);
+    #pragma unroll
+    for (int j = 0; j < HG_CN; j++) {
+        const int row = (first + j) * VW, height = min_int(VW, rows - row);
+        if (height <= 0)
+            break;
+        VEC g[HG_RM * HG_NB];  // this block of dL/dx^T, written down dL/dx's rows below
+        for (int q = 0; q < HG_NB; q++)
+            #pragma unroll
+            for (int i = 0; i < HG_RM; i++)
+                g[q * HG_RM + i] = acc[q][i][j];
+        // A whole block with constant trip counts, which the compiler unrolls (slightly faster at
+        // 2048^3 on Intel's runtime with fixed tiles, close to the kernel without any store at all).
+        if (height == VW && count == HG_RM * HG_NB) {
+            #pragma unroll
+            for (int r = 0; r < VW; r++)
+                #pragma unroll
+                for (int i = 0; i < HG_RM * HG_NB; i++)
+                    input_gr[(row + r) * n_in + i0 + i] = ((const TYPE *)&g[i])[r];
+            continue;
+        }
+        for (int r = 0; r < height; r++)
+            for (int i = 0; i < count; i++)
                 input_gr[(row + r) * n_in + i0 + i] = ((const TYPE *)&g[i])[r];
-        return;
     }
-    for (int r = 0; r < height; r++)
-        for (int i = 0; i < count; i++)
-            input_gr[(row + r) * n_in + i0 + i] = ((const TYPE *)&g[i])[r];
 }
 #endif

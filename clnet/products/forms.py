@@ -167,8 +167,9 @@ def layout(tiles: dict) -> tuple:
 
 
 # Every form's kernel sources: what a tuned choice among all the forms depends on.
-PRODUCT_SOURCES = ("products/cpu_blocks.cl", "products/tiles.cl", "products/tensor_cores.cl", "products/mma.cl",
-                   "products/mma_half.cl", "products/wgmma.cl", "products/wgmma_half.cl", "products/gpu_tiles.cl")
+PRODUCT_SOURCES = ("products/register_blocks.cl", "products/cpu_blocks.cl", "products/tiles.cl",
+                   "products/tensor_cores.cl", "products/mma.cl", "products/mma_half.cl", "products/wgmma.cl",
+                   "products/wgmma_half.cl", "products/gpu_tiles.cl")
 
 
 def product_sources(tiles: dict) -> tuple[str, ...]:
@@ -176,7 +177,7 @@ def product_sources(tiles: dict) -> tuple[str, ...]:
     activation's and activations/vector.cl); convolution.cl and multi_head_attention.cl follow them.
     A tiled form pastes tiles.cl, its tensor-core files if it is one, then gpu_tiles.cl (see tiles.cl)."""
     if "TILE" not in tiles:
-        return ("products/cpu_blocks.cl",)
+        return ("products/register_blocks.cl", "products/cpu_blocks.cl")
     form = "wgmma" if tiles.get("WGMMA") else "mma" if tiles.get("MMA") else None
     if form is None:
         tensor_cores = ()

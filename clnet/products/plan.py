@@ -165,7 +165,7 @@ class DensePlan:
 
     def _launch_sizes(self, block, columns, rows, splits):
         """A TILE-square work-group per block of the result (times `splits` along the third
-        axis), or one work-item per `block` rows x VW columns."""
+        axis), or one work-item per `block` rows (times NB) x CN * VW columns."""
         tiles = self.tiles
         if self.tiled:
             side = tiles["TILE"] // tiles["WPT"]
@@ -174,7 +174,8 @@ class DensePlan:
                 return (blocks(columns), blocks(rows), splits), (side, side, 1)
             return (blocks(columns), blocks(rows)), (side, side)
         blocks = kernel_defines(tiles)[block.replace("_RM", "_NB")]
-        work = (-(-columns // tiles["VW"]), -(-rows // (tiles[block] * blocks)))
+        vectors = tiles.get(block.replace("_RM", "_CN"), 1)  # column vectors per work-item
+        work = (-(-columns // (tiles["VW"] * vectors)), -(-rows // (tiles[block] * blocks)))
         side = tiles["WG"]
         if not side:
             return work, None

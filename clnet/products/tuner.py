@@ -14,7 +14,8 @@ from ..cl.probe import SIZE
 from ..cl.runtime import BuildError, Runtime
 from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, kernel_times, tuned
-from .convolution import COLUMN_VECTORS, CONVOLUTION_SOURCES, ConvPlan, fit_columns, tiled_candidates
+from .convolution import (COLUMN_VECTORS, CONVOLUTION_CPU_SOURCES, CONVOLUTION_SOURCES, ConvPlan, fit_columns,
+                          tiled_candidates)
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
 from .plan import DensePlan, dense_program
 
@@ -49,7 +50,8 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None, half
     family = "dense" if candidates == tile_candidates(rt, dtype) else f"dense_{half}"
     choices = tuned(rt, dtype, family, ("cl/common.cl", "activations/vector.cl", *PRODUCT_SOURCES),
                     lambda: _tune(rt, dtype, usable_candidates(rt, dtype, candidates)),
-                    [{"size": [1, 1, 1], "tiles": candidates[0]}], {"candidates": candidates, "sizes": _sizes(rt)})
+                    [{"size": [1, 1, 1], "tiles": candidates[0]}],
+                    {"candidates": candidates, "sizes": _sizes(rt), "columns": [] if rt.info.is_gpu else COLUMN_BLOCKS})
     wanted = (rows, n_in, units)
     distance = lambda choice: sum(abs(math.log(have / want)) for have, want in zip(choice["size"], wanted) if want)
     return min(choices, key=distance)["tiles"]
@@ -143,7 +145,7 @@ def convolution_columns(rt, dtype, tiles: dict, geometry: tuple, filters: int, b
     if len(candidates) == 1 or flops < MIN_TUNED_FLOPS:
         return candidates[0]
     settings = {"candidates": candidates, "geometry": list(geometry), "filters": filters, "batch": batch}
-    return tuned(rt, dtype, "conv_columns", ("cl/common.cl", "activations/vector.cl", *CONVOLUTION_SOURCES[:2]),
+    return tuned(rt, dtype, "conv_columns", ("cl/common.cl", "activations/vector.cl", *CONVOLUTION_CPU_SOURCES),
                  lambda: _tune_columns(rt, dtype, candidates, geometry, filters, batch), candidates[0], settings)
 
 
@@ -210,36 +212,13 @@ def _tune(rt, dtype, candidates) -> list[dict]:
     spreads a candidate's runs over the whole sweep, as many runs as before. On a CPU the kernels
     are told apart by their profiling events: the input gradient is its own kernel and what it
     adds to the bias gradient's (delta for it, and W^T), not the difference of two whole
-    backward passes, which took the weight gradient's spread into it."""
+    backward passes, which took the weight gradient's spread into it. On a CPU the choice at each
+    size is then measured again beside its vectors of columns per work-item (_column_variants)."""
     sizes = _sizes(rt)
     measured = [{} for _ in candidates]  # per candidate: {(size, kernel): seconds}
-    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}; see tuning.kernel_times)
-    times_of = ((lambda run: {"all": best_seconds(rt, run, repeats=1)}) if rt.info.is_gpu
-                else (lambda run: kernel_times(rt, run, repeats=1)))
     for size in sizes:
-        rows, n_in, units = size
-        rng = np.random.default_rng(0)
-        x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
-        grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
-        least = [{} for _ in candidates]  # per candidate: {(run, kernel name): seconds}, over the rounds
-        for _ in range(ROUNDS):
-            for tiles, times in zip(candidates, least):
-                plan = DensePlan.standalone(rt, dtype, tiles, rows, n_in, units, rng)
-                runs = {"FF": lambda: plan.forward(x, rows),
-                        "DW": lambda: plan.weight_gradient(x, grad, rows, True, False),
-                        "DW+HG": lambda: (plan.weight_gradient(x, grad, rows, True, True),
-                                          plan.input_gradient(grad, rows, True))}
-                for run_name, run in runs.items():
-                    for kernel, seconds in times_of(run).items():
-                        times[run_name, kernel] = min(times.get((run_name, kernel), math.inf), seconds)
-        for times, result in zip(least, measured):
-            total = lambda run_name: sum(v for (r, _), v in times.items() if r == run_name)
-            if rt.info.is_gpu:
-                input_grad = total("DW+HG") - total("DW")
-            else:
-                input_grad = (times["DW+HG", "CalcHiddenGradient"]
-                              + max(0.0, times["DW+HG", "CalcDeltaBias"] - times["DW", "CalcDeltaBias"]))
-            result.update({(size, "FF"): total("FF"), (size, "DW"): total("DW"), (size, "HG"): input_grad})
+        for result, times in zip(measured, _measure(rt, dtype, candidates, size)):
+            result.update(times)
     # The fastest setting per (layout, size); then the layout that does best over all sizes,
     # each size counted relative to its fastest setting of any layout.
     layouts = {layout(tiles) for tiles in candidates}
@@ -248,12 +227,68 @@ def _tune(rt, dtype, candidates) -> list[dict]:
                for form in layouts for size in sizes}
     best = {size: min(fastest[form, size][1] for form in layouts) for size in sizes}
     form = min(layouts, key=lambda form: sum(fastest[form, size][1] / best[size] for size in sizes))
-    return [{"size": list(size), "tiles": fastest[form, size][0]} for size in sizes]
+    chosen = []
+    for size in sizes:
+        tiles = fastest[form, size][0]
+        if not rt.info.is_gpu:
+            variants = usable_candidates(rt, dtype, [tiles, *_column_variants(tiles)])
+            tiles = _fastest_setting(list(zip(variants, _measure(rt, dtype, variants, size))), size)[0]
+        chosen.append({"size": list(size), "tiles": tiles})
+    return chosen
+
+
+# The CPU form's vectors of columns per work-item (FF_CN, DW_CN, HG_CN; see cpu_blocks.cl) and the
+# rows of their register blocks that _tune measures beside its first choice at each size. Where a
+# vector is one of 32 registers (AVX-512 code) two vectors of columns by 8 rows ran the tiny GPT's
+# products faster than any block of one vector; where it is two of 16 (pip's PoCL 3.0 on AVX2)
+# they spill (benchmarks/RESULTS.md, the dense CPU form with two vectors of columns a work-item).
+# Measured after the rest is chosen, for a few more kernels' runs instead of twice the candidates.
+COLUMN_BLOCKS = ((2, 4), (2, 6), (2, 8))  # (vectors, rows)
+
+
+def _column_variants(tiles: dict) -> list[dict]:
+    """`tiles` with each of COLUMN_BLOCKS as every kernel's vectors and rows (the tuner then takes
+    each kernel's own fastest, see _fastest_setting)."""
+    return [{**tiles, **{f"{kernel}_CN": vectors for kernel in KERNEL_PREFIXES},
+             **{f"{kernel}_RM": rows for kernel in KERNEL_PREFIXES}} for vectors, rows in COLUMN_BLOCKS]
+
+
+def _measure(rt, dtype, candidates: list[dict], size: tuple[int, int, int]) -> list[dict]:
+    """Per candidate, {(size, "FF" | "DW" | "HG"): seconds} of its three products at `size`, the
+    least of ROUNDS rounds over all the candidates (see _tune)."""
+    rows, n_in, units = size
+    # (run -> {kernel name: seconds}; on a GPU, wall clock: {"all": seconds}; see tuning.kernel_times)
+    times_of = ((lambda run: {"all": best_seconds(rt, run, repeats=1)}) if rt.info.is_gpu
+                else (lambda run: kernel_times(rt, run, repeats=1)))
+    rng = np.random.default_rng(0)
+    x = Tensor.from_numpy(rng.random((rows, n_in)), dtype, rt)
+    grad = Tensor.from_numpy(rng.random((rows, units)), dtype, rt)
+    least = [{} for _ in candidates]  # per candidate: {(run, kernel name): seconds}, over the rounds
+    for _ in range(ROUNDS):
+        for tiles, times in zip(candidates, least):
+            plan = DensePlan.standalone(rt, dtype, tiles, rows, n_in, units, rng)
+            runs = {"FF": lambda: plan.forward(x, rows),
+                    "DW": lambda: plan.weight_gradient(x, grad, rows, True, False),
+                    "DW+HG": lambda: (plan.weight_gradient(x, grad, rows, True, True),
+                                      plan.input_gradient(grad, rows, True))}
+            for run_name, run in runs.items():
+                for kernel, seconds in times_of(run).items():
+                    times[run_name, kernel] = min(times.get((run_name, kernel), math.inf), seconds)
+    measured = []
+    for times in least:
+        total = lambda run_name: sum(v for (r, _), v in times.items() if r == run_name)
+        if rt.info.is_gpu:
+            input_grad = total("DW+HG") - total("DW")
+        else:
+            input_grad = (times["DW+HG", "CalcHiddenGradient"]
+                          + max(0.0, times["DW+HG", "CalcDeltaBias"] - times["DW", "CalcDeltaBias"]))
+        measured.append({(size, "FF"): total("FF"), (size, "DW"): total("DW"), (size, "HG"): input_grad})
+    return measured
 
 
 def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, float]:
     """The fastest tiles at this size and their seconds for the three products. Blocked
-    candidates differing only in a kernel's blocks (its RM, NB and KB) share a weight layout and
+    candidates differing only in a kernel's blocks (its RM, NB, KB and CN) share a weight layout and
     launch settings, so each kernel takes its own fastest blocks; anything else is compared as a
     whole."""
     block_keys = {key for keys in BLOCK_KEYS.values() for key in keys}
@@ -264,12 +299,16 @@ def _fastest_setting(measured: list[tuple[dict, dict]], size) -> tuple[dict, flo
         for kernel, keys in BLOCK_KEYS.items():
             if times[size, kernel] < choice["seconds"].get(kernel, float("inf")):
                 choice["seconds"][kernel] = times[size, kernel]
-                choice["tiles"].update({key: tiles[key] for key in keys if key in tiles})
+                for key in keys:  # (a key the fastest leaves out takes its default)
+                    if key in tiles:
+                        choice["tiles"][key] = tiles[key]
+                    else:
+                        choice["tiles"].pop(key, None)
     choice = min(families.values(), key=lambda c: sum(c["seconds"].values()))
     return choice["tiles"], sum(choice["seconds"].values())
 
 
-BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB") for kernel in KERNEL_PREFIXES}
+BLOCK_KEYS = {kernel: (f"{kernel}_RM", f"{kernel}_NB", f"{kernel}_KB", f"{kernel}_CN") for kernel in KERNEL_PREFIXES}
 BLOCK_KEYS["HG"] += ("HG_T",)  # the input gradient's form, too (see HG_T in cpu_blocks.cl)
 
 
