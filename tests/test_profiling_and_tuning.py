@@ -147,14 +147,14 @@ def test_real_tuning_picks_a_candidate_per_size(tmp_path, monkeypatch):
 
 def test_the_tuner_takes_each_kernels_fastest_vectors_of_columns(monkeypatch):
     """On a CPU the tuner measures its choice at each size again beside two vectors of columns by
-    COLUMN_BLOCKS' rows, and each kernel takes its own fastest, a kernel that gains nothing keeping
-    one vector (no _CN key)."""
+    COLUMN_BLOCKS' rows, unblocked, and each kernel takes its own fastest (its depth with it), a
+    kernel that gains nothing keeping one vector (no _CN key)."""
     rt = clnet.runtime()
     if rt.info.is_gpu:
         pytest.skip("the CPU form's vectors of columns")
     first = {"VW": 8, "FF_RM": 6, "DW_RM": 6, "HG_RM": 6, "HG_T": 1, "WG": 4}
     other = {**first, "WG": 2}
-    fastest = {"FF": (2, 8), "HG": (2, 4)}  # DW: one vector, as chosen first
+    fastest = {"FF": (2, 8), "HG": (2, 6)}  # DW: one vector, as chosen first
 
     def measure(rt_, dtype, candidates, size):
         times = []
@@ -171,7 +171,9 @@ def test_the_tuner_takes_each_kernels_fastest_vectors_of_columns(monkeypatch):
     monkeypatch.setattr(tuner, "usable_candidates", lambda rt_, dtype, candidates: candidates)
     (choice,) = tuner._tune(rt, np.float32, [first, other])
     assert choice["size"] == [64, 32, 16]
-    assert choice["tiles"] == {**first, "FF_CN": 2, "FF_RM": 8, "HG_CN": 2, "HG_RM": 4}
+    unblocked = {"NB": 1, "KB": 0}  # the variants' depth (forms.UNBLOCKED)
+    assert choice["tiles"] == {**first, "FF_CN": 2, "FF_RM": 8, "HG_CN": 2, "HG_RM": 6,
+                               **{f"{k}_{key}": v for k in ("FF", "HG") for key, v in unblocked.items()}}
 
 
 def test_tuning_keeps_what_another_process_stored_while_it_measured(tmp_path, monkeypatch, tuner_on):

@@ -16,7 +16,7 @@ from ..cl.tensor import Tensor
 from ..cl.tuning import best_seconds, kernel_times, tuned
 from .convolution import (COLUMN_VECTORS, CONVOLUTION_CPU_SOURCES, CONVOLUTION_SOURCES, ConvPlan, fit_columns,
                           tiled_candidates)
-from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, half_candidates, layout, tile_candidates
+from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, UNBLOCKED, half_candidates, layout, per_kernel, tile_candidates
 from .plan import DensePlan, dense_program
 
 
@@ -239,17 +239,20 @@ def _tune(rt, dtype, candidates) -> list[dict]:
 
 # The CPU form's vectors of columns per work-item (FF_CN, DW_CN, HG_CN; see cpu_blocks.cl) and the
 # rows of their register blocks that _tune measures beside its first choice at each size. Where a
-# vector is one of 32 registers (AVX-512 code) two vectors of columns by 8 rows ran the tiny GPT's
-# products faster than any block of one vector; where it is two of 16 (pip's PoCL 3.0 on AVX2)
-# they spill (benchmarks/RESULTS.md, the dense CPU form with two vectors of columns a work-item).
-# Measured after the rest is chosen, for a few more kernels' runs instead of twice the candidates.
-COLUMN_BLOCKS = ((2, 4), (2, 6), (2, 8))  # (vectors, rows)
+# vector is one of 32 registers (AVX-512 code) two vectors of columns by 6 or 8 rows ran the tiny
+# GPT's products faster than any block of one vector (by 4 rows, never the fastest there); where
+# it is two of 16 (pip's PoCL 3.0 on AVX2) they spill (benchmarks/RESULTS.md, the dense CPU form
+# with two vectors of columns a work-item). Measured after the rest is chosen, for a few more
+# kernels' runs instead of twice the candidates; unblocked (UNBLOCKED), so that every size's
+# variants are the same few programs: each program a first run builds cost it seconds on PoCL
+# (with the blocks of each size's choice, a cold tuning took over two minutes longer).
+COLUMN_BLOCKS = ((2, 6), (2, 8))  # (vectors, rows)
 
 
 def _column_variants(tiles: dict) -> list[dict]:
-    """`tiles` with each of COLUMN_BLOCKS as every kernel's vectors and rows (the tuner then takes
-    each kernel's own fastest, see _fastest_setting)."""
-    return [{**tiles, **{f"{kernel}_CN": vectors for kernel in KERNEL_PREFIXES},
+    """`tiles` with each of COLUMN_BLOCKS as every kernel's vectors and rows, unblocked (the tuner
+    then takes each kernel's own fastest, see _fastest_setting)."""
+    return [{**tiles, **per_kernel(UNBLOCKED), **{f"{kernel}_CN": vectors for kernel in KERNEL_PREFIXES},
              **{f"{kernel}_RM": rows for kernel in KERNEL_PREFIXES}} for vectors, rows in COLUMN_BLOCKS]
 
 
