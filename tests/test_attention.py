@@ -235,6 +235,33 @@ def test_the_other_form_on_this_device(rt, fp64, monkeypatch, masking):
     check_model(x64, xs, rng.normal(size=(2, 10, 6)), rng, constant=KEY_BIAS)
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("masking", ["causal", "both"])
+def test_lanes_of_each_width(rt, fp64, monkeypatch, lanes, masking):
+    """The CPU form at each lane width (multi_head_attention.lane_width), on any device: 17 queries
+    (whole blocks of 8 or 16, then one row), 13 keys, query rows of 16 (one vector of 16 lanes or
+    two of 8) and value rows of 9, against numpy in float32, and its float64 gradients."""
+    monkeypatch.setattr(attention, "lanes_form", lambda rt: True)
+    monkeypatch.setattr(attention, "lane_width", lambda vector_width: lanes)
+    rng = np.random.default_rng(lanes)
+    model = attention_model(17, 13, 6, 5, MultiHeadAttention(2, 16, value_dim=9, tiles=False),
+                            masked=masking == "both", causal=True)
+    weights = randomized(model, rng, scale=0.3)
+    mha = model.layers[-1]
+    assert mha.lanes and mha.lane_width == lanes
+    xq, xv = rng.normal(size=(2, 17, 6)), rng.normal(size=(2, 13, 5))
+    xs = [xq, xv] + ([random_mask(rng, 2, 17, 13)] if masking == "both" else [])
+    f32 = lambda a: np.asarray(a, np.float32)
+    want, _ = multi_head_attention(f32(xq), f32(xv), f32(xv), weights, 2, mask=xs[2] if len(xs) > 2 else None,
+                                   causal=True)
+    np.testing.assert_allclose(model.predict(xs), want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    x64 = clnet.Model.from_config(model.get_config(), floatx="float64")
+    assert x64.layers[-1].lane_width == lanes
+    x64.set_weights(model.get_weights())
+    x64.loss_name = "mse"
+    check_model(x64, xs, rng.normal(size=(2, 17, 6)), rng, constant=KEY_BIAS)
+
+
 def test_launches_per_training_step(rt):
     """Per step, for x -> LayerNorm -> x + mha(h, h, causal) -> Flatten -> Dense: the gather; the
     norm (1); the query, key and value products (3), the attention (1), the output product (1,

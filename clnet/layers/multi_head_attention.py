@@ -29,8 +29,7 @@ ROLES = ("query", "value", "key")
 PROJECTED = ("query", "key", "value")  # Keras's order of the projections' weights (and JoinedDense's parts)
 # What an AttentionProduct may leave out under the causal mask (multi_head_attention.cl).
 ABOVE_DIAGONAL, KEYS_UP_TO_QUERIES, QUERIES_FROM_KEYS = 1, 2, 3
-LANES = 8     # query rows per work-item of the CPU form (its TYPE8 lanes, see multi_head_attention_lanes.cl)
-KV_KEYS = 4   # key rows per work-item of its key and value gradient (a divisor of LANES)
+KV_KEYS = 4   # key rows per work-item of the CPU form's key and value gradient (a divisor of its lanes)
 # The arguments of the row, row-block and rows-form kernels that change from launch to launch, last
 # in the order they are bound: the mask (none, or the batch's), whether the probabilities go
 # through the dropout (in fit) and the dropout's step.
@@ -80,8 +79,15 @@ def operand_names(letter: str) -> tuple[str, ...]:
     return (letter.upper(), *(f"{letter}_{part}" for part in ("first", "sample", "head", "ld")))
 
 
+def lane_width(vector_width: int) -> int:
+    """Query rows per work-item of the CPU form (multi_head_attention_lanes.cl's LANES): 16 where
+    the dense products' tuner chose vectors of 16 elements on this device (AVX-512 registers of
+    float32), else 8."""
+    return 16 if vector_width >= 16 else 8
+
+
 def lanes_form(rt) -> bool:
-    """Whether the rows form runs on lanes (a CPU: eight query rows per work-item), else a work-item
+    """Whether the rows form runs on lanes (a CPU: 8 or 16 query rows per work-item), else a work-item
     per query row (a GPU, where its products form does not apply)."""
     return not rt.info.is_gpu
 
@@ -324,14 +330,16 @@ class MultiHeadAttention(Layer):
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
             if self.lanes:
-                sources, dims = sources + ("layers/multi_head_attention_lanes.cl",), {**dims, "KV_KEYS": KV_KEYS}
+                self.lane_width = lane_width(self.output_dense.layout[0])
+                sources = sources + ("layers/multi_head_attention_lanes.cl",)
+                dims = {**dims, "KV_KEYS": KV_KEYS, "LANES": self.lane_width}
             program = self.rt.program(sources, self.dtype, dims)
             form = "Lanes" if self.lanes else ""
             names = ("FeedForwardAttention", "CalcHiddenGradientAttention", "CalcHiddenGradientAttentionKeyValue")
             # (bound in allocate; by the name without the form's)
             self._kernels = {name: self.rt.kernel(program, name + form, self.dtype) for name in names}
             # Work-items along the query (key) positions: one per row, or per block of rows.
-            self._query_items = -(-self.tq // LANES) if self.lanes else self.tq
+            self._query_items = -(-self.tq // self.lane_width) if self.lanes else self.tq
             self._key_items = -(-self.tk // KV_KEYS) if self.lanes else self.tk
         self._kernels["Sum"] = self.rt.kernel(merge_program(self.rt, self.dtype), "Sum", self.dtype)
         self._noise = Tensor.zeros((1,), np.int32, self.rt)  # dropout.cl's geometry: none (rank 0)
@@ -372,8 +380,8 @@ class MultiHeadAttention(Layer):
             layer.allocate(capacity * self._length(role))
         self.output_dense.allocate(capacity * self.tq)
         # The softmax of the scores and dL/d(scores): (batch, heads, Tq, Tk), in the CPU form
-        # lane-major, (batch, heads, Tk, Tq rounded up to LANES).
-        scores = (self.tq, self.tk) if not self.lanes else (self.tk, -(-self.tq // LANES) * LANES)
+        # lane-major, (batch, heads, Tk, Tq rounded up to the lane width).
+        scores = (self.tq, self.tk) if not self.lanes else (self.tk, -(-self.tq // self.lane_width) * self.lane_width)
         self.probabilities = Tensor((capacity, heads, *scores), dt, rt)
         self.score_grad = Tensor((capacity, heads, *scores), dt, rt)
         self.context = Tensor((capacity * self.tq, heads * self.value_dim), dt, rt)  # (batch * Tq, heads * value_dim)
