@@ -25,8 +25,10 @@
 #define STORE_PRE 1
 #endif
 // HG_T = 1 (the CPU form): the input gradient reads W^T, which CalcDeltaBias writes from this
-// step's W beside a row-major delta, and is the forward's product: rows of delta times W^T's column
-// panels, both read along contiguous rows. Without it, it reads W's rows across W's column panels,
+// step's W, and is the forward's product: rows of delta times W^T's column panels, delta's rows
+// read from its column panels, where a block's rows are one contiguous run in each panel (a
+// row-major copy of delta written beside them cost CalcDeltaBias a fifth more stores and the input
+// gradient no less time). Without it, it reads W's rows across W's column panels,
 // a 128 KiB jump every VW steps of k at 2048 inputs. On Intel's runtime the product's kernel
 // alone ran faster with it at 2048^3 and 1024^3 (there faster than numpy too), while writing W^T
 // took about what the row panels it replaces took. PoCL 3.0 (VW 8) ran it slower at 1024^3 (wall
@@ -36,27 +38,22 @@
 #endif
 
 // delta = dL/dz = dL/dy * f'(z) (skipped when a loss already gave dL/dz) in column panels of
-// width VW, `capacity` rows per panel, and in row panels, (rows_p / VW, units_p, VW), for the input
-// gradient; and the bias gradient, the column sums of delta. One work-item per `panels` column
+// width VW, `capacity` rows per panel, and, without HG_T, in row panels, (rows_p / VW, units_p, VW),
+// for the input gradient; and the bias gradient, the column sums of delta. One work-item per `panels` column
 // panels (the padding of dL/dy reads as 0), walking its columns row after row, f' on VW lanes at
 // once (ACT_DERIVATIVE_V: GELU's scalar erf and exp made this kernel a large part of the tiny
 // GPT's step on PoCL 3.0). A work-item per panel walked one panel down all rows: reads 1 KiB apart
 // for 256 units, four to a page, which the CPU's prefetcher does not follow across pages; the
 // GELU layer's time there was stalls, not f' (f' replaced by a product: the same time). (The GPU
 // form does all this inside its weight gradient, see CalcDeltaWeights there.)
-// Row m of delta, columns col.., as the input gradient reads it: row-major with HG_T (next to W^T,
-// see CalcHiddenGradient), else in row panels.
+// Row m of delta, columns col.., in row panels, as the input gradient without HG_T reads it.
 __attribute__((always_inline))
 void StoreDeltaRow(const VEC g, __global TYPE *delta_rows, const int m, const int col, const int units_p)
 {
-#if HG_T
-    StoreBlock(g, delta_rows + m * units_p + col, VW);
-#else
     __global TYPE *row_panel = delta_rows + (m / VW) * units_p * VW + m % VW;
     const TYPE *lanes = (const TYPE *)&g;
     for (int j = 0; j < VW; j++)
         row_panel[(col + j) * VW] = lanes[j];
-#endif
 }
 
 // W's column panel p as rows p * VW.. of W^T's column panels: each row of the panel read as a
@@ -82,13 +79,13 @@ void TransposePanel(const __global TYPE *weights, __global TYPE *weights_t, cons
 // prefetchers left its loads waiting (the tiny GPT's CalcDeltaBias, a sixth of its step on pip's
 // PoCL 3.0, took a quarter less time; benchmarks/RESULTS.md, the batch gather on CPUs).
 #define DELTA_AHEAD 8
-// Where the layer passes its input gradient on (`input_gradient`), delta in the input gradient's
-// layout too, and with HG_T W^T of this step's weights; the first layer's backward writes neither.
+// Where the layer passes its input gradient on (`input_gradient`), with HG_T W^T of this step's
+// weights, else delta in row panels too; the first layer's backward writes neither.
 __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, units)
                             __global const TYPE *outputs,     // y (rows, units)
                             __global const TYPE *kept,        // z (rows, units), or y (see STORE_PRE)
                             __global TYPE *delta,             // dL/dz in column panels
-                            __global TYPE *delta_rows,        // dL/dz for the input gradient (StoreDeltaRow)
+                            __global TYPE *delta_rows,        // dL/dz in row panels without HG_T (StoreDeltaRow)
                             __global TYPE *delta_bias,        // dL/db (units_p)
                             __global const TYPE *weights,     // W, column panels (units_p / VW, n_in, VW)
                             __global TYPE *weights_t,         // W^T with HG_T, column panels (n_in_p / VW, units_p, VW)
@@ -116,8 +113,10 @@ __kernel void CalcDeltaBias(__global const TYPE *output_gr,   // dL/dy (rows, un
             if (apply_derivative)
                 g *= ACT_DERIVATIVE_V(LoadBlock(outputs + o, width), LoadBlock(kept + o, width), a, b);
             ((__global VEC *)(delta + col * capacity))[m] = g;
+#if !HG_T
             if (input_gradient)
                 StoreDeltaRow(g, delta_rows, m, col, units_p);
+#endif
             StoreBlock(LoadBlock(delta_bias + p * VW, VW) + g, delta_bias + p * VW, VW);
         }
     }
@@ -251,10 +250,10 @@ __kernel void CalcDeltaWeights(__global const TYPE *inputs_t,     // x^T (n_in, 
 #if HG_T
 // dL/dx = delta W^T as the forward computes x W (see HG_T above): HG_NB blocks of HG_RM batch rows x
 // HG_CN * VW inputs per work-item.
-__kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows, units_p)
+__kernel void CalcHiddenGradient(__global const TYPE *delta,      // dL/dz, column panels
                                  __global const TYPE *weights_t,  // W^T, column panels
                                  __global TYPE *input_gr,         // dL/dx (rows, n_in)
-                                 const int rows, const int n_in, const int units_p)
+                                 const int rows, const int n_in, const int units_p, const int capacity)
 {
     const int first = get_global_id(0) * HG_CN, col0 = first * VW;
     const int row = get_global_id(1) * HG_RM * HG_NB;
@@ -268,7 +267,7 @@ __kernel void CalcHiddenGradient(__global const TYPE *delta_rows, // dL/dz (rows
             #pragma unroll
             for (int j = 0; j < HG_CN; j++)
                 acc[q][r][j] = (VEC)(0);
-    input_product_blocks(delta_rows, units_p, VW, rows, row, B, units_p, acc);
+    input_product_blocks(delta, VW, capacity * VW, rows, row, B, units_p, acc);
     for (int q = 0; q < HG_NB; q++)
         #pragma unroll
         for (int r = 0; r < HG_RM; r++) {

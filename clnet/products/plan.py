@@ -68,16 +68,12 @@ class DensePlan:
         self.bias, self.bias_grad = bias_operands(bias, self.units_p, dt, rt)
         program = dense_program(rt, dt, activation, tiles)
         self.delta = Tensor((self.panels, capacity, panel), dt, rt)  # dL/dz, column panels
-        # The input gradient's operands: on the GPU the row-major delta and W; on a CPU delta in
-        # row panels and W (see CalcHiddenGradient), or, with HG_T, the row-major delta and W^T.
-        self.weights_t = None
-        if self.tiled:
-            self.delta_rows = self.delta
-        elif tiles.get("HG_T"):
-            self.delta_rows = Tensor((capacity, self.units_p), dt, rt)  # (rows, units_p)
-            self.weights_t = Tensor.zeros((-(-n_in // vw), self.units_p, vw), dt, rt)  # W^T, column panels
-        else:
-            self.delta_rows = Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
+        # The CPU form's input gradient reads delta in row panels and W (see CalcHiddenGradient), or,
+        # with HG_T, delta's own column panels and W^T; the GPU form's reads delta and W.
+        hg_t = tiles.get("HG_T")
+        self.delta_rows = (Tensor((-(-capacity // vw), self.units_p, vw), dt, rt)  # row panels
+                           if not self.tiled and not hg_t else None)
+        self.weights_t = Tensor.zeros((-(-n_in // vw), self.units_p, vw), dt, rt) if hg_t else None  # W^T, column panels
         self._geometries = {}  # (block, columns, rows, splits) -> launch sizes, for these tiles
         splits = self.splits(capacity)[0]
         if splits > 1:  # split-K slices of the weight and bias gradients (GPU form)
@@ -106,15 +102,15 @@ class DensePlan:
             self._delta_bias_groups = -(-panels // share)
             self._delta_bias = kernel("CalcDeltaBias").bind(
                 ("output_gr", "rows", "apply_derivative", "input_gradient"), outputs=outputs, kept=kept,
-                delta=self.delta, delta_rows=self.delta_rows, delta_bias=self.bias_grad, weights=weights.value,
-                weights_t=self.weights_t, units=units, capacity=capacity, a=fused.a, b=fused.b, panels=share,
-                **sizes)
+                delta=self.delta, delta_rows=self.delta if hg_t else self.delta_rows,  # (unread with HG_T)
+                delta_bias=self.bias_grad, weights=weights.value, weights_t=self.weights_t, units=units,
+                capacity=capacity, a=fused.a, b=fused.b, panels=share, **sizes)
             self._delta_weights = kernel("CalcDeltaWeights").bind(("inputs_t", "rows"), delta=self.delta,
                                                                   delta_weights=weights.grad, capacity=capacity,
                                                                   **sizes)
-            read = {"weights_t": self.weights_t} if tiles.get("HG_T") else {"weights": weights.value}
-            self._hidden = kernel("CalcHiddenGradient").bind(("rows",), delta_rows=self.delta_rows, input_gr=input_grad,
-                                                             **read, **sizes)
+            read = ({"weights_t": self.weights_t, "delta": self.delta, "capacity": capacity} if hg_t
+                    else {"weights": weights.value, "delta_rows": self.delta_rows})
+            self._hidden = kernel("CalcHiddenGradient").bind(("rows",), input_gr=input_grad, **read, **sizes)
             self._transpose = kernel("Transpose").bind(("x", "xt", "cols", "rows", "ld"))
         if splits > 1:
             self._sum_splits = kernel("SumSplits").bind(
