@@ -1,8 +1,8 @@
 """MultiHeadAttention (Keras 3's arguments, call and weight layout): query, key and value
 projections and the output projection are Dense products over the batch's (batch * time) rows;
 between them, multi_head_attention.cl computes the masked softmax attention of every head of
-the whole batch: on a CPU in one launch (two for its gradient), a work-item per eight query rows
-on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
+the whole batch: on a CPU in one launch (two for its gradient), a work-item per 8 or 16 query
+rows on the lanes of a vector (multi_head_attention_lanes.cl); on a GPU as products of each (sample,
 head)'s operands in the Dense layer's local-memory tiles, the softmax and the score gradient in
 the launches of the scores' products where a block of queries' keys fits in registers (two
 launches, four for the gradient; else three and five, row kernels between the products), or,
