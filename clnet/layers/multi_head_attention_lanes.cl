@@ -46,7 +46,7 @@ __attribute__((always_inline)) LANE_T exp_lanes(const LANE_T v) { return (LANE_T
 // own vectors untaken, so that they can stay in registers.
 #define GATHER_LANES(out, rows, stride, valid, DIM, factor)                           \
     do {                                                                              \
-        LANE_T v_[DIM];                                                                \
+        LANE_T v_[DIM];                                                               \
         TYPE *t_ = (TYPE *)v_;                                                        \
         for (int l_ = 0; l_ < LANES; l_++)                                            \
             for (int d_ = 0; d_ < (DIM); d_++)                                        \
@@ -58,7 +58,7 @@ __attribute__((always_inline)) LANE_T exp_lanes(const LANE_T v) { return (LANE_T
 // The inverse: row l of `rows` gets lane l of in[d], d < DIM, for the `valid` rows.
 #define SCATTER_LANES(rows, stride, in, valid, DIM, factor)                           \
     do {                                                                              \
-        LANE_T v_[DIM];                                                                \
+        LANE_T v_[DIM];                                                               \
         for (int d_ = 0; d_ < (DIM); d_++)                                            \
             v_[d_] = (in)[d_] * (factor);                                             \
         const TYPE *t_ = (const TYPE *)v_;                                            \
@@ -71,7 +71,7 @@ __attribute__((always_inline)) LANE_T exp_lanes(const LANE_T v) { return (LANE_T
 // two running sums, so that two chains of multiply-adds overlap.
 #define LANE_DOT(s, lanes, row, DIM)                                                  \
     do {                                                                              \
-        LANE_T even_ = (LANE_T)(0), odd_ = (LANE_T)(0);                                  \
+        LANE_T even_ = (LANE_T)(0), odd_ = (LANE_T)(0);                               \
         int d_ = 0;                                                                   \
         _Pragma("unroll")                                                             \
         for (; d_ + 2 <= (DIM); d_ += 2) {                                            \
@@ -87,7 +87,7 @@ __attribute__((always_inline)) LANE_T exp_lanes(const LANE_T v) { return (LANE_T
 // mask is given, the lanes whose query may not attend to key j take `masked`; lanes past Tq are
 // left alone.
 inline LANE_T mask_lanes(LANE_T s, const TYPE masked, __global const TYPE *mask, const int use_mask,
-                        const int causal, const int b, const int i0, const int j, const int tq, const int tk)
+                         const int causal, const int b, const int i0, const int j, const int tq, const int tk)
 {
     if (!use_mask && !(causal && j > i0))
         return s;
@@ -101,7 +101,7 @@ inline LANE_T mask_lanes(LANE_T s, const TYPE masked, __global const TYPE *mask,
 // Each lane's weight through dropout.cl's hash: kept ones divided by keep, the others 0. `at` is
 // (sample, head, query i0, key j)'s index in (batch, heads, Tq, Tk).
 inline LANE_T drop_lanes(LANE_T w, const long at, const int tk, const int valid, __global const int *noise,
-                        const int seed, const int step, const TYPE keep)
+                         const int seed, const int step, const TYPE keep)
 {
     TYPE *t = (TYPE *)&w;
     for (int l = 0; l < valid; l++)
@@ -213,7 +213,7 @@ __kernel __attribute__((vec_type_hint(LANE_T))) void CalcHiddenGradientAttention
         dq[d] = (LANE_T)(0);
     for (int j = 0; j < keys; j++) {
         const LANE_T g = mask_lanes(p[j * stride] * (ds[j * stride] - weighted), 0, mask, use_mask, 0, b, i0, j,
-                                   tq, tk);
+                                    tq, tk);
         ds[j * stride] = g;
         const __global TYPE *k = KEY_ROW(key, (long)b * tk + j, h);
         #pragma unroll
@@ -287,14 +287,14 @@ __kernel __attribute__((vec_type_hint(LANE_T))) void CalcHiddenGradientAttention
         }
     }
     for (int jj = 0; jj < keys; jj++) {
-        LANE_T t8[CHUNKS(VALUE_DIM)], u8[CHUNKS(KEY_DIM)];
+        LANE_T dv_j[CHUNKS(VALUE_DIM)], dk_j[CHUNKS(KEY_DIM)];
         #pragma unroll
         for (int c = 0; c < CHUNKS(VALUE_DIM); c++)
-            t8[c] = dv[jj][c];
+            dv_j[c] = dv[jj][c];
         #pragma unroll
         for (int c = 0; c < CHUNKS(KEY_DIM); c++)
-            u8[c] = scale * dk[jj][c];
-        const TYPE *t = (const TYPE *)t8, *u = (const TYPE *)u8;
+            dk_j[c] = scale * dk[jj][c];
+        const TYPE *t = (const TYPE *)dv_j, *u = (const TYPE *)dk_j;
         __global TYPE *out_v = VALUE_ROW(value_gr, (long)b * tk + j0 + jj, h);
         #pragma unroll
         for (int d = 0; d < VALUE_DIM; d++)
