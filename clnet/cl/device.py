@@ -269,11 +269,19 @@ def _listing(available: list[DeviceInfo]) -> str:
     return "; ".join(f"{d.index}: {d.describe()}" for d in available)
 
 
+def sixteen_bit_policy(info: DeviceInfo) -> str:
+    """What a 16-bit dtype policy computes in on this device, as `clnet devices` says it: "products"
+    where its matrix products (the Dense layers', attention's) may run in 16 bits (NVIDIA's tensor
+    cores, compute capability 8.0 on; everything else in float32), else "float32" (every CPU
+    runtime, native half arithmetic or not)."""
+    return "products" if info.tensor_cores else "float32"
+
+
 def print_table(file=sys.stdout) -> None:
     from .runtime import current_device_index
     chosen = current_device_index()
     header = (f"{'#':>2}  {'type':<5} {'name':<34} {'platform':<40} {'CUs':>4} {'global':>9} {'local':>7} "
-              f"{'fp64':>4} {'fp16':>4}")
+              f"{'fp64':>4} {'fp16':>4} {'16-bit':>7}")
     print(header, file=file)
     available = devices()
     if not available:
@@ -282,9 +290,12 @@ def print_table(file=sys.stdout) -> None:
         mark = "*" if d.index == chosen else " "
         print(f"{d.index:>2}{mark} {d.type:<5} {d.name[:34]:<34} {d.runtime[:40]:<40} "
               f"{d.compute_units:>4} {d.global_mem / 2**30:>7.1f}Gi {d.local_mem // 1024:>5}Ki "
-              f"{'yes' if d.fp64 else 'no':>4} {'yes' if d.fp16 else 'no':>4}", file=file)
+              f"{'yes' if d.fp64 else 'no':>4} {'yes' if d.fp16 else 'no':>4} {sixteen_bit_policy(d):>7}", file=file)
     if available:
         print("* = the device clnet uses now (set CLNET_DEVICE=<index|name> to choose)", file=file)
+        print("16-bit = what a mixed_bfloat16 or mixed_float16 policy computes in there: 'products' = the matrix "
+              "products (the Dense layers', attention's) in 16 bits on the tensor cores, the rest in float32; "
+              "'float32' = all of it (fp16 = the runtime's cl_khr_fp16, which no clnet kernel uses yet)", file=file)
     if chosen is not None:
         print(f"chosen: {reason}", file=file)
     for note in icd.notes:
