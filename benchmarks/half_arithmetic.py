@@ -84,14 +84,13 @@ def main(argv=None):
     if args.iterations < 1:
         parser.error(f"--iterations must be at least 1, got {args.iterations}")
     import clnet
-    from clnet.cl.device import DeviceError
 
     if args.device is not None:
         clnet.set_device(args.device)
     rt = clnet.runtime()
     if not rt.info.fp16:
-        raise DeviceError(f"{rt.info.describe()} has no half arithmetic (cl_khr_fp16): nothing to compare; "
-                          "`python -m clnet devices` lists which devices have it")
+        parser.error(f"{rt.info.describe()} has no half arithmetic (cl_khr_fp16): nothing to compare; "
+                     "`python -m clnet devices` lists which devices have it (--device chooses one)")
     rates = {"float": device_rate(rt, np.float32, args.iterations), "half": device_rate(rt, np.float16, args.iterations)}
     types = {"float": (np.float32, "float32"), "half": (np.float16, "float16")}
     numpy = {name: host_rate(lambda size, value: np.full(size, value, t), args.iterations) for name, (t, _) in types.items()}
