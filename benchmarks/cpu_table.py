@@ -21,13 +21,14 @@ import argparse
 from .common import cpu_name, emit, median
 from .run_all import run
 
-# name: (what is timed, module, extra arguments, the JSON field holding a framework's time, unit scale)
+# name: (what is timed, its unit, module, extra arguments, the JSON field holding a framework's
+# time, the factor from that field to the unit)
 BENCHMARKS = {
-    "mlp": ("README MLP epoch, s", "benchmarks.mlp", ["--epochs", "3"], "seconds_per_epoch", 1.0),
-    "cnn": ("Fashion-MNIST CNN epoch, s", "benchmarks.cnn", ["--epochs", "3", "--samples", "12800"],
+    "mlp": ("README MLP epoch", "s", "benchmarks.mlp", ["--epochs", "3"], "seconds_per_epoch", 1.0),
+    "cnn": ("Fashion-MNIST CNN epoch", "s", "benchmarks.cnn", ["--epochs", "3", "--samples", "12800"],
             "seconds_per_epoch", 1.0),
-    "lstm": ("LSTM(128) step, ms", "benchmarks.lstm", [], "seconds_per_step", 1e3),
-    "gpt": ("tiny GPT step, ms", "benchmarks.tiny_gpt_torch", ["--steps", "60"], "ms_per_step", 1.0),
+    "lstm": ("LSTM(128) step", "ms", "benchmarks.lstm", [], "seconds_per_step", 1e3),
+    "gpt": ("tiny GPT step", "ms", "benchmarks.tiny_gpt_torch", ["--steps", "60"], "ms_per_step", 1.0),
 }
 
 
@@ -47,13 +48,13 @@ def parse_targets(text: str | None) -> dict[str, float]:
 
 def one_round(name: str, device: str | None) -> tuple[float, float, dict]:
     """(clnet's time, PyTorch's time, clnet's JSON line) of one round of benchmark `name`."""
-    _, module, extra, field, scale = BENCHMARKS[name]
+    _, _, module, extra, field, scale = BENCHMARKS[name]
     device_option = ["--device", device] if device is not None else []
     if name == "gpt":  # both frameworks in one process, from the same weights
         result = run(module, extra + device_option)
         return result["clnet"][field] * scale, result["torch"][field] * scale, result["clnet"]
     clnet = run(module, ["--framework", "clnet", *extra, *device_option])
-    torch = run(module, ["--framework", "torch", *extra] + (["--device", "cpu"] if name == "mlp" else []))
+    torch = run(module, ["--framework", "torch", *extra])  # (each module's PyTorch runs on the CPU by default)
     return clnet[field] * scale, torch[field] * scale, clnet
 
 
@@ -92,11 +93,12 @@ def main(argv=None):
     lines = [f"clnet ÷ PyTorch CPU, {args.rounds} rounds of fresh processes; host CPU: {host}; clnet on {device}", "",
              "| benchmark | clnet | PyTorch | clnet ÷ PyTorch, each round | median | target: rounds within |",
              "| --- | --- | --- | --- | ---: | --- |"]
+    fmt = lambda values: ", ".join(f"{v:.3g}" for v in values)
     for name, row in summary.items():
-        fmt = lambda values: ", ".join(f"{v:.3g}" for v in values)
+        what, unit = BENCHMARKS[name][:2]
+        images = f" ({row['images']} images)" if "images" in row else ""
         held = (f"≤ {row['target']}: {row['rounds_within']} of {args.rounds}" if "target" in row else "—")
-        label = BENCHMARKS[name][0].replace(", ", f" ({row['images']} images), ") if "images" in row else BENCHMARKS[name][0]
-        lines.append(f"| {label} | {fmt(row['clnet'])} | {fmt(row['torch'])} | "
+        lines.append(f"| {what}{images}, {unit} | {fmt(row['clnet'])} | {fmt(row['torch'])} | "
                      f"{', '.join(f'{r:.2f}' for r in row['ratios'])} | {row['median_ratio']:.2f} | {held} |")
     print("\n".join(lines))
     emit({"benchmark": "cpu_table", "cpu": host, "device": device, "rounds": args.rounds, "results": summary})

@@ -91,8 +91,8 @@ def main(argv=None):
     if not rt.info.fp16:
         parser.error(f"{rt.info.describe()} has no half arithmetic (cl_khr_fp16): nothing to compare; "
                      "`python -m clnet devices` lists which devices have it (--device chooses one)")
-    rates = {"float": device_rate(rt, np.float32, args.iterations), "half": device_rate(rt, np.float16, args.iterations)}
     types = {"float": (np.float32, "float32"), "half": (np.float16, "float16")}
+    rates = {name: device_rate(rt, t, args.iterations) for name, (t, _) in types.items()}
     numpy = {name: host_rate(lambda size, value: np.full(size, value, t), args.iterations) for name, (t, _) in types.items()}
     torch = {name: None for name in types}
     if have_torch():

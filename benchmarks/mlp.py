@@ -179,7 +179,8 @@ def main(argv=None):
     steady = times[1:] or times
     seconds = median(steady)
     emit({"benchmark": "mlp", "framework": found_versions.pop("variant", args.framework), "batch": args.batch,
-          "epochs": args.epochs, "samples": len(data[0][0]), "seconds_per_epoch": round(seconds, 4), "first_epoch_seconds": round(times[0], 4),
+          "epochs": args.epochs, "samples": len(data[0][0]), "seconds_per_epoch": round(seconds, 4),
+          "first_epoch_seconds": round(times[0], 4),
           "samples_per_second": round(len(data[0][0]) / seconds, 1), "test_accuracy": round(accuracy, 4),
           "device": device, "versions": found_versions})
 
