@@ -122,6 +122,30 @@ def test_cpu_weight_gradients_take_a_work_group_per_column_panel_pair_where_the_
     assert size(layer, 3, 125) == ((3, 17, 1), (1, 17, 1))
 
 
+def test_cpu_form_time_loop_blocks_follow_the_units():
+    """Where a vector is a 64-byte register, a time-loop work-item takes as many vectors as the
+    units fill, up to WIDE_STEP_BLOCKS' 4, by its 4 rows; elsewhere STEP_BLOCKS, whatever the units."""
+    blocks = recurrent_layers.step_blocks
+    assert [blocks(16, np.float32, units)["SV"] for units in (1, 16, 17, 40, 48, 49, 64, 100, 512)] == \
+           [1, 1, 2, 3, 3, 4, 4, 4, 4]
+    assert blocks(16, np.float32, 100)["RB"] == 4
+    assert blocks(8, np.float64, 20) == {"SV": 3, "RB": 4}
+    assert blocks(8, np.float32, 128) == recurrent_layers.STEP_BLOCKS
+    assert blocks(4, np.float64, 5) == recurrent_layers.STEP_BLOCKS
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("units", [5, 40, 100])
+def test_cpu_form_with_wide_vectors_matches_numpy(rt, kind, units, monkeypatch):
+    """The CPU form with 16-float vectors (an AVX-512 CPU's, forced here on any device) at 1, 3
+    and 4 vectors a work-item (100 units: a second block of 36, its last vector past the units)
+    and 9 rows (3 work-groups of 4 rows, the last with one): against numpy."""
+    monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: 16)
+    layer = layer_alone(KINDS[kind](units, return_sequences=True, whole_sequence=False), (4, 3), 9, np.float32)
+    assert layer.vw == 16 and layer.blocks == {"SV": min(4, -(-units // 16)), "RB": 4}
+    compare_with_numpy(layer, kind, 4, 9, seed=units)
+
+
 def test_cpu_form_needs_a_work_group_of_every_block(rt, monkeypatch):
     """The CPU form's work-group holds a work-item per (block of units, gate): a layer with more
     than the device allows takes the sequence form by default (a GPU's default anyway), and says

@@ -63,13 +63,18 @@ WIDE_DW_ROWS = 8
 # launched one by one, ran faster forward and backward with two by 6 than before, and on Debian's
 # PoCL 3.1 (16 floats) and Intel's runtime two by 6 did as well as one by 6 or better
 # (benchmarks/RESULTS.md, the LSTM's time loop in one launch). The sequence form takes neither
-# (SV and RB 1). Where a VW vector is a 64-byte register (AVX-512), two by 4 rows: 8 accumulators
-# keep the FMAs busy there, and a batch of 64 makes 16 work-groups, which share 2, 4 or 8 cores
-# evenly where 6 rows' 11 do not; LSTM, GRU and SimpleRNN of 128 units ran their time loops faster
-# on a Zen 4 on pip's PoCL 3.0 and on Intel's runtime, and level on two cores of a Xeon
-# (benchmarks/RESULTS.md, the time loop's rows on AVX-512).
+# (SV and RB 1). Where a VW vector is a 64-byte register (AVX-512), 4 rows: a batch of 64 makes 16
+# work-groups, which share 2, 4 or 8 cores evenly where 6 rows' 11 do not; LSTM, GRU and SimpleRNN
+# of 128 units ran their time loops faster than with 6 on a Zen 4 on pip's PoCL 3.0 and on Intel's
+# runtime, and level on two cores of a Xeon. And as many vectors as the units have, up to 4 (16
+# accumulators of the 32 registers): each broadcast of h then feeds twice the multiply-adds, a
+# vector past the units is not computed, and a work-group has half the work-items to run between
+# its barriers. On a Zen 5, whose AVX-512 multiply-adds are full width, every recurrent layer
+# measured from 16 to 256 units ran its steps faster than with two vectors, on Intel's runtime and
+# on Debian's PoCL 3.1; on a Zen 4 and a Xeon four vectors by 4 rows had run LSTM(128) level with
+# two (benchmarks/RESULTS.md, the time loop's rows on AVX-512, and its vectors on a Zen 5).
 STEP_BLOCKS = {"SV": 2, "RB": 6}
-WIDE_STEP_BLOCKS = {"SV": 2, "RB": 4}
+WIDE_STEP_BLOCKS = {"SV": 4, "RB": 4}
 # The sequence form (see recurrent.cl): batch rows per work-group, the most work-items a
 # work-group has (which also sizes its local array of partial sums), and the vector width of its
 # gate math and of the deltas' panels. Measured on a GPU for LSTM(128), 64 steps, batch 64, by the
@@ -106,10 +111,13 @@ def step_width(rt, dtype) -> int:
     return 16 if np.dtype(dtype).itemsize == 4 and rt.info.vector_bytes(4) == 64 else 8
 
 
-def step_blocks(vw: int, dtype) -> dict:
-    """The CPU form's time-loop blocks (SV vectors by RB rows) for vectors of `vw` elements of
-    `dtype`: WIDE_STEP_BLOCKS where a vector is a 64-byte register, else STEP_BLOCKS."""
-    return WIDE_STEP_BLOCKS if vw * np.dtype(dtype).itemsize == 64 else STEP_BLOCKS
+def step_blocks(vw: int, dtype, units: int) -> dict:
+    """The CPU form's time-loop blocks (SV vectors by RB rows) for `units` units in vectors of `vw`
+    elements of `dtype`: where a vector is a 64-byte register WIDE_STEP_BLOCKS, with no more
+    vectors than the units fill, else STEP_BLOCKS."""
+    if vw * np.dtype(dtype).itemsize != 64:
+        return STEP_BLOCKS
+    return {"SV": min(WIDE_STEP_BLOCKS["SV"], _blocks(units, vw)), "RB": WIDE_STEP_BLOCKS["RB"]}
 
 
 def _blocks(n: int, size: int) -> int:
@@ -293,7 +301,7 @@ class Recurrent(Layer, registered=False):
         if not self.whole_sequence:  # the CPU form's work-group holds a work-item per block of units and gate
             limit = self.rt.info.cl_device.max_work_group_size
             vw = step_width(self.rt, self.dtype)
-            items = _blocks(self.units, step_blocks(vw, self.dtype)["SV"] * vw) * self.gates
+            items = _blocks(self.units, step_blocks(vw, self.dtype, self.units)["SV"] * vw) * self.gates
             if items > limit and self.fixed_form is False:
                 raise ValueError(f"{self.describe()} with whole_sequence=False needs work-groups of {items} "
                                  f"work-items on {self.rt.info.name!r}, which allows {limit}: use fewer units or "
@@ -302,7 +310,7 @@ class Recurrent(Layer, registered=False):
         self.vw = SEQ_VW if self.whole_sequence else step_width(self.rt, self.dtype)
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
-        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else step_blocks(self.vw, self.dtype)
+        self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else step_blocks(self.vw, self.dtype, self.units)
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
