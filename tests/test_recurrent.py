@@ -143,6 +143,8 @@ def test_cpu_form_with_wide_vectors_matches_numpy(rt, kind, units, monkeypatch):
     monkeypatch.setattr(recurrent_layers, "step_width", lambda rt, dtype: 16)
     layer = layer_alone(KINDS[kind](units, return_sequences=True, whole_sequence=False), (4, 3), 9, np.float32)
     assert layer.vw == 16 and layer.blocks == {"SV": min(4, -(-units // 16)), "RB": 4}
+    # the input product's rows: 8 where a 16-float vector is one register, else 4 (RM)
+    assert layer.in_rows == (8 if rt.info.vector_bytes(4) == 64 else 4)
     compare_with_numpy(layer, kind, 4, 9, seed=units)
 
 

@@ -68,10 +68,10 @@ HELPER TYPE SumLanes(VEC v)
 // Zen 4 without AVX-512).
 
 // z = x W + b for every (row, step) of the batch at once, before the time loop: the recurrent
-// steps then only add h_{t-1} U. A work-item per VW columns x RM processing rows. The work-items
-// past the rows' blocks copy U transposed, RM rows by VW columns each, for the backward steps
-// (StepOutputGradients): U changes only between training steps, and a launch of its own would
-// cost more than the copy.
+// steps then only add h_{t-1} U. A work-item per VW columns x IN_ROWS processing rows. The
+// work-items past the rows' blocks copy U transposed, IN_ROWS rows by VW columns each, for the
+// backward steps (StepOutputGradients): U changes only between training steps, and a launch of
+// its own would cost more than the copy.
 __kernel __attribute__((vec_type_hint(VEC)))
 void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps, n_in)
                                __global const TYPE *weights,    // W, (n_in, cols)
@@ -82,32 +82,33 @@ void FeedForwardRecurrentInput(__global const TYPE *inputs,     // (rows, steps,
                                const int total, const int cols, const int n_in, const int steps,
                                const int reverse, const int use_bias, const int units)
 {
-    const int c = get_global_id(0) * VW, r0 = get_global_id(1) * RM, blocks = (total + RM - 1) / RM;
+    const int c = get_global_id(0) * VW, r0 = get_global_id(1) * IN_ROWS;
+    const int blocks = (total + IN_ROWS - 1) / IN_ROWS;
     if (c >= cols)
         return;
-    if (r0 >= blocks * RM) {
-        const int k0 = r0 - blocks * RM;
-        for (int k = k0; k < min_int(k0 + RM, units); k++)
+    if (r0 >= blocks * IN_ROWS) {
+        const int k0 = r0 - blocks * IN_ROWS;
+        for (int k = k0; k < min_int(k0 + IN_ROWS, units); k++)
             for (int l = c; l < min_int(c + VW, cols); l++)
                 transposed[l * units + k] = recurrent[k * cols + l];
         return;
     }
     const int width = cols - c;
     const VEC b = use_bias ? LoadBlock(bias + c, width) : (VEC)(0);
-    VEC acc[RM];
-    __global const TYPE *x[RM];
+    VEC acc[IN_ROWS];
+    __global const TYPE *x[IN_ROWS];
     #pragma unroll
-    for (int i = 0; i < RM; i++) {
+    for (int i = 0; i < IN_ROWS; i++) {
         acc[i] = b;
         x[i] = inputs + InputRow(min_int(r0 + i, total - 1), steps, reverse) * n_in;
     }
     for (int d = 0; d < n_in; d++) {
         const VEC w = LoadBlock(weights + d * cols + c, width);
         #pragma unroll
-        for (int i = 0; i < RM; i++)
+        for (int i = 0; i < IN_ROWS; i++)
             acc[i] += x[i][d] * w;
     }
-    for (int i = 0; i < RM && r0 + i < total; i++)
+    for (int i = 0; i < IN_ROWS && r0 + i < total; i++)
         StoreBlock(acc[i], pre + (r0 + i) * cols + c, width);
 }
 

@@ -45,6 +45,13 @@ from .dropout import Dropout
 
 # The products over all steps compute blocks of VW columns (step_width) by RM rows per work-item.
 RM = 4
+# The input product, x W + b over all steps (FeedForwardRecurrentInput), by IN_ROWS rows where a VW
+# vector is one register (RM where it is two, AVX2's double8): 8 accumulators, twice the
+# independent chains of multiply-adds and each load of W serving twice the rows. With 4, LSTM(128)
+# over 128 features took markedly longer for its input product on a Zen 5, on Intel's runtime and
+# Debian's PoCL 3.1, and over 32 features on PoCL 3.1 (benchmarks/RESULTS.md, the recurrent input
+# product's rows).
+IN_ROWS = 8
 # The CPU form's input gradient: processing rows per work-item (by RM input features), each load of
 # W serving them all.
 HG_ROWS = 3
@@ -311,12 +318,14 @@ class Recurrent(Layer, registered=False):
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else step_blocks(self.vw, self.dtype, self.units)
+        self.in_rows = IN_ROWS if self.vw * itemsize <= self.rt.info.vector_bytes(itemsize) else RM
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
-                                                        "VW": self.vw, "RM": RM, "DW_ROWS": self.dw_rows,
+                                                        "VW": self.vw, "RM": RM, "IN_ROWS": self.in_rows,
+                                                        "DW_ROWS": self.dw_rows,
                                                         "HG_ROWS": HG_ROWS,
                                                         "GATES": self.gates,
                                                         **self.blocks, "SEQ_ROWS": SEQ_ROWS, "SEQ_ITEMS": SEQ_ITEMS,
@@ -461,7 +470,8 @@ class Recurrent(Layer, registered=False):
         if self.whole_sequence:
             sizes = self._tiles_size(_blocks(rows * steps, SEQ_TM) * SEQ_TM + self.units, cols)
         else:
-            sizes = (_blocks(cols, self.vw), _blocks(rows * steps, RM) + _blocks(self.units, RM)), None
+            blocks = _blocks(rows * steps, self.in_rows) + _blocks(self.units, self.in_rows)
+            sizes = (_blocks(cols, self.vw), blocks), None
         self._input_product(*sizes, x, rows * steps, flops=2.0 * rows * steps * self.n_in * cols)
         flops = 2.0 * rows * self.units * cols
         self._step_ff(*self._loop_size(rows), *self._initial_states(self.initial_names[0]), rows, int(self.masked),
