@@ -73,10 +73,10 @@ WIDE_DW_ROWS = 8
 # (SV and RB 1). Where a VW vector is a 64-byte register (AVX-512), 4 rows: a batch of 64 makes 16
 # work-groups, which share 2, 4 or 8 cores evenly where 6 rows' 11 do not; LSTM, GRU and SimpleRNN
 # of 128 units ran their time loops faster than with 6 on a Zen 4 on pip's PoCL 3.0 and on Intel's
-# runtime, and level on two cores of a Xeon. And as many vectors as the units have, up to 4 (16
-# accumulators of the 32 registers): each broadcast of h then feeds twice the multiply-adds, a
-# vector past the units is not computed, and a work-group has half the work-items to run between
-# its barriers. On a Zen 5, whose AVX-512 multiply-adds are full width, every recurrent layer
+# runtime, and level on two cores of a Xeon. And 4 vectors (16 accumulators of the 32 registers):
+# each broadcast of h then feeds twice the multiply-adds, and a work-group has half the work-items
+# to run between its barriers; a layer whose units fill fewer takes that many, so that none of
+# its one block's vectors is past them. On a Zen 5, whose AVX-512 multiply-adds are full width, every recurrent layer
 # measured from 16 to 256 units ran its steps faster than with two vectors, on Intel's runtime and
 # on Debian's PoCL 3.1; on a Zen 4 and a Xeon four vectors by 4 rows had run LSTM(128) level with
 # two (benchmarks/RESULTS.md, the time loop's rows on AVX-512, and its vectors on a Zen 5).
@@ -318,7 +318,8 @@ class Recurrent(Layer, registered=False):
         itemsize = np.dtype(self.dtype).itemsize
         wide = not self.whole_sequence and self.vw * itemsize == 64
         self.blocks = {"SV": 1, "RB": 1} if self.whole_sequence else step_blocks(self.vw, self.dtype, self.units)
-        self.in_rows = IN_ROWS if self.vw * itemsize <= self.rt.info.vector_bytes(itemsize) else RM
+        one_register = not self.whole_sequence and self.vw * itemsize <= self.rt.info.vector_bytes(itemsize)
+        self.in_rows = IN_ROWS if one_register else RM  # (the CPU form's input product)
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
