@@ -282,11 +282,14 @@ def test_programs_say_whether_builtins_are_halved_and_whether_the_device_is_a_cp
     assert f"-DCPU_DEVICE={int(not rt.info.is_gpu)}" in flags.split()
 
 
-def test_the_device_table_says_which_devices_have_native_half_arithmetic_and_what_a_16_bit_policy_computes_in():
+def test_the_device_table_says_which_devices_have_native_half_arithmetic_and_what_a_16_bit_policy_computes_in(
+        monkeypatch):
     """`clnet devices`' last three columns: float64 (cl_khr_fp64), native half arithmetic
     (cl_khr_fp16), as each device reports them, and what a 16-bit policy computes in there: float32
     on every CPU (Intel's runtime has cl_khr_fp16, and no clnet kernel uses it), the matrix
-    products in 16 bits on NVIDIA's tensor cores."""
+    products in 16 bits on NVIDIA's tensor cores; float32 everywhere with CLNET_TENSOR_CORES=0,
+    which leaves the tensor cores out."""
+    monkeypatch.delenv("CLNET_TENSOR_CORES", raising=False)
     out = io.StringIO()
     cl_device.print_table(out)
     header, *rows = out.getvalue().splitlines()
@@ -299,6 +302,13 @@ def test_the_device_table_says_which_devices_have_native_half_arithmetic_and_wha
         assert row.split()[-1] == ("products" if info.tensor_cores else "float32")
         if not info.is_gpu:
             assert row.split()[-1] == "float32"
+    monkeypatch.setenv("CLNET_TENSOR_CORES", "0")
+    out = io.StringIO()
+    cl_device.print_table(out)
+    rows = out.getvalue().splitlines()[1:]
+    for info in cl_device.devices():
+        row = next(line for line in rows if line.split()[0].rstrip("*") == str(info.index))
+        assert row.split()[-1] == "float32"
 
 
 def test_pocl_threads_follow_the_cores_this_process_may_run_on(monkeypatch):

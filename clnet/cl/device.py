@@ -269,12 +269,18 @@ def _listing(available: list[DeviceInfo]) -> str:
     return "; ".join(f"{d.index}: {d.describe()}" for d in available)
 
 
+def tensor_cores_used(info: DeviceInfo) -> bool:
+    """Whether clnet's products may run on this device's tensor cores (NVIDIA's, compute
+    capability 8.0 on: DeviceInfo.tensor_cores), unless CLNET_TENSOR_CORES=0 leaves them out."""
+    return info.tensor_cores and os.environ.get("CLNET_TENSOR_CORES") != "0"
+
+
 def sixteen_bit_policy(info: DeviceInfo) -> str:
     """What a 16-bit dtype policy computes in on this device, as `clnet devices` says it: "products"
-    where its matrix products (the Dense layers', attention's) may run in 16 bits (NVIDIA's tensor
-    cores, compute capability 8.0 on; everything else in float32), else "float32" (every CPU
-    runtime, native half arithmetic or not)."""
-    return "products" if info.tensor_cores else "float32"
+    where its matrix products (the Dense layers', attention's) may run in 16 bits on the tensor
+    cores (tensor_cores_used; everything else in float32), else "float32" (every CPU runtime,
+    native half arithmetic or not)."""
+    return "products" if tensor_cores_used(info) else "float32"
 
 
 def print_table(file=sys.stdout) -> None:

@@ -9,11 +9,10 @@ wgmma_half.cl). The tuner
 (tuner.py) picks them; the plan (plan.py) launches them."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .. import activations
+from ..cl.device import tensor_cores_used
 from ..cl.runtime import SM90A
 
 def tile_candidates(rt, dtype) -> list[dict]:
@@ -75,7 +74,7 @@ def tensor_core_form(rt, dtype) -> bool:
     Hopper's wgmma) are candidates here: float32 on an NVIDIA GPU of compute capability 8.0 or later (9.0 for
     WGMMA), unless CLNET_TENSOR_CORES=0 (their products keep 22 of each operand's 24 significant
     bits; see tensor_cores.cl)."""
-    return tensor_cores_can_run(rt, dtype) and os.environ.get("CLNET_TENSOR_CORES") != "0"
+    return tensor_cores_can_run(rt, dtype) and tensor_cores_used(rt.info)
 
 
 def tensor_cores_can_run(rt, dtype) -> bool:
