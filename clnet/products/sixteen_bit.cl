@@ -90,19 +90,43 @@ inline ulong descriptor(const uint at, const int along_k, const int first, const
                         ", %64, %65, p, 1, 1, " STR(A_ALONG_M) ", " STR(B_ALONG_N) ";") " }"       \
                  : WGMMA_D_OPERANDS(ACC) : "l"(a), "l"(b) : "memory")
 
-// Copy this work-item's chunks of one operand's slice at depth k0 into local memory at `at`.
-inline void stage(const uint at, const __global ushort *P, const int ld, const int along_k, const int r0,
-                  const int rows, const int k0, const int K, const int lid)
+// A work-item's chunks of one operand's slice: where each goes in a stage, where its row's first
+// depth lies (its row clamped into the operand), its depth within the slice and whether its row
+// exists. They are the same for every slice but for the depth: found once, so that staging a
+// slice costs an address and a predicate a chunk.
+#define CHUNKS (BLOCK * TK / 8 / THREADS)
+typedef struct {
+    const __global ushort *origin[CHUNKS];
+    int offset[CHUNKS], depth[CHUNKS], live[CHUNKS];
+} Chunks;
+
+inline Chunks chunks_of(const __global ushort *P, const int ld, const int along_k, const int r0, const int rows,
+                        const int lid)
+{
+    Chunks c;
+    #pragma unroll
+    for (int i = 0; i < CHUNKS; i++) {
+        int row;
+        chunk(lid + i * THREADS, along_k, &c.offset[i], &row, &c.depth[i]);
+        row += r0;
+        c.live[i] = row < rows;
+        const long r = min(row, rows - 1);
+        c.origin[i] = along_k ? P + r * ld + c.depth[i] : P + (long)c.depth[i] * ld + r;
+    }
+    return c;
+}
+
+// Copy a work-item's chunks of one operand's slice at depth k0 into local memory at `at`; `step`:
+// how far the operand's next depth lies (1 along k, ld along m or n).
+inline void stage(const uint at, const Chunks *c, const __global ushort *P, const long step, const int k0,
+                  const int K)
 {
     #pragma unroll
-    for (int i = 0; i < BLOCK * TK / 8 / THREADS; i++) {
-        int offset, row, depth;
-        chunk(lid + i * THREADS, along_k, &offset, &row, &depth);
-        row += r0;
-        const int k = k0 + depth, inside = row < rows && k < K;
-        const __global ushort *source = !inside ? P : along_k ? P + (long)row * ld + k : P + (long)k * ld + row;
+    for (int i = 0; i < CHUNKS; i++) {
+        const int inside = c->live[i] && k0 + c->depth[i] < K;
+        const __global ushort *source = inside ? c->origin[i] + k0 * step : P;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                     :: "r"(at + offset), "l"(source), "r"(inside ? 16 : 0) : "memory");
+                     :: "r"(at + c->offset[i]), "l"(source), "r"(inside ? 16 : 0) : "memory");
     }
 }
 
@@ -114,11 +138,13 @@ inline void block_product(const __global ushort *a, const __global ushort *b, co
     const int lid = get_local_id(0), warpgroup = lid / 128, slices = (end - first + TK - 1) / TK;
     for (int i = 0; i < 64; i++)
         acc[i] = 0;
+    const Chunks ca = chunks_of(a, lda, !A_ALONG_M, m0, m, lid), cb = chunks_of(b, ldb, !B_ALONG_N, n0, n, lid);
+    const long step_a = A_ALONG_M ? lda : 1, step_b = B_ALONG_N ? ldb : 1;
     // Slices 0 .. STAGES - 2 on their way; one commit group per slice, empty past the last.
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < slices) {
-            stage(base + s * STAGE_BYTES, a, lda, !A_ALONG_M, m0, m, first + s * TK, end, lid);
-            stage(base + s * STAGE_BYTES + OPERAND_BYTES, b, ldb, !B_ALONG_N, n0, n, first + s * TK, end, lid);
+            stage(base + s * STAGE_BYTES, &ca, a, step_a, first + s * TK, end);
+            stage(base + s * STAGE_BYTES + OPERAND_BYTES, &cb, b, step_b, first + s * TK, end);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -132,8 +158,8 @@ inline void block_product(const __global ushort *a, const __global ushort *b, co
         const int next = s + STAGES - 1;
         if (next < slices) {
             const uint at = base + next % STAGES * STAGE_BYTES;
-            stage(at, a, lda, !A_ALONG_M, m0, m, first + next * TK, end, lid);
-            stage(at + OPERAND_BYTES, b, ldb, !B_ALONG_N, n0, n, first + next * TK, end, lid);
+            stage(at, &ca, a, step_a, first + next * TK, end);
+            stage(at + OPERAND_BYTES, &cb, b, step_b, first + next * TK, end);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint at = base + s % STAGES * STAGE_BYTES;
