@@ -92,11 +92,13 @@ inline ulong descriptor(const uint at, const int along_k, const int first, const
 
 // A work-item's chunks of one operand's slice: where each goes in a stage, where its row's first
 // depth lies (its row clamped into the operand), its depth within the slice and whether its row
-// exists. They are the same for every slice but for the depth: found once, so that staging a
-// slice costs an address and a predicate a chunk.
+// exists; and how far the operand's next depth lies (`step`: 1 along k, ld along m or n). They
+// are the same for every slice but for the depth: found once, so that staging a slice costs an
+// address and a predicate a chunk. (`operand`: where a chunk outside it points, copying nothing.)
 #define CHUNKS (BLOCK * TK / 8 / THREADS)
 typedef struct {
-    const __global ushort *origin[CHUNKS];
+    const __global ushort *operand, *origin[CHUNKS];
+    long step;
     int offset[CHUNKS], depth[CHUNKS], live[CHUNKS];
 } Chunks;
 
@@ -104,6 +106,8 @@ inline Chunks chunks_of(const __global ushort *P, const int ld, const int along_
                         const int lid)
 {
     Chunks c;
+    c.operand = P;
+    c.step = along_k ? 1 : ld;
     #pragma unroll
     for (int i = 0; i < CHUNKS; i++) {
         int row;
@@ -116,15 +120,13 @@ inline Chunks chunks_of(const __global ushort *P, const int ld, const int along_
     return c;
 }
 
-// Copy a work-item's chunks of one operand's slice at depth k0 into local memory at `at`; `step`:
-// how far the operand's next depth lies (1 along k, ld along m or n).
-inline void stage(const uint at, const Chunks *c, const __global ushort *P, const long step, const int k0,
-                  const int K)
+// Copy a work-item's chunks of one operand's slice at depth k0 into local memory at `at`.
+inline void stage(const uint at, const Chunks *c, const int k0, const int K)
 {
     #pragma unroll
     for (int i = 0; i < CHUNKS; i++) {
         const int inside = c->live[i] && k0 + c->depth[i] < K;
-        const __global ushort *source = inside ? c->origin[i] + k0 * step : P;
+        const __global ushort *source = inside ? c->origin[i] + k0 * c->step : c->operand;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                      :: "r"(at + c->offset[i]), "l"(source), "r"(inside ? 16 : 0) : "memory");
     }
@@ -139,12 +141,11 @@ inline void block_product(const __global ushort *a, const __global ushort *b, co
     for (int i = 0; i < 64; i++)
         acc[i] = 0;
     const Chunks ca = chunks_of(a, lda, !A_ALONG_M, m0, m, lid), cb = chunks_of(b, ldb, !B_ALONG_N, n0, n, lid);
-    const long step_a = A_ALONG_M ? lda : 1, step_b = B_ALONG_N ? ldb : 1;
     // Slices 0 .. STAGES - 2 on their way; one commit group per slice, empty past the last.
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < slices) {
-            stage(base + s * STAGE_BYTES, &ca, a, step_a, first + s * TK, end);
-            stage(base + s * STAGE_BYTES + OPERAND_BYTES, &cb, b, step_b, first + s * TK, end);
+            stage(base + s * STAGE_BYTES, &ca, first + s * TK, end);
+            stage(base + s * STAGE_BYTES + OPERAND_BYTES, &cb, first + s * TK, end);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -158,8 +159,8 @@ inline void block_product(const __global ushort *a, const __global ushort *b, co
         const int next = s + STAGES - 1;
         if (next < slices) {
             const uint at = base + next % STAGES * STAGE_BYTES;
-            stage(at, &ca, a, step_a, first + next * TK, end);
-            stage(at + OPERAND_BYTES, &cb, b, step_b, first + next * TK, end);
+            stage(at, &ca, first + next * TK, end);
+            stage(at + OPERAND_BYTES, &cb, first + next * TK, end);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint at = base + s % STAGES * STAGE_BYTES;
