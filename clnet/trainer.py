@@ -5,6 +5,7 @@ of batches (clnet/data.py); the model prepares the inputs (model.py: prepare_inp
 the targets (prepare_targets); a model of lengths None is made on each data's (each batch's) lengths."""
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Iterator
@@ -22,10 +23,21 @@ from .step import DeviceBatch
 UNKNOWN_STEPS_REFRESH = 50  # progress-bar reads per epoch of unknown length: one every this many steps
 
 
+def _keeps_device_busy(method):
+    """Runs the method inside its runtime's busy() (cores kept awake where that helps: cl/awake.py):
+    the model's, or for a model that its data will build, the current one, which it will take."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with (getattr(self, "rt", None) or cl_runtime.runtime()).busy():
+            return method(self, *args, **kwargs)
+    return run
+
+
 class Trainer:
     """fit, evaluate, predict of a Model (a mixin of it; the graph and the step are model.py's and
     step.py's)."""
 
+    @_keeps_device_busy
     def fit(self, x, y=None, batch_size=32, epochs=1, verbose=1, callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None) -> History:
@@ -167,6 +179,7 @@ class Trainer:
         callbacks.on_test_end(logs)
         return {prefix + key: value for key, value in logs.items()}
 
+    @_keeps_device_busy
     def evaluate(self, x, y=None, batch_size=32, verbose=0, sample_weight=None, steps=None, callbacks=None,
                  return_dict: bool = False):
         """The mean loss (and accuracy, if compiled with it) over (x, y) or the batches of a
@@ -184,6 +197,7 @@ class Trainer:
             print(_shown(logs), file=sys.stderr)
         return _returned(logs, return_dict, self.ordered_logs(logs))
 
+    @_keeps_device_busy
     def predict(self, x, batch_size=32, verbose=0, steps=None, callbacks=None) -> np.ndarray:
         """Outputs for the samples of x, or of the batches of a generator / PyDataset (each x,
         (x,) or (x, y)), in order. `callbacks`: Callbacks whose on_predict_* hooks run, as
@@ -231,6 +245,7 @@ class Trainer:
             results = [np.concatenate(p) for p in zip(*parts)]
         return self.outputs_as_given(results)
 
+    @_keeps_device_busy
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict: bool = False):
         """One training step on all of (x, y), as Keras's: the batch's loss (and accuracy, if
         compiled with it), from the forward pass before the update; a dict with `return_dict`.
@@ -245,6 +260,7 @@ class Trainer:
         self.train_step(DeviceBatch(xb, yb, rows, 0, _weighted(weights)))
         return _returned(logs := self.epoch_logs(rows), return_dict, self.ordered_logs(logs))
 
+    @_keeps_device_busy
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict: bool = False):
         """The loss (and accuracy) of all of (x, y) in inference mode, as Keras's."""
         self.require_compiled("test_on_batch")
@@ -252,6 +268,7 @@ class Trainer:
         self.test_step(DeviceBatch(xb, yb, rows, 0, sample_weight is not None))
         return _returned(logs := self.epoch_logs(rows), return_dict, self.ordered_logs(logs))
 
+    @_keeps_device_busy
     def predict_on_batch(self, x) -> np.ndarray:
         """The outputs for all of x in one launch sequence, as Keras's."""
         rows, xb, _ = self._one_batch(x)

@@ -22,6 +22,7 @@ import pyopencl as cl
 from .._version import __version__
 from ..cache import cache_dir, write_atomically
 from ..system import user_cache_dir
+from . import awake
 from .device import DeviceError, DeviceInfo, choose
 
 FLOATX = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -165,6 +166,12 @@ class Runtime:
         if self.branch_event is not None:
             cl.enqueue_barrier(self.queue, wait_for=[self.branch_event])
             self.branch_event = self.main_event = None  # a side launch now waits for a marker after it
+
+    def busy(self):
+        """A context manager around work that keeps the device busy until it ends (fit, evaluate,
+        predict): on a PoCL CPU device on a virtual machine it keeps the cores awake meanwhile
+        (awake.py)."""
+        return awake.keep_awake(self.info)
 
     def finish(self) -> None:
         """Wait until the device has done everything enqueued on the main and side queues."""
