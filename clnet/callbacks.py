@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from .stacklevel import outside_clnet
+
 
 class Callback:
     """Keras's `Callback`, the base class: override the hooks you need. `self.model` is set before
@@ -173,7 +175,7 @@ def _monitored(callback: Callback, logs, monitor: str):
     if value is None:
         warnings.warn(f"{type(callback).__name__}: the monitored metric {monitor!r} is not in the logs "
                       f"(available: {', '.join(logs or {}) or 'none'}); skipping it this epoch", RuntimeWarning,
-                      stacklevel=3)
+                      stacklevel=outside_clnet())
     return value
 
 

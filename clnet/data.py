@@ -28,6 +28,7 @@ import pyopencl as cl
 from .cl.runtime import Runtime
 from .cl.tensor import Tensor
 from .losses.base import as_numeric
+from .stacklevel import outside_clnet
 
 DEVICE_SHARE = 0.25  # default budget: this share of the device's memory may hold resident data sets
 CHECK_BYTES = 64 << 20  # x is checked for NaN/inf this many bytes at a time (a memmap stays on disk)
@@ -535,4 +536,4 @@ class PyDataset:
 
 def ran_out(name: str) -> None:
     warnings.warn(f"{name} ran out of data; interrupting training. Make sure that your generator can "
-                  "generate at least steps_per_epoch * epochs batches", stacklevel=3)
+                  "generate at least steps_per_epoch * epochs batches", stacklevel=outside_clnet())

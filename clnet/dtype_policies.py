@@ -15,11 +15,10 @@ measures them faster); everything else computes in float32, and a model of such 
 with a PrecisionFallbackWarning, when it is built."""
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 from .cl.runtime import floatx
+from .stacklevel import outside_clnet
 
 # A policy's name -> (compute dtype, variable dtype), Keras's.
 POLICIES = {"float32": ("float32", "float32"), "float64": ("float64", "float64"),
@@ -156,14 +155,5 @@ def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: s
             f"them in float32 on {device}: clnet's 16-bit kernels are the Dense products' on NVIDIA's tensor cores "
             "(compute capability 8.0 on), and this device has none")
     warnings.warn(f"model {model_name!r}: its layers {named} ask for 16-bit computations; clnet computes {what}. "
-                  "Variables are kept in float32", PrecisionFallbackWarning, stacklevel=_user_level())
+                  "Variables are kept in float32", PrecisionFallbackWarning, stacklevel=outside_clnet())
 
-
-def _user_level() -> int:
-    """The `stacklevel` of the first line outside clnet calling its caller (the user's line that
-    made, built or fit the model, however deep clnet's calls are)."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level

@@ -156,8 +156,10 @@ def test_early_stopping_auto_mode_and_missing_monitor():
         stopper = EarlyStopping(monitor=monitor)
         stopper.set_model(model())
         assert stopper.improved(better, 0.8) and not stopper.improved(worse, 0.8)
-    with pytest.warns(RuntimeWarning, match="EarlyStopping: the monitored metric 'val_loss' is not in the logs"):
+    missing = "EarlyStopping: the monitored metric 'val_loss' is not in the logs"
+    with pytest.warns(RuntimeWarning, match=missing) as caught:
         history = fit(model(), [EarlyStopping()], epochs=3)
+    assert {w.filename for w in caught if "monitored metric" in str(w.message)} == {__file__}  # (fit's line)
     assert history.epoch == [0, 1, 2]
 
 

@@ -241,9 +241,10 @@ def test_masking_exports_to_onnx(rt, dtype, tmp_path):
     from test_onnx import run_onnx
     rng = np.random.default_rng(2)
     x = layers.Input((4, 3))
-    with pytest.warns(UserWarning, match="does not support masking"):  # (Reshape drops the mask, as Keras's)
+    with pytest.warns(UserWarning, match="does not support masking") as caught:  # (Reshape drops the mask, as Keras's)
         model = clnet.Model(x, layers.Dense(2)(layers.Reshape((12,))(layers.Masking(-0.5)(x))), seed=1,
                             floatx=np.dtype(dtype).name)
+    assert [w.filename for w in caught if "masking" in str(w.message)] == [__file__]  # (the call's line)
     data = rng.normal(size=(7, 4, 3)).astype(dtype)
     data[0, 1] = data[2, 3] = -0.5
     data[3, 0, 0] = -0.5  # (one feature only: a step that holds data)

@@ -207,8 +207,9 @@ def test_steps_per_epoch(resident):
     history = model().fit(dataset, epochs=4, steps_per_epoch=5, shuffle=False, verbose=0)
     assert dataset.asked == list(range(13)) + list(range(5))  # a built model reads no batch ahead
     m = model()
-    with pytest.warns(UserWarning, match="ran out of data; interrupting training"):
+    with pytest.warns(UserWarning, match="ran out of data; interrupting training") as caught:
         history = m.fit(batches(X, Y), epochs=3, steps_per_epoch=8, verbose=0)
+    assert [w.filename for w in caught if "ran out" in str(w.message)] == [__file__]  # (fit's line)
     assert history.epoch == [0, 1] and m.optimizer.iterations == 13
     with pytest.warns(UserWarning, match="ran out of data"):
         assert model().fit(batches(X, Y), epochs=2, verbose=0).epoch == [0]

@@ -31,6 +31,7 @@ from ..cl.device import DeviceError, DeviceInfo, choose, devices as all_devices
 from ..cl.runtime import Runtime, use_runtime
 from ..cl.tensor import Tensor
 from ..data import ArrayFeed, Batches, device_budget
+from ..stacklevel import outside_clnet
 from ..step import DeviceBatch
 from . import base
 from .base import (Distribution, FlatState, PieceReads, ReplicaSum, ShardedFeed, StateStaging, model_logs,
@@ -467,7 +468,6 @@ class SpeedCheck:
         if data_parallel.min() > one_device.max():
             devices = ", ".join(f"{info.index}: {info.name!r}" for info in strategy.devices)
             first = strategy.devices[0]
-            # stacklevel: this method, _checked, Trainer.fit, then the fit call's line
             warnings.warn(f"DataParallel over {strategy.replicas} devices ({devices}) took {strategy.step_ms[0]:.3g} "
                           f"ms a training step, and device {first.index} ({first.name!r}) alone "
                           f"{strategy.step_ms[1]:.3g} ms, on the same batches of {self.feed.batch_size} rows: "
@@ -476,7 +476,7 @@ class SpeedCheck:
                           "one device). Train on one device (compile without a distribution), or use a larger "
                           "batch or model, or split='measured' for unequal devices; "
                           "DataParallel(check_speed=False) leaves out this check.",
-                          SlowerThanOneDeviceWarning, stacklevel=4)
+                          SlowerThanOneDeviceWarning, stacklevel=outside_clnet())
         return False
 
     def _copy(self) -> None:

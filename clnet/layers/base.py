@@ -14,6 +14,7 @@ import numpy as np
 from ..cl.parameters import ParameterStore
 from ..cl.runtime import floatx
 from ..dtype_policies import DTypePolicy, policy_of
+from ..stacklevel import outside_clnet
 from ..cl.tensor import Tensor
 
 
@@ -788,7 +789,7 @@ def drop_mask_warning(layer: "Layer") -> None:
     """Keras's warning where a layer that does not support masking is given a mask."""
     warnings.warn(f"Layer '{layer.name}' (of type {type(layer).__name__}) was passed an input with a mask attached "
                   "to it. However, this layer does not support masking and will therefore destroy the mask "
-                  "information. Downstream layers will not see the mask.", stacklevel=4)
+                  "information. Downstream layers will not see the mask.", stacklevel=outside_clnet())
 
 
 def masked_call(layer: "Layer", tensors: list[KerasTensor], shapes: list[tuple], mask: KerasTensor | None) -> Call:
