@@ -144,3 +144,24 @@ def test_fit_evaluate_and_predict_keep_the_cores_awake_and_stop_them_after(monke
         assert all(wait_for(p.pid, "T") == "T" for p in spinners.processes)
     finally:
         awake.stop_all()
+
+
+@linux_only
+def test_the_runtime_probe_times_with_the_cores_kept_awake(monkeypatch):
+    """cl/probe.py chooses among CPU runtimes by timing them: PoCL is timed as fit runs it, with
+    its cores kept awake, not at the half speed of vCPUs waking through the hypervisor."""
+    monkeypatch.setenv("CLNET_KEEP_AWAKE", "1")
+    rt = clnet.runtime()
+    if rt.info.is_gpu:
+        pytest.skip("the spinners are for CPU devices")
+    from clnet.cl import probe
+    try:
+        spinners = awake.keep_awake(rt.info)
+        running = []
+        measure = probe._measure
+        monkeypatch.setattr(probe, "_measure", lambda info: running.append(
+            {wait_for(p.pid, "R") for p in spinners.processes}) or measure(info))
+        assert 0 < probe.step_seconds(rt.info) < 1
+        assert running == [{"R"}] and all(wait_for(p.pid, "T") == "T" for p in spinners.processes)
+    finally:
+        awake.stop_all()

@@ -6,7 +6,9 @@ step's products of the README's first layer (Dense 784 -> 256, relu, batch 128: 
 and input gradient, 4 launches) with its untuned default tiles, and the smallest time wins. The
 times are kept in $CLNET_CACHE_DIR/devices.json (default ~/.cache/clnet), keyed like tuning.json
 by device, driver, clnet version and kernel text, so the probe runs once per machine and its
-runtimes, about a second each plus the first compile.
+runtimes, about a second each plus the first compile. Each runtime is timed as fit runs it: with
+a virtual machine's cores kept awake for PoCL (awake.py), which would otherwise be timed at the
+half speed of vCPUs waking through the hypervisor.
 
 The step itself is the products room's (clnet.products, above cl/ on the ladder): it hands this
 module its measure and the sources it reads (measure_with) when it is imported, as `import clnet`
@@ -20,9 +22,11 @@ import sys
 
 from .._version import __version__
 from ..cache import cache_dir, read_json, update_json
+from . import awake
 from .device import DeviceInfo
 
 SIZE = (128, 784, 256)  # (batch, inputs, units)
+METHOD = "cores kept awake"  # in the cache key: times taken another way are taken again
 _measure = None    # DeviceInfo -> seconds of the probe step (see measure_with)
 _sources: tuple[str, ...] = ()
 
@@ -37,16 +41,17 @@ def measure_with(measure, sources: tuple[str, ...]) -> None:
 def _key(info: DeviceInfo) -> str:
     from .runtime import read_source
     digest = hashlib.sha256("".join(read_source(name) for name in _sources).encode()).hexdigest()[:12]
-    return f"{info.name}|{info.platform_version.strip()}|{info.driver}|clnet {__version__}|{digest}"
+    return f"{info.name}|{info.platform_version.strip()}|{info.driver}|clnet {__version__}|{digest}|{METHOD}"
 
 
 def step_seconds(info: DeviceInfo) -> float:
     """Seconds for one forward and backward pass of the probe layer on this device (best of 5 runs
-    of 10 steps, after one that compiles)."""
+    of 10 steps, after one that compiles), with the cores kept awake where fit keeps them."""
     if _measure is None:
         raise RuntimeError("the CPU runtime probe times clnet.products' kernels: import clnet (or clnet.products) "
                            "before choosing among CPU runtimes")
-    return _measure(info)
+    with awake.keep_awake(info):
+        return _measure(info)
 
 
 def fastest(candidates: list[DeviceInfo]) -> tuple[DeviceInfo, dict[int, float]]:
