@@ -8,6 +8,12 @@ class Sigmoid(Activation):
     defaults = {"a": 1.0, "b": 0.0}
     vector_form = True
 
+    @property
+    def derivative_from_output(self) -> bool:
+        """Keras's sigmoid (a = 1, b = 0) only: its y is s itself; scaled or shifted, y + b can round
+        to 0 or a where s does not."""
+        return self.a == 1 and self.b == 0
+
     def to_onnx(self, graph, x):
         y = graph.op("Sigmoid", x)
         if self.a != 1:

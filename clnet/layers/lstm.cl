@@ -6,6 +6,13 @@
 // put x W + b in `pre`; each step adds h_{s-1} U in place. The gate math of a step runs on blocks
 // of VW units of one batch row, all four gates of them; both forms loop over the steps in one
 // launch (see recurrent.cl).
+// GATES_KEPT = 1 where both activations' derivatives follow from their outputs alone (tanh,
+// Keras's sigmoid; see LSTM._cell_defines): each step overwrites z in `pre` with the gates g(z_i),
+// g(z_f), f(z_c), g(z_o), and backpropagation reads them instead of applying the activations
+// again, four transcendental functions a unit and step fewer.
+#ifndef GATES_KEPT
+#define GATES_KEPT 0
+#endif
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
 // step (see MaskSteps) keeps c and the state h, and outputs the step before's output.
@@ -19,16 +26,16 @@ HELPER void LSTMForwardBlock(__global TYPE *pre, __global const TYPE *sums, __gl
     const int from = FirstHeld(first, masked, row), holds = Held(held, masked, row, s, steps);
     __global TYPE *zp = pre + (row * steps + s) * cols + j0;
     VEC z[4];
-    for (int g = 0; g < 4; g++) {
+    for (int g = 0; g < 4; g++)
         z[g] = LoadBlock(zp + g * units, width)
                + RecurrentSum(sums, row, row * cols + g * units + j0, width, s, from, with_initial);
-        StoreBlock(z[g], zp + g * units, width);
-    }
+    const VEC gates[4] = {RACT_FORWARD_V(z[0], ra, rb), RACT_FORWARD_V(z[1], ra, rb), ACT_FORWARD_V(z[2], a, b),
+                          RACT_FORWARD_V(z[3], ra, rb)};
+    for (int g = 0; g < 4; g++)
+        StoreBlock(GATES_KEPT ? gates[g] : z[g], zp + g * units, width);
     const VEC c_prev = PreviousState(cells, initial_c, row, s, from, steps, units, j0, with_initial);
-    const VEC c_new = RACT_FORWARD_V(z[1], ra, rb) * c_prev + RACT_FORWARD_V(z[0], ra, rb) * ACT_FORWARD_V(z[2], a, b);
-    const VEC c = holds ? c_new : c_prev;
-    const VEC h = holds ? RACT_FORWARD_V(z[3], ra, rb) * ACT_FORWARD_V(c, a, b)
-                        : PaddedOutput(states, row, s, from, steps, units, j0);
+    const VEC c = holds ? gates[1] * c_prev + gates[0] * gates[2] : c_prev;
+    const VEC h = holds ? gates[3] * ACT_FORWARD_V(c, a, b) : PaddedOutput(states, row, s, from, steps, units, j0);
     StoreBlock(c, cells + k, width);
     StoreBlock(h, states + k, width);
     if (write_last & 1)  // (see LAST_IS_OUTPUT)
@@ -57,10 +64,15 @@ HELPER void LSTMBackwardBlock(__global const TYPE *pre, __global const TYPE *cel
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
     const VEC dh = LoadBlock(sums + row * cols + j0, width)
                    + (masked && s < steps - 1 ? LoadBlock(carry_h + row * units + j0, width) : (VEC)(0));
+    // z, or with GATES_KEPT the gates, which then stand in for z in the derivatives (which do not read it)
     const VEC zi = LoadBlock(zp, width), zf = LoadBlock(zp + units, width);
     const VEC zc = LoadBlock(zp + 2 * units, width), zo = LoadBlock(zp + 3 * units, width);
+#if GATES_KEPT
+    const VEC gi = zi, gf = zf, gc = zc, go = zo;
+#else
     const VEC gi = RACT_FORWARD_V(zi, ra, rb), gf = RACT_FORWARD_V(zf, ra, rb);
     const VEC gc = ACT_FORWARD_V(zc, a, b), go = RACT_FORWARD_V(zo, ra, rb);
+#endif
     const VEC c = LoadBlock(cells + k, width);
     const VEC c_prev = PreviousState(cells, initial_c, row, s, from, steps, units, j0, with_initial);
     const VEC fc = ACT_FORWARD_V(c, a, b);

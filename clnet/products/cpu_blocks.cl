@@ -19,7 +19,7 @@
 // end are clamped on load and skipped on store, so no size needs to be a multiple of anything.
 
 // STORE_PRE = 0: the forward does not store z, as the activation's derivative follows from y
-// alone (ReLU, linear, tanh; see Activation.derivative_from_output) and the layer passes y for z.
+// alone (ReLU, linear, tanh, Keras's sigmoid; see Activation.derivative_from_output) and the layer passes y for z.
 // One output fewer: measurably faster at 1024^3 on Intel's runtime with y^T left out.
 #ifndef STORE_PRE
 #define STORE_PRE 1
