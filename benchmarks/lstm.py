@@ -8,6 +8,7 @@ turns in fresh processes.
     python -m benchmarks.lstm --layers 2 ...                  # LSTM(128) layers stacked (sequences between)
     python -m benchmarks.lstm --lengths 32,96 ...             # batches of these lengths in turn
     python -m benchmarks.lstm --framework clnet --profile     # and clnet's device time per kernel
+    python -m benchmarks.lstm --cell gru ...                  # GRU(128) (Keras's reset_after form) instead
 
 With --bidirectional the layer is clnet's Bidirectional(LSTM(128)) (concat) and PyTorch's
 nn.LSTM(bidirectional=True) with its two final states joined, into Dense(10). With --lengths the
@@ -15,7 +16,8 @@ batches take those lengths in turn (bucketed sequences): clnet's model is Input(
 by a PyDataset, so that every batch switches its instantiation; PyTorch runs each batch as it is.
 With --layers N, N such layers (each Bidirectional with --bidirectional), all but the last
 returning sequences, as nn.LSTM(num_layers=N): the layers above the first pass their input's
-gradient down.
+gradient down. With --cell gru every LSTM is a GRU: clnet's GRU(128) with Keras's defaults
+(reset_after=True) and torch.nn.GRU, which computes that same form.
 
 Each run trains `epochs` epochs of `steps` batches of random data (the time is what is measured)
 and reports the median seconds per training step over the epochs after the first, which pays for
@@ -53,11 +55,12 @@ def batches_of_lengths(args) -> list:
 
 def run_clnet(args):
     import clnet
-    from clnet.layers import LSTM, Bidirectional, Dense, Input
+    from clnet.layers import GRU, LSTM, Bidirectional, Dense, Input
 
     if args.device is not None:
         clnet.set_device(args.device)
-    recurrent = [LSTM(UNITS, return_sequences=layer < args.layers - 1) for layer in range(args.layers)]
+    cell = {"lstm": LSTM, "gru": GRU}[args.cell]
+    recurrent = [cell(UNITS, return_sequences=layer < args.layers - 1) for layer in range(args.layers)]
     if args.bidirectional:
         recurrent = [Bidirectional(layer) for layer in recurrent]
     length = None if args.lengths else STEPS
@@ -97,12 +100,14 @@ def run_torch(args):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = torch.nn.LSTM(FEATURES, UNITS, num_layers=args.layers, batch_first=True,
-                                      bidirectional=args.bidirectional)
+            cell = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[args.cell]
+            self.recurrent = cell(FEATURES, UNITS, num_layers=args.layers, batch_first=True,
+                                  bidirectional=args.bidirectional)
             self.head = torch.nn.Linear(UNITS * (1 + args.bidirectional), CLASSES)
 
         def forward(self, x):
-            _, (h, _) = self.lstm(x)  # (layers * directions, batch, units): each final h
+            _, h = self.recurrent(x)  # (layers * directions, batch, units): each final h
+            h = h[0] if args.cell == "lstm" else h  # (LSTM's: (h, c))
             return self.head(torch.cat(list(h[-(1 + args.bidirectional):]), 1))  # the last layer's
 
     model = Net().to(device)
@@ -147,19 +152,20 @@ FRAMEWORKS = {"clnet": run_clnet, "torch": run_torch}
 def one_run(args):
     times, device, found_versions = FRAMEWORKS[args.framework](args)
     step = median(times[1:] or times) / args.steps
-    emit({"benchmark": "lstm", "framework": args.framework, "layers": args.layers, "batch": args.batch,
-          "epochs": args.epochs, "steps_per_epoch": args.steps, "seconds_per_step": round(step, 6),
+    emit({"benchmark": "lstm", "cell": args.cell, "framework": args.framework, "layers": args.layers,
+          "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps, "seconds_per_step": round(step, 6),
           "first_epoch_seconds": round(times[0], 3), "device": device, "versions": found_versions})
 
 
 def compare(args):
     options = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--steps", str(args.steps)]
     options += ["--cuda-graph"] * args.cuda_graph + ["--bidirectional"] * args.bidirectional
-    options += ["--layers", str(args.layers)]
+    options += ["--layers", str(args.layers), "--cell", args.cell]
     options += ["--lengths", ",".join(map(str, args.lengths))] if args.lengths else []
     results = alternate_runs("benchmarks.lstm", FRAMEWORKS, args, options)
     base = median(r["seconds_per_step"] for r in results["clnet"])
-    layer = f"Bidirectional(LSTM({UNITS}))" if args.bidirectional else f"LSTM({UNITS})"
+    layer = f"{args.cell.upper()}({UNITS})"
+    layer = f"Bidirectional({layer})" if args.bidirectional else layer
     layer = f"{args.layers} x {layer}" if args.layers > 1 else layer
     over = f"batches of {'/'.join(map(str, args.lengths))} steps in turn" if args.lengths else f"{STEPS} steps"
     lines = [f"{layer} over {over} of {FEATURES} features -> Dense({CLASSES}), Adam, batch {args.batch}, "
@@ -173,8 +179,8 @@ def compare(args):
                          "versions": runs[0]["versions"]}
         lines.append(f"| {name} | {runs[0]['device'][:60]} | {1000 * seconds:.1f} | {seconds / base:.2f} |")
     print("\n".join(lines))
-    emit({"benchmark": "lstm", "bidirectional": args.bidirectional, "layers": args.layers, "lengths": args.lengths,
-          "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
+    emit({"benchmark": "lstm", "cell": args.cell, "bidirectional": args.bidirectional, "layers": args.layers,
+          "lengths": args.lengths, "batch": args.batch, "epochs": args.epochs, "steps_per_epoch": args.steps,
           "rounds": args.rounds, "clnet_over_torch": round(base / summary["torch"]["seconds_per_step"], 3),
           "results": summary})
 
@@ -182,6 +188,7 @@ def compare(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--framework", choices=sorted(FRAMEWORKS), help="one run of one framework")
+    parser.add_argument("--cell", choices=["lstm", "gru"], default="lstm", help="the recurrent layer, both frameworks")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=16, help="training steps (batches) per epoch")

@@ -219,8 +219,8 @@ def test_weight_gradients_in_slices_of_rows(rt, kind):
     compare_with_numpy(layer, kind, 3, 67, seed=4)
 
 
-# LSTM's steps keep the gates in place of z where both derivatives follow from the outputs (relu,
-# tanh), and z where one does not (softplus, gelu): both ways through backpropagation.
+# LSTM's and GRU's steps keep the gates in place of z where both derivatives follow from the
+# outputs (relu, tanh), and z where one does not (softplus, gelu): both ways through backpropagation.
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 @pytest.mark.parametrize("use_bias", [True, False])
 @pytest.mark.parametrize("activation, recurrent_activation", [("relu", "tanh"), ("softplus", "gelu")])

@@ -3,10 +3,11 @@
 //   u = h_{s-1} U + b_h,  z = g(x W_z + b_xz + u_z),  r = g(x W_r + b_xr + u_r),
 //   h~ = f(x W_h + b_xh + r u_h),  h_s = z h_{s-1} + (1 - z) h~
 // (f the activation, g the recurrent activation; h before the first step: zeros, or the
-// call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has
-// put x W + b_x in `pre`; each step completes it in place and keeps u_h, which the backward pass
-// needs. The gate math runs on blocks of VW units of one batch row, in one launch over every step
-// (the CPU form or the sequence form; see recurrent.cl).
+// call's initial_state). FeedForwardRecurrentInput (recurrent.cl) has put x W + b_x in `pre`;
+// each step completes it in place (with GATES_KEPT, see recurrent.cl, the gates g(z_z), g(z_r),
+// f(z_h) in place of z) and keeps u_h, which the backward pass needs. The gate math runs on
+// blocks of VW units of one batch row, in one launch over every step (the CPU form or the
+// sequence form; see recurrent.cl).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
 // step (see MaskSteps) keeps the state h and outputs the step before's output.
@@ -24,14 +25,14 @@ HELPER void GRUForwardBlock(__global TYPE *pre, __global const TYPE *bias, __glo
         u[g] = RecurrentSum(sums, row, row * cols + g * units + j0, width, s, from, with_initial)
                + (use_bias ? LoadBlock(bias + cols + g * units + j0, width) : (VEC)(0));
     const VEC zz = LoadBlock(zp, width) + u[0], zr = LoadBlock(zp + units, width) + u[1];
-    const VEC zh = LoadBlock(zp + 2 * units, width) + RACT_FORWARD_V(zr, ra, rb) * u[2];
-    StoreBlock(zz, zp, width);
-    StoreBlock(zr, zp + units, width);
-    StoreBlock(zh, zp + 2 * units, width);
-    const VEC gz = RACT_FORWARD_V(zz, ra, rb);
+    const VEC gz = RACT_FORWARD_V(zz, ra, rb), gr = RACT_FORWARD_V(zr, ra, rb);
+    StoreBlock(GATES_KEPT ? gz : zz, zp, width);
+    StoreBlock(GATES_KEPT ? gr : zr, zp + units, width);
+    const VEC zh = LoadBlock(zp + 2 * units, width) + gr * u[2];
+    const VEC gh = ACT_FORWARD_V(zh, a, b);
+    StoreBlock(GATES_KEPT ? gh : zh, zp + 2 * units, width);
     const VEC h_prev = PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial);
-    const VEC h = holds ? gz * h_prev + (1 - gz) * ACT_FORWARD_V(zh, a, b)
-                        : PaddedOutput(states, row, s, from, steps, units, j0);
+    const VEC h = holds ? gz * h_prev + (1 - gz) * gh : PaddedOutput(states, row, s, from, steps, units, j0);
     StoreBlock(u[2], candidates + k, width);
     StoreBlock(h, states + k, width);
     if (write_last)  // (see LAST_IS_OUTPUT)
@@ -55,8 +56,13 @@ HELPER void GRUBackwardBlock(__global const TYPE *pre, __global const TYPE *stat
     __global const TYPE *zp = pre + (row * steps + s) * cols + j0;
     const VEC dhs = LoadBlock(sums + row * cols + j0, width)
                     + (s < steps - 1 ? LoadBlock(carry + row * units + j0, width) : (VEC)(0));
+    // z, or with GATES_KEPT the gates, which then stand in for z in the derivatives (which do not read it)
     const VEC zz = LoadBlock(zp, width), zr = LoadBlock(zp + units, width), zh = LoadBlock(zp + 2 * units, width);
+#if GATES_KEPT
+    const VEC gz = zz, gr = zr, gh = zh;
+#else
     const VEC gz = RACT_FORWARD_V(zz, ra, rb), gr = RACT_FORWARD_V(zr, ra, rb), gh = ACT_FORWARD_V(zh, a, b);
+#endif
     const VEC h_prev = PreviousState(states, initial_h, row, s, from, steps, units, j0, with_initial);
     StoreBlock(holds ? dhs * gz : dhs, carry + row * units + j0, width);
     const VEC dz = holds ? dhs * (h_prev - gh) * RACT_DERIVATIVE_V(gz, zz, ra, rb) : (VEC)(0);

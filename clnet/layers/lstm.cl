@@ -6,13 +6,8 @@
 // put x W + b in `pre`; each step adds h_{s-1} U in place. The gate math of a step runs on blocks
 // of VW units of one batch row, all four gates of them; both forms loop over the steps in one
 // launch (see recurrent.cl).
-// GATES_KEPT = 1 where both activations' derivatives follow from their outputs alone (tanh,
-// Keras's sigmoid; see LSTM._cell_defines): each step overwrites z in `pre` with the gates g(z_i),
-// g(z_f), f(z_c), g(z_o), and backpropagation reads them instead of applying the activations
-// again, four transcendental functions a unit and step fewer.
-#ifndef GATES_KEPT
-#define GATES_KEPT 0
-#endif
+// With GATES_KEPT (see recurrent.cl) each step overwrites z in `pre` with the gates g(z_i), g(z_f),
+// f(z_c), g(z_o).
 
 // Step s of batch row `row`, units j0 .. + VW, once `sums` holds the row's h_{s-1} U. A padded
 // step (see MaskSteps) keeps c and the state h, and outputs the step before's output.

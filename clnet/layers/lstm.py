@@ -52,11 +52,6 @@ class LSTM(Recurrent):
         self.recurrent_activation = elementwise_activation("LSTM", "recurrent_activation", recurrent_activation)
         self.unit_forget_bias = bool(unit_forget_bias)
 
-    def _cell_defines(self):
-        # The steps keep the gates in place of z where no derivative needs z (see GATES_KEPT in lstm.cl).
-        gates_kept = self.activation.derivative_from_output and self.recurrent_activation.derivative_from_output
-        return {"GATES_KEPT": int(gates_kept)}
-
     def _initial_bias(self, rng):
         if not self.unit_forget_bias:
             return super()._initial_bias(rng)

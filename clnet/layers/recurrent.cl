@@ -9,6 +9,10 @@
 //
 // ACT (-D ACT=hyperbolic_tangent) is the layer's activation, RACT its recurrent activation (the
 // gates' sigmoid); both are elementwise families of clnet/activations.
+// GATES_KEPT = 1 where both activations' derivatives follow from their outputs alone (tanh, relu,
+// linear, Keras's sigmoid; Activation.derivative_from_output): LSTM's and GRU's steps then
+// overwrite z in `pre` with the gates, and backpropagation reads them instead of applying the
+// activations again, one transcendental function a gate, unit and step fewer.
 
 #define RACT_FORWARD CAT(RACT, _forward)
 #define RACT_DERIVATIVE CAT(RACT, _derivative)

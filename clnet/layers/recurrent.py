@@ -334,7 +334,9 @@ class Recurrent(Layer, registered=False):
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form),
-                                                        **self._cell_defines()})
+                                                        "GATES_KEPT": int(self.activation.derivative_from_output
+                                                                          and self.recurrent_activation
+                                                                          .derivative_from_output)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         suffix = "Sequence" if self.whole_sequence else ""
         tiles = "Tiles" if self.whole_sequence else ""
@@ -602,10 +604,6 @@ class Recurrent(Layer, registered=False):
         # The last step also writes h to `last` (the output without return_sequences, or the state
         # with return_state); without either, a stand-in the kernels never write.
         return self.last if self.last is not None else self.states
-
-    def _cell_defines(self) -> dict:
-        """The cell's own compile-time options for its .cl (none here)."""
-        return {}
 
     def _act(self) -> dict:
         """The step kernels' activation parameters: the activation's a, b, the recurrent one's ra, rb."""
