@@ -323,6 +323,8 @@ class Recurrent(Layer, registered=False):
         self.dw_rows = WIDE_DW_ROWS if wide else RM  # (the CPU form's; the sequence form's are tiles)
         sources = tuple(dict.fromkeys((self.activation.source, self.recurrent_activation.source,
                                        "activations/vector.cl", "layers/recurrent.cl", self.source)))
+        # (see GATES_KEPT in recurrent.cl)
+        gates_kept = self.activation.derivative_from_output and self.recurrent_activation.derivative_from_output
         program = self.rt.program(sources, self.dtype, {"ACT": self.activation.function,
                                                         "RACT": self.recurrent_activation.function,
                                                         "VW": self.vw, "RM": RM, "IN_ROWS": self.in_rows,
@@ -334,9 +336,7 @@ class Recurrent(Layer, registered=False):
                                                         "WHOLE_UNITS": int(self.units % self.vw == 0),
                                                         "ACT_VECTOR": int(self.activation.vector_form),
                                                         "RACT_VECTOR": int(self.recurrent_activation.vector_form),
-                                                        "GATES_KEPT": int(self.activation.derivative_from_output
-                                                                          and self.recurrent_activation
-                                                                          .derivative_from_output)})
+                                                        "GATES_KEPT": int(gates_kept)})
         kernel = lambda name: self.rt.kernel(program, name, self.dtype)
         suffix = "Sequence" if self.whole_sequence else ""
         tiles = "Tiles" if self.whole_sequence else ""
