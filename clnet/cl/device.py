@@ -77,6 +77,12 @@ class DeviceInfo:
         return self._compute_capability >= (8, 0)
 
     @property
+    def async_copies(self) -> bool:
+        """Whether this is an NVIDIA GPU of compute capability 8.0 or later, where PTX's cp.async
+        copies global to local memory without a work-item's registers, several copies in flight."""
+        return self._compute_capability >= (8, 0)
+
+    @property
     def warpgroup_products(self) -> bool:
         """Whether this is an NVIDIA GPU of compute capability 9.0 (Hopper: H100, H200), whose
         wgmma instructions the products' WGMMA form uses (sm_90a only: later GPUs lack them)."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from ..products import CHUNK, ConvPlan, tuner, weight_block_rows
+from ..products import CHUNK, ConvPlan, is_winograd, tuner, weight_block_rows, winograd_applies
 from .base import Layer, check_weights, layer_label
 from .dense import Dense
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
@@ -23,9 +23,11 @@ class BaseConv(Layer, registered=False):
                  input_shape=None, tiles=None):
         super().__init__(name, input_shape)
         kind = type(self).__name__
-        if isinstance(tiles, tuple) and (len(tiles) != 3 or not all(isinstance(t, dict) and "TILE" in t for t in tiles)):
-            raise ValueError(f"{layer_label(kind, name)}: tiles as a tuple must be three tiled forms' tiles (forward, weight "
-                             f"gradient, input gradient), got {tiles!r}")
+        tiled = lambda t: isinstance(t, dict) and "TILE" in t
+        if isinstance(tiles, tuple) and (len(tiles) != 3 or not (tiled(tiles[0]) and tiled(tiles[1]))
+                                         or not (tiled(tiles[2]) or isinstance(tiles[2], dict) and is_winograd(tiles[2]))):
+            raise ValueError(f"{layer_label(kind, name)}: tiles as a tuple must be three tiled forms' tiles (forward, "
+                             f"weight gradient, input gradient; the last may be the Winograd form's), got {tiles!r}")
         for form, owners in (("MMA", "Dense's and MultiHeadAttention's"), ("WGMMA", "Dense's")):
             if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
                 raise ValueError(f"{layer_label(kind, name)}: the tensor-core form ({form}) is {owners}, not a convolution's "
@@ -74,6 +76,11 @@ class BaseConv(Layer, registered=False):
         self.patch_size = self.taps * channels
         self.kernel_shape = (*self.kernel_size, channels, self.filters)  # Keras layout
         self.geometry = (height, width, channels, out_h, out_w, *kernel, *strides, *dilation, pad_top, pad_left)
+        fixed = self.fixed_tiles
+        if isinstance(fixed, tuple) and is_winograd(fixed[2]) and not winograd_applies(self.geometry):
+            raise ValueError(f"{type(self).__name__} {self.name!r}: the Winograd input gradient (tiles "
+                             f"{fixed[2]!r}) takes a 3 x 3 kernel at stride 1 without dilation, got "
+                             f"kernel_size {self.kernel_size}, strides {self.strides}, dilation_rate {self.dilation_rate}")
         # Keras draws a convolution kernel with fans (receptive field x in, receptive field x filters).
         init = self.kernel_initializer
         self.product = Dense(self.filters, self.activation, self.use_bias,
@@ -193,7 +200,9 @@ class Conv2D(BaseConv):
       takes FF_CN, DW_CN, HG_CN: vectors of filters or channels per work-item of the forward,
       weight gradient and input gradient, which the tuner otherwise measures per convolution), or
       a tuple of three tiled forms' tiles (forward, weight gradient, input gradient) to fix them
-      apart; the tensor-core forms are Dense's alone and refused here.
+      apart, the input gradient's possibly Winograd's F(4x4, 3x3) (`{"WINOGRAD": 1, "BM": 64, "TK":
+      16, "STAGES": 2}`, 3 x 3 kernels at stride 1 without dilation; the tuner measures it beside
+      the tiles on GPUs); the tensor-core forms are Dense's alone and refused here.
 
     Weights, as `get_weights()` gives them (Keras's layout): kernel `(kh, kw, channels, filters)`,
     then bias `(filters,)` with `use_bias`. Its plan (clnet.products.ConvPlan) computes the

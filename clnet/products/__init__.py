@@ -7,6 +7,7 @@ from .forms import (HALF_TYPES, PRODUCT_SOURCES, check_tensor_core_form, half_ca
 from .convolution import CHUNK, ConvPlan, delta_frame, weight_block_rows
 from .plan import DensePlan, dense_program, split_k
 from .sixteen_bit import SixteenBitDensePlan, SixteenBitPlan
+from .winograd import applies as winograd_applies, is_winograd
 from .tuner import convolution_columns, convolution_tiles, matrix_tiles, probe_step_seconds, usable_candidates
 from ..cl import probe as _probe
 
@@ -14,6 +15,6 @@ _probe.measure_with(probe_step_seconds, ("cl/common.cl", *PRODUCT_SOURCES, "acti
 
 __all__ = ["CHUNK", "HALF_TYPES", "PRODUCT_SOURCES", "ConvPlan", "DensePlan", "SixteenBitDensePlan", "SixteenBitPlan",
            "check_tensor_core_form", "convolution_columns", "convolution_tiles", "delta_frame", "dense_program",
-           "half_candidates", "kernel_defines", "layout", "matrix_tiles", "on_tensor_cores", "product_sources",
-           "program_defines", "split_k", "stores_pre", "tensor_core_form", "tile_candidates", "usable_candidates",
-           "weight_block_rows"]
+           "half_candidates", "is_winograd", "kernel_defines", "layout", "matrix_tiles", "on_tensor_cores",
+           "product_sources", "program_defines", "split_k", "stores_pre", "tensor_core_form", "tile_candidates",
+           "usable_candidates", "weight_block_rows", "winograd_applies"]

@@ -15,6 +15,7 @@ from .. import activations
 from ..cl.tensor import Tensor
 from .forms import (fused_activation, kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre,
                     tile_candidates)
+from . import winograd
 from .plan import Operand, bias_operands, split_k
 
 # The kernels' GEOMETRY and FRAME arguments (convolution.cl, convolution_tiles.cl), in the order of
@@ -93,7 +94,8 @@ class ConvPlan:
     gradient's block: weight_block_rows, and optionally each product's vectors of columns per
     work-item, FF_CN, DW_CN and HG_CN, fitted here: fit_columns), or the tiled form's three
     tiles (forward, weight gradient, input gradient; each its own best, see
-    tuner.convolution_tiles). Bound once to the
+    tuner.convolution_tiles; the input gradient's may be winograd.py's, F(4x4, 3x3), whose plan is
+    then `winograd`, else None). Bound once to the
     layer's operands, which keep their buffers for the plan's life: `weights` and `bias`
     (parameters with `.value` and `.grad`, W in the products' column panels, units_p = filters
     padded to VW; bias None without one), `outputs` y (capacity, out_h, out_w, filters) and
@@ -118,6 +120,7 @@ class ConvPlan:
         shape = outputs.shape
         if self.tiled:  # built on gpu_tiles.cl's tiles (and its SumSplits); f'(z) stored by the forward
             forward_program, weight_program, input_program = (
+                None if winograd.is_winograd(form) else
                 rt.program((fused.source, *product_sources(form), "products/convolution.cl",
                             "products/convolution_tiles.cl"), dt, {"ACT": fused.function, **kernel_defines(form)})
                 for form in tiles)
@@ -135,6 +138,12 @@ class ConvPlan:
                 ("inputs", "output_gr", "delta_weights", "delta_bias", "M", "apply_derivative", "write_delta"),
                 slopes=self.slopes, delta=self.delta, filters=filters, filters_p=self.filters_p,
                 chunk=self._split_chunk, **geometry, **frame)
+            if input_program is None:  # the input gradient by F(4x4, 3x3) (winograd.py)
+                self.winograd = winograd.WinogradPlan(rt, dt, tiles[2], self.geometry, self.frame, self.filters_p,
+                                                       capacity, delta=self.delta, weights=weights.value,
+                                                       input_grad=input_grad)
+                return
+            self.winograd = None
             self._hidden = rt.kernel(input_program, "CalcHiddenGradientConv", dt).bind(
                 ("P",), delta=self.delta, weights=weights.value, input_gr=input_grad, filters_p=self.filters_p,
                 **geometry, **frame)
@@ -271,7 +280,9 @@ class ConvPlan:
         with the same `grad` and `apply_derivative`: from the delta it wrote, or from dL/dy where that
         is dL/dz (the CPU form)."""
         pixels = rows * self.geometry[0] * self.geometry[1]
-        if self.tiled:
+        if self.tiled and self.winograd is not None:
+            self.winograd.input_gradient(rows)
+        elif self.tiled:
             self._hidden(*self._tiled_launch(2, self.geometry[2], pixels), pixels, flops=self._flops(rows))
         else:
             delta = self.delta if self._writes_delta(apply_derivative, True) else grad

@@ -18,6 +18,7 @@ from .convolution import (COLUMN_VECTORS, CONVOLUTION_CPU_SOURCES, CONVOLUTION_S
                           tiled_candidates)
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, UNBLOCKED, half_candidates, layout, per_kernel, tile_candidates
 from .plan import DensePlan, dense_program
+from . import winograd
 
 
 def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[dict]:
@@ -68,20 +69,24 @@ def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> t
     faster on 64/4/16, whose work-groups are four times as many work-items (benchmarks/RESULTS.md,
     one large convolution: tiles per product and per layer)."""
     candidates = tiled_candidates(rt, dtype)
-    settings = {"candidates": candidates, "geometry": list(geometry), "filters": filters, "batch": batch}
-    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES),
-                   lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch), [candidates[0]] * 3,
-                   settings)
+    fast = winograd.candidates(rt, dtype, geometry)
+    settings = {"candidates": candidates, "winograd": fast, "geometry": list(geometry), "filters": filters,
+                "batch": batch}
+    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES),
+                   lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch, fast),
+                   [candidates[0]] * 3, settings)
     return tuple(chosen)
 
 
-def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int) -> list[dict]:
+def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int,
+                     input_gradient_forms: list[dict] = ()) -> list[dict]:
     """[forward, weight gradient, input gradient] tiles for a convolution of `geometry` and
     `filters` over `batch` samples: each product's fastest candidate, the others' tiles fixed (the
     earlier products' choices, the later ones' first candidate that builds). The forward is timed
     alone, the weight gradient without the input gradient, the input gradient after the weight
-    gradient that writes its delta (whose tiles are chosen by then). Candidates whose programs do
-    not build on the device are passed over."""
+    gradient that writes its delta (whose tiles are chosen by then); `input_gradient_forms`
+    (winograd.py's) compete for the input gradient only. Candidates whose programs do not build on
+    the device are passed over."""
     rng = np.random.default_rng(0)
     height, width, channels, out_h, out_w = geometry[:5]
     x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
@@ -99,8 +104,10 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
     chosen = [usable[0]] * 3
     for product in range(3):
         best = math.inf
-        for candidate in usable:
+        for candidate in usable + list(input_gradient_forms) * (product == 2):
             plan = planned(tuple(candidate if p == product else chosen[p] for p in range(3)))
+            if plan is None:
+                continue
             plan.forward(x, batch)
             run = (lambda: plan.forward(x, batch),
                    lambda: plan.weight_gradient(x, grad, batch, True, False),

@@ -1,0 +1,237 @@
+// The input gradient of a 3 x 3, stride-1, undilated convolution by Winograd's F(4x4, 3x3) (Lavin and
+// Gray, "Fast Algorithms for Convolutional Neural Networks"): the tiled (GPU) form's alternative to
+// convolution_tiles.cl's CalcHiddenGradientConv, which the tuner takes where it measures faster.
+//
+// dL/dx[y, x, c] = sum over taps (i, j) and filters f of dL/dz[y + pad_top - i, x + pad_left - j, f]
+// W[i, j, c, f], and dL/dz is stored in its frame of zeros (convolution_tiles.cl's FRAME), so dL/dx
+// is the correlation of the frame, from row o_y = frame_top + pad_top - 2 and column o_x =
+// frame_left + pad_left - 2 on, with the flipped kernel W'[r, s] = W[2 - r, 2 - s]. F(4x4, 3x3) makes
+// each 4 x 4 tile of dL/dx from the 6 x 6 patch of the frame under it with 36 products where the
+// direct sum takes 144 (per channel and filter):
+//   U = G W' G^T (6 x 6 per channel and filter), V = B^T d B (6 x 6 per tile and filter),
+//   M[xi] = V[xi] U[xi]^T (36 matrix products, tiles x filters times filters x channels),
+//   dL/dx's tile = A^T M A (4 x 4 per tile and channel).
+// Three launches: WinogradTransforms (V and U: their work-items are independent, so one launch),
+// WinogradProducts (the 36 products, one per work-group layer) and WinogradGradient. V and M are
+// written out (36 x tiles x filters_p and 36 x tiles x channels): a fused form would keep them in
+// local memory, at the cost of 1024 accumulators a work-item. The transforms' constants (4, 5, 1/6,
+// 1/24, 8) make the result's rounding error a few times the direct sum's (tests/test_winograd.py
+// bounds it; benchmarks/RESULTS.md, the convolution's gradients against cuDNN's FFTs).
+// Tiles are numbered t = (row * tiles_h + ty) * tiles_w + tx over dL/dx's rows; tiles past its
+// height or width compute from zeros or the frame and are not stored.
+
+// o = B^T v for a column of 6, B^T's rows (4 0 -5 0 1 0), (0 -4 -4 1 1 0), (0 4 -4 -1 1 0),
+// (0 -2 -1 2 1 0), (0 2 -1 -2 1 0), (0 4 0 -5 0 1).
+#define INPUT_TRANSFORM(v, o)                          \
+    o[0] = 4 * v[0] - 5 * v[2] + v[4];                 \
+    o[1] = -4 * (v[1] + v[2]) + v[3] + v[4];           \
+    o[2] = 4 * (v[1] - v[2]) - v[3] + v[4];            \
+    o[3] = 2 * (v[3] - v[1]) - v[2] + v[4];            \
+    o[4] = 2 * (v[1] - v[3]) - v[2] + v[4];            \
+    o[5] = 4 * v[1] - 5 * v[3] + v[5];
+// o = G v for a column of 3, G's rows (1/4 0 0), (-1/6 -1/6 -1/6), (-1/6 1/6 -1/6), (1/24 1/12 1/6),
+// (1/24 -1/12 1/6), (0 0 1).
+#define FILTER_TRANSFORM(v, o)                                        \
+    o[0] = v[0] / 4;                                                  \
+    o[1] = -(v[0] + v[1] + v[2]) / 6;                                 \
+    o[2] = -(v[0] - v[1] + v[2]) / 6;                                 \
+    o[3] = v[0] / 24 + v[1] / 12 + v[2] / 6;                          \
+    o[4] = v[0] / 24 - v[1] / 12 + v[2] / 6;                          \
+    o[5] = v[2];
+// o = A^T v for a column of 6, A^T's rows (1 1 1 1 1 0), (0 1 -1 2 -2 0), (0 1 1 4 4 0), (0 1 -1 8 -8 1).
+#define OUTPUT_TRANSFORM(v, o)                                        \
+    o[0] = v[0] + v[1] + v[2] + v[3] + v[4];                          \
+    o[1] = v[1] - v[2] + 2 * (v[3] - v[4]);                           \
+    o[2] = v[1] + v[2] + 4 * (v[3] + v[4]);                           \
+    o[3] = v[1] - v[2] + 8 * (v[3] - v[4]) + v[5];
+
+// Work-item (f, t) for t < tiles: V[xi][t][f] from tile t's 6 x 6 patch of the frame (zeros past its
+// edge). Work-item (f, tiles + c): U[xi][c][f] from W (K, filters_p), row (tap * channels + c). Both
+// read and write along f, so neighbouring work-items touch neighbouring addresses.
+__kernel void WinogradTransforms(__global const TYPE *delta,    // dL/dz (rows, frame_h, frame_w, filters_p)
+                                 __global const TYPE *weights,  // W (9 * channels, filters_p)
+                                 __global TYPE *tiles_v,        // V (36, tiles, filters_p)
+                                 __global TYPE *filters_u,      // U (36, channels, filters_p)
+                                 const int tiles, const int tiles_h, const int tiles_w, const int channels,
+                                 const int filters_p, const int frame_h, const int frame_w, const int o_y,
+                                 const int o_x)
+{
+    const int f = get_global_id(0), t = get_global_id(1);
+    if (f >= filters_p || t >= tiles + channels)
+        return;
+    TYPE rows[6][6], column[6], out[6];
+    if (t < tiles) {
+        const int line = t / tiles_w, row = line / tiles_h;
+        const int y0 = o_y + (line - row * tiles_h) * 4, x0 = o_x + (t - line * tiles_w) * 4;
+        const __global TYPE *patch = delta + (((long)row * frame_h + y0) * frame_w + x0) * filters_p + f;
+        for (int s = 0; s < 6; s++) {  // B^T d, a column at a time
+            for (int r = 0; r < 6; r++)
+                column[r] = y0 + r < frame_h && x0 + s < frame_w ? patch[((long)r * frame_w + s) * filters_p] : 0;
+            INPUT_TRANSFORM(column, out);
+            for (int r = 0; r < 6; r++)
+                rows[r][s] = out[r];
+        }
+        for (int r = 0; r < 6; r++) {  // (B^T d) B, a row at a time
+            INPUT_TRANSFORM(rows[r], out);
+            for (int s = 0; s < 6; s++)
+                tiles_v[((long)(r * 6 + s) * tiles + t) * filters_p + f] = out[s];
+        }
+        return;
+    }
+    const int c = t - tiles;
+    TYPE g[3][6];
+    for (int s = 0; s < 3; s++) {  // G W', a column at a time: W' flipped, W[2 - r, 2 - s]
+        for (int r = 0; r < 3; r++)
+            column[r] = weights[(((2 - r) * 3 + 2 - s) * (long)channels + c) * filters_p + f];
+        FILTER_TRANSFORM(column, out);
+        for (int r = 0; r < 6; r++)
+            g[s][r] = out[r];
+    }
+    for (int r = 0; r < 6; r++) {  // (G W') G^T, a row at a time
+        const TYPE row[3] = {g[0][r], g[1][r], g[2][r]};
+        FILTER_TRANSFORM(row, out);
+        for (int s = 0; s < 6; s++)
+            filters_u[((long)(r * 6 + s) * channels + c) * filters_p + f] = out[s];
+    }
+}
+
+// M[xi] (tiles, channels) = V[xi] (tiles, filters_p) U[xi]^T, U[xi] (channels, filters_p): work-group
+// layer xi, a block of BM tiles by BN = 64 channels, 8 x 8 a work-item (tiles tm + SM i, channels
+// tn + 8 j: neighbouring work-items read neighbouring rows of a staged slice). Both operands are
+// contiguous along f, so each slice of TK filters is copied in 16-byte runs, untransposed, into
+// STAGES buffers of local memory whose rows are padded by one run (the 8 rows a warp reads then fall
+// in different banks); a barrier a slice. With ASYNC_COPIES (an NVIDIA GPU of compute capability 8.0
+// or later, float) the runs go by cp.async, STAGES - 1 slices in flight while one is multiplied;
+// elsewhere each is loaded and stored by its work-item.
+#define BN 64
+#define SM (BM / 8)
+#define SN (BN / 8)
+#define ITEMS (SM * SN)
+#define LD (TK + 4)
+#define A_STAGE (BM * LD)
+#define STAGE (A_STAGE + BN * LD)
+#define RUNS (TK / 4)  // 16-byte runs of 4 a staged row holds
+#if TK % 4 || BM % 8 || BM * RUNS % ITEMS || BN * RUNS % ITEMS || STAGES < 2
+#error "WinogradProducts: TK a multiple of 4, BM of 8, each slice's runs shared evenly, 2 stages or more"
+#endif
+#if ASYNC_COPIES
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+// (STAGES - 2 younger slices may still be on their way: the build's define, as PTX takes no expression)
+#define WAIT_FOR_SLICE() asm volatile("cp.async.wait_group " STR(YOUNGER_SLICES) ";" ::: "memory")
+#else
+#define COMMIT()
+#define WAIT_FOR_SLICE()
+#endif
+
+// The run of 4 at `source` into local memory at `target`, or zeros where not `live`.
+inline void copy_run(__local TYPE *target, const __global TYPE *source, const int live)
+{
+#if ASYNC_COPIES
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"((uint)(ulong)target), "l"(source), "r"(live ? 16 : 0) : "memory");
+#else
+    *(__local TYPE4 *)target = live ? *(const __global TYPE4 *)source : (TYPE4)(0);
+#endif
+}
+
+// Slice s (filters s TK ..) of both operands into stage s % STAGES.
+inline void stage_slice(__local TYPE *stages, const __global TYPE *v, const __global TYPE *u, const int s,
+                        const int m0, const int n0, const int tiles, const int channels, const int filters_p)
+{
+    __local TYPE *a = stages + s % STAGES * STAGE, *b = a + A_STAGE;
+    const int lid = get_local_id(0), k = s * TK;
+    #pragma unroll
+    for (int q = 0; q < BM * RUNS / ITEMS; q++) {
+        const int e = lid + q * ITEMS, r = e / RUNS, f = k + e % RUNS * 4, live = m0 + r < tiles && f < filters_p;
+        copy_run(a + r * LD + e % RUNS * 4, live ? v + (long)(m0 + r) * filters_p + f : v, live);
+    }
+    #pragma unroll
+    for (int q = 0; q < BN * RUNS / ITEMS; q++) {
+        const int e = lid + q * ITEMS, r = e / RUNS, f = k + e % RUNS * 4, live = n0 + r < channels && f < filters_p;
+        copy_run(b + r * LD + e % RUNS * 4, live ? u + (long)(n0 + r) * filters_p + f : u, live);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(ITEMS, 1, 1)))
+void WinogradProducts(__global const TYPE *tiles_v,    // V (36, tiles, filters_p)
+                      __global const TYPE *filters_u,  // U (36, channels, filters_p)
+                      __global TYPE *products,         // M (36, tiles, channels)
+                      const int tiles, const int channels, const int filters_p)
+{
+    __local TYPE4 stages4[STAGES * STAGE / 4];
+    __local TYPE *stages = (__local TYPE *)stages4;
+    const int lid = get_local_id(0), tm = lid / SN, tn = lid % SN, xi = get_group_id(2);
+    const int m0 = get_group_id(0) * BM, n0 = get_group_id(1) * BN, slices = (filters_p + TK - 1) / TK;
+    const __global TYPE *v = tiles_v + (long)xi * tiles * filters_p, *u = filters_u + (long)xi * channels * filters_p;
+    TYPE acc[8][8];
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            acc[i][j] = 0;
+    for (int s = 0; s < STAGES - 1; s++) {  // one commit group a slice, empty past the last
+        if (s < slices)
+            stage_slice(stages, v, u, s, m0, n0, tiles, channels, filters_p);
+        COMMIT();
+    }
+    for (int s = 0; s < slices; s++) {
+        // Slice s here (this work-item's copies; the barrier, everyone's), and everyone done with
+        // slice s - 1, whose stage the copies below overwrite.
+        WAIT_FOR_SLICE();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (s + STAGES - 1 < slices)
+            stage_slice(stages, v, u, s + STAGES - 1, m0, n0, tiles, channels, filters_p);
+        COMMIT();
+        const __local TYPE *a = stages + s % STAGES * STAGE, *b = a + A_STAGE;
+        #pragma unroll
+        for (int q = 0; q < RUNS; q++) {
+            TYPE4 ra[8], rb[8];
+            #pragma unroll
+            for (int i = 0; i < 8; i++)
+                ra[i] = *(const __local TYPE4 *)(a + (tm + SM * i) * LD + q * 4);
+            #pragma unroll
+            for (int j = 0; j < 8; j++)
+                rb[j] = *(const __local TYPE4 *)(b + (tn + SN * j) * LD + q * 4);
+            #pragma unroll
+            for (int i = 0; i < 8; i++)
+                #pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fma(ra[i].s3, rb[j].s3, fma(ra[i].s2, rb[j].s2,
+                                fma(ra[i].s1, rb[j].s1, fma(ra[i].s0, rb[j].s0, acc[i][j]))));
+        }
+    }
+    __global TYPE *m = products + (long)xi * tiles * channels;
+    for (int i = 0; i < 8; i++) {
+        const int t = m0 + tm + SM * i;
+        for (int j = 0; j < 8; j++) {
+            const int c = n0 + tn + SN * j;
+            if (t < tiles && c < channels)
+                m[(long)t * channels + c] = acc[i][j];
+        }
+    }
+}
+
+// Work-item (c, t): dL/dx's 4 x 4 tile t, channel c, = A^T M A, the parts inside dL/dx stored.
+__kernel void WinogradGradient(__global const TYPE *products,  // M (36, tiles, channels)
+                               __global TYPE *input_gr,        // dL/dx (rows, height, width, channels)
+                               const int tiles, const int tiles_h, const int tiles_w, const int channels,
+                               const int height, const int width)
+{
+    const int c = get_global_id(0), t = get_global_id(1);
+    if (c >= channels || t >= tiles)
+        return;
+    TYPE rows[4][6], column[6], out[4];
+    for (int s = 0; s < 6; s++) {  // A^T M, a column at a time
+        for (int r = 0; r < 6; r++)
+            column[r] = products[((long)(r * 6 + s) * tiles + t) * channels + c];
+        OUTPUT_TRANSFORM(column, out);
+        for (int r = 0; r < 4; r++)
+            rows[r][s] = out[r];
+    }
+    const int line = t / tiles_w, row = line / tiles_h, y0 = (line - row * tiles_h) * 4, x0 = (t - line * tiles_w) * 4;
+    for (int r = 0; r < 4 && y0 + r < height; r++) {  // (A^T M) A, a row at a time
+        OUTPUT_TRANSFORM(rows[r], out);
+        for (int s = 0; s < 4 && x0 + s < width; s++)
+            input_gr[(((long)row * height + y0 + r) * width + x0 + s) * channels + c] = out[s];
+    }
+}

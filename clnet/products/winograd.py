@@ -1,0 +1,115 @@
+"""A convolution's input gradient by Winograd's F(4x4, 3x3) (winograd.cl): the tiled (GPU) form's
+alternative to its direct product, for 3 x 3 kernels at stride 1 without dilation, which the
+convolution tuner measures against the direct product's tiles and takes where it is faster. Its
+tiles: {"WINOGRAD": 1, "BM": tiles of dL/dx a work-group's block of the 36 products, "TK": filters
+a staged slice, "STAGES": slices staged}."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cl.tensor import Tensor
+
+SOURCES = ("products/winograd.cl",)
+POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product
+TILE = 4     # dL/dx's tiles, 4 x 4
+BN = 64      # the products' block of channels (winograd.cl's)
+GROUP = (32, 4)  # the transforms' work-groups: filters (or channels) by tiles
+
+
+def applies(geometry: tuple) -> bool:
+    """Whether a convolution of `geometry` (ConvPlan's thirteen sizes) has a 3 x 3 kernel, stride 1
+    and no dilation: what F(4x4, 3x3) computes."""
+    kh, kw, sh, sw, dh, dw = geometry[5:11]
+    return (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1)
+
+
+def is_winograd(tiles: dict) -> bool:
+    """Whether these are the Winograd form's tiles (a convolution's input gradient), not a product's."""
+    return bool(tiles.get("WINOGRAD"))
+
+
+def local_bytes(tiles: dict, dtype) -> int:
+    """The local memory a work-group of WinogradProducts holds: STAGES slices of both operands,
+    rows padded by 4."""
+    return tiles["STAGES"] * (tiles["BM"] + BN) * (tiles["TK"] + 4) * np.dtype(dtype).itemsize
+
+
+def candidates(rt, dtype, geometry: tuple) -> list[dict]:
+    """The tuner's Winograd candidates for a convolution's input gradient: on GPUs, where it
+    applies, blocks of 64 and 128 tiles with as many stages of 16 filters as local memory holds
+    (at most 4; at least 2)."""
+    if not rt.info.is_gpu or not applies(geometry):
+        return []
+    room = rt.info.cl_device.local_mem_size
+    found = []
+    for block in (64, 128):
+        tiles = {"WINOGRAD": 1, "BM": block, "TK": 16, "STAGES": 2}
+        while tiles["STAGES"] < 4 and local_bytes({**tiles, "STAGES": tiles["STAGES"] + 1}, dtype) <= room:
+            tiles["STAGES"] += 1
+        if local_bytes(tiles, dtype) <= room:
+            found.append(tiles)
+    return found
+
+
+class WinogradPlan:
+    """dL/dx (`input_grad`, (capacity, height, width, channels)) of a convolution of `geometry`
+    from its dL/dz in the tiled form's frame (`delta`, (capacity, frame_h, frame_w, filters_p), the
+    `frame` delta_frame gives) and its W (`weights`, (9 * channels, filters_p)), in three launches.
+    V and M, the transformed tiles and their products, are the plan's own: 36 x tiles x filters_p
+    and 36 x tiles x channels elements, tiles = capacity x ceil(height / 4) x ceil(width / 4),
+    allocated by the first input gradient (a model's first layer computes none: the tuner, which
+    measures each convolution alone, may give it this form all the same)."""
+
+    def __init__(self, rt, dtype, tiles: dict, geometry: tuple, frame: tuple, filters_p: int, capacity: int, *,
+                 delta: Tensor, weights: Tensor, input_grad: Tensor):
+        if not applies(geometry):
+            kh, kw, sh, sw, dh, dw = geometry[5:11]
+            raise ValueError(f"the Winograd input gradient takes a 3 x 3 kernel at stride 1 without dilation, got "
+                             f"kernel {kh} x {kw}, strides ({sh}, {sw}), dilation ({dh}, {dw})")
+        height, width, channels = geometry[:3]
+        pad_top, pad_left = geometry[11:13]
+        frame_h, frame_w, frame_top, frame_left = frame
+        self.channels, self.filters_p = channels, filters_p
+        self.tiles_h, self.tiles_w = -(-height // TILE), -(-width // TILE)
+        self._most = capacity * self.tiles_h * self.tiles_w
+        async_copies = rt.info.async_copies and np.dtype(dtype) == np.float32
+        program = rt.program(SOURCES, dtype, {"BM": tiles["BM"], "TK": tiles["TK"], "STAGES": tiles["STAGES"],
+                                              "YOUNGER_SLICES": tiles["STAGES"] - 2,
+                                              "ASYNC_COPIES": int(async_copies)})
+        self.block, self.items = tiles["BM"], tiles["BM"] // 8 * (BN // 8)
+        i32 = np.int32
+        shape = dict(tiles_h=i32(self.tiles_h), tiles_w=i32(self.tiles_w), channels=i32(channels))
+        kernel = lambda name: rt.kernel(program, name, dtype)
+        # The frame's row and column under dL/dx's (0, 0) tap (2, 2): see winograd.cl.
+        self._bind = lambda tiles_v, filters_u, products: (
+            kernel("WinogradTransforms").bind(
+                ("tiles",), delta=delta, weights=weights, tiles_v=tiles_v, filters_u=filters_u,
+                filters_p=i32(filters_p), frame_h=i32(frame_h), frame_w=i32(frame_w),
+                o_y=i32(frame_top + pad_top - 2), o_x=i32(frame_left + pad_left - 2), **shape),
+            kernel("WinogradProducts").bind(("tiles",), tiles_v=tiles_v, filters_u=filters_u, products=products,
+                                            channels=i32(channels), filters_p=i32(filters_p)),
+            kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
+                                            width=i32(width), **shape))
+        self.rt, self.dtype, self._launches = rt, dtype, None
+
+    @property
+    def scratch_bytes(self) -> int:
+        """The device memory V, U and M hold: 0 until the first input gradient."""
+        return 0 if self._launches is None else sum(t.nbytes for t in self._scratch)
+
+    def input_gradient(self, rows: int) -> None:
+        """input_grad over `rows` samples, from the delta the weight gradient framed."""
+        if self._launches is None:
+            most, rt, dt = self._most, self.rt, self.dtype
+            self._scratch = (Tensor((POINTS, most, self.filters_p), dt, rt),
+                             Tensor((POINTS, self.channels, self.filters_p), dt, rt),
+                             Tensor((POINTS, most, self.channels), dt, rt))
+            self._launches = self._bind(*self._scratch)
+        transforms, products, gradient = self._launches
+        tiles = rows * self.tiles_h * self.tiles_w
+        up = lambda n, by: -(-n // by) * by
+        count = np.int32(tiles)
+        transforms((up(self.filters_p, GROUP[0]), up(tiles + self.channels, GROUP[1])), GROUP, count)
+        products((-(-tiles // self.block) * self.items, -(-self.channels // BN), POINTS), (self.items, 1, 1), count,
+                 flops=2.0 * POINTS * tiles * self.channels * self.filters_p)
+        gradient((up(self.channels, GROUP[0]), up(tiles, GROUP[1])), GROUP, count)
