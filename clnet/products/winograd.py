@@ -91,11 +91,12 @@ class WinogradPlan:
             kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
                                             width=i32(width), **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
+        self._scratch: tuple[Tensor, ...] = ()  # V, U and M, from the first input gradient on
 
     @property
     def scratch_bytes(self) -> int:
         """The device memory V, U and M hold: 0 until the first input gradient."""
-        return 0 if self._launches is None else sum(t.nbytes for t in self._scratch)
+        return sum(t.nbytes for t in self._scratch)
 
     def input_gradient(self, rows: int) -> None:
         """input_grad over `rows` samples, from the delta the weight gradient framed."""
