@@ -43,10 +43,13 @@ def tile_choices(rt, given: list[str] | None) -> list[dict | None]:
 
 
 def label(tiles: dict | tuple | None) -> str:
-    """TILE,WPT,TK (Winograd's BM,TK,STAGES), or the forward's; the weight gradient's; the input gradient's."""
+    """TILE,WPT,TK (the input gradient's Winograd form's BM,TK,STAGES), or the forward's; the weight
+    gradient's; the input gradient's."""
     if isinstance(tiles, tuple):
         return "; ".join(map(label, tiles))
     if tiles is not None and tiles.get("WINOGRAD"):
+        if "TILE" in tiles:  # the weight gradient's, on tiled products
+            return f"Winograd F(3x3,4x4) {tiles['TILE']},{tiles['WPT']},{tiles['TK']}"
         return f"Winograd F(4x4,3x3) {tiles['BM']},{tiles['TK']},{tiles['STAGES']}"
     return "tuned" if tiles is None else f"{tiles['TILE']},{tiles['WPT']},{tiles['TK']}"
 

@@ -1,6 +1,8 @@
 """The convolution's input gradient by Winograd's F(4x4, 3x3) (clnet/products/winograd.cl), on any
 device (forced by tiles): against numpy's direct sum in float32 at awkward sizes and in float64,
-a float64 gradient check through it, its launches, where the tuner offers it, and bad tiles."""
+its launches and where the tuner offers it; and what the three Winograd forms share (the others:
+test_winograd_forward.py, test_winograd_weights.py): a float64 gradient check through them, the
+tuner's choice among them, and bad tiles."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,6 +19,9 @@ F32 = np.float32
 # Blocks of 64 tiles in two stages of 16 filters, and of 128 in three stages of 8 (a slice shorter
 # than most layers' filters, so several slices and a last partial one run).
 WINOGRAD = [{"WINOGRAD": 1, "BM": 64, "TK": 16, "STAGES": 2}, {"WINOGRAD": 1, "BM": 128, "TK": 8, "STAGES": 3}]
+# The weight gradient's F(3x3, 4x4) (test_winograd_weights.py) on both test tiles: 16 wide in slices 4
+# deep, and 32 wide in slices 8 deep.
+WEIGHTS = [{**tiles, "WINOGRAD": 1} for tiles in TILED]
 
 
 # (input shape, filters, padding): sizes that are not multiples of the 4 x 4 tiles, channels and
@@ -24,6 +29,22 @@ WINOGRAD = [{"WINOGRAD": 1, "BM": 64, "TK": 16, "STAGES": 2}, {"WINOGRAD": 1, "B
 # an image smaller than a tile.
 CASES = [((9, 7, 5), 6, "same"), ((8, 8, 8), 16, "valid"), ((4, 5, 3), 20, "same"), ((13, 11, 12), 37, "same"),
          ((2, 1, 2), 3, "same"), ((6, 3, 7), 9, "valid")]
+
+
+def winograd_pass(rt, rng, shape, filters, padding, tiles, dtype, rows=3, activation="tanh"):
+    """A forward and backward pass of a 3 x 3 convolution with these tiles, tanh or linear: (y,
+    dL/dx, dL/dW, dL/db) from the device and numpy's in float64."""
+    layer = Conv2D(filters, 3, padding=padding, activation=activation, tiles=tiles)
+    x = rng.normal(size=(rows, *shape)).astype(dtype)
+    weights = [rng.normal(size=(3, 3, shape[2], filters)).astype(dtype), rng.normal(size=filters).astype(dtype)]
+    x64, w64 = x.astype(np.float64), [w.astype(np.float64) for w in weights]
+    z = conv2d(x64, w64[0], w64[1], (1, 1), padding)
+    dy = rng.normal(size=z.shape).astype(dtype)
+    y, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights, dtype)
+    assert layer.plan.product_tiles == tiles
+    tanh = activation == "tanh"
+    want = conv2d_backward(x64, w64[0], dy * (1 - np.tanh(z) ** 2) if tanh else dy, (1, 1), padding)
+    return (y.reshape(z.shape), dx.reshape(x.shape), dk, db), (np.tanh(z) if tanh else z, *want)
 
 
 @pytest.mark.parametrize("shape,filters,padding", CASES)
@@ -34,21 +55,13 @@ def test_input_gradient_against_numpy(rt, rng, shape, filters, padding, form, dt
     float64. F(4x4, 3x3)'s transforms (constants 4, 5, 1/6, 1/24, 8) round more than the direct
     sum: its float32 error measured at most about 1e-6 of the largest |dL/dx| at these sizes (6.5e-6
     to 1.6e-5 at 64 to 256 filters: benchmarks/RESULTS.md), so the bound is 1e-5 of it; float64 to 1e-12."""
-    layer = Conv2D(filters, 3, padding=padding, activation="tanh", tiles=(TILED[0], TILED[1], form))
-    rows = 3
-    x = rng.normal(size=(rows, *shape)).astype(dtype)
-    weights = [rng.normal(size=(3, 3, shape[2], filters)).astype(dtype), rng.normal(size=filters).astype(dtype)]
-    x64, w64 = x.astype(np.float64), [w.astype(np.float64) for w in weights]
-    z = conv2d(x64, w64[0], w64[1], (1, 1), padding)
-    dy = rng.normal(size=z.shape).astype(dtype)
-    y, dx, (dk, db) = device_pass(rt, layer, shape, x, dy, weights, dtype)
-    assert layer.plan.product_tiles[2] is form
-    want_dx, want_dk, want_db = conv2d_backward(x64, w64[0], dy * (1 - np.tanh(z) ** 2), (1, 1), padding)
+    (y, dx, dk, db), (want_y, want_dx, want_dk, want_db) = winograd_pass(rt, rng, shape, filters, padding,
+                                                                         (TILED[0], TILED[1], form), dtype)
     scale = np.abs(want_dx).max()
     bound = 1e-5 * scale if dtype == F32 else 1e-12 * max(scale, 1)
-    np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=0, atol=bound)
+    np.testing.assert_allclose(dx, want_dx, rtol=0, atol=bound)
     tolerance = 2e-5 if dtype == F32 else 1e-12
-    np.testing.assert_allclose(y.reshape(z.shape), np.tanh(z), rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(y, want_y, rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(dk, want_dk, rtol=tolerance, atol=2.5 * tolerance)
     np.testing.assert_allclose(db, want_db, rtol=tolerance, atol=2.5 * tolerance)
 
@@ -66,12 +79,17 @@ def test_shorter_batch_than_the_buffers(rt, rng):
         np.testing.assert_allclose(dx.reshape(x.shape), want_dx, rtol=1e-12, atol=1e-12)
 
 
-def test_gradients_through_it(fp64):
-    """A float64 gradient check of a model whose second convolution's input gradient is Winograd's:
-    the first convolution's gradients come through it."""
+@pytest.mark.parametrize("first,second", [
+    ((TILED[0], TILED[0], TILED[0]), (TILED[0], TILED[1], WINOGRAD[0])),
+    ((TILED[0], WEIGHTS[0], TILED[0]), (TILED[0], WEIGHTS[1], WINOGRAD[1])),
+    ((WINOGRAD[0], TILED[0], TILED[0]), (WINOGRAD[1], WEIGHTS[0], WINOGRAD[0]))])
+def test_gradients_through_them(fp64, first, second):
+    """A float64 gradient check of a model whose 3 x 3 convolutions take Winograd's forms: the input
+    gradient's for the second (the first's gradients come through it), then the weight gradient's
+    too, then the forward's too."""
     rng = np.random.default_rng(7)
-    model = build([Input((6, 5, 2)), Conv2D(4, 2, activation="tanh", tiles=TILED[0]),
-                   Conv2D(3, 3, padding="same", activation="sigmoid", tiles=(TILED[0], TILED[1], WINOGRAD[0])),
+    model = build([Input((6, 5, 2)), Conv2D(4, 3, padding="same", activation="tanh", tiles=first),
+                   Conv2D(3, 3, padding="valid", activation="sigmoid", tiles=second),
                    Flatten(), Dense(3, "softmax")], "categorical_crossentropy")
     check_model(model, rng.normal(size=(3, 6, 5, 2)), rng.integers(0, 3, 3), rng)
 
@@ -130,13 +148,13 @@ def test_candidates_fill_local_memory_where_it_applies(rt):
         assert winograd.candidates(rt, F32, geometry()) == []
 
 
-def test_tuner_measures_it_for_the_input_gradient_only(rt):
-    """Given Winograd's forms, the tuner times them for the input gradient beside the tiles (never
-    for the forward or the weight gradient), and the layer runs with what it chose."""
+def test_tuner_measures_each_form_for_its_products(rt):
+    """Given Winograd's forms, the tuner times F(4x4, 3x3)'s for the forward and the input gradient
+    and F(3x3, 4x4)'s for the weight gradient beside the tiles, and the layer runs with what it chose."""
     layer = Conv2D(3, 3, padding="same")
     layer.build((6, 6, 3), clnet.cl.parameters.ParameterStore(rt, F32), np.random.default_rng(0))
-    chosen = tuner.tune_convolution(rt, F32, TILED, layer.geometry, 3, 2, WINOGRAD)
-    assert chosen[0] in TILED and chosen[1] in TILED and chosen[2] in TILED + WINOGRAD
+    chosen = tuner.tune_convolution(rt, F32, TILED, layer.geometry, 3, 2, WINOGRAD, WEIGHTS)
+    assert chosen[0] in TILED + WINOGRAD and chosen[1] in TILED + WEIGHTS and chosen[2] in TILED + WINOGRAD
     model = clnet.Sequential([Input((6, 6, 3)), Conv2D(5, 1, tiles=TILED[0]),
                               Conv2D(3, 3, padding="same", tiles=tuple(chosen))], seed=0)
     model.compile("sgd", "mse")
@@ -147,16 +165,20 @@ def test_tuner_measures_it_for_the_input_gradient_only(rt):
 @pytest.mark.parametrize("settings,message", [
     ({"kernel_size": 5, "padding": "same"}, r"kernel_size \(5, 5\), strides \(1, 1\), dilation_rate \(1, 1\)"),
     ({"kernel_size": 3, "strides": 2}, r"kernel_size \(3, 3\), strides \(2, 2\), dilation_rate \(1, 1\)"),
-    ({"kernel_size": 3, "dilation_rate": 2, "padding": "same"}, r"kernel_size \(3, 3\), strides \(1, 1\), dilation_rate \(2, 2\)"),
+    ({"kernel_size": 3, "dilation_rate": 2, "padding": "same"},
+     r"kernel_size \(3, 3\), strides \(1, 1\), dilation_rate \(2, 2\)"),
 ])
-def test_refused_where_it_does_not_apply(settings, message):
-    model = clnet.Sequential([Conv2D(2, name="c", tiles=(TILED[0], TILED[0], WINOGRAD[0]), **settings)])
-    with pytest.raises(ValueError, match=r"Conv2D 'c': the Winograd input gradient \(tiles .*\) takes a 3 x 3 kernel "
+@pytest.mark.parametrize("tiles,which", [((WINOGRAD[0], TILED[0], TILED[0]), "forward"),
+                                         ((TILED[0], WEIGHTS[0], TILED[0]), "weight gradient"),
+                                         ((TILED[0], TILED[0], WINOGRAD[0]), "input gradient")])
+def test_refused_where_it_does_not_apply(settings, message, tiles, which):
+    model = clnet.Sequential([Conv2D(2, name="c", tiles=tiles, **settings)])
+    with pytest.raises(ValueError, match=rf"Conv2D 'c': the Winograd {which} \(tiles .*\) takes a 3 x 3 kernel "
                                          r"at stride 1 without dilation, got " + message):
         model.build((9, 9, 2))
 
 
-def test_only_the_input_gradient_takes_it():
+def test_not_the_weight_gradient():
     with pytest.raises(ValueError, match=r"Conv2D 'c': tiles as a tuple must be three tiled forms' tiles \(forward, "
-                                         r"weight gradient, input gradient; the last may be the Winograd form's\)"):
-        Conv2D(3, 3, name="c", tiles=(WINOGRAD[0], TILED[0], TILED[0]))
+                                         r"weight gradient, input gradient; each may be a Winograd form's\)"):
+        Conv2D(3, 3, name="c", tiles=(TILED[0], WINOGRAD[0], TILED[0]))

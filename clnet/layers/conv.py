@@ -23,11 +23,18 @@ class BaseConv(Layer, registered=False):
                  input_shape=None, tiles=None):
         super().__init__(name, input_shape)
         kind = type(self).__name__
+        # Each product's tiles: a tiled form's (TILE); the weight gradient's may add WINOGRAD (its
+        # Winograd form runs its products on them), the forward's and the input gradient's Winograd
+        # forms have tiles of their own (no TILE).
         tiled = lambda t: isinstance(t, dict) and "TILE" in t
-        if isinstance(tiles, tuple) and (len(tiles) != 3 or not (tiled(tiles[0]) and tiled(tiles[1]))
-                                         or not (tiled(tiles[2]) or isinstance(tiles[2], dict) and is_winograd(tiles[2]))):
+        own = lambda t: isinstance(t, dict) and tiled(t) != is_winograd(t)  # tiled, or Winograd's own
+        if isinstance(tiles, tuple) and (len(tiles) != 3 or not own(tiles[0]) or not tiled(tiles[1])
+                                         or not own(tiles[2])):
             raise ValueError(f"{layer_label(kind, name)}: tiles as a tuple must be three tiled forms' tiles (forward, "
-                             f"weight gradient, input gradient; the last may be the Winograd form's), got {tiles!r}")
+                             f"weight gradient, input gradient; each may be a Winograd form's), got {tiles!r}")
+        if isinstance(tiles, dict) and is_winograd(tiles):
+            raise ValueError(f"{layer_label(kind, name)}: the Winograd forms' tiles are given per product, in a tuple "
+                             f"(forward, weight gradient, input gradient), got tiles {tiles!r}")
         for form, owners in (("MMA", "Dense's and MultiHeadAttention's"), ("WGMMA", "Dense's")):
             if any(isinstance(t, dict) and t.get(form) for t in (tiles if isinstance(tiles, tuple) else (tiles,))):
                 raise ValueError(f"{layer_label(kind, name)}: the tensor-core form ({form}) is {owners}, not a convolution's "
@@ -77,16 +84,18 @@ class BaseConv(Layer, registered=False):
         self.kernel_shape = (*self.kernel_size, channels, self.filters)  # Keras layout
         self.geometry = (height, width, channels, out_h, out_w, *kernel, *strides, *dilation, pad_top, pad_left)
         fixed = self.fixed_tiles
-        if isinstance(fixed, tuple) and is_winograd(fixed[2]) and not winograd_applies(self.geometry):
-            raise ValueError(f"{type(self).__name__} {self.name!r}: the Winograd input gradient (tiles "
-                             f"{fixed[2]!r}) takes a 3 x 3 kernel at stride 1 without dilation, got "
-                             f"kernel_size {self.kernel_size}, strides {self.strides}, dilation_rate {self.dilation_rate}")
+        for product, which in ((0, "forward"), (1, "weight gradient"), (2, "input gradient")):
+            if isinstance(fixed, tuple) and is_winograd(fixed[product]) and not winograd_applies(self.geometry):
+                raise ValueError(f"{type(self).__name__} {self.name!r}: the Winograd {which} (tiles "
+                                 f"{fixed[product]!r}) takes a 3 x 3 kernel at stride 1 without dilation, got "
+                                 f"kernel_size {self.kernel_size}, strides {self.strides}, "
+                                 f"dilation_rate {self.dilation_rate}")
         # Keras draws a convolution kernel with fans (receptive field x in, receptive field x filters).
         init = self.kernel_initializer
         self.product = Dense(self.filters, self.activation, self.use_bias,
                              lambda _, rng: init(self.kernel_shape, rng).reshape(self.patch_size, self.filters),
                              self.bias_initializer, name=f"{self.name}/product", dtype=self.dtype_policy,
-                             tiles=self.fixed_tiles[0] if isinstance(self.fixed_tiles, tuple) else self.fixed_tiles)
+                             tiles=self._layout_tiles())
         self.product.build((self.patch_size,), store, rng)
         self.kernel, self.bias = self.product.kernel, (self.product.bias if self.use_bias else None)
         self.kernel.keras_index = self.kernel.keras_index.reshape(self.kernel_shape)
@@ -95,6 +104,14 @@ class BaseConv(Layer, registered=False):
         self.output_activation = self.activation if self.activation.elementwise or self.positions == 1 else None
         self.tiled = self.product.tiled
         return shape
+
+    def _layout_tiles(self):
+        """The fixed tiles that fix the weights' layout (Dense's): a tuple's weight gradient's, always
+        a tiled form's (without the Winograd form's mark), else the tiles themselves."""
+        fixed = self.fixed_tiles
+        if not isinstance(fixed, tuple):
+            return fixed
+        return {key: value for key, value in fixed[1].items() if key != "WINOGRAD"}
 
     @property
     def parameters(self):
@@ -200,9 +217,10 @@ class Conv2D(BaseConv):
       takes FF_CN, DW_CN, HG_CN: vectors of filters or channels per work-item of the forward,
       weight gradient and input gradient, which the tuner otherwise measures per convolution), or
       a tuple of three tiled forms' tiles (forward, weight gradient, input gradient) to fix them
-      apart, the input gradient's possibly Winograd's F(4x4, 3x3) (`{"WINOGRAD": 1, "BM": 64, "TK":
-      16, "STAGES": 2}`, 3 x 3 kernels at stride 1 without dilation; the tuner measures it beside
-      the tiles on GPUs); the tensor-core forms are Dense's alone and refused here.
+      apart, the weight gradient's possibly Winograd's F(3x3, 4x4) (tiled tiles with `"WINOGRAD": 1`)
+      and the forward's and the input gradient's Winograd's F(4x4, 3x3) (`{"WINOGRAD": 1, "BM": 64,
+      "TK": 16, "STAGES": 2}`), all for 3 x 3 kernels at stride 1 without dilation (the tuner
+      measures them beside the tiles on GPUs); the tensor-core forms are Dense's alone and refused here.
 
     Weights, as `get_weights()` gives them (Keras's layout): kernel `(kh, kw, channels, filters)`,
     then bias `(filters,)` with `use_bias`. Its plan (clnet.products.ConvPlan) computes the

@@ -16,10 +16,12 @@
 //   are staged, so it is never written: FeedForwardConv (bias and activation fused, y and f'(z)
 //   stored), CalcDeltaWeightsConv (dL/dW and dL/db in one product, split-K slices added by
 //   gpu_tiles.cl's SumSplits; with the input gradient, dL/dz too, in a frame of zeros),
-//   CalcHiddenGradientConv (dL/dz gathered per pixel and tap from that frame; or for a 3 x 3 kernel
-//   at stride 1, where the tuner finds it faster, Winograd's F(4x4, 3x3) from the same frame in
-//   three launches: winograd.cl). Two launches per training step, three with the input gradient,
-//   one more where the weight gradient is split.
+//   CalcHiddenGradientConv (dL/dz gathered per pixel and tap from that frame). Two launches per
+//   training step, three with the input gradient, one more where the weight gradient is split.
+//   For a 3 x 3 kernel at stride 1 each product has a Winograd form of three launches, which the
+//   tuner takes where it measures faster: F(4x4, 3x3) for the forward (winograd_forward.cl) and
+//   the input gradient (winograd.cl, from the same frame), F(3x3, 4x4) for the weight gradient
+//   (winograd_weights.cl, which writes the frame).
 // 1-D convolutions run with height 1.
 // Geometry, passed to every kernel as the same int arguments:
 #define GEOMETRY const int height, const int width, const int channels, const int out_h, const int out_w, \

@@ -15,7 +15,7 @@ from .. import activations
 from ..cl.tensor import Tensor
 from .forms import (fused_activation, kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre,
                     tile_candidates)
-from . import winograd
+from . import winograd, winograd_forward, winograd_weights
 from .plan import Operand, bias_operands, split_k
 
 # The kernels' GEOMETRY and FRAME arguments (convolution.cl, convolution_tiles.cl), in the order of
@@ -94,8 +94,9 @@ class ConvPlan:
     gradient's block: weight_block_rows, and optionally each product's vectors of columns per
     work-item, FF_CN, DW_CN and HG_CN, fitted here: fit_columns), or the tiled form's three
     tiles (forward, weight gradient, input gradient; each its own best, see
-    tuner.convolution_tiles; the input gradient's may be winograd.py's, F(4x4, 3x3), whose plan is
-    then `winograd`, else None). Bound once to the
+    tuner.convolution_tiles; where Winograd's forms are taken, their plans are `winograd_forward`
+    (F(4x4, 3x3), winograd_forward.py), `winograd_weights` (F(3x3, 4x4), winograd_weights.py) and
+    `winograd` (the input gradient's F(4x4, 3x3), winograd.py), else None). Bound once to the
     layer's operands, which keep their buffers for the plan's life: `weights` and `bias`
     (parameters with `.value` and `.grad`, W in the products' column panels, units_p = filters
     padded to VW; bias None without one), `outputs` y (capacity, out_h, out_w, filters) and
@@ -108,7 +109,8 @@ class ConvPlan:
         height, width, channels, out_h, out_w, kh, kw = self.geometry[:7]
         self.tiled = isinstance(tiles, tuple)
         self.product_tiles = tiles if self.tiled else None  # (forward, weight gradient, input gradient)
-        self.tiles = tiles[0] if self.tiled else fit_columns(tiles, filters, channels)
+        # (the tiled form's vector width: the weight gradient's tiles, which are always tiled tiles)
+        self.tiles = tiles[1] if self.tiled else fit_columns(tiles, filters, channels)
         tiles = self.product_tiles or self.tiles
         self.positions, self.patch_size = out_h * out_w, kh * kw * channels
         vw, dt = self.tiles["VW"], dtype
@@ -119,25 +121,41 @@ class ConvPlan:
         rows, geometry = capacity * self.positions, dict(zip(GEOMETRY, self.geometry))
         shape = outputs.shape
         if self.tiled:  # built on gpu_tiles.cl's tiles (and its SumSplits); f'(z) stored by the forward
+            # Each product's program; the Winograd weight gradient's pastes its own after its tiles' (it
+            # uses their products), the Winograd forward's and input gradient's are their own.
             forward_program, weight_program, input_program = (
-                None if winograd.is_winograd(form) else
+                None if winograd.is_winograd(form) and product != 1 else
                 rt.program((fused.source, *product_sources(form), "products/convolution.cl",
-                            "products/convolution_tiles.cl"), dt, {"ACT": fused.function, **kernel_defines(form)})
-                for form in tiles)
+                            "products/convolution_tiles.cl",
+                            *(winograd_weights.SOURCES if winograd.is_winograd(form) else ())), dt,
+                           {"ACT": fused.function, **kernel_defines(form)})
+                for product, form in enumerate(tiles))
             self.slopes = Tensor(shape, dt, rt)                                          # f'(z)
             self.frame = delta_frame(self.geometry)
             # dL/dz in its frame of zeros (convolution_tiles.cl's FRAME): (capacity, frame_h, frame_w, filters_p)
             self.delta = Tensor.zeros((capacity, *self.frame[:2], self.filters_p), dt, rt)
             frame = dict(zip(FRAME, self.frame))
-            self._bind_splits(rows, weight_program)
-            self._forward = rt.kernel(forward_program, "FeedForwardConv", dt).bind(
-                ("inputs", "M"), weights=weights.value, bias=self.bias, outputs=outputs, slopes=self.slopes,
-                filters=filters, filters_p=self.filters_p, a=fused.a, b=fused.b, **geometry)
-            # dL/dW and dL/db go to the split-K slices where a batch is split (weight_gradient).
-            self._delta_weights = rt.kernel(weight_program, "CalcDeltaWeightsConv", dt).bind(
-                ("inputs", "output_gr", "delta_weights", "delta_bias", "M", "apply_derivative", "write_delta"),
-                slopes=self.slopes, delta=self.delta, filters=filters, filters_p=self.filters_p,
-                chunk=self._split_chunk, **geometry, **frame)
+            if forward_program is None:  # the forward by F(4x4, 3x3) (winograd_forward.py)
+                self.winograd_forward = winograd_forward.WinogradForwardPlan(
+                    rt, dt, tiles[0], fused, self.geometry, filters, self.filters_p, capacity, weights=weights.value,
+                    bias=self.bias, outputs=outputs, slopes=self.slopes)
+            else:
+                self.winograd_forward = None
+                self._forward = rt.kernel(forward_program, "FeedForwardConv", dt).bind(
+                    ("inputs", "M"), weights=weights.value, bias=self.bias, outputs=outputs, slopes=self.slopes,
+                    filters=filters, filters_p=self.filters_p, a=fused.a, b=fused.b, **geometry)
+            if winograd.is_winograd(tiles[1]):  # the weight gradient by F(3x3, 4x4) (winograd_weights.py)
+                self.winograd_weights = winograd_weights.WinogradWeightPlan(
+                    rt, dt, tiles[1], weight_program, self.geometry, self.frame, filters, self.filters_p, capacity,
+                    slopes=self.slopes, delta=self.delta, weights_grad=weights.grad, bias_grad=self.bias_grad)
+            else:
+                self.winograd_weights = None
+                self._bind_splits(rows, weight_program)
+                # dL/dW and dL/db go to the split-K slices where a batch is split (weight_gradient).
+                self._delta_weights = rt.kernel(weight_program, "CalcDeltaWeightsConv", dt).bind(
+                    ("inputs", "output_gr", "delta_weights", "delta_bias", "M", "apply_derivative", "write_delta"),
+                    slopes=self.slopes, delta=self.delta, filters=filters, filters_p=self.filters_p,
+                    chunk=self._split_chunk, **geometry, **frame)
             if input_program is None:  # the input gradient by F(4x4, 3x3) (winograd.py)
                 self.winograd = winograd.WinogradPlan(rt, dt, tiles[2], self.geometry, self.frame, self.filters_p,
                                                        capacity, delta=self.delta, weights=weights.value,
@@ -181,7 +199,7 @@ class ConvPlan:
         """A plan over operands of its own (random weights, ReLU), for timing a form without a layer."""
         height, width, channels, out_h, out_w, kh, kw = geometry[:7]
         tiled = isinstance(tiles, tuple)
-        vw = (tiles[0] if tiled else tiles)["VW"]
+        vw = (tiles[1] if tiled else tiles)["VW"]
         filters_p = -(-filters // vw) * vw
         panel = filters_p if tiled else vw  # W's column panels, as Dense lays them out for the form
         parameter = lambda shape: Operand.random(shape, dtype, rt, rng)
@@ -210,9 +228,11 @@ class ConvPlan:
 
     def splits(self, positions: int) -> tuple[int, int]:
         """(splits, positions per split) of the tiled weight gradient over a batch of
-        `positions`: the full batch's chunks, so a shorter batch needs no more slices. (The CPU
-        form sums block sums instead.)"""
-        if not self.tiled:
+        `positions`: the full batch's chunks, so a shorter batch needs no more slices; where
+        there are several, SumSplits adds them in a launch of its own. (The CPU form sums block
+        sums instead; the Winograd form's products split along its tiles, summed in its own last
+        launch.)"""
+        if not self.tiled or self.winograd_weights is not None:
             return 1, positions
         return -(-positions // self._split_chunk), self._split_chunk
 
@@ -236,7 +256,9 @@ class ConvPlan:
         """outputs = f(patches W + b) over `rows` samples, keeping f'(z) (GPU form) or z (CPU form,
         where f' does not follow from y) for the backward."""
         positions = rows * self.positions
-        if self.tiled:
+        if self.tiled and self.winograd_forward is not None:
+            self.winograd_forward.forward(x, rows)
+        elif self.tiled:
             self._forward(*self._tiled_launch(0, self.filters, positions), x, positions, flops=self._flops(rows))
         else:
             self._forward((self.filters_p // self._columns("FF_CN"), -(-positions // self.tiles["FF_RM"])), None,
@@ -258,6 +280,9 @@ class ConvPlan:
         `input_gradient` follows."""
         write_delta = self._writes_delta(apply_derivative, input_gradient)
         positions = rows * self.positions
+        if self.tiled and self.winograd_weights is not None:
+            self.winograd_weights.weight_gradient(x, grad, rows, apply_derivative, write_delta)
+            return
         if self.tiled:  # one product, its split-K slices (if any) added by SumSplits
             splits, _ = self.splits(positions)
             weight_out, bias_out = ((self._weight_slices, self._bias_slices) if splits > 1 else

@@ -18,7 +18,7 @@ from .convolution import (COLUMN_VECTORS, CONVOLUTION_CPU_SOURCES, CONVOLUTION_S
                           tiled_candidates)
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, UNBLOCKED, half_candidates, layout, per_kernel, tile_candidates
 from .plan import DensePlan, dense_program
-from . import winograd
+from . import winograd, winograd_forward, winograd_weights
 
 
 def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[dict]:
@@ -67,25 +67,31 @@ def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> t
     8 x 8 blocks per work-item, the weight gradient's gather, whose window moves at every depth,
     does not). And each layer size has its own: at a quarter of that batch the input gradient ran
     faster on 64/4/16, whose work-groups are four times as many work-items (benchmarks/RESULTS.md,
-    one large convolution: tiles per product and per layer)."""
+    one large convolution: tiles per product and per layer). Where Winograd's forms apply (3 x 3
+    kernels at stride 1, on GPUs), they are candidates too: F(4x4, 3x3) for the forward and the
+    input gradient, F(3x3, 4x4) for the weight gradient."""
     candidates = tiled_candidates(rt, dtype)
     fast = winograd.candidates(rt, dtype, geometry)
-    settings = {"candidates": candidates, "winograd": fast, "geometry": list(geometry), "filters": filters,
-                "batch": batch}
-    chosen = tuned(rt, dtype, "conv", ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES),
-                   lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch, fast),
+    fast_weights = winograd_weights.candidates(rt, dtype, geometry, candidates)
+    settings = {"candidates": candidates, "winograd": fast, "winograd_weights": fast_weights,
+                "geometry": list(geometry), "filters": filters, "batch": batch}
+    sources = ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES, *winograd_weights.SOURCES,
+               *winograd_forward.SOURCES)
+    chosen = tuned(rt, dtype, "conv", sources,
+                   lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch, fast, fast_weights),
                    [candidates[0]] * 3, settings)
     return tuple(chosen)
 
 
 def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int,
-                     input_gradient_forms: list[dict] = ()) -> list[dict]:
+                     winograd_forms: list[dict] = (), weight_gradient_forms: list[dict] = ()) -> list[dict]:
     """[forward, weight gradient, input gradient] tiles for a convolution of `geometry` and
     `filters` over `batch` samples: each product's fastest candidate, the others' tiles fixed (the
     earlier products' choices, the later ones' first candidate that builds). The forward is timed
     alone, the weight gradient without the input gradient, the input gradient after the weight
-    gradient that writes its delta (whose tiles are chosen by then); `input_gradient_forms`
-    (winograd.py's) compete for the input gradient only. Candidates whose programs do not build on
+    gradient that writes its delta (whose tiles are chosen by then); `winograd_forms` (winograd.py's
+    tiles) compete for the forward and the input gradient, `weight_gradient_forms`
+    (winograd_weights.py's) for the weight gradient. Candidates whose programs do not build on
     the device are passed over."""
     rng = np.random.default_rng(0)
     height, width, channels, out_h, out_w = geometry[:5]
@@ -104,7 +110,8 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
     chosen = [usable[0]] * 3
     for product in range(3):
         best = math.inf
-        for candidate in usable + list(input_gradient_forms) * (product == 2):
+        fast = winograd_forms, weight_gradient_forms, winograd_forms
+        for candidate in usable + list(fast[product]):
             plan = planned(tuple(candidate if p == product else chosen[p] for p in range(3)))
             if plan is None:
                 continue

@@ -10,7 +10,8 @@
 // direct sum takes 144 (per channel and filter):
 //   U = G W' G^T (6 x 6 per channel and filter), V = B^T d B (6 x 6 per tile and filter),
 //   M[xi] = V[xi] U[xi]^T (36 matrix products, tiles x filters times filters x channels),
-//   dL/dx's tile = A^T M A (4 x 4 per tile and channel).
+//   dL/dx's tile = A^T M A (4 x 4 per tile and channel),
+// with winograd_transforms.cl's B^T, G and A^T (pasted before this file).
 // Three launches: WinogradTransforms (V and U: their work-items are independent, so one launch),
 // WinogradProducts (the 36 products, one per work-group layer) and WinogradGradient. V and M are
 // written out (36 x tiles x filters_p and 36 x tiles x channels): a fused form would keep them in
@@ -19,31 +20,6 @@
 // bounds it; benchmarks/RESULTS.md, the convolution's gradients against cuDNN's FFTs).
 // Tiles are numbered t = (row * tiles_h + ty) * tiles_w + tx over dL/dx's rows; tiles past its
 // height or width compute from zeros or the frame and are not stored.
-
-// o = B^T v for a column of 6, B^T's rows (4 0 -5 0 1 0), (0 -4 -4 1 1 0), (0 4 -4 -1 1 0),
-// (0 -2 -1 2 1 0), (0 2 -1 -2 1 0), (0 4 0 -5 0 1).
-#define INPUT_TRANSFORM(v, o)                          \
-    o[0] = 4 * v[0] - 5 * v[2] + v[4];                 \
-    o[1] = -4 * (v[1] + v[2]) + v[3] + v[4];           \
-    o[2] = 4 * (v[1] - v[2]) - v[3] + v[4];            \
-    o[3] = 2 * (v[3] - v[1]) - v[2] + v[4];            \
-    o[4] = 2 * (v[1] - v[3]) - v[2] + v[4];            \
-    o[5] = 4 * v[1] - 5 * v[3] + v[5];
-// o = G v for a column of 3, G's rows (1/4 0 0), (-1/6 -1/6 -1/6), (-1/6 1/6 -1/6), (1/24 1/12 1/6),
-// (1/24 -1/12 1/6), (0 0 1).
-#define FILTER_TRANSFORM(v, o)                                        \
-    o[0] = v[0] / 4;                                                  \
-    o[1] = -(v[0] + v[1] + v[2]) / 6;                                 \
-    o[2] = -(v[0] - v[1] + v[2]) / 6;                                 \
-    o[3] = v[0] / 24 + v[1] / 12 + v[2] / 6;                          \
-    o[4] = v[0] / 24 - v[1] / 12 + v[2] / 6;                          \
-    o[5] = v[2];
-// o = A^T v for a column of 6, A^T's rows (1 1 1 1 1 0), (0 1 -1 2 -2 0), (0 1 1 4 4 0), (0 1 -1 8 -8 1).
-#define OUTPUT_TRANSFORM(v, o)                                        \
-    o[0] = v[0] + v[1] + v[2] + v[3] + v[4];                          \
-    o[1] = v[1] - v[2] + 2 * (v[3] - v[4]);                           \
-    o[2] = v[1] + v[2] + 4 * (v[3] + v[4]);                           \
-    o[3] = v[1] - v[2] + 8 * (v[3] - v[4]) + v[5];
 
 // Work-item (f, t) for t < tiles: V[xi][t][f] from tile t's 6 x 6 patch of the frame (zeros past its
 // edge). Work-item (f, tiles + c): U[xi][c][f] from W (K, filters_p), row (tap * channels + c). Both
@@ -59,23 +35,12 @@ __kernel void WinogradTransforms(__global const TYPE *delta,    // dL/dz (rows, 
     const int f = get_global_id(0), t = get_global_id(1);
     if (f >= filters_p || t >= tiles + channels)
         return;
-    TYPE rows[6][6], column[6], out[6];
+    TYPE column[6], out[6];
     if (t < tiles) {
         const int line = t / tiles_w, row = line / tiles_h;
-        const int y0 = o_y + (line - row * tiles_h) * 4, x0 = o_x + (t - line * tiles_w) * 4;
-        const __global TYPE *patch = delta + (((long)row * frame_h + y0) * frame_w + x0) * filters_p + f;
-        for (int s = 0; s < 6; s++) {  // B^T d, a column at a time
-            for (int r = 0; r < 6; r++)
-                column[r] = y0 + r < frame_h && x0 + s < frame_w ? patch[((long)r * frame_w + s) * filters_p] : 0;
-            INPUT_TRANSFORM(column, out);
-            for (int r = 0; r < 6; r++)
-                rows[r][s] = out[r];
-        }
-        for (int r = 0; r < 6; r++) {  // (B^T d) B, a row at a time
-            INPUT_TRANSFORM(rows[r], out);
-            for (int s = 0; s < 6; s++)
-                tiles_v[((long)(r * 6 + s) * tiles + t) * filters_p + f] = out[s];
-        }
+        patch_transform(delta + (long)row * frame_h * frame_w * filters_p + f, frame_h, frame_w, filters_p,
+                        o_y + (line - row * tiles_h) * 4, o_x + (t - line * tiles_w) * 4,
+                        tiles_v + (long)t * filters_p + f, (long)tiles * filters_p);
         return;
     }
     const int c = t - tiles;
@@ -95,10 +60,12 @@ __kernel void WinogradTransforms(__global const TYPE *delta,    // dL/dz (rows, 
     }
 }
 
-// M[xi] (tiles, channels) = V[xi] (tiles, filters_p) U[xi]^T, U[xi] (channels, filters_p): work-group
-// layer xi, a block of BM tiles by BN = 64 channels, 8 x 8 a work-item (tiles tm + SM i, channels
-// tn + 8 j: neighbouring work-items read neighbouring rows of a staged slice). Both operands are
-// contiguous along f, so each slice of TK filters is copied in 16-byte runs, untransposed, into
+// M[xi] (tiles, columns) = V[xi] (tiles, depth) U[xi]^T, U[xi] (columns, depth): work-group
+// layer xi, a block of BM tiles by BN = 64 columns, 8 x 8 a work-item (tiles tm + SM i, columns
+// tn + 8 j: neighbouring work-items read neighbouring rows of a staged slice); the input gradient's
+// columns are channels and its depth filters_p, the forward's (winograd_forward.cl) filters_p and
+// channels_p. Both operands are contiguous along the depth, a multiple of 4, so each slice TK deep
+// is copied in 16-byte runs, untransposed, into
 // STAGES buffers of local memory whose rows are padded by one run (the 8 rows a warp reads then fall
 // in different banks); a barrier a slice. With ASYNC_COPIES (an NVIDIA GPU of compute capability 8.0
 // or later, float) the runs go by cp.async, STAGES - 1 slices in flight while one is multiplied;
@@ -136,42 +103,42 @@ inline void copy_run(__local TYPE *target, const __global TYPE *source, const in
 #endif
 }
 
-// Slice s (filters s TK ..) of both operands into stage s % STAGES.
+// Slice s (depths s TK ..) of both operands into stage s % STAGES.
 inline void stage_slice(__local TYPE *stages, const __global TYPE *v, const __global TYPE *u, const int s,
-                        const int m0, const int n0, const int tiles, const int channels, const int filters_p)
+                        const int m0, const int n0, const int tiles, const int columns, const int depth)
 {
     __local TYPE *a = stages + s % STAGES * STAGE, *b = a + A_STAGE;
     const int lid = get_local_id(0), k = s * TK;
     #pragma unroll
     for (int q = 0; q < BM * RUNS / ITEMS; q++) {
-        const int e = lid + q * ITEMS, r = e / RUNS, f = k + e % RUNS * 4, live = m0 + r < tiles && f < filters_p;
-        copy_run(a + r * LD + e % RUNS * 4, live ? v + (long)(m0 + r) * filters_p + f : v, live);
+        const int e = lid + q * ITEMS, r = e / RUNS, d = k + e % RUNS * 4, live = m0 + r < tiles && d < depth;
+        copy_run(a + r * LD + e % RUNS * 4, live ? v + (long)(m0 + r) * depth + d : v, live);
     }
     #pragma unroll
     for (int q = 0; q < BN * RUNS / ITEMS; q++) {
-        const int e = lid + q * ITEMS, r = e / RUNS, f = k + e % RUNS * 4, live = n0 + r < channels && f < filters_p;
-        copy_run(b + r * LD + e % RUNS * 4, live ? u + (long)(n0 + r) * filters_p + f : u, live);
+        const int e = lid + q * ITEMS, r = e / RUNS, d = k + e % RUNS * 4, live = n0 + r < columns && d < depth;
+        copy_run(b + r * LD + e % RUNS * 4, live ? u + (long)(n0 + r) * depth + d : u, live);
     }
 }
 
 __kernel __attribute__((reqd_work_group_size(ITEMS, 1, 1)))
-void WinogradProducts(__global const TYPE *tiles_v,    // V (36, tiles, filters_p)
-                      __global const TYPE *filters_u,  // U (36, channels, filters_p)
-                      __global TYPE *products,         // M (36, tiles, channels)
-                      const int tiles, const int channels, const int filters_p)
+void WinogradProducts(__global const TYPE *tiles_v,    // V (36, tiles, depth)
+                      __global const TYPE *filters_u,  // U (36, columns, depth)
+                      __global TYPE *products,         // M (36, tiles, columns)
+                      const int tiles, const int columns, const int depth)
 {
     __local TYPE4 stages4[STAGES * STAGE / 4];
     __local TYPE *stages = (__local TYPE *)stages4;
     const int lid = get_local_id(0), tm = lid / SN, tn = lid % SN, xi = get_group_id(2);
-    const int m0 = get_group_id(0) * BM, n0 = get_group_id(1) * BN, slices = (filters_p + TK - 1) / TK;
-    const __global TYPE *v = tiles_v + (long)xi * tiles * filters_p, *u = filters_u + (long)xi * channels * filters_p;
+    const int m0 = get_group_id(0) * BM, n0 = get_group_id(1) * BN, slices = (depth + TK - 1) / TK;
+    const __global TYPE *v = tiles_v + (long)xi * tiles * depth, *u = filters_u + (long)xi * columns * depth;
     TYPE acc[8][8];
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 8; j++)
             acc[i][j] = 0;
     for (int s = 0; s < STAGES - 1; s++) {  // one commit group a slice, empty past the last
         if (s < slices)
-            stage_slice(stages, v, u, s, m0, n0, tiles, channels, filters_p);
+            stage_slice(stages, v, u, s, m0, n0, tiles, columns, depth);
         COMMIT();
     }
     for (int s = 0; s < slices; s++) {
@@ -180,7 +147,7 @@ void WinogradProducts(__global const TYPE *tiles_v,    // V (36, tiles, filters_
         WAIT_FOR_SLICE();
         barrier(CLK_LOCAL_MEM_FENCE);
         if (s + STAGES - 1 < slices)
-            stage_slice(stages, v, u, s + STAGES - 1, m0, n0, tiles, channels, filters_p);
+            stage_slice(stages, v, u, s + STAGES - 1, m0, n0, tiles, columns, depth);
         COMMIT();
         const __local TYPE *a = stages + s % STAGES * STAGE, *b = a + A_STAGE;
         #pragma unroll
@@ -200,13 +167,13 @@ void WinogradProducts(__global const TYPE *tiles_v,    // V (36, tiles, filters_
                                 fma(ra[i].s1, rb[j].s1, fma(ra[i].s0, rb[j].s0, acc[i][j]))));
         }
     }
-    __global TYPE *m = products + (long)xi * tiles * channels;
+    __global TYPE *m = products + (long)xi * tiles * columns;
     for (int i = 0; i < 8; i++) {
         const int t = m0 + tm + SM * i;
         for (int j = 0; j < 8; j++) {
             const int c = n0 + tn + SN * j;
-            if (t < tiles && c < channels)
-                m[(long)t * channels + c] = acc[i][j];
+            if (t < tiles && c < columns)
+                m[(long)t * columns + c] = acc[i][j];
         }
     }
 }

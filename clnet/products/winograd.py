@@ -9,7 +9,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 
-SOURCES = ("products/winograd.cl",)
+SOURCES = ("products/winograd_transforms.cl", "products/winograd.cl")
 POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product
 TILE = 4     # dL/dx's tiles, 4 x 4
 BN = 64      # the products' block of channels (winograd.cl's)
@@ -51,6 +51,21 @@ def candidates(rt, dtype, geometry: tuple) -> list[dict]:
     return found
 
 
+def product_defines(rt, dtype, tiles: dict) -> dict:
+    """WinogradProducts' defines for these tiles: cp.async stages where NVIDIA has them (compute
+    capability 8.0 or later) in float32."""
+    async_copies = rt.info.async_copies and np.dtype(dtype) == np.float32
+    return {"BM": tiles["BM"], "TK": tiles["TK"], "STAGES": tiles["STAGES"], "YOUNGER_SLICES": tiles["STAGES"] - 2,
+            "ASYNC_COPIES": int(async_copies)}
+
+
+def product_launch(tiles: dict, count: int, columns: int) -> tuple[tuple, tuple]:
+    """(global, local) sizes of WinogradProducts over `count` tiles and `columns` columns: a
+    work-group of BM / 8 x 8 work-items per block of BM tiles by BN columns, one layer a point."""
+    items = tiles["BM"] // 8 * (BN // 8)
+    return (-(-count // tiles["BM"]) * items, -(-columns // BN), POINTS), (items, 1, 1)
+
+
 class WinogradPlan:
     """dL/dx (`input_grad`, (capacity, height, width, channels)) of a convolution of `geometry`
     from its dL/dz in the tiled form's frame (`delta`, (capacity, frame_h, frame_w, filters_p), the
@@ -72,11 +87,8 @@ class WinogradPlan:
         self.channels, self.filters_p = channels, filters_p
         self.tiles_h, self.tiles_w = -(-height // TILE), -(-width // TILE)
         self._most = capacity * self.tiles_h * self.tiles_w
-        async_copies = rt.info.async_copies and np.dtype(dtype) == np.float32
-        program = rt.program(SOURCES, dtype, {"BM": tiles["BM"], "TK": tiles["TK"], "STAGES": tiles["STAGES"],
-                                              "YOUNGER_SLICES": tiles["STAGES"] - 2,
-                                              "ASYNC_COPIES": int(async_copies)})
-        self.block, self.items = tiles["BM"], tiles["BM"] // 8 * (BN // 8)
+        program = rt.program(SOURCES, dtype, product_defines(rt, dtype, tiles))
+        self.tiles = tiles
         i32 = np.int32
         shape = dict(tiles_h=i32(self.tiles_h), tiles_w=i32(self.tiles_w), channels=i32(channels))
         kernel = lambda name: rt.kernel(program, name, dtype)
@@ -87,7 +99,7 @@ class WinogradPlan:
                 filters_p=i32(filters_p), frame_h=i32(frame_h), frame_w=i32(frame_w),
                 o_y=i32(frame_top + pad_top - 2), o_x=i32(frame_left + pad_left - 2), **shape),
             kernel("WinogradProducts").bind(("tiles",), tiles_v=tiles_v, filters_u=filters_u, products=products,
-                                            channels=i32(channels), filters_p=i32(filters_p)),
+                                            columns=i32(channels), depth=i32(filters_p)),
             kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
                                             width=i32(width), **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
@@ -111,6 +123,6 @@ class WinogradPlan:
         up = lambda n, by: -(-n // by) * by
         count = np.int32(tiles)
         transforms((up(self.filters_p, GROUP[0]), up(tiles + self.channels, GROUP[1])), GROUP, count)
-        products((-(-tiles // self.block) * self.items, -(-self.channels // BN), POINTS), (self.items, 1, 1), count,
+        products(*product_launch(self.tiles, tiles, self.channels), count,
                  flops=2.0 * POINTS * tiles * self.channels * self.filters_p)
         gradient((up(self.channels, GROUP[0]), up(tiles, GROUP[1])), GROUP, count)
