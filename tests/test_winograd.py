@@ -11,6 +11,7 @@ import pytest
 import clnet
 from clnet.layers import Conv2D, Dense, Flatten, Input
 from clnet.products import tuner, winograd
+from clnet.products.workspace import Workspace
 from reference import conv2d, conv2d_backward
 from test_conv import TILED, device_pass
 from test_gradients import build, check_model
@@ -182,3 +183,30 @@ def test_not_the_weight_gradient():
     with pytest.raises(ValueError, match=r"Conv2D 'c': tiles as a tuple must be three tiled forms' tiles \(forward, "
                                          r"weight gradient, input gradient; each may be a Winograd form's\)"):
         Conv2D(3, 3, name="c", tiles=(TILED[0], WINOGRAD[0], TILED[0]))
+
+
+def test_plans_share_the_workspace(rng):
+    """Every Winograd product of every convolution on a runtime takes its V, U and M from the
+    runtime's three workspace slots, one array each."""
+    tiles = (WINOGRAD[0], WEIGHTS[0], WINOGRAD[1])
+    model = clnet.Sequential([Input((7, 6, 2)), Conv2D(4, 3, padding="same", tiles=tiles),
+                              Conv2D(3, 3, padding="same", tiles=tiles)], seed=0)
+    model.compile("sgd", "mse")
+    model.train_on_batch(rng.normal(size=(5, 7, 6, 2)), rng.normal(size=(5, 7, 6, 3)))
+    plans = [plan for layer in model.layers
+             for plan in (layer.plan.winograd_forward, layer.plan.winograd_weights, layer.plan.winograd)]
+    scratch = [plan.scratch for plan in plans if plan.scratch]
+    assert len(scratch) == 5  # the first layer computes no input gradient
+    for slot in range(3):
+        assert len({arrays[slot].buffer.int_ptr for arrays in scratch}) == 1
+
+
+def test_workspace_slots_grow_to_the_largest_reservation(rt):
+    space = Workspace(rt)
+    space.reserve("V", (100,), F32)
+    space.reserve("V", (50,), np.float64)
+    small = space.view("V", (10,), F32)
+    assert space.nbytes == 400 and small.buffer.size == 400
+    larger = space.view("V", (3, 100), F32)  # more than reserved: the slot grows, the smaller view keeps its memory
+    assert space.nbytes == 1200 and larger.buffer.size == 1200 and small.buffer.size == 400
+    assert space.view("U", (2, 2), F32).buffer.size == 16 and space.nbytes == 1216

@@ -9,8 +9,6 @@ geometry, and launches the three products by name: `forward`, `weight_gradient`,
 `input_gradient`. The tuner times a plan with operands of its own (`ConvPlan.standalone`)."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import activations
 from ..cl.tensor import Tensor
 from .forms import (fused_activation, kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre,

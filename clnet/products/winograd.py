@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
+from .workspace import SLOTS, workspace
 
 SOURCES = ("products/winograd_transforms.cl", "products/winograd.cl")
 POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product
@@ -70,10 +71,11 @@ class WinogradPlan:
     """dL/dx (`input_grad`, (capacity, height, width, channels)) of a convolution of `geometry`
     from its dL/dz in the tiled form's frame (`delta`, (capacity, frame_h, frame_w, filters_p), the
     `frame` delta_frame gives) and its W (`weights`, (9 * channels, filters_p)), in three launches.
-    V and M, the transformed tiles and their products, are the plan's own: 36 x tiles x filters_p
-    and 36 x tiles x channels elements, tiles = capacity x ceil(height / 4) x ceil(width / 4),
-    allocated by the first input gradient (a model's first layer computes none: the tuner, which
-    measures each convolution alone, may give it this form all the same)."""
+    V, U and M, the transformed tiles and kernel and their products (36 x tiles x filters_p, 36 x
+    channels x filters_p and 36 x tiles x channels elements, tiles = capacity x ceil(height / 4) x
+    ceil(width / 4)), are views of the runtime's workspace (workspace.py), taken by the first input
+    gradient (a model's first layer computes none: the tuner, which measures each convolution
+    alone, may give it this form all the same)."""
 
     def __init__(self, rt, dtype, tiles: dict, geometry: tuple, frame: tuple, filters_p: int, capacity: int, *,
                  delta: Tensor, weights: Tensor, input_grad: Tensor):
@@ -103,21 +105,23 @@ class WinogradPlan:
             kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
                                             width=i32(width), **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._scratch: tuple[Tensor, ...] = ()  # V, U and M, from the first input gradient on
+        self._shapes = ((POINTS, self._most, filters_p), (POINTS, channels, filters_p), (POINTS, self._most, channels))
+        self._workspace = workspace(rt)
+        for slot, dims in zip(SLOTS, self._shapes):
+            self._workspace.reserve(slot, dims, dtype)
+        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
 
     @property
     def scratch_bytes(self) -> int:
-        """The device memory V, U and M hold: 0 until the first input gradient."""
-        return sum(t.nbytes for t in self._scratch)
+        """The bytes V, U and M take in the runtime's workspace: 0 until the first input gradient."""
+        return sum(t.nbytes for t in self.scratch)
 
     def input_gradient(self, rows: int) -> None:
         """input_grad over `rows` samples, from the delta the weight gradient framed."""
         if self._launches is None:
-            most, rt, dt = self._most, self.rt, self.dtype
-            self._scratch = (Tensor((POINTS, most, self.filters_p), dt, rt),
-                             Tensor((POINTS, self.channels, self.filters_p), dt, rt),
-                             Tensor((POINTS, most, self.channels), dt, rt))
-            self._launches = self._bind(*self._scratch)
+            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
+                                  for slot, dims in zip(SLOTS, self._shapes))
+            self._launches = self._bind(*self.scratch)
         transforms, products, gradient = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         up = lambda n, by: -(-n // by) * by

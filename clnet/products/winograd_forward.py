@@ -8,6 +8,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .winograd import POINTS, TILE, GROUP, applies, product_defines, product_launch
+from .workspace import SLOTS, workspace
 
 SOURCES = ("products/convolution.cl", "products/winograd_transforms.cl", "products/winograd.cl",
            "products/winograd_forward.cl")
@@ -17,9 +18,9 @@ class WinogradForwardPlan:
     """y = f(z) and f'(z) (`outputs`, `slopes`: (capacity, out_h, out_w, filters)) of a convolution of
     `geometry` with `filters` filters from x, W (`weights`, (9 * channels, filters_p)) and b (`bias`,
     filters_p) in three launches, `fused` (the activation's elementwise part) applied as z is stored.
-    V, U and M are the plan's own: 36 x tiles x channels_p, 36 x filters_p x channels_p and 36 x
-    tiles x filters_p elements, tiles = capacity x ceil(out_h / 4) x ceil(out_w / 4), channels_p
-    the channels padded to 4, allocated by the first forward."""
+    V, U and M (36 x tiles x channels_p, 36 x filters_p x channels_p and 36 x tiles x filters_p
+    elements, tiles = capacity x ceil(out_h / 4) x ceil(out_w / 4), channels_p the channels padded
+    to 4) are views of the runtime's workspace (workspace.py), taken by the first forward."""
 
     def __init__(self, rt, dtype, tiles: dict, fused, geometry: tuple, filters: int, filters_p: int, capacity: int,
                  *, weights: Tensor, bias: Tensor, outputs: Tensor, slopes: Tensor):
@@ -48,21 +49,24 @@ class WinogradForwardPlan:
                                            filters=i32(filters), out_h=i32(out_h), out_w=i32(out_w), a=fused.a,
                                            b=fused.b, **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._scratch: tuple[Tensor, ...] = ()  # V, U and M, from the first forward on
+        self._shapes = ((POINTS, self._most, self.channels_p), (POINTS, filters_p, self.channels_p),
+                        (POINTS, self._most, filters_p))
+        self._workspace = workspace(rt)
+        for slot, dims in zip(SLOTS, self._shapes):
+            self._workspace.reserve(slot, dims, dtype)
+        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
 
     @property
     def scratch_bytes(self) -> int:
-        """The device memory V, U and M hold: 0 until the first forward."""
-        return sum(t.nbytes for t in self._scratch)
+        """The bytes V, U and M take in the runtime's workspace: 0 until the first forward."""
+        return sum(t.nbytes for t in self.scratch)
 
     def forward(self, x: Tensor, rows: int) -> None:
         """outputs and slopes over `rows` samples of x."""
         if self._launches is None:
-            most, rt, dt = self._most, self.rt, self.dtype
-            self._scratch = (Tensor((POINTS, most, self.channels_p), dt, rt),
-                             Tensor((POINTS, self.filters_p, self.channels_p), dt, rt),
-                             Tensor((POINTS, most, self.filters_p), dt, rt))
-            self._launches = self._bind(*self._scratch)
+            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
+                                  for slot, dims in zip(SLOTS, self._shapes))
+            self._launches = self._bind(*self.scratch)
         transforms, products, forward = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         up = lambda n, by: -(-n // by) * by

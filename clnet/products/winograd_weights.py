@@ -9,6 +9,7 @@ import numpy as np
 from ..cl.tensor import Tensor
 from .plan import MIN_SPLIT_ROWS
 from .winograd import applies
+from .workspace import SLOTS, workspace
 
 # Pasted after the convolution's tiled program (gpu_tiles.cl, convolution.cl, convolution_tiles.cl).
 SOURCES = ("products/winograd_transforms.cl", "products/winograd_weights.cl")
@@ -33,10 +34,10 @@ class WinogradWeightPlan:
     filters_p), the tiled form's W) and `bias_grad` (filters_p), from x and dL/dy, with dL/dz =
     dL/dy f'(z) (`slopes`) written into `delta`'s frame (`frame`, delta_frame's) where the input
     gradient follows, in three launches of `program` (the convolution's tiled program for `tiles`
-    with SOURCES after it). V, U and M's split-K slices are the plan's own: 36 x tiles x channels,
-    36 x tiles x filters_p and splits x 37 x channels x filters_p elements, tiles = capacity x
-    ceil(out_h / 4) x ceil(out_w / 4), allocated by the first weight gradient (a model that only
-    predicts holds none)."""
+    with SOURCES after it). V, U and M's split-K slices (36 x tiles x channels, 36 x tiles x
+    filters_p and splits x 37 x channels x filters_p elements, tiles = capacity x ceil(out_h / 4) x
+    ceil(out_w / 4)) are views of the runtime's workspace (workspace.py), taken by the first weight
+    gradient."""
 
     def __init__(self, rt, dtype, tiles: dict, program, geometry: tuple, frame: tuple, filters: int, filters_p: int,
                  capacity: int, *, slopes: Tensor, delta: Tensor, weights_grad: Tensor, bias_grad: Tensor):
@@ -60,36 +61,39 @@ class WinogradWeightPlan:
         geometry_args = dict(zip(("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw",
                                   "pad_top", "pad_left"), map(i32, geometry)))
         frame_args = dict(zip(("frame_h", "frame_w", "frame_top", "frame_left"), map(i32, frame)))
-        self._bind = lambda tiles_v, deltas_u, ones, products: (
+        self._bind = lambda tiles_v, deltas_u, products: (
             kernel("WinogradWeightTransforms").bind(
                 ("inputs", "output_gr", "tiles", "apply_derivative", "write_delta"), slopes=slopes, delta=delta,
                 tiles_v=tiles_v, deltas_u=deltas_u, tiles_h=i32(self.tiles_h), tiles_w=i32(self.tiles_w),
                 channels_g=i32(self.channels_g), filters=i32(filters), filters_p=i32(filters_p), **geometry_args,
                 **frame_args),
             kernel("WinogradWeightProducts").bind(
-                ("tiles", "splits"), tiles_v=tiles_v, deltas_u=deltas_u, ones=ones, products=products,
+                ("tiles", "splits"), tiles_v=tiles_v, deltas_u=deltas_u, ones=self._ones, products=products,
                 channels=i32(channels), filters_p=i32(filters_p), chunk=i32(self.chunk)),
             kernel("WinogradWeightGradient").bind(
                 ("splits",), products=products, delta_weights=weights_grad, delta_bias=bias_grad,
                 channels=i32(channels), filters_p=i32(filters_p)))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._scratch: tuple[Tensor, ...] = ()  # V, U, the ones and M's slices, from the first weight gradient on
+        self._shapes = ((POINTS, self._most, channels), (POINTS, self._most, filters_p),
+                        (self.most_splits, POINTS + 1, channels, filters_p))
+        self._workspace = workspace(rt)
+        for slot, dims in zip(SLOTS, self._shapes):
+            self._workspace.reserve(slot, dims, dtype)
+        self._ones = Tensor.from_numpy(np.ones(4), dtype, rt)
+        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
 
     @property
     def scratch_bytes(self) -> int:
-        """The device memory V, U and M's slices hold: 0 until the first weight gradient."""
-        return sum(t.nbytes for t in self._scratch)
+        """The bytes V, U and M's slices take in the workspace: 0 until the first weight gradient."""
+        return sum(t.nbytes for t in self.scratch)
 
     def weight_gradient(self, x: Tensor, grad: Tensor, rows: int, apply_derivative: bool, write_delta: bool) -> None:
         """weights_grad and bias_grad from x and dL/dy (`grad`; dL/dz where not `apply_derivative`)
         over `rows` samples, and delta's frame where `write_delta`."""
         if self._launches is None:
-            most, rt, dt = self._most, self.rt, self.dtype
-            self._scratch = (Tensor((POINTS, most, self.channels), dt, rt),
-                             Tensor((POINTS, most, self.filters_p), dt, rt),
-                             Tensor.from_numpy(np.ones(4), dt, rt),
-                             Tensor((self.most_splits, POINTS + 1, self.channels, self.filters_p), dt, rt))
-            self._launches = self._bind(*self._scratch)
+            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
+                                  for slot, dims in zip(SLOTS, self._shapes))
+            self._launches = self._bind(*self.scratch)
         transforms, products, gradient = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         splits = -(-tiles // self.chunk)
