@@ -1,7 +1,7 @@
 """One large convolution's three products against PyTorch (cuDNN on a GPU), in GFLOP/s.
 
     python -m benchmarks.conv [--batch 64] [--size 56] [--channels 64] [--filters 64] [--torch-device cuda]
-                              [--tiles TILE,WPT,TK ... | --tiles gpu]
+                              [--tiles TILE,WPT,TK ... | --tiles gpu | --accuracy]
 
 A Conv2D(filters, 3, padding="same") on (batch, size, size, channels) inputs: the forward pass,
 the weight gradient (with the bias's) and the input gradient, each 2 * batch * size^2 * filters *
@@ -14,6 +14,11 @@ By default the layer takes its tiles as it would in a model (the autotuner's cho
 device). --tiles measures the GPU form's kernels with each of the given local-memory tiles
 instead (VW 4; TILE a multiple of WPT, WPT of 4), or with every tiled candidate the Dense tuner
 tries (`--tiles gpu`), one table row per candidate and product: the tiles to compare on a GPU.
+
+--accuracy measures error instead of time: each product's largest difference from PyTorch's
+float64 convolution (CPU), over the reference's largest magnitude, for the layer's own tiles, the
+direct tiled form and every product by Winograd (forced by tiles; on any device), in float32, with
+PyTorch's own float32 on --torch-device beside them.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import argparse
 
 import numpy as np
 
-from .common import emit, seconds, versions
+from .common import cpu_name, device_name, emit, seconds, versions
 
 
 def tile_choices(rt, given: list[str] | None) -> list[dict | None]:
@@ -95,6 +100,71 @@ def torch_seconds(batch, size, channels, filters, device):
             "input_grad": seconds(lambda: backward([True, False, False]), sync)}, name
 
 
+# The accuracy table's forms: the direct tiled form, and every product by Winograd (the weight
+# gradient's products on the same tiles).
+DIRECT = {"VW": 4, "TILE": 32, "WPT": 8, "TK": 8}
+ACCURACY_FORMS = {"direct tiles": (DIRECT,) * 3,
+                  "Winograd": ({"WINOGRAD": 1, "BM": 64, "TK": 16, "STAGES": 2}, {**DIRECT, "WINOGRAD": 1},
+                               {"WINOGRAD": 1, "BM": 64, "TK": 16, "STAGES": 2})}
+
+
+def clnet_values(x, kernel, bias, grad, tiles=None):
+    """y, dL/dW and dL/dx of clnet's Conv2D(filters, 3, padding="same") over channels-last float32
+    arrays (kernel in Keras's layout), in the form these tiles fix (None: the layer's own)."""
+    import clnet
+    from clnet.cl.parameters import ParameterStore
+    from clnet.layers import Conv2D
+
+    rt, batch = clnet.runtime(), len(x)
+    store = ParameterStore(rt, np.float32)
+    layer = Conv2D(kernel.shape[-1], 3, padding="same", tiles=tiles)
+    layer.build(x.shape[1:], store, np.random.default_rng(0))
+    store.allocate()
+    layer.set_weights([kernel, bias])
+    layer.allocate(batch)
+    y = layer.forward(clnet.Tensor.from_numpy(x.reshape(batch, -1)), batch).numpy()[:batch]
+    dx = layer.backward(clnet.Tensor.from_numpy(grad.reshape(batch, -1)), batch, True).numpy()[:batch]
+    return {"forward": y.reshape(grad.shape), "weight_grad": layer.gradients()[0], "input_grad": dx.reshape(x.shape)}
+
+
+def torch_values(x, kernel, bias, grad, device):
+    """y, dL/dW and dL/dx of PyTorch's float32 convolution on `device` (cuDNN on a GPU), channels last."""
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cudnn.allow_tf32 = False
+    nchw = lambda a: torch.tensor(a, device=device).permute(0, 3, 1, 2).contiguous()
+    x32 = nchw(x).requires_grad_()
+    w32 = torch.tensor(kernel, device=device).permute(3, 2, 0, 1).contiguous().requires_grad_()
+    y32 = F.conv2d(x32, w32, torch.tensor(bias, device=device), padding=1)
+    dx32, dw32 = torch.autograd.grad(y32, (x32, w32), nchw(grad))
+    return {"forward": y32.detach().permute(0, 2, 3, 1).cpu().numpy(),
+            "weight_grad": dw32.permute(2, 3, 1, 0).cpu().numpy(), "input_grad": dx32.permute(0, 2, 3, 1).cpu().numpy()}
+
+
+def accuracy(batch, size, channels, filters, device):
+    """Each form's largest error per product over the float64 reference's largest magnitude, and
+    PyTorch's float32 on `device` beside them."""
+    import torch
+    import torch.nn.functional as F
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch, size, size, channels)).astype(np.float32)
+    kernel = (rng.normal(size=(3, 3, channels, filters)) / np.sqrt(9 * channels)).astype(np.float32)
+    bias = (rng.normal(size=filters) / 10).astype(np.float32)
+    grad = rng.normal(size=(batch, size, size, filters)).astype(np.float32)
+    nchw = lambda a: torch.tensor(a, dtype=torch.float64).permute(0, 3, 1, 2)
+    x64 = nchw(x).requires_grad_()
+    w64 = torch.tensor(kernel, dtype=torch.float64).permute(3, 2, 0, 1).requires_grad_()
+    y64 = F.conv2d(x64, w64, torch.tensor(bias, dtype=torch.float64), padding=1)
+    dx64, dw64 = torch.autograd.grad(y64, (x64, w64), nchw(grad))
+    reference = {"forward": y64.detach().permute(0, 2, 3, 1).numpy(), "weight_grad": dw64.permute(2, 3, 1, 0).numpy(),
+                 "input_grad": dx64.permute(0, 2, 3, 1).numpy()}
+    measured = {name: clnet_values(x, kernel, bias, grad, tiles)
+                for name, tiles in {"tuned": None, **ACCURACY_FORMS}.items()}
+    measured[f"PyTorch float32 ({device})"] = torch_values(x, kernel, bias, grad, device)
+    return {name: {part: float(np.abs(values[part] - want).max() / np.abs(want).max())
+                   for part, want in reference.items()} for name, values in measured.items()}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=64)
@@ -104,8 +174,23 @@ def main(argv=None):
     parser.add_argument("--torch-device", default="cpu")
     parser.add_argument("--tiles", nargs="+", metavar="TILE,WPT,TK",
                         help='local-memory tiles of the GPU form to measure, or "gpu" for every tiled candidate')
+    parser.add_argument("--accuracy", action="store_true",
+                        help="each form's error against PyTorch's float64 convolution instead of times")
     args = parser.parse_args(argv)
     shape = (args.batch, args.size, args.channels, args.filters)
+    if args.accuracy:
+        errors = accuracy(*shape, args.torch_device)
+        print(f"Conv2D {args.filters} 3x3 'same' on ({args.batch}, {args.size}, {args.size}, {args.channels}), "
+              "float32: largest error over the float64 reference's largest magnitude\n")
+        print("| form | forward | weight grad | input grad |\n| --- | ---: | ---: | ---: |")
+        for name, parts in errors.items():
+            cells = " | ".join(f"{parts[part]:.1e}" for part in ("forward", "weight_grad", "input_grad"))
+            print(f"| {name} | {cells} |")
+        import clnet
+        device = device_name(clnet.runtime().info)
+        emit({"benchmark": "conv_accuracy", "shape": shape, "errors": errors, "device": device, "cpu": cpu_name(),
+              "versions": versions("torch", "pyopencl")})
+        return
     flops = 2.0 * args.batch * args.size ** 2 * args.filters * 9 * args.channels
     import clnet
     measured = []  # (tiles asked for, seconds per product, the tiles the layer ran)
