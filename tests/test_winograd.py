@@ -119,9 +119,9 @@ def test_scratch_only_where_an_input_gradient_runs(rng):
     model.compile("sgd", "mse")
     model.train_on_batch(rng.normal(size=(5, 7, 6, 2)), rng.normal(size=(5, 7, 6, 3)))
     first, second = (layer.plan.winograd for layer in model.layers)
-    assert first.scratch_bytes == 0
+    assert first.scratch.nbytes == 0
     tiles = 5 * 2 * 2  # (ceil(7 / 4) x ceil(6 / 4) a sample; room for the batch fit trains in)
-    assert second.scratch_bytes >= 36 * tiles * (4 + 4) * 4 + 36 * 4 * 4 * 4
+    assert second.scratch.nbytes >= 36 * tiles * (4 + 4) * 4 + 36 * 4 * 4 * 4
 
 
 def fake_gpu(local_mem_size=49152):
@@ -195,7 +195,7 @@ def test_plans_share_the_workspace(rng):
     model.train_on_batch(rng.normal(size=(5, 7, 6, 2)), rng.normal(size=(5, 7, 6, 3)))
     plans = [plan for layer in model.layers
              for plan in (layer.plan.winograd_forward, layer.plan.winograd_weights, layer.plan.winograd)]
-    scratch = [plan.scratch for plan in plans if plan.scratch]
+    scratch = [plan.scratch.arrays for plan in plans if plan.scratch.arrays]
     assert len(scratch) == 5  # the first layer computes no input gradient
     for slot in range(3):
         assert len({arrays[slot].buffer.int_ptr for arrays in scratch}) == 1

@@ -73,9 +73,9 @@ def test_three_launches_and_scratch(rt, rng):
     store.allocate()
     layer.allocate(2)
     plan = layer.plan.winograd_forward
-    assert plan.scratch_bytes == 0
+    assert plan.scratch.nbytes == 0
     before = rt.launches
     layer.plan.forward(clnet.Tensor.from_numpy(rng.normal(size=(2, 50)).astype(F32)), 2)
     assert rt.launches - before == 3
     tiles = 2 * 2 * 2  # ceil(5 / 4) x ceil(5 / 4) a sample
-    assert plan.scratch_bytes == 36 * (tiles * 4 + 4 * 4 + tiles * 4) * 4
+    assert plan.scratch.nbytes == 36 * (tiles * 4 + 4 * 4 + tiles * 4) * 4

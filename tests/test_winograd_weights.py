@@ -90,10 +90,10 @@ def test_scratch_from_the_first_weight_gradient(rng):
     x = rng.normal(size=(5, 7, 6, 2))
     model.predict(x, verbose=0)
     plan = model.layers[0].plan.winograd_weights
-    assert plan.scratch_bytes == 0
+    assert plan.scratch.nbytes == 0
     model.train_on_batch(x, rng.normal(size=(5, 7, 6, 3)))
     tiles = 5 * 2 * 2  # ceil(7 / 4) x ceil(6 / 4) a sample
-    assert plan.scratch_bytes >= 36 * tiles * (2 + 4) * 4 + 37 * 2 * 4 * 4
+    assert plan.scratch.nbytes >= 36 * tiles * (2 + 4) * 4 + 37 * 2 * 4 * 4
 
 
 def test_candidates_where_it_applies(rt):

@@ -187,14 +187,8 @@ __kernel void WinogradGradient(__global const TYPE *products,  // M (36, tiles, 
     const int c = get_global_id(0), t = get_global_id(1);
     if (c >= channels || t >= tiles)
         return;
-    TYPE rows[4][6], column[6], out[4];
-    for (int s = 0; s < 6; s++) {  // A^T M, a column at a time
-        for (int r = 0; r < 6; r++)
-            column[r] = products[((long)(r * 6 + s) * tiles + t) * channels + c];
-        OUTPUT_TRANSFORM(column, out);
-        for (int r = 0; r < 4; r++)
-            rows[r][s] = out[r];
-    }
+    TYPE rows[4][6], out[4];
+    output_rows(products + (long)t * channels + c, (long)tiles * channels, rows);
     const int line = t / tiles_w, row = line / tiles_h, y0 = (line - row * tiles_h) * 4, x0 = (t - line * tiles_w) * 4;
     for (int r = 0; r < 4 && y0 + r < height; r++) {  // (A^T M) A, a row at a time
         OUTPUT_TRANSFORM(rows[r], out);

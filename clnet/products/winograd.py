@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .workspace import SLOTS, workspace
+from .workspace import Scratch
 
 SOURCES = ("products/winograd_transforms.cl", "products/winograd.cl")
 POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product
@@ -105,23 +105,13 @@ class WinogradPlan:
             kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
                                             width=i32(width), **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._shapes = ((POINTS, self._most, filters_p), (POINTS, channels, filters_p), (POINTS, self._most, channels))
-        self._workspace = workspace(rt)
-        for slot, dims in zip(SLOTS, self._shapes):
-            self._workspace.reserve(slot, dims, dtype)
-        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
-
-    @property
-    def scratch_bytes(self) -> int:
-        """The bytes V, U and M take in the runtime's workspace: 0 until the first input gradient."""
-        return sum(t.nbytes for t in self.scratch)
+        self.scratch = Scratch(rt, dtype, ((POINTS, self._most, filters_p), (POINTS, channels, filters_p),
+                                           (POINTS, self._most, channels)))  # V, U and M
 
     def input_gradient(self, rows: int) -> None:
         """input_grad over `rows` samples, from the delta the weight gradient framed."""
         if self._launches is None:
-            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
-                                  for slot, dims in zip(SLOTS, self._shapes))
-            self._launches = self._bind(*self.scratch)
+            self._launches = self._bind(*self.scratch.take())
         transforms, products, gradient = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         up = lambda n, by: -(-n // by) * by

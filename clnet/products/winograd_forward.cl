@@ -79,14 +79,8 @@ __kernel void WinogradForward(__global const TYPE *products,  // M (36, tiles, f
     const int f = get_global_id(0), t = get_global_id(1);
     if (f >= filters || t >= tiles)
         return;
-    TYPE rows[4][6], column[6], out[4];
-    for (int s = 0; s < 6; s++) {  // A^T M, a column at a time
-        for (int r = 0; r < 6; r++)
-            column[r] = products[((long)(r * 6 + s) * tiles + t) * filters_p + f];
-        OUTPUT_TRANSFORM(column, out);
-        for (int r = 0; r < 4; r++)
-            rows[r][s] = out[r];
-    }
+    TYPE rows[4][6], out[4];
+    output_rows(products + (long)t * filters_p + f, (long)tiles * filters_p, rows);
     const int line = t / tiles_w, row = line / tiles_h;
     const int oy0 = (line - row * tiles_h) * 4, ox0 = (t - line * tiles_w) * 4;
     const TYPE shift = bias[f];

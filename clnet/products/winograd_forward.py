@@ -8,7 +8,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .winograd import POINTS, TILE, GROUP, applies, product_defines, product_launch
-from .workspace import SLOTS, workspace
+from .workspace import Scratch
 
 SOURCES = ("products/convolution.cl", "products/winograd_transforms.cl", "products/winograd.cl",
            "products/winograd_forward.cl")
@@ -49,24 +49,13 @@ class WinogradForwardPlan:
                                            filters=i32(filters), out_h=i32(out_h), out_w=i32(out_w), a=fused.a,
                                            b=fused.b, **shape))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._shapes = ((POINTS, self._most, self.channels_p), (POINTS, filters_p, self.channels_p),
-                        (POINTS, self._most, filters_p))
-        self._workspace = workspace(rt)
-        for slot, dims in zip(SLOTS, self._shapes):
-            self._workspace.reserve(slot, dims, dtype)
-        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
-
-    @property
-    def scratch_bytes(self) -> int:
-        """The bytes V, U and M take in the runtime's workspace: 0 until the first forward."""
-        return sum(t.nbytes for t in self.scratch)
+        self.scratch = Scratch(rt, dtype, ((POINTS, self._most, self.channels_p), (POINTS, filters_p, self.channels_p),
+                                           (POINTS, self._most, filters_p)))  # V, U and M
 
     def forward(self, x: Tensor, rows: int) -> None:
         """outputs and slopes over `rows` samples of x."""
         if self._launches is None:
-            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
-                                  for slot, dims in zip(SLOTS, self._shapes))
-            self._launches = self._bind(*self.scratch)
+            self._launches = self._bind(*self.scratch.take())
         transforms, products, forward = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         up = lambda n, by: -(-n // by) * by

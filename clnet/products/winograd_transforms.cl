@@ -72,3 +72,17 @@ inline void patch_transform(const __global TYPE *image, const int height, const 
             v[(r * 6 + s) * point_step] = out[s];
     }
 }
+
+// F(4x4, 3x3)'s A^T M of one tile and column: M's 36 points m[xi * point_step], xi = 6 r + s, into
+// rows[4][6]; (A^T M) A, a row of it at a time, is left to the caller, which stores it.
+inline void output_rows(const __global TYPE *m, const long point_step, TYPE rows[4][6])
+{
+    TYPE column[6], out[4];
+    for (int s = 0; s < 6; s++) {  // a column at a time
+        for (int r = 0; r < 6; r++)
+            column[r] = m[(r * 6 + s) * point_step];
+        OUTPUT_TRANSFORM(column, out);
+        for (int r = 0; r < 4; r++)
+            rows[r][s] = out[r];
+    }
+}

@@ -9,7 +9,7 @@ import numpy as np
 from ..cl.tensor import Tensor
 from .plan import MIN_SPLIT_ROWS
 from .winograd import applies
-from .workspace import SLOTS, workspace
+from .workspace import Scratch
 
 # Pasted after the convolution's tiled program (gpu_tiles.cl, convolution.cl, convolution_tiles.cl).
 SOURCES = ("products/winograd_transforms.cl", "products/winograd_weights.cl")
@@ -74,26 +74,15 @@ class WinogradWeightPlan:
                 ("splits",), products=products, delta_weights=weights_grad, delta_bias=bias_grad,
                 channels=i32(channels), filters_p=i32(filters_p)))
         self.rt, self.dtype, self._launches = rt, dtype, None
-        self._shapes = ((POINTS, self._most, channels), (POINTS, self._most, filters_p),
-                        (self.most_splits, POINTS + 1, channels, filters_p))
-        self._workspace = workspace(rt)
-        for slot, dims in zip(SLOTS, self._shapes):
-            self._workspace.reserve(slot, dims, dtype)
+        self.scratch = Scratch(rt, dtype, ((POINTS, self._most, channels), (POINTS, self._most, filters_p),
+                                           (self.most_splits, POINTS + 1, channels, filters_p)))  # V, U, M's slices
         self._ones = Tensor.from_numpy(np.ones(4), dtype, rt)
-        self.scratch: tuple[Tensor, ...] = ()  # V, U and M (the workspace's views) from the first launch on
-
-    @property
-    def scratch_bytes(self) -> int:
-        """The bytes V, U and M's slices take in the workspace: 0 until the first weight gradient."""
-        return sum(t.nbytes for t in self.scratch)
 
     def weight_gradient(self, x: Tensor, grad: Tensor, rows: int, apply_derivative: bool, write_delta: bool) -> None:
         """weights_grad and bias_grad from x and dL/dy (`grad`; dL/dz where not `apply_derivative`)
         over `rows` samples, and delta's frame where `write_delta`."""
         if self._launches is None:
-            self.scratch = tuple(self._workspace.view(slot, dims, self.dtype)
-                                  for slot, dims in zip(SLOTS, self._shapes))
-            self._launches = self._bind(*self.scratch)
+            self._launches = self._bind(*self.scratch.take())
         transforms, products, gradient = self._launches
         tiles = rows * self.tiles_h * self.tiles_w
         splits = -(-tiles // self.chunk)

@@ -57,3 +57,27 @@ def workspace(rt) -> Workspace:
     if found is None:
         found = _WORKSPACES[rt] = Workspace(rt)
     return found
+
+
+class Scratch:
+    """A plan's V, U and M on its runtime's workspace, of `shapes` (one a slot, SLOTS' order) and
+    `dtype`: reserved when made, viewed by the first launch (`take`), when every plan of a model
+    has reserved."""
+
+    def __init__(self, rt, dtype, shapes: tuple):
+        self._workspace, self.dtype, self.shapes = workspace(rt), dtype, shapes
+        for slot, shape in zip(SLOTS, shapes):
+            self._workspace.reserve(slot, shape, dtype)
+        self.arrays: tuple[Tensor, ...] = ()  # the views, from the first take on
+
+    def take(self) -> tuple[Tensor, ...]:
+        """The views (made at the first call)."""
+        if not self.arrays:
+            self.arrays = tuple(self._workspace.view(slot, shape, self.dtype)
+                                for slot, shape in zip(SLOTS, self.shapes))
+        return self.arrays
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the views take in the workspace: 0 before the first take."""
+        return sum(array.nbytes for array in self.arrays)
