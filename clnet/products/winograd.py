@@ -12,9 +12,9 @@ from .workspace import Scratch
 
 SOURCES = ("products/winograd_transforms.cl", "products/winograd.cl")
 POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product
-TILE = 4     # dL/dx's tiles, 4 x 4
+TILE = 4     # the 4 x 4 tiles: of dL/dx or z (F(4x4, 3x3)), of dL/dz (the weight gradient's F(3x3, 4x4))
 BN = 64      # the products' block of channels (winograd.cl's)
-GROUP = (32, 4)  # the transforms' work-groups: filters (or channels) by tiles
+GROUP = (32, 4)  # the transforms' and output kernels' work-groups: 32 channels or filters by 4 tiles
 
 
 def applies(geometry: tuple) -> bool:

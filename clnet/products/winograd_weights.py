@@ -8,14 +8,11 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .plan import MIN_SPLIT_ROWS
-from .winograd import applies
+from .winograd import GROUP, POINTS, TILE, applies
 from .workspace import Scratch
 
 # Pasted after the convolution's tiled program (gpu_tiles.cl, convolution.cl, convolution_tiles.cl).
 SOURCES = ("products/winograd_transforms.cl", "products/winograd_weights.cl")
-POINTS = 36  # a 6 x 6 patch's transformed points, each one matrix product (a 37th: the bias)
-TILE = 4     # dL/dz's blocks, 4 x 4
-GROUP = (32, 4)  # the transforms' and the gradient's work-groups: channels or filters by tiles
 # The products fill the device about this many times over (split along the tiles): fewer splits
 # leave SMs idle, more make WinogradWeightGradient sum more slices.
 WAVES = 4
@@ -52,7 +49,7 @@ class WinogradWeightPlan:
         self.tile, self.side = tiles["TILE"], tiles["TILE"] // tiles["WPT"]
         self.channels_g = -(-channels // GROUP[0]) * GROUP[0]
         # Split-K over the tiles, fixed at the capacity's (a shorter batch needs no more slices).
-        blocks = (POINTS + 1) * -(-channels // self.tile) * -(-filters_p // self.tile)
+        blocks = (POINTS + 1) * -(-channels // self.tile) * -(-filters_p // self.tile)  # (the 37th: the bias)
         splits = max(1, min(WAVES * rt.info.cl_device.max_compute_units // blocks, self._most // MIN_SPLIT_ROWS))
         self.chunk = -(-(-(-self._most // splits)) // tiles["TK"]) * tiles["TK"]
         self.most_splits = -(-self._most // self.chunk)
