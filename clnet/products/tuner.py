@@ -108,9 +108,9 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
     if not usable:
         raise BuildError(f"none of the convolution's tiled kernel variants builds on {rt.info.name!r}")
     chosen = [usable[0]] * 3
+    fast = winograd_forms, weight_gradient_forms, winograd_forms  # each product's Winograd forms
     for product in range(3):
         best = math.inf
-        fast = winograd_forms, weight_gradient_forms, winograd_forms
         for candidate in usable + list(fast[product]):
             plan = planned(tuple(candidate if p == product else chosen[p] for p in range(3)))
             if plan is None:

@@ -24,6 +24,15 @@ def applies(geometry: tuple) -> bool:
     return (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1)
 
 
+def check_applies(geometry: tuple, product: str) -> None:
+    """A ValueError naming `product` (a Winograd plan's) where the convolution of `geometry` is not
+    what F(4x4, 3x3) and F(3x3, 4x4) compute (applies)."""
+    if not applies(geometry):
+        kh, kw, sh, sw, dh, dw = geometry[5:11]
+        raise ValueError(f"the Winograd {product} takes a 3 x 3 kernel at stride 1 without dilation, got "
+                         f"kernel {kh} x {kw}, strides ({sh}, {sw}), dilation ({dh}, {dw})")
+
+
 def is_winograd(tiles: dict) -> bool:
     """Whether these are the Winograd form's tiles (a convolution's input gradient), not a product's."""
     return bool(tiles.get("WINOGRAD"))
@@ -79,10 +88,7 @@ class WinogradPlan:
 
     def __init__(self, rt, dtype, tiles: dict, geometry: tuple, frame: tuple, filters_p: int, capacity: int, *,
                  delta: Tensor, weights: Tensor, input_grad: Tensor):
-        if not applies(geometry):
-            kh, kw, sh, sw, dh, dw = geometry[5:11]
-            raise ValueError(f"the Winograd input gradient takes a 3 x 3 kernel at stride 1 without dilation, got "
-                             f"kernel {kh} x {kw}, strides ({sh}, {sw}), dilation ({dh}, {dw})")
+        check_applies(geometry, "input gradient")
         height, width, channels = geometry[:3]
         pad_top, pad_left = geometry[11:13]
         frame_h, frame_w, frame_top, frame_left = frame
@@ -104,7 +110,7 @@ class WinogradPlan:
                                             columns=i32(channels), depth=i32(filters_p)),
             kernel("WinogradGradient").bind(("tiles",), products=products, input_gr=input_grad, height=i32(height),
                                             width=i32(width), **shape))
-        self.rt, self.dtype, self._launches = rt, dtype, None
+        self._launches = None  # bound at the first launch, to the scratch's views
         self.scratch = Scratch(rt, dtype, ((POINTS, self._most, filters_p), (POINTS, channels, filters_p),
                                            (POINTS, self._most, channels)))  # V, U and M
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
-from .winograd import POINTS, TILE, GROUP, applies, product_defines, product_launch
+from .winograd import GROUP, POINTS, TILE, check_applies, product_defines, product_launch
 from .workspace import Scratch
 
 SOURCES = ("products/convolution.cl", "products/winograd_transforms.cl", "products/winograd.cl",
@@ -24,10 +24,7 @@ class WinogradForwardPlan:
 
     def __init__(self, rt, dtype, tiles: dict, fused, geometry: tuple, filters: int, filters_p: int, capacity: int,
                  *, weights: Tensor, bias: Tensor, outputs: Tensor, slopes: Tensor):
-        if not applies(geometry):
-            kh, kw, sh, sw, dh, dw = geometry[5:11]
-            raise ValueError(f"the Winograd forward takes a 3 x 3 kernel at stride 1 without dilation, got "
-                             f"kernel {kh} x {kw}, strides ({sh}, {sw}), dilation ({dh}, {dw})")
+        check_applies(geometry, "forward")
         channels, out_h, out_w = geometry[2:5]
         self.channels_p, self.filters_p, self.tiles = -(-channels // 4) * 4, filters_p, tiles
         self.tiles_h, self.tiles_w = -(-out_h // TILE), -(-out_w // TILE)
@@ -48,7 +45,7 @@ class WinogradForwardPlan:
             kernel("WinogradForward").bind(("tiles",), products=products, bias=bias, outputs=outputs, slopes=slopes,
                                            filters=i32(filters), out_h=i32(out_h), out_w=i32(out_w), a=fused.a,
                                            b=fused.b, **shape))
-        self.rt, self.dtype, self._launches = rt, dtype, None
+        self._launches = None  # bound at the first launch, to the scratch's views
         self.scratch = Scratch(rt, dtype, ((POINTS, self._most, self.channels_p), (POINTS, filters_p, self.channels_p),
                                            (POINTS, self._most, filters_p)))  # V, U and M
 

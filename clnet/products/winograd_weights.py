@@ -8,7 +8,7 @@ import numpy as np
 
 from ..cl.tensor import Tensor
 from .plan import MIN_SPLIT_ROWS
-from .winograd import GROUP, POINTS, TILE, applies
+from .winograd import GROUP, POINTS, TILE, applies, check_applies
 from .workspace import Scratch
 
 # Pasted after the convolution's tiled program (gpu_tiles.cl, convolution.cl, convolution_tiles.cl).
@@ -38,10 +38,7 @@ class WinogradWeightPlan:
 
     def __init__(self, rt, dtype, tiles: dict, program, geometry: tuple, frame: tuple, filters: int, filters_p: int,
                  capacity: int, *, slopes: Tensor, delta: Tensor, weights_grad: Tensor, bias_grad: Tensor):
-        if not applies(geometry):
-            kh, kw, sh, sw, dh, dw = geometry[5:11]
-            raise ValueError(f"the Winograd weight gradient takes a 3 x 3 kernel at stride 1 without dilation, got "
-                             f"kernel {kh} x {kw}, strides ({sh}, {sw}), dilation ({dh}, {dw})")
+        check_applies(geometry, "weight gradient")
         channels, out_h, out_w = geometry[2:5]
         self.channels, self.filters_p = channels, filters_p
         self.tiles_h, self.tiles_w = -(-out_h // TILE), -(-out_w // TILE)
@@ -70,7 +67,7 @@ class WinogradWeightPlan:
             kernel("WinogradWeightGradient").bind(
                 ("splits",), products=products, delta_weights=weights_grad, delta_bias=bias_grad,
                 channels=i32(channels), filters_p=i32(filters_p)))
-        self.rt, self.dtype, self._launches = rt, dtype, None
+        self._launches = None  # bound at the first launch, to the scratch's views
         self.scratch = Scratch(rt, dtype, ((POINTS, self._most, channels), (POINTS, self._most, filters_p),
                                            (self.most_splits, POINTS + 1, channels, filters_p)))  # V, U, M's slices
         self._ones = Tensor.from_numpy(np.ones(4), dtype, rt)
