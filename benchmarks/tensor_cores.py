@@ -65,13 +65,13 @@ def stored_products(half, x, w, dz, exact, repeats=10):
     import clnet
     from clnet.cl.tensor import Tensor
     from clnet.products import SixteenBitPlan
-    from clnet.products.sixteen_bit import STORAGE
+    from clnet.products.sixteen_bit import operand
 
     rows, n_in = x.shape
     units = w.shape[1]
     rt = clnet.runtime()
     plan = SixteenBitPlan(rt, half, n_in, units)
-    x16, w16, dz16 = (Tensor(a.shape, STORAGE) for a in (x, w, dz))
+    x16, w16, dz16 = (operand(rt, *a.shape) for a in (x, w, dz))
     for source, target in zip((x, w, dz), (x16, w16, dz16)):
         plan.round(Tensor.from_numpy(source), target)
     z, grad, dx = Tensor((rows, units), np.float32), Tensor((n_in, units), np.float32), Tensor((rows, n_in), np.float32)

@@ -12,6 +12,7 @@ from clnet.cl.tensor import Tensor
 from clnet.layers import (Add, BatchNormalization, Dense, Dropout, Flatten, Input, LayerNormalization,
                           layer_normalization)
 from clnet.layers import batch_normalization
+from clnet.products.sixteen_bit import from_atoms, operand, to_atoms
 from reference import (batch_norm_backward, built, batch_norm_infer, batch_norm_train, device, layer_alone, layer_norm,
                        layer_norm_backward)
 from test_gradients import build, check_model
@@ -125,10 +126,14 @@ def test_layer_norm_writes_a_sixteen_bit_copy_for_its_reader(rt, monkeypatch, ha
     x = rng.normal(size=(rows, *shape)).astype(f32)
     x[1, 2] = np.nan  # a whole group of NaNs
     want = layer.forward(device(x, f32), rows).numpy()
-    target = Tensor(want.shape, np.uint16)
+    matrix = (want.size // 40, 40)  # (the reader's rows, its n_in: y's last axis)
+    assert layer.writes_sixteen_bits(Tensor(want.shape, np.uint16), half) is None  # (not laid out as atoms)
+    target = operand(layer.rt, *matrix)
     assert layer.writes_sixteen_bits(target, half) is layer and layer.outputs16 is target
     np.testing.assert_array_equal(layer.forward(device(x, f32), rows).numpy(), want)
-    got = target.numpy()
+    atoms = target.numpy()
+    got = from_atoms(atoms, *matrix).reshape(want.shape)
+    np.testing.assert_array_equal(atoms, to_atoms(got.reshape(matrix)))  # (where each lies, and the pads still 0)
     if half == "float16":
         with np.errstate(over="ignore"):
             expected = want.astype(np.float16).view(np.uint16)

@@ -15,7 +15,7 @@ from clnet.layers import Dense
 from clnet.layers.dense import JoinedDense
 from clnet.products import HALF_TYPES, SixteenBitDensePlan, SixteenBitPlan, tuner
 from clnet.products import sixteen_bit
-from clnet.products.sixteen_bit import STORAGE
+from clnet.products.sixteen_bit import STORAGE, from_atoms, operand, padded, to_atoms
 from reference import ACTIVATIONS, rounded, sixteen_bits
 
 F32 = np.float32
@@ -28,8 +28,25 @@ def on_hopper(rt):
 
 
 def stored(x: np.ndarray, half: str) -> Tensor:
-    """x rounded to `half` on the host, as the device holds it."""
-    return Tensor.from_numpy(sixteen_bits(x, half))
+    """x rounded to `half` on the host, as the device holds it (atoms)."""
+    return Tensor.from_numpy(to_atoms(sixteen_bits(x, half)))
+
+
+def test_the_atoms_layout():
+    """to_atoms puts element (i, j) where sixteen_bit_layout.cl's atom_index says (written out
+    here again from its comment), pads with zeros to whole blocks, and from_atoms undoes it."""
+    rng = np.random.default_rng(5)
+    rows, columns = 137, 72
+    bits = rng.integers(1, 2 ** 16, (rows, columns), dtype=np.uint64).astype(STORAGE)
+    atoms = to_atoms(bits)
+    assert atoms.shape == (256, 128) == (padded(rows), padded(columns))
+    flat, atom_rows = atoms.reshape(-1), 256 // 8
+    for i, j in [(0, 0), (1, 9), (2, 8), (7, 31), (8, 32), (13, 45), (136, 71), (100, 63)]:
+        chunk = (j % 32 // 8) ^ (i % 8 // 2)  # the 16-byte chunk of its atom's row, swizzled
+        at = ((j // 32 * atom_rows + i // 8) * 8 + i % 8) * 32 + chunk * 8 + j % 8
+        assert flat[at] == bits[i, j]
+    assert np.count_nonzero(atoms) == bits.size  # (every element once; the pads zeros)
+    np.testing.assert_array_equal(from_atoms(atoms, rows, columns), bits)
 
 
 @pytest.mark.parametrize("half", HALVES)
@@ -67,24 +84,26 @@ def test_products_against_float64(rt, rng, rows, n_in, units, half):
 @pytest.mark.parametrize("half", HALVES)
 def test_rounding_to_sixteen_bits(rt, rng, half):
     """RoundToSixteenBits rounds to nearest even, as numpy (reference.sixteen_bits): ties both
-    ways, overflow to infinity, subnormals, signed zeros, infinities and NaN; an odd count writes
-    no element past its end."""
+    ways, overflow to infinity, subnormals, signed zeros, infinities and NaN; each element lands
+    in its atom (to_atoms), and no pad is written."""
     on_hopper(rt)
     plan = SixteenBitPlan(rt, half, 8, 8)
     one = np.float32(1.0).view(np.uint32)
     ties = (np.array([one + 0x8000, one + 0x18000, one + 0x1000, one + 0x3000], np.uint32).view(F32)
             if half == "bfloat16" else np.array([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11], F32))
     special = np.array([0.0, -0.0, np.inf, -np.inf, 3e38, 7e4, 65519.0, 65520.0, 1e-8, -3e-41, 5.96e-8], F32)
-    x = np.concatenate([rng.standard_normal(997).astype(F32) * 100, ties, special, [np.nan]]).astype(F32)
-    got = Tensor.from_numpy(np.full(x.size + 1, 0x1234, STORAGE))
-    plan.round(Tensor.from_numpy(x), Tensor((x.size,), STORAGE, buffer=got.buffer))
-    bits = got.numpy()
-    want = sixteen_bits(x, half)
+    x = np.concatenate([rng.standard_normal(1014).astype(F32) * 100, ties, special, [np.nan]]).astype(F32)
+    x = np.concatenate([x, np.zeros(-x.size % 136, F32)]).reshape(-1, 136)  # (an odd row count, a column past 128)
+    target = Tensor.from_numpy(np.full((padded(x.shape[0]), padded(136)), 0x1234, STORAGE))
+    plan.round(Tensor.from_numpy(x), target)
+    atoms = target.numpy()
+    bits, want = from_atoms(atoms, *x.shape), sixteen_bits(x, half)
     nan = np.isnan(x)
-    np.testing.assert_array_equal(bits[:-1][~nan], want[~nan])
-    assert np.isnan(rounded(x, half)[nan]).all() and ((bits[:-1][nan] & 0x7FFF) > (0x7F80 if half == "bfloat16"
-                                                                                      else 0x7C00)).all()
-    assert bits[-1] == 0x1234
+    np.testing.assert_array_equal(bits[~nan], want[~nan])
+    assert np.isnan(rounded(x, half)[nan]).all() and ((bits[nan] & 0x7FFF) > (0x7F80 if half == "bfloat16"
+                                                                              else 0x7C00)).all()
+    inside = to_atoms(np.ones(x.shape, STORAGE)) == 1
+    assert (atoms[~inside] == 0x1234).all()
 
 
 def test_plan_arguments(rt):
@@ -104,16 +123,21 @@ def test_plan_checks_tensors(rt):
     """A tensor of the wrong dtype or shape, or too few rows, is named before any launch."""
     on_hopper(rt)
     plan = SixteenBitPlan(rt, "bfloat16", 16, 8)
-    x, w = Tensor((8, 16), np.uint16), Tensor((16, 8), np.uint16)
+    x, w = operand(rt, 8, 16), operand(rt, 16, 8)
     z = Tensor((4, 8), F32)
-    with pytest.raises(ValueError, match="x must be a uint16 tensor.*got float32"):
-        plan.forward(Tensor((8, 16), F32), w, z, 4)
-    with pytest.raises(ValueError, match=r"weights must be a uint16 tensor of shape \(16, 8\)"):
-        plan.forward(x, Tensor((8, 16), np.uint16), z, 4)
+    with pytest.raises(ValueError, match="x must be a uint16 tensor of 16-bit atoms.*got float32"):
+        plan.forward(Tensor((128, 128), F32), w, z, 4)
+    with pytest.raises(ValueError, match=r"x must be .* with capacity >= rows \(4\).*got uint16 of shape \(8, 16\)"):
+        plan.forward(Tensor((8, 16), np.uint16), w, z, 4)  # (row-major, not atoms)
+    with pytest.raises(ValueError, match=r"weights must be a uint16 tensor of 16-bit atoms of shape \(128, 128\)"):
+        plan.forward(x, Tensor((256, 128), np.uint16), z, 4)
     with pytest.raises(ValueError, match=r"outputs must be .* capacity >= rows \(5\)"):
         plan.forward(x, w, z, 5)
     with pytest.raises(TypeError, match="source must be a float32 tensor"):
         plan.round(x, w)
+    with pytest.raises(TypeError, match=r"target must be a uint16 tensor of shape \(128, 128\).*got uint16 of shape "
+                                        r"\(8, 16\)"):
+        plan.round(Tensor((8, 16), F32), Tensor((8, 16), np.uint16))
 
 
 def stored_layer(rt, rng, monkeypatch, half, make, n_in, capacity):
@@ -166,7 +190,7 @@ def check_stored_step(layer, rng, half, rows, kernel, bias, name, residual=False
         dz = {"linear": lambda: dy[:rows], "relu": lambda: dy[:rows] * (y > 0),
               "tanh": lambda: dy[:rows] * (1 - y.astype(np.float64) ** 2)}[name]()
     dx = layer.backward(Tensor.from_numpy(dy), rows, True).numpy()[:rows]
-    delta = layer.plan.delta16.numpy()[:rows]
+    delta = from_atoms(layer.plan.delta16.numpy(), rows, units)
     dzr = (delta.view(np.float16) if half == "float16" else  # the device's dL/dz, widened
            (delta.astype(np.uint32) << 16).view(F32)).astype(np.float64)
     if dz.dtype == F32:

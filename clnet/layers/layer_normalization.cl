@@ -65,7 +65,8 @@ inline void store_sixteen_bits(const float x, __global ushort *y, const int form
 // y = (x - mean) inv_std gamma + beta, with the group's mean and biased variance (as Keras);
 // the mean and inv_std are kept for the backward pass. With `sixteen` (1 bfloat16, 2 float16),
 // y in those 16 bits into outputs16 too: the next layer's input as its 16-bit products read it
-// (Layer.writes_sixteen_bits), which then rounds none itself.
+// (Layer.writes_sixteen_bits), which then rounds none itself; that reader's matrix has columns16
+// columns, stored as atoms (products/sixteen_bit_layout.cl, atom_rows16 of them down).
 LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows, outer, features, inner)
                                         __global TYPE *outputs,        // (rows, outer, features, inner)
                                         __global ushort *outputs16,    // the same in 16 bits, with sixteen
@@ -74,7 +75,7 @@ LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows,
                                         __global TYPE *group_mean,     // (rows * outer * inner,)
                                         __global TYPE *group_inv_std,  // (rows * outer * inner,)
                                         const int groups, const int features, const int inner, const TYPE epsilon,
-                                        const int sixteen)
+                                        const int sixteen, const int columns16, const int atom_rows16)
 {
 #if ROWS
     const int group = get_global_id(0);
@@ -95,8 +96,10 @@ LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows,
     const TYPE inv_std = 1 / sqrt((Sum8(squares8) + squares) / features + epsilon);
     LN_ROW_LOOP(n, rows8, Store8((Load8(x + n) - mean) * inv_std * Load8(gamma + n) + Load8(beta + n), y + n),
                 y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
-    for (int n = 0; sixteen && n < features; n++)
-        store_sixteen_bits(y[n * inner], outputs16 + start + n * inner, sixteen);
+    for (int n = 0; sixteen && n < features; n++) {
+        const int i = start + n * inner;
+        store_sixteen_bits(y[n * inner], outputs16 + atom_index(i / columns16, i % columns16, atom_rows16), sixteen);
+    }
     group_mean[group] = mean;
     group_inv_std[group] = inv_std;
 #else
@@ -120,7 +123,7 @@ LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows,
         const TYPE y = (inputs[i] - mean) * inv_std * gamma[n] + beta[n];
         outputs[i] = y;
         if (sixteen)
-            store_sixteen_bits(y, outputs16 + i, sixteen);
+            store_sixteen_bits(y, outputs16 + atom_index(i / columns16, i % columns16, atom_rows16), sixteen);
     }
     if (lid == 0) {
         group_mean[group] = mean;

@@ -6,6 +6,7 @@ import numpy as np
 from .. import initializers
 from ..cl.tensor import Tensor
 from ..products import HALF_TYPES
+from ..products.sixteen_bit import ATOM_ROWS, STORAGE, padded
 from .base import BufferedLayer
 from .batch_normalization import check_axis, check_positive, split_axis
 
@@ -83,7 +84,8 @@ class LayerNormalization(BufferedLayer):
         # work-group's items in loops split at each barrier, and the reductions' barriers cost
         # more than they share (a GPT block's (2048, 64) norm ran far faster without them,
         # forward and backward, on PoCL 3.1).
-        program = self.rt.program(("layers/layer_normalization.cl",), self.dtype, {"ROWS": int(not self.chunked)})
+        program = self.rt.program(("products/sixteen_bit_layout.cl", "layers/layer_normalization.cl"), self.dtype,
+                                  {"ROWS": int(not self.chunked)})
         self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in (  # bound in allocate
             "FeedForwardLayerNorm", "CalcHiddenGradientLayerNorm", *weight_gradient)}
         self._group = self.rt.row_group(self.features) if self.chunked else None
@@ -107,7 +109,8 @@ class LayerNormalization(BufferedLayer):
         forward = dict(outputs=self.outputs, gamma=self._gamma(), beta=self.beta.value if self.center else self._zeros,
                        epsilon=self.epsilon, **statistics, **sizes)
         self._bind_forward = lambda outputs16, half: kernel("FeedForwardLayerNorm").bind(
-            ("inputs", "groups"), outputs16=outputs16, sixteen=half, **forward)
+            ("inputs", "groups"), outputs16=outputs16, sixteen=half, columns16=self.outputs.shape[-1],
+            atom_rows16=outputs16.shape[0] // ATOM_ROWS, **forward)
         self._forward = self._bind_forward(self._sink16, 0)
         self.outputs16 = None  # the tensor the forward writes y into in 16 bits too, if any
         self._hidden = kernel("CalcHiddenGradientLayerNorm").bind(
@@ -128,8 +131,10 @@ class LayerNormalization(BufferedLayer):
 
     def writes_sixteen_bits(self, target, half: str):
         """The forward writes y in `half` into `target` too (a 16-bit policy's Dense reading y
-        alone: its products' 16-bit copy of x, as many elements as y), in the same launch."""
-        if self.dtype != np.float32 or half not in HALF_TYPES or target.size != self.outputs.size:
+        alone: its products' 16-bit copy of x, y's (rows, last axis) as atoms), in the same launch."""
+        columns = self.outputs.shape[-1]
+        if (self.dtype != np.float32 or half not in HALF_TYPES or target.dtype != STORAGE
+                or target.shape != (padded(self.outputs.size // columns), padded(columns))):
             return None
         self._forward, self.outputs16 = self._bind_forward(target, HALF_TYPES[half]), target
         return self

@@ -15,7 +15,7 @@ from ..cl.tensor import Tensor
 from .forms import HALF_TYPES, fused_activation, stores_pre, tensor_core_form
 from .plan import bias_operands, split_k
 
-SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit.cl")
+SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit_layout.cl", "products/sixteen_bit.cl")
 BLOCK, THREADS, TK = 128, 256, 32  # (sixteen_bit.cl's)
 DELTA_COLUMNS, DELTA_LANES, DELTA_ROWS = 64, 8, 64  # (SixteenBitDelta's work-groups: columns x lanes, rows)
 SUM_COLUMNS, SUM_LANES = 32, 8  # (SumRows's work-groups)
@@ -25,8 +25,45 @@ SUM_COLUMNS, SUM_LANES = 32, 8  # (SumRows's work-groups)
 # the 8-block d-512 GPT far faster (benchmarks/RESULTS.md, operands stored in 16 bits in the layers).
 LEAST_SIDE = 512
 # How a 16-bit operand is held in a Tensor, in either format: its bits, as uint16 (numpy has no
-# bfloat16; a float16 array's .view(np.uint16) gives its bits).
+# bfloat16; a float16 array's .view(np.uint16) gives its bits), in sixteen_bit_layout.cl's atoms of
+# 8 rows by 32 columns, the matrix padded to whole blocks (BLOCK) of rows and columns.
 STORAGE = np.dtype(np.uint16)
+ATOM_ROWS, ATOM_COLUMNS = 8, 32
+
+
+def padded(size: int) -> int:
+    """size rounded up to whole blocks (BLOCK)."""
+    return -(-size // BLOCK) * BLOCK
+
+
+def operand(rt, rows: int, columns: int) -> Tensor:
+    """A zeroed 16-bit copy of a (rows, columns) matrix, as atoms: a (padded(rows), padded(columns))
+    tensor whose pads stay zero (no writer touches them)."""
+    tensor = Tensor((padded(rows), padded(columns)), STORAGE, rt)
+    tensor.fill(0)
+    return tensor
+
+
+def to_atoms(bits: np.ndarray) -> np.ndarray:
+    """A (rows, columns) matrix of 16-bit values (uint16) laid out as operand() holds it: numpy's
+    model of sixteen_bit_layout.cl's atom_index."""
+    rows, columns = bits.shape
+    full = np.zeros((padded(rows), padded(columns)), STORAGE)
+    full[:rows, :columns] = bits
+    atoms = full.reshape(full.shape[0] // ATOM_ROWS, ATOM_ROWS, full.shape[1] // ATOM_COLUMNS, 4, 8)
+    atoms = atoms.transpose(2, 0, 1, 3, 4)  # (atom column, atom row, row, chunk, element)
+    row = np.arange(ATOM_ROWS)[:, None]
+    swizzled = np.arange(4)[None, :] ^ (row // 2 % 4)  # (chunk q of row r at q ^ (r / 2 % 4); its own inverse)
+    return np.ascontiguousarray(atoms[:, :, row, swizzled, :]).reshape(full.shape)
+
+
+def from_atoms(atoms: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    """The (rows, columns) matrix that to_atoms laid out as `atoms` (a tensor's numpy())."""
+    height, width = atoms.shape
+    t = atoms.reshape(width // ATOM_COLUMNS, height // ATOM_ROWS, ATOM_ROWS, 4, 8)
+    row = np.arange(ATOM_ROWS)[:, None]
+    t = t[:, :, row, np.arange(4)[None, :] ^ (row // 2 % 4), :]
+    return t.transpose(1, 2, 0, 3, 4).reshape(height, width)[:rows, :columns]
 # How a dense layer's products find their operands (sixteen_bit.cl's A_ALONG_M, B_ALONG_N): the
 # forward x W, the weight gradient x^T dL/dz, the input gradient dL/dz W^T.
 FORWARD, WEIGHT_GRADIENT, INPUT_GRADIENT = (0, 1), (1, 1), (0, 0)
@@ -48,9 +85,9 @@ def product_program(rt, half: str, a_along_m: int, b_along_n: int, activation=No
 
 class SixteenBitPlan:
     """z = x W, dL/dW = x^T dL/dz and dL/dx = dL/dz W^T for x (rows, n_in), W (n_in, units) and
-    dL/dz (rows, units) stored in `half` ("bfloat16" or "float16"; their bits in uint16 Tensors),
-    summed and written in float32, on runtime `rt`'s device (an NVIDIA GPU of compute capability
-    9.0). n_in and units must be multiples of 8, so that every row starts on 16 bytes."""
+    dL/dz (rows, units) stored in `half` ("bfloat16" or "float16"; their bits in uint16 Tensors,
+    as atoms: operand(), to_atoms), summed and written in float32 row-major, on runtime `rt`'s
+    device (an NVIDIA GPU of compute capability 9.0). n_in and units must be multiples of 8."""
 
     def __init__(self, rt, half: str, n_in: int, units: int):
         if half not in HALF_TYPES:
@@ -58,7 +95,7 @@ class SixteenBitPlan:
         for name, value in (("n_in", n_in), ("units", units)):
             if not isinstance(value, (int, np.integer)) or value <= 0 or value % 8:
                 raise ValueError(f"SixteenBitPlan: {name} must be a positive multiple of 8 (rows of 16-bit operands "
-                                 f"start on 16 bytes), got {value!r}")
+                                 f"are rounded 8 elements at a time), got {value!r}")
         if not rt.info.warpgroup_products:
             raise DeviceError(f"SixteenBitPlan multiplies on Hopper's warpgroup tensor cores (an NVIDIA GPU of "
                               f"compute capability 9.0: H100, H200); the device is {rt.info.name!r}")
@@ -74,57 +111,69 @@ class SixteenBitPlan:
 
     def forward(self, x: Tensor, weights: Tensor, outputs: Tensor, rows: int):
         """outputs[:rows] = x[:rows] W; returns the launch's event."""
-        self._check(x, "x", (self.n_in,), rows, STORAGE)
-        self._check(weights, "weights", (self.n_in, self.units), None, STORAGE)
-        self._check(outputs, "outputs", (self.units,), rows, np.float32)
-        return self._launch(self._forward, x, weights, outputs, rows, self.units, self.n_in,
-                            self.n_in, self.units, self.units)
+        self._check_operand(x, "x", self.n_in, rows)
+        self._check_operand(weights, "weights", self.units, self.n_in, exactly=True)
+        self._check(outputs, "outputs", self.units, rows)
+        return self._launch(self._forward, x, weights, outputs, rows, self.units, self.n_in, self.units)
 
     def weight_gradient(self, x: Tensor, delta: Tensor, grad: Tensor, rows: int):
         """grad = x[:rows]^T delta[:rows] (n_in, units); returns the launch's event."""
-        self._check(x, "x", (self.n_in,), rows, STORAGE)
-        self._check(delta, "delta", (self.units,), rows, STORAGE)
-        self._check(grad, "grad", (self.n_in, self.units), None, np.float32)
-        return self._launch(self._weight_gradient, x, delta, grad, self.n_in, self.units, rows,
-                            self.n_in, self.units, self.units)
+        self._check_operand(x, "x", self.n_in, rows)
+        self._check_operand(delta, "delta", self.units, rows)
+        self._check(grad, "grad", self.units, self.n_in, exactly=True)
+        return self._launch(self._weight_gradient, x, delta, grad, self.n_in, self.units, rows, self.units)
 
     def input_gradient(self, delta: Tensor, weights: Tensor, input_grad: Tensor, rows: int):
         """input_grad[:rows] = delta[:rows] W^T; returns the launch's event."""
-        self._check(delta, "delta", (self.units,), rows, STORAGE)
-        self._check(weights, "weights", (self.n_in, self.units), None, STORAGE)
-        self._check(input_grad, "input_grad", (self.n_in,), rows, np.float32)
-        return self._launch(self._input_gradient, delta, weights, input_grad, rows, self.n_in, self.units,
-                            self.units, self.units, self.n_in)
+        self._check_operand(delta, "delta", self.units, rows)
+        self._check_operand(weights, "weights", self.units, self.n_in, exactly=True)
+        self._check(input_grad, "input_grad", self.n_in, rows)
+        return self._launch(self._input_gradient, delta, weights, input_grad, rows, self.n_in, self.units, self.n_in)
 
     def round(self, source: Tensor, target: Tensor):
-        """target = source (float32) rounded to this plan's 16 bits, to nearest even; returns the event."""
-        if source.dtype != np.float32:
-            raise TypeError(f"SixteenBitPlan.round: source must be a float32 tensor, got {source.dtype}")
-        if target.dtype != STORAGE or target.size != source.size:
-            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of {source.size} elements "
-                            f"(a {self.half} copy of source), got {target.dtype} with {target.size}")
-        count = np.int32(source.size)  # (one row of one panel)
-        return self._round((-(-source.size // 8 // THREADS) * THREADS,), (THREADS,), x=source, y=target, count=count,
-                           columns=count, panel=count)
+        """target = source (float32, (rows, columns), columns a multiple of 8) rounded to this plan's
+        16 bits, to nearest even, as atoms (target: operand(rt, rows, columns)); returns the event."""
+        if source.dtype != np.float32 or len(source.shape) != 2 or source.shape[1] % 8:
+            raise TypeError(f"SixteenBitPlan.round: source must be a float32 tensor of shape (rows, columns) with "
+                            f"columns a multiple of 8, got {source.dtype} of shape {source.shape}")
+        rows, columns = source.shape
+        if target.dtype != STORAGE or target.shape != (padded(rows), padded(columns)):
+            raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of shape "
+                            f"{(padded(rows), padded(columns))} (a {self.half} copy of source as atoms: "
+                            f"operand(rt, {rows}, {columns})), got {target.dtype} of shape {target.shape}")
+        return self._round((-(-source.size // 8 // THREADS) * THREADS,), (THREADS,), x=source, y=target,
+                           count=np.int32(source.size), columns=np.int32(columns), panel=np.int32(columns),
+                           atom_rows=np.int32(target.shape[0] // ATOM_ROWS))
 
     @staticmethod
-    def _check(tensor: Tensor, name: str, shape: tuple, rows, dtype) -> None:
-        """tensor is of dtype and `shape`, or, where `rows` is given, (capacity, *shape) with at
-        least `rows` rows."""
-        dtype = np.dtype(dtype)
-        if rows is None:
-            fits, want = tensor.shape == shape, f"of shape {shape}"
-        else:
-            fits = tensor.shape[1:] == shape and len(tensor.shape) == 2 and 0 < rows <= tensor.shape[0]
-            want = f"of shape (capacity, {shape[0]}) with capacity >= rows ({rows})"
-        if tensor.dtype != dtype or not fits:
-            raise ValueError(f"SixteenBitPlan: {name} must be a {dtype} tensor {want}, got {tensor.dtype} "
+    def _check(tensor: Tensor, name: str, columns: int, rows: int, exactly: bool = False) -> None:
+        """tensor is a float32 (capacity, columns) with at least `rows` rows (exactly `rows` where `exactly`)."""
+        fits = (len(tensor.shape) == 2 and tensor.shape[1] == columns
+                and (tensor.shape[0] == rows if exactly else 0 < rows <= tensor.shape[0]))
+        if tensor.dtype != np.float32 or not fits:
+            want = f"of shape {(rows, columns)}" if exactly else f"of shape (capacity, {columns}) with capacity >= rows ({rows})"
+            raise ValueError(f"SixteenBitPlan: {name} must be a float32 tensor {want}, got {tensor.dtype} "
                              f"of shape {tensor.shape}")
 
-    def _launch(self, kernel, a, b, c, m, n, k, lda, ldb, panel):
+    @staticmethod
+    def _check_operand(tensor: Tensor, name: str, columns: int, rows: int, exactly: bool = False) -> None:
+        """tensor holds a (capacity, columns) 16-bit matrix as atoms (operand()), with at least
+        `rows` rows (exactly `rows` where `exactly`)."""
+        shape = tensor.shape
+        fits = (len(shape) == 2 and shape[1] == padded(columns) and shape[0] % BLOCK == 0
+                and (shape[0] == padded(rows) if exactly else 0 < rows <= shape[0]))
+        if tensor.dtype != STORAGE or not fits:
+            want = (f"of shape {(padded(rows), padded(columns))} (operand(rt, {rows}, {columns}))" if exactly else
+                    f"of shape (padded capacity, {padded(columns)}) with capacity >= rows ({rows}) (operand(rt, "
+                    f"capacity, {columns}))")
+            raise ValueError(f"SixteenBitPlan: {name} must be a {STORAGE} tensor of 16-bit atoms {want}, got "
+                             f"{tensor.dtype} of shape {shape}")
+
+    def _launch(self, kernel, a, b, c, m, n, k, panel):
         """C (m x n, in column panels of `panel`) = A B with k depths (see product_geometry)."""
         splits, chunk, sizes, summing = product_geometry(self.rt, m, n, k)
-        product = dict(a=a, b=b, m=np.int32(m), n=np.int32(n), k=np.int32(k), lda=np.int32(lda), ldb=np.int32(ldb),
+        product = dict(a=a, b=b, m=np.int32(m), n=np.int32(n), k=np.int32(k),
+                       a_atom_rows=np.int32(a.shape[0] // ATOM_ROWS), b_atom_rows=np.int32(b.shape[0] // ATOM_ROWS),
                        panel=np.int32(panel), chunk=np.int32(chunk), flops=2.0 * m * n * k)
         if splits == 1:
             return kernel(*sizes, c=c, **product)
@@ -149,7 +198,7 @@ class SixteenBitDensePlan:
     """DensePlan's launches (forward, weight_gradient, input_gradient) for a dense layer whose
     products run in `half` with their operands stored in 16 bits (sixteen_bit.cl), on runtime `rt`'s
     Hopper GPU: x (up to `capacity` rows of `n_in`) and the float32 W of `weights` (n_in x `units`,
-    column panels of `panel`, the GPU form's layout) are rounded into row-major 16-bit copies as
+    column panels of `panel`, the GPU form's layout) are rounded into 16-bit copies (atoms) as
     the forward starts, then one launch multiplies them with `bias`, `activation` and a linear
     layer's residual applied as it stores `outputs` and `kept` (z or f'(z), as DensePlan keeps
     them) (SixteenBitForward); the backward forms dL/dz once, in 16 bits, with the bias gradient's
@@ -164,20 +213,22 @@ class SixteenBitDensePlan:
         program = product_program(rt, half, *FORWARD, activation)
         fused = fused_activation(activation)
         bias, bias_grad = bias_operands(bias, units, np.float32, rt)
-        # The 16-bit copies: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units), row-major.
-        self.inputs16, weights16 = Tensor((capacity, n_in), STORAGE, rt), Tensor((n_in, units), STORAGE, rt)
-        self.delta16 = Tensor((capacity, units), STORAGE, rt)
+        # The 16-bit copies, as atoms: x (capacity, n_in), W (n_in, units) and dL/dz (capacity, units).
+        self.inputs16, weights16 = operand(rt, capacity, n_in), operand(rt, n_in, units)
+        self.delta16 = operand(rt, capacity, units)
+        batch_atom_rows = np.int32(padded(capacity) // ATOM_ROWS)
         bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
         i32 = np.int32
         self._round_weights = kernel("RoundToSixteenBits").bind(
-            (), x=weights.value, y=weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel))
+            (), x=weights.value, y=weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel),
+            atom_rows=i32(padded(n_in) // ATOM_ROWS))
         self._round_weights_sizes = (-(-n_in * units // 8 // THREADS) * THREADS,), (THREADS,)
         self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=self.inputs16, columns=i32(n_in),
-                                                               panel=i32(n_in))
+                                                               panel=i32(n_in), atom_rows=batch_atom_rows)
         self.half, self.elementwise = half, activation.elementwise
         forward = dict(inputs=self.inputs16, weights=weights16, bias=bias, kept=kept, outputs=outputs, n_in=i32(n_in),
-                       units=i32(units), a=fused.a, b=fused.b)
+                       units=i32(units), batch_atom_rows=batch_atom_rows, a=fused.a, b=fused.b)
         self._bind_forward = lambda outputs16: kernel("SixteenBitForward").bind(
             ("residual", "rows", "adding"), **forward, outputs16=outputs16, sixteen=i32(outputs16 is not None))
         self._forward = self._bind_forward(None)
@@ -185,18 +236,17 @@ class SixteenBitDensePlan:
         self._writer = None  # the plan of the layer below that was asked to write inputs16
         self._delta = kernel("SixteenBitDelta").bind(
             ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
-            units=i32(units), a=fused.a, b=fused.b)
+            units=i32(units), batch_atom_rows=batch_atom_rows, a=fused.a, b=fused.b)
         self._sum_bias = kernel("SumRows").bind(("rows",), x=bias_slices, c=bias_grad, columns=i32(units))
         self._sum_bias_sizes = (-(-units // SUM_COLUMNS) * SUM_COLUMNS, SUM_LANES), (SUM_COLUMNS, SUM_LANES)
         # dL/dW (n_in, units) in W's panels, as the parameter's gradient holds it whatever its shape;
         # dL/dx (capacity, n_in) rows.
         weight_grad = Tensor((n_in, units), np.float32, rt, weights.grad.buffer)
         self._weight_gradient = BoundProduct(rt, product_program(rt, half, *WEIGHT_GRADIENT), "k", capacity,
-                                             a=self.inputs16, b=self.delta16, c=weight_grad, m=n_in, n=units, lda=n_in,
-                                             ldb=units, panel=panel)
+                                             a=self.inputs16, b=self.delta16, c=weight_grad, m=n_in, n=units,
+                                             panel=panel)
         self._input_gradient = BoundProduct(rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity,
-                                            a=self.delta16, b=weights16, c=input_grad, n=n_in, k=units,
-                                            lda=units, ldb=units, panel=n_in)
+                                            a=self.delta16, b=weights16, c=input_grad, n=n_in, k=units, panel=n_in)
         self._sizes = {}  # rows -> each launch's sizes
 
     @staticmethod
@@ -223,9 +273,10 @@ class SixteenBitDensePlan:
         return self._sizes[rows]
 
     def write_outputs_in_sixteen_bits(self, target: Tensor, half: str) -> bool:
-        """Have the forward write y in `half` into `target` (another plan's inputs16, of as many
-        elements as y has rows of units) too, besides y in float, where it can: True if it will."""
-        if half != self.half or not self.elementwise or target.size != self.capacity * self.units:
+        """Have the forward write y in `half` into `target` (another plan's inputs16: atoms of y's
+        (capacity, units)) too, besides y in float, where it can: True if it will."""
+        if (half != self.half or not self.elementwise or target.dtype != STORAGE
+                or target.shape != (padded(self.capacity), padded(self.units))):
             return False
         self._forward, self.outputs16 = self._bind_forward(target), target
         return True
@@ -279,7 +330,8 @@ class BoundProduct:
     def __init__(self, rt, program, rows_are: str, capacity: int, *, a, b, c, panel, **sizes):
         self.rt, self.rows_are, self.sizes = rt, rows_are, sizes
         kernel = lambda name: rt.kernel(program, name, np.float32)
-        operands = {"a": a, "b": b, **{name: np.int32(v) for name, v in sizes.items()}}
+        operands = {"a": a, "b": b, "a_atom_rows": np.int32(a.shape[0] // ATOM_ROWS),
+                    "b_atom_rows": np.int32(b.shape[0] // ATOM_ROWS), **{name: np.int32(v) for name, v in sizes.items()}}
         self._direct = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=c, panel=np.int32(panel), **operands)
         m, n, k = self._shape(capacity)
         most = product_geometry(rt, m, n, k)[0]
