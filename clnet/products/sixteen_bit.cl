@@ -124,7 +124,7 @@ inline void block_product(const __global ushort *a, const __global ushort *b, co
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // (the mbarriers made before anyone waits on one)
     // Slices 0 .. STAGES - 2 on their way. (Issued before the barrier above, by the work-item that
-    // made the mbarriers, the products ran 10-20% slower: RESULTS.md.)
+    // made the mbarriers, the products ran markedly slower: RESULTS.md.)
     if (lid == 0)
         for (int s = 0; s < STAGES - 1 && s < slices; s++)
             stage(base + s * STAGE_BYTES, bars + 8 * s, a, b, a_atom_rows, b_atom_rows, m0, n0, first + s * TK);
