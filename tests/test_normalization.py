@@ -148,6 +148,26 @@ def test_layer_norm_writes_a_sixteen_bit_copy_for_its_reader(rt, monkeypatch, ha
         assert np.isinf(wide[finite]).any() and ((wide != 0) & (np.abs(wide) < 6.1e-5)).any()
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_layer_norm_over_a_middle_axis_writes_its_reader_s_rows(rt, monkeypatch, chunked):
+    """A norm over a middle axis (its groups are not the reader's rows: each element's row and
+    column in the 16-bit copy are found by division) writes y in bfloat16 where the reader of y's
+    last axis holds it."""
+    monkeypatch.setattr(layer_normalization, "chunked_form", lambda rt: chunked)
+    rng = np.random.default_rng(12)
+    rows, shape, f32 = 3, (5, 4, 36), np.float32
+    layer = layer_alone(LayerNormalization(axis=2), shape, rows, f32)
+    x = rng.normal(size=(rows, *shape)).astype(f32)
+    want = layer.forward(device(x, f32), rows).numpy()
+    matrix = (want.size // 36, 36)
+    target = operand(layer.rt, *matrix)
+    assert layer.writes_sixteen_bits(target, "bfloat16") is layer
+    layer.forward(device(x, f32), rows)
+    got = from_atoms(target.numpy(), *matrix)
+    bits = want.reshape(matrix).view(np.uint32).astype(np.uint64)
+    np.testing.assert_array_equal(got, ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16))
+
+
 # -- gradients in float64 --------------------------------------------------------------------------
 @pytest.mark.parametrize("center,scale", [(True, True), (False, True), (True, False)])
 def test_batch_norm_gradients_in_training(fp64, center, scale):

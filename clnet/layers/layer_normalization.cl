@@ -62,6 +62,14 @@ inline void store_sixteen_bits(const float x, __global ushort *y, const int form
     *y = isnan(x) ? 0x7fc0u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
+// Where y's element i (feature n of `group`) lies in a 16-bit copy (FeedForwardLayerNorm's
+// outputs16): at its reader's row i / columns16 and column i % columns16, which are the group and n
+// where the groups are the reader's rows (a norm over the last axis), found then without a division
+// an element (with one, the larger GPT's norms ran markedly longer: RESULTS.md).
+#define SIXTEEN_AT(i, group, n)                                                             \
+    (inner == 1 && features == columns16 ? atom_index(group, n, atom_rows16)                 \
+                                         : atom_index((i) / columns16, (i) % columns16, atom_rows16))
+
 // y = (x - mean) inv_std gamma + beta, with the group's mean and biased variance (as Keras);
 // the mean and inv_std are kept for the backward pass. With `sixteen` (1 bfloat16, 2 float16),
 // y in those 16 bits into outputs16 too: the next layer's input as its 16-bit products read it
@@ -98,7 +106,7 @@ LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows,
                 y[n * inner] = (x[n * inner] - mean) * inv_std * gamma[n] + beta[n])
     for (int n = 0; sixteen && n < features; n++) {
         const int i = start + n * inner;
-        store_sixteen_bits(y[n * inner], outputs16 + atom_index(i / columns16, i % columns16, atom_rows16), sixteen);
+        store_sixteen_bits(y[n * inner], outputs16 + SIXTEEN_AT(i, group, n), sixteen);
     }
     group_mean[group] = mean;
     group_inv_std[group] = inv_std;
@@ -123,7 +131,7 @@ LN_ROW_KERNEL void FeedForwardLayerNorm(__global const TYPE *inputs,   // (rows,
         const TYPE y = (inputs[i] - mean) * inv_std * gamma[n] + beta[n];
         outputs[i] = y;
         if (sixteen)
-            store_sixteen_bits(y, outputs16 + atom_index(i / columns16, i % columns16, atom_rows16), sixteen);
+            store_sixteen_bits(y, outputs16 + SIXTEEN_AT(i, group, n), sixteen);
     }
     if (lid == 0) {
         group_mean[group] = mean;
