@@ -5,6 +5,9 @@
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
+// A macro's value as a string literal: a build define as an immediate in inline PTX.
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 // Eight elements at once, for the kernels that put rows, features or channels on a CPU's SIMD lanes.
 #define TYPE8 CAT(TYPE, 8)

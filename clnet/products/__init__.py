@@ -4,7 +4,8 @@ layer's, convolution.py for a convolution's; sixteen_bit.py's for operands store
 Layers ask for a plan; nothing here imports a layer."""
 from .forms import (HALF_TYPES, PRODUCT_SOURCES, check_tensor_core_form, half_candidates, kernel_defines, layout,
                     on_tensor_cores, product_sources, program_defines, stores_pre, tensor_core_form, tile_candidates)
-from .convolution import CHUNK, ConvPlan, delta_frame, weight_block_rows
+from .convolution import CHUNK, ConvPlan, weight_block_rows
+from .convolution_geometry import delta_frame
 from .plan import DensePlan, dense_program, split_k
 from .sixteen_bit import SixteenBitDensePlan, SixteenBitPlan
 from .winograd import applies as winograd_applies, is_winograd

@@ -14,12 +14,9 @@ from ..cl.tensor import Tensor
 from .forms import (fused_activation, kernel_defines, on_tensor_cores, product_sources, program_defines, stores_pre,
                     tile_candidates)
 from . import winograd, winograd_forward, winograd_weights
+from .convolution_geometry import FRAME, GEOMETRY, delta_frame
 from .plan import Operand, bias_operands, split_k
 
-# The kernels' GEOMETRY and FRAME arguments (convolution.cl, convolution_tiles.cl), in the order of
-# the geometry a plan takes and of delta_frame's result.
-GEOMETRY = ("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw", "pad_top", "pad_left")
-FRAME = ("frame_h", "frame_w", "frame_top", "frame_left")
 CONVOLUTION_SOURCES = ("products/convolution.cl", "products/convolution_blocks.cl", "products/convolution_tiles.cl")
 # The CPU form's program: the register-block product, then the two files of that form.
 CONVOLUTION_CPU_SOURCES = ("products/register_blocks.cl", *CONVOLUTION_SOURCES[:2])
@@ -28,18 +25,6 @@ CONVOLUTION_CPU_SOURCES = ("products/register_blocks.cl", *CONVOLUTION_SOURCES[:
 # them is cheap (at 256 on pip's PoCL 3.0 the CNN's second layer ran slower, its sums taking
 # markedly longer).
 CHUNK = 512
-
-
-def delta_frame(geometry) -> tuple[int, int, int, int]:
-    """(frame_h, frame_w, frame_top, frame_left) of the tiled form's dL/dz (convolution_tiles.cl's
-    FRAME): at stride 1, room for every tap of every input pixel, (k - 1) * dilation - padding
-    zeros before the outputs where that is positive and whatever the input reaches past them after;
-    at larger strides, none."""
-    height, width, _, out_h, out_w, kh, kw, sh, sw, dh, dw, pad_top, pad_left = geometry
-    if (sh, sw) != (1, 1):
-        return out_h, out_w, 0, 0
-    top, left = max(0, (kh - 1) * dh - pad_top), max(0, (kw - 1) * dw - pad_left)
-    return max(height + pad_top, out_h) + top, max(width + pad_left, out_w) + left, top, left
 
 
 def weight_block_rows(depth: int) -> int:

@@ -47,8 +47,6 @@ inline ulong descriptor(const uint at, const int along_k, const int first, const
     return (ulong)((start & 0x3FFFF) >> 4) | (ulong)(leading >> 4) << 16 | (ulong)(stride >> 4) << 32 | 2ul << 62;
 }
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
 // acc (64 x 128, D(n) as tensor_cores.cl's WGMMA_D) += A (64 x 16 at descriptor a) B (16 x 128 at
 // descriptor b); the last two immediates say whether A and B are stored along m and n.
 #define ACC(n) acc[n]

@@ -64,6 +64,8 @@ def from_atoms(atoms: np.ndarray, rows: int, columns: int) -> np.ndarray:
     row = np.arange(ATOM_ROWS)[:, None]
     t = t[:, :, row, np.arange(4)[None, :] ^ (row // 2 % 4), :]
     return t.transpose(1, 2, 0, 3, 4).reshape(height, width)[:rows, :columns]
+
+
 # How a dense layer's products find their operands (sixteen_bit.cl's A_ALONG_M, B_ALONG_N): the
 # forward x W, the weight gradient x^T dL/dz, the input gradient dL/dz W^T.
 FORWARD, WEIGHT_GRADIENT, INPUT_GRADIENT = (0, 1), (1, 1), (0, 0)
@@ -151,7 +153,8 @@ class SixteenBitPlan:
         fits = (len(tensor.shape) == 2 and tensor.shape[1] == columns
                 and (tensor.shape[0] == rows if exactly else 0 < rows <= tensor.shape[0]))
         if tensor.dtype != np.float32 or not fits:
-            want = f"of shape {(rows, columns)}" if exactly else f"of shape (capacity, {columns}) with capacity >= rows ({rows})"
+            want = (f"of shape {(rows, columns)}" if exactly
+                    else f"of shape (capacity, {columns}) with capacity >= rows ({rows})")
             raise ValueError(f"SixteenBitPlan: {name} must be a float32 tensor {want}, got {tensor.dtype} "
                              f"of shape {tensor.shape}")
 
@@ -331,7 +334,8 @@ class BoundProduct:
         self.rt, self.rows_are, self.sizes = rt, rows_are, sizes
         kernel = lambda name: rt.kernel(program, name, np.float32)
         operands = {"a": a, "b": b, "a_atom_rows": np.int32(a.shape[0] // ATOM_ROWS),
-                    "b_atom_rows": np.int32(b.shape[0] // ATOM_ROWS), **{name: np.int32(v) for name, v in sizes.items()}}
+                    "b_atom_rows": np.int32(b.shape[0] // ATOM_ROWS),
+                    **{name: np.int32(v) for name, v in sizes.items()}}
         self._direct = kernel("SixteenBitProduct").bind((rows_are, "chunk"), c=c, panel=np.int32(panel), **operands)
         m, n, k = self._shape(capacity)
         most = product_geometry(rt, m, n, k)[0]

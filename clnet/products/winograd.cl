@@ -82,8 +82,6 @@ __kernel void WinogradTransforms(__global const TYPE *delta,    // dL/dz (rows, 
 #error "WinogradProducts: TK a multiple of 4, BM of 8, each slice's runs shared evenly, 2 stages or more"
 #endif
 #if ASYNC_COPIES
-#define STR_(x) #x
-#define STR(x) STR_(x)
 #define COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // (STAGES - 2 younger slices may still be on their way: the build's define, as PTX takes no expression)
 #define WAIT_FOR_SLICE() asm volatile("cp.async.wait_group " STR(YOUNGER_SLICES) ";" ::: "memory")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
+from .convolution_geometry import GEOMETRY
 from .winograd import GROUP, POINTS, TILE, check_applies, product_defines, product_launch
 from .workspace import Scratch
 
@@ -34,8 +35,7 @@ class WinogradForwardPlan:
         i32 = np.int32
         kernel = lambda name: rt.kernel(program, name, dtype)
         shape = dict(tiles_h=i32(self.tiles_h), tiles_w=i32(self.tiles_w), filters_p=i32(filters_p))
-        geometry_args = dict(zip(("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw",
-                                  "pad_top", "pad_left"), map(i32, geometry)))
+        geometry_args = dict(zip(GEOMETRY, map(i32, geometry)))
         self._bind = lambda tiles_v, filters_u, products: (
             kernel("WinogradForwardTransforms").bind(
                 ("inputs", "tiles"), weights=weights, tiles_v=tiles_v, filters_u=filters_u,

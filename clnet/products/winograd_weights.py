@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cl.tensor import Tensor
+from .convolution_geometry import FRAME, GEOMETRY
 from .plan import MIN_SPLIT_ROWS
 from .winograd import GROUP, POINTS, TILE, applies, check_applies
 from .workspace import Scratch
@@ -52,9 +53,8 @@ class WinogradWeightPlan:
         self.most_splits = -(-self._most // self.chunk)
         i32 = np.int32
         kernel = lambda name: rt.kernel(program, name, dtype)
-        geometry_args = dict(zip(("height", "width", "channels", "out_h", "out_w", "kh", "kw", "sh", "sw", "dh", "dw",
-                                  "pad_top", "pad_left"), map(i32, geometry)))
-        frame_args = dict(zip(("frame_h", "frame_w", "frame_top", "frame_left"), map(i32, frame)))
+        geometry_args = dict(zip(GEOMETRY, map(i32, geometry)))
+        frame_args = dict(zip(FRAME, map(i32, frame)))
         self._bind = lambda tiles_v, deltas_u, products: (
             kernel("WinogradWeightTransforms").bind(
                 ("inputs", "output_gr", "tiles", "apply_derivative", "write_delta"), slopes=slopes, delta=delta,
