@@ -6,7 +6,7 @@ import numpy as np
 from .. import initializers
 from ..cl.tensor import Tensor
 from ..products import HALF_TYPES
-from ..products.sixteen_bit import ATOM_ROWS, STORAGE, padded
+from ..products.sixteen_bit import ATOM_ROWS, is_operand
 from .base import BufferedLayer
 from .batch_normalization import check_axis, check_positive, split_axis
 
@@ -133,8 +133,8 @@ class LayerNormalization(BufferedLayer):
         """The forward writes y in `half` into `target` too (a 16-bit policy's Dense reading y
         alone: its products' 16-bit copy of x, y's (rows, last axis) as atoms), in the same launch."""
         columns = self.outputs.shape[-1]
-        if (self.dtype != np.float32 or half not in HALF_TYPES or target.dtype != STORAGE
-                or target.shape != (padded(self.outputs.size // columns), padded(columns))):
+        if (self.dtype != np.float32 or half not in HALF_TYPES
+                or not is_operand(target, self.outputs.size // columns, columns)):
             return None
         self._forward, self.outputs16 = self._bind_forward(target, HALF_TYPES[half]), target
         return self

@@ -252,12 +252,12 @@ void SixteenBitForward(const __global ushort *inputs, const __global ushort *wei
 
 // A dense layer's dL/dz from dL/dy (output_gr) where apply_derivative, times f'(z) (kept by the
 // forward: STORE_SLOPES) or f' of y, else dL/dy itself, rounded to 16 bits for the weight and
-// input gradients' products (as atoms, batch_atom_rows of them down), and the bias gradient's sums in float over blocks of DELTA_ROWS rows
-// (bias_slices, (row blocks, units), which SumRows adds). A work-group of DELTA_COLUMNS / 2
-// pairs of columns by DELTA_LANES lanes takes a block: neighbouring work-items read neighbouring
-// pairs, each lane every DELTA_LANES-th row of the block, and the lanes' sums are added in local
-// memory. (A work-item a whole column pair's block, one after another, left a small layer's GPU
-// mostly waiting on each load.)
+// input gradients' products (as atoms, batch_atom_rows of them down), and the bias gradient's
+// sums in float over blocks of DELTA_ROWS rows (bias_slices, (row blocks, units), which SumRows
+// adds). A work-group of DELTA_COLUMNS / 2 pairs of columns by DELTA_LANES lanes takes a block:
+// neighbouring work-items read neighbouring pairs, each lane every DELTA_LANES-th row of the block,
+// and the lanes' sums are added in local memory. (A work-item a whole column pair's block, one
+// after another, left a small layer's GPU mostly waiting on each load.)
 #define DELTA_COLUMNS 64
 #define DELTA_LANES 8
 #define DELTA_ROWS 64

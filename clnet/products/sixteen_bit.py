@@ -44,6 +44,11 @@ def operand(rt, rows: int, columns: int) -> Tensor:
     return tensor
 
 
+def is_operand(tensor: Tensor, rows: int, columns: int) -> bool:
+    """Whether `tensor` holds a (rows, columns) 16-bit matrix as atoms, as operand() makes one."""
+    return tensor.dtype == STORAGE and tensor.shape == (padded(rows), padded(columns))
+
+
 def to_atoms(bits: np.ndarray) -> np.ndarray:
     """A (rows, columns) matrix of 16-bit values (uint16) laid out as operand() holds it: numpy's
     model of sixteen_bit_layout.cl's atom_index."""
@@ -139,7 +144,7 @@ class SixteenBitPlan:
             raise TypeError(f"SixteenBitPlan.round: source must be a float32 tensor of shape (rows, columns) with "
                             f"columns a multiple of 8, got {source.dtype} of shape {source.shape}")
         rows, columns = source.shape
-        if target.dtype != STORAGE or target.shape != (padded(rows), padded(columns)):
+        if not is_operand(target, rows, columns):
             raise TypeError(f"SixteenBitPlan.round: target must be a {STORAGE} tensor of shape "
                             f"{(padded(rows), padded(columns))} (a {self.half} copy of source as atoms: "
                             f"operand(rt, {rows}, {columns})), got {target.dtype} of shape {target.shape}")
@@ -278,8 +283,7 @@ class SixteenBitDensePlan:
     def write_outputs_in_sixteen_bits(self, target: Tensor, half: str) -> bool:
         """Have the forward write y in `half` into `target` (another plan's inputs16: atoms of y's
         (capacity, units)) too, besides y in float, where it can: True if it will."""
-        if (half != self.half or not self.elementwise or target.dtype != STORAGE
-                or target.shape != (padded(self.capacity), padded(self.units))):
+        if half != self.half or not self.elementwise or not is_operand(target, self.capacity, self.units):
             return False
         self._forward, self.outputs16 = self._bind_forward(target), target
         return True
