@@ -212,18 +212,18 @@ void SixteenBitProduct(const __global ushort *a, const __global ushort *b, __glo
 // and STORE_SLOPES say, all in float (rows, units) row-major; with `sixteen`, y rounded to 16 bits
 // into outputs16 too (as atoms), the next layer's x as its products read it (it then rounds none
 // itself). `batch_atom_rows`: the atom rows of the batch's copies (x's, y's), their padded
-// capacity / 8. Built with the layer's activation (ACT).
+// capacity / 8; `weights_atom_rows` W's, its padded n_in / 8. Built with the layer's activation (ACT).
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void SixteenBitForward(const __global ushort *inputs, const __global ushort *weights, const __global float *bias,
                        const __global float *residual, __global float *kept, __global float *outputs,
                        __global ushort *outputs16, const int rows, const int n_in, const int units, const int adding,
-                       const int sixteen, const int batch_atom_rows, const float a, const float b)
+                       const int sixteen, const int batch_atom_rows, const int weights_atom_rows, const float a,
+                       const float b)
 {
     STAGES_IN_LOCAL_MEMORY;
     const int m0 = get_group_id(1) * BLOCK, n0 = get_group_id(0) * BLOCK;
     float acc[64];
-    block_product(inputs, weights, batch_atom_rows, (n_in + BLOCK - 1) / BLOCK * BLOCK / 8, m0, n0, 0, n_in, base,
-                  bars, acc);
+    block_product(inputs, weights, batch_atom_rows, weights_atom_rows, m0, n0, 0, n_in, base, bars, acc);
     // (units is a multiple of 8: a pair is whole or wholly outside)
     #pragma unroll
     for (int p = 0; p < 32; p++) {

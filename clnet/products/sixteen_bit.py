@@ -225,18 +225,20 @@ class SixteenBitDensePlan:
         self.inputs16, weights16 = operand(rt, capacity, n_in), operand(rt, n_in, units)
         self.delta16 = operand(rt, capacity, units)
         batch_atom_rows = np.int32(padded(capacity) // ATOM_ROWS)
+        weights_atom_rows = np.int32(padded(n_in) // ATOM_ROWS)
         bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
         i32 = np.int32
         self._round_weights = kernel("RoundToSixteenBits").bind(
             (), x=weights.value, y=weights16, count=i32(n_in * units), columns=i32(units), panel=i32(panel),
-            atom_rows=i32(padded(n_in) // ATOM_ROWS))
+            atom_rows=weights_atom_rows)
         self._round_weights_sizes = (-(-n_in * units // 8 // THREADS) * THREADS,), (THREADS,)
         self._round_inputs = kernel("RoundToSixteenBits").bind(("x", "count"), y=self.inputs16, columns=i32(n_in),
                                                                panel=i32(n_in), atom_rows=batch_atom_rows)
         self.half, self.elementwise = half, activation.elementwise
         forward = dict(inputs=self.inputs16, weights=weights16, bias=bias, kept=kept, outputs=outputs, n_in=i32(n_in),
-                       units=i32(units), batch_atom_rows=batch_atom_rows, a=fused.a, b=fused.b)
+                       units=i32(units), batch_atom_rows=batch_atom_rows, weights_atom_rows=weights_atom_rows,
+                       a=fused.a, b=fused.b)
         self._bind_forward = lambda outputs16: kernel("SixteenBitForward").bind(
             ("residual", "rows", "adding"), **forward, outputs16=outputs16, sixteen=i32(outputs16 is not None))
         self._forward = self._bind_forward(None)
