@@ -391,6 +391,30 @@ def test_products_form_gradients(fp64, masking):
     check_model(model, xs, rng.normal(size=(2, 4, 2)), rng, constant=KEY_BIAS)
 
 
+def step_in_both_forms(length, dropout, tiles, floatx):
+    """One training step of x + mha(LayerNorm(x), causal) -> Flatten -> Dense in the rows form and
+    in the products form of `tiles`: [(loss, gradients)] of each, the launches of a fit step of
+    each, and the products form's layer."""
+    results, counts = [], []
+    rt = clnet.runtime()
+    for form in (False, tiles):  # False: the rows form
+        rng = np.random.default_rng(9)
+        x = Input((length, 4))
+        h = LayerNormalization()(x)
+        mha = MultiHeadAttention(2, 4, dropout=dropout, seed=5, tiles=form)
+        h = Add()([x, mha(h, h, use_causal_mask=True)])
+        model = clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx=floatx, seed=3)
+        model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
+        model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
+        x, y = rng.normal(size=(3, length, 4)), rng.integers(0, 3, 3)
+        loss, grads, _ = model.compute_gradients(x, y)
+        results.append((loss, grads))
+        before = rt.launches
+        model.fit(x, y, batch_size=3, epochs=1, verbose=0)
+        counts.append(rt.launches - before)
+    return results, counts, mha
+
+
 @pytest.mark.parametrize("length,dropout", [(8, 0.4), (36, 0.0), (36, 0.3), (264, 0.3)])
 def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout):
     """In training the products form gives the rows form's loss and gradients (which
@@ -400,29 +424,33 @@ def test_products_form_matches_the_rows_form_and_launches(fp64, length, dropout)
     longer than four times the row kernels' work-groups of 64, and than the row-block kernels' 4
     key tiles of 16. Per step it launches 2 kernels forward (3 with the row kernels; 1 in the rows
     form) and 4 backward (5; 2)."""
-    results, counts = [], []
-    rt = clnet.runtime()
-    for tiles in (False, TILES):  # False: the rows form
-        rng = np.random.default_rng(9)
-        x = Input((length, 4))
-        h = LayerNormalization()(x)
-        mha = MultiHeadAttention(2, 4, dropout=dropout, seed=5, tiles=tiles)
-        h = Add()([x, mha(h, h, use_causal_mask=True)])
-        model = clnet.Model(x, Dense(3, "softmax")(Flatten()(h)), floatx="float64", seed=3)
-        model.set_weights([rng.normal(0, 0.5, w.shape) for w in model.get_weights()])
-        model.compile(clnet.optimizers.SGD(), "categorical_crossentropy")
-        x, y = rng.normal(size=(3, length, 4)), rng.integers(0, 3, 3)
-        loss, grads, _ = model.compute_gradients(x, y)
-        results.append((loss, grads))
-        before = rt.launches
-        model.fit(x, y, batch_size=3, epochs=1, verbose=0)
-        counts.append(rt.launches - before)
-    (loss_rows, grads_rows), (loss_products, grads_products) = results
+    ((loss_rows, grads_rows), (loss_products, grads_products)), counts, mha = step_in_both_forms(
+        length, dropout, TILES, "float64")
     assert abs(loss_rows - loss_products) < 1e-12
     for rows_grad, products_grad in zip(grads_rows, grads_products):
         np.testing.assert_allclose(products_grad, rows_grad, rtol=1e-10, atol=1e-13)
     assert (mha.row_tiles > 0) == (length <= 4 * TILES["TILE"])
     assert counts[1] - counts[0] == (2 - 1 + 4 - 2 if mha.row_tiles else 3 - 1 + 5 - 2)
+
+
+@pytest.mark.parametrize("length,dropout", [(36, 0.3), (132, 0.0), (132, 0.3)])
+def test_row_blocks_on_tensor_cores_match_the_rows_form(rt, length, dropout):
+    """The row-block kernels in the MMA form's accumulators (64-square blocks, 3xTF32: float's
+    accuracy), whose rows lie in a quad of lanes of two warps: one key tile (36 positions) or three
+    (132, the last almost empty), the causal mask, dropout; loss and gradients of a float32 step
+    as the rows form's, and the row blocks' launches."""
+    if not rt.info.tensor_cores:
+        pytest.skip(f"the tensor-core form runs on NVIDIA GPUs of compute capability 8.0 on, not {rt.info.name!r}")
+    tiles = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32, "MMA": 1}
+    ((loss_rows, grads_rows), (loss_products, grads_products)), counts, mha = step_in_both_forms(
+        length, dropout, tiles, "float32")
+    assert mha.row_tiles == -(-length // 64)
+    assert abs(loss_rows - loss_products) < 1e-5 * abs(loss_rows)
+    # (to float's rounding of the largest: the key's bias has none but rounding, KEY_BIAS)
+    largest = max(np.abs(grad).max() for grad in grads_rows)
+    for rows_grad, products_grad in zip(grads_rows, grads_products):
+        np.testing.assert_allclose(products_grad, rows_grad, rtol=1e-3, atol=1e-5 * largest)
+    assert counts[1] - counts[0] == 2 - 1 + 4 - 2
 
 
 # Self-attention with heads x key_dim a whole number of the store's alignment steps (32 floats on

@@ -337,17 +337,22 @@ inline int attention_row_end(const int use_mask, const int causal, const int i, 
 }
 
 // Where a query block's keys fit in ROW_TILES blocks of TILE (a build define; the CUDA-core tiles
-// only), one work-group computes a block of TILE query rows of (sample b, head h) whole, keys up to
-// `end`, into registers, and the row kernel's work follows in the same launch, with the rows'
-// reductions across the work-items that share a row: scores and softmax in one launch
-// (AttentionScoresSoftmax), dL/dP and the score gradient in another (AttentionScoreGradient).
-// The scores never go through global memory, and two launches a layer and step go. On a GPU
-// the tiny GPT's (T 256, TILE 64: 4 key tiles) scores' product and AttentionSoftmax, and its
-// dL/dP's product and CalcScoreGradientAttention, each take less time as one launch than they
-// took as two. A work-group has up to 4 products to make where one had 1 (starting the query blocks
-// with the most keys first did not change the times), but no row waits on a launch of its own.
-#if defined(ROW_TILES) && !MMA && !WGMMA
-typedef TYPE RowBlock[ROW_TILES][WPT][WPT];  // this work-item's values of the block: [key tile][row][column]
+// or the MMA form's), one work-group computes a block of TILE query rows of (sample b, head h)
+// whole, keys up to `end`, into registers, and the row kernel's work follows in the same launch,
+// with the rows' reductions across the work-items that share a row: scores and softmax in one
+// launch (AttentionScoresSoftmax), dL/dP and the score gradient in another
+// (AttentionScoreGradient). The scores never go through global memory, and two launches a layer
+// and step go. On a GPU the tiny GPT's (T 256, TILE 64: 4 key tiles) scores' product and
+// AttentionSoftmax, and its dL/dP's product and CalcScoreGradientAttention, each take less time as
+// one launch than they took as two. A work-group has up to 4 products to make where one had 1
+// (starting the query blocks with the most keys first did not change the times), but no row waits
+// on a launch of its own. Under a 16-bit policy the products are the MMA form's 16-bit ones (the
+// operands rounded as staged, sums, softmax and gradients in float, as the other products).
+#ifdef ROW_TILES
+#if MMA && !WARP_SHUFFLES
+#error "the row blocks in the MMA form reduce a row's quad of lanes by warp shuffles (WARP_SHUFFLES)"
+#endif
+typedef TYPE RowBlock[ROW_TILES][ACC_ROWS][ACC_COLS];  // this work-item's values: [key tile][row][column]
 
 // s = scale A B^T for this work-group's TILE rows from m0 (A: M x K; B given as N x K; both along
 // k) and the key tiles before `end` (the others 0).
@@ -358,43 +363,70 @@ inline void row_block_product(const __global TYPE *A, const int a_ld, const __gl
     #pragma unroll
     for (int t = 0; t < ROW_TILES; t++) {
         #pragma unroll
-        for (int i = 0; i < WPT; i++)
+        for (int i = 0; i < ACC_ROWS; i++)
             #pragma unroll
-            for (int j = 0; j < WPT; j++)
+            for (int j = 0; j < ACC_COLS; j++)
                 s[t][i][j] = 0;
         if (t * TILE < end)  // the same for the whole work-group: its barriers are all met
             tiled_product_at(A, a_ld, ALONG_K, B, b_ld, ALONG_K, M, N, m0, t * TILE, 0, K, As, Bs, s[t], 0);
         #pragma unroll
-        for (int i = 0; i < WPT; i++)
+        for (int i = 0; i < ACC_ROWS; i++)
             #pragma unroll
-            for (int j = 0; j < WPT; j++)
+            for (int j = 0; j < ACC_COLS; j++)
                 s[t][i][j] *= scale;
     }
 }
 
-// v[i] = the sum (use_max: the maximum) over the work-group of v[i] for this work-item's row i:
-// the SIDE work-items sharing a row leave their values in `partial` (TILE rows x SIDE), and each
-// adds the row's in the same order (the same result in every work-item and on every run). With
-// WARP_SHUFFLES the SIDE items of a row (neighbours in a warp: local index ty * SIDE + tx) take
-// it by shuffles instead, as bitwise the same in every item.
-#if WARP_SHUFFLES && SIDE <= 32
-inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
+// v[i] = the sum (use_max: the maximum) over the work-group of v[i] for this work-item's row i,
+// the same result in every work-item and on every run. In the MMA form a row's columns lie in the
+// 4 lanes of a quad (lane % 4) of each of the WARPS_N warps across the block: the quad by
+// shuffles, then the warps' results through `partial` (TILE rows x WARPS_N), added in the warps'
+// order. On the CUDA cores' tiles the SIDE work-items sharing a row leave their values in
+// `partial` (TILE rows x SIDE), and each adds the row's in the same order; with WARP_SHUFFLES
+// (neighbours in a warp: local index ty * SIDE + tx) they take it by shuffles instead.
+#if MMA
+#define PARTIAL_VALUES (TILE * WARPS_N)
+inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int use_max)
+{
+    const int warp_col = LOCAL_INDEX / 32 % WARPS_N;
+    #pragma unroll
+    for (int i = 0; i < ACC_ROWS; i++) {
+        v[i] = lanes_reduce(v[i], 4, use_max);
+        if (LOCAL_INDEX % 4 == 0)
+            partial[ROW_OWN(i) * WARPS_N + warp_col] = v[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int i = 0; i < ACC_ROWS; i++) {
+        const __local TYPE *row = partial + ROW_OWN(i) * WARPS_N;
+        TYPE r = row[0];
+        #pragma unroll
+        for (int w = 1; w < WARPS_N; w++)
+            r = use_max ? fmax(r, row[w]) : r + row[w];
+        v[i] = r;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
+}
+#elif WARP_SHUFFLES && SIDE <= 32
+#define PARTIAL_VALUES 1
+inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int use_max)
 {
     #pragma unroll
-    for (int i = 0; i < WPT; i++)
+    for (int i = 0; i < ACC_ROWS; i++)
         v[i] = lanes_reduce(v[i], SIDE, use_max);
 }
 #else
-inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_max)
+#define PARTIAL_VALUES (TILE * SIDE)
+inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int use_max)
 {
-    const int tx = get_local_id(0), ty = get_local_id(1);
+    const int tx = get_local_id(0);
     #pragma unroll
-    for (int i = 0; i < WPT; i++)
-        partial[OWN(ty, i) * SIDE + tx] = v[i];
+    for (int i = 0; i < ACC_ROWS; i++)
+        partial[ROW_OWN(i) * SIDE + tx] = v[i];
     barrier(CLK_LOCAL_MEM_FENCE);
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
-        const __local TYPE *row = partial + OWN(ty, i) * SIDE;
+    for (int i = 0; i < ACC_ROWS; i++) {
+        const __local TYPE *row = partial + ROW_OWN(i) * SIDE;
         TYPE r = row[0];
         for (int t = 1; t < SIDE; t++)
             r = use_max ? fmax(r, row[t]) : r + row[t];
@@ -404,18 +436,24 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_m
 }
 #endif
 
-// s[t][i][j..j+3], a run of 4 keys side by side (OWN), as a TYPE4.
-#define RUN4(s, t, i, j) ((TYPE4)((s)[t][i][j], (s)[t][i][(j) + 1], (s)[t][i][(j) + 2], (s)[t][i][(j) + 3]))
+// A run of COL_RUN keys side by side in a row (4 on the CUDA cores' tiles, 2 in the MMA form's
+// accumulators), stored and loaded as one vector: RUN_OF(v) of an array v[COL_RUN].
+#define RUN CAT(TYPE, COL_RUN)
+#if COL_RUN == 4
+#define RUN_OF(v) ((RUN)((v)[0], (v)[1], (v)[2], (v)[3]))
+#elif COL_RUN == 2
+#define RUN_OF(v) ((RUN)((v)[0], (v)[1]))
+#endif
 
 // The query (row of the block) and key (column) of this work-item's s[t][i][j].
-#define BLOCK_QUERY(m0, i) ((m0) + OWN((int)get_local_id(1), i))
-#define BLOCK_KEY(t, j) ((t) * TILE + OWN((int)get_local_id(0), j))
+#define BLOCK_QUERY(m0, i) ((m0) + (int)ROW_OWN(i))
+#define BLOCK_KEY(t, j) ((t) * TILE + (int)COL_OWN(j))
 
 // A row-block kernel's start: local memory, the work-group's (sample b, head h), its first query
 // m0, the end of the keys it reads, and `values` = scale A B^T (row_block_product).
 #define ROW_BLOCK_BEGIN(values, scale_)                                                              \
     __local TYPE4 As[TK * LT / 4], Bs[TK * LT / 4];                                                  \
-    __local TYPE partial[TILE * SIDE];                                                               \
+    __local TYPE partial[PARTIAL_VALUES];                                                            \
     const int m0 = get_group_id(1) * TILE, b = get_group_id(2) / heads, h = get_group_id(2) % heads; \
     const int end = attention_row_end(use_mask, causal, m0, tk);                                     \
     RowBlock values;                                                                                 \
@@ -423,13 +461,13 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[WPT], const int use_m
                       B + b_first + b * (long)b_sample + h * b_head, b_ld, tq, tk, depth, m0, end, scale_, As, Bs, values)
 
 // Where `query`'s row starts in the scores (batch, heads, Tq, Tk), and the loops over this
-// work-item's runs of 4 keys (key tile t, columns j..j+3, from `key`) of a row that hold scores.
+// work-item's runs of COL_RUN keys (key tile t, columns j.., from `key`) of a row that hold scores.
 #define SCORE_ROW(query) ((((long)b * heads + h) * tq + (query)) * tk)
-#define FOR_KEY_RUNS(t, j, key, query)                                                   \
-    _Pragma("unroll")                                                                    \
-    for (int t = 0; t < ROW_TILES; t++)                                                  \
-        _Pragma("unroll")                                                                \
-        for (int j = 0, key = BLOCK_KEY(t, 0); j < WPT; j += 4, key = BLOCK_KEY(t, j))   \
+#define FOR_KEY_RUNS(t, j, key, query)                                                           \
+    _Pragma("unroll")                                                                            \
+    for (int t = 0; t < ROW_TILES; t++)                                                          \
+        _Pragma("unroll")                                                                        \
+        for (int j = 0, key = BLOCK_KEY(t, 0); j < ACC_COLS; j += COL_RUN, key = BLOCK_KEY(t, j)) \
             if ((query) < tq && key < end)
 
 // probabilities (and `dropped`) of TILE queries from m0 of (b, h), as AttentionSoftmax computes
@@ -446,14 +484,14 @@ void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int
                             const int seed, const int step, const TYPE keep)
 {
     ROW_BLOCK_BEGIN(s, scale);
-    TYPE m[WPT], sum[WPT];
+    TYPE m[ACC_ROWS], sum[ACC_ROWS];
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
+    for (int i = 0; i < ACC_ROWS; i++) {
         m[i] = -INFINITY;
         #pragma unroll
         for (int t = 0; t < ROW_TILES; t++)
             #pragma unroll
-            for (int j = 0; j < WPT; j++) {
+            for (int j = 0; j < ACC_COLS; j++) {
                 const int key = BLOCK_KEY(t, j);
                 if (key < end) {
                     if (!attention_kept(mask, use_mask, causal, b, min(BLOCK_QUERY(m0, i), tq - 1), key, tq, tk))
@@ -464,34 +502,35 @@ void AttentionScoresSoftmax(__global const TYPE *A, const int a_first, const int
     }
     row_block_reduce(partial, m, 1);
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
+    for (int i = 0; i < ACC_ROWS; i++) {
         sum[i] = 0;
         #pragma unroll
         for (int t = 0; t < ROW_TILES; t++)
             #pragma unroll
-            for (int j = 0; j < WPT; j++) {
+            for (int j = 0; j < ACC_COLS; j++) {
                 s[t][i][j] = BLOCK_KEY(t, j) < end ? exp(s[t][i][j] - m[i]) : 0;
                 sum[i] += s[t][i][j];
             }
     }
     row_block_reduce(partial, sum, 0);
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
+    for (int i = 0; i < ACC_ROWS; i++) {
         const int query = BLOCK_QUERY(m0, i);
         const long row = SCORE_ROW(query);
         // Times 1 / sum: 64 divisions a work-item, correctly rounded as clnet builds its
         // programs, made the tiny GPT's launch measurably slower on a GPU.
         const TYPE inverse = 1 / sum[i];
         FOR_KEY_RUNS(t, j, key, query) {
-            const TYPE4 p = RUN4(s, t, i, j) * inverse;
-            *(__global TYPE4 *)(probabilities + row + key) = p;
+            TYPE p[COL_RUN], kept[COL_RUN];
+            #pragma unroll
+            for (int e = 0; e < COL_RUN; e++)
+                p[e] = s[t][i][j + e] * inverse;
+            *(__global RUN *)(probabilities + row + key) = RUN_OF(p);
             if (dropout) {
-                const int at = (int)(row + key);
-                *(__global TYPE4 *)(dropped + row + key) =
-                    (TYPE4)(kept_by_dropout(p.s0, at, noise, seed, step, keep),
-                            kept_by_dropout(p.s1, at + 1, noise, seed, step, keep),
-                            kept_by_dropout(p.s2, at + 2, noise, seed, step, keep),
-                            kept_by_dropout(p.s3, at + 3, noise, seed, step, keep));
+                #pragma unroll
+                for (int e = 0; e < COL_RUN; e++)
+                    kept[e] = kept_by_dropout(p[e], (int)(row + key) + e, noise, seed, step, keep);
+                *(__global RUN *)(dropped + row + key) = RUN_OF(kept);
             }
         }
     }
@@ -510,9 +549,9 @@ void AttentionScoreGradient(__global const TYPE *A, const int a_first, const int
                             const int dropout, const int seed, const int step, const TYPE keep)
 {
     ROW_BLOCK_BEGIN(g, 1);
-    TYPE weighted[WPT];  // sum_j p_j g_j
+    TYPE weighted[ACC_ROWS];  // sum_j p_j g_j
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
+    for (int i = 0; i < ACC_ROWS; i++) {
         const int query = BLOCK_QUERY(m0, i);
         const long row = SCORE_ROW(query);
         weighted[i] = 0;
@@ -520,24 +559,26 @@ void AttentionScoreGradient(__global const TYPE *A, const int a_first, const int
             if (dropout) {
                 const int at = (int)(row + key);
                 #pragma unroll
-                for (int e = 0; e < 4; e++)
+                for (int e = 0; e < COL_RUN; e++)
                     g[t][i][j + e] = kept_by_dropout(g[t][i][j + e], at + e, noise, seed, step, keep);
             }
-            weighted[i] += dot(*(const __global TYPE4 *)(probabilities + row + key), RUN4(g, t, i, j));
+            weighted[i] += dot(*(const __global RUN *)(probabilities + row + key), RUN_OF(g[t][i] + j));
         }
     }
     row_block_reduce(partial, weighted, 0);
     #pragma unroll
-    for (int i = 0; i < WPT; i++) {
+    for (int i = 0; i < ACC_ROWS; i++) {
         const int query = BLOCK_QUERY(m0, i);
         const long row = SCORE_ROW(query);
         FOR_KEY_RUNS(t, j, key, query) {
-            const TYPE4 p = *(const __global TYPE4 *)(probabilities + row + key), d = p * (RUN4(g, t, i, j) - weighted[i]);
-            *(__global TYPE4 *)(score_gr + row + key) =
-                (TYPE4)(attention_kept(mask, use_mask, causal, b, query, key, tq, tk) ? d.s0 : 0,
-                        attention_kept(mask, use_mask, causal, b, query, key + 1, tq, tk) ? d.s1 : 0,
-                        attention_kept(mask, use_mask, causal, b, query, key + 2, tq, tk) ? d.s2 : 0,
-                        attention_kept(mask, use_mask, causal, b, query, key + 3, tq, tk) ? d.s3 : 0);
+            // (p read again: kept in registers from the first pass, with g, it made the launch slower)
+            TYPE p[COL_RUN], d[COL_RUN];
+            CAT(vstore, COL_RUN)(*(const __global RUN *)(probabilities + row + key), 0, p);
+            #pragma unroll
+            for (int e = 0; e < COL_RUN; e++)
+                d[e] = attention_kept(mask, use_mask, causal, b, query, key + e, tq, tk)
+                       ? p[e] * (g[t][i][j + e] - weighted[i]) : 0;
+            *(__global RUN *)(score_gr + row + key) = RUN_OF(d);
         }
     }
 }

@@ -7,7 +7,8 @@ head)'s operands in the Dense layer's local-memory tiles, the softmax and the sc
 the launches of the scores' products where a block of queries' keys fits in registers (two
 launches, four for the gradient; else three and five, row kernels between the products), or,
 where dims or lengths are not multiples of 4, a work-item per query row. Under a 16-bit
-mixed-precision policy on NVIDIA's tensor cores the products other than the scores' run in 16 bits.
+mixed-precision policy on NVIDIA's tensor cores the products run in 16 bits, the scores' row block
+too (dL/dP's row block in float).
 A self-attention's three projections of its one input run as one layer (JoinedDense): one
 product forward, one weight and one input gradient backward.
 """
@@ -20,8 +21,7 @@ import numpy as np
 from .. import activations, initializers
 from ..cl.tensor import Tensor
 from .base import KerasTensor, Layer, check_call_arguments, tensors_of
-from ..products import (HALF_TYPES, check_tensor_core_form, on_tensor_cores, product_sources, program_defines,
-                        tensor_core_form)
+from ..products import HALF_TYPES, check_tensor_core_form, product_sources, program_defines, tensor_core_form
 from .dense import Dense, JoinedDense
 from .merge import merge_program
 
@@ -46,7 +46,7 @@ ROW_BLOCK_VALUES = 64
 PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 32}
 
 
-# The tiles AttentionProduct runs in under a 16-bit policy where the MMA form can run: its 16-bit
+# The tiles the products form runs in under a 16-bit policy where the MMA form can run: its 16-bit
 # products (mma_half.cl) in 64-square blocks, so that a product 64 wide (a head's key dim) fills
 # them, 16 deep a slice (on an H200 the larger GPT's step ran faster with 16 than with 32 or 64:
 # benchmarks/RESULTS.md, attention's products in 16 bits).
@@ -56,8 +56,8 @@ SIXTEEN_BIT_PRODUCT_TILES = {"VW": 4, "TILE": 64, "WPT": 4, "TK": 16, "MMA": 1}
 def sixteen_bit_product_tiles(rt, dtype, policy) -> dict | None:
     """SIXTEEN_BIT_PRODUCT_TILES in the policy's 16 bits where a layer's mixed-precision policy
     computes in 16 bits and the MMA form can run (the operands rounded as staged, sums in float, as
-    PyTorch's autocast runs attention's products in bfloat16; the row blocks' scores, softmax and
-    score gradients stay in float); None elsewhere."""
+    PyTorch's autocast runs attention's products in bfloat16; the softmax and the score gradients
+    stay in float, dL/dP's row block too); None elsewhere."""
     half = HALF_TYPES.get(policy.compute_dtype)
     if half is None or not tensor_core_form(rt, dtype):
         return None
@@ -67,10 +67,9 @@ def sixteen_bit_product_tiles(rt, dtype, policy) -> dict | None:
 def row_tiles(tiles: dict, tk: int) -> int:
     """How many key tiles the row-block kernels hold (multi_head_attention.cl's ROW_TILES), or 0
     where the scores go through AttentionProduct and the row kernels: keys past ROW_BLOCK_VALUES
-    registers a work-item, or the tensor-core tiles (whose rows a line of work-items does not
-    share)."""
+    registers a work-item (WPT x WPT values of a key tile, in the MMA form's accumulators too)."""
     count = -(-tk // tiles["TILE"])
-    return count if not on_tensor_cores(tiles) and count * tiles["WPT"] ** 2 <= ROW_BLOCK_VALUES else 0
+    return count if count * tiles["WPT"] ** 2 <= ROW_BLOCK_VALUES else 0
 
 
 def operand_names(letter: str) -> tuple[str, ...]:
@@ -267,7 +266,7 @@ class MultiHeadAttention(Layer):
         aligned = all(n % 4 == 0 for n in (self.key_dim, self.value_dim, self.tq, self.tk))
         check_tensor_core_form(self.rt, self.dtype, self.fixed_tiles, f"MultiHeadAttention {self.name!r}")
         self.tiles, self.row_tiles = None, 0
-        self.product_tiles = None  # the tiles AttentionProduct runs in (the products form's)
+        self.product_tiles = None  # the tiles the products form's kernels run in
         if aligned and self.fixed_tiles is not False and (self.fixed_tiles or self.rt.info.is_gpu):
             self.tiles = self.fixed_tiles or PRODUCT_TILES
         self.lanes = not self.tiles and lanes_form(self.rt)
@@ -318,15 +317,23 @@ class MultiHeadAttention(Layer):
             programs = lambda tiles, defines: self.rt.program(
                 (linear.source, "activations/vector.cl", *product_sources(tiles), "layers/dropout.cl",
                  "layers/multi_head_attention.cl"), self.dtype, {**program_defines(linear, False, tiles), **dims, **defines})
-            self.row_tiles = row_tiles(self.tiles, self.tk)
-            program = programs(self.tiles, {"ROW_TILES": self.row_tiles} if self.row_tiles else {})
+            half = None if self.fixed_tiles else sixteen_bit_product_tiles(self.rt, self.dtype, self.dtype_policy)
+            # Under a 16-bit policy the same launches, from a program of the MMA form's 16-bit tiles.
+            self.product_tiles = half or self.tiles
+            self.row_tiles = row_tiles(self.product_tiles, self.tk)
+            row_blocks = {"ROW_TILES": self.row_tiles} if self.row_tiles else {}
+            program = programs(self.product_tiles, row_blocks)
             names = ("AttentionProduct", *(("AttentionScoresSoftmax", "AttentionScoreGradient") if self.row_tiles
                                            else ("AttentionSoftmax", "CalcScoreGradientAttention")))
             self._kernels = {name: self.rt.kernel(program, name, self.dtype) for name in names}  # bound in allocate
-            half = None if self.fixed_tiles else sixteen_bit_product_tiles(self.rt, self.dtype, self.dtype_policy)
-            if half:  # the same launches, from a program of the MMA form's 16-bit tiles
-                self._kernels["AttentionProduct"] = self.rt.kernel(programs(half, {}), "AttentionProduct", self.dtype)
-            self.product_tiles = half or self.tiles
+            if half and self.row_tiles:
+                # dL/dP's row block in the CUDA cores' tiles (the same blocks: PRODUCT_TILES): in the
+                # MMA form's accumulators a warp reads the probabilities as 8 rows of 32 bytes where
+                # the CUDA cores' tiles read 2 of 256, and on an H200 the larger GPT's launch took
+                # longer than the tensor cores saved (benchmarks/RESULTS.md, the row blocks on the
+                # tensor cores); the scores' row block gained.
+                self._kernels["AttentionScoreGradient"] = self.rt.kernel(programs(self.tiles, row_blocks),
+                                                                         "AttentionScoreGradient", self.dtype)
         else:
             sources = ("layers/dropout.cl", "layers/multi_head_attention.cl")
             if self.lanes:
@@ -542,7 +549,7 @@ class MultiHeadAttention(Layer):
         `causal`: what the product may leave out under the causal mask alone (multi_head_attention.cl);
         `beside`: on the runtime's side queue (Runtime.side_queue)."""
         causal = causal if self.wiring["causal"] and self.wiring["mask"] is None else 0
-        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        tile, side = self.product_tiles["TILE"], self.product_tiles["TILE"] // self.product_tiles["WPT"]
         global_size = (-(-n // tile) * side, -(-m // tile) * side, rows * self.num_heads)
         self._product(global_size, (side, side, 1), *a, a_along_k, *b, b_along_k, *c, *transposed,
                       m, n, k, float(scale), causal, flops=2.0 * rows * self.num_heads * m * n * k, beside=beside)
@@ -558,7 +565,7 @@ class MultiHeadAttention(Layer):
         operands a and b (as _products takes them, both along k; a given here where it varies) for
         TILE query rows a work-group, then the rows' work, over the tensors bound (see _bind);
         `depth` (bound in the kernel) counts its flops."""
-        tile, side = self.tiles["TILE"], self.tiles["TILE"] // self.tiles["WPT"]
+        tile, side = self.product_tiles["TILE"], self.product_tiles["TILE"] // self.product_tiles["WPT"]
         launch((side, -(-self.tq // tile) * side, rows * self.num_heads), (side, side, 1), *a, *self._varying(),
                flops=2.0 * rows * self.num_heads * self.tq * self.tk * depth)
 
