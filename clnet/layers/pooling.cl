@@ -19,6 +19,20 @@
 // Not where a builtin on a 512-bit vector aborts the build (HALVED_BUILTINS, common.cl): the
 // conversions of a double8's long8 masks below take the whole vector, so there the channels go
 // one at a time, the lane loops left dead.
+// On a GPU the channels are shared among get_global_size(1) work-items of a position (groups of
+// eight, interleaved: dimension 1): a work-item's 32 bytes lie beside its neighbours' in the
+// warp, and a position's channels take several lanes, where one lane looping over a position's
+// channels, its neighbours a whole position away, left the CNN's poolings a large part of its step
+// on a GPU. A CPU keeps one work-item a position, with its channel loops' steps constants (as a
+// runtime stride the 11 x 11 x 64 pooling took PoCL measurably longer). Dimension 0 may be rounded
+// up to the work-group: items past `positions` (rows * out_h * out_w) do nothing.
+#if CPU_DEVICE
+#define CHANNEL_GROUP 0
+#define CHANNEL_GROUPS 1
+#else
+#define CHANNEL_GROUP ((int)get_global_id(1))
+#define CHANNEL_GROUPS ((int)get_global_size(1))
+#endif
 #if HALVED_BUILTINS && defined(CLNET_FP64)
 #define EIGHT_CHANNEL_LANES 0
 #else
@@ -40,16 +54,18 @@ void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, ch
                      __global TYPE *outputs,       // y (rows, out_h, out_w, channels)
                      __global TYPE *outputs_t,     // y^T (out_h * out_w * channels, ld)
                      __global int *argmax,         // (rows, out_h, out_w, channels), max pooling
-                     const int ld, GEOMETRY, const int use_max)
+                     const int ld, GEOMETRY, const int use_max, const int positions)
 {
-    const int m = get_global_id(0);
+    const int m = get_global_id(0), group = CHANNEL_GROUP, groups = CHANNEL_GROUPS;
+    if (m >= positions)
+        return;
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int y0 = max_int(oy * sh - pad_top, 0), y1 = min_int(oy * sh - pad_top + ph, height);
     const int x0 = max_int(ox * sw - pad_left, 0), x1 = min_int(ox * sw - pad_left + pw, width);
     const __global TYPE *image = inputs + (long)row * height * width * channels;
     const TYPE count = (y1 - y0) * (x1 - x0);
     const int lanes = EIGHT_CHANNEL_LANES && channels % 8 == 0 ? channels : 0;  // the channels taken eight at a time
-    for (int c = 0; c < lanes; c += 8) {
+    for (int c = 8 * group; c < lanes; c += 8 * groups) {
         TYPE8 best = (TYPE8)(-INFINITY), sum = (TYPE8)(0);
         int8 at = (int8)(y0 * width + x0);
         for (int y = y0; y < y1; y++)
@@ -73,7 +89,7 @@ void FeedForwardPool(__global const TYPE *inputs,  // x (rows, height, width, ch
         if (use_max)
             *(__global int8 *)(argmax + o) = at;
     }
-    for (int c = lanes; c < channels; c++) {
+    for (int c = lanes + group; c < channels; c += groups) {
         TYPE best = -INFINITY, sum = 0;
         int at = y0 * width + x0;
         for (int y = y0; y < y1; y++)
@@ -132,16 +148,18 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
 // pixel of an average's window) and zeros elsewhere, so every input element is written once and
 // none has to search the windows around it. One work-item per output (dimension 0: channel, 1:
 // output position), as FeedForwardPool, and as there eight channels at a time where channels is
-// a multiple of 8. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
+// a multiple of 8, shared among the work-items of a position along dimension 1 on a GPU. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
 // (see recurrent.cl); with channels one at a time, scattered over a lane per output, the CNN's
 // two pooling layers' gradients took Intel's runtime far longer than PoCL.
 __kernel __attribute__((vec_type_hint(TYPE8)))
 void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
                                  __global const int *argmax,      // from FeedForwardPool
                                  __global TYPE *input_gr,         // dL/dx (rows, height, width, channels)
-                                 GEOMETRY, const int use_max)
+                                 GEOMETRY, const int use_max, const int positions)
 {
-    const int m = get_global_id(0);
+    const int m = get_global_id(0), group = CHANNEL_GROUP, groups = CHANNEL_GROUPS;
+    if (m >= positions)
+        return;
     const int ox = m % out_w, oy = m / out_w % out_h, row = m / (out_w * out_h);
     const int top = oy * sh - pad_top, left = ox * sw - pad_left;
     const int y0 = max_int(top, 0), y1 = min_int(top + ph, height), x0 = max_int(left, 0), x1 = min_int(left + pw, width);
@@ -157,17 +175,17 @@ void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows
             const int here = y * width + x;
             const int inside = y >= y0 && y < y1 && x >= x0 && x < x1;
             __global TYPE *out = image + (long)here * channels;
-            for (int c = 0; c < lanes; c += 8) {
+            for (int c = 8 * group; c < lanes; c += 8 * groups) {
                 const TYPE8 gv = *(const __global TYPE8 *)(g + c);
                 *(__global TYPE8 *)(out + c) =
                     use_max ? (LANES_TYPE8(*(const __global int8 *)(at + c) == (int8)(here)) ? gv : (TYPE8)(0))
                             : inside ? gv / count : (TYPE8)(0);
             }
             if (use_max)
-                for (int c = lanes; c < channels; c++)
+                for (int c = lanes + group; c < channels; c += groups)
                     out[c] = at[c] == here ? g[c] : 0;
             else
-                for (int c = lanes; c < channels; c++)
+                for (int c = lanes + group; c < channels; c += groups)
                     out[c] = inside ? g[c] / count : 0;
         }
 }

@@ -10,6 +10,8 @@ from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padd
 
 # The kernels' GEOMETRY arguments (pooling.cl), in the order of _Pooling.geometry.
 GEOMETRY = ("height", "width", "channels", "out_h", "out_w", "ph", "pw", "sh", "sw", "pad_top", "pad_left")
+# On a GPU: the most work-items that share a position's channels, and the work-items a work-group.
+POSITION_ITEMS, WORK_GROUP = 32, 128
 
 
 class _Pooling(Layer):
@@ -45,7 +47,7 @@ class _Pooling(Layer):
         self.input_grad = Tensor((capacity, *self.input_shape), dt, rt)     # dL/dx
         transposed, geometry = self.outputs.transposed, self._geometry()
         self._forward = rt.kernel(self.program, "FeedForwardPool", dt).bind(
-            ("inputs",), outputs=self.outputs, outputs_t=transposed, argmax=self.argmax,
+            ("inputs", "positions"), outputs=self.outputs, outputs_t=transposed, argmax=self.argmax,
             ld=capacity if transposed is not None else 0, **geometry, use_max=int(self.use_max))
         # Windows that do not overlap (the usual strides = pool_size, and global pooling) let each
         # output write its own cell of the input gradient (pip's PoCL 3.0, 128 x 26 x 26 x 32:
@@ -53,13 +55,33 @@ class _Pooling(Layer):
         (ph, pw), (sh, sw) = self.geometry[5:7], self.geometry[7:9]
         self.cells = sh >= ph and sw >= pw
         hidden = "CalcHiddenGradientPoolCells" if self.cells else "CalcHiddenGradientPool"
-        self._hidden = rt.kernel(self.program, hidden, dt).bind(("output_gr",), argmax=self.argmax,
-                                                                input_gr=self.input_grad, **geometry,
-                                                                use_max=int(self.use_max))
+        self._hidden = rt.kernel(self.program, hidden, dt).bind(
+            ("output_gr", "positions") if self.cells else ("output_gr",), argmax=self.argmax, input_gr=self.input_grad,
+            **geometry, use_max=int(self.use_max))
+        # The work-items a position's channels are shared among (pooling.cl): on a GPU its groups
+        # of eight (or its channels one by one where they are not a multiple of 8), up to
+        # POSITION_ITEMS, in work-groups of WORK_GROUP items; on a CPU one.
+        groups = (channels // 8 if channels % 8 == 0 else channels) if rt.info.is_gpu else 1
+        self.position_items = min(groups, POSITION_ITEMS)
+        self._positions_launches = {}  # rows -> (global, local) sizes and positions
+
+    def _positions_launch(self, rows: int) -> tuple:
+        """(global sizes, local sizes, positions) of a launch over rows * out_h * out_w positions,
+        position_items work-items each."""
+        if rows not in self._positions_launches:
+            out_h, out_w = self.geometry[3:5]
+            positions, items = rows * out_h * out_w, self.position_items
+            if items == 1:
+                launch = ((positions,), None)
+            else:
+                side = max(1, WORK_GROUP // items)
+                launch = ((-(-positions // side) * side, items), (side, items))
+            self._positions_launches[rows] = (*launch, np.int32(positions))
+        return self._positions_launches[rows]
 
     def forward(self, x, rows):
-        height, width, channels, out_h, out_w = self.geometry[:5]
-        self._forward((rows * out_h * out_w,), None, x)
+        global_size, local_size, positions = self._positions_launch(rows)
+        self._forward(global_size, local_size, x, positions)
         return self.outputs
 
     def _geometry(self) -> dict:
@@ -69,9 +91,12 @@ class _Pooling(Layer):
     def backward(self, grad, rows, input_grad, activation_done=False):
         if not input_grad:
             return None
-        height, width, channels, out_h, out_w = self.geometry[:5]
-        work = (rows * out_h * out_w,) if self.cells else (channels, rows * height * width)
-        self._hidden(work, None, grad)
+        if self.cells:
+            global_size, local_size, positions = self._positions_launch(rows)
+            self._hidden(global_size, local_size, grad, positions)
+        else:
+            height, width, channels = self.geometry[:3]
+            self._hidden((channels, rows * height * width), None, grad)
         return self.input_grad
 
 
