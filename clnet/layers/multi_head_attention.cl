@@ -384,6 +384,22 @@ inline void row_block_product(const __global TYPE *A, const int a_ld, const __gl
 // order. On the CUDA cores' tiles the SIDE work-items sharing a row leave their values in
 // `partial` (TILE rows x SIDE), and each adds the row's in the same order; with WARP_SHUFFLES
 // (neighbours in a warp: local index ty * SIDE + tx) they take it by shuffles instead.
+// v[i] = the sum (use_max: the maximum) of the `width` values that the work-items sharing row
+// ROW_OWN(i) left in `partial` (TILE rows x width), added in order; `partial` is free again after.
+inline void reduce_partial_rows(__local TYPE *partial, const int width, TYPE v[ACC_ROWS], const int use_max)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int i = 0; i < ACC_ROWS; i++) {
+        const __local TYPE *row = partial + ROW_OWN(i) * width;
+        TYPE r = row[0];
+        for (int t = 1; t < width; t++)
+            r = use_max ? fmax(r, row[t]) : r + row[t];
+        v[i] = r;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
+}
+
 #if MMA
 #define PARTIAL_VALUES (TILE * WARPS_N)
 inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int use_max)
@@ -395,17 +411,7 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int 
         if (LOCAL_INDEX % 4 == 0)
             partial[ROW_OWN(i) * WARPS_N + warp_col] = v[i];
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    #pragma unroll
-    for (int i = 0; i < ACC_ROWS; i++) {
-        const __local TYPE *row = partial + ROW_OWN(i) * WARPS_N;
-        TYPE r = row[0];
-        #pragma unroll
-        for (int w = 1; w < WARPS_N; w++)
-            r = use_max ? fmax(r, row[w]) : r + row[w];
-        v[i] = r;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
+    reduce_partial_rows(partial, WARPS_N, v, use_max);
 }
 #elif WARP_SHUFFLES && SIDE <= 32
 #define PARTIAL_VALUES 1
@@ -419,20 +425,10 @@ inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int 
 #define PARTIAL_VALUES (TILE * SIDE)
 inline void row_block_reduce(__local TYPE *partial, TYPE v[ACC_ROWS], const int use_max)
 {
-    const int tx = get_local_id(0);
     #pragma unroll
     for (int i = 0; i < ACC_ROWS; i++)
-        partial[ROW_OWN(i) * SIDE + tx] = v[i];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    #pragma unroll
-    for (int i = 0; i < ACC_ROWS; i++) {
-        const __local TYPE *row = partial + ROW_OWN(i) * SIDE;
-        TYPE r = row[0];
-        for (int t = 1; t < SIDE; t++)
-            r = use_max ? fmax(r, row[t]) : r + row[t];
-        v[i] = r;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);  // partial is reused by the next reduction
+        partial[ROW_OWN(i) * SIDE + get_local_id(0)] = v[i];
+    reduce_partial_rows(partial, SIDE, v, use_max);
 }
 #endif
 
