@@ -23,9 +23,9 @@
 // eight, interleaved: dimension 1): a work-item's 32 bytes lie beside its neighbours' in the
 // warp, and a position's channels take several lanes, where one lane looping over a position's
 // channels, its neighbours a whole position away, left the CNN's poolings a large part of its step
-// on a GPU. A CPU keeps one work-item a position, with its channel loops' steps constants (as a
-// runtime stride the 11 x 11 x 64 pooling took PoCL measurably longer). Dimension 0 may be rounded
-// up to the work-group: items past `positions` (rows * out_h * out_w) do nothing.
+// on a GPU. A CPU keeps one work-item a position, its channel loops' steps constants, so that
+// they compile as they did before. Dimension 0 may be rounded up to the work-group: items past
+// `positions` (rows * out_h * out_w) do nothing.
 #if CPU_DEVICE
 #define CHANNEL_GROUP 0
 #define CHANNEL_GROUPS 1
@@ -148,9 +148,10 @@ __kernel void CalcHiddenGradientPool(__global const TYPE *output_gr,  // dL/dy (
 // pixel of an average's window) and zeros elsewhere, so every input element is written once and
 // none has to search the windows around it. One work-item per output (dimension 0: channel, 1:
 // output position), as FeedForwardPool, and as there eight channels at a time where channels is
-// a multiple of 8, shared among the work-items of a position along dimension 1 on a GPU. vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items
-// (see recurrent.cl); with channels one at a time, scattered over a lane per output, the CNN's
-// two pooling layers' gradients took Intel's runtime far longer than PoCL.
+// a multiple of 8, shared among a position's work-items along dimension 1 on a GPU.
+// vec_type_hint: Intel's CPU compiler otherwise vectorizes across work-items (see recurrent.cl);
+// with channels one at a time, scattered over a lane per output, the CNN's two pooling layers'
+// gradients took Intel's runtime far longer than PoCL.
 __kernel __attribute__((vec_type_hint(TYPE8)))
 void CalcHiddenGradientPoolCells(__global const TYPE *output_gr,  // dL/dy (rows, out_h, out_w, channels)
                                  __global const int *argmax,      // from FeedForwardPool

@@ -62,15 +62,15 @@ class _Pooling(Layer):
         # of eight (or its channels one by one where they are not a multiple of 8), up to
         # POSITION_ITEMS, in work-groups of WORK_GROUP items; on a CPU one.
         groups = (channels // 8 if channels % 8 == 0 else channels) if rt.info.is_gpu else 1
-        self.position_items = min(groups, POSITION_ITEMS)
+        self._position_items = min(groups, POSITION_ITEMS)
         self._positions_launches = {}  # rows -> (global, local) sizes and positions
 
     def _positions_launch(self, rows: int) -> tuple:
         """(global sizes, local sizes, positions) of a launch over rows * out_h * out_w positions,
-        position_items work-items each."""
+        _position_items work-items each."""
         if rows not in self._positions_launches:
             out_h, out_w = self.geometry[3:5]
-            positions, items = rows * out_h * out_w, self.position_items
+            positions, items = rows * out_h * out_w, self._position_items
             if items == 1:
                 launch = ((positions,), None)
             else:
