@@ -2,13 +2,15 @@
 
     python -m benchmarks.conv [--batch 64] [--size 56] [--channels 64] [--filters 64] [--torch-device cuda]
                               [--tiles TILE,WPT,TK ... | --tiles gpu | --accuracy]
+                              [--policy mixed_bfloat16 | mixed_float16]
 
 A Conv2D(filters, 3, padding="same") on (batch, size, size, channels) inputs: the forward pass,
 the weight gradient (with the bias's) and the input gradient, each 2 * batch * size^2 * filters *
 9 * channels flops. clnet's times are wall-clock around each part with the queue drained (so they
 include whatever layout work the layer does), torch's around F.conv2d and aten's
 convolution_backward for one gradient at a time, fp32 with TF32 off. Prints a table and one JSON
-line.
+line. With a 16-bit --policy, clnet's layer is made under it (its products on the tensor cores in
+16 bits where the tuner measures that faster) and PyTorch's operands are that type, channels last.
 
 By default the layer takes its tiles as it would in a model (the autotuner's choice for the
 device). --tiles measures the GPU form's kernels with each of the given local-memory tiles
@@ -47,11 +49,13 @@ def tile_choices(rt, given: list[str] | None) -> list[dict | None]:
     return choices
 
 
-def label(tiles: dict | tuple | None) -> str:
+def label(tiles: dict | tuple | str | None) -> str:
     """TILE,WPT,TK (the input gradient's Winograd form's BM,TK,STAGES), or the forward's; the weight
-    gradient's; the input gradient's."""
+    gradient's; the input gradient's; a form without tiles by its name."""
     if isinstance(tiles, tuple):
         return "; ".join(map(label, tiles))
+    if isinstance(tiles, str):
+        return tiles
     if tiles is not None and tiles.get("WINOGRAD"):
         if "TILE" in tiles:  # the weight gradient's, on tiled products
             return f"Winograd F(3x3,4x4) {tiles['TILE']},{tiles['WPT']},{tiles['TK']}"
@@ -59,11 +63,13 @@ def label(tiles: dict | tuple | None) -> str:
     return "tuned" if tiles is None else f"{tiles['TILE']},{tiles['WPT']},{tiles['TK']}"
 
 
-def clnet_seconds(batch, size, channels, filters, tiles=None):
+def clnet_seconds(batch, size, channels, filters, tiles=None, policy="float32"):
     import clnet
     from clnet.cl.parameters import ParameterStore
     from clnet.layers import Conv2D
+    from clnet.products import SixteenBitConvPlan
 
+    clnet.mixed_precision.set_global_policy(policy)
     rt = clnet.runtime()
     rng = np.random.default_rng(0)
     store = ParameterStore(rt, np.float32)
@@ -77,20 +83,22 @@ def clnet_seconds(batch, size, channels, filters, tiles=None):
     forward = seconds(lambda: layer.forward(x, batch), sync)
     weight_grad = seconds(lambda: layer.backward(grad, batch, False), sync)
     both = seconds(lambda: layer.backward(grad, batch, True), sync)
-    chosen = layer.plan.product_tiles if layer.tiled else None
+    sixteen = isinstance(layer.plan, SixteenBitConvPlan)
+    chosen = "16-bit operands" if sixteen else layer.plan.product_tiles if layer.tiled else None
     return {"forward": forward, "weight_grad": weight_grad, "input_grad": both - weight_grad}, \
         f"{rt.info.name} [{rt.info.platform_version.strip()}]", chosen
 
 
-def torch_seconds(batch, size, channels, filters, device):
+def torch_seconds(batch, size, channels, filters, device, policy="float32"):
     import torch
     import torch.nn.functional as F
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    x = torch.rand(batch, channels, size, size, device=device)
-    w = torch.rand(filters, channels, 3, 3, device=device)
-    b = torch.rand(filters, device=device)
-    grad = torch.rand(batch, filters, size, size, device=device)
+    half = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}.get(policy)
+    made = lambda *shape: (torch.rand(*shape, device=device) if half is None else
+                           torch.rand(*shape, device=device, dtype=half).to(memory_format=torch.channels_last))
+    x, w, grad = made(batch, channels, size, size), made(filters, channels, 3, 3), made(batch, filters, size, size)
+    b = torch.rand(filters, device=device, dtype=half or torch.float32)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     backward = lambda mask: torch.ops.aten.convolution_backward(grad, x, w, [filters], [1, 1], [1, 1], [1, 1],
                                                                  False, [0, 0], 1, mask)
@@ -176,6 +184,8 @@ def main(argv=None):
                         help='local-memory tiles of the GPU form to measure, or "gpu" for every tiled candidate')
     parser.add_argument("--accuracy", action="store_true",
                         help="each form's error against PyTorch's float64 convolution instead of times")
+    parser.add_argument("--policy", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"],
+                        help="clnet's mixed-precision policy, and PyTorch's operands in its 16 bits")
     args = parser.parse_args(argv)
     shape = (args.batch, args.size, args.channels, args.filters)
     if args.accuracy:
@@ -195,10 +205,11 @@ def main(argv=None):
     import clnet
     measured = []  # (tiles asked for, seconds per product, the tiles the layer ran)
     for tiles in tile_choices(clnet.runtime(), args.tiles):
-        ours, our_device, chosen = clnet_seconds(*shape, tiles)
+        ours, our_device, chosen = clnet_seconds(*shape, tiles, args.policy)
         measured.append((tiles, ours, chosen))
-    theirs, their_device = torch_seconds(*shape, args.torch_device)
-    print(f"Conv2D {args.filters} 3x3 'same' on ({args.batch}, {args.size}, {args.size}, {args.channels}), GFLOP/s\n")
+    theirs, their_device = torch_seconds(*shape, args.torch_device, args.policy)
+    print(f"Conv2D {args.filters} 3x3 'same' on ({args.batch}, {args.size}, {args.size}, {args.channels}), "
+          f"{args.policy}, GFLOP/s\n")
     print("| tiles (TILE,WPT,TK) | product | clnet | torch | clnet / torch |\n| --- | --- | ---: | ---: | ---: |")
     results = []
     for tiles, ours, chosen in measured:
@@ -210,7 +221,7 @@ def main(argv=None):
                             "ratio": round(mine / other, 3)}
             print(f"| {name} | {part} | {mine:.0f} | {other:.0f} | {mine / other:.2f} |")
         results.append(result)
-    emit({"benchmark": "conv", "shape": shape, "results": results, "device": our_device,
+    emit({"benchmark": "conv", "shape": shape, "policy": args.policy, "results": results, "device": our_device,
           "torch_device": their_device, "versions": versions("torch", "pyopencl")})
 
 

@@ -144,16 +144,18 @@ def default_floatx() -> str:
 def warn_sixteen_bits(model_name: str, layers: dict[str, DTypePolicy], device: str, products: bool) -> None:
     """Say once per model build that the layers named in `layers` (name -> policy) compute in
     float32 on `device`, and why; `products`: but for the Dense layers' matrix products (those of
-    Dense, its joined form and attention's projections), which may run in 16 bits here."""
+    Dense, its joined form and attention's projections) and, on Hopper, convolutions', which may
+    run in 16 bits here."""
     if not layers:
         return
     named = ", ".join(f"{name!r} ({policy.name})" for name, policy in list(layers.items())[:4])
     if len(layers) > 4:
         named += f" and {len(layers) - 4} more"
-    what = ("their Dense products in 16 bits on the tensor cores where the tuner measures that faster, and the "
-            f"rest in float32 on {device}: clnet has no other 16-bit kernels yet" if products else
-            f"them in float32 on {device}: clnet's 16-bit kernels are the Dense products' on NVIDIA's tensor cores "
-            "(compute capability 8.0 on), and this device has none")
+    what = ("their Dense products in 16 bits on the tensor cores where the tuner measures that faster (on Hopper "
+            f"convolutions' too), and the rest in float32 on {device}: clnet has no other 16-bit kernels yet"
+            if products else
+            f"them in float32 on {device}: clnet's 16-bit kernels are the Dense products' (and on Hopper "
+            "convolutions') on NVIDIA's tensor cores (compute capability 8.0 on), and this device has none")
     warnings.warn(f"model {model_name!r}: its layers {named} ask for 16-bit computations; clnet computes {what}. "
                   "Variables are kept in float32", PrecisionFallbackWarning, stacklevel=outside_clnet())
 

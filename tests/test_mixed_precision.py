@@ -408,12 +408,17 @@ def test_a_shared_dense_layer_writes_only_its_latest_reader_s_sixteen_bit_input(
 @pytest.mark.parametrize("form", TENSOR_CORE_TILES)
 def test_a_cnn_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch, form):
     """The Fashion-MNIST CNN of examples/fashion_mnist_cnn.py (without its Dropout) under
-    "mixed_bfloat16", its Dense products in each tensor-core form's bfloat16 tiles (its
-    convolutions have no 16-bit form and compute in float32), trains on 12,000 real images to a
-    validation loss within 2% of the same model's in float32. Needs NVIDIA's tensor cores."""
+    "mixed_bfloat16", its Dense products in each tensor-core form's bfloat16 tiles and, with the
+    WGMMA form's, its second convolution on operands stored in 16 bits (its first, on one channel,
+    computes in float32), trains on 12,000 real images to a validation loss within 2% of the same
+    model's in float32. Needs NVIDIA's tensor cores."""
     skip_unless_sixteen_bit_products(form)
     fix_sixteen_bit_tiles(monkeypatch, form)
     from clnet.layers import Conv2D, Flatten, MaxPooling2D
+    from clnet.products import tuner
+    stored = []  # the convolutions the tuner was asked about, where the form's are stored in 16 bits
+    if form == "wgmma":
+        monkeypatch.setattr(tuner, "convolution_in_sixteen_bits", lambda *args: stored.append(args) or True)
     (x, y), (x_test, y_test) = clnet.datasets.fashion_mnist.load_data()
     x, x_test = (images.reshape(-1, 28, 28, 1).astype(np.float32) / 255 for images in (x, x_test))
     losses = trained_in_both(
@@ -423,6 +428,8 @@ def test_a_cnn_s_bfloat16_products_train_within_2_percent_of_float32(monkeypatch
         lambda model: model.fit(x[:12000], y[:12000], batch_size=128, epochs=2, verbose=0),
         lambda model: model.evaluate(x_test[:2000], y_test[:2000], batch_size=500, verbose=0), form == "wgmma")
     assert abs(losses["mixed_bfloat16"] - losses["float32"]) <= 0.02 * losses["float32"], losses
+    if form == "wgmma":  # the second convolution's geometry (32 channels), and no other
+        assert {args[2][2] for args in stored} == {32}
 
 
 def test_compile_wraps_a_mixed_float16_model_s_optimizer_in_loss_scaling_as_keras():

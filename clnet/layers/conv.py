@@ -2,14 +2,17 @@
 patch matrix and the (kh * kw * in, filters) kernel is the layer's output, with bias and
 activation fused as in Dense. The layer holds a plan (clnet.products.ConvPlan) whose implicit
 products compute it without writing the patches, in either form of the Dense products: register
-blocks on a CPU, local-memory tiles on a GPU (the tiled form)."""
+blocks on a CPU, local-memory tiles on a GPU (the tiled form). Under a 16-bit mixed-precision
+policy on Hopper, where the tuner measures its step faster, the plan is SixteenBitConvPlan: the
+patches written in 16 bits and the products on the tensor cores."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import activations, initializers
 from ..cl.tensor import Tensor
-from ..products import CHUNK, ConvPlan, is_winograd, tuner, weight_block_rows, winograd_applies
+from ..products import (CHUNK, ConvPlan, SixteenBitConvPlan, is_winograd, tuner, weight_block_rows,
+                        winograd_applies)
 from .base import Layer, check_weights, layer_label
 from .dense import Dense
 from .spatial import check_rank, int_tuple, onnx_channels_first, onnx_pads, padding_mode, window
@@ -137,9 +140,18 @@ class BaseConv(Layer, registered=False):
             self.act_grad = Tensor((capacity, *self.output_shape), dt, rt)               # dL/dz
             self._softmax, self._softmax_derivative = self.activation.launches(
                 rt, dt, self.filters, self.outputs, self.act_grad, inputs=self.pre)
-        self.plan = ConvPlan(rt, dt, tiles, self.activation, self.geometry, self.filters, capacity,
-                             weights=self.kernel, bias=self.bias, outputs=self.pre if softmax else self.outputs,
-                             input_grad=self.input_grad, chunk=self.chunk)
+        operands = dict(weights=self.kernel, bias=self.bias, outputs=self.pre if softmax else self.outputs,
+                        input_grad=self.input_grad)
+        # Under a 16-bit policy, the products in its 16 bits on operands stored in 16 bits
+        # (products/sixteen_bit_convolution.py), where they can run and the tuner measures the step faster.
+        half, panel = self.product.half, self.product.panel
+        if (self.tiled and half and SixteenBitConvPlan.takes(rt, self.geometry, self.filters, panel)
+                and tuner.convolution_in_sixteen_bits(rt, half, self.geometry, self.filters, capacity, tiles)):
+            self.plan = SixteenBitConvPlan(rt, half, self.activation, self.geometry, self.filters, panel, capacity,
+                                           **operands)
+        else:
+            self.plan = ConvPlan(rt, dt, tiles, self.activation, self.geometry, self.filters, capacity, **operands,
+                                 chunk=self.chunk)
 
     def _row_group(self) -> int:
         return self.rt.row_group(self.filters)
@@ -224,7 +236,10 @@ class Conv2D(BaseConv):
 
     Weights, as `get_weights()` gives them (Keras's layout): kernel `(kh, kw, channels, filters)`,
     then bias `(filters,)` with `use_bias`. Its plan (clnet.products.ConvPlan) computes the
-    product of the patches and the kernel without writing the patches. Keras's `data_format`,
+    product of the patches and the kernel without writing the patches; under `mixed_bfloat16` or
+    `mixed_float16` on Hopper (channels and filters multiples of 8), where the tuner measures the
+    step faster, the products run on the tensor cores in 16 bits over patches written in 16 bits
+    (clnet.products.SixteenBitConvPlan), variables and outputs staying float32. Keras's `data_format`,
     `groups`, regularizers and constraints are not taken. An input's mask is dropped, with Keras's warning."""
     rank = 2
 

@@ -330,8 +330,8 @@ class MultiHeadAttention(Layer):
                 # dL/dP's row block in the CUDA cores' tiles (the same blocks: PRODUCT_TILES): in the
                 # MMA form's accumulators a warp reads the probabilities as 8 rows of 32 bytes where
                 # the CUDA cores' tiles read 2 of 256, and on an H200 the larger GPT's launch took
-                # longer than the tensor cores saved (benchmarks/RESULTS.md, the row blocks on the
-                # tensor cores); the scores' row block gained.
+                # longer than the tensor cores saved (benchmarks/RESULTS.md, attention's scores on
+                # the tensor cores in their row block); the scores' row block gained.
                 self._kernels["AttentionScoreGradient"] = self.rt.kernel(programs(self.tiles, row_blocks),
                                                                          "AttentionScoreGradient", self.dtype)
         else:

@@ -253,48 +253,51 @@ void SixteenBitForward(const __global ushort *inputs, const __global ushort *wei
 // A dense layer's dL/dz from dL/dy (output_gr) where apply_derivative, times f'(z) (kept by the
 // forward: STORE_SLOPES) or f' of y, else dL/dy itself, rounded to 16 bits for the weight and
 // input gradients' products (as atoms, batch_atom_rows of them down), and the bias gradient's
-// sums in float over blocks of DELTA_ROWS rows (bias_slices, (row blocks, units), which SumRows
-// adds). A work-group of DELTA_COLUMNS / 2 pairs of columns by DELTA_LANES lanes takes a block:
-// neighbouring work-items read neighbouring pairs, each lane every DELTA_LANES-th row of the block,
-// and the lanes' sums are added in local memory. (A work-item a whole column pair's block, one
-// after another, left a small layer's GPU mostly waiting on each load.)
+// sums in float over `blocks` blocks of DELTA_ROWS rows (bias_slices, (row slices, units), which
+// SumRows adds). A work-group of DELTA_COLUMNS / 2 pairs of columns by DELTA_LANES lanes takes a
+// slice: neighbouring work-items read neighbouring pairs, each lane every DELTA_LANES-th row of a
+// block, and the lanes' sums are added in local memory. (A work-item a whole column pair's block,
+// one after another, left a small layer's GPU mostly waiting on each load; several blocks a slice
+// leave a convolution's many rows fewer slices to add.)
 #define DELTA_COLUMNS 64
 #define DELTA_LANES 8
 #define DELTA_ROWS 64
 __kernel __attribute__((reqd_work_group_size(DELTA_COLUMNS / 2, DELTA_LANES, 1)))
 void SixteenBitDelta(const __global float *output_gr, const __global float *slopes, __global ushort *delta,
-                     __global float *bias_slices, const int rows, const int units, const int apply_derivative,
-                     const int batch_atom_rows, const float a, const float b)
+                     __global float *bias_slices, const int rows, const int units, const int blocks,
+                     const int apply_derivative, const int batch_atom_rows, const float a, const float b)
 {
     __local float2 sums[DELTA_LANES][DELTA_COLUMNS / 2];
-    const int column = 2 * get_global_id(0), lane = get_local_id(1), block = get_group_id(1);
+    const int column = 2 * get_global_id(0), lane = get_local_id(1), slice = get_group_id(1);
     float2 sum = 0;
-    #pragma unroll
-    for (int r = 0; r < DELTA_ROWS / DELTA_LANES; r++) {
-        const int i = block * DELTA_ROWS + r * DELTA_LANES + lane;
-        if (i >= rows || column >= units)
-            break;
-        const long at = (long)i * units + column;
-        float2 d = *(const __global float2 *)(output_gr + at);
-        if (apply_derivative) {
-            const float2 s = *(const __global float2 *)(slopes + at);
+    for (int block = slice * blocks; block < (slice + 1) * blocks; block++) {
+        #pragma unroll
+        for (int r = 0; r < DELTA_ROWS / DELTA_LANES; r++) {
+            const int i = block * DELTA_ROWS + r * DELTA_LANES + lane;
+            if (i >= rows || column >= units)
+                break;
+            const long at = (long)i * units + column;
+            float2 d = *(const __global float2 *)(output_gr + at);
+            if (apply_derivative) {
+                const float2 s = *(const __global float2 *)(slopes + at);
 #if STORE_SLOPES
-            d *= s;
+                d *= s;
 #else
-            d *= (float2)(ACT_DERIVATIVE(s.s0, s.s0, a, b), ACT_DERIVATIVE(s.s1, s.s1, a, b));
+                d *= (float2)(ACT_DERIVATIVE(s.s0, s.s0, a, b), ACT_DERIVATIVE(s.s1, s.s1, a, b));
 #endif
+            }
+            sum += d;
+            uint packed;
+            PACK(packed, d.s0, d.s1);
+            *(__global uint *)(delta + atom_index(i, column, batch_atom_rows)) = packed;
         }
-        sum += d;
-        uint packed;
-        PACK(packed, d.s0, d.s1);
-        *(__global uint *)(delta + atom_index(i, column, batch_atom_rows)) = packed;
     }
     sums[lane][get_local_id(0)] = sum;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lane == 0 && column < units) {
         for (int l = 1; l < DELTA_LANES; l++)
             sum += sums[l][get_local_id(0)];
-        *(__global float2 *)(bias_slices + (long)block * units + column) = sum;
+        *(__global float2 *)(bias_slices + (long)slice * units + column) = sum;
     }
 }
 #endif
@@ -304,7 +307,7 @@ void SixteenBitDelta(const __global float *output_gr, const __global float *slop
 // every SUM_LANES-th row, the lanes' sums added in local memory. (SumSlices, a work-item a column
 // adding the rows one after another, took the larger GPT's 128 row blocks markedly longer.)
 #define SUM_COLUMNS 32
-#define SUM_LANES 8
+#define SUM_LANES 32
 __kernel __attribute__((reqd_work_group_size(SUM_COLUMNS, SUM_LANES, 1)))
 void SumRows(const __global float *x, __global float *c, const int rows, const int columns)
 {

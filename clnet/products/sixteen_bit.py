@@ -18,7 +18,8 @@ from .plan import bias_operands, split_k
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit_layout.cl", "products/sixteen_bit.cl")
 BLOCK, THREADS, TK = 128, 256, 32  # (sixteen_bit.cl's)
 DELTA_COLUMNS, DELTA_LANES, DELTA_ROWS = 64, 8, 64  # (SixteenBitDelta's work-groups: columns x lanes, rows)
-SUM_COLUMNS, SUM_LANES = 32, 8  # (SumRows's work-groups)
+SUM_COLUMNS, SUM_LANES = 32, 32  # (SumRows's work-groups)
+MOST_SLICES = 8 * SUM_LANES  # dL/dz's bias sums: at most 8 slices for each of SumRows' lanes to add
 # The fewest inputs and units of a layer SixteenBitDensePlan takes: its four launches of its own
 # (the copies in 16 bits, dL/dz, the bias gradient's sum) cost a GPU step that waits on its
 # launches more than smaller products gain. On the H200 the tiny GPT (d 256) ran slower with it,
@@ -226,7 +227,7 @@ class SixteenBitDensePlan:
         self.delta16 = operand(rt, capacity, units)
         batch_atom_rows = np.int32(padded(capacity) // ATOM_ROWS)
         weights_atom_rows = np.int32(padded(n_in) // ATOM_ROWS)
-        bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (row blocks, units)
+        bias_slices = Tensor((-(-capacity // DELTA_ROWS), units), np.float32, rt)  # (slices, units), a block or more
         kernel = lambda name, source=program: rt.kernel(source, name, np.float32)
         i32 = np.int32
         self._round_weights = kernel("RoundToSixteenBits").bind(
@@ -245,8 +246,8 @@ class SixteenBitDensePlan:
         self.outputs16 = None  # the tensor the forward writes y into in 16 bits too, if any
         self._writer = None  # the plan of the layer below that was asked to write inputs16
         self._delta = kernel("SixteenBitDelta").bind(
-            ("output_gr", "rows", "apply_derivative"), slopes=kept, delta=self.delta16, bias_slices=bias_slices,
-            units=i32(units), batch_atom_rows=batch_atom_rows, a=fused.a, b=fused.b)
+            ("output_gr", "rows", "blocks", "apply_derivative"), slopes=kept, delta=self.delta16,
+            bias_slices=bias_slices, units=i32(units), batch_atom_rows=batch_atom_rows, a=fused.a, b=fused.b)
         self._sum_bias = kernel("SumRows").bind(("rows",), x=bias_slices, c=bias_grad, columns=i32(units))
         self._sum_bias_sizes = (-(-units // SUM_COLUMNS) * SUM_COLUMNS, SUM_LANES), (SUM_COLUMNS, SUM_LANES)
         # dL/dW (n_in, units) in W's panels, as the parameter's gradient holds it whatever its shape;
@@ -273,13 +274,18 @@ class SixteenBitDensePlan:
         return [(0, self.n_in)]
 
     def _launch_sizes(self, rows: int) -> tuple:
-        """(rounding x, forward, dL/dz) launch sizes and dL/dz's row blocks at `rows` rows."""
+        """(rounding x, forward, dL/dz) launch sizes, and dL/dz's row blocks a slice and slices, at
+        `rows` rows: a block a slice up to MOST_SLICES, more on the many rows of a convolution's
+        patches, whose bias sums would otherwise leave SumRows' lanes hundreds of slices each."""
         if rows not in self._sizes:
             eights, blocks = -(-rows * self.n_in // 8), -(-rows // DELTA_ROWS)
+            columns = -(-self.units // DELTA_COLUMNS)
+            per_slice = -(-blocks // MOST_SLICES)
+            slices = -(-blocks // per_slice)
             self._sizes[rows] = (((-(-eights // THREADS) * THREADS,), (THREADS,)),
                                  ((-(-self.units // BLOCK) * THREADS, -(-rows // BLOCK)), (THREADS, 1)),
-                                 ((-(-self.units // DELTA_COLUMNS) * DELTA_COLUMNS // 2, blocks * DELTA_LANES),
-                                  (DELTA_COLUMNS // 2, DELTA_LANES)), blocks)
+                                 ((columns * DELTA_COLUMNS // 2, slices * DELTA_LANES),
+                                  (DELTA_COLUMNS // 2, DELTA_LANES)), np.int32(per_slice), np.int32(slices))
         return self._sizes[rows]
 
     def write_outputs_in_sixteen_bits(self, target: Tensor, half: str) -> bool:
@@ -304,13 +310,14 @@ class SixteenBitDensePlan:
         writer = self._writer
         return writer if writer is not None and writer.outputs16 is self.inputs16 else None
 
-    def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
+    def forward(self, x: Tensor | None, rows: int, add: Tensor | None = None, inputs_rounded: bool = False) -> None:
         """outputs = f(x W + b) (+ add), over `rows` rows, from x and W rounded to 16 bits (x's
-        copy written by the layer below, where inputs_written_by says so)."""
-        round_inputs, forward, _, _ = self._launch_sizes(rows)
+        copy written by the layer below, where inputs_written_by says so; already in inputs16
+        where `inputs_rounded`, x then unused: a convolution's patches, SixteenBitConvPlan)."""
+        round_inputs, forward, *_ = self._launch_sizes(rows)
         self._round_weights(*self._round_weights_sizes)
         writer = self.input_writer
-        if writer is None or x is not writer.outputs:
+        if not inputs_rounded and (writer is None or x is not writer.outputs):
             self._round_inputs(*round_inputs, x, np.int32(rows * self.n_in))
         self._forward(*forward, add, np.int32(rows), np.int32(add is not None),
                       flops=2.0 * rows * self.n_in * self.units)
@@ -319,9 +326,9 @@ class SixteenBitDensePlan:
                         parts: int = 1, done=None) -> None:
         """dL/dz in 16 bits and dL/db from dL/dy (`grad`; dL/dz itself where not
         `apply_derivative`), then dL/dW from the x the forward rounded (x is that forward's)."""
-        *_, delta, blocks = self._launch_sizes(rows)
-        self._delta(*delta, grad, np.int32(rows), np.int32(apply_derivative))
-        self._sum_bias(*self._sum_bias_sizes, np.int32(blocks))
+        *_, delta, per_slice, slices = self._launch_sizes(rows)
+        self._delta(*delta, grad, np.int32(rows), per_slice, np.int32(apply_derivative))
+        self._sum_bias(*self._sum_bias_sizes, slices)
         self._weight_gradient(rows)
 
     def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:

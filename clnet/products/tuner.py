@@ -18,7 +18,8 @@ from .convolution import (COLUMN_VECTORS, CONVOLUTION_CPU_SOURCES, CONVOLUTION_S
                           tiled_candidates)
 from .forms import KERNEL_PREFIXES, PRODUCT_SOURCES, UNBLOCKED, half_candidates, layout, per_kernel, tile_candidates
 from .plan import DensePlan, dense_program
-from . import winograd, winograd_forward, winograd_weights
+from . import sixteen_bit, sixteen_bit_convolution, winograd, winograd_forward, winograd_weights
+from .sixteen_bit_convolution import SixteenBitConvPlan
 
 
 def usable_candidates(rt, dtype, candidates: list[dict] | None = None) -> list[dict]:
@@ -75,12 +76,44 @@ def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> t
     fast_weights = winograd_weights.candidates(rt, dtype, geometry, candidates)
     settings = {"candidates": candidates, "winograd": fast, "winograd_weights": fast_weights,
                 "geometry": list(geometry), "filters": filters, "batch": batch}
-    sources = ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES, *winograd_weights.SOURCES,
-               *winograd_forward.SOURCES)
-    chosen = tuned(rt, dtype, "conv", sources,
+    chosen = tuned(rt, dtype, "conv", TILED_CONVOLUTION_SOURCES,
                    lambda: tune_convolution(rt, dtype, candidates, geometry, filters, batch, fast, fast_weights),
                    [candidates[0]] * 3, settings)
     return tuple(chosen)
+
+
+# What a convolution's tiled form compiles, whichever products it takes (the tuners' cache keys).
+TILED_CONVOLUTION_SOURCES = ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES,
+                             *winograd_weights.SOURCES, *winograd_forward.SOURCES)
+
+
+def convolution_in_sixteen_bits(rt, half: str, geometry: tuple, filters: int, batch: int, tiles: tuple) -> bool:
+    """Whether a convolution of this `geometry` (ConvPlan's), `filters` and `batch` samples, whose
+    policy lets its products run in `half`, runs its training step (forward, weight gradient,
+    input gradient) faster on operands stored in 16 bits (SixteenBitConvPlan, where it takes the
+    convolution) than in the tiled form's `tiles` (convolution_tiles' choice), measured once per
+    device. Writing the patch matrix costs the 16-bit form what the float forms' gathers do not:
+    a small convolution's step may be faster without it."""
+    settings = {"half": half, "tiles": list(tiles), "geometry": list(geometry), "filters": filters, "batch": batch}
+    sources = (*TILED_CONVOLUTION_SOURCES, *sixteen_bit.SOURCES, *sixteen_bit_convolution.SOURCES)
+    return bool(tuned(rt, np.float32, f"conv_{half}", sources,
+                      lambda: _faster_in_sixteen_bits(rt, half, geometry, filters, batch, tiles), False, settings))
+
+
+def _faster_in_sixteen_bits(rt, half: str, geometry: tuple, filters: int, batch: int, tiles: tuple) -> bool:
+    """convolution_in_sixteen_bits' measurement: the two plans' steps, each the best of best_seconds'."""
+    rng = np.random.default_rng(0)
+    height, width, channels, out_h, out_w = geometry[:5]
+    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), np.float32, rt)
+    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), np.float32, rt)
+    step = lambda plan: lambda: (plan.forward(x, batch), plan.weight_gradient(x, grad, batch, True, True),
+                                 plan.input_gradient(grad, batch, True))
+    tiled = best_seconds(rt, step(ConvPlan.standalone(rt, np.float32, tuple(tiles), geometry, filters, batch, rng)))
+    try:
+        sixteen = SixteenBitConvPlan.standalone(rt, half, geometry, filters, batch, rng)
+    except BuildError:
+        return False
+    return best_seconds(rt, step(sixteen)) < tiled
 
 
 def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters: int, batch: int,
