@@ -152,21 +152,28 @@ def test_a_convolution_s_step_on_operands_stored_in_16_bits(rt, rng, monkeypatch
 
 def test_a_step_s_launches(rt, rng, monkeypatch):
     """The forward: the patches, W rounded, the product with bias and activation; the backward:
-    dL/dz with the bias's block sums, their sum, the two products (each adding split slices
-    where split), dL/dx gathered from the patches' gradient."""
+    dL/dz with the bias's block sums, their sum, the weight gradient's product; at stride 1 the
+    patches of dL/dz, W's taps transposed and their product, else the patches' gradient and its
+    gather into dL/dx; each product adding split slices where split."""
     on_hopper(rt)
-    layer = sixteen_bit_layer(rt, rng, monkeypatch, "bfloat16", lambda: Conv2D(64, 3, activation="relu", tiles=TILED),
-                              (30, 30, 32), 64)
-    x = Tensor.from_numpy(rng.standard_normal((64, 30 * 30 * 32)).astype(F32))
-    dy = Tensor.from_numpy(rng.standard_normal((64, 28 * 28 * 64)).astype(F32))
-    before = rt.launches
-    layer.forward(x, 64)
-    assert rt.launches - before == 3
-    rows, patch = 64 * 28 * 28, 9 * 32
     splits = lambda m, n, k: 1 + (product_geometry(rt, m, n, k)[0] > 1)
-    before = rt.launches
-    layer.backward(dy, 64, True)
-    assert rt.launches - before == 2 + splits(patch, 64, rows) + splits(rows, patch, 64) + 1
+    for strides, out in ((1, 28), (2, 14)):
+        layer = sixteen_bit_layer(rt, rng, monkeypatch, "bfloat16",
+                                  lambda: Conv2D(64, 3, strides=strides, activation="relu", tiles=TILED), (30, 30, 32),
+                                  64)
+        x = Tensor.from_numpy(rng.standard_normal((64, 30 * 30 * 32)).astype(F32))
+        dy = Tensor.from_numpy(rng.standard_normal((64, out * out * 64)).astype(F32))
+        before = rt.launches
+        layer.forward(x, 64)
+        assert rt.launches - before == 3
+        rows, patch = 64 * out * out, 9 * 32
+        if strides == 1:  # (64 x 30 x 30 pixels, 9 x 64 taps of dL/dz, 32 channels)
+            input_gradient = 2 + splits(64 * 30 * 30, 32, 9 * 64)
+        else:
+            input_gradient = splits(rows, patch, 64) + 1
+        before = rt.launches
+        layer.backward(dy, 64, True)
+        assert rt.launches - before == 2 + splits(patch, 64, rows) + input_gradient
 
 
 def test_which_convolutions_take_operands_stored_in_16_bits(rt):

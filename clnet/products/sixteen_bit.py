@@ -211,12 +211,13 @@ class SixteenBitDensePlan:
     the forward starts, then one launch multiplies them with `bias`, `activation` and a linear
     layer's residual applied as it stores `outputs` and `kept` (z or f'(z), as DensePlan keeps
     them) (SixteenBitForward); the backward forms dL/dz once, in 16 bits, with the bias gradient's
-    sums in float (SixteenBitDelta), for both gradients' products (dL/dx into `input_grad`).
+    sums in float (SixteenBitDelta), for both gradients' products (dL/dx into `input_grad`; None
+    where its user forms dL/dx from delta16 itself, as a convolution at stride 1 does).
     Variables, outputs and gradients stay float32. Every launch's arguments are bound once: on a
     GPU a small layer's step costs what its Python costs. Only where `takes` says so."""
 
     def __init__(self, rt, half: str, activation, n_in: int, units: int, panel: int, capacity: int, *,
-                 weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor):
+                 weights, bias, outputs: Tensor, kept: Tensor, input_grad: Tensor | None):
         self.n_in, self.units, self.capacity, self.kept, self.input_grad = n_in, units, capacity, kept, input_grad
         self.outputs = outputs  # y, float (capacity, units)
         program = product_program(rt, half, *FORWARD, activation)
@@ -256,8 +257,9 @@ class SixteenBitDensePlan:
         self._weight_gradient = BoundProduct(rt, product_program(rt, half, *WEIGHT_GRADIENT), "k", capacity,
                                              a=self.inputs16, b=self.delta16, c=weight_grad, m=n_in, n=units,
                                              panel=panel)
-        self._input_gradient = BoundProduct(rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity,
-                                            a=self.delta16, b=weights16, c=input_grad, n=n_in, k=units, panel=n_in)
+        self._input_gradient = None if input_grad is None else BoundProduct(
+            rt, product_program(rt, half, *INPUT_GRADIENT), "m", capacity, a=self.delta16, b=weights16, c=input_grad,
+            n=n_in, k=units, panel=n_in)
         self._sizes = {}  # rows -> each launch's sizes
 
     @staticmethod
@@ -333,6 +335,8 @@ class SixteenBitDensePlan:
 
     def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> Tensor:
         """input_grad = dL/dz W^T from the 16-bit dL/dz weight_gradient made."""
+        if self._input_gradient is None:
+            raise ValueError("SixteenBitDensePlan.input_gradient: the plan was made without input_grad")
         self._input_gradient(rows)
         return self.input_grad
 

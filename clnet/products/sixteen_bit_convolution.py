@@ -3,8 +3,10 @@ cores: what a Conv layer runs under a mixed-precision policy where the tuner mea
 than the tiled form (tuner.convolution_in_sixteen_bits). The float forms (convolution.py) never
 write the patch matrix; this one writes it once a forward, in 16 bits (PatchesToSixteenBits,
 sixteen_bit_convolution.cl), and runs the layer's step as a dense layer's over (samples x
-positions) rows of kh * kw * channels (SixteenBitDensePlan); dL/dx comes from the patch matrix's
-float gradient, each input element summing the windows that cover it (PatchGradientsToInputs)."""
+positions) rows of kh * kw * channels (SixteenBitDensePlan). dL/dx at stride 1 is the forward's
+product over 16-bit patches of dL/dz (DeltaPatchesToSixteenBits) and W's taps transposed
+(TransposedWeightsToSixteenBits); at larger strides it comes from the patch matrix's float
+gradient, each input element summing the windows that cover it (PatchGradientsToInputs)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +16,7 @@ from ..cl.tensor import Tensor
 from .convolution_geometry import GEOMETRY
 from .forms import HALF_TYPES, stores_pre, tensor_core_form
 from .plan import Operand
-from .sixteen_bit import ATOM_ROWS, THREADS, SixteenBitDensePlan
+from .sixteen_bit import ATOM_ROWS, FORWARD, THREADS, BoundProduct, SixteenBitDensePlan, operand, product_program
 
 SOURCES = ("products/tensor_cores.cl", "products/sixteen_bit_layout.cl", "products/convolution.cl",
            "products/sixteen_bit_convolution.cl")
@@ -37,21 +39,40 @@ class SixteenBitConvPlan:
         height, width, channels, out_h, out_w, kh, kw = self.geometry[:7]
         self.positions, self.patch_size = out_h * out_w, kh * kw * channels
         rows = capacity * self.positions  # the patch matrix's
-        f32 = np.float32
+        f32, i32 = np.float32, np.int32
+        atom_rows = lambda tensor: i32(tensor.shape[0] // ATOM_ROWS)
         y = Tensor((rows, filters), f32, rt, outputs.buffer)
         kept = Tensor((rows, filters), f32, rt) if stores_pre(activation) else y  # z or f'(z), as Dense keeps
-        self.patch_grad = Tensor((rows, self.patch_size), f32, rt)  # dL/d(patches), float
+        # dL/dx at stride 1 from 16-bit patches of dL/dz; else from dL/d(patches) in float, gathered.
+        self.transposed = self.geometry[7:9] == (1, 1)
+        self.patch_grad = None if self.transposed else Tensor((rows, self.patch_size), f32, rt)
         self.product = SixteenBitDensePlan(rt, half, activation, self.patch_size, filters, panel, rows,
                                            weights=weights, bias=bias, outputs=y, kept=kept,
                                            input_grad=self.patch_grad)
         program = rt.program(SOURCES, f32, {"HALF": HALF_TYPES[half]})
         sizes = dict(zip(GEOMETRY, self.geometry))
         patches = self.product.inputs16
-        self._patches = rt.kernel(program, "PatchesToSixteenBits", f32).bind(
-            ("x", "rows"), patches=patches, atom_rows=np.int32(patches.shape[0] // ATOM_ROWS), **sizes)
-        self._gather = rt.kernel(program, "PatchGradientsToInputs", f32).bind(
-            ("samples",), patch_gr=self.patch_grad, input_gr=input_grad, **sizes)
-        self.input_elements = height * width * channels  # per sample
+        kernel = lambda name: rt.kernel(program, name, f32)
+        self._patches = kernel("PatchesToSixteenBits").bind(("x", "rows"), patches=patches,
+                                                            atom_rows=atom_rows(patches), **sizes)
+        self.pixels = height * width  # per sample
+        if not self.transposed:
+            self._gather = kernel("PatchGradientsToInputs").bind(("samples",), patch_gr=self.patch_grad,
+                                                                 input_gr=input_grad, **sizes)
+            return
+        pixels, self.taps = capacity * self.pixels, kh * kw * filters  # the rows and columns of dL/dz's patches
+        self.delta_patches, weights_t = operand(rt, pixels, self.taps), operand(rt, self.taps, channels)
+        delta = self.product.delta16
+        self._delta_patches = kernel("DeltaPatchesToSixteenBits").bind(
+            ("rows",), delta=delta, patches=self.delta_patches, filters=i32(filters), delta_atom_rows=atom_rows(delta),
+            atom_rows=atom_rows(self.delta_patches), **sizes)
+        self._transposed_weights = kernel("TransposedWeightsToSixteenBits").bind(
+            (), weights=weights.value, transposed=weights_t, filters=i32(filters), panel=i32(panel),
+            atom_rows=atom_rows(weights_t), **sizes)
+        self._transposed_sizes = (-(-self.taps * channels // 8 // THREADS) * THREADS,), (THREADS,)
+        input_grad_rows = Tensor((pixels, channels), f32, rt, input_grad.buffer)  # (samples x pixels, channels)
+        self._input_product = BoundProduct(rt, product_program(rt, half, *FORWARD), "m", pixels, a=self.delta_patches,
+                                           b=weights_t, c=input_grad_rows, n=channels, k=self.taps, panel=channels)
 
     @staticmethod
     def takes(rt, geometry: tuple, filters: int, panel: int) -> bool:
@@ -86,8 +107,16 @@ class SixteenBitConvPlan:
         self.product.weight_gradient(x, grad, rows * self.positions, apply_derivative, input_gradient)
 
     def input_gradient(self, grad: Tensor, rows: int, apply_derivative: bool) -> None:
-        """dL/dx from the 16-bit dL/dz weight_gradient made: the patches' gradient dL/dz W^T, then
-        each input element's sum over the windows that cover it."""
+        """dL/dx from the 16-bit dL/dz weight_gradient made: at stride 1 the product of its patches
+        and W's taps transposed; else the patches' gradient dL/dz W^T, then each input element's
+        sum over the windows that cover it."""
+        pixels = rows * self.pixels
+        if self.transposed:
+            chunks = pixels * self.taps // 8
+            self._delta_patches((-(-chunks // THREADS) * THREADS,), (THREADS,), np.int32(pixels))
+            self._transposed_weights(*self._transposed_sizes)
+            self._input_product(pixels)
+            return
         self.product.input_gradient(grad, rows * self.positions, apply_derivative)
-        quads = rows * self.input_elements // 4
+        quads = pixels * self.geometry[2] // 4
         self._gather((-(-quads // GATHER_ITEMS) * GATHER_ITEMS,), (GATHER_ITEMS,), np.int32(rows))
