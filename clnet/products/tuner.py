@@ -59,6 +59,11 @@ def matrix_tiles(rt, dtype, n_in: int, units: int, rows: int | None = None, half
     return min(choices, key=distance)["tiles"]
 
 
+# What a convolution's tiled form compiles, whichever products it takes (the tuners' cache keys).
+TILED_CONVOLUTION_SOURCES = ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES,
+                             *winograd_weights.SOURCES, *winograd_forward.SOURCES)
+
+
 def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> tuple[dict, dict, dict]:
     """The tiles of a convolution's tiled (GPU) form: forward, weight gradient and input gradient,
     measured once per device on a convolution of this `geometry` (ConvPlan's), `filters` and
@@ -82,11 +87,6 @@ def convolution_tiles(rt, dtype, geometry: tuple, filters: int, batch: int) -> t
     return tuple(chosen)
 
 
-# What a convolution's tiled form compiles, whichever products it takes (the tuners' cache keys).
-TILED_CONVOLUTION_SOURCES = ("cl/common.cl", *PRODUCT_SOURCES, *CONVOLUTION_SOURCES, *winograd.SOURCES,
-                             *winograd_weights.SOURCES, *winograd_forward.SOURCES)
-
-
 def convolution_in_sixteen_bits(rt, half: str, geometry: tuple, filters: int, batch: int, tiles: tuple) -> bool:
     """Whether a convolution of this `geometry` (ConvPlan's), `filters` and `batch` samples, whose
     policy lets its products run in `half`, runs its training step (forward, weight gradient,
@@ -103,11 +103,8 @@ def convolution_in_sixteen_bits(rt, half: str, geometry: tuple, filters: int, ba
 def _faster_in_sixteen_bits(rt, half: str, geometry: tuple, filters: int, batch: int, tiles: tuple) -> bool:
     """convolution_in_sixteen_bits' measurement: the two plans' steps, each the best of best_seconds'."""
     rng = np.random.default_rng(0)
-    height, width, channels, out_h, out_w = geometry[:5]
-    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), np.float32, rt)
-    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), np.float32, rt)
-    step = lambda plan: lambda: (plan.forward(x, batch), plan.weight_gradient(x, grad, batch, True, True),
-                                 plan.input_gradient(grad, batch, True))
+    x, grad = _convolution_operands(rt, np.float32, geometry, filters, batch, rng)
+    step = lambda plan: lambda: _training_step(plan, x, grad, batch)
     tiled = best_seconds(rt, step(ConvPlan.standalone(rt, np.float32, tuple(tiles), geometry, filters, batch, rng)))
     try:
         sixteen = SixteenBitConvPlan.standalone(rt, half, geometry, filters, batch, rng)
@@ -127,9 +124,7 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
     (winograd_weights.py's) for the weight gradient. Candidates whose programs do not build on
     the device are passed over."""
     rng = np.random.default_rng(0)
-    height, width, channels, out_h, out_w = geometry[:5]
-    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
-    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), dtype, rt)
+    x, grad = _convolution_operands(rt, dtype, geometry, filters, batch, rng)
 
     def planned(tiles):
         try:
@@ -157,6 +152,22 @@ def tune_convolution(rt, dtype, candidates: list[dict], geometry: tuple, filters
             if seconds < best:
                 chosen[product], best = candidate, seconds
     return chosen
+
+
+def _convolution_operands(rt, dtype, geometry: tuple, filters: int, batch: int, rng) -> tuple[Tensor, Tensor]:
+    """x and dL/dy of `batch` samples for a convolution of `geometry` and `filters`, uniform in
+    [0, 1) from `rng`: what the convolution tuners time plans on."""
+    height, width, channels, out_h, out_w = geometry[:5]
+    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
+    return x, Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), dtype, rt)
+
+
+def _training_step(plan, x: Tensor, grad: Tensor, batch: int) -> None:
+    """A convolution plan's training step over x and dL/dy: the forward, the weight gradient
+    (keeping dL/dz) and the input gradient."""
+    plan.forward(x, batch)
+    plan.weight_gradient(x, grad, batch, True, True)
+    plan.input_gradient(grad, batch, True)
 
 
 # The CPU form's vectors of columns per work-item that convolution_columns tries, and the least
@@ -200,15 +211,12 @@ def _tune_columns(rt, dtype, candidates: list[dict], geometry: tuple, filters: i
     """convolution_columns' measurement: each product's kernel timed under every candidate, the
     least of ROUNDS rounds kept, and each product's vectors taken from its fastest candidate."""
     rng = np.random.default_rng(0)
-    height, width, channels, out_h, out_w = geometry[:5]
-    x = Tensor.from_numpy(rng.random((batch, height, width, channels)), dtype, rt)
-    grad = Tensor.from_numpy(rng.random((batch, out_h, out_w, filters)), dtype, rt)
+    x, grad = _convolution_operands(rt, dtype, geometry, filters, batch, rng)
     plans = [ConvPlan.standalone(rt, dtype, tiles, geometry, filters, batch, rng) for tiles in candidates]
     least = [{} for _ in candidates]  # per candidate: {kernel name: seconds}
     for _ in range(ROUNDS):
         for plan, times in zip(plans, least):
-            step = lambda: (plan.forward(x, batch), plan.weight_gradient(x, grad, batch, True, True),
-                            plan.input_gradient(grad, batch, True))
+            step = lambda: _training_step(plan, x, grad, batch)
             for kernel, seconds in kernel_times(rt, step, repeats=1).items():
                 times[kernel] = min(times.get(kernel, math.inf), seconds)
     chosen = dict(candidates[0])
