@@ -427,6 +427,43 @@ def test_split_weight_gradient(rt, rng, dtype):
         close(grad_b, dz.sum(0), rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "softmax", "residual"])
+def test_split_forward(rt, rng, dtype, activation):
+    """The GPU form splits the forward's sums over n_in among work-groups where its (rows, units)
+    result is few tiles (a small batch through a wide layer), and FinishFeedForward adds the slices
+    and the bias: y, y^T, and the z or f'(z) the gradients read, as numpy's, with a linear layer's
+    residual added, also for a batch shorter than the buffers."""
+    tiles = {"VW": 4, "TILE": 16, "WPT": 4, "TK": 4}
+    name = "linear" if activation == "residual" else activation
+    layer = dense_layer(rt, rng, 1037, 5, name, dtype, 13, tiles=tiles, writes_transposed=True)
+    w, bias = [v.astype(np.float64) for v in layer.get_weights()]
+    shallow = dense_layer(rt, rng, 784, 5, name, dtype, 13, tiles=tiles)
+    assert shallow.plan.forward_splits(13) == (1, 784)  # a shallower forward stays one launch
+    for rows in (13, 6):
+        assert layer.plan.forward_splits(rows)[0] > 1  # the path under test runs
+        x = rng.normal(size=(rows, 1037)).astype(dtype)
+        dy = rng.normal(size=(rows, 5)).astype(dtype)
+        r = rng.normal(size=(rows, 5)).astype(dtype)
+        z = x.astype(np.float64) @ w + bias
+        add = Tensor.from_numpy(r) if activation == "residual" else None
+        y = layer.forward(Tensor.from_numpy(x), rows, add).numpy()[:rows]
+        if name == "softmax":
+            want, dz = softmax(z), softmax_backward(softmax(z), dy)
+        else:
+            forward, derivative = ACTIVATIONS[name]
+            a, b = layer.activation.a, layer.activation.b
+            want, dz = forward(z, a, b) + (r if add is not None else 0), derivative(z, a, b) * dy
+        tolerance = 1e-4 if dtype == F32 else 1e-12
+        close(y, want, rtol=tolerance, atol=tolerance)
+        if name != "softmax":  # (whose y the softmax launch writes, without y^T)
+            close(layer.outputs.transposed.numpy()[:, :rows], y.T, rtol=0, atol=0)
+        layer.backward(Tensor.from_numpy(dy), rows, False)
+        grad_w, grad_b = layer.gradients()
+        close(grad_w, x.T.astype(np.float64) @ dz, rtol=tolerance, atol=tolerance * 10)
+        close(grad_b, dz.sum(0), rtol=tolerance, atol=tolerance)
+
+
 def test_dense_without_bias(rt, rng):
     layer = dense_layer(rt, rng, 6, 5, "tanh", F32, 4, use_bias=False)
     (w,) = layer.get_weights()

@@ -356,6 +356,11 @@ inline void store_block(__global TYPE *C, const int ldc, const int M, const int 
 // (c / panel) * n_in * panel + i * panel + c % panel = panel_base + i * panel + c.
 #define PANEL_BASE(W, n, panel, n_in) ((W) + (long)((n) / (panel)) * (panel) * ((n_in) - 1))
 
+// The forward: y = f(x W + b) (+ r), z or f'(z) kept, y^T where ld. Where its (rows, units) result
+// has too few blocks to fill the device (a small batch: the CNN's 128 x 1600 -> 128 layer was one
+// to four work-groups, each summing all 1600 depths), the launch is split along n_in as the weight
+// gradient is along the rows (work-group layer z sums depths [z chunk, (z + 1) chunk)), each layer
+// stores its sums into its slice of `slices` (splits, rows, units), and FinishFeedForward ends it.
 __kernel __attribute__((reqd_work_group_size(SIDE, SIDE, 1)))
 void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *weights,
                            __global const TYPE *bias,
@@ -363,12 +368,17 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
                            __global TYPE *kept,  // z (STORE_PRE) or f'(z) (STORE_SLOPES), (rows, units)
                            __global TYPE *outputs, __global TYPE *outputs_t, const int rows, const int n_in,
                            const int units, const int units_p, const int ld, const int adding, const TYPE a,
-                           const TYPE b, const int panel)
+                           const TYPE b, const int panel, __global TYPE *slices, const int chunk)
 {
     TILED_BEGIN
     const int m_block = get_group_id(1) * TILE, n_block = get_group_id(0) * TILE;
+    const int first = get_group_id(2) * chunk, end = min(n_in, first + chunk);
     result_product(inputs, n_in, ALONG_K, PANEL_BASE(weights, n_block, panel, n_in), panel, ALONG_M, rows, units,
-                   m_block, n_block, 0, n_in, 0);
+                   m_block, n_block, first, end, 0);
+    if (get_num_groups(2) > 1) {  // (the whole launch)
+        store_result(slices + (long)get_group_id(2) * rows * units, units, rows, units, m_block, n_block, acc, 0);
+        return;
+    }
     #pragma unroll
     for (int i = 0; i < ACC_ROWS; i++)
         #pragma unroll
@@ -406,6 +416,37 @@ void PerceptronFeedForward(__global const TYPE *inputs, __global const TYPE *wei
     store_result(outputs, units, rows, units, m_block, n_block, acc, 0);
     if (ld)
         store_result(outputs_t, ld, rows, units, m_block, n_block, acc, 1);
+}
+
+// The end of a forward split along n_in (see PerceptronFeedForward), an element a work-item: z =
+// the slices' sum + b, then what the forward's own end stores.
+__kernel void FinishFeedForward(__global const TYPE *slices,    // (splits, rows, units)
+                                __global const TYPE *bias,
+                                __global const TYPE *residual,  // r (rows, units), added to y if adding
+                                __global TYPE *kept,            // z (STORE_PRE) or f'(z) (STORE_SLOPES)
+                                __global TYPE *outputs, __global TYPE *outputs_t, const int splits, const int rows,
+                                const int units, const int ld, const int adding, const TYPE a, const TYPE b)
+{
+    const int e = get_global_id(0), size = rows * units;
+    if (e >= size)
+        return;
+    const int m = e / units, n = e % units;
+    TYPE z = slices[e];
+    for (int s = 1; s < splits; s++)
+        z += slices[(long)s * size + e];
+    z += bias[n];
+#if STORE_PRE
+    kept[e] = z;
+#endif
+    TYPE y = ACT_FORWARD(z, a, b);
+#if STORE_SLOPES
+    kept[e] = ACT_DERIVATIVE(y, z, a, b);
+#endif
+    if (adding)
+        y += residual[e];
+    outputs[e] = y;
+    if (ld)
+        outputs_t[(long)n * ld + m] = y;
 }
 
 // The weight gradient x^T delta, the bias gradient (delta's column sums) and delta itself, from

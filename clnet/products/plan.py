@@ -13,22 +13,26 @@ from ..cl.tensor import Tensor
 from .forms import fused_activation, kernel_defines, product_sources, program_defines, stores_pre, stores_slopes
 
 MIN_SPLIT_ROWS = 256  # the fewest batch rows one split-K work-group sums (see split_k)
+# The shallowest forward (n_in) that is split: its end is one launch more, which a small model's
+# step, bound by the host's launches on a GPU, pays in full, while the sums it would shorten over a
+# short depth were short already (the README MLP's 784 stays whole, the CNN's 1600-deep Dense splits).
+MIN_FORWARD_SPLIT_DEPTH = 1024
 
 
-def split_k(rt, tiles: dict, n_in: int, units_p: int, rows: int, waves: int = 1) -> tuple[int, int]:
-    """(splits, rows per split) of a tiled weight gradient's sum over `rows` batch rows: split
-    when its (n_in, units_p) result has too few tiles to fill the device `waves` times, in chunks
-    of at least MIN_SPLIT_ROWS rows (a multiple of TK). Dense fills it once: with the WGMMA
-    tiles, the tiny GPT's 17 weight gradients and their SumSplits took least time on a GPU
-    filling it once, more filling it twice and more again four times (alternated runs; with the
-    CUDA-core tiles it made no difference)."""
+def split_k(rt, tiles: dict, m: int, n: int, depth: int, waves: int = 1) -> tuple[int, int]:
+    """(splits, depths per split) of a tiled product's sums over `depth` (a weight gradient's batch
+    rows, a forward's n_in): split when its (m, n) result has too few tiles to fill the device
+    `waves` times, in chunks of at least MIN_SPLIT_ROWS depths (a multiple of TK). Dense fills it
+    once: with the WGMMA tiles, the tiny GPT's 17 weight gradients and their SumSplits took least
+    time on a GPU filling it once, more filling it twice and more again four times (alternated
+    runs; with the CUDA-core tiles it made no difference)."""
     tile = tiles["TILE"]
-    blocks = -(-n_in // tile) * -(-units_p // tile)
-    splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, rows // MIN_SPLIT_ROWS))
+    blocks = -(-m // tile) * -(-n // tile)
+    splits = max(1, min(waves * rt.info.cl_device.max_compute_units // blocks, depth // MIN_SPLIT_ROWS))
     if splits == 1:
-        return 1, rows
-    chunk = -(-(-(-rows // splits)) // tiles["TK"]) * tiles["TK"]
-    return -(-rows // chunk), chunk
+        return 1, depth
+    chunk = -(-(-(-depth // splits)) // tiles["TK"]) * tiles["TK"]
+    return -(-depth // chunk), chunk
 
 
 def dense_program(rt, dtype, activation, tiles: dict):
@@ -85,9 +89,14 @@ class DensePlan:
         outputs_t, ld = outputs.transposed_arguments()  # ld 0: no y^T
         # Each kernel's arguments named once; a launch gives those that change, in the order bound.
         self._forward = kernel("PerceptronFeedForward").bind(
-            ("inputs", "residual", "rows", "adding"), weights=weights.value, bias=self.bias, kept=kept,
-            outputs=outputs, outputs_t=outputs_t, units=units, ld=ld, a=fused.a, b=fused.b, **sizes, **panel_argument)
+            ("inputs", "residual", "rows", "adding", *(("slices", "chunk") if self.tiled else ())), weights=weights.value,
+            bias=self.bias, kept=kept, outputs=outputs, outputs_t=outputs_t, units=units, ld=ld, a=fused.a, b=fused.b,
+            **sizes, **panel_argument)
         if self.tiled:
+            self._finish_forward = kernel("FinishFeedForward").bind(
+                ("slices", "splits", "residual", "rows", "adding"), bias=self.bias, kept=kept, outputs=outputs,
+                outputs_t=outputs_t, units=units, ld=ld, a=fused.a, b=fused.b)
+            self._forward_slices = None  # (splits, rows, units) of a split forward, grown as needed
             self._delta_weights = kernel("CalcDeltaWeights").bind(
                 ("inputs", "output_gr", "delta", "delta_weights", "delta_bias", "rows", "chunk", "apply_derivative",
                  "first_row"), slopes=kept, units=units, a=fused.a, b=fused.b, **sizes, **panel_argument)
@@ -139,6 +148,13 @@ class DensePlan:
         the CPU form never splits it."""
         return split_k(self.rt, self.tiles, self.n_in, self.units_p, rows) if self.tiled else (1, rows)
 
+    def forward_splits(self, rows: int) -> tuple[int, int]:
+        """(splits, depths per split) of the forward's sums over n_in at `rows` rows (see split_k);
+        the CPU form and depths below MIN_FORWARD_SPLIT_DEPTH never split them."""
+        if not self.tiled or self.n_in < MIN_FORWARD_SPLIT_DEPTH:
+            return 1, self.n_in
+        return split_k(self.rt, self.tiles, rows, self.units_p, self.n_in)
+
     def weight_row_blocks(self, parts: int, splits: int = 1) -> list[tuple[int, int]]:
         """dL/dW's rows, (n_in, units_p), that the GPU form's weight-gradient launches compute: all
         in one, unless `parts` > 1 are asked for, dL/dW is one row-major panel (a part's rows are
@@ -152,11 +168,12 @@ class DensePlan:
     def _geometry(self, block, columns, rows, splits=1):
         """Launch settings, remembered (on a GPU the Python of a step is what a small layer's
         step costs): for a product writing a (rows, columns) result, (global, local) sizes; for
-        "splits", (splits, chunk) at `rows` rows."""
+        "splits" and "forward splits", the weight gradient's and the forward's (splits, chunk) at
+        `rows` rows."""
         key = (block, columns, rows, splits)
         if key not in self._geometries:
-            self._geometries[key] = (self.splits(rows) if block == "splits"
-                                     else self._launch_sizes(block, columns, rows, splits))
+            self._geometries[key] = (self.splits(rows) if block == "splits" else self.forward_splits(rows)
+                                     if block == "forward splits" else self._launch_sizes(block, columns, rows, splits))
         return self._geometries[key]
 
     def _launch_sizes(self, block, columns, rows, splits):
@@ -196,9 +213,24 @@ class DensePlan:
 
     def forward(self, x: Tensor, rows: int, add: Tensor | None = None) -> None:
         """outputs = f(x W + b) (with `add`, a linear layer's residual, x W + b + add) over `rows`
-        rows, keeping z or f'(z) in `kept` where the backward reads it."""
-        self._forward(*self._geometry("FF_RM", self.units, rows), x, add, rows, int(add is not None),
-                      flops=2.0 * rows * self.n_in * self.units)
+        rows, keeping z or f'(z) in `kept` where the backward reads it. The GPU form splits the sums
+        along n_in where the result has too few blocks to fill the device (split_k), and one more
+        launch ends it (FinishFeedForward)."""
+        flops, adding = 2.0 * rows * self.n_in * self.units, int(add is not None)
+        if not self.tiled:
+            self._forward(*self._geometry("FF_RM", self.units, rows), x, add, rows, adding, flops=flops)
+            return
+        splits, chunk = self._geometry("forward splits", 0, rows)
+        if splits == 1:
+            self._forward(*self._geometry("FF_RM", self.units, rows), x, add, rows, adding, None, chunk, flops=flops)
+            return
+        size = splits * rows * self.units
+        if self._forward_slices is None or self._forward_slices.shape[0] < size:
+            self._forward_slices = Tensor((size,), self.dtype, self.rt)
+        slices = self._forward_slices
+        self._forward(*self._geometry("FF_RM", self.units, rows, splits), x, None, rows, 0, slices, chunk, flops=flops)
+        items = -(-rows * self.units // self.rt.local_size) * self.rt.local_size
+        self._finish_forward((items,), (self.rt.local_size,), slices, splits, add, rows, adding)
 
     def _delta_is_grad(self, apply_derivative: bool) -> bool:
         """Whether the GPU form's input gradient reads dL/dy, (rows, units), as delta = dL/dz:
