@@ -215,12 +215,13 @@ def skip_unless_form_runs(rt, form: str) -> None:
 
 @pytest.mark.parametrize("form", TENSOR_CORE_FORMS)
 @pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
-                                                (64, 32, 48, 16), (129, 17, 300, 16)])
+                                                (64, 32, 48, 16), (129, 17, 300, 16), (13, 1037, 5, 16)])
 def test_tensor_core_form(rt, rng, rows, n_in, units, tk, form):
     """Each tensor-core form's three products (with y^T, the bias and the derivative) against
     float64 at sizes of several blocks with partial edges, a depth with a partial slice (and 17
     inputs by 300 units, edges that WGMMA's transposed forward and weight gradient meet the
-    other way round), split-K (1037 rows of a 3 x 5 layer) and whole aligned slices; and
+    other way round), split-K (1037 rows of a 3 x 5 layer; the forward's, 13 rows through 1037
+    inputs) and whole aligned slices; and
     float32's accuracy: the forward's error as a fraction of the largest |z| stays near numpy's
     float32 product's (about 5e-7), where a single TF32 product gives ~3e-4 and 3xTF32 summed on
     the tensor cores alone ~8e-6 at this depth of 1000."""
@@ -252,14 +253,15 @@ def test_tensor_core_form_keeps_22_bits(rt, form):
 @pytest.mark.parametrize("form", TENSOR_CORE_FORMS)
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
 @pytest.mark.parametrize("rows,n_in,units,tk", [(300, 200, 260, 16), (257, 1000, 131, 32), (1037, 3, 5, 16),
-                                                (129, 17, 300, 32)])
+                                                (129, 17, 300, 32), (13, 1037, 5, 32)])
 def test_sixteen_bit_products(rt, rng, rows, n_in, units, tk, half, form):
     """The tensor-core forms' 16-bit products (HALF: mma_half.cl, wgmma_half.cl): each of the
     three is the float64 product of its operands rounded to bfloat16 or float16 (to nearest even),
     to within float's sums (1e-5 of the largest): the form rounds nothing else. A linear layer, so
     that the weight and input gradients' dL/dz is dL/dy; at sizes of partial blocks, a depth of a
-    partial slice, split-K (1037 rows of 3 x 5) and both slice depths (and 17 inputs by 300 units,
-    whose edges WGMMA's transposed forward and weight gradient meet the other way round)."""
+    partial slice, split-K (1037 rows of 3 x 5; the forward's, 13 rows through 1037 inputs) and
+    both slice depths (and 17 inputs by 300 units, whose edges WGMMA's transposed forward and
+    weight gradient meet the other way round)."""
     skip_unless_form_runs(rt, form)
     x = rng.normal(size=(rows, n_in)).astype(F32)
     dy = rng.normal(size=(rows, units)).astype(F32)
@@ -267,6 +269,7 @@ def test_sixteen_bit_products(rt, rng, rows, n_in, units, tk, half, form):
                         tiles={**TENSOR_CORE_FORMS[form], "TK": tk, "HALF": {"bfloat16": 1, "float16": 2}[half]})
     w, bias = layer.get_weights()
     xr, wr, dyr = (rounded(a, half) for a in (x, w, dy))
+    assert (layer.plan.forward_splits(rows)[0] > 1) == (n_in == 1037)  # the forward split runs where asked for
 
     def near(got, want):
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
