@@ -172,8 +172,12 @@ class DensePlan:
         `rows` rows."""
         key = (block, columns, rows, splits)
         if key not in self._geometries:
-            self._geometries[key] = (self.splits(rows) if block == "splits" else self.forward_splits(rows)
-                                     if block == "forward splits" else self._launch_sizes(block, columns, rows, splits))
+            if block == "splits":
+                self._geometries[key] = self.splits(rows)
+            elif block == "forward splits":
+                self._geometries[key] = self.forward_splits(rows)
+            else:
+                self._geometries[key] = self._launch_sizes(block, columns, rows, splits)
         return self._geometries[key]
 
     def _launch_sizes(self, block, columns, rows, splits):
